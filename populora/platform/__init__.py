@@ -1,0 +1,5 @@
+"""Shared pieces: config loading, tracking, the sandbox, the model backend, jobs.
+
+Named ``populora.platform`` (never a top-level ``platform`` package, which would shadow Python's own
+``platform`` module and break torch's import).
+"""
