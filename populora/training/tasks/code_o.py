@@ -1,0 +1,56 @@
+"""code_o (deduction): the student sees program + input and predicts the output.
+
+Also home of the program+input proposal that code_o and code_i share.
+"""
+
+from __future__ import annotations
+
+from populora.training.tasks.parsing import call_arguments, first_block, first_line_or_block, literal, parseable_program
+from populora.training.tasks.prompts import chat, fenced
+from populora.training.tasks.task import Task
+
+KIND = "code_o"
+PROPOSE_PREFILL = "```python\ndef f("
+PROPOSE_ASK = (
+    "Write a new, different Python function named f and one input for it. Put the function in a ```python "
+    "block and the arguments of the call in an ```input block. No imports, no randomness, no printing."
+)
+
+
+def propose_messages(references: list[Task]) -> tuple[list[dict], str]:
+    shots = [(PROPOSE_ASK, fenced("python", t.program) + "\n" + fenced("input", t.input)) for t in references]
+    return chat(shots, PROPOSE_ASK), PROPOSE_PREFILL
+
+
+def parse_proposal(text: str, task: Task) -> Task:
+    """Fill ``task.program`` / ``task.input`` from the completion (prefill included); reason set on failure."""
+    full = PROPOSE_PREFILL + text
+    code = first_block(full, "python", "py", "")
+    program = parseable_program(code) if code else None
+    after = full.split("```input", 1)[1] if "```input" in full else ""
+    arguments = call_arguments(first_line_or_block("```input" + after, "input")) if after else None
+    task.program, task.input = program or (code or ""), arguments or ""
+    if program is None:
+        task.reason = "format: no parseable program defining f"
+    elif arguments is None:
+        task.reason = "format: no ```input block with valid arguments"
+    return task
+
+
+DEMO = ("def f(s):\n    return s[::-1] + '!'", "'abc'", "'cba!'")
+
+
+def solve_messages(task: Task) -> tuple[list[dict], str]:
+    def ask(program: str, arguments: str) -> str:
+        return f"{fenced('python', program)}\nWhat does f({arguments}) return? Reply with the value in an ```output block."
+
+    shots = [(ask(DEMO[0], DEMO[1]), fenced("output", DEMO[2]))]
+    return chat(shots, ask(task.program, task.input)), "```output\n"
+
+
+def parse_answer(text: str) -> str | None:
+    return literal(first_line_or_block("```output\n" + text, "output"))
+
+
+def check_request(task: Task, answer: str) -> dict:
+    return {"type": "code_o", "program": task.program, "input": task.input, "answer": answer}
