@@ -1,0 +1,50 @@
+"""Lineage: who descends from whom. MLflow's one-parent tag cannot hold crossover (two parents), so the full
+DAG is kept here and logged as a JSON artifact (and as tags on each member's child run)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass
+class LineageEvent:
+    child: str
+    parents: list[str]
+    operator: str          # init | mutation | crossover
+    step: int
+    generation: int
+    role: str
+    replaced: str = ""     # the member this child replaced (evolution) or ""
+    details: dict = field(default_factory=dict)
+
+
+class Lineage:
+    def __init__(self, events: list[LineageEvent] | None = None):
+        self.events = list(events or [])
+
+    def record(self, event: LineageEvent) -> None:
+        self.events.append(event)
+
+    def parents(self, member_id: str) -> list[str]:
+        return next((e.parents for e in self.events if e.child == member_id), [])
+
+    def children(self, member_id: str) -> list[str]:
+        return [e.child for e in self.events if member_id in e.parents]
+
+    def ancestors(self, member_id: str) -> set[str]:
+        seen, todo = set(), list(self.parents(member_id))
+        while todo:
+            m = todo.pop()
+            if m not in seen:
+                seen.add(m)
+                todo += self.parents(m)
+        return seen
+
+    def to_dict(self) -> dict:
+        nodes = sorted({e.child for e in self.events})
+        edges = [{"parent": p, "child": e.child, "operator": e.operator, "step": e.step} for e in self.events for p in e.parents]
+        return {"events": [asdict(e) for e in self.events], "nodes": nodes, "edges": edges}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Lineage":
+        return cls([LineageEvent(**e) for e in data["events"]])

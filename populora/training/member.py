@@ -1,0 +1,87 @@
+"""Population members: a LoRA adapter with a role, a TrueSkill rating and a lineage record."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import trueskill
+
+TEACHER, STUDENT, BOTH = "teacher", "student", "both"  # BOTH: the single-agent baseline plays both roles
+
+# Draws are rare: an outcome is "student solved the task in most rollouts" or not.
+RATING_ENV = trueskill.TrueSkill(draw_probability=0.05)
+
+
+@dataclass
+class Member:
+    id: str
+    role: str
+    rank: int
+    generation: int = 0
+    parents: list[str] = field(default_factory=list)
+    operator: str = "init"          # init | mutation | crossover
+    born_step: int = 0
+    mu: float = RATING_ENV.mu
+    sigma: float = RATING_ENV.sigma
+    alive: bool = True
+    adapter_dir: str = ""
+    mlflow_run_id: str = ""
+
+    @property
+    def rating(self) -> trueskill.Rating:
+        return RATING_ENV.create_rating(self.mu, self.sigma)
+
+    @rating.setter
+    def rating(self, value: trueskill.Rating) -> None:
+        self.mu, self.sigma = float(value.mu), float(value.sigma)
+
+    def conservative(self, k: float) -> float:
+        """Skill we are confident of: mu - k * sigma (TrueSkill's leaderboard score for k = 3)."""
+        return self.mu - k * self.sigma
+
+    def plays(self, role: str) -> bool:
+        return self.role == role or self.role == BOTH
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class Population:
+    """All members ever created (dead ones kept for lineage), with id allocation per role."""
+
+    PREFIX = {TEACHER: "T", STUDENT: "S", BOTH: "B"}
+
+    def __init__(self, members: list[Member] | None = None, next_index: dict[str, int] | None = None):
+        self.members: dict[str, Member] = {m.id: m for m in members or []}
+        self.next_index = next_index or {}
+
+    def new_id(self, role: str) -> str:
+        prefix = self.PREFIX[role]
+        i = self.next_index.get(prefix, 0)
+        self.next_index[prefix] = i + 1
+        return f"{prefix}{i}"
+
+    def add(self, member: Member) -> Member:
+        self.members[member.id] = member
+        return member
+
+    def alive(self, role: str | None = None) -> list[Member]:
+        return [m for m in self.members.values() if m.alive and (role is None or m.plays(role))]
+
+    @property
+    def teachers(self) -> list[Member]:
+        return self.alive(TEACHER)
+
+    @property
+    def students(self) -> list[Member]:
+        return self.alive(STUDENT)
+
+    def __getitem__(self, member_id: str) -> Member:
+        return self.members[member_id]
+
+    def to_dict(self) -> dict:
+        return {"members": [m.to_dict() for m in self.members.values()], "next_index": dict(self.next_index)}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Population":
+        return cls([Member(**m) for m in data["members"]], dict(data["next_index"]))
