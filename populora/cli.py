@@ -1,0 +1,129 @@
+"""The ``populora`` command line.
+
+    populora train --config configs/smoke.yaml [--set key=value ...] [--resume RUN_ID]
+    populora runs
+    populora sandbox exec PROGRAM.py | sandbox check TASK.json
+    populora bench verifier [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import warnings
+
+# Keep third-party chatter (gguf de-quantisation bars, HF warnings) out of the user's way.
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+warnings.filterwarnings("ignore", category=UserWarning, module=r"(peft|transformers|torch)\.")
+warnings.filterwarnings("ignore", category=FutureWarning, module=r"(peft|transformers)\.")
+
+
+def _train(args) -> int:
+    from populora.platform import config as config_io
+    from populora.training.config import TrainConfig
+    from populora.training.loop import Trainer
+
+    if args.resume:
+        if args.config or args.set:
+            print("error: --resume continues a run with its own config; drop --config/--set", file=sys.stderr)
+            return 2
+        trainer = Trainer.resume(args.resume)
+        print(f"resuming run {trainer.run_id} at step {trainer.step_index}/{trainer.cfg.steps}", flush=True)
+    else:
+        cfg = config_io.load(TrainConfig, args.config, args.set)
+        trainer = Trainer.create(cfg)
+        print(f"run {trainer.run_id}: {cfg.name} ({'single-agent baseline' if cfg.population.single_agent else f'{cfg.population.teachers} teachers + {cfg.population.students} students'}), "
+              f"{cfg.steps} steps, run dir {trainer.run_dir}", flush=True)
+    trainer.train(progress=not args.quiet)
+    _where(trainer)
+    return 0
+
+
+def _where(trainer) -> None:
+    from populora.platform.tracking import tracking_uri
+
+    uri = tracking_uri()
+    print(f"\ndone: run {trainer.run_id} in MLflow store {uri}")
+    print(f"  adapters (PEFT dirs): {trainer.run_dir / 'adapters'}")
+    print(f"  look at it:  mlflow ui --backend-store-uri {uri}      (then open http://127.0.0.1:5000)")
+    print(f"  list runs:   populora runs")
+
+
+def _runs(args) -> int:
+    from populora.platform.tracking import Tracker, tracking_uri
+
+    tracker = Tracker()
+    exps = tracker.client.search_experiments()
+    runs = tracker.client.search_runs([e.experiment_id for e in exps], filter_string="tags.`populora.kind` != ''",
+                                      order_by=["attributes.start_time DESC"], max_results=args.limit)
+    if not runs:
+        print(f"no PopuLoRA runs in {tracking_uri()} (start one with: populora train --config configs/smoke.yaml)")
+        return 0
+    print(f"{'run id':34} {'name':18} {'kind':10} {'status':9} {'progress':9} {'solve':>6} {'valid':>6}")
+    for r in runs:
+        t, m = r.data.tags, r.data.metrics
+        solve, valid = m.get("student/solve_rate"), m.get("tasks/validity_rate")
+        print(f"{r.info.run_id:34} {r.info.run_name[:18]:18} {t.get('populora.kind', '?'):10} {r.info.status:9} "
+              f"{t.get('populora.progress', '?'):9} {'' if solve is None else f'{solve:.0%}':>6} {'' if valid is None else f'{valid:.0%}':>6}")
+    return 0
+
+
+def _sandbox(argv: list[str]) -> int:
+    from populora.platform.sandbox_cli import sandbox_main
+
+    return sandbox_main(argv)
+
+
+def _bench(argv: list[str]) -> int:
+    from populora.platform.sandbox_cli import bench_verifier_main
+
+    if not argv or argv[0] not in ("verifier", "all"):
+        print("usage: populora bench {verifier,all} [--json]", file=sys.stderr)
+        return 2
+    return bench_verifier_main(argv[1:])
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="populora", description="Population-based self-play post-training with LoRA adapters")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    t = sub.add_parser("train", help="train a population (or the single-agent baseline)")
+    t.add_argument("--config", help="YAML preset, e.g. configs/smoke.yaml (default: built-in defaults)")
+    t.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config value, e.g. --set steps=10")
+    t.add_argument("--resume", metavar="RUN_ID", help="continue a killed run from its last checkpoint")
+    t.add_argument("--quiet", action="store_true", help="no progress bar")
+    t.set_defaults(func=_train)
+
+    r = sub.add_parser("runs", help="list training runs in the MLflow store")
+    r.add_argument("--limit", type=int, default=50)
+    r.set_defaults(func=_runs)
+
+    sub.add_parser("sandbox", help="run or check a program in the sandbox (see: populora sandbox --help)", add_help=False)
+    sub.add_parser("bench", help="benchmarks: populora bench verifier|all [--json]", add_help=False)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if argv and argv[0] == "sandbox":
+        return _sandbox(argv[1:])
+    if argv and argv[0] == "bench":
+        return _bench(argv[1:])
+    args = build_parser().parse_args(argv)
+    from populora.platform.config import ConfigError
+    from populora.platform.models import ModelError
+    from populora.training.checkpoint import CheckpointError
+
+    try:
+        return args.func(args)
+    except (ConfigError, ModelError, CheckpointError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,85 @@
+"""Checkpoints: everything needed to continue a run, written atomically.
+
+Layout: ``<run_dir>/checkpoints/step_000N/`` holding config.yaml, state.json (population, lineage, buffers,
+coverage, pending MLflow records, RNG states), rng.pt, adapters/<member>/ (PEFT dirs) and optim/<member>.pt.
+A checkpoint is written under a temporary name and renamed into place, then ``latest`` (a one-line file) is
+replaced atomically, so a kill -9 at any moment leaves the previous checkpoint intact and pointed to.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import torch
+
+KEEP = 2
+
+
+class CheckpointError(RuntimeError):
+    pass
+
+
+def save(run_dir: Path, step: int, state: dict, config_yaml: str, backend, optimizers: dict, rng_state: dict) -> Path:
+    root = run_dir / "checkpoints"
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / f"step_{step:06d}"
+    tmp = root / f".tmp-step_{step:06d}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    (tmp / "optim").mkdir(parents=True)
+    (tmp / "config.yaml").write_text(config_yaml)
+    for member, opt in optimizers.items():
+        backend.save_adapter(member, tmp / "adapters" / member)
+        torch.save(opt.state_dict(), tmp / "optim" / f"{member}.pt")
+    torch.save(rng_state, tmp / "rng.pt")
+    (tmp / "state.json").write_text(json.dumps(state))
+    _fsync_tree(tmp)
+    if final.exists():  # re-written after a resume that replayed this step
+        shutil.rmtree(final)
+    os.rename(tmp, final)
+    _atomic_write(root / "latest", final.name)
+    _prune(root, keep=KEEP)
+    return final
+
+
+def latest(run_dir: Path) -> Path | None:
+    pointer = run_dir / "checkpoints" / "latest"
+    if not pointer.is_file():
+        return None
+    path = run_dir / "checkpoints" / pointer.read_text().strip()
+    if not (path / "state.json").is_file():
+        raise CheckpointError(f"checkpoint pointer {pointer} names {path.name}, which is missing or incomplete")
+    return path
+
+
+def load(path: Path) -> tuple[dict, str, dict]:
+    """Return (state, config_yaml, rng_state); adapters and optimizer states are read by the trainer."""
+    state = json.loads((path / "state.json").read_text())
+    rng_state = torch.load(path / "rng.pt", weights_only=False)
+    return state, (path / "config.yaml").read_text(), rng_state
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _fsync_tree(path: Path) -> None:
+    for f in path.rglob("*"):
+        if f.is_file():
+            with open(f, "rb") as fh:
+                os.fsync(fh.fileno())
+
+
+def _prune(root: Path, keep: int) -> None:
+    done = sorted(p for p in root.glob("step_*") if p.is_dir())
+    for old in done[:-keep]:
+        shutil.rmtree(old, ignore_errors=True)
+    for stale in root.glob(".tmp-step_*"):
+        shutil.rmtree(stale, ignore_errors=True)

@@ -1,0 +1,41 @@
+"""Propose phase: every teacher writes ``tasks_per_teacher`` tasks, kinds taken in turn, in one batched
+generation (each row on its teacher's adapter)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from populora.training.buffers import TaskBuffers
+from populora.training.member import Member
+from populora.training.rollout import Rollout
+from populora.training.tasks import KINDS, Task
+
+
+def propose(backend, teachers: list[Member], buffers: TaskBuffers, cfg, step: int, rng: np.random.Generator, seed: int):
+    """Return (tasks, rollouts): unvalidated tasks (``reason`` set on format failures) and the teachers' rollouts."""
+    tc = cfg.tasks
+    plans = []  # (teacher, task, prompt)
+    for teacher in teachers:
+        for j in range(tc.tasks_per_teacher):
+            kind = tc.kinds[(step + j) % len(tc.kinds)]
+            task = Task(id=f"s{step}-{teacher.id}-{j}", kind=kind, program="", teacher=teacher.id, step=step)
+            if kind == "code_f":
+                source = buffers.programs(rng)
+                task.program = source.program
+                messages, prefill = KINDS[kind].propose_messages(source, tc.code_f_inputs)
+            else:
+                messages, prefill = KINDS[kind].propose_messages(buffers.sample(kind, tc.references, rng))
+            plans.append((teacher, task, backend.encode_chat(messages, prefill)))
+    gens = backend.generate(
+        [p for _, _, p in plans], [t.id for t, _, _ in plans], tc.max_new_tokens_propose,
+        temperature=tc.temperature, top_p=tc.top_p, seed=seed,
+    )
+    tasks, rollouts = [], []
+    for (teacher, task, _), gen in zip(plans, gens):
+        if task.kind == "code_f":
+            KINDS["code_f"].parse_proposal(gen.text, task, tc.code_f_inputs)
+        else:
+            KINDS[task.kind].parse_proposal(gen.text, task)
+        tasks.append(task)
+        rollouts.append(Rollout(teacher.id, "teacher", task.kind, task.id, gen.prompt_ids, gen.completion_ids, gen.text))
+    return tasks, rollouts

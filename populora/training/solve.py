@@ -1,0 +1,39 @@
+"""Solve phase: each matched student answers each valid task ``rollouts`` times (one batched generation over
+all students' adapters); the sandbox checks every parsed answer."""
+
+from __future__ import annotations
+
+from populora.training.rollout import Rollout
+from populora.training.tasks import KINDS, Task
+
+
+def solve(backend, verifier, tasks: list[Task], pairs: dict[str, list[str]], cfg, seed: int) -> list[Rollout]:
+    tc = cfg.tasks
+    plans = []  # (student id, task, prompt)
+    for task in tasks:
+        if not task.valid:
+            continue
+        messages, prefill = KINDS[task.kind].solve_messages(task)
+        prompt = backend.encode_chat(messages, prefill)
+        for student in pairs.get(task.teacher, []):
+            plans += [(student, task, prompt)] * tc.rollouts
+    if not plans:
+        return []
+    gens = backend.generate(
+        [p for _, _, p in plans], [s for s, _, _ in plans], tc.max_new_tokens_solve,
+        temperature=tc.temperature, top_p=tc.top_p, seed=seed, stop=("```",),
+    )
+    rollouts, requests = [], []
+    for (student, task, _), gen in zip(plans, gens):
+        answer = KINDS[task.kind].parse_answer(gen.text)
+        r = Rollout(student, "student", task.kind, task.id, gen.prompt_ids, gen.completion_ids, gen.text, answer=answer)
+        rollouts.append(r)
+        if answer is not None:
+            requests.append((r, KINDS[task.kind].check_request(task, answer)))
+        else:
+            r.verdict = "format: no parseable answer"
+    verdicts = verifier.check_many([req for _, req in requests]) if requests else []
+    for (r, _), verdict in zip(requests, verdicts):
+        r.correct = bool(verdict.correct)
+        r.verdict = "correct" if r.correct else f"{verdict.status}: {verdict.reason}"[:200]
+    return rollouts

@@ -1,0 +1,50 @@
+"""Validate phase: the sandbox runs every proposed task; invalid or nondeterministic ones are dropped (and
+their teachers penalised in the update); valid ones get gold outputs computed in the sandbox, curriculum
+metrics, and join the buffers."""
+
+from __future__ import annotations
+
+from populora.training.buffers import TaskBuffers
+from populora.training.curriculum import program_metrics, structure_key
+from populora.training.tasks import Task
+
+
+def validate(verifier, tasks: list[Task], buffers: TaskBuffers, seen_structures: set[str]) -> None:
+    requests, owners = [], []  # one verifier "validate" request per (task, input)
+    for task in tasks:
+        if task.reason:  # already a format failure
+            continue
+        for x in (task.inputs if task.kind == "code_f" else [task.input]):
+            requests.append({"type": "validate", "program": task.program, "input": x})
+            owners.append((task, x))
+    verdicts = verifier.check_many(requests) if requests else []
+    results: dict[str, list] = {}
+    for (task, x), verdict in zip(owners, verdicts):
+        results.setdefault(task.id, []).append((x, verdict))
+    for task in tasks:
+        if task.reason:
+            continue
+        _apply(task, results.get(task.id, []))
+        if task.valid:
+            task.metrics = program_metrics(task.program)
+            key = structure_key(task.program)
+            task.metrics["novel_structure"] = float(key not in seen_structures)
+            seen_structures.add(key)
+            buffers.add(task)
+
+
+def _apply(task: Task, checked: list) -> None:
+    if task.kind != "code_f":
+        (_, verdict), = checked
+        task.valid, task.output = verdict.valid, verdict.output or ""
+        task.reason = "ok" if verdict.valid else f"{verdict.status}: {verdict.reason}"[:300]
+        return
+    ok = [(x, v.output) for x, v in checked if v.valid]
+    task.inputs, task.outputs = [x for x, _ in ok], [o for _, o in ok]
+    if len(ok) < 2:
+        bad = next((v for _, v in checked if not v.valid), None)
+        task.valid, task.reason = False, f"{len(ok)} inputs ran, need 2" + (f" ({bad.status}: {bad.reason})"[:200] if bad else "")
+    elif len(set(task.outputs)) < 2:
+        task.valid, task.reason = False, "every input gives the same output: nothing to induce"
+    else:
+        task.valid, task.reason = True, "ok"
