@@ -171,8 +171,13 @@ class Trainer:
 
     @classmethod
     def resume(cls, run_id: str) -> "Trainer":
+        from mlflow.exceptions import MlflowException
+
         tracker = Tracker()
-        run = tracker.get_run(run_id)
+        try:
+            run = tracker.get_run(run_id)
+        except MlflowException as err:
+            raise checkpoint.CheckpointError(f"no run {run_id!r} in this MLflow store ({err.message[:120]}); list runs with: populora runs") from None
         run_dir = Path(run.data.tags.get("populora.run_dir", ""))
         path = checkpoint.latest(run_dir) if run_dir.is_dir() else None
         if path is None:

@@ -11,7 +11,8 @@ KIND = "code_i"
 propose_messages = code_o.propose_messages  # same proposal: a program and one input
 parse_proposal = code_o.parse_proposal
 
-DEMO = ("def f(n):\n    return n * 3 + 1", "13", "4")
+# Worked examples: (program, output, an input giving it); a copy first, then an inversion.
+DEMOS = [("def f(x):\n    return x", "'abc'", "'abc'"), ("def f(n):\n    return n + 1", "8", "7")]
 
 
 def solve_messages(task: Task) -> tuple[list[dict], str]:
@@ -19,7 +20,7 @@ def solve_messages(task: Task) -> tuple[list[dict], str]:
         return (f"{fenced('python', program)}\nFind arguments for f so that it returns {output}. "
                 "Reply with the arguments in an ```input block.")
 
-    shots = [(ask(DEMO[0], DEMO[1]), fenced("input", DEMO[2]))]
+    shots = [(ask(program, y), fenced("input", x)) for program, y, x in DEMOS]
     return chat(shots, ask(task.program, task.output)), "```input\n"
 
 

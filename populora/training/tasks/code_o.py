@@ -37,14 +37,16 @@ def parse_proposal(text: str, task: Task) -> Task:
     return task
 
 
-DEMO = ("def f(s):\n    return s[::-1] + '!'", "'abc'", "'cba!'")
+# Worked examples shown before the question: (program, input, output). The first is a copy, so even a tiny
+# model has a strategy that is right on the simplest tasks; the second shows a real transformation.
+DEMOS = [("def f(a):\n    return a", "[1, 2]", "[1, 2]"), ("def f(s):\n    return s + '!'", "'hi'", "'hi!'")]
 
 
 def solve_messages(task: Task) -> tuple[list[dict], str]:
     def ask(program: str, arguments: str) -> str:
         return f"{fenced('python', program)}\nWhat does f({arguments}) return? Reply with the value in an ```output block."
 
-    shots = [(ask(DEMO[0], DEMO[1]), fenced("output", DEMO[2]))]
+    shots = [(ask(program, x), fenced("output", y)) for program, x, y in DEMOS]
     return chat(shots, ask(task.program, task.input)), "```output\n"
 
 

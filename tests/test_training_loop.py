@@ -1,0 +1,129 @@
+"""The co-evolution loop end to end on a tiny random model, through the real CLI in a subprocess: real sandbox,
+real MLflow store, real PEFT adapters and checkpoints. (A random model rarely writes a valid task; the embedded
+model's test in test_embedded_model.py checks that valid tasks and solved answers happen.)"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from conftest import populora_cmd
+
+TINY = ["--set", "model.tiny_random=true", "--set", "model.lora_rank=4",
+        "--set", "tasks.max_new_tokens_propose=24", "--set", "tasks.max_new_tokens_solve=8",
+        "--set", "tasks.tasks_per_teacher=2", "--set", "tasks.rollouts=2"]
+
+
+def _client(uri):
+    from mlflow import MlflowClient
+    return MlflowClient(tracking_uri=uri)
+
+
+def _runs(uri):
+    client = _client(uri)
+    exp = client.get_experiment_by_name("populora")
+    runs = client.search_runs([exp.experiment_id], max_results=1000)
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    return parents, children
+
+
+def test_two_steps_logged_to_mlflow(mlflow_store, tmp_path):
+    out = subprocess.run(populora_cmd("train", "--config", str(Path(__file__).parents[1] / "configs/smoke.yaml"),
+                                      "--set", "steps=2", "--set", "evolution.every=2", *TINY, "--quiet"),
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    parents, children = _runs(mlflow_store)
+    assert len(parents) == 1
+    parent = parents[0]
+    assert parent.info.status == "FINISHED"
+    assert parent.data.tags["populora.kind"] == "population"
+    assert parent.data.params["population.teachers"] == "2"
+    client = _client(mlflow_store)
+    assert [m.step for m in client.get_metric_history(parent.info.run_id, "progress/step")] == [1, 2]
+    for key in ("tasks/validity_rate", "teacher/reward", "curriculum/coverage", "time/step_s"):
+        assert len(client.get_metric_history(parent.info.run_id, key)) == 2, key
+    # one child run per member: 4 initial + 2 children of the evolution at step 2 (1 teacher, 1 student)
+    ids = sorted(c.data.tags["populora.member_id"] for c in children)
+    assert ids == ["S0", "S1", "S2", "T0", "T1", "T2"]
+    for c in children:
+        assert c.data.params["role"] in ("teacher", "student")
+        assert len(client.get_metric_history(c.info.run_id, "rating/mu")) >= 1
+    born = [c for c in children if c.data.tags["populora.member_id"] in ("T2", "S2")]
+    assert all(c.data.params["operator"] in ("mutation", "crossover") and c.data.params["generation"] == "1" for c in born)
+    # lineage artifact keeps every parent
+    lineage = json.loads(Path(client.download_artifacts(parent.info.run_id, "lineage.json", str(tmp_path))).read_text())
+    assert {e["child"] for e in lineage["events"]} == set(ids)
+    assert any(e["operator"] in ("mutation", "crossover") and e["parents"] for e in lineage["events"])
+    # tasks table: every proposed task with its verdict
+    tasks = json.loads(Path(client.download_artifacts(parent.info.run_id, "tasks/step_000001.json", str(tmp_path))).read_text())
+    assert len(tasks["data"]) == 4 and "valid" in tasks["columns"] and "reason" in tasks["columns"]
+    # adapters are standard PEFT dirs, uploaded per member
+    alive = [c for c in children if c.data.tags.get("populora.alive") == "true"]
+    assert len(alive) == 4
+    for c in alive:
+        assert (Path(c.data.tags["populora.adapter_dir"]) / "adapter_config.json").is_file()
+        assert any(a.path == "adapter" for a in client.list_artifacts(c.info.run_id))
+
+
+def test_single_agent_baseline_runs_through_the_same_loop(mlflow_store):
+    out = subprocess.run(populora_cmd("train", "--config", str(Path(__file__).parents[1] / "configs/baseline.yaml"),
+                                      "--set", "steps=1", *TINY, "--quiet"), capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    parents, children = _runs(mlflow_store)
+    assert parents[0].data.tags["populora.kind"] == "baseline"
+    assert [c.data.tags["populora.member_id"] for c in children] == ["B0"]
+    assert children[0].data.params["role"] == "both"
+
+
+def test_bad_config_fails_fast_naming_the_field(mlflow_store):
+    out = subprocess.run(populora_cmd("train", "--set", "population.teacher=3"), capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2
+    assert "population.teacher" in out.stderr and "teachers" in out.stderr
+    out = subprocess.run(populora_cmd("train", "--config", "nope.yaml"), capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and "nope.yaml" in out.stderr
+    assert not Path("mlflow.db").exists() or not _runs(mlflow_store)[0]  # nothing half-created
+
+
+def test_kill_9_then_resume_loses_and_duplicates_no_step(mlflow_store, tmp_path):
+    cmd = populora_cmd("train", "--set", "steps=5", "--set", "evolution.every=2", *TINY, "--quiet")
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    run_id = None
+    deadline = time.time() + 300
+    while time.time() < deadline:  # wait for the third checkpoint, then kill -9 mid-run
+        ckpts = list(tmp_path.glob("runs/*/checkpoints/step_000003"))
+        if ckpts:
+            run_id = ckpts[0].parents[1].name
+            break
+        assert proc.poll() is None, proc.stdout.read()[-3000:]
+        time.sleep(0.2)
+    assert run_id, "no checkpoint appeared"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert _client(mlflow_store).get_run(run_id).info.status == "RUNNING"  # killed, never closed
+
+    out = subprocess.run(populora_cmd("train", "--resume", run_id, "--quiet"), capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "resuming run" in out.stdout
+    client = _client(mlflow_store)
+    steps = [m.step for m in client.get_metric_history(run_id, "progress/step")]
+    assert sorted(steps) == [1, 2, 3, 4, 5]  # none lost, none twice
+    assert client.get_run(run_id).info.status == "FINISHED"
+    parents, children = _runs(mlflow_store)
+    counts = Counter(c.data.tags["populora.member_id"] for c in children)
+    assert max(counts.values()) == 1, counts  # no member got a second child run
+    for c in children:
+        mu_steps = [m.step for m in client.get_metric_history(c.info.run_id, "rating/mu")]
+        assert len(mu_steps) == len(set(mu_steps)), (c.data.tags["populora.member_id"], mu_steps)
+
+
+def test_resume_of_unknown_run_is_a_clear_error(mlflow_store):
+    out = subprocess.run(populora_cmd("train", "--resume", "0123456789abcdef"), capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2
+    assert "0123456789abcdef" in out.stderr
