@@ -36,7 +36,8 @@ def _runs(uri):
 
 def test_two_steps_logged_to_mlflow(mlflow_store, tmp_path):
     out = subprocess.run(populora_cmd("train", "--config", str(Path(__file__).parents[1] / "configs/smoke.yaml"),
-                                      "--set", "steps=2", "--set", "evolution.every=2", *TINY, "--quiet"),
+                                      "--set", "steps=2", "--set", "evolution.every=2", "--set", "checkpoint.log_adapters_every=1",
+                                      *TINY, "--quiet"),
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     parents, children = _runs(mlflow_store)
@@ -70,6 +71,8 @@ def test_two_steps_logged_to_mlflow(mlflow_store, tmp_path):
     for c in alive:
         assert (Path(c.data.tags["populora.adapter_dir"]) / "adapter_config.json").is_file()
         assert any(a.path == "adapter" for a in client.list_artifacts(c.info.run_id))
+    t0 = next(c for c in children if c.data.tags["populora.member_id"] == "T0")
+    assert [a.path for a in client.list_artifacts(t0.info.run_id, "checkpoints")] == ["checkpoints/step_000001", "checkpoints/step_000002"]
 
 
 def test_single_agent_baseline_runs_through_the_same_loop(mlflow_store):

@@ -93,6 +93,7 @@ class TrainConfig(Section):
     steps: int = Field(4, ge=1, description="Training steps")
     seed: int = Field(0, description="Seed of every random generator")
     output_dir: str = Field("runs", description="Where run dirs (checkpoints, adapters) are written")
+    baseline_run: str | None = Field(None, description="MLflow run id of the single-agent baseline to compare this population with")
     model: ModelConfig = ModelConfig()
     population: PopulationConfig = PopulationConfig()
     matchmaking: MatchmakingConfig = MatchmakingConfig()

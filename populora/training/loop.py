@@ -122,7 +122,7 @@ class Trainer:
         run_dir = (Path(cfg.output_dir) / run_id).resolve()
         run_dir.mkdir(parents=True, exist_ok=True)
         tracker.set_tags(run_id, {"populora.run_dir": str(run_dir), "populora.progress": f"0/{cfg.steps}",
-                                  "populora.base_model": cfg.model.base})
+                                  "populora.base_model": cfg.model.base, "populora.baseline_run": cfg.baseline_run or ""})
         tracker.log_params(run_id, config_io.flatten(cfg))
         (run_dir / "config.yaml").write_text(config_io.dump(cfg))
         trainer = cls(cfg, tracker, run_id, run_dir)
@@ -238,6 +238,11 @@ class Trainer:
             self.tracker.log_metrics(self.run_id, record["run_metrics"], s)
             self.tracker.log_metrics(self.run_id, {"progress/step": s}, s)  # sentinel, last
         self.pending = []
+        every = self.cfg.checkpoint.log_adapters_every
+        if every and self.step_index % every == 0:
+            for m in self.population.alive():
+                if Path(m.adapter_dir).is_dir():
+                    self.tracker.log_dir(self.member_run(m), m.adapter_dir, f"checkpoints/step_{self.step_index:06d}/adapter")
         self.tracker.log_json(self.run_id, self.lineage.to_dict(), "lineage.json")
         self.tracker.log_json(self.run_id, self.population.to_dict(), "population.json")
         self.tracker.set_tags(self.run_id, {"populora.progress": f"{self.step_index}/{self.cfg.steps}"})
