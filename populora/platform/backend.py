@@ -26,6 +26,15 @@ class LoraSpec:
 
 
 @dataclass
+class TrainSample:
+    """One sequence of a weighted log-likelihood step: loss contribution -weight * sum_t logp(completion_t)."""
+
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    weight: float
+
+
+@dataclass
 class Generation:
     prompt: str
     text: str
@@ -42,6 +51,7 @@ class PeftBackend:
         self.lora = lora
         self.model = None  # the PeftModel, created with the first adapter
         self.device = next(base_model.parameters()).device
+        self.optimizers: dict[str, torch.optim.Optimizer] = {}
 
     # ------------------------------------------------------------------ adapters
     def _lora_config(self):
@@ -78,6 +88,7 @@ class PeftBackend:
 
     def remove_adapter(self, name: str) -> None:
         self.model.delete_adapter(name)
+        self.optimizers.pop(name, None)
 
     def parameters(self, name: str) -> list[torch.nn.Parameter]:
         marker = f".{name}."
@@ -168,6 +179,50 @@ class PeftBackend:
             completion = _strip_after_eos(seqs[row, width:].tolist(), tok.eos_token_id, tok.pad_token_id)
             gens.append(Generation(prompt, tok.decode(completion, skip_special_tokens=True), prompt_ids, completion))
         return gens
+
+    # ------------------------------------------------------------------ training
+    def init_optimizer(self, name: str, lr: float, weight_decay: float = 0.0) -> None:
+        """A fresh AdamW for one adapter (new members and evolved children start with no moments)."""
+        self.optimizers[name] = torch.optim.AdamW(self.parameters(name), lr=lr, weight_decay=weight_decay)
+
+    def optimizer_state(self, name: str) -> dict:
+        return self.optimizers[name].state_dict()
+
+    def load_optimizer_state(self, name: str, state: dict) -> None:
+        self.optimizers[name].load_state_dict(state)
+
+    def train_step(self, batches: dict[str, list[TrainSample]], micro_batch: int = 4, max_len: int = 1024,
+                   grad_clip: float = 1.0, kl_coef: float = 0.0, log_kl: bool = True) -> dict[str, dict]:
+        """One optimizer step per adapter on its own samples (PEFT trains one adapter per forward).
+
+        Loss of adapter m: -sum_i w_i sum_t logp_m(y_it) / N_m  [+ kl_coef * KL(m || base)], N_m = its tokens.
+        """
+        return {name: self._adapter_step(name, samples, micro_batch, max_len, grad_clip, kl_coef, log_kl)
+                for name, samples in batches.items() if samples}
+
+    def _adapter_step(self, name, samples, micro_batch, max_len, grad_clip, kl_coef, log_kl) -> dict:
+        n_tokens = sum(len(s.completion_ids) for s in samples)
+        optimizer = self.optimizers[name]
+        optimizer.zero_grad(set_to_none=True)
+        loss_total = kl_total = 0.0
+        for i in range(0, len(samples), micro_batch):
+            chunk = samples[i:i + micro_batch]
+            prompts, completions = [s.prompt_ids for s in chunk], [s.completion_ids for s in chunk]
+            logp, mask = self.sequence_logprobs(name, prompts, completions, max_len)       # (B, T)
+            weight = torch.tensor([s.weight for s in chunk], device=logp.device)[:, None]  # (B, 1)
+            loss = -(weight * logp * mask).sum() / n_tokens
+            if kl_coef > 0 or log_kl:
+                with torch.no_grad():
+                    base_logp, _ = self.sequence_logprobs(BASE, prompts, completions, max_len)
+                kl = ((logp - base_logp) * mask).sum() / n_tokens  # k1 estimator on the sampled tokens
+                kl_total += float(kl.detach())
+                if kl_coef > 0:
+                    loss = loss + kl_coef * kl
+            loss.backward()
+            loss_total += float(loss.detach())
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(self.parameters(name), grad_clip))
+        optimizer.step()
+        return {"loss": loss_total, "kl": kl_total, "grad_norm": grad_norm, "tokens": float(n_tokens), "rollouts": float(len(samples))}
 
     # ------------------------------------------------------------------ log-probs
     def sequence_logprobs(

@@ -22,7 +22,7 @@ class CheckpointError(RuntimeError):
     pass
 
 
-def save(run_dir: Path, step: int, state: dict, config_yaml: str, backend, optimizers: dict, rng_state: dict) -> Path:
+def save(run_dir: Path, step: int, state: dict, config_yaml: str, backend, members: list[str], rng_state: dict) -> Path:
     root = run_dir / "checkpoints"
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"step_{step:06d}"
@@ -30,9 +30,9 @@ def save(run_dir: Path, step: int, state: dict, config_yaml: str, backend, optim
     shutil.rmtree(tmp, ignore_errors=True)
     (tmp / "optim").mkdir(parents=True)
     (tmp / "config.yaml").write_text(config_yaml)
-    for member, opt in optimizers.items():
+    for member in members:
         backend.save_adapter(member, tmp / "adapters" / member)
-        torch.save(opt.state_dict(), tmp / "optim" / f"{member}.pt")
+        torch.save(backend.optimizer_state(member), tmp / "optim" / f"{member}.pt")
     torch.save(rng_state, tmp / "rng.pt")
     (tmp / "state.json").write_text(json.dumps(state))
     _fsync_tree(tmp)

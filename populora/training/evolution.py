@@ -13,7 +13,7 @@ from populora.training.member import RATING_ENV, Member, Population
 
 def evolve(population: Population, backend, lineage: Lineage, cfg, step: int, rng: np.random.Generator,
            torch_gen: torch.Generator, archive) -> list[tuple[Member, Member]]:
-    """Evolve teachers and students separately; return (dead, child) pairs. The caller resets optimizers.
+    """Evolve teachers and students separately; return (dead, child) pairs. The caller gives children fresh optimizers.
 
     A replaced member's adapter is saved to ``archive / <id>`` first: lineage and evaluation still need it.
     """

@@ -25,7 +25,7 @@ from populora.training.propose import propose
 from populora.training.scoring import assign_rewards, update_ratings
 from populora.training.solve import solve
 from populora.training.tasks import Task
-from populora.training.update import make_optimizer, update
+from populora.training.update import update
 from populora.training.validate import validate
 
 log = logging.getLogger(__name__)
@@ -44,7 +44,6 @@ class Trainer:
         self.lineage = Lineage()
         self.buffers = TaskBuffers(cfg.tasks.kinds, cfg.tasks.buffer_size)
         self.seen_structures: set[str] = set()
-        self.optimizers: dict[str, torch.optim.Optimizer] = {}
         self.pending: list[dict] = []
         self.member_runs: dict[str, str] = {}
         self.step_index = 0
@@ -69,15 +68,14 @@ class Trainer:
         with _timed(timings, "update"):     # 5. rewards, zero-sum TrueSkill, one PG step per adapter
             rates = assign_rewards(tasks, proposals, answers, cfg)
             games = update_ratings(tasks, answers, self.population, cfg.matchmaking.rate_unsolved)
-            train_stats = update(self.backend, self.optimizers, proposals + answers, cfg)
+            train_stats = update(self.backend, proposals + answers, cfg)
 
         replaced = []
         if cfg.evolution.every and s % cfg.evolution.every == 0:
             with _timed(timings, "evolve"):
                 replaced = evolve(self.population, self.backend, self.lineage, cfg, s, self.rng, self.torch_gen, self.run_dir / "adapters")
                 for dead, child in replaced:
-                    self.optimizers.pop(dead.id)
-                    self.optimizers[child.id] = make_optimizer(self.backend, child.id, cfg.optim)
+                    self.backend.init_optimizer(child.id, cfg.optim.lr, cfg.optim.weight_decay)
 
         timings["step"] = time.perf_counter() - t0
         record = run_log.step_record(s, tasks, proposals, answers, rates, train_stats, self.population,
@@ -137,7 +135,7 @@ class Trainer:
         for role in roles:
             m = self.population.add(Member(self.population.new_id(role), role, rank))
             self.backend.add_adapter(m.id)
-            self.optimizers[m.id] = make_optimizer(self.backend, m.id, self.cfg.optim)
+            self.backend.init_optimizer(m.id, self.cfg.optim.lr, self.cfg.optim.weight_decay)
             self.lineage.record(LineageEvent(m.id, [], "init", 0, 0, role))
 
     def _seed_buffers(self) -> None:
@@ -164,7 +162,8 @@ class Trainer:
             "pending": self.pending, "member_runs": self.member_runs, "run_id": self.run_id,
         }
         rng_state = {"numpy": self.rng.bit_generator.state, "torch": torch.get_rng_state(), "torch_gen": self.torch_gen.get_state()}
-        path = checkpoint.save(self.run_dir, self.step_index, state, config_io.dump(self.cfg), self.backend, self.optimizers, rng_state)
+        members = [m.id for m in self.population.alive()]
+        path = checkpoint.save(self.run_dir, self.step_index, state, config_io.dump(self.cfg), self.backend, members, rng_state)
         for m in self.population.alive():
             m.adapter_dir = str(path / "adapters" / m.id)
         return path
@@ -200,8 +199,8 @@ class Trainer:
         self.pending, self.member_runs = state["pending"], state["member_runs"]
         for m in self.population.alive():
             self.backend.add_adapter(m.id, from_dir=path / "adapters" / m.id)
-            self.optimizers[m.id] = make_optimizer(self.backend, m.id, self.cfg.optim)
-            self.optimizers[m.id].load_state_dict(torch.load(path / "optim" / f"{m.id}.pt", weights_only=False))
+            self.backend.init_optimizer(m.id, self.cfg.optim.lr, self.cfg.optim.weight_decay)
+            self.backend.load_optimizer_state(m.id, torch.load(path / "optim" / f"{m.id}.pt", weights_only=False))
         self.rng.bit_generator.state = rng_state["numpy"]
         torch.set_rng_state(rng_state["torch"])
         self.torch_gen.set_state(rng_state["torch_gen"])

@@ -2,14 +2,14 @@
 
 Loss of member m (token mean over its rollouts, AZR's TRR++ with one on-policy step, so the PPO ratio is 1):
     L_m = -sum_i A_i * sum_t logp_m(y_it) / N_tokens  [+ kl_coef * KL(m || base)]
+The backend runs it: per adapter with PEFT, or one forward/backward over the mixed batch with multi-LoRA.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 
-import torch
-
+from populora.platform.backend import TrainSample
 from populora.training.advantages import task_relative_advantages
 from populora.training.rollout import Rollout
 
@@ -22,41 +22,12 @@ def assign_advantages(rollouts: list[Rollout], scope: str) -> None:
         r.advantage = float(a)
 
 
-def update(backend, optimizers: dict[str, torch.optim.Optimizer], rollouts: list[Rollout], cfg) -> dict[str, dict]:
+def update(backend, rollouts: list[Rollout], cfg) -> dict[str, dict]:
     """One optimizer step per member that has rollouts; returns per-member stats (loss, kl, grad_norm, tokens)."""
     oc = cfg.optim
     assign_advantages(rollouts, oc.advantage_scope)
-    by_member = defaultdict(list)
+    batches = defaultdict(list)
     for r in rollouts:
         if r.completion_ids:
-            by_member[r.member].append(r)
-    return {m: _member_step(backend, optimizers[m], m, rs, oc) for m, rs in by_member.items()}
-
-
-def _member_step(backend, optimizer, member: str, rollouts: list[Rollout], oc) -> dict:
-    n_tokens = sum(len(r.completion_ids) for r in rollouts)
-    optimizer.zero_grad(set_to_none=True)
-    loss_total = kl_total = 0.0
-    for i in range(0, len(rollouts), oc.micro_batch):
-        chunk = rollouts[i:i + oc.micro_batch]
-        prompts, completions = [r.prompt_ids for r in chunk], [r.completion_ids for r in chunk]
-        logp, mask = backend.sequence_logprobs(member, prompts, completions, oc.max_seq_len)  # (B, T)
-        adv = torch.tensor([r.advantage for r in chunk], device=logp.device)[:, None]         # (B, 1)
-        loss = -(adv * logp * mask).sum() / n_tokens
-        if oc.kl_coef > 0 or oc.log_kl:
-            with torch.no_grad():
-                base_logp, _ = backend.sequence_logprobs(None, prompts, completions, oc.max_seq_len)
-            kl = ((logp - base_logp) * mask).sum() / n_tokens  # k1 estimator on sampled tokens
-            kl_total += float(kl.detach())
-            if oc.kl_coef > 0:
-                loss = loss + oc.kl_coef * kl
-        loss.backward()
-        loss_total += float(loss.detach())
-    params = backend.parameters(member)
-    grad_norm = float(torch.nn.utils.clip_grad_norm_(params, oc.grad_clip))
-    optimizer.step()
-    return {"loss": loss_total, "kl": kl_total, "grad_norm": grad_norm, "tokens": float(n_tokens), "rollouts": float(len(rollouts))}
-
-
-def make_optimizer(backend, member: str, oc) -> torch.optim.Optimizer:
-    return torch.optim.AdamW(backend.parameters(member), lr=oc.lr, weight_decay=oc.weight_decay)
+            batches[r.member].append(TrainSample(r.prompt_ids, r.completion_ids, r.advantage))
+    return backend.train_step(dict(batches), oc.micro_batch, oc.max_seq_len, oc.grad_clip, oc.kl_coef, oc.log_kl)
