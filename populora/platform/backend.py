@@ -167,11 +167,7 @@ class PeftBackend:
         kwargs.update(do_sample=True, temperature=temperature, top_p=top_p) if temperature > 0 else kwargs.update(do_sample=False)
         if stop:
             kwargs.update(stop_strings=list(stop), tokenizer=tok)
-        if self.model is None:
-            seqs = self.base_model.generate(**enc, **kwargs)
-        else:
-            names = ["__base__" if a is BASE else a for a in adapters]
-            seqs = self.model.generate(**enc, adapter_names=names, **kwargs)
+        seqs = self._run_generate(enc, adapters, kwargs)
         gens = []
         width = enc.input_ids.shape[1]
         for row, prompt in enumerate(prompts):
@@ -224,6 +220,12 @@ class PeftBackend:
         optimizer.step()
         return {"loss": loss_total, "kl": kl_total, "grad_norm": grad_norm, "tokens": float(n_tokens), "rollouts": float(len(samples))}
 
+    def _run_generate(self, enc, adapters, kwargs):
+        if self.model is None:
+            return self.base_model.generate(**enc, **kwargs)
+        names = ["__base__" if a is BASE else a for a in adapters]
+        return self.model.generate(**enc, adapter_names=names, **kwargs)
+
     # ------------------------------------------------------------------ log-probs
     def sequence_logprobs(
         self, adapter: str | None, prompt_ids: list[list[int]], completion_ids: list[list[int]], max_len: int = 1024
@@ -232,6 +234,9 @@ class PeftBackend:
 
         Gradients flow into ``adapter``'s LoRA weights when grad is enabled. ``adapter=None`` uses the bare base.
         """
+        return self._logprobs(lambda ids, attn: self._forward(adapter, ids, attn), prompt_ids, completion_ids, max_len)
+
+    def _logprobs(self, forward, prompt_ids, completion_ids, max_len):
         seqs, starts = [], []
         for p, c in zip(prompt_ids, completion_ids):
             ids = (p + c)[-max_len:]
@@ -239,7 +244,7 @@ class PeftBackend:
             starts.append(len(ids) - len(c))
         input_ids = pad_sequence(seqs, batch_first=True, padding_value=self.tokenizer.pad_token_id).to(self.device)
         attn = pad_sequence([torch.ones(len(s), dtype=torch.long) for s in seqs], batch_first=True).to(self.device)
-        logits = self._forward(adapter, input_ids, attn)  # (B, T, V)
+        logits = forward(input_ids, attn)  # (B, T, V)
         logp_all = torch.log_softmax(logits[:, :-1].float(), dim=-1)
         token_logp = logp_all.gather(-1, input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)  # (B, T-1)
         T = max(len(c) for c in completion_ids)

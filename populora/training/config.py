@@ -21,7 +21,7 @@ class ModelConfig(Section):
     lora_alpha: float = Field(16.0, gt=0, description="LoRA alpha (scale = alpha / r)")
     lora_dropout: float = Field(0.0, ge=0, lt=1, description="LoRA dropout")
     target_modules: list[str] = Field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"], description="Linear modules that get LoRA")
-    backend: Literal["peft"] = Field("peft", description="Generation/training backend (transformers + PEFT)")
+    backend: Literal["multilora", "peft"] = Field("multilora", description="multilora: our batched multi-LoRA (one forward/backward for the whole population); peft: PEFT, one adapter per training forward (the reference)")
 
 
 class PopulationConfig(Section):

@@ -20,6 +20,7 @@ from populora.training.config import TrainConfig
 from populora.training.evolution import evolve
 from populora.training.lineage import Lineage, LineageEvent
 from populora.training.matchmaking import match
+from populora.training.multilora import MultiLoraBackend
 from populora.training.member import BOTH, STUDENT, TEACHER, Member, Population
 from populora.training.propose import propose
 from populora.training.scoring import assign_rewards, update_ratings
@@ -38,7 +39,10 @@ class Trainer:
         self.cfg, self.tracker, self.run_id, self.run_dir = cfg, tracker, run_id, run_dir
         mc = cfg.model
         base, tok = load_base(resolve_source(mc.base, mc.gguf_file), mc.dtype, mc.device, mc.tiny_random)
-        self.backend = PeftBackend(base, tok, LoraSpec(mc.lora_rank, mc.lora_alpha, mc.lora_dropout, tuple(mc.target_modules)))
+        spec = LoraSpec(mc.lora_rank, mc.lora_alpha, mc.lora_dropout, tuple(mc.target_modules))
+        pc = cfg.population
+        slots = 1 if pc.single_agent else pc.teachers + pc.students
+        self.backend = MultiLoraBackend(base, tok, spec, slots) if mc.backend == "multilora" else PeftBackend(base, tok, spec)
         self.verifier = Verifier(timeout_s=cfg.tasks.timeout_s, memory_mb=cfg.tasks.memory_mb)
         self.population = Population()
         self.lineage = Lineage()

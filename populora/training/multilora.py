@@ -1,0 +1,319 @@
+"""Batched multi-LoRA: the whole population's adapters in stacked tensors, one forward/backward for all.
+
+Each target ``nn.Linear`` of the frozen base is wrapped by ``MultiLoraLinear``, which holds every member's A and B
+stacked by slot, (S, r, in) and (S, out, r). Each row of a batch carries its member's slot; the LoRA delta of
+all rows is one gather + two batched matmuls:
+
+    y = W x + scale * B[slot] (A[slot] x)
+
+so a mixed batch of 8 members costs about what a single-adapter batch costs, and one backward pass sends each
+member's gradient to its own slot only. Slot 0 is the bare base (zeros, never trained).
+
+``SlotAdam`` is AdamW with per-slot moments and step counts, identical per slot to ``torch.optim.AdamW`` on
+that member alone, so a member that gets no rollouts in a step does not move, and an evolved child starts fresh.
+``MultiLoraBackend`` has the ``PeftBackend`` interface and imports/exports standard PEFT adapter dirs.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import torch
+from torch import nn
+from torch.nn.utils.rnn import pad_sequence
+
+from populora.platform.backend import BASE, LoraSpec, PeftBackend, TrainSample
+
+
+class SlotRouter:
+    """Shared by every wrapped layer: the slot of each batch row for the forward pass in progress."""
+
+    def __init__(self):
+        self.index: torch.Tensor | None = None  # (B,) long
+
+
+class MultiLoraLinear(nn.Module):
+    def __init__(self, base: nn.Linear, slots: int, rank: int, scale: float, router: SlotRouter):
+        super().__init__()
+        self.base, self.scale, self.router = base, scale, router
+        device = base.weight.device  # LoRA weights stay fp32 whatever the base dtype, as PEFT trains them
+        self.lora_A = nn.Parameter(torch.zeros(slots, rank, base.in_features, device=device))
+        self.lora_B = nn.Parameter(torch.zeros(slots, base.out_features, rank, device=device))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # x: (B, T, in)
+        y = self.base(x)
+        idx = self.router.index
+        if idx is None:
+            return y
+        a = self.lora_A[idx]                                  # (B, r, in)
+        b = self.lora_B[idx]                                  # (B, out, r)
+        h = torch.bmm(x.to(a.dtype), a.transpose(1, 2))       # (B, T, r)
+        return y + self.scale * torch.bmm(h, b.transpose(1, 2)).to(y.dtype)
+
+    def grow(self, slots: int) -> None:
+        """Make room for more slots (keeps existing weights; optimizer moments grow alongside)."""
+        extra = slots - self.lora_A.shape[0]
+        if extra <= 0:
+            return
+        with torch.no_grad():
+            self.lora_A = nn.Parameter(torch.cat([self.lora_A, self.lora_A.new_zeros(extra, *self.lora_A.shape[1:])]))
+            self.lora_B = nn.Parameter(torch.cat([self.lora_B, self.lora_B.new_zeros(extra, *self.lora_B.shape[1:])]))
+
+
+class SlotAdam:
+    """AdamW over stacked parameters whose first dim is the slot, with moments and step counts per slot."""
+
+    def __init__(self, params: list[nn.Parameter], lr: float, weight_decay: float = 0.0, betas=(0.9, 0.999), eps: float = 1e-8):
+        self.params, self.lr, self.wd, self.betas, self.eps = params, lr, weight_decay, betas, eps
+        self.exp_avg = [torch.zeros_like(p) for p in params]
+        self.exp_avg_sq = [torch.zeros_like(p) for p in params]
+        self.steps = torch.zeros(params[0].shape[0], dtype=torch.long)
+
+    def rebind(self, params: list[nn.Parameter]) -> None:
+        """After layers grew: pad moments and step counts to the new slot count."""
+        slots = params[0].shape[0]
+        pad = lambda t: torch.cat([t, t.new_zeros(slots - t.shape[0], *t.shape[1:])]) if slots > t.shape[0] else t
+        self.params = params
+        self.exp_avg, self.exp_avg_sq = [pad(t) for t in self.exp_avg], [pad(t) for t in self.exp_avg_sq]
+        self.steps = pad(self.steps)
+
+    def clip_(self, slots: list[int], max_norm: float) -> dict[int, float]:
+        """Clip each slot's gradient to ``max_norm`` over all layers (as clip_grad_norm_ per member); return norms."""
+        idx = torch.tensor(slots)
+        sq = sum(p.grad[idx].float().pow(2).flatten(1).sum(1) for p in self.params if p.grad is not None)  # (k,)
+        norms = sq.sqrt()
+        coef = (max_norm / (norms + 1e-6)).clamp(max=1.0)
+        for p in self.params:
+            if p.grad is not None:
+                p.grad[idx] *= coef.view(-1, *([1] * (p.dim() - 1))).to(p.grad.dtype)
+        return {s: float(n) for s, n in zip(slots, norms)}
+
+    @torch.no_grad()
+    def step(self, slots: list[int]) -> None:
+        idx = torch.tensor(slots)
+        self.steps[idx] += 1
+        b1, b2 = self.betas
+        t = self.steps[idx].double()
+        for p, m, v in zip(self.params, self.exp_avg, self.exp_avg_sq):
+            if p.grad is None:
+                continue
+            shape = (-1,) + (1,) * (p.dim() - 1)
+            g = p.grad[idx]
+            m[idx] = m[idx] * b1 + g * (1 - b1)
+            v[idx] = v[idx] * b2 + g * g * (1 - b2)
+            bc1 = (1 - b1 ** t).to(p.dtype).view(shape)
+            bc2_sqrt = (1 - b2 ** t).sqrt().to(p.dtype).view(shape)
+            w = p.data[idx] * (1 - self.lr * self.wd)
+            p.data[idx] = w - (self.lr / bc1) * m[idx] / (v[idx].sqrt() / bc2_sqrt + self.eps)
+
+    def reset(self, slot: int) -> None:
+        for m, v in zip(self.exp_avg, self.exp_avg_sq):
+            m[slot].zero_()
+            v[slot].zero_()
+        self.steps[slot] = 0
+
+    def slot_state(self, slot: int) -> dict:
+        return {"step": int(self.steps[slot]), "exp_avg": [m[slot].clone() for m in self.exp_avg],
+                "exp_avg_sq": [v[slot].clone() for v in self.exp_avg_sq]}
+
+    def load_slot_state(self, slot: int, state: dict) -> None:
+        self.steps[slot] = state["step"]
+        for m, saved in zip(self.exp_avg, state["exp_avg"]):
+            m[slot].copy_(saved)
+        for v, saved in zip(self.exp_avg_sq, state["exp_avg_sq"]):
+            v[slot].copy_(saved)
+
+
+class MultiLoraBackend(PeftBackend):
+    """The ``PeftBackend`` interface on batched multi-LoRA layers: one forward for a batch mixing any members."""
+
+    def __init__(self, base_model, tokenizer, lora: LoraSpec, initial_slots: int = 8):
+        super().__init__(base_model, tokenizer, lora)
+        self.router = SlotRouter()
+        self.slots: dict[str, int] = {}
+        self.layers: dict[str, MultiLoraLinear] = {}
+        self.optimizer: SlotAdam | None = None
+        self._wrap(initial_slots + 1)  # + slot 0, the bare base
+
+    # ------------------------------------------------------------------ layers
+    def _wrap(self, slots: int) -> None:
+        targets = set(self.lora.target_modules)
+        scale = self.lora.alpha / self.lora.rank
+        for name, module in list(self.base_model.named_modules()):
+            leaf = name.rsplit(".", 1)[-1]
+            if leaf in targets and isinstance(module, nn.Linear):
+                parent = self.base_model.get_submodule(name.rsplit(".", 1)[0]) if "." in name else self.base_model
+                layer = MultiLoraLinear(module, slots, self.lora.rank, scale, self.router)
+                setattr(parent, leaf, layer)
+                self.layers[name] = layer
+        if not self.layers:
+            raise ValueError(f"no nn.Linear named {sorted(targets)} in the model; set model.target_modules")
+
+    def unwrap(self) -> None:
+        """Put the original linear layers back (tests reuse one base model)."""
+        for name, layer in self.layers.items():
+            parent = self.base_model.get_submodule(name.rsplit(".", 1)[0]) if "." in name else self.base_model
+            setattr(parent, name.rsplit(".", 1)[-1], layer.base)
+        self.layers = {}
+
+    def _params(self) -> list[nn.Parameter]:
+        return [p for layer in self.layers.values() for p in (layer.lora_A, layer.lora_B)]
+
+    def _key(self, name: str, which: str) -> str:
+        return f"base_model.model.{name}.lora_{which}.weight"  # PEFT's key in adapter_model.safetensors
+
+    # ------------------------------------------------------------------ adapters
+    @property
+    def adapters(self) -> list[str]:
+        return list(self.slots)
+
+    def add_adapter(self, name: str, from_dir: str | Path | None = None) -> None:
+        if name in self.slots:
+            raise ValueError(f"adapter {name!r} already exists")
+        used = set(self.slots.values())
+        slot = next(i for i in range(1, len(used) + 2) if i not in used)
+        capacity = next(iter(self.layers.values())).lora_A.shape[0]
+        if slot >= capacity:
+            for layer in self.layers.values():
+                layer.grow(2 * capacity)
+            if self.optimizer is not None:
+                self.optimizer.rebind(self._params())
+        self.slots[name] = slot
+        with torch.no_grad():
+            for layer in self.layers.values():  # PEFT's init: A like nn.Linear, B zero
+                nn.init.kaiming_uniform_(layer.lora_A[slot], a=math.sqrt(5))
+                layer.lora_B[slot].zero_()
+        if from_dir is not None:
+            self.set_adapter_state(name, _read_peft_dir(Path(from_dir), self.lora.rank))
+
+    def remove_adapter(self, name: str) -> None:
+        slot = self.slots.pop(name)
+        with torch.no_grad():
+            for layer in self.layers.values():
+                layer.lora_A[slot].zero_()
+                layer.lora_B[slot].zero_()
+        if self.optimizer is not None:
+            self.optimizer.reset(slot)
+
+    def parameters(self, name: str) -> list[torch.Tensor]:
+        slot = self.slots[name]
+        return [t[slot] for t in self._params()]
+
+    def adapter_state(self, name: str) -> dict[str, torch.Tensor]:
+        slot = self.slots[name]
+        out = {}
+        for lname, layer in self.layers.items():
+            out[self._key(lname, "A")] = layer.lora_A[slot].detach().clone()
+            out[self._key(lname, "B")] = layer.lora_B[slot].detach().clone()
+        return out
+
+    def set_adapter_state(self, name: str, state: dict[str, torch.Tensor]) -> None:
+        slot = self.slots[name]
+        expected = {self._key(n, w) for n in self.layers for w in "AB"}
+        if set(state) != expected:
+            raise ValueError(f"adapter state for {name!r} does not match the LoRA layout: {sorted(set(state) ^ expected)[:4]}")
+        with torch.no_grad():
+            for lname, layer in self.layers.items():
+                for which, param in (("A", layer.lora_A), ("B", layer.lora_B)):
+                    t = state[self._key(lname, which)]
+                    if t.shape != param[slot].shape:
+                        raise ValueError(f"{lname}.lora_{which}: shape {tuple(t.shape)} != {tuple(param[slot].shape)} (ranks differ?)")
+                    param[slot].copy_(t)
+
+    def save_adapter(self, name: str, directory: str | Path) -> Path:
+        from peft import LoraConfig
+        from safetensors.torch import save_file
+
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        state = {k: v.contiguous() for k, v in self.adapter_state(name).items()}
+        save_file(state, str(directory / "adapter_model.safetensors"), metadata={"format": "pt"})
+        config = LoraConfig(r=self.lora.rank, lora_alpha=self.lora.alpha, lora_dropout=self.lora.dropout,
+                            target_modules=list(self.lora.target_modules), task_type="CAUSAL_LM")
+        config.base_model_name_or_path = getattr(self.base_model.config, "_name_or_path", None)
+        config.save_pretrained(str(directory))
+        return directory
+
+    # ------------------------------------------------------------------ forward
+    def _slot_index(self, adapters: list[str | None]) -> torch.Tensor:
+        return torch.tensor([0 if a is BASE else self.slots[a] for a in adapters], device=self.device)
+
+    def _run_generate(self, enc, adapters, kwargs):
+        self.router.index = self._slot_index(adapters)
+        try:
+            return self.base_model.generate(**enc, **kwargs)
+        finally:
+            self.router.index = None
+
+    def _forward(self, adapter, input_ids, attn):
+        return self._forward_rows([adapter] * input_ids.shape[0], input_ids, attn)
+
+    def _forward_rows(self, adapters, input_ids, attn):
+        self.router.index = self._slot_index(adapters)
+        try:
+            return self.base_model(input_ids=input_ids, attention_mask=attn).logits
+        finally:
+            self.router.index = None
+
+    # ------------------------------------------------------------------ training
+    def init_optimizer(self, name: str, lr: float, weight_decay: float = 0.0) -> None:
+        if self.optimizer is None:
+            self.optimizer = SlotAdam(self._params(), lr, weight_decay)
+        self.optimizer.reset(self.slots[name])
+
+    def optimizer_state(self, name: str) -> dict:
+        return self.optimizer.slot_state(self.slots[name])
+
+    def load_optimizer_state(self, name: str, state: dict) -> None:
+        self.optimizer.load_slot_state(self.slots[name], state)
+
+    def train_step(self, batches: dict[str, list[TrainSample]], micro_batch: int = 4, max_len: int = 1024,
+                   grad_clip: float = 1.0, kl_coef: float = 0.0, log_kl: bool = True) -> dict[str, dict]:
+        """One forward/backward per micro-batch over rows of any members; each member's loss is normalised by
+        its own token count, so its gradient equals that of a separate per-member step."""
+        batches = {n: s for n, s in batches.items() if s}
+        n_tokens = {n: sum(len(s.completion_ids) for s in ss) for n, ss in batches.items()}
+        rows = sorted(((n, s) for n, ss in batches.items() for s in ss), key=lambda r: len(r[1].prompt_ids) + len(r[1].completion_ids))
+        stats = {n: {"loss": 0.0, "kl": 0.0, "tokens": float(n_tokens[n]), "rollouts": float(len(ss))} for n, ss in batches.items()}
+        for p in self._params():
+            p.grad = None
+        for i in range(0, len(rows), micro_batch):
+            chunk = rows[i:i + micro_batch]
+            names = [n for n, _ in chunk]
+            prompts, completions = [s.prompt_ids for _, s in chunk], [s.completion_ids for _, s in chunk]
+            logp, mask = self._logprobs(lambda ids, attn: self._forward_rows(names, ids, attn), prompts, completions, max_len)
+            denom = torch.tensor([float(n_tokens[n]) for n in names], device=logp.device)      # (B,)
+            weight = torch.tensor([s.weight for _, s in chunk], device=logp.device)[:, None]    # (B, 1)
+            row_loss = -(weight * logp * mask).sum(1) / denom                                   # (B,)
+            if kl_coef > 0 or log_kl:
+                with torch.no_grad():
+                    base_logp, _ = self.sequence_logprobs(BASE, prompts, completions, max_len)
+                row_kl = ((logp - base_logp) * mask).sum(1) / denom
+                if kl_coef > 0:
+                    row_loss = row_loss + kl_coef * row_kl
+                for n, k in zip(names, row_kl.detach().tolist()):
+                    stats[n]["kl"] += k
+            row_loss.sum().backward()
+            for n, l in zip(names, row_loss.detach().tolist()):
+                stats[n]["loss"] += l
+        slots = [self.slots[n] for n in batches]
+        norms = self.optimizer.clip_(slots, grad_clip)
+        self.optimizer.step(slots)
+        for n in batches:
+            stats[n]["grad_norm"] = norms[self.slots[n]]
+        return stats
+
+
+def _read_peft_dir(directory: Path, rank: int) -> dict[str, torch.Tensor]:
+    """LoRA tensors of a PEFT adapter dir, keyed as PEFT saves them."""
+    from safetensors.torch import load_file
+
+    config_path = directory / "adapter_config.json"
+    if not config_path.is_file():
+        raise ValueError(f"{directory} is not a PEFT adapter dir (no adapter_config.json)")
+    r = json.loads(config_path.read_text()).get("r")
+    if r != rank:
+        raise ValueError(f"adapter {directory} has rank {r}, this population uses rank {rank}")
+    return load_file(str(directory / "adapter_model.safetensors"))
