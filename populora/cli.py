@@ -77,13 +77,49 @@ def _sandbox(argv: list[str]) -> int:
     return sandbox_main(argv)
 
 
+BENCHES = ("lora", "step", "evolve", "verifier")
+
+
 def _bench(argv: list[str]) -> int:
+    import json
+
+    p = argparse.ArgumentParser(prog="populora bench", description="speed ratios measured side by side in one run")
+    p.add_argument("which", choices=[*BENCHES, "all"])
+    p.add_argument("--json", action="store_true", help="last line: one JSON object of the figures")
+    p.add_argument("--tiny", action="store_true", help="tiny random model instead of the embedded one (quick check)")
+    args = p.parse_args(argv)
+    if args.which == "verifier":
+        from populora.platform.sandbox_cli import bench_verifier_main
+
+        return bench_verifier_main(["--json"] if args.json else [])
+    figures = {}
+    for name in (BENCHES if args.which == "all" else [args.which]):
+        figures[name] = _run_bench(name, args.tiny)
+        print(f"bench {name}: " + ", ".join(f"{k}={v:.4g}" for k, v in figures[name].items()), flush=True)
+    if args.json:
+        print(json.dumps(figures[args.which] if args.which != "all" else figures))
+    return 0
+
+
+def _run_bench(name: str, tiny: bool) -> dict:
+    from populora.training import bench
+
+    if name == "lora":
+        return bench.bench_lora(tiny=tiny)
+    if name == "step":
+        return bench.bench_step(tiny=tiny)
+    if name == "evolve":
+        return bench.bench_evolve()
+    import contextlib
+    import io
+    import json
+
     from populora.platform.sandbox_cli import bench_verifier_main
 
-    if not argv or argv[0] not in ("verifier", "all"):
-        print("usage: populora bench {verifier,all} [--json]", file=sys.stderr)
-        return 2
-    return bench_verifier_main(argv[1:])
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        bench_verifier_main(["--json"])
+    return json.loads(buf.getvalue().strip().splitlines()[-1])
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,149 @@
+"""``populora bench lora|step|evolve``: speed ratios measured side by side in one run.
+
+Every figure is a ratio of two timings taken in the same process, interleaved, best of ``repeats``, so machine
+load shifts both sides alike. ``--json`` prints one JSON object of the figures as the last line.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from populora.platform.backend import LoraSpec, PeftBackend, TrainSample
+from populora.training import operators
+from populora.training.multilora import MultiLoraBackend
+
+
+def _best(fn, repeats: int) -> float:
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def _load(tiny: bool):
+    from populora.platform.models import load_base, resolve_source
+
+    return load_base(resolve_source("embedded"), tiny_random=tiny)
+
+
+def _randomise(backend, names, seed=0):
+    """Non-zero adapters (fresh ones have B = 0, which would make every adapter the same function)."""
+    g = torch.Generator().manual_seed(seed)
+    for n in names:
+        state = {k: torch.randn(v.shape, generator=g) * 0.02 for k, v in backend.adapter_state(n).items()}
+        backend.set_adapter_state(n, state)
+
+
+def _samples(tok, batch: int, prompt_len: int, completion_len: int) -> list[TrainSample]:
+    g = torch.Generator().manual_seed(1)
+    ids = lambda n: torch.randint(10, tok.vocab_size - 10, (n,), generator=g).tolist()
+    return [TrainSample(ids(prompt_len), ids(completion_len), 1.0 if i % 2 else -1.0) for i in range(batch)]
+
+
+def bench_lora(adapters: int = 8, rank: int = 16, new_tokens: int = 32, tiny: bool = False, repeats: int = 3) -> dict:
+    """Mixed batch over ``adapters`` members vs the same batch on one adapter: generation and a train step."""
+    model, tok = _load(tiny)
+    spec = LoraSpec(rank=rank)
+    names = [f"m{i}" for i in range(adapters)]
+    prompt = tok.apply_chat_template([{"role": "user", "content": "Write a Python function f that reverses a list."}],
+                                     tokenize=False, add_generation_prompt=True)
+    prompts = [prompt] * adapters
+    samples = _samples(tok, adapters, 200, 48)
+    out = {}
+    for label, backend in (("ours", MultiLoraBackend(model, tok, spec, adapters)), ("peft", PeftBackend(model, tok, spec))):
+        for n in names:
+            backend.add_adapter(n)
+            backend.init_optimizer(n, lr=1e-5)
+        _randomise(backend, names)
+        gen = lambda rows: backend.generate(prompts, rows, new_tokens, temperature=0)
+        mixed_t = lambda: backend.train_step({n: [s] for n, s in zip(names, samples)}, micro_batch=adapters, log_kl=False)
+        single_t = lambda: backend.train_step({names[0]: samples}, micro_batch=adapters, log_kl=False)
+        gen(names)  # warm-up
+        out[f"{label}_gen_mixed_s"] = _best(lambda: gen(names), repeats)
+        out[f"{label}_gen_single_s"] = _best(lambda: gen([names[0]] * adapters), repeats)
+        out[f"{label}_train_mixed_s"] = _best(mixed_t, repeats)
+        out[f"{label}_train_single_s"] = _best(single_t, repeats)
+        if isinstance(backend, MultiLoraBackend):
+            backend.unwrap()
+        else:
+            backend.model.unload()
+    out["ratio"] = out["ours_gen_mixed_s"] / out["ours_gen_single_s"]
+    out["train_ratio"] = out["ours_train_mixed_s"] / out["ours_train_single_s"]
+    out["peft_ratio"] = out["peft_gen_mixed_s"] / out["peft_gen_single_s"]
+    # PEFT cannot train a mixed batch: its mixed figure is one step per adapter on that adapter's rows.
+    out["peft_train_ratio"] = out["peft_train_mixed_s"] / out["peft_train_single_s"]
+    out["speedup_vs_peft_gen"] = out["peft_gen_mixed_s"] / out["ours_gen_mixed_s"]
+    out["speedup_vs_peft_train"] = out["peft_train_mixed_s"] / out["ours_train_mixed_s"]
+    return out
+
+
+def bench_step(teachers: int = 4, students: int = 4, rank: int = 16, tasks_per_teacher: int = 3, rollouts: int = 2,
+               tiny: bool = False, repeats: int = 2) -> dict:
+    """The model work of one population step (propose + solve generation, one update) vs a compute-matched
+    single-agent step: same proposals and answers per adapter, one adapter. The sandbox is excluded (its cost is
+    ``bench verifier``), so the figure isolates what batching the population buys."""
+    model, tok = _load(tiny)
+    backend = MultiLoraBackend(model, tok, LoraSpec(rank=rank), teachers + students + 1)
+    t_names = [f"T{i}" for i in range(teachers)]
+    s_names = [f"S{i}" for i in range(students)]
+    for n in t_names + s_names + ["B0"]:
+        backend.add_adapter(n)
+        backend.init_optimizer(n, lr=1e-5)
+    _randomise(backend, t_names + s_names + ["B0"])
+    prompt = tok.apply_chat_template([{"role": "user", "content": "Write a new Python function f and an input for it."}],
+                                     tokenize=False, add_generation_prompt=True)
+
+    def step(proposers: list[str], solvers: list[str]) -> None:
+        props = backend.generate([prompt] * (len(proposers) * tasks_per_teacher),
+                                 [p for p in proposers for _ in range(tasks_per_teacher)], 48, temperature=1.0, seed=0)
+        rows = [s for s in solvers for _ in range(tasks_per_teacher * rollouts)]
+        answers = backend.generate([prompt] * len(rows), rows, 24, temperature=1.0, seed=1)
+        batches: dict[str, list] = {}
+        for member, g in zip([p for p in proposers for _ in range(tasks_per_teacher)] + rows, props + answers):
+            batches.setdefault(member, []).append(TrainSample(g.prompt_ids, g.completion_ids or [tok.eos_token_id], 0.5))
+        backend.train_step(batches, micro_batch=16, log_kl=False)
+
+    population = lambda: step(t_names, s_names)
+    single = lambda: step(["B0"], ["B0"])
+    single()  # warm-up
+    out = {"population_step_s": _best(population, repeats), "single_agent_step_s": _best(single, repeats)}
+    out["adapters"] = teachers + students
+    out["ratio"] = out["population_step_s"] / out["single_agent_step_s"]
+    out["per_adapter_ratio"] = out["ratio"] / out["adapters"]
+    backend.unwrap()
+    return out
+
+
+QWEN_7B = {"layers": 28, "hidden": 3584, "intermediate": 18944, "kv": 512}
+
+
+def qwen7b_lora_state(rank: int = 16, seed: int = 0) -> dict:
+    """Random LoRA tensors with Qwen2.5-7B's shapes on its 7 linear modules (no download)."""
+    h, i, kv = QWEN_7B["hidden"], QWEN_7B["intermediate"], QWEN_7B["kv"]
+    shapes = {"q_proj": (h, h), "k_proj": (h, kv), "v_proj": (h, kv), "o_proj": (h, h),
+              "gate_proj": (h, i), "up_proj": (h, i), "down_proj": (i, h)}
+    g = torch.Generator().manual_seed(seed)
+    state = {}
+    for layer in range(QWEN_7B["layers"]):
+        for name, (inp, out) in shapes.items():
+            block = "mlp" if name in ("gate_proj", "up_proj", "down_proj") else "self_attn"
+            prefix = f"base_model.model.model.layers.{layer}.{block}.{name}"
+            state[f"{prefix}.lora_A.weight"] = torch.randn(rank, inp, generator=g) * 0.01
+            state[f"{prefix}.lora_B.weight"] = torch.randn(out, rank, generator=g) * 0.01
+    return state
+
+
+def bench_evolve(rank: int = 16, repeats: int = 3) -> dict:
+    a, b = qwen7b_lora_state(rank, 0), qwen7b_lora_state(rank, 1)
+    gen = torch.Generator().manual_seed(0)
+    out = {
+        "mutation_s": _best(lambda: operators.mutate(a, 0.05, gen), repeats),
+        "crossover_s": _best(lambda: operators.crossover_svd(a, b, 0.5), repeats),
+        "crossover_swap_s": _best(lambda: operators.crossover_swap(a, b, gen), repeats),
+        "adapter_params_millions": sum(t.numel() for t in a.values()) / 1e6,
+    }
+    return out
