@@ -1,0 +1,223 @@
+"""Background training jobs: launch ``populora train`` detached from the caller, find it again, stop it.
+
+The web UI launches runs from a Streamlit session, which dies with a browser refresh; threads started there are
+orphaned (streamlit#10229). So a job is a separate process group started with ``start_new_session=True`` and
+everything about it lives on disk, one directory per job under the jobs dir:
+
+    <jobs_dir>/<job_id>/job.json    argv, pid, created time, config path
+    <jobs_dir>/<job_id>/config.yaml the validated config the run was started with
+    <jobs_dir>/<job_id>/log.txt     stdout + stderr of the run
+    <jobs_dir>/<job_id>/exit_code   written by the supervisor when the run ends
+
+The process we start is a small supervisor (``python -m populora.platform.jobs supervise <job dir>``) that runs
+the real argv, waits for it and records its exit code, so the status survives the UI process and needs no
+zombie reaping. Stopping sends SIGINT to the whole process group: the trainer catches KeyboardInterrupt, tags
+the run ``stopped`` and ends it KILLED in MLflow.
+
+Every argv is a list; user-typed values reach the trainer only inside the YAML file, never through a shell.
+
+Ray: a config with ``ray.address`` set is launched the same way; the trainer itself joins the Ray cluster as
+the driver (``populora.training.loop.make_backend``). Submitting the driver as a Ray *job* (``ray job submit``)
+instead is the extension point: implement ``JobBackend.start/stop/status`` for it and pick it in ``launch``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+RUN_LINE = re.compile(r"^(?:run|resuming run) ([0-9a-f]{32})\b", re.MULTILINE)
+
+
+def jobs_dir() -> Path:
+    """``POPULORA_JOBS_DIR`` or ``.populora/jobs`` next to the default MLflow store (the working dir)."""
+    return Path(os.environ.get("POPULORA_JOBS_DIR") or Path.cwd() / ".populora" / "jobs")
+
+
+@dataclass
+class Job:
+    id: str
+    argv: list[str]
+    dir: str
+    created: float
+    pid: int | None = None
+    name: str = ""
+    env: dict[str, str] = field(default_factory=dict)
+
+    # ------------------------------------------------------------------ on-disk state
+    @property
+    def log_path(self) -> Path:
+        return Path(self.dir) / "log.txt"
+
+    @property
+    def exit_code(self) -> int | None:
+        path = Path(self.dir) / "exit_code"
+        try:
+            return int(path.read_text().strip())
+        except (OSError, ValueError):
+            return None
+
+    @property
+    def status(self) -> str:
+        """running | finished | failed | stopped | lost (the supervisor vanished without an exit code)."""
+        code = self.exit_code
+        if code is None:
+            return "running" if self.pid and _alive(self.pid) else ("starting" if not self.pid else "lost")
+        if code == 0:
+            return "finished"
+        # 130 = the trainer re-raised KeyboardInterrupt; negative = killed by that signal
+        return "stopped" if code in (130, -signal.SIGINT, -signal.SIGTERM, -signal.SIGKILL) else "failed"
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    @property
+    def run_id(self) -> str | None:
+        """The MLflow run id, which ``populora train`` prints on its first line (``run <RUN_ID>: ...``)."""
+        try:
+            with self.log_path.open(errors="replace") as f:
+                head = f.read(64_000)
+        except OSError:
+            return None
+        m = RUN_LINE.search(head)
+        return m.group(1) if m else None
+
+    def save(self) -> None:
+        Path(self.dir, "job.json").write_text(json.dumps(asdict(self), indent=1))
+
+    @classmethod
+    def load(cls, job_dir: str | Path) -> "Job":
+        data = json.loads(Path(job_dir, "job.json").read_text())
+        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # a zombie (exited, not yet reaped by us) still answers kill(0): reap it if it is our child
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        return done == 0
+    except ChildProcessError:
+        return True
+
+
+# ====================================================================== start / stop / list
+def start(argv: list[str], name: str = "", env: dict[str, str] | None = None, root: str | Path | None = None,
+          job_id: str | None = None) -> Job:
+    """Start ``argv`` (a list, never a shell string) in a new session under a supervisor; return the Job."""
+    if not isinstance(argv, (list, tuple)) or not all(isinstance(a, str) for a in argv):
+        raise TypeError("argv must be a list of strings (jobs never go through a shell)")
+    root = Path(root or jobs_dir())
+    job_id = job_id or time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
+    job_dir = root / job_id
+    job_dir.mkdir(parents=True, exist_ok=False)
+    job = Job(id=job_id, argv=list(argv), dir=str(job_dir), created=time.time(), name=name, env=dict(env or {}))
+    job.save()
+    with open(job.log_path, "ab") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "populora.platform.jobs", "supervise", str(job_dir)],
+                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True, cwd=os.getcwd(), env={**os.environ, **job.env})
+    job.pid = proc.pid
+    job.save()
+    return job
+
+
+def launch_training(config_yaml: str, name: str = "", env: dict[str, str] | None = None,
+                    root: str | Path | None = None) -> Job:
+    """Write the (already validated) config to the job dir and start ``populora train --config`` on it."""
+    root = Path(root or jobs_dir())
+    job_id = time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
+    config_path = root / f"{job_id}.yaml"
+    root.mkdir(parents=True, exist_ok=True)
+    config_path.write_text(config_yaml)
+    argv = [sys.executable, "-m", "populora.cli", "train", "--config", str(config_path), "--quiet"]
+    job = start(argv, name=name, env=env, root=root, job_id=job_id)
+    config_path.replace(Path(job.dir) / "config.yaml")
+    job.argv[job.argv.index(str(config_path))] = str(Path(job.dir) / "config.yaml")
+    job.save()
+    return job
+
+
+def stop(job: Job, timeout_s: float = 20.0) -> str:
+    """SIGINT the job's process group (the trainer marks its run stopped); SIGKILL if it ignores us."""
+    if job.status not in ("running", "starting") or not job.pid:
+        return job.status
+    try:
+        os.killpg(job.pid, signal.SIGINT)
+    except ProcessLookupError:
+        return job.status
+    deadline = time.time() + timeout_s
+    while time.time() < deadline and job.status in ("running", "starting"):
+        time.sleep(0.2)
+    if job.status in ("running", "starting"):
+        try:
+            os.killpg(job.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return job.status
+
+
+def list_jobs(root: str | Path | None = None) -> list[Job]:
+    """Every job under the jobs dir, newest first; unreadable job dirs are skipped."""
+    root = Path(root or jobs_dir())
+    jobs = []
+    for job_file in root.glob("*/job.json") if root.is_dir() else []:
+        try:
+            jobs.append(Job.load(job_file.parent))
+        except (OSError, ValueError, TypeError):
+            continue
+    return sorted(jobs, key=lambda j: j.created, reverse=True)
+
+
+def get_job(job_id: str, root: str | Path | None = None) -> Job | None:
+    job_dir = Path(root or jobs_dir()) / job_id
+    return Job.load(job_dir) if (job_dir / "job.json").is_file() else None
+
+
+# ====================================================================== the supervisor process
+def _default_signals() -> None:
+    # the child must see SIGINT as KeyboardInterrupt again (Python skips its handler when SIGINT is ignored)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def supervise(job_dir: str | Path) -> int:
+    """Run the job's argv to completion and record its exit code (even when interrupted)."""
+    job = Job.load(job_dir)
+    # SIGINT goes to the whole group; the supervisor outlives the child so it can write the exit code
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    code = 1
+    try:
+        child = subprocess.Popen(job.argv, stdin=subprocess.DEVNULL, preexec_fn=_default_signals)
+        code = child.wait()
+    except OSError as err:
+        print(f"error: could not start {job.argv[0]!r}: {err}", flush=True)
+        code = 127
+    finally:
+        Path(job_dir, "exit_code").write_text(str(code))
+    return code
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "supervise":
+        sys.exit(supervise(sys.argv[2]))
+    print("usage: python -m populora.platform.jobs supervise JOB_DIR", file=sys.stderr)
+    sys.exit(2)
