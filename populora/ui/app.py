@@ -1,0 +1,28 @@
+"""The PopuLoRA web UI: ``populora ui`` runs ``streamlit run`` on this file.
+
+One page per file under ``views/``; every MLflow read goes through ``populora.ui.store`` and every process
+launch through ``populora.platform.jobs``.
+"""
+
+from pathlib import Path
+
+import streamlit as st
+
+HERE = Path(__file__).parent
+
+st.set_page_config(page_title="PopuLoRA", page_icon="🧬", layout="wide")
+
+pages = [
+    st.Page(HERE / "views" / "runs.py", title="Runs", icon="📋", url_path="runs", default=True),
+    st.Page(HERE / "views" / "launch.py", title="Launch", icon="🚀", url_path="launch"),
+    st.Page(HERE / "views" / "arms_race.py", title="Arms race", icon="📈", url_path="arms_race"),
+    st.Page(HERE / "views" / "lineage.py", title="Lineage", icon="🌳", url_path="lineage"),
+    st.Page(HERE / "views" / "tasks.py", title="Tasks", icon="🧩", url_path="tasks"),
+    st.Page(HERE / "views" / "compare.py", title="Compare", icon="⚖️", url_path="compare"),
+]
+nav = st.navigation(pages)
+with st.sidebar:
+    from populora.ui import store
+
+    st.caption(f"MLflow store: `{store.uri()}`")
+nav.run()

@@ -1,0 +1,99 @@
+"""Widgets and helpers every page shares: the store, the empty state, the run picker, links between pages."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from populora.platform import jobs
+from populora.ui import store
+
+ROLE_COLORS = {"teacher": "#f28e2b", "student": "#4e79a7", "both": "#59a14f"}
+STATUS_ICONS = {"running": "🟢", "finished": "✅", "failed": "❌", "stopped": "⏹️", "crashed": "💥", "starting": "⏳"}
+PAGES = {"launch": "views/launch.py", "runs": "views/runs.py", "arms_race": "views/arms_race.py",
+         "lineage": "views/lineage.py", "tasks": "views/tasks.py", "compare": "views/compare.py"}
+
+
+def load_runs() -> pd.DataFrame:
+    """All runs, with job state folded into the status; an unreadable store stops the page with the reason."""
+    try:
+        runs = store.list_runs(store.uri())
+    except store.StoreError as err:
+        st.error(f"{err}\n\nSet `MLFLOW_TRACKING_URI` to your store (default: `sqlite:///mlflow.db` in the "
+                 "directory where you run `populora ui`).")
+        st.stop()
+    if not runs.empty:
+        runs = runs.assign(status=[effective_status(r.run_id, r.status) for r in runs.itertuples()])
+    return runs
+
+
+def effective_status(run_id: str, status: str) -> str:
+    """A run whose trainer died without ending it stays 'running' in MLflow; its job (if we launched it) knows."""
+    if status != "running":
+        return status
+    job = job_for_run(run_id)
+    if job is None:
+        return status
+    job_status = job.status
+    return {"failed": "crashed", "lost": "crashed"}.get(job_status, status if job_status == "running" else job_status)
+
+
+@st.cache_data(ttl=2, show_spinner=False)
+def _job_ids_by_run(root: str) -> dict[str, str]:
+    return {j.run_id: j.id for j in jobs.list_jobs(root) if j.run_id}
+
+
+def job_for_run(run_id: str) -> jobs.Job | None:
+    root = str(jobs.jobs_dir())
+    job_id = _job_ids_by_run(root).get(run_id)
+    return jobs.get_job(job_id, root) if job_id else None
+
+
+def empty_state(what: str = "runs") -> None:
+    st.info(
+        f"No PopuLoRA {what} in the MLflow store `{store.uri()}` yet.\n\n"
+        "- Start one from the **Launch** page, or in a terminal: `make demo` "
+        "(or `populora train --config configs/smoke.yaml`).\n"
+        "- Already trained elsewhere? Start the UI where that `mlflow.db` is, or set `MLFLOW_TRACKING_URI`."
+    )
+
+
+def run_label(row) -> str:
+    icon = STATUS_ICONS.get(row.status, "•")
+    return f"{icon} {row.name} · {row.kind} · {row.progress or '?'} · {row.run_id[:8]}"
+
+
+def pick_run(runs: pd.DataFrame, label: str = "Run", kinds: tuple[str, ...] | None = None, key: str = "run",
+             sync_url: bool = True, allow_none: bool = False) -> str | None:
+    """A run selectbox; its choice is mirrored in the URL (``?run=ID``) so links and refreshes keep it."""
+    if kinds:
+        runs = runs[runs["kind"].isin(kinds)]
+    ids = list(runs["run_id"])
+    labels = {r.run_id: run_label(r) for r in runs.itertuples()}
+    options = ([None] if allow_none else []) + ids
+    if not ids and not allow_none:
+        return None
+    wanted = st.query_params.get(key) if sync_url else None
+    index = options.index(wanted) if wanted in options else 0
+    chosen = st.selectbox(label, options, index=index, format_func=lambda i: "(none)" if i is None else labels[i], key=f"pick_{key}")
+    if sync_url and chosen and st.query_params.get(key) != chosen:
+        st.query_params[key] = chosen
+    return chosen
+
+
+def link(page: str, label: str, run_id: str | None = None, icon: str | None = None) -> None:
+    """A link to another page of the app carrying the run; falls back to plain text outside the app's navigation
+    (a page run on its own, as in AppTest)."""
+    try:
+        st.page_link(PAGES[page], label=label, icon=icon, query_params={"run": run_id} if run_id else None)
+    except Exception:  # noqa: BLE001 - StreamlitPageNotFoundError and friends when the page is not registered
+        st.caption(f"{label}: open the {page.replace('_', ' ')} page" + (f" with run `{run_id}`" if run_id else ""))
+
+
+def live_interval(status: str) -> str | None:
+    """Fragments re-run every few seconds only while the run trains (sessions keep polling after a tab closes)."""
+    return "5s" if status in ("running", "starting") else None
+
+
+def fmt_rate(value) -> str:
+    return "–" if value is None or pd.isna(value) else f"{100 * value:.0f}%"

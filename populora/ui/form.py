@@ -1,0 +1,137 @@
+"""The Launch form, generated from the training config schema (``TrainConfig``): one widget per field, its
+description as the help text, so a new config field shows up here without touching the UI.
+
+Widgets carry no bounds of their own: pydantic is the one place values are checked, and its errors come back
+per dotted field so the page shows each one under its widget.
+"""
+
+from __future__ import annotations
+
+import re
+import types
+from pathlib import Path
+from typing import Any, Literal, Union, get_args, get_origin
+
+import streamlit as st
+from pydantic import BaseModel, ValidationError
+
+import populora
+from populora.platform import config as config_io
+from populora.training.config import TrainConfig
+
+# The fields a researcher sets for most runs; everything else sits in "advanced" expanders per section.
+MAIN_FIELDS = [
+    "name", "steps", "model.base", "model.lora_rank", "population.teachers", "population.students",
+    "population.single_agent", "matchmaking.teachers_per_student", "matchmaking.pfsp",
+    "evolution.every", "evolution.replace_fraction", "evolution.crossover_prob", "evolution.crossover",
+]
+
+
+def presets_dir() -> Path:
+    """``configs/`` of the source checkout, else of the working directory."""
+    here = Path(populora.__file__).resolve().parent.parent / "configs"
+    return here if here.is_dir() else Path.cwd() / "configs"
+
+
+def presets() -> dict[str, Path]:
+    folder = presets_dir()
+    return {p.stem: p for p in sorted(folder.glob("*.yaml"))} if folder.is_dir() else {}
+
+
+def preset_values(path: Path | None) -> dict:
+    """The preset merged over the schema defaults, as plain JSON-able values (raises ConfigError)."""
+    return config_io.load(TrainConfig, path).model_dump(mode="json")
+
+
+def schema_fields(model: type[BaseModel] = TrainConfig, prefix: str = "") -> list[tuple[str, Any]]:
+    """(dotted path, pydantic FieldInfo) of every leaf field, in schema order."""
+    out = []
+    for name, info in model.model_fields.items():
+        ann = info.annotation
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            out += schema_fields(ann, f"{prefix}{name}.")
+        else:
+            out.append((f"{prefix}{name}", info))
+    return out
+
+
+def _unwrap_optional(ann) -> tuple[Any, bool]:
+    if get_origin(ann) in (Union, types.UnionType):
+        args = [a for a in get_args(ann) if a is not type(None)]
+        if len(args) == 1:
+            return args[0], True
+    return ann, False
+
+
+def widget(path: str, info, value: Any, key: str) -> Any:
+    """Draw one field's widget and return the raw value to validate."""
+    ann, optional = _unwrap_optional(info.annotation)
+    label, help_text = path.split(".")[-1], info.description
+    if get_origin(ann) is Literal:
+        options = list(get_args(ann))
+        return st.selectbox(label, options, index=options.index(value) if value in options else 0, help=help_text, key=key)
+    if get_origin(ann) is list:
+        (item,) = get_args(ann) or (str,)
+        if get_origin(item) is Literal:
+            return st.multiselect(label, list(get_args(item)), default=value or [], help=help_text, key=key)
+        text = st.text_input(label, ", ".join(map(str, value or [])), help=f"{help_text} (comma separated)", key=key)
+        return [part.strip() for part in text.split(",") if part.strip()]
+    if ann is bool:
+        return st.checkbox(label, bool(value), help=help_text, key=key)
+    if ann in (int, float) and not optional:
+        number = ann(value if value is not None else 0)
+        kwargs = {"step": 1} if ann is int else {"format": "%g", "step": None}
+        return st.number_input(label, value=number, help=help_text, key=key, **{k: v for k, v in kwargs.items() if v is not None})
+    text = st.text_input(label, "" if value is None else str(value), help=help_text + (" (empty = none)" if optional else ""), key=key)
+    return None if optional and not text.strip() else text
+
+
+def nest(flat: dict[str, Any]) -> dict:
+    """{"a.b": 1} -> {"a": {"b": 1}}"""
+    out: dict = {}
+    for path, value in flat.items():
+        node = out
+        *parents, leaf = path.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return out
+
+
+def get_path(data: dict, path: str) -> Any:
+    for part in path.split("."):
+        data = data.get(part, {}) if isinstance(data, dict) else None
+    return data
+
+
+def validate(flat: dict[str, Any], overrides: str = "") -> tuple[TrainConfig | None, dict[str, str]]:
+    """(config, {}) or (None, {dotted field or "": message}); ``overrides`` holds ``key=value`` lines."""
+    data = nest(flat)
+    errors: dict[str, str] = {}
+    for line in overrides.splitlines():
+        if line.strip() and not line.strip().startswith("#"):
+            try:
+                key_path, value = config_io.parse_override(line.strip())
+                config_io.apply_override(data, key_path, value, TrainConfig)
+            except config_io.ConfigError as err:
+                errors["overrides"] = str(err)
+    if errors:
+        return None, errors
+    try:
+        return TrainConfig.model_validate(data), {}
+    except ValidationError as err:
+        return None, _errors_by_field(err, flat)
+
+
+def _errors_by_field(err: ValidationError, flat: dict) -> dict[str, str]:
+    errors: dict[str, str] = {}
+    for e in err.errors():
+        field = ".".join(str(p) for p in e["loc"] if not isinstance(p, int))
+        message = e["msg"].removeprefix("Value error, ")
+        if not field:  # a cross-field check: attach it to every field its message names
+            named = [p for p in flat if re.search(rf"\b{re.escape(p)}\b", message)]
+            for p in named or [""]:
+                errors[p] = message
+        else:
+            errors[field] = f"{message} (got {e.get('input')!r})" if not isinstance(e.get("input"), dict) else message
+    return errors

@@ -1,0 +1,132 @@
+"""Launch: a form generated from the training config, validated by its schema, started as a background job."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from populora.platform import config as config_io
+from populora.platform import jobs
+from populora.ui import common, form, store
+
+st.title("Launch a run")
+st.caption("The run starts as a background process: closing this page does not stop it. "
+           "Every value is checked against the training config schema before anything starts.")
+
+
+def pick_preset() -> tuple[str, dict] | None:
+    presets = form.presets()
+    names = ["(defaults)"] + list(presets)
+    default = names.index("smoke") if "smoke" in names else 0
+    name = st.selectbox("Preset (configs/*.yaml)", names, index=default, key="preset",
+                        help="Fills the form; you can change any value before launching")
+    try:
+        return name, form.preset_values(presets.get(name))
+    except config_io.ConfigError as err:
+        st.error(f"preset {name} is not valid: {err}")
+        return None
+
+
+def draw_field(path: str, info, values: dict, preset: str, errors: dict) -> object:
+    value = form.widget(path, info, form.get_path(values, path), key=f"f_{preset}_{path}")
+    if path in errors:
+        st.error(f"**{path}**: {errors[path]}", icon="⚠️")
+    return value
+
+
+def draw_form(preset: str, values: dict, errors: dict) -> dict | None:
+    """Render every schema field; return the submitted flat values (None until submitted)."""
+    fields = dict(form.schema_fields())
+    flat: dict[str, object] = {}
+    with st.form(f"launch_{preset}"):
+        cols = st.columns(3)
+        for i, path in enumerate(form.MAIN_FIELDS):
+            with cols[i % 3]:
+                flat[path] = draw_field(path, fields[path], values, preset, errors)
+        sections: dict[str, list[str]] = {}
+        for path in fields:
+            if path not in form.MAIN_FIELDS:
+                sections.setdefault(path.split(".")[0] if "." in path else "run", []).append(path)
+        for section, paths in sections.items():
+            with st.expander(f"Advanced: {section}", expanded=any(p in errors for p in paths)):
+                cols = st.columns(3)
+                for i, path in enumerate(paths):
+                    with cols[i % 3]:
+                        flat[path] = draw_field(path, fields[path], values, preset, errors)
+        overrides = st.text_area("Extra overrides (one `section.key=value` per line)", key=f"f_{preset}_overrides",
+                                 help="Same syntax as `populora train --set`; applied after the form values")
+        if "overrides" in errors:
+            st.error(errors["overrides"], icon="⚠️")
+        with_baseline = st.checkbox("Also launch the compute-matched single-agent baseline", key=f"f_{preset}_baseline",
+                                    help="A second run with population.single_agent=true and the same settings")
+        submitted = st.form_submit_button("Launch", type="primary")
+    if not submitted:
+        return None
+    return {"flat": flat, "overrides": overrides, "baseline": with_baseline}
+
+
+def launch(submission: dict) -> None:
+    cfg, errors = form.validate(submission["flat"], submission["overrides"])
+    st.session_state["launch_errors"] = errors
+    if errors:
+        st.rerun()  # redraw the form with each message under its field
+    env = {"MLFLOW_TRACKING_URI": store.uri()}  # the job writes where this UI reads
+    started = [jobs.launch_training(config_io.dump(cfg), name=cfg.name, env=env)]
+    if submission["baseline"] and not cfg.population.single_agent:
+        base = cfg.model_copy(deep=True)
+        base.population.single_agent, base.name = True, f"{cfg.name}-baseline"
+        started.append(jobs.launch_training(config_io.dump(base), name=base.name, env=env))
+    st.session_state["launched"] = [j.id for j in started]
+    if cfg.ray.address:
+        st.info(f"ray.address={cfg.ray.address}: the trainer joins that Ray cluster as its driver.")
+
+
+def job_row(job: jobs.Job) -> None:
+    status, run_id = job.status, job.run_id
+    cols = st.columns([3, 2, 4, 2])
+    cols[0].markdown(f"**{job.name or job.id}**  \n`{job.id}`")
+    cols[1].markdown(f"{common.STATUS_ICONS.get(status, '•')} {status}")
+    with cols[2]:
+        if run_id:
+            common.link("runs", f"run {run_id[:12]}", run_id, "📋")
+            common.link("arms_race", "arms race", run_id, "📈")
+        else:
+            st.caption("waiting for the run id (model loading)…" if status == "running" else "no run id in the log")
+    if status == "running" and cols[3].button("Stop", key=f"stop_{job.id}", help="SIGINT: the run is marked stopped"):
+        cols[3].write(jobs.stop(job))
+    with st.expander("log", expanded=status in ("failed", "lost")):
+        st.code(job.log_tail(30) or "(empty)", language="text")
+
+
+def jobs_panel() -> None:
+    all_jobs = jobs.list_jobs()
+    st.subheader("Jobs started from this UI")
+    if not all_jobs:
+        st.caption(f"none yet (jobs are kept in `{jobs.jobs_dir()}`)")
+        return
+    for job in all_jobs[:10]:
+        job_row(job)
+    if len(all_jobs) > 10:
+        st.caption(f"{len(all_jobs) - 10} older jobs in `{jobs.jobs_dir()}`")
+
+
+def main() -> None:
+    picked = pick_preset()
+    if picked is None:
+        return
+    preset, values = picked
+    errors = st.session_state.get("launch_errors", {})
+    if errors:
+        st.error("Fix the fields marked below, then launch again.")
+        if "" in errors:
+            st.error(errors[""])
+    submission = draw_form(preset, values, errors)
+    if submission is not None:
+        launch(submission)
+    if st.session_state.get("launched"):
+        st.success(f"Started job(s): {', '.join(st.session_state['launched'])}. The run id appears below once "
+                   "the trainer has created its MLflow run.")
+    running = any(j.status in ("running", "starting") for j in jobs.list_jobs()[:10])
+    st.fragment(jobs_panel, run_every="3s" if running else None)()
+
+
+main()

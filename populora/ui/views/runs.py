@@ -1,0 +1,115 @@
+"""Runs: every training run in the store with status, progress and config; refreshes itself while one trains."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from populora.platform import jobs
+from populora.ui import common, store
+
+st.title("Runs")
+
+
+def run_table(runs: pd.DataFrame) -> None:
+    shown = runs.assign(state=[f"{common.STATUS_ICONS.get(s, '•')} {s}" for s in runs["status"]],
+                        done=[(r.step or 0) / r.steps if r.steps else 0.0 for r in runs.itertuples()])
+    st.dataframe(
+        shown[["state", "name", "kind", "done", "progress", "solve_rate", "validity_rate", "teachers", "students",
+               "base_model", "started", "experiment", "run_id"]],
+        hide_index=True, width="stretch",
+        column_config={
+            "done": st.column_config.ProgressColumn("progress", min_value=0.0, max_value=1.0, format="percent"),
+            "progress": st.column_config.TextColumn("steps"),
+            "solve_rate": st.column_config.NumberColumn("solve rate", format="percent"),
+            "validity_rate": st.column_config.NumberColumn("valid tasks", format="percent"),
+            "started": st.column_config.DatetimeColumn("started", format="YYYY-MM-DD HH:mm"),
+        },
+    )
+
+
+def config_tree(params: dict) -> dict:
+    """Flattened dotted params back into sections, for a readable config view."""
+    tree: dict = {}
+    for key in sorted(params):
+        node = tree
+        *parents, leaf = key.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = params[key]
+    return tree
+
+
+def run_details(run_id: str, status: str) -> None:
+    info = store.run_info(store.uri(), run_id)
+    if info is None:
+        st.warning(f"run {run_id} is not in the store any more")
+        return
+    tags, metrics = info["tags"], info["metrics"]
+    cols = st.columns(4)
+    cols[0].metric("status", f"{common.STATUS_ICONS.get(status, '')} {status}")
+    cols[1].metric("progress", tags.get("populora.progress", "?"))
+    cols[2].metric("student solve rate", common.fmt_rate(metrics.get("student/solve_rate")))
+    cols[3].metric("task validity", common.fmt_rate(metrics.get("tasks/validity_rate")))
+    if status == "crashed":
+        st.error("The trainer process died without ending this run. Resume it from its last checkpoint with "
+                 f"`populora train --resume {run_id}`.")
+    elif status == "failed":
+        st.error(f"This run failed. Its log (if launched from here) is below; resume with `populora train --resume {run_id}`.")
+    links = st.columns(4)
+    with links[0]:
+        common.link("arms_race", "Arms race", run_id, "📈")
+    with links[1]:
+        common.link("lineage", "Lineage", run_id, "🌳")
+    with links[2]:
+        common.link("tasks", "Tasks", run_id, "🧩")
+    with links[3]:
+        common.link("compare", "Compare", run_id, "⚖️")
+    st.caption(f"run id `{run_id}` · run dir `{tags.get('populora.run_dir', '?')}` · base model `{tags.get('populora.base_model', '?')}`")
+    job = common.job_for_run(run_id)
+    if job is not None:
+        with st.expander(f"job log ({job.status})", expanded=status in ("crashed", "failed")):
+            st.code(job.log_tail(60) or "(empty)", language="text")
+            if job.status == "running" and st.button("Stop this run", key=f"stop_{job.id}"):
+                st.toast(f"stopping: {jobs.stop(job)}")
+    with st.expander("config"):
+        st.json(config_tree(info["params"]), expanded=1)
+
+
+def filters(runs: pd.DataFrame) -> pd.DataFrame:
+    cols = st.columns([2, 2, 3])
+    kinds = cols[0].multiselect("kind", sorted(runs["kind"].unique()), placeholder="all kinds")
+    statuses = cols[1].multiselect("status", sorted(runs["status"].unique()), placeholder="any status")
+    text = cols[2].text_input("name or run id contains", "")
+    if kinds:
+        runs = runs[runs["kind"].isin(kinds)]
+    if statuses:
+        runs = runs[runs["status"].isin(statuses)]
+    if text:
+        runs = runs[runs["name"].str.contains(text, case=False, regex=False) | runs["run_id"].str.startswith(text)]
+    return runs
+
+
+def body() -> None:
+    runs = common.load_runs()
+    if runs.empty:
+        common.empty_state()
+        common.link("launch", "Launch a run", icon="🚀")
+        return
+    shown = filters(runs)
+    run_table(shown)
+    st.caption(f"{len(shown)} of {len(runs)} runs · refreshes every 5 s while a run trains")
+    run_id = common.pick_run(shown if not shown.empty else runs, "Details of run")
+    if run_id:
+        run_details(run_id, runs.set_index("run_id").loc[run_id, "status"])
+
+
+def live_interval() -> str | None:
+    try:
+        runs = common.load_runs()
+    except Exception:  # noqa: BLE001 - the body shows the error
+        return None
+    return "5s" if (runs["status"].isin(["running", "starting"])).any() else None
+
+
+st.fragment(body, run_every=live_interval())()
