@@ -10,6 +10,7 @@ loads everything (mlflow#21841, #1571).
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,9 @@ import pandas as pd
 import streamlit as st
 
 from populora.platform import tracking
+
+# downloads of small JSON artifacts would otherwise print a tqdm bar into the server log for every read
+os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
 TTL = 5  # seconds: live enough for a run that logs every step, light enough for 50 runs
 PARENT_TAG = tracking.PARENT_TAG

@@ -1,0 +1,55 @@
+"""Altair charts the pages share (Altair ships with Streamlit; no extra dependency)."""
+
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+import streamlit as st
+
+PERCENT_METRICS = ("rate",)
+
+
+def _axis_format(metric: str) -> str:
+    return ".0%" if any(word in metric for word in PERCENT_METRICS) else ".3~g"
+
+
+def lines(df: pd.DataFrame, y_title: str, color: str = "series", height: int = 220, title: str | None = None) -> None:
+    """Lines of ``value`` over ``step``, one per ``color`` column value; an empty frame says so instead."""
+    if df.empty:
+        st.caption(f"{title or y_title}: no data yet")
+        return
+    chart = (
+        alt.Chart(df, title=title or y_title)
+        .mark_line(point=len(df) < 200)
+        .encode(x=alt.X("step:Q", title="step", axis=alt.Axis(tickMinStep=1)),
+                y=alt.Y("value:Q", title=y_title, axis=alt.Axis(format=_axis_format(y_title))),
+                color=alt.Color(f"{color}:N", title=color),
+                tooltip=[color, "step", alt.Tooltip("value:Q", format=".3f")])
+        .properties(height=height)
+    )
+    st.altair_chart(chart, width="stretch")
+
+
+def rating_band(df: pd.DataFrame, height: int = 300) -> None:
+    """TrueSkill mu per member with a mu +/- sigma band. ``df`` has member, step, mu, sigma."""
+    if df.empty:
+        st.caption("ratings: no data yet")
+        return
+    df = df.assign(low=df["mu"] - df["sigma"], high=df["mu"] + df["sigma"])
+    base = alt.Chart(df, title="TrueSkill rating per member (mu ± sigma)").encode(
+        x=alt.X("step:Q", title="step", axis=alt.Axis(tickMinStep=1)), color=alt.Color("member:N"))
+    band = base.mark_area(opacity=0.15).encode(y=alt.Y("low:Q", title="rating"), y2="high:Q")
+    line = base.mark_line(point=len(df) < 300).encode(
+        y="mu:Q", tooltip=["member", "step", alt.Tooltip("mu:Q", format=".2f"), alt.Tooltip("sigma:Q", format=".2f")])
+    st.altair_chart((band + line).properties(height=height), width="stretch")
+
+
+def bars(df: pd.DataFrame, x: str, y: str, color: str, title: str, height: int = 260) -> None:
+    if df.empty:
+        st.caption(f"{title}: no data")
+        return
+    chart = (alt.Chart(df, title=title).mark_bar()
+             .encode(x=alt.X(f"{x}:N", title=None), y=alt.Y(f"{y}:Q", title=None), color=f"{color}:N",
+                     xOffset=f"{color}:N", tooltip=[x, color, alt.Tooltip(f"{y}:Q", format=".3f")])
+             .properties(height=height))
+    st.altair_chart(chart, width="stretch")

@@ -1,0 +1,108 @@
+"""Arms race: how students and teachers push each other over the steps of one run, next to the baseline."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from populora.ui import charts, common, store
+
+st.title("Arms race")
+
+HEADLINE = [("student/solve_rate", "student solve rate"), ("teacher/reward", "teacher reward"),
+            ("tasks/validity_rate", "task validity rate"), ("student/format_rate", "answer format rate")]
+CURRICULUM = [("curriculum/ast_depth", "AST depth"), ("curriculum/cyclomatic", "cyclomatic complexity"),
+              ("curriculum/loc", "lines of code"), ("curriculum/variables", "variables"),
+              ("curriculum/coverage", "coverage (distinct structures)"), ("curriculum/novel_rate", "novel structure rate")]
+MEMBER_METRICS = ["student/solve_rate", "teacher/reward", "teacher/validity_rate", "teacher/task_solve_rate",
+                  "student/reward", "rating/conservative", "train/loss", "train/kl", "train/grad_norm"]
+
+
+def compared(uri: str, runs: dict[str, str], key: str) -> pd.DataFrame:
+    """One metric of several runs as a long frame, ``series`` = the run's role in the comparison."""
+    frames = [store.history(uri, rid, key).assign(series=label) for label, rid in runs.items() if rid]
+    frames = [f for f in frames if not f.empty]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["step", "value", "series"])
+
+
+def grid(uri: str, runs: dict[str, str], metrics: list[tuple[str, str]], per_row: int = 2) -> None:
+    for i in range(0, len(metrics), per_row):
+        cols = st.columns(per_row)
+        for col, (key, title) in zip(cols, metrics[i:i + per_row]):
+            with col:
+                charts.lines(compared(uri, runs, key), title, color="series")
+
+
+def ratings(uri: str, run_id: str, member_ids: list[str]) -> None:
+    mu = store.member_histories(uri, run_id, "rating/mu", member_ids)
+    sigma = store.member_histories(uri, run_id, "rating/sigma", member_ids)
+    if mu.empty:
+        charts.rating_band(pd.DataFrame())
+        return
+    df = mu.rename(columns={"value": "mu"}).merge(sigma.rename(columns={"value": "sigma"})[["member", "step", "sigma"]],
+                                                  on=["member", "step"], how="left").fillna({"sigma": 0.0})
+    charts.rating_band(df)
+
+
+def per_member(uri: str, run_id: str, members: pd.DataFrame) -> None:
+    st.subheader("Per member")
+    cols = st.columns([2, 3])
+    roles = cols[0].multiselect("roles", sorted(members["role"].unique()), default=sorted(members["role"].unique()), key="ar_roles")
+    alive_only = cols[0].toggle("alive members only", value=len(members) > 8, key="ar_alive")
+    pool = members[members["role"].isin(roles) & (members["alive"] | (not alive_only))]
+    chosen = cols[1].multiselect("members", list(pool["member"]), default=list(pool["member"])[:16], key="ar_members",
+                                 help="Only the chosen members' histories are loaded")
+    ratings(uri, run_id, chosen)
+    metric = st.selectbox("member metric", MEMBER_METRICS, key="ar_metric")
+    df = store.member_histories(uri, run_id, metric, chosen)
+    charts.lines(df, metric, color="member", title=f"{metric} per member")
+
+
+def pick_baseline(runs: pd.DataFrame, run_id: str) -> str | None:
+    row = runs.set_index("run_id").loc[run_id]
+    if row["kind"] == "baseline":
+        return None
+    baselines = runs[runs["kind"] == "baseline"]
+    linked = row["baseline_run"] if row["baseline_run"] in set(baselines["run_id"]) else None
+    options = [None] + list(baselines["run_id"])
+    labels = {r.run_id: common.run_label(r) for r in baselines.itertuples()}
+    return st.selectbox("Baseline to compare with", options, index=options.index(linked) if linked else (1 if len(options) > 1 else 0),
+                        format_func=lambda i: "(none)" if i is None else labels[i], key="ar_baseline",
+                        help="The run's populora.baseline_run tag is picked when set")
+
+
+def body(run_id: str, baseline: str | None) -> None:
+    uri = store.uri()
+    runs = {"population" if baseline else "run": run_id, "baseline": baseline}
+    st.subheader("Population vs baseline" if baseline else "Run")
+    grid(uri, runs, HEADLINE)
+    st.subheader("Curriculum complexity of valid tasks")
+    grid(uri, runs, CURRICULUM, per_row=3)
+    members = store.members(uri, run_id)
+    if members.empty:
+        st.info("No member runs yet: the trainer logs them at its first checkpoint.")
+        return
+    per_member(uri, run_id, members)
+    with st.expander("solve and validity rate per task kind"):
+        kinds = sorted({k.rsplit("/", 1)[1] for k in store.run_info(uri, run_id)["metrics"] if k.startswith("student/solve_rate/")})
+        grid(uri, {"run": run_id}, [(f"student/solve_rate/{k}", f"solve rate {k}") for k in kinds]
+             + [(f"tasks/validity_rate/{k}", f"validity {k}") for k in kinds], per_row=3)
+
+
+def main() -> None:
+    runs = common.load_runs()
+    if runs.empty:
+        common.empty_state()
+        return
+    cols = st.columns(2)
+    with cols[0]:
+        run_id = common.pick_run(runs)
+    with cols[1]:
+        baseline = pick_baseline(runs, run_id)
+    status = runs.set_index("run_id").loc[run_id, "status"]
+    if status in ("crashed", "failed"):
+        st.warning(f"This run {status}: the charts show the steps it logged before stopping.")
+    st.fragment(body, run_every=common.live_interval(status))(run_id, baseline)
+
+
+main()

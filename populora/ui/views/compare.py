@@ -1,0 +1,113 @@
+"""Compare: chosen members against the single-agent baseline (and the base model) on benchmark scores, with the
+population mean / weakest / best called out. Only the picked members' values are shown and charted."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from populora.ui import charts, common, store
+
+st.title("Compare")
+
+TRAINING_METRICS = ["rating/mu", "rating/conservative", "student/solve_rate", "teacher/validity_rate", "teacher/reward"]
+BASE_IDS = ("base", "base_model")  # member id an evaluation gives the bare base model, if it logs one
+
+
+def summarize(scores: pd.DataFrame, members: list[str], baseline: pd.Series | None, base: pd.Series | None) -> pd.DataFrame:
+    """Rows: each member, population mean/weakest/best, baseline, base model, and the deltas vs baseline.
+
+    >>> s = pd.DataFrame({"x": [0.2, 0.4]}, index=["T0", "S0"])
+    >>> summarize(s, ["T0", "S0"], pd.Series({"x": 0.25}), None).loc["mean - baseline", "x"].round(3)
+    np.float64(0.05)
+    """
+    pop = scores.loc[[m for m in members if m in scores.index]]
+    rows = {m: pop.loc[m] for m in pop.index}
+    if len(pop):
+        rows.update({"population mean": pop.mean(numeric_only=True), "population weakest": pop.min(numeric_only=True),
+                     "population best": pop.max(numeric_only=True)})
+    if baseline is not None:
+        rows["baseline"] = baseline
+    if base is not None:
+        rows["base model"] = base
+    table = pd.DataFrame(rows).T.apply(pd.to_numeric, errors="coerce")
+    if baseline is not None and len(pop):
+        table.loc["mean - baseline"] = table.loc["population mean"] - table.loc["baseline"]
+        table.loc["weakest - baseline"] = table.loc["population weakest"] - table.loc["baseline"]
+    return table
+
+
+def metric_frame(uri: str, run_id: str, prefix: str | None, keys: list[str] | None = None) -> pd.DataFrame:
+    """Latest member metrics of a run: rows = member ids, columns = metric keys (``prefix``ed ones or ``keys``)."""
+    mdf = store.members(uri, run_id)
+    if mdf.empty:
+        return pd.DataFrame()
+    cols = [c for c in mdf.columns if isinstance(c, str) and ((prefix and c.startswith(prefix)) or (keys and c in keys))]
+    return mdf.set_index("member")[cols] if cols else pd.DataFrame(index=mdf["member"])
+
+
+def baseline_row(uri: str, baseline: str | None, prefix: str | None, keys: list[str] | None) -> pd.Series | None:
+    if not baseline:
+        return None
+    frame = metric_frame(uri, baseline, prefix, keys)
+    return frame.mean(numeric_only=True) if not frame.empty and len(frame.columns) else None
+
+
+def show_table(table: pd.DataFrame, title: str) -> None:
+    st.markdown(f"**{title}**")
+    delta_rows = [r for r in table.index if r.endswith("- baseline")]
+    styled = table.style.format("{:.3f}", na_rep="–")
+    if delta_rows:
+        styled = styled.map(lambda v: "color: #2e7d32" if v > 0 else ("color: #c62828" if v < 0 else ""), subset=pd.IndexSlice[delta_rows, :])
+    st.dataframe(styled, width="stretch")
+    long = table.drop(index=delta_rows).reset_index(names="who").melt(id_vars="who", var_name="metric", value_name="score").dropna()
+    if not long.empty and table.shape[1] <= 40:
+        charts.bars(long, "metric", "score", "who", f"{title} by metric")
+
+
+def pickers(runs: pd.DataFrame) -> tuple[str, list[str], str | None, bool]:
+    cols = st.columns([3, 3])
+    with cols[0]:
+        run_id = common.pick_run(runs, "Population run", kinds=("population",))
+    members = store.members(store.uri(), run_id)
+    ids = list(members["member"]) if not members.empty else []
+    alive = list(members.loc[members["alive"], "member"]) if not members.empty else []
+    baselines = runs[runs["kind"] == "baseline"]
+    linked = runs.set_index("run_id").loc[run_id, "baseline_run"]
+    options = [None] + list(baselines["run_id"])
+    labels = {r.run_id: common.run_label(r) for r in baselines.itertuples()}
+    with cols[1]:
+        baseline = st.selectbox("Baseline run", options, format_func=lambda i: "(none)" if i is None else labels[i],
+                                index=options.index(linked) if linked in options else (1 if len(options) > 1 else 0), key="cmp_baseline")
+    chosen = st.multiselect("Members", ids, default=alive, key="cmp_members", help="Default: the members alive at the end")
+    with_base = st.checkbox("Include the base model (if an evaluation scored it)", value=True, key="cmp_base")
+    return run_id, chosen, baseline, with_base
+
+
+def main() -> None:
+    runs = common.load_runs()
+    if runs.empty or not (runs["kind"] == "population").any():
+        common.empty_state("population runs")
+        return
+    run_id, chosen, baseline, with_base = pickers(runs)
+    uri = store.uri()
+    evals = metric_frame(uri, run_id, "eval/")
+    st.subheader("Benchmarks")
+    if evals.empty or not len(evals.columns):
+        st.info(f"No benchmark scores for this run yet. Score its members (and the baseline) with\n\n"
+                f"`populora eval --run {run_id}`" + (f"  and  `populora eval --run {baseline}`" if baseline else "")
+                + "\n\nScores are logged as `eval/<benchmark>/<metric>` on each member's MLflow run and show up here.")
+    else:
+        base = evals.loc[[b for b in BASE_IDS if b in evals.index]].mean(numeric_only=True) if with_base and any(b in evals.index for b in BASE_IDS) else None
+        show_table(summarize(evals, chosen, baseline_row(uri, baseline, "eval/", None), base), "Benchmark scores")
+    st.subheader("Training scores (latest logged value)")
+    train = metric_frame(uri, run_id, None, TRAINING_METRICS)
+    if train.empty or not len(train.columns):
+        st.caption("no member metrics logged yet")
+        return
+    show_table(summarize(train, chosen, baseline_row(uri, baseline, None, TRAINING_METRICS), None), "Training scores")
+    st.caption("Ratings of a population and of the baseline live on separate TrueSkill scales: compare them within a run, "
+               "and use benchmark scores to compare runs.")
+
+
+main()
