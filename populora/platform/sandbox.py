@@ -1,0 +1,230 @@
+"""Run untrusted Python in isolated, throw-away processes; a pool of pre-warmed workers does the forking.
+
+    with Sandbox(timeout_s=2) as sb:
+        r = sb.run("print(1 + 1)")          # ExecResult(status="ok", stdout="2\\n", ...)
+        rs = sb.run_many(["print(1)", "while True: pass"])
+
+Each worker (``sandbox_worker.py``) is a clean ``python`` process started once, in its own network and mount
+namespaces; per execution it forks a child that is rlimited, chrooted into an empty scratch dir, moved to an
+unprivileged uid and seccomp-filtered (``sandbox_child.py``). What is isolated and how well: docs/sandbox.md.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import logging
+import os
+import queue
+import select
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+STATUSES = ("ok", "error", "timeout", "memory", "output_limit", "killed")
+_REPO_ROOT = str(Path(__file__).resolve().parents[2])
+_WARNED: set[str] = set()
+_WARN_LOCK = threading.Lock()
+
+
+@dataclass
+class ExecResult:
+    status: str          # "ok" | "error" | "timeout" | "memory" | "output_limit" | "killed"
+    stdout: str
+    stderr: str
+    returncode: int | None
+    wall_s: float
+    value: str | None = None          # canonical text of f(args) (the first one when repeated)
+    values: list[str] | None = None   # canonical text of every repeated call
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class ExecRequest:
+    """One execution; ``call`` (argument text, as in ``f(<call>)``) asks for the canonical value of f."""
+    program: str
+    stdin: str = ""
+    call: str | None = None
+    repeat: int = 1
+    timeout_s: float | None = None
+    memory_mb: int | None = None
+
+
+def _warn_once(layer: str, why: str) -> None:
+    with _WARN_LOCK:
+        if layer in _WARNED:
+            return
+        _WARNED.add(layer)
+    msg = f"populora sandbox: isolation layer {layer!r} is UNAVAILABLE here ({why}); falling back to the others"
+    log.warning(msg)
+    warnings.warn(msg, RuntimeWarning, stacklevel=3)
+
+
+class _WorkerProc:
+    """The trainer's handle on one worker process: send a request line, read the reply line."""
+
+    def __init__(self, tmpfs_mb: int):
+        self.base = tempfile.mkdtemp(prefix="populora-sandbox-")
+        os.chmod(self.base, 0o711)
+        env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0",  # same str hashes everywhere
+               "MALLOC_ARENA_MAX": "2", "PYTHONDONTWRITEBYTECODE": "1"}  # threads must not reserve 64 MB arenas
+        code = f"import sys; sys.path.insert(0, {_REPO_ROOT!r}); from populora.platform.sandbox_worker import main; main()"
+        self.proc = subprocess.Popen([sys.executable, "-S", "-s", "-c", code, self.base, str(tmpfs_mb)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, cwd="/",
+                                     start_new_session=True)
+        self.buf, self.tasks, self.ready = b"", 0, None
+
+    def wait_ready(self, timeout_s: float = 60.0) -> dict:
+        line = self._readline(timeout_s)
+        if line is None:
+            raise RuntimeError("sandbox worker failed to start (see stderr above)")
+        self.ready = json.loads(line)
+        return self.ready
+
+    def _readline(self, timeout_s: float) -> bytes | None:
+        fd = self.proc.stdout.fileno()
+        while b"\n" not in self.buf:
+            if not select.select([fd], [], [], timeout_s)[0]:
+                return None
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                return None
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\n", 1)
+        return line
+
+    def request(self, req: dict) -> dict | None:
+        """The reply, or None if the worker died or hung (the caller replaces it)."""
+        try:
+            self.proc.stdin.write(json.dumps(req).encode() + b"\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            return None
+        self.tasks += 1
+        line = self._readline(float(req["timeout_s"]) + 30.0)  # the worker enforces the real deadline
+        return json.loads(line) if line is not None else None
+
+    def close(self) -> None:
+        try:
+            self.proc.stdin.close()
+            self.proc.wait(timeout=5)
+        except Exception:  # noqa: BLE001 - a stuck or dead worker: kill it, we are shutting it down anyway
+            self.proc.kill()
+            self.proc.wait()
+        finally:
+            self.proc.stdout.close()
+            shutil.rmtree(self.base, ignore_errors=True)
+
+
+class Sandbox:
+    """A pool of sandbox workers. Safe to create and close repeatedly; thread-safe ``run``."""
+
+    def __init__(self, workers: int | None = None, timeout_s: float = 5.0, memory_mb: int = 512,
+                 max_output_bytes: int = 65536, *, max_value_bytes: int = 1 << 20,
+                 max_tasks_per_worker: int = 10_000, scratch_mb: int = 64):
+        self.n_workers = workers or os.cpu_count() or 1
+        self.timeout_s, self.memory_mb = timeout_s, memory_mb
+        self.max_output_bytes, self.max_value_bytes = max_output_bytes, max_value_bytes
+        self.max_tasks_per_worker, self.scratch_mb = max_tasks_per_worker, scratch_mb
+        self._idle: queue.Queue[_WorkerProc] = queue.Queue()
+        self._all: list[_WorkerProc] = []
+        self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(self.n_workers, thread_name_prefix="sandbox")
+        self._closed = False
+        procs = [_WorkerProc(scratch_mb) for _ in range(self.n_workers)]  # start all, then wait: in parallel
+        for p in procs:
+            self._adopt(p)
+        self.layers = dict(procs[0].ready["layers"])
+
+    def _adopt(self, proc: _WorkerProc) -> None:
+        layers = proc.wait_ready()["layers"]
+        for layer, state in layers.items():
+            if state != "on":
+                _warn_once(layer, state)
+        with self._lock:
+            self._all.append(proc)
+        self._idle.put(proc)
+
+    def _retire(self, proc: _WorkerProc) -> None:
+        with self._lock:
+            if proc in self._all:
+                self._all.remove(proc)
+        proc.close()
+        if not self._closed:
+            self._adopt(_WorkerProc(self.scratch_mb))
+
+    def _wire(self, r: ExecRequest) -> dict:
+        return {"program": r.program, "stdin": r.stdin, "call": r.call, "repeat": r.repeat,
+                "timeout_s": r.timeout_s or self.timeout_s, "memory_mb": r.memory_mb or self.memory_mb,
+                "max_output": self.max_output_bytes, "max_value": self.max_value_bytes}
+
+    def execute(self, request: ExecRequest) -> ExecResult:
+        if self._closed:
+            raise RuntimeError("Sandbox is closed")
+        proc = self._idle.get()
+        reply = proc.request(self._wire(request))
+        if reply is None or proc.tasks >= self.max_tasks_per_worker:
+            self._retire(proc)  # recycled, or dead/hung: a fresh worker takes its place
+        else:
+            self._idle.put(proc)
+        if reply is None:
+            return ExecResult("killed", "", "[sandbox] worker died or hung; replaced", None, 0.0)
+        values = reply.pop("values", None)
+        return ExecResult(**reply, value=values[0] if values else None, values=values)
+
+    def execute_many(self, requests: list[ExecRequest]) -> list[ExecResult]:
+        return list(self._pool.map(self.execute, requests))
+
+    def run(self, program: str, *, stdin: str = "", timeout_s: float | None = None,
+            memory_mb: int | None = None) -> ExecResult:
+        return self.execute(ExecRequest(program, stdin, timeout_s=timeout_s, memory_mb=memory_mb))
+
+    def run_many(self, programs: list[str], **kw) -> list[ExecResult]:
+        """Concurrently across the workers; results in the order of ``programs``."""
+        return self.execute_many([ExecRequest(p, **kw) for p in programs])
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._pool.shutdown(wait=True)
+        with self._lock:
+            procs, self._all = list(self._all), []
+        for p in procs:
+            p.close()
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
+
+_DEFAULT: Sandbox | None = None
+_DEFAULT_LOCK = threading.Lock()
+
+
+def get_sandbox() -> Sandbox:
+    """A process-wide shared sandbox with default settings, closed at exit."""
+    global _DEFAULT
+    with _DEFAULT_LOCK:
+        if _DEFAULT is None or _DEFAULT._closed:
+            _DEFAULT = Sandbox()
+            atexit.register(_DEFAULT.close)
+        return _DEFAULT

@@ -1,0 +1,112 @@
+"""What runs in the forked child: lock the process down, run the program, report a canonical value.
+
+Order matters: rlimits and the new session first (while still privileged), then chroot (needs root), then the
+uid drop (loses root for good), then seccomp (denies the syscalls used above). Every path ends in
+``os._exit`` so control can never return into the worker's request loop.
+"""
+
+from __future__ import annotations
+
+import builtins
+import io
+import json
+import linecache
+import math
+import os
+import signal
+import sys
+import traceback
+
+from populora.platform import sandbox_isolation as iso
+from populora.platform.sandbox_values import canonical
+
+_MEMORY = json.dumps({"status": "memory"}).encode()  # pre-built: there may be no memory left to build it
+
+
+def child_main(worker, req: dict, fds: dict) -> None:
+    code = 121
+    try:
+        _lock_down(worker, req, fds)
+        code = _execute(req)
+    except MemoryError:
+        _write_result(_MEMORY)
+        code = 1
+    except BaseException:  # noqa: BLE001 - setup failure: say why on stderr, never return into the worker
+        try:
+            os.write(2, ("[sandbox] " + traceback.format_exc()).encode(errors="replace"))
+        except BaseException:
+            pass
+    finally:
+        os._exit(code)
+
+
+def _lock_down(worker, req: dict, fds: dict) -> None:
+    os.setsid()  # own process group: the worker SIGKILLs the whole group afterwards
+    for target, name in enumerate(("in", "out", "err", "res")):
+        os.dup2(fds[name], target)
+    os.closerange(4, 1 << 16)  # nothing of the worker (its pipes to the trainer) stays reachable
+    fsize = max(int(req["max_output"]), int(req.get("max_value", 1 << 20))) + 1
+    iso.set_limits(math.ceil(float(req["timeout_s"])) + 1, int(req["memory_mb"]), fsize)
+    os.chdir(worker.root)
+    if worker.root_ok:
+        os.chroot(".")  # the empty scratch dir becomes "/": nothing outside it can be named
+        iso.drop_privileges(worker.uid)
+    iso.prctl(iso.PR_SET_PDEATHSIG, signal.SIGKILL)  # the uid drop cleared it
+    if os.getppid() != worker.pid:
+        os._exit(122)
+    if worker.fprog is not None:
+        iso.load_seccomp(worker.fprog)
+    else:
+        iso.prctl(iso.PR_SET_NO_NEW_PRIVS, 1)
+    os.environ.clear()  # the worker's environment is already minimal; the program sees none of it
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_DFL)
+    sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8", errors="replace")
+    sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="backslashreplace")
+    sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace",
+                                  line_buffering=True)
+    sys.argv = ["<program>"]
+
+
+def _execute(req: dict) -> int:
+    program = req["program"]
+    linecache.cache["<program>"] = (len(program), None, program.splitlines(True), "<program>")  # tracebacks
+    scope = {"__name__": "__main__", "__builtins__": builtins}
+    try:
+        exec(compile(program, "<program>", "exec"), scope)
+        if req.get("call") is not None:
+            _call(scope, req)
+        code = 0
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        if not isinstance(e.code, (int, type(None))):
+            print(e.code, file=sys.stderr)
+    except MemoryError:
+        _write_result(_MEMORY)
+        code = 1
+    except BaseException:  # noqa: BLE001 - the program's own failure, reported like Python would
+        traceback.print_exc()
+        code = 1
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:  # noqa: BLE001 - e.g. a closed stream; the output so far is what we report
+            pass
+    return code
+
+
+def _call(scope: dict, req: dict) -> None:
+    """``f(<args>)`` ``repeat`` times, arguments re-evaluated each time; canonical text of every result."""
+    expr = compile(f"f({req['call']})", "<input>", "eval")
+    values = [canonical(eval(expr, scope)) for _ in range(int(req.get("repeat", 1)))]
+    data = json.dumps({"values": values}).encode()
+    if len(data) > int(req.get("max_value", 1 << 20)):
+        data = json.dumps({"status": "output_limit"}).encode()
+    _write_result(data)
+
+
+def _write_result(data: bytes) -> None:
+    os.lseek(3, 0, os.SEEK_SET)
+    os.ftruncate(3, 0)
+    while data:
+        data = data[os.write(3, data):]

@@ -1,0 +1,190 @@
+"""Kernel building blocks of the sandbox, through ctypes: namespaces, tmpfs, seccomp, privilege drop.
+
+Nothing here needs a package beyond the OS: ``unshare``/``mount``/``prctl`` come from libc, the seccomp filter
+is compiled once by libseccomp (``libseccomp.so.2``, present wherever systemd is) and loaded in each child with
+a single ``prctl``. Every layer reports whether it is available so the sandbox can warn once and fall back.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import errno
+import os
+import resource
+
+CLONE_NEWNS, CLONE_NEWNET, CLONE_THREAD = 0x00020000, 0x40000000, 0x00010000
+MS_NOSUID, MS_NODEV, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x4000, 0x40000
+PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, PR_SET_CHILD_SUBREAPER = 1, 38, 22, 36
+SECCOMP_MODE_FILTER = 2
+SCMP_ACT_ALLOW = 0x7FFF0000
+SCMP_CMP_MASKED_EQ = 7
+
+
+def _errno_action(code: int) -> int:
+    return 0x00050000 | (code & 0xFFFF)  # SCMP_ACT_ERRNO(code)
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+# Syscalls a model-written program never needs and that could reach outside its execution. Files are not
+# listed: the chroot into an empty scratch dir and the unprivileged uid already confine the filesystem.
+DENIED_SYSCALLS = (
+    # no network, no IPC endpoints
+    "socket", "socketpair",
+    # no new programs, no processes (threads are allowed, see clone below)
+    "execve", "execveat", "fork", "vfork",
+    # no signals to anyone (the uid drop already stops signals to other uids; this also stops self-tricks)
+    "kill", "tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo", "pidfd_open", "pidfd_send_signal",
+    # no reaching into other processes or the kernel
+    "ptrace", "process_vm_readv", "process_vm_writev", "bpf", "perf_event_open", "userfaultfd",
+    "io_uring_setup", "io_uring_enter", "io_uring_register",  # io_uring ops bypass seccomp
+    "keyctl", "add_key", "request_key", "personality", "syslog", "acct", "quotactl",
+    "init_module", "finit_module", "delete_module", "kexec_load", "kexec_file_load", "reboot",
+    "swapon", "swapoff", "iopl", "ioperm",
+    # no namespace, mount or root changes
+    "mount", "umount2", "pivot_root", "chroot", "unshare", "setns",
+    "fsopen", "fsmount", "fsconfig", "move_mount", "open_tree", "mount_setattr",
+    # limits and identity are fixed for the execution
+    "setrlimit", "prlimit64", "setpriority", "sched_setaffinity", "sched_setscheduler",
+    "setuid", "setgid", "setreuid", "setregid", "setresuid", "setresgid", "setgroups", "setfsuid", "setfsgid",
+    "capset",
+    # no kernel randomness: a program that sneaks in entropy fails loudly instead of passing a determinism check
+    "getrandom",
+)
+
+
+def unshare(flags: int) -> None:
+    if _libc.unshare(ctypes.c_int(flags)) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, f"unshare: {os.strerror(e)}")
+
+
+def mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None) -> None:
+    enc = (lambda s: s.encode() if s is not None else None)
+    if _libc.mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, f"mount {target}: {os.strerror(e)}")
+
+
+def prctl(option: int, arg2: int = 0, arg3=0) -> None:
+    if _libc.prctl(ctypes.c_int(option), ctypes.c_ulong(arg2), arg3, ctypes.c_ulong(0), ctypes.c_ulong(0)) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, f"prctl({option}): {os.strerror(e)}")
+
+
+def isolate_worker(scratch_base: str, tmpfs_mb: int) -> dict[str, str]:
+    """Once per worker: a private network namespace (no interfaces up: no network at all) and a private mount
+    namespace holding a size-capped tmpfs for the scratch dirs. Returns {layer: "on" | "off: why"}."""
+    layers = {}
+    try:
+        unshare(CLONE_NEWNET)
+        layers["netns"] = "on"
+    except OSError as e:
+        layers["netns"] = f"off: {e}"
+    try:
+        unshare(CLONE_NEWNS)
+        mount(None, "/", None, MS_REC | MS_PRIVATE, None)  # our mounts never propagate back to the host
+        mount("tmpfs", scratch_base, "tmpfs", MS_NOSUID | MS_NODEV, f"size={tmpfs_mb}m,nr_inodes=4096,mode=0711")
+        layers["tmpfs"] = "on"
+    except OSError as e:
+        layers["tmpfs"] = f"off: {e}"
+    try:
+        prctl(PR_SET_CHILD_SUBREAPER, 1)  # orphans of a fallback-mode program come back to us to be reaped
+    except OSError:
+        pass
+    return layers
+
+
+# ---------------------------------------------------------------------------------------------- seccomp
+
+
+class _ArgCmp(ctypes.Structure):
+    _fields_ = [("arg", ctypes.c_uint), ("op", ctypes.c_int), ("datum_a", ctypes.c_uint64),
+                ("datum_b", ctypes.c_uint64)]
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+def _load_libseccomp():
+    name = ctypes.util.find_library("seccomp") or "libseccomp.so.2"
+    lib = ctypes.CDLL(name)
+    lib.seccomp_init.restype, lib.seccomp_init.argtypes = ctypes.c_void_p, [ctypes.c_uint32]
+    lib.seccomp_release.argtypes = [ctypes.c_void_p]
+    lib.seccomp_syscall_resolve_name.argtypes = [ctypes.c_char_p]
+    lib.seccomp_rule_add_array.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int, ctypes.c_uint,
+                                           ctypes.POINTER(_ArgCmp)]
+    lib.seccomp_export_bpf.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    return lib
+
+
+def _add_rule(lib, ctx, action: int, name: str, cmps: list[_ArgCmp] = ()) -> None:
+    nr = lib.seccomp_syscall_resolve_name(name.encode())
+    if nr < 0:  # not a syscall on this architecture (e.g. fork on arm64): nothing to deny
+        return
+    arr = (_ArgCmp * len(cmps))(*cmps) if cmps else None
+    rc = lib.seccomp_rule_add_array(ctx, action, nr, len(cmps), arr)
+    if rc != 0:
+        raise OSError(-rc, f"seccomp rule for {name}: {os.strerror(-rc)}")
+
+
+def compile_seccomp() -> bytes:
+    """The filter as raw BPF, compiled once per worker so each child loads it with one cheap prctl."""
+    lib = _load_libseccomp()
+    ctx = lib.seccomp_init(SCMP_ACT_ALLOW)
+    if not ctx:
+        raise OSError("seccomp_init failed")
+    try:
+        deny = _errno_action(errno.EPERM)
+        for name in DENIED_SYSCALLS:
+            _add_rule(lib, ctx, deny, name)
+        # clone: threads yes (they die with the process), new processes no
+        _add_rule(lib, ctx, deny, "clone", [_ArgCmp(0, SCMP_CMP_MASKED_EQ, CLONE_THREAD, 0)])
+        # clone3 hides its flags in memory seccomp cannot read; ENOSYS makes glibc fall back to clone
+        _add_rule(lib, ctx, _errno_action(errno.ENOSYS), "clone3")
+        fd = os.memfd_create("seccomp-bpf")
+        try:
+            rc = lib.seccomp_export_bpf(ctx, fd)
+            if rc != 0:
+                raise OSError(-rc, "seccomp_export_bpf failed")
+            os.lseek(fd, 0, os.SEEK_SET)
+            return os.read(fd, 1 << 20)
+        finally:
+            os.close(fd)
+    finally:
+        lib.seccomp_release(ctx)
+
+
+def make_fprog(bpf: bytes):
+    """A sock_fprog pointing at ``bpf``; both must stay alive until the filter is loaded (kept by the caller)."""
+    buf = ctypes.create_string_buffer(bpf, len(bpf))
+    return _SockFprog(len(bpf) // 8, ctypes.cast(buf, ctypes.c_void_p)), buf
+
+
+def load_seccomp(fprog) -> None:
+    prctl(PR_SET_NO_NEW_PRIVS, 1)
+    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog))
+
+
+# ------------------------------------------------------------------------------------------ per child
+
+
+def set_limits(cpu_s: int, memory_mb: int, fsize: int, nofile: int = 64, nproc: int = 32) -> None:
+    """Hard = soft, so nothing in the child can raise them back (it is unprivileged after the drop anyway)."""
+    for res, value in (
+        (resource.RLIMIT_CPU, cpu_s),
+        (resource.RLIMIT_AS, memory_mb << 20),
+        (resource.RLIMIT_FSIZE, fsize),
+        (resource.RLIMIT_NOFILE, nofile),
+        (resource.RLIMIT_NPROC, nproc),  # per uid, threads included; each worker slot has its own uid
+        (resource.RLIMIT_CORE, 0),
+    ):
+        resource.setrlimit(res, (value, value))
+
+
+def drop_privileges(uid: int) -> None:
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)  # uid != 0 and no keep-caps: every capability is gone
