@@ -13,12 +13,12 @@ HERE = Path(__file__).parent
 st.set_page_config(page_title="PopuLoRA", page_icon="🧬", layout="wide")
 
 pages = [
-    st.Page(HERE / "views" / "runs.py", title="Runs", icon="📋", url_path="runs", default=True),
-    st.Page(HERE / "views" / "launch.py", title="Launch", icon="🚀", url_path="launch"),
-    st.Page(HERE / "views" / "arms_race.py", title="Arms race", icon="📈", url_path="arms_race"),
-    st.Page(HERE / "views" / "lineage.py", title="Lineage", icon="🌳", url_path="lineage"),
-    st.Page(HERE / "views" / "tasks.py", title="Tasks", icon="🧩", url_path="tasks"),
-    st.Page(HERE / "views" / "compare.py", title="Compare", icon="⚖️", url_path="compare"),
+    st.Page(HERE / "views" / "runs.py", title="Runs", icon=":material/list:", url_path="runs", default=True),
+    st.Page(HERE / "views" / "launch.py", title="Launch", icon=":material/rocket_launch:", url_path="launch"),
+    st.Page(HERE / "views" / "arms_race.py", title="Arms race", icon=":material/monitoring:", url_path="arms_race"),
+    st.Page(HERE / "views" / "lineage.py", title="Lineage", icon=":material/account_tree:", url_path="lineage"),
+    st.Page(HERE / "views" / "tasks.py", title="Tasks", icon=":material/extension:", url_path="tasks"),
+    st.Page(HERE / "views" / "compare.py", title="Compare", icon=":material/balance:", url_path="compare"),
 ]
 nav = st.navigation(pages)
 with st.sidebar:

@@ -23,7 +23,7 @@ def lines(df: pd.DataFrame, y_title: str, color: str = "series", height: int = 2
         .mark_line(point=len(df) < 200)
         .encode(x=alt.X("step:Q", title="step", axis=alt.Axis(tickMinStep=1)),
                 y=alt.Y("value:Q", title=y_title, axis=alt.Axis(format=_axis_format(y_title))),
-                color=alt.Color(f"{color}:N", title=color),
+                color=alt.Color(f"{color}:N", title=None, scale=alt.Scale(scheme="tableau10"), legend=alt.Legend(orient="bottom")),
                 tooltip=[color, "step", alt.Tooltip("value:Q", format=".3f")])
         .properties(height=height)
     )
@@ -37,7 +37,8 @@ def rating_band(df: pd.DataFrame, height: int = 300) -> None:
         return
     df = df.assign(low=df["mu"] - df["sigma"], high=df["mu"] + df["sigma"])
     base = alt.Chart(df, title="TrueSkill rating per member (mu ± sigma)").encode(
-        x=alt.X("step:Q", title="step", axis=alt.Axis(tickMinStep=1)), color=alt.Color("member:N"))
+        x=alt.X("step:Q", title="step", axis=alt.Axis(tickMinStep=1)),
+        color=alt.Color("member:N", scale=alt.Scale(scheme="tableau20"), legend=alt.Legend(orient="bottom", columns=8)))
     band = base.mark_area(opacity=0.15).encode(y=alt.Y("low:Q", title="rating"), y2="high:Q")
     line = base.mark_line(point=len(df) < 300).encode(
         y="mu:Q", tooltip=["member", "step", alt.Tooltip("mu:Q", format=".2f"), alt.Tooltip("sigma:Q", format=".2f")])

@@ -66,7 +66,7 @@ def _unwrap_optional(ann) -> tuple[Any, bool]:
 def widget(path: str, info, value: Any, key: str) -> Any:
     """Draw one field's widget and return the raw value to validate."""
     ann, optional = _unwrap_optional(info.annotation)
-    label, help_text = path.split(".")[-1], info.description
+    label, help_text = (path if path in MAIN_FIELDS else path.split(".")[-1]), info.description
     if get_origin(ann) is Literal:
         options = list(get_args(ann))
         return st.selectbox(label, options, index=options.index(value) if value in options else 0, help=help_text, key=key)

@@ -116,7 +116,7 @@ def main() -> None:
     cols[2].caption(f"{len(nodes)} members, {sum(n['alive'] for n in nodes)} alive, "
                     f"{sum(n['operator'] == 'mutation' for n in nodes)} mutations, {n_cross} crossovers · "
                     "orange = teacher, blue = student, green = baseline (both roles); dashed grey = replaced")
-    st.graphviz_chart(lineage_dot(nodes, selected, show_dead), width="stretch")
+    st.graphviz_chart(lineage_dot(nodes, selected, show_dead))
     st.subheader(f"Member {selected}")
     member_panel(uri, run_id, next(n for n in nodes if n["id"] == selected), nodes, members)
 

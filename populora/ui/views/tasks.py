@@ -130,9 +130,10 @@ def main() -> None:
     page = paginate(shown)
     st.dataframe(page[[c for c in ["task_id", "step", "kind", "teacher", "valid", "solve_rate", *METRIC_COLUMNS] if c in page.columns]],
                  hide_index=True, width="stretch",
-                 column_config={"solve_rate": st.column_config.NumberColumn("solve rate", format="percent")})
-    for _, task in page.iterrows():
-        with st.expander(task_title(task)):
+                 column_config={"solve_rate": st.column_config.NumberColumn("solve rate", format="percent"),
+                                **{c: c.removeprefix("metric_").replace("_", " ") for c in METRIC_COLUMNS}})
+    for i, (_, task) in enumerate(page.iterrows()):
+        with st.expander(task_title(task), expanded=i == 0):
             task_view(task, answers)
 
 

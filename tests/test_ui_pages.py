@@ -1,0 +1,170 @@
+"""AppTest tests of every UI page against an MLflow store produced by a real short run (plus a baseline run).
+
+Until ``populora.platform.verifier`` exists (another engineer writes it) the trainer cannot run; the store then
+falls back to the synthetic one, which has the same layout, and a warning says so."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("streamlit")
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+VIEWS = ROOT / "populora" / "ui" / "views"
+TINY = ["--set", "model.tiny_random=true", "--set", "tasks.max_new_tokens_propose=24", "--set", "tasks.max_new_tokens_solve=8",
+        "--set", "tasks.tasks_per_teacher=2", "--quiet"]
+
+
+def _train(cwd: Path, env: dict, args: list[str]) -> str:
+    out = subprocess.run([sys.executable, "-m", "populora.cli", "train", *args, *TINY], cwd=cwd, env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, f"populora train failed:\n{out.stdout[-2000:]}\n{out.stderr[-3000:]}"
+    first = next(line for line in out.stdout.splitlines() if line.startswith("run "))
+    return first.split()[1].rstrip(":")
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> dict:
+    """{"uri", "population", "baseline", "real"}: a real 3-step population run (evolving every step) and a
+    2-step baseline run, trained once for the module."""
+    tmp = tmp_path_factory.mktemp("ui_store")
+    uri = f"sqlite:///{tmp / 'mlflow.db'}"
+    env = {**os.environ, "MLFLOW_TRACKING_URI": uri}
+    if importlib.util.find_spec("populora.platform.verifier") is None:
+        warnings.warn("populora.platform.verifier is missing: UI tests run on the synthetic store", stacklevel=1)
+        from populora.ui import synthetic
+
+        ids = synthetic.build(uri, runs=2, members=4, tasks=24, steps=3)
+        return {"uri": uri, "population": ids[1], "baseline": ids[0], "real": False, "dir": tmp}
+    baseline = _train(tmp, env, ["--config", str(ROOT / "configs/baseline.yaml"), "--set", "steps=2"])
+    population = _train(tmp, env, ["--config", str(ROOT / "configs/smoke.yaml"), "--set", "steps=3", "--set", "evolution.every=1",
+                                   "--set", f"baseline_run={baseline}"])
+    return {"uri": uri, "population": population, "baseline": baseline, "real": True, "dir": tmp}
+
+
+@pytest.fixture()
+def app(store, monkeypatch, tmp_path):
+    """A page runner bound to the store; each page starts from a fresh cache so stores never leak between tests."""
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", store["uri"])
+    monkeypatch.setenv("POPULORA_JOBS_DIR", str(tmp_path / "jobs"))
+
+    def run(page: str, **query) -> AppTest:
+        import streamlit as st
+
+        st.cache_data.clear()
+        at = AppTest.from_file(str(VIEWS / f"{page}.py"), default_timeout=60)
+        for k, v in query.items():
+            at.query_params[k] = v
+        return at.run()
+
+    return run
+
+
+def _ok(at: AppTest) -> AppTest:
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def texts(at: AppTest) -> str:
+    parts = [e.value for kind in ("markdown", "caption", "info", "error", "warning", "subheader", "title") for e in getattr(at, kind)]
+    return "\n".join(str(p) for p in parts)
+
+
+# ====================================================================== empty store
+@pytest.mark.parametrize("page", ["runs", "arms_race", "lineage", "tasks", "compare", "launch"])
+def test_every_page_on_an_empty_store(page, monkeypatch, tmp_path):
+    import streamlit as st
+
+    st.cache_data.clear()
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'empty.db'}")
+    monkeypatch.setenv("POPULORA_JOBS_DIR", str(tmp_path / "jobs"))
+    at = _ok(AppTest.from_file(str(VIEWS / f"{page}.py"), default_timeout=60).run())
+    if page != "launch":
+        assert "No PopuLoRA" in texts(at)
+
+
+# ====================================================================== pages on the real run
+def test_runs_lists_population_and_baseline(app, store):
+    at = _ok(app("runs"))
+    table = at.dataframe[0].value
+    assert {store["population"], store["baseline"]} <= set(table["run_id"])
+    assert set(table["kind"]) >= {"population", "baseline"}
+    at = _ok(app("runs", run=store["population"]))
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["progress"] == "3/3" and "finished" in metrics["status"]
+
+
+def test_arms_race_charts_population_vs_baseline(app, store):
+    at = _ok(app("arms_race", run=store["population"]))
+    assert at.selectbox(key="ar_baseline").value == store["baseline"]  # picked from the populora.baseline_run tag
+    subheaders = [s.value for s in at.subheader]
+    assert "Population vs baseline" in subheaders and "Per member" in subheaders
+    assert len(at.get("vega_lite_chart")) >= 10  # 4 headline + 6 curriculum + ratings + member metric
+
+
+def test_lineage_draws_every_member_and_selects_one(app, store):
+    at = _ok(app("lineage", run=store["population"]))
+    dot = at.get("graphviz_chart")[0].proto.spec
+    members = at.selectbox(key="lin_member").options
+    assert all(f'"{m}"' in dot for m in members)
+    if store["real"]:  # evolution every step for 3 steps: replaced members and children with parents
+        assert "->" in dot and len(members) > 4
+    at.selectbox(key="lin_member").set_value(members[-1]).run()
+    _ok(at)
+    assert at.subheader[0].value == f"Member {members[-1]}"
+    assert any(m.label == "generation" for m in at.metric)
+
+
+def test_tasks_filters_and_shows_answers(app, store):
+    at = _ok(app("tasks", run=store["population"]))
+    assert at.expander, "a page of tasks"
+    first = at.expander[0].label
+    assert "step" in first and ("code_" in first)
+    at.radio(key="tk_valid").set_value("invalid").run()
+    _ok(at)
+    assert all(e.label.startswith("❌") for e in at.expander)
+    at.radio(key="tk_valid").set_value("valid").run()
+    assert all(e.label.startswith("✅") for e in _ok(at).expander)
+
+
+def test_compare_empty_benchmarks_and_training_table(app, store):
+    at = _ok(app("compare", run=store["population"]))
+    assert f"populora eval --run {store['population']}" in texts(at)
+    table = at.dataframe[-1].value
+    assert "population mean" in table.index and "mean - baseline" in table.index
+
+
+def test_launch_rejects_bad_values_inline(app):
+    at = _ok(app("launch"))
+    at.number_input(key="f_smoke_population.teachers").set_value(0)
+    at.button[0].click().run()
+    errors = [e.value for e in _ok(at).error]
+    assert any("population.teachers" in e and "greater than or equal to 1" in e for e in errors), errors
+    assert not (Path(os.environ["POPULORA_JOBS_DIR"])).exists(), "nothing launched"
+
+
+def test_launch_starts_a_validated_job(app, monkeypatch):
+    import yaml
+
+    from populora.platform import jobs
+
+    started = []
+    monkeypatch.setattr(jobs, "launch_training", lambda text, name="", env=None: started.append((text, name, env))
+                        or jobs.Job(id="fake", argv=[], dir=os.environ["POPULORA_JOBS_DIR"], created=0.0, name=name))
+    at = _ok(app("launch"))
+    at.text_input(key="f_smoke_name").set_value("ui-test; rm -rf /")  # stays a YAML value, never a shell word
+    at.checkbox(key="f_smoke_baseline").check()
+    at.button[0].click().run()
+    _ok(at)
+    assert [s[1] for s in started] == ["ui-test; rm -rf /", "ui-test; rm -rf /-baseline"]
+    first, second = (yaml.safe_load(s[0]) for s in started)
+    assert first["population"]["single_agent"] is False and second["population"]["single_agent"] is True
+    assert started[0][2]["MLFLOW_TRACKING_URI"] == os.environ["MLFLOW_TRACKING_URI"]
