@@ -8,7 +8,6 @@ uid drop (loses root for good), then seccomp (denies the syscalls used above). E
 from __future__ import annotations
 
 import builtins
-import io
 import json
 import linecache
 import math
@@ -23,10 +22,10 @@ from populora.platform.sandbox_values import canonical
 _MEMORY = json.dumps({"status": "memory"}).encode()  # pre-built: there may be no memory left to build it
 
 
-def child_main(worker, req: dict, fds: dict) -> None:
+def child_main(worker, req: dict) -> None:
     code = 121
     try:
-        _lock_down(worker, req, fds)
+        _lock_down(worker, req)
         code = _execute(req)
     except MemoryError:
         _write_result(_MEMORY)
@@ -40,10 +39,9 @@ def child_main(worker, req: dict, fds: dict) -> None:
         os._exit(code)
 
 
-def _lock_down(worker, req: dict, fds: dict) -> None:
+def _lock_down(worker, req: dict) -> None:
+    """fds 0-3 are already the stdin/stdout/stderr/result files and the environment is already empty."""
     os.setsid()  # own process group: the worker SIGKILLs the whole group afterwards
-    for target, name in enumerate(("in", "out", "err", "res")):
-        os.dup2(fds[name], target)
     os.closerange(4, 1 << 16)  # nothing of the worker (its pipes to the trainer) stays reachable
     fsize = max(int(req["max_output"]), int(req.get("max_value", 1 << 20))) + 1
     iso.set_limits(math.ceil(float(req["timeout_s"])) + 1, int(req["memory_mb"]), fsize)
@@ -58,13 +56,7 @@ def _lock_down(worker, req: dict, fds: dict) -> None:
         iso.load_seccomp(worker.fprog)
     else:
         iso.prctl(iso.PR_SET_NO_NEW_PRIVS, 1)
-    os.environ.clear()  # the worker's environment is already minimal; the program sees none of it
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, signal.SIG_DFL)
-    sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8", errors="replace")
-    sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="backslashreplace")
-    sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace",
-                                  line_buffering=True)
+    sys.stdin, sys.stdout, sys.stderr = worker.streams
     sys.argv = ["<program>"]
 
 
@@ -84,8 +76,8 @@ def _execute(req: dict) -> int:
     except MemoryError:
         _write_result(_MEMORY)
         code = 1
-    except BaseException:  # noqa: BLE001 - the program's own failure, reported like Python would
-        traceback.print_exc()
+    except BaseException as e:  # noqa: BLE001 - the program's own failure, reported like Python would
+        traceback.print_exception(type(e), e, e.__traceback__.tb_next)  # tb_next: hide this harness frame
         code = 1
     for stream in (sys.stdout, sys.stderr):
         try:
