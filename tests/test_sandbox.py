@@ -1,0 +1,246 @@
+"""The sandbox against hostile programs: each test asserts the status AND that nothing escaped."""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+
+import pytest
+
+from populora.platform.sandbox import ExecRequest, ExecResult, Sandbox, get_sandbox
+
+ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="full isolation (chroot, uid drop) needs root")
+
+
+@pytest.fixture(scope="module")
+def sb():
+    with Sandbox(workers=2, timeout_s=2.0, memory_mb=256, max_output_bytes=4096) as s:
+        yield s
+
+
+def worker_uids(sb: Sandbox) -> set[int]:
+    return {p.ready["uid"] for p in sb._all}
+
+
+def procs_of(uids: set[int]) -> list[int]:
+    """Pids of live processes running as any of ``uids`` (what a program might have left behind)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/status") as fh:
+                uid_line = next(line for line in fh if line.startswith("Uid:"))
+        except (OSError, StopIteration):
+            continue
+        if int(uid_line.split()[1]) in uids:
+            found.append(int(pid))
+    return found
+
+
+def assert_clean(sb: Sandbox) -> None:
+    assert procs_of(worker_uids(sb)) == [], "a program's process outlived its execution"
+    for r in sb.run_many(["print('still fine')"] * 4):  # every worker still serves, nothing carried over
+        assert (r.status, r.stdout) == ("ok", "still fine\n"), r
+
+
+# ------------------------------------------------------------------------------------- basic behaviour
+
+
+def test_ok_result_fields(sb):
+    r = sb.run("import sys\nprint('out'); print('err', file=sys.stderr)")
+    assert (r.status, r.stdout, r.stderr, r.returncode) == ("ok", "out\n", "err\n", 0)
+    assert 0 < r.wall_s < 2
+    assert set(r.to_json()) >= {"status", "stdout", "stderr", "returncode", "wall_s", "value"}
+
+
+def test_error_and_exit_codes(sb):
+    r = sb.run("raise ValueError('boom')")
+    assert r.status == "error" and r.returncode == 1 and "ValueError: boom" in r.stderr
+    assert sb.run("import sys; sys.exit(3)").status == "error"
+    assert sb.run("import sys; sys.exit(0)").status == "ok"
+    assert sb.run("import os; os._exit(0)").status == "ok"
+
+
+def test_stdin_and_run_many_order(sb):
+    assert sb.run("print(int(input()) * 2)", stdin="21\n").stdout == "42\n"
+    results = sb.run_many([f"print({i})" for i in range(20)])
+    assert [r.stdout for r in results] == [f"{i}\n" for i in range(20)]
+
+
+def test_call_returns_canonical_values(sb):
+    r = sb.execute(ExecRequest("def f(a, b):\n    return {'z': a, 'a': {b, 1}}", call="[1.0], 2", repeat=2))
+    assert r.status == "ok" and r.value == "{'a': {1, 2}, 'z': [1.0]}" and r.values == [r.value] * 2
+    r = sb.execute(ExecRequest("import os\ndef f():\n    os._exit(0)", call=""))
+    assert r.status == "error" and r.value is None  # exiting early cannot fake a value
+
+
+def test_each_execution_is_fresh(sb):
+    sb.run_many(["import math\nmath.pi = 3\nopen('left.txt', 'w').write('x')"] * 4)
+    for r in sb.run_many(["import math, os\nprint(math.pi, os.listdir('.'))"] * 4):
+        assert r.stdout == "3.141592653589793 []\n", r
+
+
+def test_recycling_and_reopen():
+    with Sandbox(workers=1, max_tasks_per_worker=2) as s:
+        first = s._all[0].proc.pid
+        assert [r.stdout for r in s.run_many(["print(7)"] * 5)] == ["7\n"] * 5
+        assert s._all[0].proc.pid != first
+    with pytest.raises(RuntimeError):
+        s.run("print(1)")
+    with Sandbox(workers=1) as s2:  # create/close repeatedly
+        assert s2.run("print(8)").stdout == "8\n"
+    assert get_sandbox() is get_sandbox()
+
+
+# --------------------------------------------------------------------------------------- adversarial
+
+
+def test_infinite_loop_times_out(sb):
+    t0 = time.perf_counter()
+    r = sb.run("while True:\n    pass", timeout_s=0.5)
+    assert r.status == "timeout" and time.perf_counter() - t0 < 2.5
+    assert_clean(sb)
+
+
+def test_sigterm_ignored_and_sleep_still_killed(sb):
+    prog = "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\ntime.sleep(100)"
+    assert sb.run(prog, timeout_s=0.5).status == "timeout"
+    assert_clean(sb)
+
+
+def test_fork_bomb(sb):
+    r = sb.run("import os\nwhile True:\n    os.fork()")
+    assert r.status == "error" and "PermissionError" in r.stderr
+    r = sb.run("import os\nos.posix_spawn('/bin/sh', ['sh'], {})")
+    assert r.status == "error"
+    assert_clean(sb)
+
+
+def test_memory_bomb(sb):
+    assert sb.run("x = bytearray(10**10)").status == "memory"
+    assert sb.run("xs = []\nwhile True:\n    xs.append(' ' * 10**6)").status == "memory"
+    assert_clean(sb)
+
+
+def test_huge_output_is_capped(sb):
+    r = sb.run("while True:\n    print('x' * 1000)")
+    assert r.status == "output_limit" and len(r.stdout) <= 4096
+    assert sb.run("import sys\nsys.stderr.write('e' * 10**6)").status == "output_limit"
+    assert_clean(sb)
+
+
+@ROOT_ONLY
+def test_no_writes_or_deletes_outside_scratch(sb, tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    os.chmod(tmp_path, 0o777)
+    target = tmp_path / "pwned.txt"
+    prog = (f"import os, shutil\nfor act in (lambda: open({str(target)!r}, 'w').write('x'), "
+            f"lambda: os.remove({str(victim)!r}), lambda: shutil.rmtree({str(tmp_path)!r}), "
+            "lambda: open('/tmp/pwned', 'w'), lambda: os.chdir('../../..') or open('etc/pwned', 'w')):\n"
+            "    try:\n        act(); print('ESCAPED')\n    except Exception as e:\n        print(type(e).__name__)")
+    r = sb.run(prog)
+    assert "ESCAPED" not in r.stdout, r
+    assert victim.read_text() == "keep me" and not target.exists() and not os.path.exists("/tmp/pwned")
+    assert_clean(sb)
+
+
+@ROOT_ONLY
+def test_no_reads_outside_scratch(sb, tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOPSECRET-42")
+    os.chmod(secret, 0o644)
+    os.chmod(tmp_path, 0o755)
+    prog = (f"for p in ({str(secret)!r}, '/etc/shadow', '/etc/passwd', '/proc/1/environ', '../../etc/hostname'):\n"
+            "    try:\n        print(open(p).read())\n    except Exception as e:\n        print(type(e).__name__)\n"
+            "import os\nprint(os.listdir('/'))")
+    r = sb.run(prog)
+    assert "TOPSECRET" not in r.stdout and "root:" not in r.stdout
+    assert r.stdout.strip().endswith("[]"), r.stdout  # "/" is the empty scratch dir
+
+
+def test_no_network(sb):
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    server.settimeout(1.5)
+    port = server.getsockname()[1]
+    hits = []
+    t = threading.Thread(target=lambda: _accept(server, hits))
+    t.start()
+    prog = (f"try:\n    import socket\n    socket.create_connection(('127.0.0.1', {port}), timeout=1)\n    print('CONNECTED')\n"
+            "except Exception as e:\n    print(type(e).__name__)\n"
+            "import ctypes\nlibc = ctypes.CDLL(None)\nprint('raw socket fd', libc.socket(2, 1, 0))")
+    r = sb.run(prog)
+    t.join()
+    server.close()
+    assert "CONNECTED" not in r.stdout and "raw socket fd -1" in r.stdout, r
+    assert hits == [], "the sandboxed program reached the loopback server"
+
+
+def _accept(server: socket.socket, hits: list) -> None:
+    try:
+        conn, _ = server.accept()
+        hits.append(conn)
+        conn.close()
+    except OSError:
+        pass
+
+
+def test_environment_is_scrubbed(monkeypatch):
+    monkeypatch.setenv("POPULORA_TEST_SECRET", "s3cr3t-env")
+    with Sandbox(workers=1) as s:
+        r = s.run("import os\nprint(dict(os.environ))\ntry:\n    print(open('/proc/self/environ').read())\n"
+                  "except OSError as e:\n    print('no /proc')")
+    assert "s3cr3t" not in r.stdout and r.stdout.startswith("{}"), r
+
+
+def test_cannot_kill_parent_or_init(sb):
+    workers = [p.proc.pid for p in sb._all]
+    for prog in ("import os, signal\nos.kill(os.getppid(), signal.SIGKILL)", "import os\nos.kill(1, 9)",
+                 "import os\nos.kill(-1, 9)", f"import os\nos.kill({os.getpid()}, 9)"):
+        assert sb.run(prog).status == "error"
+    assert all(os.path.exists(f"/proc/{pid}") for pid in workers)
+    assert_clean(sb)
+
+
+def test_threads_and_daemons_do_not_outlive_execution(sb, tmp_path):
+    marker = tmp_path / "late.txt"
+    prog = ("import _thread, time, sys\n"
+            "def late():\n    time.sleep(0.3)\n    print('LATE', flush=True)\n"
+            f"    open({str(marker)!r}, 'w').write('x')\n"
+            "for _ in range(3):\n    _thread.start_new_thread(late, ())\n"
+            "try:\n    import os; os.fork()\nexcept OSError as e:\n    print('no fork')\nprint('main done')")
+    r = sb.run(prog)
+    assert r.status == "ok" and "main done" in r.stdout
+    time.sleep(0.5)
+    later = sb.run_many(["print('next')"] * 4)
+    assert all(x.stdout == "next\n" for x in later) and not marker.exists()
+    assert_clean(sb)
+
+
+def test_deep_recursion(sb):
+    r = sb.run("def r(n):\n    return r(n + 1)\nr(0)")
+    assert r.status == "error" and "RecursionError" in r.stderr
+    prog = "import sys\nsys.setrecursionlimit(10**7)\ndef r(n):\n    return r(n + 1)\nr(0)"
+    r = sb.run(prog, timeout_s=1.0)  # frames fill the heap (memory), or the clock runs out first
+    assert r.status in ("error", "killed", "memory", "timeout")
+    r = sb.run("import sys\nsys.setrecursionlimit(10**7)\nx = []\nfor _ in range(10**6):\n    x = [x]\nprint(repr(x)[:5])")
+    assert r.status in ("error", "killed", "memory")  # a C stack overflow kills only this child
+    assert_clean(sb)
+
+
+def test_cannot_raise_limits_or_change_identity(sb):
+    prog = ("import resource, os\n"
+            "for act in (lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (8, 8)), lambda: os.setuid(0),\n"
+            "            lambda: os.chroot('/')):\n"
+            "    try:\n        act(); print('ok')\n    except Exception as e:\n        print(type(e).__name__)")
+    r = sb.run(prog)
+    # resource reports EPERM as ValueError; even lowering a limit is refused by seccomp
+    assert r.stdout.split() == ["ValueError", "PermissionError", "PermissionError"], r
+
+
+def test_execresult_json_roundtrip():
+    r = ExecResult("ok", "a", "", 0, 0.1, value="1")
+    assert ExecResult(**r.to_json()) == r
