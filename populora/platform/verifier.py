@@ -201,7 +201,8 @@ class Verifier:
         try:
             expected = canonical_literal(answer)
         except ValueError as e:
-            return [], lambda _: Verdict(True, False, "bad_answer", f"answer is not a literal: {e}")
+            bad = Verdict(True, False, "bad_answer", f"answer is not a literal: {e}")
+            return [], lambda _: bad
 
         def finish(results: list[ExecResult]) -> Verdict:
             failed = _run_failed(results)  # the program fails on its own input: the task is at fault
@@ -218,7 +219,8 @@ class Verifier:
         try:
             expected = canonical_literal(output)
         except ValueError as e:
-            return [], lambda _: Verdict(False, None, "invalid", f"task output is not a literal: {e}")
+            bad = Verdict(False, None, "invalid", f"task output is not a literal: {e}")
+            return [], lambda _: bad
         if not literal_arguments(answer):
             return [], lambda _: Verdict(True, False, "bad_answer", "answer is not a literal argument list")
         return [self._req(program, answer)], lambda rs: _compare(rs, [expected], "f(answer)")

@@ -1,0 +1,91 @@
+"""``populora sandbox exec|check`` and ``bench verifier``, called as functions and once as a real subprocess."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from populora.platform.sandbox_cli import bench_verifier_main, load_task, sandbox_main, UsageError
+
+
+def _last_json(capsys) -> dict:
+    return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+
+
+def test_exec_prints_one_json_object(tmp_path, capsys):
+    prog = tmp_path / "p.py"
+    prog.write_text("print('hi')\nraise SystemExit(4)")
+    assert sandbox_main(["exec", str(prog), "--timeout", "2", "--memory-mb", "256"]) == 0  # sandbox worked
+    out = _last_json(capsys)
+    assert set(out) == {"status", "stdout", "stderr", "returncode", "wall_s"}
+    assert (out["status"], out["stdout"], out["returncode"]) == ("error", "hi\n", 4)
+
+
+def test_exec_timeout_is_still_exit_0(tmp_path, capsys):
+    prog = tmp_path / "loop.py"
+    prog.write_text("while True: pass")
+    assert sandbox_main(["exec", str(prog), "--timeout", "0.3"]) == 0
+    assert _last_json(capsys)["status"] == "timeout"
+
+
+@pytest.mark.parametrize("task, expected", [
+    ({"type": "validate", "program": "def f(a):\n    return a", "input": "'x'"},
+     {"valid": True, "correct": None, "status": "ok", "reason": "ok", "output": "'x'"}),
+    ({"type": "code_o", "program": "def f(a):\n    return a + 1", "input": "1", "answer": "2"},
+     {"valid": True, "correct": True, "status": "ok", "reason": "ok"}),
+    ({"type": "code_i", "program": "def f(a):\n    return a + 1", "output": "2", "answer": "5"},
+     {"valid": True, "correct": False, "status": "wrong"}),
+    ({"type": "code_f", "program": "def f(a):\n    return a", "inputs": ["1", "2"], "answer": "def f(b):\n    return b"},
+     {"valid": True, "correct": True, "status": "ok"}),
+])
+def test_check_task_forms(tmp_path, capsys, task, expected):
+    path = tmp_path / "task.json"
+    path.write_text(json.dumps(task))
+    assert sandbox_main(["check", str(path)]) == 0
+    out = _last_json(capsys)
+    assert {k: out[k] for k in expected} == expected
+    assert {"valid", "correct", "status", "reason"} <= set(out)
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "not found"),
+    ("{not json", "not valid JSON"),
+    ("[1, 2]", "expected a JSON object"),
+    ('{"type": "code_x", "program": "p"}', "unknown or missing \"type\""),
+    ('{"type": "code_o", "program": "def f(a): return a"}', "needs key(s) 'input', 'answer'"),
+    ('{"type": "code_f", "program": "p", "inputs": "1", "answer": "p"}', "'inputs' must be a list of strings"),
+])
+def test_bad_task_files_exit_2_with_a_clear_message(tmp_path, capsys, content, message):
+    path = tmp_path / "task.json"
+    if content is not None:
+        path.write_text(content)
+    assert sandbox_main(["check", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "populora sandbox: error" in err
+    with pytest.raises(UsageError):
+        load_task(str(path))
+
+
+def test_usage_errors_exit_2(capsys):
+    assert sandbox_main([]) == 2
+    assert sandbox_main(["exec", "/no/such/file.py"]) == 2
+    assert "not found" in capsys.readouterr().err
+
+
+def test_bench_json_last_line(capsys):
+    assert bench_verifier_main(["--json", "-n", "200", "--naive-n", "3"]) == 0
+    figures = _last_json(capsys)
+    assert set(figures) == {"execs_per_s", "naive_execs_per_s", "ratio_vs_naive"}
+    assert figures["execs_per_s"] > figures["naive_execs_per_s"] > 0
+
+
+def test_module_entry_point_as_subprocess(tmp_path):
+    prog = tmp_path / "p.py"
+    prog.write_text("import sys\nprint(sys.stdin.read().upper())")
+    cmd = [sys.executable, "-m", "populora.platform.sandbox_cli", "exec", str(prog), "--stdin"]
+    out = subprocess.run(cmd, input="abc", capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["stdout"] == "ABC\n"
