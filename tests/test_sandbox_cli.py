@@ -78,7 +78,7 @@ def test_usage_errors_exit_2(capsys):
 def test_bench_json_last_line(capsys):
     assert bench_verifier_main(["--json", "-n", "200", "--naive-n", "3"]) == 0
     figures = _last_json(capsys)
-    assert set(figures) == {"execs_per_s", "naive_execs_per_s", "ratio_vs_naive"}
+    assert {"execs_per_s", "naive_execs_per_s", "ratio_vs_naive"} <= set(figures)
     assert figures["execs_per_s"] > figures["naive_execs_per_s"] > 0
 
 

@@ -132,7 +132,8 @@ class Sandbox:
     def __init__(self, workers: int | None = None, timeout_s: float = 5.0, memory_mb: int = 512,
                  max_output_bytes: int = 65536, *, max_value_bytes: int = 1 << 20,
                  max_tasks_per_worker: int = 10_000, scratch_mb: int = 64):
-        self.n_workers = workers or os.cpu_count() or 1
+        # two workers per core: while one waits on the trainer's pipe the other forks, so the cores stay busy
+        self.n_workers = workers or 2 * (os.cpu_count() or 1)
         self.timeout_s, self.memory_mb = timeout_s, memory_mb
         self.max_output_bytes, self.max_value_bytes = max_output_bytes, max_value_bytes
         self.max_tasks_per_worker, self.scratch_mb = max_tasks_per_worker, scratch_mb

@@ -8,7 +8,6 @@ a single ``prctl``. Every layer reports whether it is available so the sandbox c
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import errno
 import os
 import resource
@@ -122,8 +121,7 @@ class _SockFprog(ctypes.Structure):
 
 
 def _load_libseccomp():
-    name = ctypes.util.find_library("seccomp") or "libseccomp.so.2"
-    lib = ctypes.CDLL(name)
+    lib = ctypes.CDLL("libseccomp.so.2")  # not ctypes.util.find_library: it drags subprocess into the worker
     lib.seccomp_init.restype, lib.seccomp_init.argtypes = ctypes.c_void_p, [ctypes.c_uint32]
     lib.seccomp_release.argtypes = [ctypes.c_void_p]
     lib.seccomp_syscall_resolve_name.argtypes = [ctypes.c_char_p]
