@@ -107,7 +107,11 @@ def test_arms_race_charts_population_vs_baseline(app, store):
     assert at.selectbox(key="ar_baseline").value == store["baseline"]  # picked from the populora.baseline_run tag
     subheaders = [s.value for s in at.subheader]
     assert "Population vs baseline" in subheaders and "Per member" in subheaders
-    assert len(at.get("vega_lite_chart")) >= 10  # 4 headline + 6 curriculum + ratings + member metric
+    # 4 headline + 6 curriculum + ratings + member metric; a tiny random model proposes few valid tasks, so some
+    # series (solve rate, complexity of valid tasks) may be empty: those show "no data yet" instead of a chart
+    charts = len(at.get("vega_lite_chart"))
+    empty = sum("no data yet" in c.value for c in at.caption)
+    assert charts >= 4 and charts + empty >= 12, (charts, empty)
 
 
 def test_lineage_draws_every_member_and_selects_one(app, store):
@@ -168,3 +172,76 @@ def test_launch_starts_a_validated_job(app, monkeypatch):
     first, second = (yaml.safe_load(s[0]) for s in started)
     assert first["population"]["single_agent"] is False and second["population"]["single_agent"] is True
     assert started[0][2]["MLFLOW_TRACKING_URI"] == os.environ["MLFLOW_TRACKING_URI"]
+
+
+# ====================================================================== crashed runs, benchmark scores
+@pytest.fixture(scope="module")
+def synthetic_store(tmp_path_factory) -> dict:
+    from populora.ui import synthetic
+
+    tmp = tmp_path_factory.mktemp("ui_synth")
+    uri = f"sqlite:///{tmp / 'mlflow.db'}"
+    ids = synthetic.build(uri, runs=2, members=4, tasks=12, steps=3)  # run 2 of 2 is left "running"
+    return {"uri": uri, "baseline": ids[0], "finished": ids[1], "running": ids[2]}
+
+
+def test_a_crashed_run_is_shown_as_crashed(synthetic_store, monkeypatch, tmp_path):
+    """The trainer was SIGKILLed: MLflow still says running, the job's exit code says otherwise."""
+    import json
+
+    import streamlit as st
+
+    run_id = synthetic_store["running"]
+    job_dir = tmp_path / "jobs" / "20260101-000000-abcdef"
+    job_dir.mkdir(parents=True)
+    (job_dir / "job.json").write_text(json.dumps({"id": job_dir.name, "argv": ["x"], "dir": str(job_dir), "created": 1.0, "pid": 1}))
+    (job_dir / "log.txt").write_text(f"run {run_id}: synthetic\nKilled\n")
+    (job_dir / "exit_code").write_text("-9")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", synthetic_store["uri"])
+    monkeypatch.setenv("POPULORA_JOBS_DIR", str(tmp_path / "jobs"))
+    st.cache_data.clear()
+    at = AppTest.from_file(str(VIEWS / "runs.py"), default_timeout=60)
+    at.query_params["run"] = run_id
+    _ok(at.run())
+    assert f"populora train --resume {run_id}" in texts(at)
+    for page in ("arms_race", "lineage", "tasks"):  # every page still renders what the run logged
+        st.cache_data.clear()
+        other = AppTest.from_file(str(VIEWS / f"{page}.py"), default_timeout=60)
+        other.query_params["run"] = run_id
+        _ok(other.run())
+
+
+def test_compare_benchmark_table_with_deltas(synthetic_store, monkeypatch, tmp_path):
+    import streamlit as st
+    from mlflow import MlflowClient
+
+    from populora.ui import store as ui_store
+
+    client = MlflowClient(synthetic_store["uri"])
+    st.cache_data.clear()
+    for run, score in ((synthetic_store["finished"], 0.3), (synthetic_store["baseline"], 0.25)):
+        for i, row in enumerate(ui_store.members(synthetic_store["uri"], run).itertuples()):
+            client.log_metric(row.member_run_id, "eval/humaneval_plus/pass_1", score + 0.01 * i)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", synthetic_store["uri"])
+    monkeypatch.setenv("POPULORA_JOBS_DIR", str(tmp_path / "jobs"))
+    st.cache_data.clear()
+    at = AppTest.from_file(str(VIEWS / "compare.py"), default_timeout=60)
+    at.query_params["run"] = synthetic_store["finished"]
+    _ok(at.run())
+    bench = at.dataframe[0].value
+    assert bench.loc["population weakest", "eval/humaneval_plus/pass_1"] == pytest.approx(0.3)
+    assert bench.loc["weakest - baseline", "eval/humaneval_plus/pass_1"] == pytest.approx(0.05)
+    assert bench.loc["mean - baseline", "eval/humaneval_plus/pass_1"] == pytest.approx(0.065)
+
+
+def test_lineage_dot_draws_crossover_with_two_parents():
+    from populora.ui.lineage_graph import lineage_dot
+
+    nodes = [dict(id="T0", role="teacher", parents=[], operator="init", step=0, generation=0, alive=False, replaced="", mu=20.0, sigma=2.0),
+             dict(id="T1", role="teacher", parents=[], operator="init", step=0, generation=0, alive=True, replaced="", mu=26.0, sigma=2.0),
+             dict(id="T2", role="teacher", parents=["T0", "T1"], operator="crossover", step=4, generation=1, alive=True, replaced="T0", mu=None, sigma=None)]
+    dot = lineage_dot(nodes, selected="T2")
+    assert '"T0" -> "T2" [label="crossover @4"' in dot and '"T1" -> "T2" [label="crossover @4"' in dot
+    assert "dashed" in dot and "penwidth=3" in dot
+    hidden = lineage_dot(nodes, show_dead=False)
+    assert '"T0" [' not in hidden and '"T1" -> "T2"' in hidden

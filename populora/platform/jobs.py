@@ -73,8 +73,8 @@ class Job:
             return "running" if self.pid and _alive(self.pid) else ("starting" if not self.pid else "lost")
         if code == 0:
             return "finished"
-        # 130 = the trainer re-raised KeyboardInterrupt; negative = killed by that signal
-        return "stopped" if code in (130, -signal.SIGINT, -signal.SIGTERM, -signal.SIGKILL) else "failed"
+        # 130 / -SIGINT: the trainer ended on KeyboardInterrupt (our stop); a SIGKILL (OOM killer) is a crash
+        return "stopped" if code in (130, -signal.SIGINT, -signal.SIGTERM) else "failed"
 
     def log_tail(self, lines: int = 40) -> str:
         try:

@@ -8,6 +8,7 @@ stop runs. Put it behind an authenticating proxy or an SSH tunnel instead when y
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import subprocess
 import sys
@@ -51,9 +52,7 @@ def ui_main(argv: list[str] | None = None) -> int:
     if args.host not in LOOPBACK:
         print(f"warning: listening on {args.host}: anyone who can reach port {args.port} can launch and stop runs",
               file=sys.stderr)
-    try:
-        import streamlit  # noqa: F401 - fail early with an install hint rather than a traceback in a subprocess
-    except ImportError:
+    if importlib.util.find_spec("streamlit") is None:  # fail early with an install hint, not a subprocess traceback
         print("error: the UI needs streamlit: pip install 'streamlit>=1.50,<2'", file=sys.stderr)
         return 2
     shown = "localhost" if args.host in LOOPBACK else args.host

@@ -134,11 +134,22 @@ def _tables(client, run_id: str, steps: int, tasks_per_step: int, members: list[
                     answers.append({"member": st, "task_id": tid, "kind": kind, "answer": str(i * 2 if ok else i), "correct": ok,
                                     "verdict": "ok" if ok else "wrong", "reward": 1.0 if ok else 0.0,
                                     "text": f"<answer>{i * 2 if ok else i}</answer>", "step": s})
-        cols = list(tasks[0])
-        client.log_table(run_id, data={c: [t[c] for t in tasks] for c in cols}, artifact_file=f"tasks/step_{s:06d}.json")
-        if answers:
-            cols = list(answers[0])
-            client.log_table(run_id, data={c: [a[c] for a in answers] for c in cols}, artifact_file=f"answers/step_{s:06d}.json")
+        _log_table(client, run_id, tasks, f"tasks/step_{s:06d}.json")
+        _log_table(client, run_id, answers, f"answers/step_{s:06d}.json")
+
+
+def _log_table(client, run_id: str, rows: list[dict], artifact_file: str) -> None:
+    """The file ``MlflowClient.log_table`` writes ({"columns", "data"}), written directly: log_table also appends
+    to the run's ``mlflow.loggedArtifacts`` tag, which overflows MLflow's 8000-character tag limit after ~90
+    tables and then makes every further log_table call fail."""
+    if not rows:
+        return
+    cols = list(rows[0])
+    folder, name = artifact_file.rsplit("/", 1)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / name
+        path.write_text(json.dumps({"columns": cols, "data": [[r[c] for c in cols] for r in rows]}))
+        client.log_artifact(run_id, str(path), artifact_path=folder)
 
 
 def make_run(client, experiment_id: str, name: str, members: int, steps: int, tasks_per_step: int, status: str = "finished",
@@ -179,8 +190,11 @@ def make_run(client, experiment_id: str, name: str, members: int, steps: int, ta
     return run_id
 
 
-def build(uri: str, runs: int = 3, members: int = 4, tasks: int = 120, steps: int = 6, experiment: str = "populora") -> list[str]:
-    """``runs`` population runs (the first holds ``tasks`` tasks, the rest a few) plus one baseline run."""
+def build(uri: str, runs: int = 3, members: int = 4, tasks: int = 120, steps: int = 6, experiment: str = "populora",
+          small_steps: int | None = None) -> list[str]:
+    """``runs`` population runs plus one baseline run. The first population run is the big one (``steps`` steps
+    holding ``tasks`` tasks); the others have ``small_steps`` steps (default: ``steps``) of 6 tasks each, which keeps
+    a 50-run store quick to build: per-step metrics of every member are what costs time in SQLite."""
     client = _client(uri)
     exp = client.get_experiment_by_name(experiment)
     exp_id = exp.experiment_id if exp else client.create_experiment(experiment)
@@ -189,7 +203,8 @@ def build(uri: str, runs: int = 3, members: int = 4, tasks: int = 120, steps: in
     statuses = ("finished", "running", "failed", "stopped")
     for i in range(runs):
         big = i == 0
-        ids.append(make_run(client, exp_id, f"synthetic-{i}", members, steps, max(1, tasks // steps) if big else 6,
+        ids.append(make_run(client, exp_id, f"synthetic-{i}", members, steps if big else (small_steps or steps),
+                            max(1, tasks // steps) if big else 6,
                             status=statuses[i % len(statuses)], baseline_run=baseline if big else "", seed=i))
     return ids
 
@@ -200,10 +215,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--members", type=int, default=4)
     p.add_argument("--tasks", type=int, default=120, help="tasks of the first (largest) run")
-    p.add_argument("--steps", type=int, default=6)
+    p.add_argument("--steps", type=int, default=6, help="steps of the first run (and of the others unless --small-steps)")
+    p.add_argument("--small-steps", type=int, help="steps of the other runs")
     args = p.parse_args(argv)
     t0 = time.time()
-    ids = build(args.uri, args.runs, args.members, args.tasks, args.steps)
+    ids = build(args.uri, args.runs, args.members, args.tasks, args.steps, small_steps=args.small_steps)
     print(f"{len(ids)} runs in {args.uri} ({time.time() - t0:.1f}s); first population run: {ids[1]}")
     return 0
 

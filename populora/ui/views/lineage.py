@@ -6,71 +6,9 @@ import pandas as pd
 import streamlit as st
 
 from populora.ui import charts, common, store
+from populora.ui.lineage_graph import graph_data, lineage_dot
 
 st.title("Lineage")
-
-OPERATOR_STYLE = {"mutation": 'color="#555555"', "crossover": 'color="#b07aa1", penwidth=2, style=bold'}
-
-
-def graph_data(uri: str, run_id: str, members: pd.DataFrame) -> list[dict]:
-    """One dict per member: id, role, parents, operator, step, generation, alive, mu, sigma.
-
-    lineage.json is the source of truth (the trainer's own record); before its first checkpoint the member runs'
-    tags carry the same facts."""
-    events = store.lineage(uri, run_id).get("events", [])
-    pop = {m["id"]: m for m in store.population(uri, run_id)}
-    by_member = members.set_index("member") if not members.empty else pd.DataFrame()
-    if not events:
-        events = [{"child": r.member, "parents": r.parents, "operator": r.operator, "step": r.born_step,
-                   "generation": r.generation, "role": r.role, "replaced": ""} for r in members.itertuples()]
-    nodes = []
-    for e in events:
-        m, p = e["child"], pop.get(e["child"], {})
-        row = by_member.loc[m] if m in by_member.index else {}
-        mu = row.get("rating/mu", p.get("mu")) if len(row) else p.get("mu")
-        sigma = row.get("rating/sigma", p.get("sigma")) if len(row) else p.get("sigma")
-        alive = bool(row.get("alive", p.get("alive", True))) if len(row) else p.get("alive", True)
-        nodes.append({"id": m, "role": e.get("role", "?"), "parents": list(e.get("parents") or []), "operator": e.get("operator", "init"),
-                      "step": e.get("step", 0), "generation": e.get("generation", 0), "alive": alive,
-                      "replaced": e.get("replaced", ""), "mu": _num(mu), "sigma": _num(sigma)})
-    return nodes
-
-
-def _num(value) -> float | None:
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        return None
-    return None if pd.isna(value) else value
-
-
-def lineage_dot(nodes: list[dict], selected: str | None = None, show_dead: bool = True) -> str:
-    """Graphviz DOT: generations left to right, colour = role, label = id and rating, dashed = replaced."""
-    shown = {n["id"] for n in nodes if show_dead or n["alive"] or n["id"] == selected}
-    lines = ["digraph lineage {", "rankdir=LR; nodesep=0.25; ranksep=0.6;",
-             'node [shape=box, style="rounded,filled", fontname="Helvetica", fontsize=11, fontcolor="white"];',
-             'edge [fontname="Helvetica", fontsize=9];']
-    for gen in sorted({n["generation"] for n in nodes}):
-        same = " ".join(f'"{n["id"]}";' for n in nodes if n["generation"] == gen and n["id"] in shown)
-        if same:
-            lines.append(f"{{ rank=same; {same} }}")
-    for n in nodes:
-        if n["id"] not in shown:
-            continue
-        rating = "" if n["mu"] is None else f"\\nμ {n['mu']:.1f} ± {n['sigma'] or 0:.1f}"
-        style = '"rounded,filled"' if n["alive"] else '"rounded,filled,dashed"'
-        color = common.ROLE_COLORS.get(n["role"], "#999999") if n["alive"] else "#bbbbbb"
-        border = ', penwidth=3, color="black"' if n["id"] == selected else ""
-        tooltip = f'{n["role"]}, generation {n["generation"]}, {"alive" if n["alive"] else "replaced"}'
-        lines.append(f'"{n["id"]}" [label="{n["id"]}{rating}", fillcolor="{color}", style={style}, tooltip="{tooltip}"{border}];')
-    for n in nodes:
-        for parent in n["parents"]:
-            if parent in shown and n["id"] in shown:
-                style = OPERATOR_STYLE.get(n["operator"], "")
-                lines.append(f'"{parent}" -> "{n["id"]}" [label="{n["operator"]} @{n["step"]}", {style}];')
-    lines.append("}")
-    return "\n".join(lines)
-
 
 def member_panel(uri: str, run_id: str, node: dict, nodes: list[dict], members: pd.DataFrame) -> None:
     children = [n["id"] for n in nodes if node["id"] in n["parents"]]
