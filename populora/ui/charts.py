@@ -13,6 +13,15 @@ def _axis_format(metric: str) -> str:
     return ".0%" if any(word in metric for word in PERCENT_METRICS) else ".3~g"
 
 
+def _domain(values: pd.Series, metric: str) -> list[float]:
+    """Rates on [0, 1]; anything else padded, so a flat series (all zeros) still gets a readable axis."""
+    if any(word in metric for word in PERCENT_METRICS):
+        return [0.0, max(1.0, float(values.max()))]
+    lo, hi = float(values.min()), float(values.max())
+    pad = (hi - lo) * 0.1 or max(abs(hi) * 0.1, 1.0)
+    return [lo - pad, hi + pad]
+
+
 def lines(df: pd.DataFrame, y_title: str, color: str = "series", height: int = 220, title: str | None = None) -> None:
     """Lines of ``value`` over ``step``, one per ``color`` column value; an empty frame says so instead."""
     if df.empty:
@@ -22,7 +31,8 @@ def lines(df: pd.DataFrame, y_title: str, color: str = "series", height: int = 2
         alt.Chart(df, title=title or y_title)
         .mark_line(point=len(df) < 200)
         .encode(x=alt.X("step:Q", title="step", axis=alt.Axis(tickMinStep=1)),
-                y=alt.Y("value:Q", title=y_title, axis=alt.Axis(format=_axis_format(y_title))),
+                y=alt.Y("value:Q", title=y_title, axis=alt.Axis(format=_axis_format(y_title)),
+                        scale=alt.Scale(domain=_domain(df["value"], y_title), nice=False)),
                 color=alt.Color(f"{color}:N", title=None, scale=alt.Scale(scheme="tableau10"), legend=alt.Legend(orient="bottom")),
                 tooltip=[color, "step", alt.Tooltip("value:Q", format=".3f")])
         .properties(height=height)
@@ -39,7 +49,8 @@ def rating_band(df: pd.DataFrame, height: int = 300) -> None:
     base = alt.Chart(df, title="TrueSkill rating per member (mu ± sigma)").encode(
         x=alt.X("step:Q", title="step", axis=alt.Axis(tickMinStep=1)),
         color=alt.Color("member:N", scale=alt.Scale(scheme="tableau20"), legend=alt.Legend(orient="bottom", columns=8)))
-    band = base.mark_area(opacity=0.15).encode(y=alt.Y("low:Q", title="rating"), y2="high:Q")
+    band = base.mark_area(opacity=0.15).encode(
+        y=alt.Y("low:Q", title="rating", scale=alt.Scale(domain=_domain(pd.concat([df["low"], df["high"]]), "rating"))), y2="high:Q")
     line = base.mark_line(point=len(df) < 300).encode(
         y="mu:Q", tooltip=["member", "step", alt.Tooltip("mu:Q", format=".2f"), alt.Tooltip("sigma:Q", format=".2f")])
     st.altair_chart((band + line).properties(height=height), width="stretch")

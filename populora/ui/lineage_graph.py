@@ -24,8 +24,10 @@ def graph_data(uri: str, run_id: str, members: pd.DataFrame) -> list[dict]:
     for e in events:
         m, p = e["child"], pop.get(e["child"], {})
         row = by_member.loc[m] if m in by_member.index else {}
-        mu = row.get("rating/mu", p.get("mu")) if len(row) else p.get("mu")
-        sigma = row.get("rating/sigma", p.get("sigma")) if len(row) else p.get("sigma")
+        # a member replaced before its first checkpoint has no logged rating: population.json still has it
+        mu = _num(row.get("rating/mu")) if len(row) else None
+        sigma = _num(row.get("rating/sigma")) if len(row) else None
+        mu, sigma = (mu, sigma) if mu is not None else (p.get("mu"), p.get("sigma"))
         alive = bool(row.get("alive", p.get("alive", True))) if len(row) else p.get("alive", True)
         nodes.append({"id": m, "role": e.get("role", "?"), "parents": list(e.get("parents") or []), "operator": e.get("operator", "init"),
                       "step": e.get("step", 0), "generation": e.get("generation", 0), "alive": alive,

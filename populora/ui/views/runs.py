@@ -13,7 +13,8 @@ st.title("Runs")
 
 def run_table(runs: pd.DataFrame) -> None:
     shown = runs.assign(state=[f"{common.STATUS_ICONS.get(s, '•')} {s}" for s in runs["status"]],
-                        done=[(r.step or 0) / r.steps if r.steps else 0.0 for r in runs.itertuples()])
+                        done=[(r.step or 0) / r.steps if r.steps else 0.0 for r in runs.itertuples()],
+                        solve_rate=pd.to_numeric(runs["solve_rate"]), validity_rate=pd.to_numeric(runs["validity_rate"]))
     st.dataframe(
         shown[["state", "name", "kind", "done", "progress", "solve_rate", "validity_rate", "teachers", "students",
                "base_model", "started", "experiment", "run_id"]],
@@ -40,17 +41,19 @@ def config_tree(params: dict) -> dict:
     return tree
 
 
-def run_details(run_id: str, status: str) -> None:
+def run_details(row, status: str) -> None:
+    """Status, progress and rates come from the run list (one cached read) so they never disagree with it."""
+    run_id = row.name
     info = store.run_info(store.uri(), run_id)
     if info is None:
         st.warning(f"run {run_id} is not in the store any more")
         return
-    tags, metrics = info["tags"], info["metrics"]
+    tags = info["tags"]
     cols = st.columns(4)
     cols[0].metric("status", f"{common.STATUS_ICONS.get(status, '')} {status}")
-    cols[1].metric("progress", tags.get("populora.progress", "?"))
-    cols[2].metric("student solve rate", common.fmt_rate(metrics.get("student/solve_rate")))
-    cols[3].metric("task validity", common.fmt_rate(metrics.get("tasks/validity_rate")))
+    cols[1].metric("progress", row["progress"] or "?")
+    cols[2].metric("student solve rate", common.fmt_rate(row["solve_rate"]))
+    cols[3].metric("task validity", common.fmt_rate(row["validity_rate"]))
     if status == "crashed":
         st.error("The trainer process died without ending this run. Resume it from its last checkpoint with "
                  f"`populora train --resume {run_id}`.")
@@ -101,7 +104,8 @@ def body() -> None:
     st.caption(f"{len(shown)} of {len(runs)} runs · refreshes every 5 s while a run trains")
     run_id = common.pick_run(shown if not shown.empty else runs, "Details of run")
     if run_id:
-        run_details(run_id, runs.set_index("run_id").loc[run_id, "status"])
+        row = runs.set_index("run_id").loc[run_id]
+        run_details(row, row["status"])
 
 
 def live_interval() -> str | None:

@@ -1,0 +1,163 @@
+"""End to end in headless Chromium: serve the app, launch a tiny run from the Launch page, watch it appear and
+progress on the Runs page, open its arms race, lineage and tasks pages, and save screenshots.
+
+Needs the Debian packages ``chromium`` and ``chromium-driver`` (``scripts/install-browser.sh``) and ``selenium``;
+skips with the reason when they are missing. Screenshots go to a tmp dir and the latest set is copied to
+``docs/screenshots/`` for the README."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM, CHROMEDRIVER = shutil.which("chromium") or "/usr/bin/chromium", shutil.which("chromedriver") or "/usr/bin/chromedriver"
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--disable-quic", "--window-size=1400,1500"]
+TINY = ("model.tiny_random=true\nsteps=2\nevolution.every=1\ntasks.tasks_per_teacher=2\n"
+        "tasks.max_new_tokens_propose=24\ntasks.max_new_tokens_solve=8")
+
+pytestmark = [
+    pytest.mark.skipif(not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)),
+                       reason="headless browser test needs Debian chromium + chromium-driver: run scripts/install-browser.sh"),
+    pytest.mark.timeout(600),
+]
+webdriver = pytest.importorskip("selenium.webdriver", reason="pip install selenium")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture()
+def server(tmp_path):
+    """The app served by ``populora ui`` on an empty store in a fresh working dir."""
+    port = _free_port()
+    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}", "POPULORA_JOBS_DIR": str(tmp_path / "jobs")}
+    log = open(tmp_path / "server.log", "wb")
+    proc = subprocess.Popen([sys.executable, "-m", "populora.ui.cli", "--port", str(port)], cwd=tmp_path, env=env,
+                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).status == 200:
+                break
+        except OSError:
+            time.sleep(0.5)
+    else:
+        proc.kill()
+        pytest.fail(f"the UI did not start: {(tmp_path / 'server.log').read_text()[-2000:]}")
+    yield {"url": url, "dir": tmp_path}
+    from populora.platform import jobs
+
+    for job in jobs.list_jobs(tmp_path / "jobs"):  # never leave a training process behind
+        jobs.stop(job, timeout_s=10)
+    os.killpg(proc.pid, 2)
+    proc.wait(timeout=20)
+    log.close()
+
+
+@pytest.fixture()
+def browser():
+    from selenium.webdriver.chrome.service import Service
+
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = CHROMIUM
+    for flag in FLAGS + [f"--user-data-dir={tempfile.mkdtemp(prefix='populora-chromium-')}"]:
+        opts.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+    driver.set_page_load_timeout(60)
+    yield driver
+    driver.quit()
+
+
+def _wait_for(driver, predicate, timeout: float, what: str):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.5)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; page text:\n{_text(driver)[-1500:]}")
+
+
+def _text(driver) -> str:
+    from selenium.webdriver.common.by import By
+
+    return driver.find_element(By.TAG_NAME, "body").text
+
+
+def _open(driver, url: str, ready_text: str, shots: Path, name: str | None = None) -> None:
+    from selenium.webdriver.common.by import By
+
+    driver.get(url)
+    _wait_for(driver, lambda: ready_text in _text(driver) and "Running..." not in _text(driver), 60, f"{ready_text!r} at {url}")
+    time.sleep(2.5)  # charts and the graphviz layout draw after the script finishes
+    errors = driver.find_elements(By.CSS_SELECTOR, '[data-testid="stException"]')
+    assert not errors, f"{url}: {[e.text[:500] for e in errors]}"
+    if name:
+        driver.save_screenshot(str(shots / f"{name}.png"))
+
+
+def _launch(driver, url: str, shots: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    _open(driver, f"{url}/launch", "Launch a run", shots)
+    from selenium.webdriver.common.keys import Keys
+
+    name = driver.find_element(By.CSS_SELECTOR, 'input[aria-label="name"]')
+    name.send_keys(Keys.CONTROL, "a")  # clear() does not reach Streamlit's React state
+    name.send_keys(Keys.BACKSPACE, "browser-e2e")
+    driver.find_element(By.TAG_NAME, "textarea").send_keys(TINY)
+    button = driver.find_element(By.XPATH, "//button[.//p[normalize-space()='Launch']]")
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", button)
+    button.click()
+    _wait_for(driver, lambda: "Started job(s)" in _text(driver), 30, "the launch confirmation")
+
+
+def test_launch_watch_and_browse_a_run(server, browser, tmp_path):
+    from populora.platform import jobs
+
+    url, shots = server["url"], tmp_path / "screenshots"
+    shots.mkdir()
+    _launch(browser, url, shots)
+    job = _wait_for(browser, lambda: next(iter(jobs.list_jobs(server["dir"] / "jobs")), None), 10, "the job on disk")
+    run_id = _wait_for(browser, lambda: job.run_id or (job.status == "failed" and pytest.fail(job.log_tail())), 120, "the run id in the job log")
+    _wait_for(browser, lambda: f"run {run_id[:12]}" in _text(browser), 30, "the run in the jobs panel")
+    browser.save_screenshot(str(shots / "launch.png"))
+
+    def progress() -> str | None:
+        browser.get(f"{url}/?run={run_id}")
+        _wait_for(browser, lambda: "Details of run" in _text(browser), 60, "the runs page")
+        found = re.search(r"\b([12])/2\b", _text(browser))
+        return found.group(1) if found else None
+
+    _wait_for(browser, lambda: progress() == "1", 240, "step 1 of 2 on the Runs page")
+    browser.save_screenshot(str(shots / "runs_training.png"))
+    _wait_for(browser, lambda: job.status in ("finished", "failed"), 240, "the run to end")
+    assert job.status == "finished", job.log_tail()
+    _open(browser, f"{url}/?run={run_id}", "browser-e2e", shots, "runs")
+    assert "finished" in _text(browser)
+    _open(browser, f"{url}/arms_race?run={run_id}", "Per member", shots, "arms_race")
+    _open(browser, f"{url}/lineage?run={run_id}", "Member T0", shots, "lineage")
+    _open(browser, f"{url}/tasks?run={run_id}", "tasks match", shots, "tasks")
+    _open(browser, f"{url}/compare?run={run_id}", "Training scores", shots, "compare")
+    assert "->" not in _text(browser)  # sanity: page text, not DOT source
+    out = ROOT / "docs" / "screenshots"
+    out.mkdir(parents=True, exist_ok=True)
+    for png in shots.glob("*.png"):
+        shutil.copy(png, out / png.name)
+    print(f"screenshots: {shots} (copied to {out})")
