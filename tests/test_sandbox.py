@@ -226,8 +226,8 @@ def test_deep_recursion(sb):
     prog = "import sys\nsys.setrecursionlimit(10**7)\ndef r(n):\n    return r(n + 1)\nr(0)"
     r = sb.run(prog, timeout_s=1.0)  # frames fill the heap (memory), or the clock runs out first
     assert r.status in ("error", "killed", "memory", "timeout")
-    r = sb.run("import sys\nsys.setrecursionlimit(10**7)\nx = []\nfor _ in range(10**6):\n    x = [x]\nprint(repr(x)[:5])")
-    assert r.status in ("error", "killed", "memory")  # a C stack overflow kills only this child
+    r = sb.run("import sys\nsys.setrecursionlimit(10**7)\nx = []\nfor _ in range(3 * 10**5):\n    x = [x]\nprint(repr(x)[:5])")
+    assert r.status in ("error", "killed", "memory", "timeout")  # a C stack overflow kills only this child
     assert_clean(sb)
 
 
@@ -244,3 +244,20 @@ def test_cannot_raise_limits_or_change_identity(sb):
 def test_execresult_json_roundtrip():
     r = ExecResult("ok", "a", "", 0, 0.1, value="1")
     assert ExecResult(**r.to_json()) == r
+
+
+def test_earlier_programs_and_outputs_are_not_in_worker_memory(sb):
+    """A code_f candidate must not find the reference program or its outputs left in the worker's memory."""
+    token = os.urandom(8).hex()
+    sb.execute_many([ExecRequest(f"def f(x):\n    return 'REF{token}' + x", call="'-out'")] * 4)
+    # the needle is only ever a local of probe(), so the probe cannot find itself
+    probe = ("import gc, sys\ngc.unfreeze()\ndef probe(parts):\n    needle, hits, n = ''.join(parts), 0, 0\n"
+             "    f = sys._getframe().f_back\n    while f:\n        hits += needle in repr(f.f_locals); n += 1\n"
+             "        f = f.f_back\n    for o in gc.get_objects():\n        try:\n            hits += needle in repr(o)\n"
+             "        except Exception:\n            pass\n        n += 1\n    return hits, n\n"
+             "print(*probe(['R', 'E', 'F', %r]))") % token
+    for r in sb.run_many([probe] * 4):
+        hits, scanned = map(int, r.stdout.split())
+        assert r.status == "ok" and scanned > 1000 and hits == 0, r
+    control = sb.run(f"leak = {{''.join(['R', 'E', 'F', {token!r}]): 1}}\n" + probe)  # the probe does find a leak
+    assert int(control.stdout.split()[0]) > 0, control

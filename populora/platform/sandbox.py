@@ -18,6 +18,7 @@ import os
 import queue
 import select
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -26,6 +27,8 @@ import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from populora.platform.sandbox_worker import IO_FILES
 
 log = logging.getLogger(__name__)
 
@@ -70,16 +73,36 @@ def _warn_once(layer: str, why: str) -> None:
     warnings.warn(msg, RuntimeWarning, stacklevel=3)
 
 
+def _read(fd: int, limit: int) -> tuple[bytes, bool]:
+    size = os.fstat(fd).st_size
+    return (os.pread(fd, min(size, limit), 0) if size else b""), size > limit
+
+
+def _status(how: str, code: int, res: dict, over: bool) -> str:
+    if how == "timeout" or code == -signal.SIGXCPU:
+        return "timeout"
+    if code == -signal.SIGXFSZ or over or res.get("status") == "output_limit":
+        return "output_limit"
+    if res.get("status") == "memory":
+        return "memory"
+    if how == "signal":
+        return "killed"
+    return "ok" if code == 0 else "error"
+
+
 class _WorkerProc:
     """The trainer's handle on one worker process: send a request line, read the reply line."""
 
     def __init__(self, tmpfs_mb: int):
-        self.base = tempfile.mkdtemp(prefix="populora-sandbox-")
+        self.base = tempfile.mkdtemp(prefix="populora-sandbox-")  # the worker mounts its scratch tmpfs here
         os.chmod(self.base, 0o711)
+        self.io_dir = tempfile.mkdtemp(prefix="populora-sandbox-io-")  # 0700: only we and the worker (root)
+        self.fds = {name: os.open(os.path.join(self.io_dir, name), os.O_RDWR | os.O_CREAT, 0o600)
+                    for name in IO_FILES}
         env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0",  # same str hashes everywhere
                "MALLOC_ARENA_MAX": "2", "PYTHONDONTWRITEBYTECODE": "1"}  # threads must not reserve 64 MB arenas
         code = f"import sys; sys.path.insert(0, {_REPO_ROOT!r}); from populora.platform.sandbox_worker import main; main()"
-        self.proc = subprocess.Popen([sys.executable, "-S", "-s", "-c", code, self.base, str(tmpfs_mb)],
+        self.proc = subprocess.Popen([sys.executable, "-S", "-s", "-c", code, self.base, self.io_dir, str(tmpfs_mb)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, cwd="/",
                                      start_new_session=True)
         self.buf, self.tasks, self.ready = b"", 0, None
@@ -103,8 +126,12 @@ class _WorkerProc:
         line, self.buf = self.buf.split(b"\n", 1)
         return line
 
-    def request(self, req: dict) -> dict | None:
-        """The reply, or None if the worker died or hung (the caller replaces it)."""
+    def request(self, req: dict, program: str, stdin: str) -> dict | None:
+        """Run one execution; the result fields, or None if the worker died or hung (the caller replaces it)."""
+        for name, text in (("prog", program), ("in", stdin)):
+            data = text.encode("utf-8", errors="surrogatepass")
+            os.ftruncate(self.fds[name], 0)
+            os.pwrite(self.fds[name], data, 0)
         try:
             self.proc.stdin.write(json.dumps(req).encode() + b"\n")
             self.proc.stdin.flush()
@@ -112,7 +139,37 @@ class _WorkerProc:
             return None
         self.tasks += 1
         line = self._readline(float(req["timeout_s"]) + 30.0)  # the worker enforces the real deadline
-        return json.loads(line) if line is not None else None
+        if line is None:
+            return None
+        reply = json.loads(line)
+        if reply["how"] == "error":
+            return {"status": "killed", "stdout": "", "stderr": "[sandbox] worker error: " + reply["error"],
+                    "returncode": None, "wall_s": 0.0}
+        return self._collect(reply, req)
+
+    def _collect(self, reply: dict, req: dict) -> dict:
+        """Read (and reset) the child's output files, and decide the status."""
+        limit = int(req["max_output"])
+        (out, out_over), (err, err_over) = _read(self.fds["out"], limit), _read(self.fds["err"], limit)
+        res_raw, _ = _read(self.fds["res"], int(req["max_value"]))
+        for name in ("out", "err", "res"):
+            os.ftruncate(self.fds[name], 0)
+        try:
+            res = json.loads(res_raw) if res_raw else {}
+        except ValueError:  # the program scribbled on the result file: it gets no value
+            res = {}
+        res = res if isinstance(res, dict) else {}
+        status = _status(reply["how"], reply["code"], res, out_over or err_over)
+        r = {"status": status, "stdout": out.decode(errors="replace"), "stderr": err.decode(errors="replace"),
+             "returncode": reply["code"], "wall_s": reply["wall_s"]}
+        if req.get("call") is not None:
+            values = res.get("values") if status == "ok" else None
+            ok = isinstance(values, list) and all(isinstance(v, str) for v in values)
+            r["values"] = values if ok else None
+            if status == "ok" and not ok:
+                r["status"] = "error"
+                r["stderr"] += "\n[sandbox] the program exited before f returned a value"
+        return r
 
     def close(self) -> None:
         try:
@@ -123,7 +180,10 @@ class _WorkerProc:
             self.proc.wait()
         finally:
             self.proc.stdout.close()
+            for fd in self.fds.values():
+                os.close(fd)
             shutil.rmtree(self.base, ignore_errors=True)
+            shutil.rmtree(self.io_dir, ignore_errors=True)
 
 
 class Sandbox:
@@ -165,7 +225,7 @@ class Sandbox:
             self._adopt(_WorkerProc(self.scratch_mb))
 
     def _wire(self, r: ExecRequest) -> dict:
-        return {"program": r.program, "stdin": r.stdin, "call": r.call, "repeat": r.repeat,
+        return {"call": r.call, "repeat": r.repeat,
                 "timeout_s": r.timeout_s or self.timeout_s, "memory_mb": r.memory_mb or self.memory_mb,
                 "max_output": self.max_output_bytes, "max_value": self.max_value_bytes}
 
@@ -173,7 +233,7 @@ class Sandbox:
         if self._closed:
             raise RuntimeError("Sandbox is closed")
         proc = self._idle.get()
-        reply = proc.request(self._wire(request))
+        reply = proc.request(self._wire(request), request.program, request.stdin)
         if reply is None or proc.tasks >= self.max_tasks_per_worker:
             self._retire(proc)  # recycled, or dead/hung: a fresh worker takes its place
         else:

@@ -40,8 +40,9 @@ def child_main(worker, req: dict) -> None:
 
 
 def _lock_down(worker, req: dict) -> None:
-    """fds 0-3 are already the stdin/stdout/stderr/result files and the environment is already empty."""
+    """fds 0-4 are already the stdin/stdout/stderr/result/program files; the environment is already empty."""
     os.setsid()  # own process group: the worker SIGKILLs the whole group afterwards
+    req["program"] = os.pread(4, os.fstat(4).st_size, 0).decode("utf-8", errors="replace")
     os.closerange(4, 1 << 16)  # nothing of the worker (its pipes to the trainer) stays reachable
     fsize = max(int(req["max_output"]), int(req.get("max_value", 1 << 20))) + 1
     iso.set_limits(math.ceil(float(req["timeout_s"])) + 1, int(req["memory_mb"]), fsize)

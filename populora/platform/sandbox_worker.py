@@ -40,11 +40,12 @@ PRELOAD = (
 
 UID_BASE = 1_000_000  # worker uid = UID_BASE + worker pid: unique among live workers, no coordination needed
 _PROTO_IN, _PROTO_OUT, _LOG = 100, 101, 102  # the trainer's pipes, moved out of the child's way
-_STDIN, _RESULT = 0, 3
+IO_FILES = ("in", "out", "err", "res", "prog")  # the child's fds 0-4, in this order
+_STDIN, _RESULT, PROGRAM_FD = 0, 3, 4
 
 
 class Worker:
-    def __init__(self, scratch_base: str, tmpfs_mb: int):
+    def __init__(self, scratch_base: str, io_dir: str, tmpfs_mb: int):
         self.base, self.pid = scratch_base, os.getpid()
         self.uid = UID_BASE + self.pid
         self.layers = iso.isolate_worker(scratch_base, tmpfs_mb)
@@ -52,8 +53,7 @@ class Worker:
         self.root_ok = os.geteuid() == 0
         self.layers["chroot+uid"] = "on" if self.root_ok else "off: not running as root"
         self.root = os.path.join(scratch_base, "root")
-        self.stdin_len = 0
-        self._open_io(scratch_base)
+        self._open_io(io_dir)
 
     def _seccomp(self):
         try:
@@ -64,12 +64,12 @@ class Worker:
             self.layers["seccomp"] = f"off: {e}"
             return None
 
-    def _open_io(self, base: str) -> None:
-        """fds 0-3 become the child's stdin, stdout, stderr and result files, reused (truncated) per run."""
-        os.makedirs(os.path.join(base, "io"), exist_ok=True)
-        for fd, (name, flags) in enumerate((("in", os.O_RDWR), ("out", os.O_RDWR | os.O_APPEND),
-                                            ("err", os.O_RDWR | os.O_APPEND), ("res", os.O_RDWR))):
-            opened = os.open(os.path.join(base, "io", name), flags | os.O_CREAT | os.O_TRUNC, 0o600)
+    def _open_io(self, io_dir: str) -> None:
+        """fds 0-4 become the child's stdin, stdout, stderr, result and program files. The trainer writes the
+        program and stdin and reads the outputs itself, so no program text, output or value ever passes
+        through this long-lived process, where a later program could dig it out of memory."""
+        for fd, name in enumerate(IO_FILES):
+            opened = os.open(os.path.join(io_dir, name), os.O_RDWR | (os.O_APPEND if name in ("out", "err") else 0))
             if opened != fd:
                 os.dup2(opened, fd)
                 os.close(opened)
@@ -88,17 +88,10 @@ class Worker:
             os.mkdir(self.root, 0o700)
         if self.root_ok:
             os.chown(self.root, self.uid, self.uid)
-        data = req.get("stdin", "").encode()
-        if data or self.stdin_len:
-            os.ftruncate(_STDIN, 0)
-            os.pwrite(_STDIN, data, 0)
-            self.stdin_len = len(data)
-        os.lseek(_STDIN, 0, os.SEEK_SET)
+        for fd in (_STDIN, _RESULT):  # the child shares these offsets with us
+            os.lseek(fd, 0, os.SEEK_SET)
 
     def _cleanup(self) -> None:
-        for fd in (1, 2, _RESULT):
-            os.ftruncate(fd, 0)
-        os.lseek(_RESULT, 0, os.SEEK_SET)
         try:
             os.rmdir(self.root)
         except OSError:  # the program left files behind
@@ -115,7 +108,7 @@ class Worker:
             wall = time.perf_counter() - t0
             if self.fprog is None:
                 self._reap_uid()
-            return _result(how, code, wall, req)
+            return {"how": how, "code": code, "wall_s": round(wall, 6)}
         finally:
             self._cleanup()
 
@@ -166,43 +159,6 @@ class Worker:
                 return
 
 
-def _read(fd: int, limit: int) -> tuple[bytes, bool]:
-    size = os.fstat(fd).st_size
-    return (os.pread(fd, min(size, limit), 0) if size else b""), size > limit
-
-
-def _result(how: str, code: int, wall: float, req: dict) -> dict:
-    limit = int(req["max_output"])
-    out, out_over = _read(1, limit)
-    err, err_over = _read(2, limit)
-    res_raw, _ = _read(_RESULT, int(req.get("max_value", 1 << 20)))
-    try:
-        res = json.loads(res_raw) if res_raw else {}
-    except ValueError:
-        res = {}
-    status = _status(how, code, res, out_over or err_over)
-    r = {"status": status, "stdout": out.decode(errors="replace"), "stderr": err.decode(errors="replace"),
-         "returncode": code, "wall_s": round(wall, 6)}
-    if req.get("call") is not None:
-        r["values"] = res.get("values") if status == "ok" else None
-        if status == "ok" and not isinstance(r["values"], list):
-            r["status"], r["values"] = "error", None
-            r["stderr"] += "\n[sandbox] the program exited before f returned a value"
-    return r
-
-
-def _status(how: str, code: int, res: dict, over: bool) -> str:
-    if how == "timeout" or code == -signal.SIGXCPU:
-        return "timeout"
-    if code == -signal.SIGXFSZ or over or res.get("status") == "output_limit":
-        return "output_limit"
-    if res.get("status") == "memory":
-        return "memory"
-    if how == "signal":
-        return "killed"
-    return "ok" if code == 0 else "error"
-
-
 def _serve(worker: Worker) -> None:
     proto_in = os.fdopen(_PROTO_IN, "rb")
     proto_out = os.fdopen(_PROTO_OUT, "wb")
@@ -216,13 +172,12 @@ def _serve(worker: Worker) -> None:
         try:
             reply = worker.run(json.loads(line))
         except Exception:  # a sandbox bug, not a program failure: report it, keep serving
-            reply = {"status": "killed", "stdout": "", "stderr": "[sandbox] worker error: " + traceback.format_exc(),
-                     "returncode": None, "wall_s": 0.0}
+            reply = {"how": "error", "code": None, "wall_s": 0.0, "error": traceback.format_exc()}
         send(reply)
 
 
 def main() -> None:
-    scratch_base, tmpfs_mb = sys.argv[1], int(sys.argv[2])
+    scratch_base, io_dir, tmpfs_mb = sys.argv[1], sys.argv[2], int(sys.argv[3])
     iso.prctl(iso.PR_SET_PDEATHSIG, signal.SIGKILL)  # the trainer died: so do we
     for fd, target in ((0, _PROTO_IN), (1, _PROTO_OUT), (2, _LOG)):
         os.dup2(fd, target)
@@ -232,7 +187,7 @@ def main() -> None:
     signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGCHLD])
     for name in PRELOAD:
         __import__(name)
-    worker = Worker(scratch_base, tmpfs_mb)
+    worker = Worker(scratch_base, io_dir, tmpfs_mb)
     gc.collect()
     gc.freeze()  # the child's collections never walk (and copy-on-write) the worker's objects
     _serve(worker)
