@@ -74,8 +74,13 @@ def _warn_once(layer: str, why: str) -> None:
 
 
 def _read(fd: int, limit: int) -> tuple[bytes, bool]:
+    """Up to ``limit`` bytes of a child's output file, whether it held more; the file is emptied for the next run."""
     size = os.fstat(fd).st_size
-    return (os.pread(fd, min(size, limit), 0) if size else b""), size > limit
+    if not size:
+        return b"", False
+    data = os.pread(fd, min(size, limit), 0)
+    os.ftruncate(fd, 0)
+    return data, size > limit
 
 
 def _status(how: str, code: int, res: dict, over: bool) -> str:
@@ -105,7 +110,7 @@ class _WorkerProc:
         self.proc = subprocess.Popen([sys.executable, "-S", "-s", "-c", code, self.base, self.io_dir, str(tmpfs_mb)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, cwd="/",
                                      start_new_session=True)
-        self.buf, self.tasks, self.ready = b"", 0, None
+        self.buf, self.tasks, self.ready, self.sizes = b"", 0, None, {}
 
     def wait_ready(self, timeout_s: float = 60.0) -> dict:
         line = self._readline(timeout_s)
@@ -130,8 +135,10 @@ class _WorkerProc:
         """Run one execution; the result fields, or None if the worker died or hung (the caller replaces it)."""
         for name, text in (("prog", program), ("in", stdin)):
             data = text.encode("utf-8", errors="surrogatepass")
-            os.ftruncate(self.fds[name], 0)
-            os.pwrite(self.fds[name], data, 0)
+            if data or self.sizes.get(name):
+                os.ftruncate(self.fds[name], 0)
+                os.pwrite(self.fds[name], data, 0)
+                self.sizes[name] = len(data)
         try:
             self.proc.stdin.write(json.dumps(req).encode() + b"\n")
             self.proc.stdin.flush()
@@ -152,8 +159,6 @@ class _WorkerProc:
         limit = int(req["max_output"])
         (out, out_over), (err, err_over) = _read(self.fds["out"], limit), _read(self.fds["err"], limit)
         res_raw, _ = _read(self.fds["res"], int(req["max_value"]))
-        for name in ("out", "err", "res"):
-            os.ftruncate(self.fds[name], 0)
         try:
             res = json.loads(res_raw) if res_raw else {}
         except ValueError:  # the program scribbled on the result file: it gets no value
