@@ -261,3 +261,26 @@ def test_earlier_programs_and_outputs_are_not_in_worker_memory(sb):
         assert r.status == "ok" and scanned > 1000 and hits == 0, r
     control = sb.run(f"leak = {{''.join(['R', 'E', 'F', {token!r}]): 1}}\n" + probe)  # the probe does find a leak
     assert int(control.stdout.split()[0]) > 0, control
+
+
+@ROOT_ONLY
+def test_fallback_without_seccomp_warns_once_and_still_contains(monkeypatch, tmp_path):
+    import populora.platform.sandbox as sandbox_mod
+
+    monkeypatch.setattr(sandbox_mod, "_WARNED", set())
+    with pytest.warns(RuntimeWarning, match="'seccomp' is UNAVAILABLE"):
+        s = Sandbox(workers=1, timeout_s=2.0, disable_layers=("seccomp",))
+    with s:
+        assert s.layers["seccomp"].startswith("off") and s.layers["chroot+uid"] == "on"
+        # fork is possible now, but RLIMIT_NPROC (enforced: we are not root in the child) caps it, and the
+        # worker kills every process of its uid afterwards, including ones that left the session
+        r = s.run("import os, time\nfor _ in range(100):\n    try:\n        if os.fork() == 0:\n"
+                  "            os.setsid(); time.sleep(30)\n    except OSError:\n        break\nprint('forked')")
+        assert "forked" in r.stdout
+        time.sleep(0.1)
+        assert procs_of(worker_uids(s)) == []
+        secret = tmp_path / "secret.txt"
+        secret.write_text("TOPSECRET")
+        r = s.run(f"import os\nprint(os.listdir('/'))\ntry:\n    os.kill(1, 9)\nexcept OSError as e:\n    print('no kill')\n"
+                  f"try:\n    open({str(secret)!r})\nexcept OSError:\n    print('no read')")
+        assert r.stdout.split("\n")[:3] == ["[]", "no kill", "no read"], r

@@ -98,7 +98,7 @@ def _status(how: str, code: int, res: dict, over: bool) -> str:
 class _WorkerProc:
     """The trainer's handle on one worker process: send a request line, read the reply line."""
 
-    def __init__(self, tmpfs_mb: int):
+    def __init__(self, tmpfs_mb: int, disable: tuple[str, ...] = ()):
         self.base = tempfile.mkdtemp(prefix="populora-sandbox-")  # the worker mounts its scratch tmpfs here
         os.chmod(self.base, 0o711)
         self.io_dir = tempfile.mkdtemp(prefix="populora-sandbox-io-")  # 0700: only we and the worker (root)
@@ -107,7 +107,8 @@ class _WorkerProc:
         env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0",  # same str hashes everywhere
                "MALLOC_ARENA_MAX": "2", "PYTHONDONTWRITEBYTECODE": "1"}  # threads must not reserve 64 MB arenas
         code = f"import sys; sys.path.insert(0, {_REPO_ROOT!r}); from populora.platform.sandbox_worker import main; main()"
-        self.proc = subprocess.Popen([sys.executable, "-S", "-s", "-c", code, self.base, self.io_dir, str(tmpfs_mb)],
+        self.proc = subprocess.Popen([sys.executable, "-S", "-s", "-c", code, self.base, self.io_dir, str(tmpfs_mb),
+                                      ",".join(disable)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, cwd="/",
                                      start_new_session=True)
         self.buf, self.tasks, self.ready, self.sizes = b"", 0, None, {}
@@ -196,18 +197,20 @@ class Sandbox:
 
     def __init__(self, workers: int | None = None, timeout_s: float = 5.0, memory_mb: int = 512,
                  max_output_bytes: int = 65536, *, max_value_bytes: int = 1 << 20,
-                 max_tasks_per_worker: int = 10_000, scratch_mb: int = 64):
+                 max_tasks_per_worker: int = 10_000, scratch_mb: int = 64, disable_layers: tuple[str, ...] = ()):
+        """``disable_layers=("seccomp",)`` exercises the fallback path (tests, debugging); never in training."""
         # two workers per core: while one waits on the trainer's pipe the other forks, so the cores stay busy
         self.n_workers = workers or 2 * (os.cpu_count() or 1)
         self.timeout_s, self.memory_mb = timeout_s, memory_mb
         self.max_output_bytes, self.max_value_bytes = max_output_bytes, max_value_bytes
         self.max_tasks_per_worker, self.scratch_mb = max_tasks_per_worker, scratch_mb
+        self.disable_layers = tuple(disable_layers)
         self._idle: queue.Queue[_WorkerProc] = queue.Queue()
         self._all: list[_WorkerProc] = []
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(self.n_workers, thread_name_prefix="sandbox")
         self._closed = False
-        procs = [_WorkerProc(scratch_mb) for _ in range(self.n_workers)]  # start all, then wait: in parallel
+        procs = [_WorkerProc(scratch_mb, self.disable_layers) for _ in range(self.n_workers)]  # start all, then wait: in parallel
         for p in procs:
             self._adopt(p)
         self.layers = dict(procs[0].ready["layers"])
@@ -227,7 +230,7 @@ class Sandbox:
                 self._all.remove(proc)
         proc.close()
         if not self._closed:
-            self._adopt(_WorkerProc(self.scratch_mb))
+            self._adopt(_WorkerProc(self.scratch_mb, self.disable_layers))
 
     def _wire(self, r: ExecRequest) -> dict:
         return {"call": r.call, "repeat": r.repeat,
