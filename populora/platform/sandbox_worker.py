@@ -138,27 +138,32 @@ class Worker:
         return ("signal", -os.WTERMSIG(status)) if os.WIFSIGNALED(status) else ("exit", os.WEXITSTATUS(status))
 
     def _reap_uid(self) -> None:
-        """Without seccomp a program can fork and leave its session: kill everything running as our uid."""
+        """Without seccomp a program can fork and leave its session: kill everything running as our uid, and
+        reap it (orphans come back to us, the subreaper), until none is left."""
         if not self.root_ok:
             return
-        pid = os.fork()
-        if pid == 0:
-            try:
-                os.setresuid(self.uid, self.uid, self.uid)
-                os.kill(-1, signal.SIGKILL)  # as this uid: every process of the uid except us
-            finally:
-                os._exit(0)
-        os.waitpid(pid, 0)
-        self._reap_orphans()
+        for _ in range(100):
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    os.setresuid(self.uid, self.uid, self.uid)
+                    os.kill(-1, signal.SIGKILL)  # as this uid: every process of the uid except us
+                finally:
+                    os._exit(0)
+            os.waitpid(pid, 0)
+            time.sleep(0.001)  # SIGKILL is delivered asynchronously
+            if self._reap_orphans():
+                return
 
     @staticmethod
-    def _reap_orphans() -> None:
+    def _reap_orphans() -> bool:
+        """Reap finished children; True if none is left."""
         while True:
             try:
                 if os.waitpid(-1, os.WNOHANG)[0] == 0:
-                    return
+                    return False
             except ChildProcessError:
-                return
+                return True
 
 
 def _serve(worker: Worker) -> None:
