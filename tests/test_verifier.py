@@ -67,6 +67,9 @@ def test_static_checks():
                  "def f():\n    return eval('1')", "def f():\n    return input()"):
         assert check_program(prog)[0] == "banned", prog
     assert banned_reason(__import__("ast").parse("import numpy"), ("numpy",)) is not None
+    # the program's own variables may share a name with a banned builtin or module
+    assert check_program("def f(input, time):\n    id = 3\n    return input * time + id") is None
+    assert check_program("def f(x):\n    return __builtins__")[0] == "banned"
     assert "random" in DEFAULT_BANNED and "os" in DEFAULT_BANNED
     assert literal_arguments("[1, 2], 3") and literal_arguments("x=-1.5")
     assert not literal_arguments("print(1)") and not literal_arguments("1), g(2") and not literal_arguments("*a")

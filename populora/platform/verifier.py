@@ -62,12 +62,28 @@ def _banned_import(node: ast.AST, banned: tuple[str, ...]) -> str | None:
     return None
 
 
-def _banned_node(node: ast.AST, banned: tuple[str, ...]) -> str | None:
+def _bound_names(tree: ast.AST) -> set[str]:
+    """Names the program binds itself (parameters, assignments, defs, imports): ``def f(input, time)`` uses
+    its own variables, not the builtin or the module."""
+    bound = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            bound.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+    return bound
+
+
+def _banned_node(node: ast.AST, banned: tuple[str, ...], bound: set[str]) -> str | None:
     if isinstance(node, (ast.Import, ast.ImportFrom)):
         return _banned_import(node, banned)
-    if isinstance(node, ast.Name) and node.id in BANNED_CALLS:
+    if isinstance(node, ast.Name) and node.id == "__builtins__":
+        return "uses '__builtins__'"
+    if isinstance(node, ast.Name) and node.id not in bound and node.id in BANNED_CALLS:
         return f"uses banned builtin {node.id!r}"
-    if isinstance(node, ast.Name) and node.id in banned:
+    if isinstance(node, ast.Name) and node.id not in bound and node.id in banned:
         return f"uses banned module name {node.id!r}"
     if isinstance(node, ast.Attribute) and node.attr in BANNED_ATTRS:
         return f"uses banned attribute {node.attr!r}"
@@ -83,8 +99,9 @@ def banned_reason(tree: ast.AST, banned: tuple[str, ...] = DEFAULT_BANNED) -> st
     >>> banned_reason(ast.parse("g = getattr(x, 'y'); h = __import__")) is not None
     True
     """
+    bound = _bound_names(tree)
     for node in ast.walk(tree):
-        reason = _banned_node(node, banned)
+        reason = _banned_node(node, banned, bound)
         if reason:
             return reason
     return None
