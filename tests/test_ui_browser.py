@@ -137,6 +137,7 @@ def test_launch_watch_and_browse_a_run(server, browser, tmp_path):
     job = _wait_for(browser, lambda: next(iter(jobs.list_jobs(server["dir"] / "jobs")), None), 10, "the job on disk")
     run_id = _wait_for(browser, lambda: job.run_id or (job.status == "failed" and pytest.fail(job.log_tail())), 120, "the run id in the job log")
     _wait_for(browser, lambda: f"run {run_id[:12]}" in _text(browser), 30, "the run in the jobs panel")
+    assert "browser-e2e" in _text(browser), "the typed run name reached the job"
     browser.save_screenshot(str(shots / "launch.png"))
 
     def progress() -> str | None:
@@ -149,7 +150,7 @@ def test_launch_watch_and_browse_a_run(server, browser, tmp_path):
     browser.save_screenshot(str(shots / "runs_training.png"))
     _wait_for(browser, lambda: job.status in ("finished", "failed"), 240, "the run to end")
     assert job.status == "finished", job.log_tail()
-    _open(browser, f"{url}/?run={run_id}", "browser-e2e", shots, "runs")
+    _open(browser, f"{url}/?run={run_id}", "2/2", shots, "runs")
     assert "finished" in _text(browser)
     _open(browser, f"{url}/arms_race?run={run_id}", "Per member", shots, "arms_race")
     _open(browser, f"{url}/lineage?run={run_id}", "Member T0", shots, "lineage")

@@ -28,14 +28,14 @@ def load_runs() -> pd.DataFrame:
 
 
 def effective_status(run_id: str, status: str) -> str:
-    """A run whose trainer died without ending it stays 'running' in MLflow; its job (if we launched it) knows."""
+    """A run whose trainer died without ending it stays 'running' in MLflow; its job (if we launched it) knows.
+
+    Only a failed or vanished job overrides the store: a job that ended cleanly has already written its own
+    status, and the cached run list catches up within seconds."""
     if status != "running":
         return status
     job = job_for_run(run_id)
-    if job is None:
-        return status
-    job_status = job.status
-    return {"failed": "crashed", "lost": "crashed"}.get(job_status, status if job_status == "running" else job_status)
+    return "crashed" if job is not None and job.status in ("failed", "lost") else status
 
 
 @st.cache_data(ttl=2, show_spinner=False)
@@ -59,8 +59,8 @@ def empty_state(what: str = "runs") -> None:
 
 
 def run_label(row) -> str:
-    icon = STATUS_ICONS.get(row.status, "•")
-    return f"{icon} {row.name} · {row.kind} · {row.progress or '?'} · {row.run_id[:8]}"
+    """Only what never changes: a live status or progress in the label went stale in the browser's selectbox."""
+    return f"{row.name} · {row.kind} · {row.run_id[:8]} · started {row.started:%Y-%m-%d %H:%M}"
 
 
 def pick_run(runs: pd.DataFrame, label: str = "Run", kinds: tuple[str, ...] | None = None, key: str = "run",

@@ -14,7 +14,7 @@ st.title("Runs")
 def run_table(runs: pd.DataFrame) -> None:
     shown = runs.assign(state=[f"{common.STATUS_ICONS.get(s, '•')} {s}" for s in runs["status"]],
                         done=[(r.step or 0) / r.steps if r.steps else 0.0 for r in runs.itertuples()],
-                        solve_rate=pd.to_numeric(runs["solve_rate"]), validity_rate=pd.to_numeric(runs["validity_rate"]))
+                        solve_rate=runs["solve_rate"].astype(float), validity_rate=runs["validity_rate"].astype(float))
     st.dataframe(
         shown[["state", "name", "kind", "done", "progress", "solve_rate", "validity_rate", "teachers", "students",
                "base_model", "started", "experiment", "run_id"]],

@@ -126,7 +126,7 @@ def main() -> None:
     if tasks.empty:
         st.info("These steps logged no tasks.")
         return
-    tasks = tasks.assign(solve_rate=pd.to_numeric(tasks["solve_rate"], errors="coerce"))
+    tasks = tasks.assign(solve_rate=pd.to_numeric(tasks["solve_rate"], errors="coerce").astype(float))
     shown = filters(tasks, answers)
     page = paginate(shown)
     st.dataframe(page[[c for c in ["task_id", "step", "kind", "teacher", "valid", "solve_rate", *METRIC_COLUMNS] if c in page.columns]],
