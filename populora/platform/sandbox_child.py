@@ -63,7 +63,6 @@ def _lock_down(worker, req: dict) -> None:
 
 def _execute(req: dict) -> int:
     program = req["program"]
-    linecache.cache["<program>"] = (len(program), None, program.splitlines(True), "<program>")  # tracebacks
     scope = {"__name__": "__main__", "__builtins__": builtins}
     try:
         exec(compile(program, "<program>", "exec"), scope)
@@ -78,6 +77,7 @@ def _execute(req: dict) -> int:
         _write_result(_MEMORY)
         code = 1
     except BaseException as e:  # noqa: BLE001 - the program's own failure, reported like Python would
+        linecache.cache["<program>"] = (len(program), None, program.splitlines(True), "<program>")  # source lines
         traceback.print_exception(type(e), e, e.__traceback__.tb_next)  # tb_next: hide this harness frame
         code = 1
     for stream in (sys.stdout, sys.stderr):
