@@ -284,3 +284,19 @@ def test_fallback_without_seccomp_warns_once_and_still_contains(monkeypatch, tmp
         r = s.run(f"import os\nprint(os.listdir('/'))\ntry:\n    os.kill(1, 9)\nexcept OSError as e:\n    print('no kill')\n"
                   f"try:\n    open({str(secret)!r})\nexcept OSError:\n    print('no read')")
         assert r.stdout.split("\n")[:3] == ["[]", "no kill", "no read"], r
+
+
+def test_stale_dirs_of_dead_sandboxes_are_swept(tmp_path):
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    from populora.platform.sandbox import sweep_stale_dirs
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    stale = Path(tempfile.mkdtemp(prefix=f"populora-sandbox-{dead.stdout.strip()}-"))
+    mine = Path(tempfile.mkdtemp(prefix=f"populora-sandbox-{os.getpid()}-"))
+    sweep_stale_dirs()
+    assert not stale.exists() and mine.exists()
+    mine.rmdir()

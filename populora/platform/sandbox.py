@@ -73,6 +73,21 @@ def _warn_once(layer: str, why: str) -> None:
     warnings.warn(msg, RuntimeWarning, stacklevel=3)
 
 
+_PREFIX = "populora-sandbox-"
+
+
+def sweep_stale_dirs() -> int:
+    """Remove scratch/io dirs left by sandboxes whose process died without closing (e.g. ``kill -9``)."""
+    removed = 0
+    for path in Path(tempfile.gettempdir()).glob(_PREFIX + "*-*"):
+        pid = path.name[len(_PREFIX):].split("-", 1)[0]
+        if not pid.isdigit() or Path(f"/proc/{pid}").exists():
+            continue  # alive (or a reused pid: then it is only left for later)
+        shutil.rmtree(path, ignore_errors=True)
+        removed += 1
+    return removed
+
+
 def _read(fd: int, limit: int) -> tuple[bytes, bool]:
     """Up to ``limit`` bytes of a child's output file, whether it held more; the file is emptied for the next run."""
     size = os.fstat(fd).st_size
@@ -99,9 +114,10 @@ class _WorkerProc:
     """The trainer's handle on one worker process: send a request line, read the reply line."""
 
     def __init__(self, tmpfs_mb: int, disable: tuple[str, ...] = ()):
-        self.base = tempfile.mkdtemp(prefix="populora-sandbox-")  # the worker mounts its scratch tmpfs here
+        owner = f"{_PREFIX}{os.getpid()}-"  # lets a later sandbox remove these if we die without closing
+        self.base = tempfile.mkdtemp(prefix=owner)  # the worker mounts its scratch tmpfs here
         os.chmod(self.base, 0o711)
-        self.io_dir = tempfile.mkdtemp(prefix="populora-sandbox-io-")  # 0700: only we and the worker (root)
+        self.io_dir = tempfile.mkdtemp(prefix=owner + "io-")  # 0700: only we and the worker (root)
         self.fds = {name: os.open(os.path.join(self.io_dir, name), os.O_RDWR | os.O_CREAT, 0o600)
                     for name in IO_FILES}
         env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0",  # same str hashes everywhere
@@ -210,6 +226,7 @@ class Sandbox:
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(self.n_workers, thread_name_prefix="sandbox")
         self._closed = False
+        sweep_stale_dirs()
         procs = [_WorkerProc(scratch_mb, self.disable_layers) for _ in range(self.n_workers)]  # start all, then wait: in parallel
         for p in procs:
             self._adopt(p)
