@@ -33,7 +33,8 @@ def _train(args) -> int:
         trainer = Trainer.resume(args.resume)
         print(f"resuming run {trainer.run_id} at step {trainer.step_index}/{trainer.cfg.steps}", flush=True)
     else:
-        cfg = config_io.load(TrainConfig, args.config, args.set)
+        overrides = list(args.set) + ([f"ray.address={args.ray}"] if args.ray else [])
+        cfg = config_io.load(TrainConfig, args.config, overrides)
         trainer = Trainer.create(cfg)
         print(f"run {trainer.run_id}: {cfg.name} ({'single-agent baseline' if cfg.population.single_agent else f'{cfg.population.teachers} teachers + {cfg.population.students} students'}), "
               f"{cfg.steps} steps, run dir {trainer.run_dir}", flush=True)
@@ -130,6 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--config", help="YAML preset, e.g. configs/smoke.yaml (default: built-in defaults)")
     t.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config value, e.g. --set steps=10")
     t.add_argument("--resume", metavar="RUN_ID", help="continue a killed run from its last checkpoint")
+    t.add_argument("--ray", metavar="ADDRESS", help="run on Ray: 'local' (start one here), 'auto' or ray://host:port (a cluster)")
     t.add_argument("--quiet", action="store_true", help="no progress bar")
     t.set_defaults(func=_train)
 

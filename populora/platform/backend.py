@@ -69,10 +69,12 @@ class PeftBackend:
     def adapters(self) -> list[str]:
         return [] if self.model is None else [n for n in self.model.peft_config if n != "__placeholder__"]
 
-    def add_adapter(self, name: str, from_dir: str | Path | None = None) -> None:
-        """Create a fresh adapter (PEFT init: A random, B zero) or load one from a PEFT dir."""
+    def add_adapter(self, name: str, from_dir: str | Path | None = None, seed: int | None = None) -> None:
+        """Create a fresh adapter (PEFT init: A random, B zero; ``seed`` fixes A) or load one from a PEFT dir."""
         from peft import PeftModel, get_peft_model
 
+        if seed is not None:
+            torch.manual_seed(seed)
         if self.model is None:
             if from_dir is not None:
                 self.model = PeftModel.from_pretrained(self.base_model, str(from_dir), adapter_name=name, is_trainable=True)

@@ -98,7 +98,7 @@ def gguf_cache(source: ModelSource) -> Path | None:
     return cache_root() / "gguf" / f"{path.stem}-{key}"
 
 
-def _cached(source: ModelSource, need_weights: bool) -> ModelSource:
+def cached_source(source: ModelSource, need_weights: bool) -> ModelSource:
     cache = gguf_cache(source)
     if cache is None:
         return source
@@ -145,13 +145,15 @@ def load_base(source: ModelSource, dtype: str = "float32", device: str = "auto",
     """Return (model, tokenizer): the frozen base in eval mode on ``device``."""
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    use = _cached(source, need_weights=not tiny_random)
+    use = cached_source(source, need_weights=not tiny_random)
     tok = load_tokenizer(use)
     torch_dtype = getattr(torch, dtype)
     try:
         if tiny_random:
             config = AutoConfig.from_pretrained(use.path_or_id, gguf_file=use.gguf_file)
-            model = AutoModelForCausalLM.from_config(tiny_config(config), dtype=torch_dtype)
+            with torch.random.fork_rng():  # the same tiny model in every process (Ray workers, resumes)
+                torch.manual_seed(0)
+                model = AutoModelForCausalLM.from_config(tiny_config(config), dtype=torch_dtype)
         else:
             model = AutoModelForCausalLM.from_pretrained(use.path_or_id, gguf_file=use.gguf_file, dtype=torch_dtype)
     except (OSError, ValueError) as err:

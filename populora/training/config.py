@@ -87,6 +87,16 @@ class CheckpointConfig(Section):
     log_adapters_every: int = Field(0, ge=0, description="Also upload adapters to MLflow every N steps (0 = only at the end)")
 
 
+class RayConfig(Section):
+    address: str | None = Field(None, description="None: no Ray; 'local': start Ray here; 'auto' or 'ray://host:port': join a cluster")
+    model_workers: int = Field(1, ge=1, description="Model-worker actors (one per GPU), each holding the base and its members' adapters")
+    sandbox_workers: int = Field(2, ge=1, description="Sandbox actors the verifier requests are spread over")
+    gpus_per_worker: float = Field(0.0, ge=0, description="GPUs reserved per model worker (1 on a GPU cluster)")
+    cpus_per_model_worker: float = Field(1.0, ge=0, description="CPUs reserved per model worker")
+    cpus_per_sandbox_worker: float = Field(0.5, ge=0, description="CPUs reserved per sandbox actor (all actors must fit the cluster, or Ray waits)")
+    num_cpus: int | None = Field(None, ge=1, description="CPUs of a 'local' Ray instance (default: all)")
+
+
 class TrainConfig(Section):
     name: str = Field("populora", description="Run name shown in MLflow")
     experiment: str = Field("populora", description="MLflow experiment name")
@@ -102,6 +112,7 @@ class TrainConfig(Section):
     optim: OptimConfig = OptimConfig()
     evolution: EvolutionConfig = EvolutionConfig()
     checkpoint: CheckpointConfig = CheckpointConfig()
+    ray: RayConfig = RayConfig()
 
     @model_validator(mode="after")
     def _consistent(self) -> "TrainConfig":

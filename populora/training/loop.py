@@ -34,16 +34,8 @@ log = logging.getLogger(__name__)
 
 class Trainer:
     def __init__(self, cfg: TrainConfig, tracker: Tracker, run_id: str, run_dir: Path):
-        from populora.platform.verifier import Verifier
-
         self.cfg, self.tracker, self.run_id, self.run_dir = cfg, tracker, run_id, run_dir
-        mc = cfg.model
-        base, tok = load_base(resolve_source(mc.base, mc.gguf_file), mc.dtype, mc.device, mc.tiny_random)
-        spec = LoraSpec(mc.lora_rank, mc.lora_alpha, mc.lora_dropout, tuple(mc.target_modules))
-        pc = cfg.population
-        slots = 1 if pc.single_agent else pc.teachers + pc.students
-        self.backend = MultiLoraBackend(base, tok, spec, slots) if mc.backend == "multilora" else PeftBackend(base, tok, spec)
-        self.verifier = Verifier(timeout_s=cfg.tasks.timeout_s, memory_mb=cfg.tasks.memory_mb)
+        self.backend, self.verifier = make_backend(cfg), make_verifier(cfg)
         self.population = Population()
         self.lineage = Lineage()
         self.buffers = TaskBuffers(cfg.tasks.kinds, cfg.tasks.buffer_size)
@@ -135,10 +127,9 @@ class Trainer:
     def _init_population(self) -> None:
         pc, rank = self.cfg.population, self.cfg.model.lora_rank
         roles = [BOTH] if pc.single_agent else [TEACHER] * pc.teachers + [STUDENT] * pc.students
-        torch.manual_seed(self.cfg.seed)  # PEFT's LoRA A init
-        for role in roles:
+        for i, role in enumerate(roles):
             m = self.population.add(Member(self.population.new_id(role), role, rank))
-            self.backend.add_adapter(m.id)
+            self.backend.add_adapter(m.id, seed=self.cfg.seed * 1000 + i)  # LoRA A init, same on every backend
             self.backend.init_optimizer(m.id, self.cfg.optim.lr, self.cfg.optim.weight_decay)
             self.lineage.record(LineageEvent(m.id, [], "init", 0, 0, role))
 
@@ -262,6 +253,40 @@ class Trainer:
         self.tracker.log_json(self.run_id, self.population.to_dict(), "population.json")
         self.tracker.set_tags(self.run_id, {"populora.status": "finished"})
         self.tracker.end_run(self.run_id, "FINISHED")
+
+
+def make_backend(cfg: TrainConfig):
+    """The model backend the config asks for: batched multi-LoRA (default), PEFT, or multi-LoRA on Ray actors."""
+    mc, pc = cfg.model, cfg.population
+    spec = LoraSpec(mc.lora_rank, mc.lora_alpha, mc.lora_dropout, tuple(mc.target_modules))
+    slots = 1 if pc.single_agent else pc.teachers + pc.students
+    if cfg.ray.address:
+        from populora.platform.models import load_tokenizer
+        from populora.training.ray_backend import RayBackend, init_ray
+
+        ray = init_ray(cfg.ray.address, cfg.ray.num_cpus)
+        tok = load_tokenizer(_tokenizer_source(mc))
+        rc = cfg.ray
+        return RayBackend(ray, mc.model_dump(), tok, spec, rc.model_workers, slots, rc.gpus_per_worker, rc.cpus_per_model_worker)
+    base, tok = load_base(resolve_source(mc.base, mc.gguf_file), mc.dtype, mc.device, mc.tiny_random)
+    return MultiLoraBackend(base, tok, spec, slots) if mc.backend == "multilora" else PeftBackend(base, tok, spec)
+
+
+def _tokenizer_source(mc):
+    from populora.platform.models import cached_source
+
+    return cached_source(resolve_source(mc.base, mc.gguf_file), need_weights=False)
+
+
+def make_verifier(cfg: TrainConfig):
+    if cfg.ray.address:
+        from populora.training.ray_backend import RayVerifier, init_ray
+
+        rc = cfg.ray
+        return RayVerifier(init_ray(rc.address, rc.num_cpus), rc.sandbox_workers, cfg.tasks.timeout_s, cfg.tasks.memory_mb, rc.cpus_per_sandbox_worker)
+    from populora.platform.verifier import Verifier
+
+    return Verifier(timeout_s=cfg.tasks.timeout_s, memory_mb=cfg.tasks.memory_mb)
 
 
 class _timed:

@@ -169,7 +169,7 @@ class MultiLoraBackend(PeftBackend):
     def adapters(self) -> list[str]:
         return list(self.slots)
 
-    def add_adapter(self, name: str, from_dir: str | Path | None = None) -> None:
+    def add_adapter(self, name: str, from_dir: str | Path | None = None, seed: int | None = None) -> None:
         if name in self.slots:
             raise ValueError(f"adapter {name!r} already exists")
         used = set(self.slots.values())
@@ -181,9 +181,10 @@ class MultiLoraBackend(PeftBackend):
             if self.optimizer is not None:
                 self.optimizer.rebind(self._params())
         self.slots[name] = slot
+        gen = torch.Generator().manual_seed(seed) if seed is not None else None
         with torch.no_grad():
             for layer in self.layers.values():  # PEFT's init: A like nn.Linear, B zero
-                nn.init.kaiming_uniform_(layer.lora_A[slot], a=math.sqrt(5))
+                nn.init.kaiming_uniform_(layer.lora_A[slot], a=math.sqrt(5), generator=gen)
                 layer.lora_B[slot].zero_()
         if from_dir is not None:
             self.set_adapter_state(name, _read_peft_dir(Path(from_dir), self.lora.rank))

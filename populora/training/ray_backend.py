@@ -1,0 +1,146 @@
+"""Scale-out with Ray: members spread over model-worker actors, sandbox checks spread over verifier actors.
+
+Each ``ModelWorker`` actor (one per GPU on a cluster) holds the frozen base and the batched multi-LoRA adapters of
+the members assigned to it. ``RayBackend`` has the backend interface the loop uses and routes each call to the
+owning worker(s); a generation or update touching several workers runs on all of them at once. With one worker
+the batches are exactly those of the local path, so a seeded step gives the same result.
+
+Adapter dirs are written by the worker that owns the member: on a multi-node cluster ``output_dir`` must be on
+storage every node sees (NFS, a mounted bucket).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+from populora.platform.backend import Generation, LoraSpec, PeftBackend, TrainSample
+
+
+class RayError(RuntimeError):
+    pass
+
+
+def init_ray(address: str, num_cpus: int | None = None):
+    """``local`` starts a Ray instance in this process; ``auto`` or ``ray://host:port`` joins a cluster."""
+    try:
+        import ray
+    except ImportError as err:
+        raise RayError("Ray is not installed: pip install 'populora[ray]' (or pip install 'ray[default]')") from err
+    if not ray.is_initialized():
+        if address == "local":
+            ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
+        else:
+            ray.init(address=address, log_to_driver=False)
+    return ray
+
+
+class _ModelWorker:
+    """Runs inside a Ray actor: a MultiLoraBackend over its own copy of the base model."""
+
+    def __init__(self, model_cfg: dict, spec: LoraSpec, slots: int):
+        from populora.platform.models import load_base, resolve_source
+        from populora.training.multilora import MultiLoraBackend
+
+        base, tok = load_base(resolve_source(model_cfg["base"], model_cfg.get("gguf_file")), model_cfg["dtype"],
+                              model_cfg["device"], model_cfg["tiny_random"])
+        self.backend = MultiLoraBackend(base, tok, spec, slots)
+
+    def call(self, method: str, *args, **kwargs):
+        return getattr(self.backend, method)(*args, **kwargs)
+
+
+class _VerifierWorker:
+    def __init__(self, timeout_s: float, memory_mb: int):
+        from populora.platform.verifier import Verifier
+
+        self.verifier = Verifier(timeout_s=timeout_s, memory_mb=memory_mb)
+
+    def check_many(self, tasks: list[dict]):
+        return self.verifier.check_many(tasks)
+
+
+class RayVerifier:
+    """Verifier interface; requests are split evenly over sandbox actors and answered in order."""
+
+    def __init__(self, ray, workers: int, timeout_s: float, memory_mb: int, cpus: float = 0.5):
+        self.ray = ray
+        actor = ray.remote(num_cpus=cpus)(_VerifierWorker)
+        self.actors = [actor.remote(timeout_s, memory_mb) for _ in range(workers)]
+
+    def check_many(self, tasks: list[dict]):
+        n = len(self.actors)
+        chunks = [tasks[i::n] for i in range(n)]
+        results = self.ray.get([a.check_many.remote(c) for a, c in zip(self.actors, chunks) if c])
+        out = [None] * len(tasks)
+        for i, chunk_result in enumerate(results):
+            out[i::n] = chunk_result
+        return out
+
+
+class RayBackend(PeftBackend):
+    """Backend interface over ModelWorker actors; the driver keeps only the tokenizer."""
+
+    def __init__(self, ray, model_cfg: dict, tokenizer, spec: LoraSpec, workers: int, slots: int,
+                 gpus_per_worker: float = 0, cpus_per_worker: float = 1.0):
+        self.ray, self.tokenizer, self.lora = ray, tokenizer, spec
+        actor = ray.remote(num_cpus=cpus_per_worker, num_gpus=gpus_per_worker)(_ModelWorker)
+        self.workers = [actor.remote(model_cfg, spec, max(1, slots // workers + 1)) for _ in range(workers)]
+        self.owner: dict[str, int] = {}
+
+    def _on(self, name: str, method: str, *args, **kwargs):
+        return self.ray.get(self.workers[self.owner[name]].call.remote(method, *args, **kwargs))
+
+    @property
+    def adapters(self) -> list[str]:
+        return list(self.owner)
+
+    def add_adapter(self, name: str, from_dir: str | Path | None = None, seed: int | None = None) -> None:
+        load = [list(self.owner.values()).count(i) for i in range(len(self.workers))]
+        self.owner[name] = load.index(min(load))
+        self._on(name, "add_adapter", name, None if from_dir is None else str(from_dir), seed)
+
+    def remove_adapter(self, name: str) -> None:
+        self._on(name, "remove_adapter", name)
+        del self.owner[name]
+
+    def adapter_state(self, name: str):
+        return self._on(name, "adapter_state", name)
+
+    def set_adapter_state(self, name: str, state) -> None:
+        self._on(name, "set_adapter_state", name, state)
+
+    def save_adapter(self, name: str, directory) -> Path:
+        return Path(self._on(name, "save_adapter", name, str(directory)))
+
+    def init_optimizer(self, name: str, lr: float, weight_decay: float = 0.0) -> None:
+        self._on(name, "init_optimizer", name, lr, weight_decay)
+
+    def optimizer_state(self, name: str) -> dict:
+        return self._on(name, "optimizer_state", name)
+
+    def load_optimizer_state(self, name: str, state: dict) -> None:
+        self._on(name, "load_optimizer_state", name, state)
+
+    def generate(self, prompts: list[str], adapters: list[str | None], max_new_tokens: int, **kwargs) -> list[Generation]:
+        rows = defaultdict(list)  # worker -> row indices, in order
+        for i, a in enumerate(adapters):
+            rows[0 if a is None else self.owner[a]].append(i)
+        futures = {w: self.workers[w].call.remote("generate", [prompts[i] for i in idx], [adapters[i] for i in idx],
+                                                  max_new_tokens, **kwargs) for w, idx in rows.items()}
+        out: list[Generation | None] = [None] * len(prompts)
+        for w, gens in zip(futures, self.ray.get(list(futures.values()))):
+            for i, g in zip(rows[w], gens):
+                out[i] = g
+        return out
+
+    def train_step(self, batches: dict[str, list[TrainSample]], *args, **kwargs) -> dict[str, dict]:
+        per_worker = defaultdict(dict)
+        for name, samples in batches.items():
+            per_worker[self.owner[name]][name] = samples
+        results = self.ray.get([self.workers[w].call.remote("train_step", b, *args, **kwargs) for w, b in per_worker.items()])
+        return {k: v for r in results for k, v in r.items()}
+
+    def sequence_logprobs(self, adapter, prompt_ids, completion_ids, max_len: int = 1024):
+        worker = 0 if adapter is None else self.owner[adapter]
+        return self.ray.get(self.workers[worker].call.remote("sequence_logprobs", adapter, prompt_ids, completion_ids, max_len))
