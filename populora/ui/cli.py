@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -57,10 +56,10 @@ def ui_main(argv: list[str] | None = None) -> int:
         return 2
     shown = "localhost" if args.host in LOOPBACK else args.host
     print(f"PopuLoRA UI on http://{shown}:{args.port}  (store: {env.get('MLFLOW_TRACKING_URI') or 'sqlite:///mlflow.db'}; Ctrl+C stops)", flush=True)
-    try:
-        return subprocess.call(argv_run, env=env)
-    except KeyboardInterrupt:
-        return 0
+    sys.stdout.flush()
+    # replace this process with streamlit: a SIGTERM to `populora ui` then stops the server, no orphan left behind
+    os.execve(argv_run[0], argv_run, env)
+    return 0  # not reached
 
 
 if __name__ == "__main__":
