@@ -93,12 +93,15 @@ class Tracker:
             self.client.log_artifact(run_id, str(path), artifact_path=None if folder == "." else folder)
 
     def log_table(self, run_id: str, rows: list[dict], artifact_file: str) -> None:
-        """An MLflow table (readable in MLflow's UI and with ``mlflow.load_table``) from a list of row dicts."""
+        """A JSON artifact in MLflow's table layout ({"columns": [...], "data": [[...]]}; pandas:
+        ``pd.DataFrame(d["data"], columns=d["columns"])``). Written with log_artifact, not
+        ``MlflowClient.log_table``: that one appends to the run's ``mlflow.loggedArtifacts`` tag on every call and
+        overflows MLflow's 8000-character tag limit after about 160 tables (a run of 80 steps)."""
         if not rows:
             return
         columns = list(dict.fromkeys(k for row in rows for k in row))
-        data = {c: [_cell(row.get(c)) for row in rows] for c in columns}
-        self.client.log_table(run_id, data=data, artifact_file=artifact_file)
+        table = {"columns": columns, "data": [[_cell(row.get(c)) for c in columns] for row in rows]}
+        self.log_json(run_id, table, artifact_file)
 
     def log_dir(self, run_id: str, local_dir: str | Path, artifact_path: str) -> None:
         self.client.log_artifacts(run_id, str(local_dir), artifact_path=artifact_path)

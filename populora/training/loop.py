@@ -182,7 +182,7 @@ class Trainer:
         trainer._restore(path, state, rng_state)
         tracker.reopen(run_id)
         tracker.set_tags(run_id, {"populora.status": "running", "populora.resumed_from": path.name})
-        trainer.flush()  # records the killed process checkpointed but may not have logged
+        trainer.flush(replay=True)  # records the killed process checkpointed but may not have logged
         return trainer
 
     def _restore(self, path: Path, state: dict, rng_state: dict) -> None:
@@ -216,15 +216,22 @@ class Trainer:
         m.mlflow_run_id = self.member_runs[m.id]
         return m.mlflow_run_id
 
-    def flush(self) -> None:
-        """Write pending step records to MLflow, skipping steps whose sentinel is already there."""
+    def flush(self, replay: bool = False) -> None:
+        """Write pending step records to MLflow, skipping steps whose sentinel is already there.
+
+        ``replay`` (after a resume): the killed process may have died half-way through a step's records, so each
+        member's batch (one atomic log_batch) is also skipped if it is already in the store.
+        """
         logged = self.tracker.metric_steps(self.run_id, "progress/step")
         for record in self.pending:
             s = record["step"]
             if s in logged:
                 continue
             for member_id, metrics in record["member_metrics"].items():
-                self.tracker.log_metrics(self.member_run(self.population[member_id]), metrics, s)
+                run = self.member_run(self.population[member_id])
+                if replay and metrics and s in self.tracker.metric_steps(run, next(iter(metrics))):
+                    continue
+                self.tracker.log_metrics(run, metrics, s)
             for event in record["events"]:
                 self.tracker.set_tags(self.member_run(self.population[event["dead"]]), {"populora.alive": "false", "populora.replaced_by": event["child"]})
             self.tracker.log_table(self.run_id, record["tasks"], f"tasks/step_{s:06d}.json")
