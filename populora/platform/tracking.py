@@ -43,7 +43,7 @@ class Tracker:
         return exp.experiment_id if exp else self.client.create_experiment(name)
 
     def start_run(self, experiment: str, name: str, tags: dict[str, str] | None = None, parent: str | None = None) -> str:
-        tags = dict(tags or {})
+        tags = {k: str(v) for k, v in (tags or {}).items()}  # the REST store (mlflow server) takes strings only
         if parent:
             tags[PARENT_TAG] = parent
         run = self.client.create_run(self.experiment_id(experiment), run_name=name, tags=tags)
