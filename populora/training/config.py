@@ -21,6 +21,8 @@ class ModelConfig(Section):
     lora_alpha: float = Field(16.0, gt=0, description="LoRA alpha (scale = alpha / r)")
     lora_dropout: float = Field(0.0, ge=0, lt=1, description="LoRA dropout")
     target_modules: list[str] = Field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"], description="Linear modules that get LoRA")
+    generation: Literal["torch", "vllm"] = Field("torch", description="torch: generate with the training backend; vllm: a vLLM engine with one LoRARequest per member (GPU, pip install 'populora[vllm]')")
+    vllm_gpu_memory: float = Field(0.45, gt=0, le=1, description="Fraction of GPU memory vLLM may take when it shares the GPU with training")
     backend: Literal["multilora", "peft"] = Field("multilora", description="multilora: our batched multi-LoRA (one forward/backward for the whole population); peft: PEFT, one adapter per training forward (the reference)")
 
 

@@ -12,7 +12,7 @@ import torch
 
 from populora.platform import config as config_io
 from populora.platform.backend import LoraSpec, PeftBackend
-from populora.platform.models import load_base, resolve_source
+from populora.platform.models import cached_source, load_base, resolve_source
 from populora.platform.tracking import Tracker
 from populora.training import checkpoint, run_log
 from populora.training.buffers import SEED_PROGRAMS, TaskBuffers
@@ -276,12 +276,17 @@ def make_backend(cfg: TrainConfig):
         rc = cfg.ray
         return RayBackend(ray, mc.model_dump(), tok, spec, rc.model_workers, slots, rc.gpus_per_worker, rc.cpus_per_model_worker)
     base, tok = load_base(resolve_source(mc.base, mc.gguf_file), mc.dtype, mc.device, mc.tiny_random)
-    return MultiLoraBackend(base, tok, spec, slots) if mc.backend == "multilora" else PeftBackend(base, tok, spec)
+    backend = MultiLoraBackend(base, tok, spec, slots) if mc.backend == "multilora" else PeftBackend(base, tok, spec)
+    if mc.generation == "vllm":
+        from populora.training.vllm_backend import VllmBackend
+
+        source = cached_source(resolve_source(mc.base, mc.gguf_file), need_weights=True)
+        sync = Path(cfg.output_dir) / ".vllm-adapters"
+        backend = VllmBackend(backend, source.path_or_id, sync, max(slots, 2), mc.lora_rank, mc.vllm_gpu_memory)
+    return backend
 
 
 def _tokenizer_source(mc):
-    from populora.platform.models import cached_source
-
     return cached_source(resolve_source(mc.base, mc.gguf_file), need_weights=False)
 
 
