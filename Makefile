@@ -21,7 +21,8 @@ $(VENV)/.installed: pyproject.toml constraints-cpu.txt
 demo: venv
 	$(BIN)/populora train --config configs/smoke.yaml
 	@echo ""
-	@echo "Next:  $(BIN)/populora runs          # list runs"
+	@echo "Next:  make ui                          # the web UI on http://127.0.0.1:8501"
+	@echo "       $(BIN)/populora runs          # list runs"
 	@echo "       $(BIN)/mlflow ui --backend-store-uri sqlite:///$(CURDIR)/mlflow.db   # browse them in MLflow"
 
 test: venv

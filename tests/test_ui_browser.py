@@ -157,8 +157,9 @@ def test_launch_watch_and_browse_a_run(server, browser, tmp_path):
     _open(browser, f"{url}/tasks?run={run_id}", "tasks match", shots, "tasks")
     _open(browser, f"{url}/compare?run={run_id}", "Training scores", shots, "compare")
     assert "->" not in _text(browser)  # sanity: page text, not DOT source
-    out = ROOT / "docs" / "screenshots"
-    out.mkdir(parents=True, exist_ok=True)
-    for png in shots.glob("*.png"):
-        shutil.copy(png, out / png.name)
-    print(f"screenshots: {shots} (copied to {out})")
+    print(f"screenshots: {shots}")
+    if os.environ.get("POPULORA_UPDATE_SCREENSHOTS"):  # opt-in: a test run must not change tracked files
+        out = ROOT / "docs" / "screenshots"
+        out.mkdir(parents=True, exist_ok=True)
+        for png in shots.glob("*.png"):
+            shutil.copy(png, out / png.name)

@@ -33,11 +33,13 @@ def lines(df: pd.DataFrame, y_title: str, color: str = "series", height: int = 2
         .encode(x=alt.X("step:Q", title="step", axis=alt.Axis(tickMinStep=1)),
                 y=alt.Y("value:Q", title=y_title, axis=alt.Axis(format=_axis_format(y_title)),
                         scale=alt.Scale(domain=_domain(df["value"], y_title), nice=False)),
-                color=alt.Color(f"{color}:N", title=None, scale=alt.Scale(scheme="tableau10"), legend=alt.Legend(orient="bottom")),
+                color=alt.Color(f"{color}:N", title=None, scale=alt.Scale(scheme="tableau10"),
+                                legend=alt.Legend(orient="top") if df[color].nunique() > 1 else None),
                 tooltip=[color, "step", alt.Tooltip("value:Q", format=".3f")])
         .properties(height=height)
     )
-    st.altair_chart(chart, width="stretch")
+    # Streamlit sizes the chart to its content by default and ignores .properties(height=...): say it here.
+    st.altair_chart(chart, width="stretch", height=height + 60)
 
 
 def rating_band(df: pd.DataFrame, height: int = 300) -> None:
@@ -53,7 +55,7 @@ def rating_band(df: pd.DataFrame, height: int = 300) -> None:
         y=alt.Y("low:Q", title="rating", scale=alt.Scale(domain=_domain(pd.concat([df["low"], df["high"]]), "rating"))), y2="high:Q")
     line = base.mark_line(point=len(df) < 300).encode(
         y="mu:Q", tooltip=["member", "step", alt.Tooltip("mu:Q", format=".2f"), alt.Tooltip("sigma:Q", format=".2f")])
-    st.altair_chart((band + line).properties(height=height), width="stretch")
+    st.altair_chart((band + line).properties(height=height), width="stretch", height=height + 90)
 
 
 def bars(df: pd.DataFrame, x: str, y: str, color: str, title: str, height: int = 260) -> None:
@@ -64,4 +66,4 @@ def bars(df: pd.DataFrame, x: str, y: str, color: str, title: str, height: int =
              .encode(x=alt.X(f"{x}:N", title=None), y=alt.Y(f"{y}:Q", title=None), color=f"{color}:N",
                      xOffset=f"{color}:N", tooltip=[x, color, alt.Tooltip(f"{y}:Q", format=".3f")])
              .properties(height=height))
-    st.altair_chart(chart, width="stretch")
+    st.altair_chart(chart, width="stretch", height=height + 40)
