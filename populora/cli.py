@@ -51,7 +51,7 @@ def _where(trainer) -> None:
     print(f"\ndone: run {trainer.run_id} in MLflow store {uri}")
     print(f"  adapters (PEFT dirs): {trainer.run_dir / 'adapters'}")
     print(f"  look at it:  mlflow ui --backend-store-uri {uri}      (then open http://127.0.0.1:5000)")
-    print(f"  list runs:   populora runs")
+    print("  list runs:   populora runs")
 
 
 def _runs(args) -> int:

@@ -6,12 +6,10 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
 
-import pytest
 
 from conftest import populora_cmd
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+import yaml
 
 from populora.platform import config as config_io
 from populora.platform.backend import LoraSpec, PeftBackend
@@ -20,8 +21,8 @@ from populora.training.config import TrainConfig
 from populora.training.evolution import evolve
 from populora.training.lineage import Lineage, LineageEvent
 from populora.training.matchmaking import match
-from populora.training.multilora import MultiLoraBackend
 from populora.training.member import BOTH, STUDENT, TEACHER, Member, Population
+from populora.training.multilora import MultiLoraBackend
 from populora.training.propose import propose
 from populora.training.scoring import assign_rewards, update_ratings
 from populora.training.solve import solve
@@ -177,7 +178,7 @@ class Trainer:
         if path is None:
             raise checkpoint.CheckpointError(f"run {run_id} has no checkpoint under {str(run_dir)!r}; start a new run instead")
         state, config_yaml, rng_state = checkpoint.load(path)
-        cfg = config_io.build(TrainConfig, __import__("yaml").safe_load(config_yaml), source=f"checkpoint {path}")
+        cfg = config_io.build(TrainConfig, yaml.safe_load(config_yaml), source=f"checkpoint {path}")
         trainer = cls(cfg, tracker, run_id, run_dir)
         trainer._restore(path, state, rng_state)
         tracker.reopen(run_id)

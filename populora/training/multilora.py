@@ -22,7 +22,6 @@ from pathlib import Path
 
 import torch
 from torch import nn
-from torch.nn.utils.rnn import pad_sequence
 
 from populora.platform.backend import BASE, LoraSpec, PeftBackend, TrainSample
 
