@@ -124,6 +124,21 @@ def _run_bench(name: str, tiny: bool) -> dict:
     return json.loads(buf.getvalue().strip().splitlines()[-1])
 
 
+def _data_verify(args) -> int:
+    from populora.evaluation import benchmarks
+
+    root = benchmarks.data_dir(args.data_dir)
+    try:
+        names = benchmarks.select(args.benchmarks)
+        benchmarks.verify(root, names)
+    except benchmarks.DataError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    for n in names:
+        print(f"ok  {benchmarks.BENCHMARKS[n].label:30} {root / benchmarks.BENCHMARKS[n].file}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="populora", description="Population-based self-play post-training with LoRA adapters")
     sub = p.add_subparsers(dest="command", required=True)
@@ -139,6 +154,13 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("runs", help="list training runs in the MLflow store")
     r.add_argument("--limit", type=int, default=50)
     r.set_defaults(func=_runs)
+
+    d = sub.add_parser("data", help="benchmark data: populora data verify [--data-dir DIR]")
+    d_sub = d.add_subparsers(dest="data_command", required=True)
+    dv = d_sub.add_parser("verify", help="check the benchmark files against SHA256SUMS")
+    dv.add_argument("--data-dir", help="default: $POPULORA_DATA_DIR, else ../shared/data/benchmarks from the project root")
+    dv.add_argument("--benchmarks", default="all", help="names, or the groups code, math, all")
+    dv.set_defaults(func=_data_verify)
 
     sub.add_parser("sandbox", help="run or check a program in the sandbox (see: populora sandbox --help)", add_help=False)
     sub.add_parser("bench", help="benchmarks: populora bench lora|step|evolve|verifier|all [--json]", add_help=False)

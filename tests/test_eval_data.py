@@ -1,0 +1,70 @@
+"""Benchmark data and math grading (the start of the evaluation module, issue 5): the data dir is checked against
+SHA256SUMS, and math-verify grades every benchmark's own reference answers correct and wrong answers wrong."""
+
+import shutil
+
+import pytest
+
+from populora.evaluation import benchmarks as B
+from populora.evaluation import math_grading as G
+
+ROOT = B.data_dir()
+pytestmark = pytest.mark.skipif(not (ROOT / B.CHECKSUMS).is_file(), reason=f"no benchmark data at {ROOT}")
+
+
+def test_shared_data_matches_its_checksums():
+    B.verify(ROOT, B.select("all"))
+
+
+def test_a_corrupted_copy_is_named(tmp_path):
+    copy = tmp_path / "bench"
+    shutil.copytree(ROOT, copy)
+    path = copy / B.BENCHMARKS["gsm8k"].file
+    path.write_text(path.read_text().replace("Janet", "Jonet", 1))
+    (copy / B.BENCHMARKS["aime24"].file).unlink()
+    with pytest.raises(B.DataError) as err:
+        B.verify(copy, B.select("math"))
+    text = str(err.value)
+    assert "gsm8k" in text and "does not match" in text and "aime24" in text and "missing" in text
+    B.verify(copy, ["math500"])  # the intact ones still pass
+
+
+def test_missing_dir_and_checksums_say_what_is_expected(tmp_path):
+    with pytest.raises(B.DataError, match="HumanEvalPlus-v0.1.10.jsonl.*SHA256SUMS"):
+        B.verify(tmp_path / "nope", ["humaneval_plus"])
+    with pytest.raises(B.DataError, match="SHA256SUMS is missing"):
+        B.verify(tmp_path, ["gsm8k"])
+
+
+def test_unknown_benchmark_lists_valid_names():
+    with pytest.raises(B.DataError, match="valid: humaneval_plus.*olympiadbench"):
+        B.select("gsm8k,hellaswag")
+    assert B.select("math") == ["aime24", "aime25", "amc23", "math500", "minerva_math", "gsm8k", "olympiadbench"]
+
+
+@pytest.mark.parametrize("name", B.GROUPS["math"])
+def test_reference_answers_grade_correct_and_wrong_ones_wrong(name):
+    records = B.read_records(ROOT, name, limit=120)  # a slice keeps CI fast
+    golds = [G.gold_answer(name, r) for r in records]
+    right = sum(G.grade(f"Reasoning...\nThe answer is \\boxed{{{g}}}.", g) for g in golds)
+    assert right / len(golds) >= 0.99, name
+    wrong = sum(G.grade("The answer is \\boxed{7919}", g) for g in golds if "7919" not in g)
+    assert wrong == 0, name
+
+
+def test_outputs_without_an_answer_score_zero_and_never_raise():
+    assert G.grade("I do not know.", "18") is False
+    assert G.grade("", "\\frac{1}{2}") is False
+    assert G.grade("\\boxed{\\frac{1}{2", "\\frac{1}{2}") is False  # unbalanced
+    assert G.grade("so she makes $18 a day", "18") is True       # last number
+    assert G.grade("The answer is 0.5", "\\frac{1}{2}") is True
+
+
+def test_cli_data_verify(tmp_path):
+    import subprocess
+    import sys
+
+    ok = subprocess.run([sys.executable, "-m", "populora.cli", "data", "verify", "--benchmarks", "math"], capture_output=True, text=True)
+    assert ok.returncode == 0 and ok.stdout.count("ok ") == 7
+    bad = subprocess.run([sys.executable, "-m", "populora.cli", "data", "verify", "--data-dir", str(tmp_path)], capture_output=True, text=True)
+    assert bad.returncode == 2 and "SHA256SUMS" in bad.stderr
