@@ -164,6 +164,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("sandbox", help="run or check a program in the sandbox (see: populora sandbox --help)", add_help=False)
     sub.add_parser("bench", help="benchmarks: populora bench lora|step|evolve|verifier|all [--json]", add_help=False)
+    sub.add_parser("eval", help="score a run's adapters on the math benchmarks (populora eval --help)", add_help=False)
+    sub.add_parser("report", help="member-vs-baseline table of an evaluated run", add_help=False)
     sub.add_parser("ui", help="serve the web UI on 127.0.0.1:8501 (populora ui --help)", add_help=False)
     return p
 
@@ -175,6 +177,10 @@ def main(argv: list[str] | None = None) -> int:
         return _sandbox(argv[1:])
     if argv and argv[0] == "bench":
         return _bench(argv[1:])
+    if argv and argv[0] in ("eval", "report"):
+        from populora.evaluation.cli import eval_main, report_main
+
+        return (eval_main if argv[0] == "eval" else report_main)(argv[1:])
     if argv and argv[0] == "ui":
         from populora.ui.cli import ui_main
 

@@ -89,8 +89,12 @@ class PeftBackend:
             p.requires_grad_(True)
 
     def remove_adapter(self, name: str) -> None:
-        self.model.delete_adapter(name)
         self.optimizers.pop(name, None)
+        if self.adapters == [name]:  # PEFT cannot hold zero adapters: go back to the bare base model
+            self.base_model = self.model.unload()
+            self.model = None
+            return
+        self.model.delete_adapter(name)
 
     def parameters(self, name: str) -> list[torch.nn.Parameter]:
         marker = f".{name}."
