@@ -55,13 +55,10 @@ def prompt(backend, record: dict) -> str:
 
 
 def extract_code(completion: str) -> str:
-    """The program in a completion generated after the prefilled fence: up to the closing fence; else the
-    last fenced block; '' when there is no code (scored 0)."""
-    text = "```python\n" + completion
-    blocks = re.findall(r"```(?:python|py|Python)?\n(.*?)```", text, re.S)
-    if blocks:
-        return max(blocks[-1:], key=len).strip()
-    return text.removeprefix("```python\n").strip() if "```" not in completion else ""
+    """The program in a completion generated after the prefilled ```python fence: everything up to the closing
+    fence (or the end, when the budget ran out). '' when there is nothing, which scores 0."""
+    end = completion.find("```")
+    return (completion if end < 0 else completion[:end]).strip()
 
 
 def method_name(starter: str) -> str | None:
