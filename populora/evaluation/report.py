@@ -1,54 +1,112 @@
-"""The member-vs-baseline table: rows = members, population mean / weakest / best, baseline, base model;
-columns = benchmarks, code / math averages, overall. Deltas of the mean and of the weakest vs the baseline."""
+"""The comparison table: does the population mean, and its weakest member, beat the single-agent baseline?
+
+Rows: each member, population mean, weakest member, best member, baseline, base model. Columns: the ten
+benchmarks (each its primary score: pass@1 on the plus tests for HumanEval+/MBPP+, pass@1 on the public tests for
+LiveCodeBench, accuracy for math), code average, math average, overall (the unweighted mean of the benchmarks
+scored). Pure functions of the results dict (``results.build``'s layout), so ``populora report`` needs no model.
+"""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
 from populora.evaluation import benchmarks
 
-
-def table(scores: dict[str, dict], kinds: dict[str, str]) -> tuple[list[str], list[list]]:
-    names = [n for n in benchmarks.BENCHMARKS if any(n in s for s in scores.values())]
-    header = ["adapter"] + [benchmarks.BENCHMARKS[n].label for n in names] + ["code avg", "math avg", "overall"]
-
-    def row(label, values: dict[str, float]) -> list:
-        code = [values[n] for n in names if n in values and benchmarks.BENCHMARKS[n].group == "code"]
-        math = [values[n] for n in names if n in values and benchmarks.BENCHMARKS[n].group == "math"]
-        avg = lambda xs: float(np.mean(xs)) if xs else None
-        return [label] + [values.get(n) for n in names] + [avg(code), avg(math), avg(code + math)]
-
-    acc = {label: {n: s["accuracy"] for n, s in per.items()} for label, per in scores.items()}
-    members = [label for label in acc if kinds.get(label) == "member"]
-    rows = [row(m, acc[m]) for m in members]
-    if members:
-        overall = {m: row(m, acc[m])[-1] for m in members}
-        weakest, best = min(members, key=overall.get), max(members, key=overall.get)
-        mean = {n: float(np.mean([acc[m][n] for m in members if n in acc[m]])) for n in names}
-        rows += [row("population mean", mean), row(f"weakest ({weakest})", acc[weakest]), row(f"best ({best})", acc[best])]
-    rows += [row(label, acc[label]) for label in acc if kinds.get(label) in ("baseline", "base")]
-    return header, rows
+AVERAGES = ("code avg", "math avg", "overall")
 
 
-def markdown(header: list[str], rows: list[list]) -> str:
-    fmt = lambda v: "" if v is None else (f"{100 * v:.1f}" if isinstance(v, float) else str(v))
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(fmt(v) for v in r) + " |" for r in rows]
-    return "\n".join(lines)
+@dataclass
+class Table:
+    header: list[str]
+    rows: list[list]               # [label, v1, ..., v10, code avg, math avg, overall]; None = not scored
+    deltas: list[str]              # the two call-outs: population mean vs baseline, weakest vs baseline
 
 
-def deltas(header: list[str], rows: list[list]) -> list[str]:
-    """The two comparisons the paper makes: population mean vs baseline and weakest member vs baseline."""
-    by = {str(r[0]).split(" (")[0]: r for r in rows}
-    base = next((r for r in rows if "@baseline" in str(r[0])), None)
-    if base is None or "population mean" not in by or base[-1] is None:
-        return ["(no baseline scores: train one with configs/baseline.yaml and pass --baseline RUN_ID)"]
+def _avg(values: list[float | None]) -> float | None:
+    xs = [v for v in values if v is not None]
+    return float(np.mean(xs)) if xs else None
+
+
+def row(label: str, scores: dict[str, float]) -> list:
+    names = list(benchmarks.BENCHMARKS)
+    cells = [scores.get(n) for n in names]
+    code = _avg([scores.get(n) for n in benchmarks.GROUPS["code"]])
+    math = _avg([scores.get(n) for n in benchmarks.GROUPS["math"]])
+    return [label] + cells + [code, math, _avg(cells)]
+
+
+def build(results: dict) -> Table:
+    """``results``: {"results": {label: {benchmark: {"score": x, ...}}}, "targets": {label: {"kind": ...}}}."""
+    per = {label: {b: r["score"] for b, r in by.items()} for label, by in results["results"].items()}
+    kinds = {label: results["targets"].get(label, {}).get("kind", "member") for label in per}
+    header = ["adapter"] + [benchmarks.BENCHMARKS[n].label for n in benchmarks.BENCHMARKS] + list(AVERAGES)
+    members = [label for label in per if kinds[label] == "member"]
+    rows = [row(m, per[m]) for m in members]
+    named: dict[str, list] = {}
+    if len(members) > 1:
+        overall = {m: row(m, per[m])[-1] for m in members}
+        ranked = sorted((m for m in members if overall[m] is not None), key=overall.get)
+        mean = {n: _avg([per[m].get(n) for m in members]) for n in benchmarks.BENCHMARKS}
+        named["population mean"] = row("population mean", {k: v for k, v in mean.items() if v is not None})
+        if ranked:
+            named["weakest"] = row(f"weakest member ({ranked[0]})", per[ranked[0]])
+            named["best"] = row(f"best member ({ranked[-1]})", per[ranked[-1]])
+        rows += list(named.values())
+    baselines = [row(label, per[label]) for label in per if kinds[label] == "baseline"]
+    rows += baselines + [row(label, per[label]) for label in per if kinds[label] == "base"]
+    if len(members) == 1:  # a one-member population is its own mean and weakest member
+        named = {"population mean": rows[0], "weakest": rows[0]}
+    return Table(header, rows, call_outs(named, baselines[0] if baselines else None))
+
+
+def call_outs(named: dict[str, list], baseline: list | None) -> list[str]:
+    if baseline is None:
+        return ["no baseline scored: train one (configs/baseline.yaml) and pass --baseline RUN_ID "
+                "(or tag the run populora.baseline_run)"]
     out = []
-    for key in ("population mean", "weakest"):
-        r = by[key]
-        out.append(f"{r[0]} vs baseline, overall: {100 * (r[-1] - base[-1]):+.1f} points")
+    for key, what in (("population mean", "population mean"), ("weakest", "weakest member")):
+        r = named.get(key)
+        if r is None:
+            continue
+        parts = [f"{name} {_points(r[-3 + i], baseline[-3 + i])}" for i, name in enumerate(AVERAGES)]
+        out.append(f"{what} vs baseline: " + ", ".join(parts))
     return out
 
 
-def csv_text(header: list[str], rows: list[list]) -> str:
-    return "\n".join(",".join("" if v is None else str(v) for v in r) for r in [header] + rows) + "\n"
+def _points(a: float | None, b: float | None) -> str:
+    return "n/a" if a is None or b is None else f"{100 * (a - b):+.1f} pts"
+
+
+def _fmt(v) -> str:
+    return "" if v is None else (f"{100 * v:.1f}" if isinstance(v, float) else str(v))
+
+
+def markdown(t: Table) -> str:
+    lines = ["| " + " | ".join(t.header) + " |", "|" + "---|" * len(t.header)]
+    lines += ["| " + " | ".join(_fmt(v) for v in r) + " |" for r in t.rows]
+    return "\n".join(lines) + "\n\nScores in % (pass@1; HumanEval+/MBPP+ on base + extra tests). " \
+        "LiveCodeBench (public tests) uses only the public tests, so it is more lenient than official LiveCodeBench.\n\n" \
+        + "\n".join(f"- {d}" for d in t.deltas) + "\n"
+
+
+def text(t: Table) -> str:
+    """A fixed-width table for the terminal (short column names; the Markdown file has the full ones)."""
+    short = {"LiveCodeBench (public tests)": "LCB(pub)", "OlympiadBench": "Olymp", "Minerva Math": "Minerva"}
+    header = [short.get(h, h) for h in t.header]
+    width = max(len(str(r[0])) for r in t.rows + [t.header])
+    lines = [f"{header[0]:<{width}} " + " ".join(f"{h:>9}" for h in header[1:])]
+    lines += [f"{str(r[0]):<{width}} " + " ".join(f"{_fmt(v):>9}" for v in r[1:]) for r in t.rows]
+    return "\n".join(lines) + "\n" + "\n".join(t.deltas) + "\n"
+
+
+def csv_text(t: Table) -> str:
+    import csv
+    import io
+
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(t.header)
+    w.writerows([["" if v is None else v for v in r] for r in t.rows])
+    return buf.getvalue()

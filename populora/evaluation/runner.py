@@ -1,94 +1,127 @@
-"""``populora eval``: score a run's adapters (members, its baseline, the base model) on the benchmarks.
+"""Score targets on benchmarks, one (target, benchmark) pair at a time, resumably.
 
-Each (adapter, benchmark) result is written atomically to ``<run_dir>/eval/<adapter>__<benchmark>.json`` and
-skipped when it exists, so a killed evaluation resumes without redoing finished pairs. Scores go to each member's
-MLflow child run as ``eval/<benchmark>/accuracy``; the whole table to the parent run (``eval/results.json``).
+Each finished pair is written atomically to ``<out>/pairs/<target>/<benchmark>.json`` (its generations to
+``<out>/samples/<target>/<benchmark>.jsonl``) and skipped on the next start if its config matches, so a killed
+evaluation continues where it stopped. The model is loaded only if some pair is still to do.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+import re
+import sys
+import time
 from pathlib import Path
+from typing import Callable
 
-from populora.evaluation import benchmarks, math_suite
-
-BASE = "base"
-
-
-@dataclass
-class Target:
-    label: str                 # member id, "B0@baseline", or "base"
-    adapter_dir: str | None    # None = the bare base model
-    mlflow_run: str | None     # where its scores are logged
-    kind: str                  # member | baseline | base
+from populora.evaluation import benchmarks, evalplus_suite, livecodebench, math_suite
+from populora.evaluation.generation import GenConfig
+from populora.evaluation.targets import Target
 
 
-def targets(tracker, run_id: str, members: str, baseline: str | None, include_base: bool) -> list[Target]:
-    children = tracker.children(run_id)
-    by_id = {c.data.tags.get("populora.member_id"): c for c in children}
-    if members in ("alive", "all"):
-        chosen = [m for m, c in by_id.items() if members == "all" or c.data.tags.get("populora.alive") == "true"]
-    else:
-        chosen = [m.strip() for m in members.split(",") if m.strip()]
-        unknown = [m for m in chosen if m not in by_id]
-        if unknown:
-            raise benchmarks.DataError(f"unknown member(s) {unknown} in run {run_id}; valid: {', '.join(sorted(by_id))}")
-    out = [Target(m, by_id[m].data.tags.get("populora.adapter_dir"), by_id[m].info.run_id, "member") for m in sorted(chosen)]
-    baseline = baseline or tracker.get_run(run_id).data.tags.get("populora.baseline_run") or None
-    if baseline:
-        for c in tracker.children(baseline):
-            out.append(Target(f"{c.data.tags.get('populora.member_id')}@baseline", c.data.tags.get("populora.adapter_dir"), c.info.run_id, "baseline"))
-    if include_base:
-        out.append(Target(BASE, None, None, "base"))
-    return out
+def slug(label: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", label).strip("_") or "target"
 
 
-def _write_atomic(path: Path, data: dict) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=1))
+def write_atomic(path: Path, text: str) -> None:
+    """Write-then-rename: a killed process leaves the old file or the new one, never half of one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
     os.replace(tmp, path)
 
 
-def evaluate_targets(backend, targets_: list[Target], names: list[str], data_dir: Path, out_dir: Path,
-                     limit: int | None, max_new_tokens: int, progress=print) -> dict[str, dict]:
-    """Scores per target label and benchmark; finished pairs are read back, not recomputed."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    scores: dict[str, dict] = {}
-    for t in targets_:
+def pair_config(gen: GenConfig, limit: int | None, model: dict) -> dict:
+    """What a stored result must match to be reused."""
+    return {"generation": gen.to_dict(), "limit": limit, "model": model}
+
+
+def run_benchmark(backend, adapter: str | None, name: str, data_dir: Path, work_dir: Path, gen: GenConfig,
+                  limit: int | None, progress) -> dict:
+    """Dispatch to the suite that owns ``name``."""
+    if name in evalplus_suite.DATASETS:
+        return evalplus_suite.evaluate(backend, adapter, name, data_dir, gen, limit, progress)
+    if name == livecodebench.NAME:
+        return livecodebench.evaluate(backend, adapter, data_dir, gen, limit, progress)
+    return math_suite.evaluate(backend, adapter, name, data_dir, work_dir, gen, limit, progress)
+
+
+def n_items(data_dir: Path, name: str, limit: int | None) -> int:
+    n = len(benchmarks.read_records(data_dir, name))
+    return min(n, limit) if limit else n
+
+
+class Runner:
+    """Evaluates ``targets`` x ``names``; ``backend_factory()`` is called once, only when something is left to do."""
+
+    def __init__(self, backend_factory: Callable, data_dir: Path, out_dir: Path, gen: GenConfig,
+                 limit: int | None, model: dict, log=None):
+        self.backend_factory, self.backend = backend_factory, None
+        self.data_dir, self.out_dir, self.gen, self.limit = data_dir, out_dir, gen, limit
+        self.config = pair_config(gen, limit, model)
+        self.log = log or (lambda msg: print(msg, file=sys.stderr))
+
+    def pair_path(self, t: Target, name: str) -> Path:
+        return self.out_dir / "pairs" / slug(t.label) / f"{name}.json"
+
+    def done(self, t: Target, name: str) -> dict | None:
+        path = self.pair_path(t, name)
+        if not path.is_file():
+            return None
+        try:
+            result = json.loads(path.read_text())
+        except json.JSONDecodeError:
+            return None
+        return result if result.get("config") == self.config else None
+
+    def run(self, targets: list[Target], names: list[str]) -> dict[str, dict[str, dict]]:
+        """{target label: {benchmark: result}}, computing only the missing pairs."""
+        scores: dict[str, dict[str, dict]] = {}
+        for t in targets:
+            todo = []
+            for name in names:
+                prev = self.done(t, name)
+                if prev is not None:
+                    scores.setdefault(t.label, {})[name] = prev
+                    self.log(f"{t.label:>14} | {benchmarks.BENCHMARKS[name].label:<28} done earlier: {prev['score']:.3f}")
+                else:
+                    todo.append(name)
+            if todo:
+                scores.setdefault(t.label, {}).update(self._run_target(t, todo))
+        return scores
+
+    def _run_target(self, t: Target, names: list[str]) -> dict[str, dict]:
+        from tqdm import tqdm
+
+        if self.backend is None:
+            self.backend = self.backend_factory()
         adapter = None
-        for n in names:
-            path = out_dir / f"{t.label}__{n}.json"
-            if path.is_file():
-                scores.setdefault(t.label, {})[n] = json.loads(path.read_text())
-                progress(f"{t.label:16} {n:14} done earlier: {scores[t.label][n]['accuracy']:.3f}")
-                continue
-            if adapter is None and t.adapter_dir:
-                adapter = _load(backend, t)
-            result = math_suite.evaluate(backend, adapter, [n], data_dir, out_dir, limit, max_new_tokens)[n]
-            result.update(target=t.label, kind=t.kind, limit=limit, max_new_tokens=max_new_tokens, decoding="greedy")
-            _write_atomic(path, result)
-            scores.setdefault(t.label, {})[n] = result
-            progress(f"{t.label:16} {n:14} accuracy {result['accuracy']:.3f} (n={result['n']})")
-        if adapter is not None:
-            backend.remove_adapter(adapter)
-    return scores
+        if t.adapter_dir:
+            adapter = "eval_" + slug(t.label)
+            self.backend.add_adapter(adapter, from_dir=t.adapter_dir)
+        out = {}
+        try:
+            for name in names:
+                rows = n_items(self.data_dir, name, self.limit) * (self.gen.n_samples if self.gen.temperature > 0 else 1)
+                desc = f"{t.label} | {benchmarks.BENCHMARKS[name].label}"
+                with tqdm(total=rows, desc=desc, unit="gen", file=sys.stderr, dynamic_ncols=True) as bar:
+                    start = time.time()
+                    result = run_benchmark(self.backend, adapter, name, self.data_dir, self.out_dir / "work",
+                                           self.gen, self.limit, bar.update)
+                out[name] = self._store(t, name, result, time.time() - start)
+                self.log(f"{t.label:>14} | {benchmarks.BENCHMARKS[name].label:<28} {out[name]['primary']} = {out[name]['score']:.3f}")
+        finally:
+            if adapter is not None:
+                self.backend.remove_adapter(adapter)
+        return out
 
-
-def _load(backend, t: Target) -> str:
-    if not t.adapter_dir or not Path(t.adapter_dir, "adapter_config.json").is_file():
-        raise benchmarks.DataError(f"{t.label}: adapter dir {t.adapter_dir!r} is missing (was the run finished?)")
-    name = "eval_" + t.label.replace("@", "_")
-    backend.add_adapter(name, from_dir=t.adapter_dir)
-    return name
-
-
-def log_scores(tracker, run_id: str, targets_: list[Target], scores: dict[str, dict]) -> None:
-    for t in targets_:
-        metrics = {f"eval/{n}/accuracy": s["accuracy"] for n, s in scores.get(t.label, {}).items()}
-        if t.mlflow_run and metrics:
-            tracker.log_metrics(t.mlflow_run, metrics, 0)
-        elif t.kind == "base" and metrics:
-            tracker.log_metrics(run_id, {f"eval/base/{k.split('/', 1)[1]}": v for k, v in metrics.items()}, 0)
-    tracker.log_json(run_id, {"results": scores}, "eval/results.json")
+    def _store(self, t: Target, name: str, result: dict, seconds: float) -> dict:
+        samples = result.pop("samples", [])
+        samples_path = self.out_dir / "samples" / slug(t.label) / f"{name}.jsonl"
+        write_atomic(samples_path, "".join(json.dumps(s) + "\n" for s in samples))
+        result.update(target=t.label, kind=t.kind, benchmark=name, alias=benchmarks.BENCHMARKS[name].label,
+                      score=result["metrics"][result["primary"]], seconds=round(seconds, 2),
+                      samples_file=str(samples_path), config=self.config)
+        write_atomic(self.pair_path(t, name), json.dumps(result, indent=1))  # last: marks the pair finished
+        return result

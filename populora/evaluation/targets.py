@@ -1,0 +1,136 @@
+"""What an evaluation scores: a run's members, its single-agent baseline, the bare base model, or one adapter dir.
+
+Read from what training leaves in MLflow: the parent run (tags ``populora.kind``, ``populora.run_dir``,
+``populora.baseline_run``; params = the flattened config, e.g. ``model.base``) and one child run per member
+(tags ``populora.member_id``, ``populora.role``, ``populora.alive``, ``populora.adapter_dir``; artifact ``adapter/``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+MEMBER, BASELINE, BASE = "member", "baseline", "base"
+BASE_LABEL = "base model"
+
+
+class TargetError(ValueError):
+    """An unknown run, member or adapter; the message lists what is valid."""
+
+
+@dataclass
+class Target:
+    label: str                     # row label: member id (T0, S1), "baseline (B0)", "base model", or a dir name
+    kind: str                      # member | baseline | base
+    adapter_dir: str | None        # a PEFT adapter dir; None = the bare base model
+    mlflow_run: str | None = None  # where the scores are logged (the member's child run)
+    info: dict = field(default_factory=dict)  # role, alive, ... (shown in results.json)
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Which frozen base to load: the training run's model.* params, so adapters meet the model they were trained on."""
+
+    base: str = "embedded"
+    gguf_file: str | None = None
+    tiny_random: bool = False
+    dtype: str = "float32"
+
+    @classmethod
+    def from_params(cls, params: dict[str, str]) -> "ModelSpec":
+        gguf = params.get("model.gguf_file")
+        return cls(params.get("model.base", "embedded"), None if gguf in (None, "", "None") else gguf,
+                   params.get("model.tiny_random", "False").lower() == "true", params.get("model.dtype", "float32"))
+
+
+def get_run(tracker, run_id: str):
+    from mlflow.exceptions import MlflowException
+
+    try:
+        return tracker.get_run(run_id)
+    except MlflowException as err:
+        raise TargetError(f"no MLflow run {run_id!r} in {tracker.client.tracking_uri} ({str(err)[:100]}); "
+                          f"list runs with: populora runs") from err
+
+
+def _adapter_dir(tracker, child) -> str | None:
+    """The member's adapter on local disk; else its ``adapter/`` artifact, downloaded (remote stores)."""
+    local = child.data.tags.get("populora.adapter_dir")
+    if local and (Path(local) / "adapter_config.json").is_file():
+        return local
+    import mlflow
+
+    try:
+        path = mlflow.artifacts.download_artifacts(run_id=child.info.run_id, artifact_path="adapter")
+    except Exception:  # noqa: BLE001 - no artifact (a member that died before saving): reported by the caller
+        return None
+    return path if (Path(path) / "adapter_config.json").is_file() else None
+
+
+def _member_runs(tracker, run_id: str) -> dict[str, object]:
+    children = tracker.children(run_id)
+    return {c.data.tags["populora.member_id"]: c for c in children if c.data.tags.get("populora.member_id")}
+
+
+def member_targets(tracker, run_id: str, members: str = "all") -> list[Target]:
+    """``all`` (members with a saved adapter), ``alive``, or ids like ``T0,S1`` (unknown ids list the valid ones)."""
+    by_id = _member_runs(tracker, run_id)
+    if members in ("all", "alive"):
+        chosen = [m for m, c in by_id.items() if members == "all" or c.data.tags.get("populora.alive") == "true"]
+    else:
+        chosen = [m.strip() for m in members.split(",") if m.strip()]
+        unknown = [m for m in chosen if m not in by_id]
+        if unknown:
+            raise TargetError(f"unknown member(s) {', '.join(unknown)} in run {run_id}; valid: {', '.join(sorted(by_id))} "
+                              f"(or all, alive)")
+    out = []
+    for m in sorted(chosen, key=lambda x: (x[0], int(x[1:]) if x[1:].isdigit() else 0, x)):
+        c = by_id[m]
+        path = _adapter_dir(tracker, c)
+        if path is None:
+            if members not in ("all", "alive"):
+                raise TargetError(f"member {m} of run {run_id} has no saved adapter (tag populora.adapter_dir, artifact adapter/)")
+            continue  # a member that died before the run saved adapters
+        info = {k: c.data.tags.get(f"populora.{k}") for k in ("role", "alive")}
+        out.append(Target(m, MEMBER, path, c.info.run_id, info))
+    if not out:
+        raise TargetError(f"run {run_id} has no member with a saved adapter (is it finished?); members: {', '.join(sorted(by_id)) or 'none'}")
+    return out
+
+
+def baseline_targets(tracker, baseline_run: str) -> list[Target]:
+    run = get_run(tracker, baseline_run)
+    kind = run.data.tags.get("populora.kind")
+    if kind != "baseline":
+        raise TargetError(f"run {baseline_run} is tagged populora.kind={kind!r}, not a baseline run")
+    return [Target(f"baseline ({t.label})", BASELINE, t.adapter_dir, t.mlflow_run, t.info)
+            for t in member_targets(tracker, baseline_run, "all")]
+
+
+def run_targets(tracker, run_id: str, members: str = "all", baseline: str | None = None,
+                include_base: bool = True) -> tuple[list[Target], ModelSpec, object]:
+    """Targets of a training run (members, then baseline, then the base model), its ModelSpec and the run."""
+    run = get_run(tracker, run_id)
+    if run.data.tags.get("populora.kind") not in ("population", "baseline"):
+        raise TargetError(f"run {run_id} is not a PopuLoRA training run (tag populora.kind is missing); "
+                          f"pass the parent run id shown by populora runs")
+    spec = ModelSpec.from_params(run.data.params)
+    out = member_targets(tracker, run_id, members)
+    if run.data.tags.get("populora.kind") == "baseline":
+        out = [Target(f"baseline ({t.label})", BASELINE, t.adapter_dir, t.mlflow_run, t.info) for t in out]
+    baseline = baseline or run.data.tags.get("populora.baseline_run") or None
+    if baseline and baseline != run_id:
+        base_spec = ModelSpec.from_params(get_run(tracker, baseline).data.params)
+        if base_spec != spec:
+            raise TargetError(f"baseline run {baseline} was trained on {base_spec}, the population on {spec}: not comparable")
+        out += baseline_targets(tracker, baseline)
+    if include_base:
+        out.append(Target(BASE_LABEL, BASE, None))
+    return out, spec, run
+
+
+def adapter_target(path: str) -> Target:
+    p = Path(path)
+    if not (p / "adapter_config.json").is_file():
+        raise TargetError(f"{p} is not a PEFT adapter dir (no adapter_config.json)")
+    return Target(p.resolve().name, MEMBER, str(p.resolve()))
