@@ -105,7 +105,7 @@ def score_samples(name: str, probs: dict[str, dict], samples: list[dict], data_d
     metrics = {}
     for k in (1, 10, 100):
         if total.min() >= k:
-            suffix = "" if k == 1 else f"@{k}"
+            suffix = "" if k == 1 else f"_pass_at_{k}"  # MLflow metric names allow no "@"
             metrics["base" + suffix] = float(estimate_pass_at_k(total, base, k).mean())
             metrics["plus" + suffix] = float(estimate_pass_at_k(total, plus, k).mean())
     for key in ("base", "plus"):  # binomial stderr of the per-task pass@1, as lm-eval reports for a mean

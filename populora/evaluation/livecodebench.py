@@ -136,7 +136,7 @@ def score(records: list[dict], completions: list[list[str]], sandbox=None, timeo
     for (i, _), ok in zip(jobs, verdicts):
         per[i] += ok / len(completions[i])
     stderr = float(per.std(ddof=1) / np.sqrt(len(per))) if len(per) > 1 else None
-    return {"metrics": {"pass@1": float(per.mean()) if len(per) else 0.0, "pass@1_stderr": stderr},
+    return {"metrics": {"pass_at_1": float(per.mean()) if len(per) else 0.0, "pass_at_1_stderr": stderr},
             "verdicts": verdicts}
 
 
@@ -146,4 +146,4 @@ def evaluate(backend, adapter: str | None, data_dir: Path, gen: GenConfig, limit
     scored = score(records, outs)
     flat = [(i, c) for i, cs in enumerate(outs) for c in cs]
     samples = [{"task_id": f"lcb/{i}", "completion": c, "passed": ok} for (i, c), ok in zip(flat, scored["verdicts"])]
-    return {"metrics": scored["metrics"], "primary": "pass@1", "n": len(records), "samples": samples}
+    return {"metrics": scored["metrics"], "primary": "pass_at_1", "n": len(records), "samples": samples}
