@@ -64,11 +64,23 @@ def select(spec: str) -> list[str]:
     return [n for n in BENCHMARKS if n in wanted]
 
 
+def fetch_cache() -> Path:
+    """Where ``populora data fetch`` puts the files by default."""
+    root = os.environ.get("POPULORA_CACHE_DIR") or Path.home() / ".cache" / "populora"
+    return Path(root) / "benchmarks"
+
+
 def data_dir(explicit: str | Path | None = None) -> Path:
-    return Path(explicit or os.environ.get("POPULORA_DATA_DIR") or PROJECT_ROOT.parent / "shared" / "data" / "benchmarks")
+    """``--data-dir``, else ``$POPULORA_DATA_DIR``, else ``../shared/data/benchmarks`` from the project root, else
+    (a user's machine, where there is no ../shared) the ``populora data fetch`` cache."""
+    if explicit or os.environ.get("POPULORA_DATA_DIR"):
+        return Path(explicit or os.environ["POPULORA_DATA_DIR"])
+    shared = PROJECT_ROOT.parent / "shared" / "data" / "benchmarks"
+    cache = fetch_cache()
+    return cache if not shared.is_dir() and (cache / CHECKSUMS).is_file() else shared
 
 
-def _sha256(path: Path) -> str:
+def sha256(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
@@ -94,7 +106,7 @@ def verify(root: Path, names: list[str]) -> None:
     if not root.is_dir():
         expected = ", ".join(BENCHMARKS[n].file for n in names)
         raise DataError(f"benchmark data dir {root} does not exist; it must hold {expected} and {CHECKSUMS} "
-                        f"(set --data-dir or POPULORA_DATA_DIR)")
+                        f"(set --data-dir or POPULORA_DATA_DIR, or download them: populora data fetch)")
     sums = expected_checksums(root)
     problems = []
     for n in names:
@@ -104,7 +116,7 @@ def verify(root: Path, names: list[str]) -> None:
             problems.append(f"{n}: {path} is missing")
         elif rel not in sums:
             problems.append(f"{n}: {rel} has no line in {root / CHECKSUMS}")
-        elif _sha256(path) != sums[rel]:
+        elif sha256(path) != sums[rel]:
             problems.append(f"{n}: {path} does not match its SHA256 in {CHECKSUMS} (corrupt or a different version)")
     if problems:
         raise DataError("benchmark data problems:\n  " + "\n  ".join(problems))

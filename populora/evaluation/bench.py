@@ -1,0 +1,80 @@
+"""``populora bench eval``: how fast evaluation runs here, generation and scoring measured separately.
+
+Generation: greedy completions of HumanEval+ and GSM8K prompts through the model backend with an adapter applied
+(the evaluation path). Scoring: EvalPlus on canonical solutions (base + plus tests), LiveCodeBench programs in
+the sandbox, math-verify on reference answers. ``--json`` prints one JSON object as the last line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+from populora.evaluation import benchmarks, evalplus_suite, livecodebench, math_grading
+from populora.evaluation.generation import GenConfig, chat_prompt, complete, ensure_offline
+
+
+def _rate(n: int, fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return n / max(time.perf_counter() - t0, 1e-9)
+
+
+def generation(root, n: int, max_new_tokens: int, tiny: bool, batch_size: int) -> dict:
+    from populora.platform.backend import LoraSpec, PeftBackend
+    from populora.platform.models import load_base, resolve_source
+
+    model, tok = load_base(resolve_source("embedded"), tiny_random=tiny, device="cpu")
+    backend = PeftBackend(model, tok, LoraSpec())
+    backend.add_adapter("bench", seed=0)  # an adapter applied, as in evaluation (B = 0: same outputs as the base)
+    gen = GenConfig(max_new_tokens=max_new_tokens, batch_size=batch_size)
+    probs = list(evalplus_suite.problems("humaneval_plus", root, n).values())
+    code = [evalplus_suite.prompt(backend, p) for p in probs]
+    maths = [chat_prompt(backend, r["question"]) for r in benchmarks.read_records(root, "gsm8k", n)]
+    complete(backend, "bench", code[:1], GenConfig(max_new_tokens=4))  # warm-up
+    return {"gen_code_samples_per_s": _rate(len(code), lambda: complete(backend, "bench", code, gen)),
+            "gen_math_samples_per_s": _rate(len(maths), lambda: complete(backend, "bench", maths, gen)),
+            "gen_max_new_tokens": max_new_tokens, "gen_batch_size": batch_size}
+
+
+def scoring(root, n: int) -> dict:
+    out = {}
+    for name in evalplus_suite.DATASETS:
+        probs = evalplus_suite.problems(name, root, n)
+        samples = [{"task_id": t, "solution": p["prompt"] + p["canonical_solution"]} for t, p in probs.items()]
+        evalplus_suite.expected_outputs(name, probs, root)  # ground truth is cached once per dataset; not timed
+        out[f"score_{name}_samples_per_s"] = _rate(len(samples), lambda: evalplus_suite.score_samples(name, probs, samples, root))
+    records = livecodebench.problems(root, n)
+    junk = [["print(input())\n```"] for _ in records]  # runs every public test until the first mismatch
+    out["score_livecodebench_samples_per_s"] = _rate(len(records), lambda: livecodebench.score(records, junk))
+    golds = [math_grading.gold_answer("math500", r) for r in benchmarks.read_records(root, "math500", n)]
+    out["score_math_samples_per_s"] = _rate(len(golds), lambda: [math_grading.grade(f"\\boxed{{{g}}}", g) for g in golds])
+    return out
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="populora bench eval", description="samples/s of evaluation generation and scoring on this machine")
+    p.add_argument("--n", type=int, default=16, help="samples per measurement")
+    p.add_argument("--max-new-tokens", type=int, default=128, help="token budget per generated sample")
+    p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--tiny-random", action="store_true", help="tiny random model instead of the embedded one (tests)")
+    p.add_argument("--data-dir")
+    p.add_argument("--json", action="store_true", help="print the figures as one JSON object on the last line")
+    args = p.parse_args(argv)
+    ensure_offline()
+    root = benchmarks.data_dir(args.data_dir)
+    try:
+        benchmarks.verify(root, ["humaneval_plus", "mbpp_plus", "livecodebench", "gsm8k", "math500"])
+    except benchmarks.DataError as err:
+        print(f"error: {err}")
+        return 2
+    figures = generation(root, args.n, args.max_new_tokens, args.tiny_random, args.batch_size)
+    figures.update(scoring(root, args.n))
+    model = "tiny random model" if args.tiny_random else "embedded SmolLM2-135M-Instruct"
+    print(f"evaluation speed on CPU ({model}, {args.n} samples each):")
+    for k, v in figures.items():
+        print(f"  {k:40} {v:10.2f}" if isinstance(v, float) else f"  {k:40} {v:10}")
+    if args.json:
+        print(json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in figures.items()}))
+    return 0
