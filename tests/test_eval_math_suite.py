@@ -1,0 +1,79 @@
+"""The math suite through lm-eval: our shipped task YAMLs load from ``--include_path``, our backend LM feeds
+lm-eval, and reference answers fed back through the whole lm-eval pipeline score 1 (wrong ones 0)."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from populora.evaluation import benchmarks as B
+from populora.evaluation import math_grading as G
+from populora.evaluation import math_suite
+from populora.evaluation.generation import GenConfig
+from populora.platform.backend import Generation
+
+ROOT = B.data_dir()
+pytestmark = pytest.mark.skipif(not (ROOT / B.CHECKSUMS).is_file(), reason=f"no benchmark data at {ROOT}")
+
+
+class OracleBackend:
+    """Stands in for PeftBackend: answers each question with its gold answer (or a wrong one), and records calls."""
+
+    def __init__(self, benchmark: str, wrong: bool = False):
+        self.answers = {G.question(benchmark, r).strip(): G.gold_answer(benchmark, r) for r in B.read_records(ROOT, benchmark)}
+        self.wrong, self.calls = wrong, []
+
+    def encode_chat(self, messages, prefill=""):
+        return f"<user>{messages[0]['content']}</user><assistant>{prefill}"
+
+    def generate(self, prompts, adapters, max_new_tokens, temperature=1.0, top_p=1.0, seed=None, stop=(), batch_size=16):
+        self.calls.append({"adapters": adapters, "max_new_tokens": max_new_tokens, "temperature": temperature})
+        out = []
+        for p in prompts:
+            gold = next(a for q, a in self.answers.items() if q in p)
+            out.append(Generation(p, f"Reasoning.\nThe final answer is \\boxed{{{'7919' if self.wrong else gold}}}.", [], []))
+        return out
+
+
+def test_shipped_tasks_are_found_by_lm_eval():
+    from lm_eval.tasks import TaskManager
+
+    tm = TaskManager(include_path=str(math_suite.TASKS_DIR), include_defaults=False)
+    names = {f"populora_{b}" for b in B.GROUPS["math"]}
+    assert names <= set(tm.all_tasks) and "populora_math" in tm.all_tasks  # the tag runs the whole suite
+
+
+@pytest.mark.parametrize("name", ["gsm8k", "aime24", "olympiadbench"])
+def test_gold_answers_through_lm_eval_score_one(tmp_path, name):
+    backend = OracleBackend(name)
+    gen = GenConfig(max_new_tokens=77)
+    r = math_suite.evaluate(backend, "S0", name, ROOT, tmp_path, gen, limit=5)
+    assert r["metrics"]["accuracy"] == 1.0 and r["n"] == 5 and len(r["samples"]) == 5
+    assert all(c == {"adapters": ["S0"] * len(c["adapters"]), "max_new_tokens": 77, "temperature": 0.0} for c in backend.calls)
+    wrong = math_suite.evaluate(OracleBackend(name, wrong=True), None, name, ROOT, tmp_path, gen, limit=5)
+    assert wrong["metrics"]["accuracy"] == 0.0 and wrong["metrics"]["accuracy_stderr"] == 0.0
+
+
+def test_loglikelihood_is_refused_clearly():
+    from populora.evaluation.lm_eval_model import BackendLM
+
+    lm = BackendLM(OracleBackend("amc23"), None, GenConfig())
+    with pytest.raises(NotImplementedError, match="generative only"):
+        lm.loglikelihood([])
+
+
+def test_exported_tasks_run_with_the_lm_eval_cli(tmp_path):
+    out = tmp_path / "tasks"
+    from populora.evaluation.cli import eval_main
+
+    assert eval_main(["--export-tasks", str(out)]) == 0
+    text = (out / "populora_gsm8k.yaml").read_text()
+    assert str(ROOT.resolve() / "gsm8k" / "test.jsonl") in text and "../shared" not in text
+    env = {**os.environ, "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(Path(__file__).parents[1])}
+    proc = subprocess.run([sys.executable, "-m", "lm_eval", "--model", "dummy", "--include_path", str(out), "--tasks",
+                           "populora_gsm8k,populora_amc23", "--limit", "2"], capture_output=True, text=True, env=env,
+                          cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "populora_gsm8k" in proc.stdout and "exact_match" in proc.stdout
