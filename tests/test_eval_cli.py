@@ -1,0 +1,160 @@
+"""``populora eval`` / ``populora report`` end to end on a training run's MLflow layout (parent run, one child run
+per member with a real PEFT adapter dir, a baseline run), with the tiny random model and --limit 1."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from populora.evaluation import benchmarks as B
+from populora.evaluation.cli import eval_main, report_main
+
+ROOT = B.data_dir()
+pytestmark = pytest.mark.skipif(not (ROOT / B.CHECKSUMS).is_file(), reason=f"no benchmark data at {ROOT}")
+BENCH = "humaneval_plus,livecodebench,gsm8k"
+FAST = ["--benchmarks", BENCH, "--limit", "1", "--max-new-tokens", "8"]
+CONFIG = {"model.base": "embedded", "model.tiny_random": "True", "model.dtype": "float32", "model.gguf_file": "None"}
+
+
+def _save_adapters(tmp: Path, names: list[str]) -> dict[str, Path]:
+    from populora.platform.backend import LoraSpec, PeftBackend
+    from populora.platform.models import load_base, resolve_source
+
+    model, tok = load_base(resolve_source("embedded"), tiny_random=True, device="cpu")
+    backend = PeftBackend(model, tok, LoraSpec(rank=4))
+    out = {}
+    for i, n in enumerate(names):
+        backend.add_adapter(n, seed=i)
+        g = torch.Generator().manual_seed(i)  # non-zero B, so members really differ from the base
+        backend.set_adapter_state(n, {k: torch.randn(v.shape, generator=g) * 0.5 for k, v in backend.adapter_state(n).items()})
+        out[n] = backend.save_adapter(n, tmp / "adapters" / n)
+    return out
+
+
+def _training_run(tracker, tmp: Path, kind: str, members: dict[str, Path | None], baseline: str = "") -> str:
+    """The tags and params populora train leaves (see populora/training/loop.py)."""
+    run_dir = tmp / f"run_{kind}"
+    rid = tracker.start_run("eval-test", kind, tags={"populora.kind": kind, "populora.status": "finished",
+                                                      "populora.run_dir": str(run_dir), "populora.baseline_run": baseline})
+    tracker.log_params(rid, CONFIG)
+    for m, path in members.items():
+        tags = {"populora.member_id": m, "populora.role": "both" if m.startswith("B") else "teacher",
+                "populora.alive": str(path is not None).lower(), "populora.adapter_dir": str(path or tmp / "gone" / m)}
+        tracker.start_run("eval-test", m, tags=tags, parent=rid)
+    return rid
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("evalrun")
+    os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{tmp / 'mlflow.db'}"
+    from populora.platform.tracking import Tracker
+
+    tracker = Tracker()
+    adapters = _save_adapters(tmp, ["T0", "S0", "B0"])
+    baseline = _training_run(tracker, tmp, "baseline", {"B0": adapters["B0"]})
+    population = _training_run(tracker, tmp, "population", {"T0": adapters["T0"], "S0": adapters["S0"], "S1": None}, baseline)
+    yield tracker, population, baseline, tmp
+    os.environ.pop("MLFLOW_TRACKING_URI", None)
+
+
+def _metrics(tracker, run_id):
+    return tracker.get_run(run_id).data.metrics
+
+
+def test_eval_run_logs_metrics_table_and_report(runs, capsys):
+    tracker, pop, baseline, tmp = runs
+    assert eval_main(["--run", pop, *FAST]) == 0
+    children = {c.data.tags["populora.member_id"]: c.info.run_id for c in tracker.children(pop)}
+    for m in ("T0", "S0"):
+        keys = set(_metrics(tracker, children[m]))
+        assert {"eval/humaneval_plus/plus", "eval/humaneval_plus/base", "eval/livecodebench/pass_at_1", "eval/gsm8k/accuracy"} <= keys
+    assert not _metrics(tracker, children["S1"])  # died before saving an adapter: skipped under --members all
+    b0 = tracker.children(baseline)[0].info.run_id
+    assert "eval/gsm8k/accuracy" in _metrics(tracker, b0)
+    assert "eval_base/gsm8k/accuracy" in _metrics(tracker, pop)
+    arts = {a.path for a in tracker.client.list_artifacts(pop, "eval")}
+    assert {"eval/results.json", "eval/table.json", "eval/report.md", "eval/report.csv"} <= arts
+    data = tracker.load_json(pop, "eval/results.json")
+    assert set(data["results"]) == {"T0", "S0", "baseline (B0)", "base model"}
+    entry = data["results"]["T0"]["humaneval_plus"]
+    assert {"plus", "plus_stderr", "base", "n", "alias"} <= set(entry) and entry["n"] == 1
+    assert data["config"]["generation"]["temperature"] == 0.0 and data["config"]["limit"] == 1
+    capsys.readouterr()
+    assert report_main(["--run", pop]) == 0
+    out = capsys.readouterr().out
+    for label in ("population mean", "weakest member (", "best member (", "baseline (B0)", "base model",
+                  "population mean vs baseline", "weakest member vs baseline"):
+        assert label in out, label
+    md = (tmp / "run_population" / "eval" / "report.md").read_text()
+    assert "LiveCodeBench (public tests)" in md and "HumanEval+" in md
+    header = (tmp / "run_population" / "eval" / "report.csv").read_text().splitlines()[0].split(",")
+    assert len(header) == 1 + 10 + 3 and header[-3:] == ["code avg", "math avg", "overall"]
+
+
+def test_finished_pairs_are_not_redone(runs, capsys, monkeypatch):
+    tracker, pop, _, tmp = runs
+    pairs = tmp / "run_population" / "eval" / "pairs"
+    assert len(list(pairs.glob("*/*.json"))) == 4 * 3
+    import populora.platform.models as models
+
+    monkeypatch.setattr(models, "load_base", lambda *a, **k: pytest.fail("all pairs are done: no model needed"))
+    capsys.readouterr()
+    assert eval_main(["--run", pop, *FAST]) == 0
+    assert capsys.readouterr().err.count("done earlier") == 12
+    # a pair whose result file is missing (killed before it was written) is the only one redone
+    monkeypatch.undo()
+    (pairs / "T0" / "gsm8k.json").unlink()
+    before = {p: p.stat().st_mtime_ns for p in pairs.glob("*/*.json")}
+    assert eval_main(["--run", pop, "--members", "T0", "--no-base", *FAST]) == 0
+    assert (pairs / "T0" / "gsm8k.json").is_file()
+    assert all(p.stat().st_mtime_ns == t for p, t in before.items())
+
+
+def test_killed_evaluation_resumes(runs, tmp_path):
+    tracker, pop, _, _ = runs
+    out = tmp_path / "eval"
+    cmd = [sys.executable, "-m", "populora.evaluation.cli", "eval", "--run", pop, "--members", "T0", "--no-base",
+           "--out", str(out), *FAST]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and not list(out.glob("pairs/*/*.json")):
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)  # killed mid-evaluation
+    proc.wait()
+    first = {p: p.stat().st_mtime_ns for p in out.glob("pairs/*/*.json")}
+    assert 1 <= len(first) < 6
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stderr.count("done earlier") == len(first)
+    assert len(list(out.glob("pairs/*/*.json"))) == 6 and not list(out.glob("pairs/*/.*.tmp"))
+    assert all(p.stat().st_mtime_ns == t for p, t in first.items())
+    report = subprocess.run([sys.executable, "-m", "populora.evaluation.cli", "report", "--results",
+                             str(out / "results.json")], capture_output=True, text=True, timeout=120)
+    assert report.returncode == 0 and "population mean" in report.stdout
+
+
+def test_bad_input_names_what_is_valid(runs, tmp_path, capsys):
+    _, pop, _, _ = runs
+    assert eval_main(["--run", pop, "--benchmarks", "gsm8k,hellaswag"]) == 2
+    assert "valid: humaneval_plus, mbpp_plus, livecodebench" in capsys.readouterr().err
+    assert eval_main(["--run", pop, "--data-dir", str(tmp_path / "nope"), *FAST]) == 2
+    err = capsys.readouterr().err
+    assert "SHA256SUMS" in err and "HumanEvalPlus-v0.1.10.jsonl" in err and "populora data fetch" in err
+    assert eval_main(["--run", "0123456789abcdef", *FAST]) == 2
+    assert "populora runs" in capsys.readouterr().err
+    assert eval_main(["--adapter", str(tmp_path), *FAST]) == 2
+    assert "not a PEFT adapter dir" in capsys.readouterr().err
+
+
+def test_unknown_member_lists_the_valid_ones(runs, capsys):
+    _, pop, _, _ = runs
+    assert eval_main(["--run", pop, "--members", "T0,X9", *FAST]) == 2
+    err = capsys.readouterr().err
+    assert "unknown member(s) X9" in err and "valid: S0, S1, T0" in err
