@@ -49,8 +49,10 @@ def _download(url: str, timeout_s: float = 60.0) -> bytes:
         return resp.read()
 
 
-def fetch(cache_dir: Path, names: list[str], download=_download, log=print) -> Path:
-    """Download ``names`` into ``cache_dir`` (skipping files already there with the right digest); verify all."""
+def fetch(cache_dir: Path, names: list[str], download=None, log=print) -> Path:
+    """Download ``names`` into ``cache_dir`` (skipping files already there with the right digest); verify all.
+    ``download(url) -> bytes`` defaults to an HTTPS GET (tests serve local files instead)."""
+    download = download or _download
     cache_dir.mkdir(parents=True, exist_ok=True)
     (cache_dir / benchmarks.CHECKSUMS).write_text(sha256sums_text())
     problems = []

@@ -1,0 +1,129 @@
+"""``populora data fetch`` up to the network (downloads served from the local copy, one of them corrupted), the
+report table's rows, averages and call-outs, and ``populora bench eval`` (tiny model; the embedded one is slow)."""
+
+import gzip
+import json
+
+import pytest
+
+from populora.evaluation import benchmarks as B
+from populora.evaluation import fetch, report
+
+ROOT = B.data_dir()
+needs_data = pytest.mark.skipif(not (ROOT / B.CHECKSUMS).is_file(), reason=f"no benchmark data at {ROOT}")
+
+
+@needs_data
+def test_pinned_digests_match_the_data_dirs_sha256sums():
+    assert set(fetch.sha256sums_text().splitlines()) == set((ROOT / B.CHECKSUMS).read_text().splitlines())
+    assert set(fetch.SOURCES) == set(B.BENCHMARKS)
+    assert all(u.startswith("https://") for urls, _, _ in fetch.SOURCES.values() for u in urls)
+
+
+def _local_downloader(corrupt: str | None = None, offline: tuple[str, ...] = ()):
+    """Serve each pinned URL from the local copy (gzipped where the source is), as the network would."""
+    by_url = {u: n for n, (urls, _, _) in fetch.SOURCES.items() for u in urls}
+
+    def download(url):
+        name = by_url[url]
+        if name in offline:
+            raise OSError("network is unreachable")
+        data = (ROOT / B.BENCHMARKS[name].file).read_bytes()
+        if name == corrupt:
+            data = data.replace(b"a", b"b", 1)
+        return gzip.compress(data) if fetch.SOURCES[name][1] else data
+    return download
+
+
+@needs_data
+def test_fetch_writes_checked_files_into_the_cache(tmp_path):
+    names = ["humaneval_plus", "aime24", "gsm8k"]
+    logs = []
+    root = fetch.fetch(tmp_path / "cache", names, download=_local_downloader(), log=logs.append)
+    B.verify(root, names)
+    assert (root / B.CHECKSUMS).is_file() and sum(line.startswith("got") for line in logs) == 3
+    fetch.fetch(root, names, download=_local_downloader(offline=tuple(names)), log=logs.append)  # cached: no network
+    assert sum(line.startswith("ok") for line in logs) == 3
+
+
+@needs_data
+def test_fetch_refuses_a_corrupt_or_missing_download(tmp_path):
+    with pytest.raises(B.DataError, match="gsm8k: .* does not match its SHA256"):
+        fetch.fetch(tmp_path, ["aime24", "gsm8k"], download=_local_downloader(corrupt="gsm8k"), log=lambda m: None)
+    with pytest.raises(B.DataError, match="amc23: download failed .*unreachable"):
+        fetch.fetch(tmp_path, ["amc23"], download=_local_downloader(offline=("amc23",)), log=lambda m: None)
+
+
+def test_data_fetch_cli_reports_a_network_failure(tmp_path, monkeypatch, capsys):
+    from populora.evaluation.cli import data_main
+
+    def no_network(url, timeout_s=60.0):
+        raise OSError("no route to host")
+
+    monkeypatch.setattr(fetch, "_download", no_network)
+    assert data_main(["fetch", "--cache-dir", str(tmp_path), "--benchmarks", "aime25"]) == 2
+    assert "aime25: download failed" in capsys.readouterr().err
+
+
+def _results(scores: dict[str, dict[str, float]], kinds: dict[str, str]) -> dict:
+    return {"results": {t: {b: {"score": v} for b, v in per.items()} for t, per in scores.items()},
+            "targets": {t: {"kind": k} for t, k in kinds.items()}}
+
+
+def test_report_rows_averages_and_call_outs():
+    scores = {"T0": {"humaneval_plus": 0.5, "gsm8k": 0.2}, "S0": {"humaneval_plus": 0.3, "gsm8k": 0.1},
+              "baseline (B0)": {"humaneval_plus": 0.35, "gsm8k": 0.25}, "base model": {"humaneval_plus": 0.1, "gsm8k": 0.05}}
+    kinds = {"T0": "member", "S0": "member", "baseline (B0)": "baseline", "base model": "base"}
+    t = report.build(_results(scores, kinds))
+    labels = [r[0] for r in t.rows]
+    assert labels == ["T0", "S0", "population mean", "weakest member (S0)", "best member (T0)", "baseline (B0)", "base model"]
+    mean = t.rows[2]
+    assert mean[1] == pytest.approx(0.4) and mean[-3] == pytest.approx(0.4) and mean[-2] == pytest.approx(0.15)
+    assert mean[-1] == pytest.approx(0.275)  # overall = mean of the benchmarks scored
+    assert t.deltas[0] == "population mean vs baseline: code avg +5.0 pts, math avg -10.0 pts, overall -2.5 pts"
+    assert t.deltas[1].startswith("weakest member vs baseline: code avg -5.0 pts")
+    md = report.markdown(t)
+    assert "| population mean | 40.0 |" in md and "LiveCodeBench (public tests)" in md
+    assert report.csv_text(t).splitlines()[0].startswith("adapter,HumanEval+,MBPP+,LiveCodeBench (public tests),AIME24")
+
+
+def test_report_without_baseline_says_how_to_get_one():
+    t = report.build(_results({"T0": {"gsm8k": 0.2}}, {"T0": "member"}))
+    assert "--baseline RUN_ID" in t.deltas[0]
+    assert json.dumps(report.csv_text(t))  # printable
+
+
+@needs_data
+def test_bench_eval_prints_rates(capsys):
+    from populora.evaluation.cli import bench_eval_main
+
+    assert bench_eval_main(["--tiny-random", "--n", "2", "--max-new-tokens", "8", "--json"]) == 0
+    figures = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    for key in ("gen_code_samples_per_s", "gen_math_samples_per_s", "score_humaneval_plus_samples_per_s",
+                "score_mbpp_plus_samples_per_s", "score_livecodebench_samples_per_s", "score_math_samples_per_s"):
+        assert figures[key] > 0, key
+
+
+@pytest.mark.slow
+@needs_data
+def test_embedded_model_evaluates_an_adapter(tmp_path, capsys):
+    """The real embedded model (SmolLM2-135M-Instruct): one adapter, two GSM8K items and one HumanEval+ item."""
+    from populora.evaluation.cli import eval_main
+    from populora.platform.backend import LoraSpec, PeftBackend
+    from populora.platform.models import load_base, resolve_source
+
+    model, tok = load_base(resolve_source("embedded"), device="cpu")
+    backend = PeftBackend(model, tok, LoraSpec())
+    backend.add_adapter("A", seed=0)
+    path = backend.save_adapter("A", tmp_path / "A")
+    argv = ["--adapter", str(path), "--benchmarks", "humaneval_plus,gsm8k", "--limit", "2", "--max-new-tokens", "64",
+            "--out", str(tmp_path / "eval"), "--device", "cpu"]
+    assert eval_main(argv) == 0
+    data = json.loads((tmp_path / "eval" / "results.json").read_text())
+    assert set(data["results"]) == {"A", "base model"}
+    # B = 0 in a fresh adapter: greedy outputs and scores equal the base model's, as a fair harness must give
+    assert data["results"]["A"] == {k: {**v, "seconds": data["results"]["A"][k]["seconds"],
+                                        "samples_file": data["results"]["A"][k]["samples_file"]}
+                                    for k, v in data["results"]["base model"].items()}
+    samples = (tmp_path / "eval" / "samples" / "A" / "gsm8k.jsonl").read_text().splitlines()
+    assert len(samples) == 2 and all(json.loads(s)["completion"].strip() for s in samples)
