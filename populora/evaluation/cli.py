@@ -14,7 +14,26 @@ from populora.evaluation import benchmarks
 from populora.evaluation.generation import GenConfig, ensure_offline
 from populora.evaluation.targets import TargetError
 
-BAD_INPUT = (benchmarks.DataError, TargetError)
+
+
+class MissingDependency(RuntimeError):
+    """An evaluation package is not installed; the message says which and how to install it."""
+
+
+BAD_INPUT = (benchmarks.DataError, TargetError, MissingDependency)
+
+
+def require_packages(names: list[str]) -> None:
+    """EvalPlus for HumanEval+/MBPP+, lm-eval + math-verify for the math suite: say so before loading a model."""
+    import importlib.util
+
+    groups = {benchmarks.BENCHMARKS[n].group for n in names}
+    need = {"evalplus": any(n in ("humaneval_plus", "mbpp_plus") for n in names),
+            "lm_eval": "math" in groups, "math_verify": "math" in groups}
+    missing = [pkg for pkg, used in need.items() if used and importlib.util.find_spec(pkg) is None]
+    if missing:
+        raise MissingDependency(f"{', '.join(missing)} not installed: pip install 'populora[eval]' "
+                                f"(evalplus==0.3.1, lm-eval==0.4.13, math-verify)")
 
 
 def _eval_parser() -> argparse.ArgumentParser:
@@ -65,6 +84,7 @@ def eval_main(argv: list[str]) -> int:
             raise TargetError("say what to evaluate: --run RUN_ID, --adapter PATH or --base-only")
         names = benchmarks.select(args.benchmarks)
         benchmarks.verify(root, names)
+        require_packages(names)
         gen = GenConfig(args.max_new_tokens, args.temperature, args.top_p, args.n_samples, args.seed, args.batch_size)
         return _evaluate(args, names, root, gen)
     except BAD_INPUT as err:

@@ -10,8 +10,10 @@ tests, "plus" = passes the original and the extra tests, pass@k with EvalPlus's 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -77,7 +79,8 @@ def expected_outputs(name: str, probs: dict[str, dict], data_dir: Path) -> dict[
     if list(probs) != list(full):
         key += "-slice-" + hashlib.md5(",".join(probs).encode()).hexdigest()[:12]
     special = MBPP_OUTPUT_NOT_NONE_TASKS if DATASETS[name][0] == "mbpp" else []
-    return get_groundtruth(probs, key, special)
+    with contextlib.redirect_stdout(sys.stderr):  # EvalPlus prints progress; our stdout is for tables and JSON
+        return get_groundtruth(probs, key, special)
 
 
 def score_samples(name: str, probs: dict[str, dict], samples: list[dict], data_dir: Path,
