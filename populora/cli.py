@@ -3,7 +3,8 @@
     populora train --config configs/smoke.yaml [--set key=value ...] [--resume RUN_ID]
     populora runs
     populora sandbox exec PROGRAM.py | sandbox check TASK.json
-    populora bench lora|step|evolve|verifier|all [--json]
+    populora bench lora|step|evolve|verifier|eval|all [--json]
+    populora eval --run RUN_ID | populora report --run RUN_ID | populora data verify|fetch
     populora ui [--host H] [--port P]
 """
 
@@ -79,7 +80,7 @@ def _sandbox(argv: list[str]) -> int:
     return sandbox_main(argv)
 
 
-BENCHES = ("lora", "step", "evolve", "verifier")
+BENCHES = ("lora", "step", "evolve", "verifier", "eval")
 
 
 def _bench(argv: list[str]) -> int:
@@ -90,12 +91,13 @@ def _bench(argv: list[str]) -> int:
     p.add_argument("--json", action="store_true", help="last line: one JSON object of the figures")
     p.add_argument("--tiny", action="store_true", help="tiny random model instead of the embedded one (quick check)")
     args = p.parse_args(argv)
-    if args.which == "verifier":
+    if args.which in ("verifier", "eval"):
+        from populora.evaluation.cli import bench_eval_main
         from populora.platform.sandbox_cli import bench_verifier_main
 
-        return bench_verifier_main(["--json"] if args.json else [])
+        return (bench_verifier_main if args.which == "verifier" else bench_eval_main)(["--json"] if args.json else [])
     figures = {}
-    for name in (BENCHES if args.which == "all" else [args.which]):
+    for name in ([b for b in BENCHES if b != "eval"] if args.which == "all" else [args.which]):
         figures[name] = _run_bench(name, args.tiny)
         print(f"bench {name}: " + ", ".join(f"{k}={v:.4g}" for k, v in figures[name].items()), flush=True)
     if args.json:
@@ -124,21 +126,6 @@ def _run_bench(name: str, tiny: bool) -> dict:
     return json.loads(buf.getvalue().strip().splitlines()[-1])
 
 
-def _data_verify(args) -> int:
-    from populora.evaluation import benchmarks
-
-    root = benchmarks.data_dir(args.data_dir)
-    try:
-        names = benchmarks.select(args.benchmarks)
-        benchmarks.verify(root, names)
-    except benchmarks.DataError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    for n in names:
-        print(f"ok  {benchmarks.BENCHMARKS[n].label:30} {root / benchmarks.BENCHMARKS[n].file}")
-    return 0
-
-
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="populora", description="Population-based self-play post-training with LoRA adapters")
     sub = p.add_subparsers(dest="command", required=True)
@@ -155,16 +142,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--limit", type=int, default=50)
     r.set_defaults(func=_runs)
 
-    d = sub.add_parser("data", help="benchmark data: populora data verify [--data-dir DIR]")
-    d_sub = d.add_subparsers(dest="data_command", required=True)
-    dv = d_sub.add_parser("verify", help="check the benchmark files against SHA256SUMS")
-    dv.add_argument("--data-dir", help="default: $POPULORA_DATA_DIR, else ../shared/data/benchmarks from the project root")
-    dv.add_argument("--benchmarks", default="all", help="names, or the groups code, math, all")
-    dv.set_defaults(func=_data_verify)
-
+    sub.add_parser("data", help="benchmark data: populora data verify|fetch [--data-dir DIR]", add_help=False)
     sub.add_parser("sandbox", help="run or check a program in the sandbox (see: populora sandbox --help)", add_help=False)
-    sub.add_parser("bench", help="benchmarks: populora bench lora|step|evolve|verifier|all [--json]", add_help=False)
-    sub.add_parser("eval", help="score a run's adapters on the math benchmarks (populora eval --help)", add_help=False)
+    sub.add_parser("bench", help="benchmarks: populora bench lora|step|evolve|verifier|eval|all [--json]", add_help=False)
+    sub.add_parser("eval", help="score a run's adapters on the ten benchmarks (populora eval --help)", add_help=False)
     sub.add_parser("report", help="member-vs-baseline table of an evaluated run", add_help=False)
     sub.add_parser("ui", help="serve the web UI on 127.0.0.1:8501 (populora ui --help)", add_help=False)
     return p
@@ -177,10 +158,10 @@ def main(argv: list[str] | None = None) -> int:
         return _sandbox(argv[1:])
     if argv and argv[0] == "bench":
         return _bench(argv[1:])
-    if argv and argv[0] in ("eval", "report"):
-        from populora.evaluation.cli import eval_main, report_main
+    if argv and argv[0] in ("eval", "report", "data"):
+        from populora.evaluation.cli import data_main, eval_main, report_main
 
-        return (eval_main if argv[0] == "eval" else report_main)(argv[1:])
+        return {"eval": eval_main, "report": report_main, "data": data_main}[argv[0]](argv[1:])
     if argv and argv[0] == "ui":
         from populora.ui.cli import ui_main
 
