@@ -53,6 +53,17 @@ def baseline_row(uri: str, baseline: str | None, prefix: str | None, keys: list[
     return frame.mean(numeric_only=True) if not frame.empty and len(frame.columns) else None
 
 
+def base_row(uri: str, run_id: str, evals: pd.DataFrame) -> pd.Series | None:
+    """The bare base model's scores: ``populora eval`` logs them on the parent run as ``eval_base/...``
+    (older stores may hold them as a member run with id base)."""
+    info = store.run_info(uri, run_id) or {}
+    logged = {"eval/" + k[len("eval_base/"):]: v for k, v in info.get("metrics", {}).items() if k.startswith("eval_base/")}
+    if logged:
+        return pd.Series(logged)
+    ids = [b for b in BASE_IDS if b in evals.index]
+    return evals.loc[ids].mean(numeric_only=True) if ids else None
+
+
 def show_table(table: pd.DataFrame, title: str) -> None:
     st.markdown(f"**{title}**")
     delta_rows = [r for r in table.index if r.endswith("- baseline")]
@@ -98,7 +109,7 @@ def main() -> None:
                 f"`populora eval --run {run_id}`" + (f"  and  `populora eval --run {baseline}`" if baseline else "")
                 + "\n\nScores are logged as `eval/<benchmark>/<metric>` on each member's MLflow run and show up here.")
     else:
-        base = evals.loc[[b for b in BASE_IDS if b in evals.index]].mean(numeric_only=True) if with_base and any(b in evals.index for b in BASE_IDS) else None
+        base = base_row(uri, run_id, evals) if with_base else None
         show_table(summarize(evals, chosen, baseline_row(uri, baseline, "eval/", None), base), "Benchmark scores")
     st.subheader("Training scores (latest logged value)")
     train = metric_frame(uri, run_id, None, TRAINING_METRICS)
