@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import sys
 import warnings
 
@@ -21,6 +22,14 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 warnings.filterwarnings("ignore", category=UserWarning, module=r"(peft|transformers|torch)\.")
 warnings.filterwarnings("ignore", category=FutureWarning, module=r"(peft|transformers)\.")
+
+
+def _stop_on_sigterm() -> None:
+    """SIGTERM (``kill``, ``docker stop``, Ray's stop_job) stops a run like Ctrl-C: tagged stopped, ended KILLED."""
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, interrupt)
 
 
 def _train(args) -> int:
@@ -40,6 +49,7 @@ def _train(args) -> int:
         trainer = Trainer.create(cfg)
         print(f"run {trainer.run_id}: {cfg.name} ({'single-agent baseline' if cfg.population.single_agent else f'{cfg.population.teachers} teachers + {cfg.population.students} students'}), "
               f"{cfg.steps} steps, run dir {trainer.run_dir}", flush=True)
+    _stop_on_sigterm()
     trainer.train(progress=not args.quiet)
     _where(trainer)
     return 0

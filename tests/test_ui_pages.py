@@ -161,8 +161,8 @@ def test_launch_starts_a_validated_job(app, monkeypatch):
     from populora.platform import jobs
 
     started = []
-    monkeypatch.setattr(jobs, "launch_training", lambda text, name="", env=None: started.append((text, name, env))
-                        or jobs.Job(id="fake", argv=[], dir=os.environ["POPULORA_JOBS_DIR"], created=0.0, name=name))
+    monkeypatch.setattr(jobs, "launch_training", lambda text, name="", env=None, ray_address=None: started.append(
+        (text, name, env, ray_address)) or jobs.Job(id="fake", argv=[], dir=os.environ["POPULORA_JOBS_DIR"], created=0.0, name=name))
     at = _ok(app("launch"))
     at.text_input(key="f_smoke_name").set_value("ui-test; rm -rf /")  # stays a YAML value, never a shell word
     at.checkbox(key="f_smoke_baseline").check()
@@ -172,6 +172,33 @@ def test_launch_starts_a_validated_job(app, monkeypatch):
     first, second = (yaml.safe_load(s[0]) for s in started)
     assert first["population"]["single_agent"] is False and second["population"]["single_agent"] is True
     assert started[0][2]["MLFLOW_TRACKING_URI"] == os.environ["MLFLOW_TRACKING_URI"]
+    assert started[0][3] is None  # no Ray address: a local background process
+
+
+def test_launch_with_a_ray_cluster_submits_ray_jobs(app, monkeypatch):
+    """With ray.address naming a cluster the form submits a Ray Job (tests/test_ray_jobs.py runs one for real);
+    the submitted config joins the cluster from its head node (address auto)."""
+    import yaml
+
+    from populora.platform import jobs
+
+    started = []
+    monkeypatch.setattr(jobs, "launch_training", lambda text, name="", env=None, ray_address=None: started.append(
+        (yaml.safe_load(text), ray_address)) or jobs.Job(id="fake", argv=[], dir=os.environ["POPULORA_JOBS_DIR"], created=0.0))
+    at = _ok(app("launch"))
+    at.text_area(key="f_smoke_overrides").set_value("ray.address=ray://head.example:10001")
+    at.button[0].click().run()
+    _ok(at)
+    assert [(cfg["ray"]["address"], address) for cfg, address in started] == [("auto", "ray://head.example:10001")]
+    assert any("Ray Job" in i.value for i in at.info)
+
+
+def test_launch_reports_an_unreachable_ray_cluster_inline(app):
+    at = _ok(app("launch"))
+    at.text_area(key="f_smoke_overrides").set_value("ray.address=http://127.0.0.1:9")  # nothing listens on port 9
+    at.button[0].click().run()
+    _ok(at)
+    assert any("ray.address" in e.value and "Ray" in e.value for e in at.error)
 
 
 # ====================================================================== crashed runs, benchmark scores

@@ -16,9 +16,9 @@ the run ``stopped`` and ends it KILLED in MLflow.
 
 Every argv is a list; user-typed values reach the trainer only inside the YAML file, never through a shell.
 
-Ray: a config with ``ray.address`` set is launched the same way; the trainer itself joins the Ray cluster as
-the driver (``populora.training.loop.make_backend``). Submitting the driver as a Ray *job* (``ray job submit``)
-instead is the extension point: implement ``JobBackend.start/stop/status`` for it and pick it in ``launch``.
+Ray: ``launch_training(..., ray_address=ADDR)`` submits the run as a Ray Job instead (``ray_jobs.py``): the job
+dir then holds ``job.json`` and ``ray_workdir/config.yaml`` (what Ray uploads), status and stop go through Ray's
+Jobs API, and ``log.txt`` is a copy of the job's logs refreshed whenever the log is read.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -33,6 +34,8 @@ import time
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from populora.platform import ray_jobs
 
 RUN_LINE = re.compile(r"^(?:run|resuming run) ([0-9a-f]{32})\b", re.MULTILINE)
 
@@ -51,6 +54,7 @@ class Job:
     pid: int | None = None
     name: str = ""
     env: dict[str, str] = field(default_factory=dict)
+    ray_address: str | None = None  # set: a Ray Job, ``id`` is its submission id
 
     # ------------------------------------------------------------------ on-disk state
     @property
@@ -68,6 +72,8 @@ class Job:
     @property
     def status(self) -> str:
         """running | finished | failed | stopped | lost (the supervisor vanished without an exit code)."""
+        if self.ray_address:
+            return ray_jobs.status(self.ray_address, self.id)
         code = self.exit_code
         if code is None:
             return "running" if self.pid and _alive(self.pid) else ("starting" if not self.pid else "lost")
@@ -76,7 +82,15 @@ class Job:
         # 130 / -SIGINT: the trainer ended on KeyboardInterrupt (our stop); a SIGKILL (OOM killer) is a crash
         return "stopped" if code in (130, -signal.SIGINT, -signal.SIGTERM) else "failed"
 
+    def _sync_ray_log(self) -> None:
+        text = ray_jobs.logs(self.ray_address, self.id) if self.ray_address else None
+        if text is not None:
+            tmp = self.log_path.with_suffix(".tmp")
+            tmp.write_text(text)
+            tmp.replace(self.log_path)
+
     def log_tail(self, lines: int = 40) -> str:
+        self._sync_ray_log()
         try:
             text = self.log_path.read_text(errors="replace")
         except OSError:
@@ -86,6 +100,13 @@ class Job:
     @property
     def run_id(self) -> str | None:
         """The MLflow run id, which ``populora train`` prints on its first line (``run <RUN_ID>: ...``)."""
+        found = self._run_id_in_log()
+        if found is None and self.ray_address:
+            self._sync_ray_log()
+            found = self._run_id_in_log()
+        return found
+
+    def _run_id_in_log(self) -> str | None:
         try:
             with self.log_path.open(errors="replace") as f:
                 head = f.read(64_000)
@@ -140,10 +161,13 @@ def start(argv: list[str], name: str = "", env: dict[str, str] | None = None, ro
 
 
 def launch_training(config_yaml: str, name: str = "", env: dict[str, str] | None = None,
-                    root: str | Path | None = None) -> Job:
-    """Write the (already validated) config to the job dir and start ``populora train --config`` on it."""
+                    root: str | Path | None = None, ray_address: str | None = None) -> Job:
+    """Write the (already validated) config to the job dir and start ``populora train --config`` on it: here,
+    or as a Ray Job on the cluster at ``ray_address``."""
     root = Path(root or jobs_dir())
     job_id = time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
+    if ray_address:
+        return _submit_ray(config_yaml, name, dict(env or {}), root, ray_address, f"populora-{job_id}")
     config_path = root / f"{job_id}.yaml"
     root.mkdir(parents=True, exist_ok=True)
     config_path.write_text(config_yaml)
@@ -155,18 +179,44 @@ def launch_training(config_yaml: str, name: str = "", env: dict[str, str] | None
     return job
 
 
+def _submit_ray(config_yaml: str, name: str, env: dict[str, str], root: Path, address: str, job_id: str) -> Job:
+    job_dir = root / job_id
+    workdir = job_dir / "ray_workdir"
+    workdir.mkdir(parents=True)
+    (workdir / "config.yaml").write_text(config_yaml)
+    job = Job(id=job_id, argv=ray_jobs.ENTRYPOINT.split(), dir=str(job_dir), created=time.time(), name=name, env=env,
+              ray_address=address)
+    job.save()
+    try:
+        ray_jobs.submit(address, str(workdir), job_id, env, name)
+    except ray_jobs.RayJobError:
+        shutil.rmtree(job_dir, ignore_errors=True)  # nothing was started: leave no job behind
+        raise
+    return job
+
+
+def _wait_stopped(job: Job, timeout_s: float) -> bool:
+    deadline = time.time() + timeout_s
+    while time.time() < deadline and job.status in ("running", "starting"):
+        time.sleep(0.2)
+    return job.status not in ("running", "starting")
+
+
 def stop(job: Job, timeout_s: float = 20.0) -> str:
-    """SIGINT the job's process group (the trainer marks its run stopped); SIGKILL if it ignores us."""
+    """SIGINT the job's process group (the trainer marks its run stopped); SIGKILL if it ignores us.
+    A Ray Job is stopped through Ray (SIGTERM, which the trainer treats like SIGINT, then SIGKILL)."""
+    if job.ray_address:
+        if job.status in ("running", "starting"):
+            ray_jobs.stop(job.ray_address, job.id)
+            _wait_stopped(job, timeout_s + 30)
+        return job.status
     if job.status not in ("running", "starting") or not job.pid:
         return job.status
     try:
         os.killpg(job.pid, signal.SIGINT)
     except ProcessLookupError:
         return job.status
-    deadline = time.time() + timeout_s
-    while time.time() < deadline and job.status in ("running", "starting"):
-        time.sleep(0.2)
-    if job.status in ("running", "starting"):
+    if not _wait_stopped(job, timeout_s):
         try:
             os.killpg(job.pid, signal.SIGKILL)
         except ProcessLookupError:

@@ -90,7 +90,8 @@ class CheckpointConfig(Section):
 
 
 class RayConfig(Section):
-    address: str | None = Field(None, description="None: no Ray; 'local': start Ray here; 'auto' or 'ray://host:port': join a cluster")
+    address: str | None = Field(None, description="None: no Ray; 'local': start Ray here; 'auto' or 'ray://host:port': join a cluster "
+                                   "(the UI's Launch page then submits the run to it as a Ray Job)")
     model_workers: int = Field(1, ge=1, description="Model-worker actors (one per GPU), each holding the base and its members' adapters")
     sandbox_workers: int = Field(2, ge=1, description="Sandbox actors the verifier requests are spread over")
     gpus_per_worker: float = Field(0.0, ge=0, description="GPUs reserved per model worker (1 on a GPU cluster)")

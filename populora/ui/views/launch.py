@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from populora.platform import config as config_io
-from populora.platform import jobs
+from populora.platform import jobs, ray_jobs
 from populora.ui import common, form, store
 
 st.title("Launch a run")
@@ -70,21 +70,33 @@ def launch(submission: dict) -> None:
     if errors:
         st.rerun()  # redraw the form with each message under its field
     env = {"MLFLOW_TRACKING_URI": store.uri()}  # the job writes where this UI reads
-    started = [jobs.launch_training(config_io.dump(cfg), name=cfg.name, env=env)]
+    ray_address = cfg.ray.address if cfg.ray.address not in (None, "local") else None
+    runs = [cfg]
     if submission["baseline"] and not cfg.population.single_agent:
         base = cfg.model_copy(deep=True)
         base.population.single_agent, base.name = True, f"{cfg.name}-baseline"
-        started.append(jobs.launch_training(config_io.dump(base), name=base.name, env=env))
+        runs.append(base)
+    started = []
+    try:
+        for run_cfg in runs:
+            if ray_address:  # the driver runs on the cluster's head node, where "auto" finds the cluster
+                run_cfg = run_cfg.model_copy(deep=True)
+                run_cfg.ray.address = "auto"
+            started.append(jobs.launch_training(config_io.dump(run_cfg), name=run_cfg.name, env=env,
+                                                ray_address=ray_address))
+    except ray_jobs.RayJobError as err:
+        st.error(f"**ray.address**: {err}", icon="⚠️")
     st.session_state["launched"] = [j.id for j in started]
-    if cfg.ray.address:
-        st.info(f"ray.address={cfg.ray.address}: the trainer joins that Ray cluster as its driver.")
+    if ray_address and started:
+        st.info(f"Submitted as Ray Job(s) to {ray_address}; Ray's dashboard shows them too. The run must log to "
+                f"an MLflow store the cluster can reach (this UI reads {store.uri()}).")
 
 
 def job_row(job: jobs.Job) -> None:
     status, run_id = job.status, job.run_id
     cols = st.columns([3, 2, 4, 2])
     cols[0].markdown(f"**{job.name or job.id}**  \n`{job.id}`")
-    cols[1].markdown(f"{common.STATUS_ICONS.get(status, '•')} {status}")
+    cols[1].markdown(f"{common.STATUS_ICONS.get(status, '•')} {status}" + ("  \nRay Job" if job.ray_address else ""))
     with cols[2]:
         if run_id:
             common.link("runs", f"run {run_id[:12]}", run_id, "📋")

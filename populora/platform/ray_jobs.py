@@ -1,0 +1,100 @@
+"""Training runs submitted as Ray Jobs: the UI's Launch page uses this when the config names a Ray cluster.
+
+A Ray Job runs its entrypoint on the cluster's head node, so the trainer (the Ray driver) keeps running when the
+UI's machine goes away, and Ray's own dashboard shows it. What travels with it:
+
+- the validated config, as ``config.yaml`` in a working dir Ray uploads (``runtime_env.working_dir``); the
+  entrypoint is a fixed string (``python -m populora.cli train --config config.yaml --quiet``): no user-typed
+  value is ever part of the shell command Ray runs;
+- environment variables (``MLFLOW_TRACKING_URI``: the run must write where the UI reads, so on a real cluster
+  that is an MLflow server, not a sqlite file on the UI's disk).
+
+The cluster's Python must have populora installed (the docker images do). A cluster using token auth needs its
+token here too (RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token), as for ``ray job submit``. ``stop`` asks Ray to stop the job:
+Ray sends SIGTERM, which the trainer turns into a clean stop (run tagged ``stopped``, ended KILLED in MLflow).
+"""
+
+from __future__ import annotations
+
+import functools
+
+ENTRYPOINT = "python -m populora.cli train --config config.yaml --quiet"
+# Ray's job statuses -> ours (populora.platform.jobs.Job.status)
+STATUSES = {"PENDING": "starting", "RUNNING": "running", "SUCCEEDED": "finished", "FAILED": "failed",
+            "STOPPED": "stopped"}
+
+
+class RayJobError(RuntimeError):
+    pass
+
+
+def jobs_address(ray_address: str) -> str:
+    """Where the Jobs API of the cluster ``ray.address`` names is: Ray resolves ``auto``, ``host:port``,
+    ``ray://host:10001`` and ``http://host:8265`` itself; ``local`` has no cluster to submit to."""
+    if ray_address == "local":
+        raise RayJobError("ray.address=local starts Ray inside the trainer: there is no cluster to submit a Ray Job to "
+                          "(use auto, ray://HOST:10001 or http://HOST:8265)")
+    return ray_address
+
+
+def _use_token_if_available() -> None:
+    """Clusters started with a token (Ray's default for ``ray start`` when one exists) reject requests without
+    it. Like ``ray start``, turn token auth on when RAY_AUTH_MODE is unset and a token is at hand (RAY_AUTH_TOKEN,
+    RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token)."""
+    try:
+        from ray._private.authentication.authentication_token_setup import (
+            maybe_enable_token_auth_if_token_available,
+        )
+    except ImportError:  # a Ray without token auth
+        return
+    maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
+
+
+@functools.lru_cache(maxsize=8)
+def client(address: str):
+    """A JobSubmissionClient for ``address`` (cached: creating one is an HTTP round trip)."""
+    try:
+        from ray.job_submission import JobSubmissionClient
+    except ImportError as err:
+        raise RayJobError("Ray Jobs need Ray with its dashboard: pip install 'populora[ray]'") from err
+    _use_token_if_available()
+    try:
+        return JobSubmissionClient(jobs_address(address))
+    except Exception as err:  # ConnectionError, AuthenticationError, RuntimeError from its version check
+        raise RayJobError(f"cannot reach the Ray Jobs API for ray.address={address!r}: {err}. Is the cluster "
+                          "running with its dashboard (ray start --head --dashboard-host=0.0.0.0)?") from err
+
+
+def submit(address: str, working_dir: str, submission_id: str, env: dict[str, str], name: str = "") -> str:
+    """Submit the trainer on ``working_dir/config.yaml``; returns Ray's submission id."""
+    runtime_env = {"working_dir": working_dir,
+                   # the trainer needs time to tag and end its MLflow run after Ray's SIGTERM
+                   "env_vars": {**env, "RAY_JOB_STOP_WAIT_TIME_S": "30"}}
+    try:
+        return client(address).submit_job(entrypoint=ENTRYPOINT, runtime_env=runtime_env,
+                                          submission_id=submission_id, metadata={"populora.name": name})
+    except RayJobError:
+        raise
+    except Exception as err:  # the SDK raises plain RuntimeError for HTTP errors
+        raise RayJobError(f"Ray rejected the job: {err}") from err
+
+
+def status(address: str, submission_id: str) -> str:
+    try:
+        return STATUSES.get(str(client(address).get_job_status(submission_id).value), "lost")
+    except Exception:  # cluster gone or job unknown: say so rather than crash a UI page
+        return "lost"
+
+
+def logs(address: str, submission_id: str) -> str | None:
+    try:
+        return client(address).get_job_logs(submission_id)
+    except Exception:
+        return None
+
+
+def stop(address: str, submission_id: str) -> None:
+    try:
+        client(address).stop_job(submission_id)
+    except Exception as err:
+        raise RayJobError(f"could not stop Ray job {submission_id}: {err}") from err

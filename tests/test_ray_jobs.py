@@ -1,0 +1,109 @@
+"""Runs submitted as Ray Jobs (what the UI's Launch page does when the config names a Ray cluster), against a
+real single-node Ray cluster started by the test (`ray start --head` with its dashboard, 2 CPUs)."""
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytest.importorskip("ray.job_submission", reason="Ray Jobs need the optional extra: pip install 'populora[ray]'")
+
+from mlflow.tracking import MlflowClient  # noqa: E402
+
+from populora.platform import jobs, ray_jobs  # noqa: E402
+
+pytestmark = pytest.mark.timeout(900)
+
+TINY = {"name": "ray-job", "steps": 50, "model": {"tiny_random": True, "lora_rank": 4},
+        "tasks": {"max_new_tokens_propose": 24, "max_new_tokens_solve": 8, "tasks_per_teacher": 2},
+        "population": {"teachers": 1, "students": 1},
+        "ray": {"address": "auto", "cpus_per_model_worker": 0.5, "cpus_per_sandbox_worker": 0.5, "sandbox_workers": 1}}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def ray_cluster(tmp_path_factory):
+    """A head node with the Jobs API; its processes get this venv's python first on PATH, as a cluster's image
+    would have populora installed. Ray turns token auth on when ~/.ray/auth_token exists (any earlier local
+    ray.init writes one): then the client must find and send it, as the UI's would."""
+    tmp = tmp_path_factory.mktemp("ray")
+    ray_bin = Path(sys.executable).parent / "ray"
+    saved = {k: os.environ.get(k) for k in ("RAY_AUTH_MODE",)}
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "RAY_USAGE_STATS_ENABLED": "0"}
+    gcs, dash = _free_port(), _free_port()
+    start = [str(ray_bin), "start", "--head", f"--port={gcs}", "--num-cpus=2", "--include-dashboard=true",
+             "--dashboard-host=127.0.0.1", f"--dashboard-port={dash}", f"--temp-dir={tmp}/r", "--disable-usage-stats"]
+    subprocess.run(start, env=env, check=True, capture_output=True, timeout=180, cwd=tmp)
+    address = f"http://127.0.0.1:{dash}"
+    try:
+        deadline = time.time() + 60
+        while True:  # the Jobs API comes up a little after `ray start` returns
+            try:
+                ray_jobs.client.cache_clear()
+                ray_jobs.client(address).list_jobs()
+                break
+            except Exception:
+                if time.time() > deadline:
+                    raise
+                time.sleep(1)
+        yield address
+    finally:
+        ray_jobs.client.cache_clear()
+        subprocess.run([str(ray_bin), "stop", "--force"], env=env, capture_output=True, timeout=120)
+        shutil.rmtree(tmp / "r", ignore_errors=True)
+        for k, v in saved.items():
+            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+
+
+def _wait(predicate, timeout: float, what: str):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_run_submitted_as_a_ray_job_trains_logs_to_mlflow_and_stops_cleanly(ray_cluster, tmp_path):
+    store = f"sqlite:///{tmp_path}/mlflow.db"
+    job = jobs.launch_training(yaml.safe_dump(TINY), name="ray-job", env={"MLFLOW_TRACKING_URI": store},
+                               root=tmp_path / "jobs", ray_address=ray_cluster)
+    assert job.ray_address == ray_cluster
+    assert (Path(job.dir) / "ray_workdir" / "config.yaml").is_file()
+    # found again from disk, as the UI does on every refresh
+    assert [j.id for j in jobs.list_jobs(tmp_path / "jobs")] == [job.id]
+    run_id = _wait(lambda: job.run_id, 400, f"the run id in the Ray job's log:\n{job.log_tail()}")
+    client = MlflowClient(store)
+    _wait(lambda: client.get_run(run_id).data.metrics.get("progress/step", 0) >= 1, 400, "a finished step")
+    assert job.status == "running"
+    assert jobs.stop(job) == "stopped"
+    run = client.get_run(run_id)
+    assert run.info.status == "KILLED"  # the trainer caught Ray's SIGTERM and ended its run
+    assert run.data.tags["populora.status"] == "stopped"
+    assert "run " + run_id in job.log_tail(200)
+
+
+def test_unreachable_cluster_is_a_clear_error_and_leaves_no_job(tmp_path):
+    dead = f"http://127.0.0.1:{_free_port()}"
+    ray_jobs.client.cache_clear()
+    with pytest.raises(ray_jobs.RayJobError, match="Ray"):
+        jobs.launch_training(yaml.safe_dump(TINY), env={}, root=tmp_path / "jobs", ray_address=dead)
+    assert jobs.list_jobs(tmp_path / "jobs") == []
+    assert list((tmp_path / "jobs").iterdir()) == []
+
+
+def test_local_ray_has_no_cluster_to_submit_to(tmp_path):
+    with pytest.raises(ray_jobs.RayJobError, match="ray.address=local"):
+        jobs.launch_training(yaml.safe_dump(TINY), env={}, root=tmp_path / "jobs", ray_address="local")
