@@ -87,6 +87,19 @@ def test_report_rows_averages_and_call_outs():
     assert report.csv_text(t).splitlines()[0].startswith("adapter,HumanEval+,MBPP+,LiveCodeBench (public tests),AIME24")
 
 
+def test_summary_rows_are_over_the_final_population():
+    """A member replaced by evolution keeps its row, marked, but the mean / weakest / best are the survivors'."""
+    scores = {"T0": {"gsm8k": 0.0}, "T2": {"gsm8k": 0.4}, "S2": {"gsm8k": 0.2}, "baseline (B0)": {"gsm8k": 0.1}}
+    results = _results(scores, {"T0": "member", "T2": "member", "S2": "member", "baseline (B0)": "baseline"})
+    results["targets"]["T0"]["alive"] = "false"
+    results["targets"]["T2"]["alive"] = results["targets"]["S2"]["alive"] = "true"
+    t = report.build(results)
+    assert [r[0] for r in t.rows] == ["T0 (retired)", "T2", "S2", "population mean", "weakest member (S2)",
+                                      "best member (T2)", "baseline (B0)"]
+    assert t.rows[3][-2] == pytest.approx(0.3)  # math avg of the survivors only
+    assert t.deltas[1] == "weakest member vs baseline: code avg n/a, math avg +10.0 pts, overall +10.0 pts"
+
+
 def test_report_without_baseline_says_how_to_get_one():
     t = report.build(_results({"T0": {"gsm8k": 0.2}}, {"T0": "member"}))
     assert "--baseline RUN_ID" in t.deltas[0]

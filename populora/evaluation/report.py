@@ -1,6 +1,8 @@
 """The comparison table: does the population mean, and its weakest member, beat the single-agent baseline?
 
-Rows: each member, population mean, weakest member, best member, baseline, base model. Columns: the ten
+Rows: each member, population mean, weakest member, best member, baseline, base model. Mean, weakest and best
+are over the final population (members alive at the end of training); members that evolution replaced are
+listed as "(retired)". Columns: the ten
 benchmarks (each its primary score: pass@1 on the plus tests for HumanEval+/MBPP+, pass@1 on the public tests for
 LiveCodeBench, accuracy for math), code average, math average, overall (the unweighted mean of the benchmarks
 scored). Pure functions of the results dict (``results.build``'s layout), so ``populora report`` needs no model.
@@ -42,8 +44,12 @@ def build(results: dict) -> Table:
     per = {label: {b: r["score"] for b, r in by.items()} for label, by in results["results"].items()}
     kinds = {label: results["targets"].get(label, {}).get("kind", "member") for label in per}
     header = ["adapter"] + [benchmarks.BENCHMARKS[n].label for n in benchmarks.BENCHMARKS] + list(AVERAGES)
-    members = [label for label in per if kinds[label] == "member"]
-    rows = [row(m, per[m]) for m in members]
+    scored = [label for label in per if kinds[label] == "member"]
+    retired = {m for m in scored if str(results["targets"].get(m, {}).get("alive", "true")).lower() == "false"}
+    # the summary rows describe the final population (the paper's comparison); members replaced by evolution
+    # keep their own rows, marked, and count only when no member of the final population was scored
+    members = [m for m in scored if m not in retired] or scored
+    rows = [row(f"{m} (retired)" if m in retired else m, per[m]) for m in scored]
     named: dict[str, list] = {}
     if len(members) > 1:
         overall = {m: row(m, per[m])[-1] for m in members}
@@ -57,7 +63,8 @@ def build(results: dict) -> Table:
     baselines = [row(label, per[label]) for label in per if kinds[label] == "baseline"]
     rows += baselines + [row(label, per[label]) for label in per if kinds[label] == "base"]
     if len(members) == 1:  # a one-member population is its own mean and weakest member
-        named = {"population mean": rows[0], "weakest": rows[0]}
+        only = row(members[0], per[members[0]])
+        named = {"population mean": only, "weakest": only}
     return Table(header, rows, call_outs(named, baselines[0] if baselines else None))
 
 
