@@ -248,17 +248,23 @@ def test_compare_benchmark_table_with_deltas(synthetic_store, monkeypatch, tmp_p
     st.cache_data.clear()
     for run, score in ((synthetic_store["finished"], 0.3), (synthetic_store["baseline"], 0.25)):
         for i, row in enumerate(ui_store.members(synthetic_store["uri"], run).itertuples()):
-            client.log_metric(row.member_run_id, "eval/humaneval_plus/pass_1", score + 0.01 * i)
+            client.log_metric(row.member_run_id, "eval/humaneval_plus/score", score + 0.01 * i)  # as populora eval logs
+            client.log_metric(row.member_run_id, "eval/humaneval_plus/plus", score + 0.01 * i)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", synthetic_store["uri"])
     monkeypatch.setenv("POPULORA_JOBS_DIR", str(tmp_path / "jobs"))
     st.cache_data.clear()
     at = AppTest.from_file(str(VIEWS / "compare.py"), default_timeout=60)
     at.query_params["run"] = synthetic_store["finished"]
     _ok(at.run())
-    bench = at.dataframe[0].value
-    assert bench.loc["population weakest", "eval/humaneval_plus/pass_1"] == pytest.approx(0.3)
-    assert bench.loc["weakest - baseline", "eval/humaneval_plus/pass_1"] == pytest.approx(0.05)
-    assert bench.loc["mean - baseline", "eval/humaneval_plus/pass_1"] == pytest.approx(0.065)
+    bench = at.dataframe[0].value  # the headline table: main score per benchmark, in %, with the averages
+    assert list(bench.columns) == ["HumanEval+", "code avg", "math avg", "overall"]
+    assert bench.loc["population weakest", "HumanEval+"] == pytest.approx(30.0)
+    assert bench.loc["weakest - baseline", "HumanEval+"] == pytest.approx(5.0)
+    assert bench.loc["mean - baseline", "overall"] == pytest.approx(6.5)
+    at.toggle(key="cmp_all_metrics").set_value(True).run()
+    _ok(at)
+    every = at.dataframe[1].value
+    assert every.loc["mean - baseline", "eval/humaneval_plus/plus"] == pytest.approx(0.065)
 
 
 def test_lineage_dot_draws_crossover_with_two_parents():

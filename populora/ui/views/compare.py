@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from populora.evaluation import benchmarks
 from populora.ui import charts, common, store
 
 st.title("Compare")
@@ -37,6 +38,25 @@ def summarize(scores: pd.DataFrame, members: list[str], baseline: pd.Series | No
     return table
 
 
+def headline(scores: pd.DataFrame | pd.Series | None) -> pd.DataFrame | pd.Series | None:
+    """Each benchmark's main score (``eval/<benchmark>/score``) under its table label, in %, plus code average,
+    math average and overall (the unweighted mean of the benchmarks scored), as ``populora report`` shows them.
+
+    >>> headline(pd.Series({"eval/gsm8k/score": 0.5, "eval/gsm8k/accuracy": 0.5, "eval/mbpp_plus/score": 0.25}))["overall"]
+    np.float64(37.5)
+    """
+    if scores is None:
+        return None
+    frame = scores.to_frame().T if isinstance(scores, pd.Series) else scores
+    keys = {f"eval/{n}/score": b.label for n, b in benchmarks.BENCHMARKS.items() if f"eval/{n}/score" in frame.columns}
+    out = frame[list(keys)].apply(pd.to_numeric, errors="coerce").rename(columns=keys) * 100
+    for avg, names in (("code avg", benchmarks.GROUPS["code"]), ("math avg", benchmarks.GROUPS["math"]),
+                       ("overall", list(benchmarks.BENCHMARKS))):
+        cols = [benchmarks.BENCHMARKS[n].label for n in names if benchmarks.BENCHMARKS[n].label in out.columns]
+        out[avg] = out[cols].mean(axis=1) if cols else float("nan")
+    return out.iloc[0] if isinstance(scores, pd.Series) else out
+
+
 def metric_frame(uri: str, run_id: str, prefix: str | None, keys: list[str] | None = None) -> pd.DataFrame:
     """Latest member metrics of a run: rows = member ids, columns = metric keys (``prefix``ed ones or ``keys``)."""
     mdf = store.members(uri, run_id)
@@ -64,10 +84,10 @@ def base_row(uri: str, run_id: str, evals: pd.DataFrame) -> pd.Series | None:
     return evals.loc[ids].mean(numeric_only=True) if ids else None
 
 
-def show_table(table: pd.DataFrame, title: str) -> None:
+def show_table(table: pd.DataFrame, title: str, fmt: str = "{:.3f}") -> None:
     st.markdown(f"**{title}**")
     delta_rows = [r for r in table.index if r.endswith("- baseline")]
-    styled = table.style.format("{:.3f}", na_rep="–")
+    styled = table.style.format(fmt, na_rep="–")
     if delta_rows:
         styled = styled.map(lambda v: "color: #2e7d32" if v > 0 else ("color: #c62828" if v < 0 else ""), subset=pd.IndexSlice[delta_rows, :])
     st.dataframe(styled, width="stretch")
@@ -110,7 +130,13 @@ def main() -> None:
                 + "\n\nScores are logged as `eval/<benchmark>/<metric>` on each member's MLflow run and show up here.")
     else:
         base = base_row(uri, run_id, evals) if with_base else None
-        show_table(summarize(evals, chosen, baseline_row(uri, baseline, "eval/", None), base), "Benchmark scores")
+        base_line = baseline_row(uri, baseline, "eval/", None)
+        show_table(summarize(headline(evals), chosen, headline(base_line), headline(base)),
+                   "Benchmark scores (%; pass@1 for code, accuracy for math)", "{:.1f}")
+        st.caption("LiveCodeBench is scored on its public tests only (our copy has no hidden tests). Mean, weakest "
+                   "and best are over the members picked above (default: the final population).")
+        if st.toggle("Every logged metric (base / plus, stderr, ...)", key="cmp_all_metrics"):
+            show_table(summarize(evals, chosen, base_line, base), "All benchmark metrics")
     st.subheader("Training scores (latest logged value)")
     train = metric_frame(uri, run_id, None, TRAINING_METRICS)
     if train.empty or not len(train.columns):
