@@ -83,18 +83,39 @@ def expected_outputs(name: str, probs: dict[str, dict], data_dir: Path) -> dict[
         return get_groundtruth(probs, key, special)
 
 
+def time_limits() -> tuple[float, float]:
+    """EvalPlus's per-test time limit is max(min_time_limit, gt_time_limit_factor x the canonical solution's
+    time): defaults 1 s and 4x (its own). On a loaded machine a correct solution can hit it: raise both with
+    POPULORA_EVALPLUS_MIN_TIME_LIMIT / POPULORA_EVALPLUS_TIME_FACTOR (evalplus.evaluate's --min_time_limit and
+    --gt_time_limit_factor), and use the same values for every adapter you compare."""
+    from evalplus.eval import DEFAULT_GT_TIME_LIMIT_FACTOR, DEFAULT_MIN_TIME_LIMIT
+
+    try:
+        return (float(os.environ.get("POPULORA_EVALPLUS_MIN_TIME_LIMIT", DEFAULT_MIN_TIME_LIMIT)),
+                float(os.environ.get("POPULORA_EVALPLUS_TIME_FACTOR", DEFAULT_GT_TIME_LIMIT_FACTOR)))
+    except ValueError as err:
+        raise ValueError(f"POPULORA_EVALPLUS_MIN_TIME_LIMIT / POPULORA_EVALPLUS_TIME_FACTOR must be numbers: {err}") from err
+
+
 def score_samples(name: str, probs: dict[str, dict], samples: list[dict], data_dir: Path,
-                  parallel: int | None = None) -> dict:
-    """Statuses per sample and pass@k (base, plus) for samples [{task_id, solution}], as evalplus.evaluate."""
+                  parallel: int | None = None, min_time_limit: float | None = None,
+                  gt_time_limit_factor: float | None = None) -> dict:
+    """Statuses per sample and pass@k (base, plus) for samples [{task_id, solution}], as evalplus.evaluate.
+    Time limits: :func:`time_limits` unless given."""
     from evalplus.eval import PASS, estimate_pass_at_k
     from evalplus.evaluate import check_correctness
+
+    default_min, default_factor = time_limits()
+    limits = {"min_time_limit": default_min if min_time_limit is None else min_time_limit,
+              "gt_time_limit_factor": default_factor if gt_time_limit_factor is None else gt_time_limit_factor}
 
     dataset = DATASETS[name][0]
     expected = expected_outputs(name, probs, data_dir)
     work = [s for s in samples if s["task_id"] in probs]
 
     def check(s):  # each check runs the solution in its own EvalPlus child process; threads only wait
-        r = check_correctness(dataset, 0, probs[s["task_id"]], s["solution"], expected[s["task_id"]], fast_check=True)
+        r = check_correctness(dataset, 0, probs[s["task_id"]], s["solution"], expected[s["task_id"]], fast_check=True,
+                              **limits)
         return {"task_id": s["task_id"], "base_status": r["base"][0], "plus_status": r["plus"][0]}
 
     with ThreadPoolExecutor(parallel or max(1, (os.cpu_count() or 2) // 2)) as pool:
