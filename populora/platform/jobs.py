@@ -195,11 +195,15 @@ def _submit_ray(config_yaml: str, name: str, env: dict[str, str], root: Path, ad
     return job
 
 
-def _wait_stopped(job: Job, timeout_s: float) -> bool:
+def _wait_stopped(job: Job, timeout_s: float) -> str:
+    """The job's status once it is no longer running, or its last status at the deadline (each read of a Ray
+    Job's status is an HTTP request, so it is read once per poll)."""
     deadline = time.time() + timeout_s
-    while time.time() < deadline and job.status in ("running", "starting"):
+    status = job.status
+    while time.time() < deadline and status in ("running", "starting"):
         time.sleep(0.2)
-    return job.status not in ("running", "starting")
+        status = job.status
+    return status
 
 
 def stop(job: Job, timeout_s: float = 20.0) -> str:
@@ -208,7 +212,7 @@ def stop(job: Job, timeout_s: float = 20.0) -> str:
     if job.ray_address:
         if job.status in ("running", "starting"):
             ray_jobs.stop(job.ray_address, job.id)
-            _wait_stopped(job, timeout_s + 30)
+            return _wait_stopped(job, timeout_s + 30)
         return job.status
     if job.status not in ("running", "starting") or not job.pid:
         return job.status
@@ -216,7 +220,7 @@ def stop(job: Job, timeout_s: float = 20.0) -> str:
         os.killpg(job.pid, signal.SIGINT)
     except ProcessLookupError:
         return job.status
-    if not _wait_stopped(job, timeout_s):
+    if _wait_stopped(job, timeout_s) in ("running", "starting"):
         try:
             os.killpg(job.pid, signal.SIGKILL)
         except ProcessLookupError:
