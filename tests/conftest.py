@@ -1,5 +1,6 @@
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,18 @@ def mlflow_store(tmp_path, monkeypatch):
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     monkeypatch.chdir(tmp_path)
     return uri
+
+
+def wait_for(predicate, timeout: float, what: str, interval: float = 0.5, detail=lambda: ""):
+    """Poll ``predicate`` until it returns something truthy and return that; else fail naming what we waited
+    for (plus ``detail()``, read at that moment)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}{detail()}")
 
 
 def populora_cmd(*args: str) -> list[str]:

@@ -14,6 +14,7 @@ import yaml
 
 pytest.importorskip("ray.job_submission", reason="Ray Jobs need the optional extra: pip install 'populora[ray]'")
 
+from conftest import wait_for  # noqa: E402
 from mlflow.tracking import MlflowClient  # noqa: E402
 
 from populora.platform import jobs, ray_jobs  # noqa: E402
@@ -66,16 +67,6 @@ def ray_cluster(tmp_path_factory):
             os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
 
 
-def _wait(predicate, timeout: float, what: str):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(1)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def test_run_submitted_as_a_ray_job_trains_logs_to_mlflow_and_stops_cleanly(ray_cluster, tmp_path):
     store = f"sqlite:///{tmp_path}/mlflow.db"
     job = jobs.launch_training(yaml.safe_dump(TINY), name="ray-job", env={"MLFLOW_TRACKING_URI": store},
@@ -84,9 +75,9 @@ def test_run_submitted_as_a_ray_job_trains_logs_to_mlflow_and_stops_cleanly(ray_
     assert (Path(job.dir) / "ray_workdir" / "config.yaml").is_file()
     # found again from disk, as the UI does on every refresh
     assert [j.id for j in jobs.list_jobs(tmp_path / "jobs")] == [job.id]
-    run_id = _wait(lambda: job.run_id, 400, f"the run id in the Ray job's log:\n{job.log_tail()}")
+    run_id = wait_for(lambda: job.run_id, 400, "the run id in the Ray job's log", 1, lambda: ":\n" + job.log_tail())
     client = MlflowClient(store)
-    _wait(lambda: client.get_run(run_id).data.metrics.get("progress/step", 0) >= 1, 400, "a finished step")
+    wait_for(lambda: client.get_run(run_id).data.metrics.get("progress/step", 0) >= 1, 400, "a finished step", 1)
     assert job.status == "running"
     assert jobs.stop(job) == "stopped"
     run = client.get_run(run_id)

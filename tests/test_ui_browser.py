@@ -19,6 +19,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from conftest import wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM, CHROMEDRIVER = shutil.which("chromium") or "/usr/bin/chromium", shutil.which("chromedriver") or "/usr/bin/chromedriver"
@@ -85,13 +86,7 @@ def browser():
 
 
 def _wait_for(driver, predicate, timeout: float, what: str):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.5)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; page text:\n{_text(driver)[-1500:]}")
+    return wait_for(predicate, timeout, what, detail=lambda: f"; page text:\n{_text(driver)[-1500:]}")
 
 
 def _text(driver) -> str:
