@@ -6,7 +6,7 @@ PIP     := $(BIN)/pip
 # CPU machines pin the CPU build of torch (a plain `pip install torch` pulls a multi-GB CUDA build).
 TORCH_CONSTRAINT := $(shell command -v nvidia-smi >/dev/null 2>&1 || echo "-c constraints-cpu.txt")
 
-.PHONY: venv demo test test-fast ui clean
+.PHONY: venv demo test test-fast ui clean clean-results
 
 venv: $(VENV)/.installed
 
@@ -35,5 +35,12 @@ ui: venv
 test-fast: venv
 	$(BIN)/python -m pytest -q -m "not slow" --timeout=600
 
+# `clean` removes what `make venv` / the tests rebuild; it never touches results.
 clean:
-	rm -rf $(VENV) runs mlflow.db .pytest_cache
+	rm -rf $(VENV) .pytest_cache build *.egg-info
+
+# Deletes every run's results: the MLflow store (mlflow.db, mlruns/, mlartifacts/) and runs/ (checkpoints, adapters).
+clean-results:
+	@echo "This deletes runs/, mlflow.db, mlruns/ and mlartifacts/ in $(CURDIR): every result. Ctrl-C within 5 s to keep them."
+	@sleep 5
+	rm -rf runs mlflow.db mlruns mlartifacts

@@ -28,3 +28,57 @@ def test_compose_shares_one_mlflow_server():
         assert services[name]["environment"]["MLFLOW_TRACKING_URI"] == "http://mlflow:5000"
         assert (DOCKER.parent / services[name]["build"]["dockerfile"]).is_file()
     assert all(p.startswith("127.0.0.1:") for s in services.values() for p in s.get("ports", []))  # localhost only
+
+
+def test_compose_services_wait_for_healthy_dependencies():
+    services = yaml.safe_load((DOCKER / "compose.yaml").read_text())["services"]
+    assert "healthcheck" in services["mlflow"] and "healthcheck" in services["ui"]
+    for name in ("ui", "trainer"):
+        assert services[name]["depends_on"] == {"mlflow": {"condition": "service_healthy"}}
+    assert (DOCKER.parent / ".dockerignore").is_file()
+
+
+def _mlflow_command_for_test(tmp_path, port: int) -> list[str]:
+    """compose's exact `mlflow server` command line, with its container paths and port moved to this machine."""
+    command = yaml.safe_load((DOCKER / "compose.yaml").read_text())["services"]["mlflow"]["command"]
+    argv = command.split()
+    argv[argv.index("--port") + 1] = str(port)
+    argv[argv.index("--host") + 1] = "127.0.0.1"
+    argv = [a.replace("sqlite:////mlflow/", f"sqlite:///{tmp_path}/").replace("/mlflow/artifacts", str(tmp_path / "artifacts"))
+            for a in argv]
+    assert argv[:2] == ["mlflow", "server"]
+    return [sys.executable, "-m", "mlflow", "server", "--workers", "1", *argv[2:]]
+
+
+def test_compose_mlflow_command_accepts_its_service_name(tmp_path):
+    """MLflow 3's server answers 403 to a Host header it does not know: compose's UI and trainer call it as
+    http://mlflow:5000, so the command must allow that name. Runs compose's own command line (paths moved)."""
+    import socket
+    import time
+
+    import requests
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen(_mlflow_command_for_test(tmp_path, port), stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.time() + 90
+        while True:
+            try:
+                requests.get(f"{url}/health", timeout=1)
+                break
+            except requests.RequestException:
+                assert time.time() < deadline and server.poll() is None, "mlflow server did not start"
+                time.sleep(0.5)
+        as_service = requests.get(f"{url}/api/2.0/mlflow/experiments/search?max_results=1",
+                                  headers={"Host": "mlflow:5000"}, timeout=10)
+        assert as_service.status_code == 200, as_service.text[:300]
+        stranger = requests.get(f"{url}/api/2.0/mlflow/experiments/search?max_results=1",
+                                headers={"Host": "attacker.example:5000"}, timeout=10)
+        assert stranger.status_code == 403  # the rebinding guard stays on for other names
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
