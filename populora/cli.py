@@ -85,7 +85,7 @@ def _runs(args) -> int:
 
 
 def _sandbox(argv: list[str]) -> int:
-    from populora.platform.sandbox_cli import sandbox_main
+    from populora.training.tasks.cli import sandbox_main  # exec, plus check (which needs the task kinds)
 
     return sandbox_main(argv)
 
@@ -103,7 +103,7 @@ def _bench(argv: list[str]) -> int:
     args = p.parse_args(argv)
     if args.which in ("verifier", "eval"):
         from populora.evaluation.cli import bench_eval_main
-        from populora.platform.sandbox_cli import bench_verifier_main
+        from populora.platform.sandbox.cli import bench_verifier_main
 
         return (bench_verifier_main if args.which == "verifier" else bench_eval_main)(["--json"] if args.json else [])
     figures = {}
@@ -124,16 +124,9 @@ def _run_bench(name: str, tiny: bool) -> dict:
         return bench.bench_step(tiny=tiny)
     if name == "evolve":
         return bench.bench_evolve()
-    import contextlib
-    import io
-    import json
+    from populora.platform.sandbox.bench import bench_verifier
 
-    from populora.platform.sandbox_cli import bench_verifier_main
-
-    buf = io.StringIO()
-    with contextlib.redirect_stdout(buf):
-        bench_verifier_main(["--json"])
-    return json.loads(buf.getvalue().strip().splitlines()[-1])
+    return bench_verifier()
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -265,9 +265,9 @@ def test_earlier_programs_and_outputs_are_not_in_worker_memory(sb):
 
 @ROOT_ONLY
 def test_fallback_without_seccomp_warns_once_and_still_contains(monkeypatch, tmp_path):
-    import populora.platform.sandbox as sandbox_mod
+    import populora.platform.sandbox.pool as pool_mod
 
-    monkeypatch.setattr(sandbox_mod, "_WARNED", set())
+    monkeypatch.setattr(pool_mod, "_WARNED", set())
     with pytest.warns(RuntimeWarning, match="'seccomp' is UNAVAILABLE"):
         s = Sandbox(workers=1, timeout_s=2.0, disable_layers=("seccomp",))
     with s:

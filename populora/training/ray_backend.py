@@ -56,7 +56,7 @@ class _VerifierWorker:
 
         self.verifier = Verifier(timeout_s=timeout_s, memory_mb=memory_mb)
 
-    def check_many(self, tasks: list[dict]):
+    def check_many(self, tasks: list):  # Validate / Check jobs (plain dataclasses: Ray pickles them)
         return self.verifier.check_many(tasks)
 
 
@@ -68,7 +68,7 @@ class RayVerifier:
         actor = ray.remote(num_cpus=cpus)(_VerifierWorker)
         self.actors = [actor.remote(timeout_s, memory_mb) for _ in range(workers)]
 
-    def check_many(self, tasks: list[dict]):
+    def check_many(self, tasks: list):  # Validate / Check jobs (plain dataclasses: Ray pickles them)
         n = len(self.actors)
         chunks = [tasks[i::n] for i in range(n)]
         results = self.ray.get([a.check_many.remote(c) for a, c in zip(self.actors, chunks) if c])

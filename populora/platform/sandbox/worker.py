@@ -1,12 +1,12 @@
 """The pre-warmed sandbox worker: a clean Python process that forks one fresh child per execution.
 
-Started once by :class:`populora.platform.sandbox.Sandbox` (never forked from the trainer, which holds torch and
+Started once by :class:`populora.platform.sandbox.pool.Sandbox` (never forked from the trainer, which holds torch and
 threads), it enters its own network and mount namespaces, pre-imports the modules programs may use (the child
 is chrooted into an empty dir, so these are the only importable modules), compiles the seccomp filter, and
 then serves one JSON request per line, answering one JSON line.
 
 Per request: fork; the child sets rlimits, a new session, chroots into an empty scratch dir, drops to the
-worker's own unprivileged uid, loads seccomp and runs the program (``sandbox_child.py``); the worker enforces
+worker's own unprivileged uid, loads seccomp and runs the program (``child.py``); the worker enforces
 the wall clock, SIGKILLs the child's process group and deletes the scratch dir.
 
 Speed: a fork costs ~0.5 ms of kernel time here, and every page the child touches costs a copy-on-write fault,
@@ -27,8 +27,8 @@ import sys
 import time
 import traceback
 
-from populora.platform import sandbox_isolation as iso
-from populora.platform.sandbox_child import child_main
+from populora.platform.sandbox import kernel as iso
+from populora.platform.sandbox.child import child_main
 
 # Pre-imported for programs: the AZR task style (pure functions on builtin data) and stdin-style benchmark
 # solutions. Anything not here fails with ModuleNotFoundError inside the chroot.

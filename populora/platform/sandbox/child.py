@@ -16,8 +16,8 @@ import signal
 import sys
 import traceback
 
-from populora.platform import sandbox_isolation as iso
-from populora.platform.sandbox_values import canonical
+from populora.platform.sandbox import kernel as iso
+from populora.platform.sandbox.values import canonical
 
 _MEMORY = json.dumps({"status": "memory"}).encode()  # pre-built: there may be no memory left to build it
 

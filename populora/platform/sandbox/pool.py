@@ -1,12 +1,12 @@
-"""Run untrusted Python in isolated, throw-away processes; a pool of pre-warmed workers does the forking.
+"""The trainer's side of the sandbox: a pool of pre-warmed workers that run untrusted Python, one fresh process each.
 
     with Sandbox(timeout_s=2) as sb:
         r = sb.run("print(1 + 1)")          # ExecResult(status="ok", stdout="2\\n", ...)
         rs = sb.run_many(["print(1)", "while True: pass"])
 
-Each worker (``sandbox_worker.py``) is a clean ``python`` process started once, in its own network and mount
+Each worker (``sandbox/worker.py``) is a clean ``python`` process started once, in its own network and mount
 namespaces; per execution it forks a child that is rlimited, chrooted into an empty scratch dir, moved to an
-unprivileged uid and seccomp-filtered (``sandbox_child.py``). What is isolated and how well: docs/sandbox.md.
+unprivileged uid and seccomp-filtered (``sandbox/child.py``). What is isolated and how well: docs/sandbox.md.
 """
 
 from __future__ import annotations
@@ -28,12 +28,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from populora.platform.sandbox_worker import IO_FILES
+from populora.platform.sandbox.worker import IO_FILES
 
 log = logging.getLogger(__name__)
 
 STATUSES = ("ok", "error", "timeout", "memory", "output_limit", "killed")
-_REPO_ROOT = str(Path(__file__).resolve().parents[2])
+_REPO_ROOT = str(Path(__file__).resolve().parents[3])
 _WARNED: set[str] = set()
 _WARN_LOCK = threading.Lock()
 
@@ -122,7 +122,7 @@ class _WorkerProc:
                     for name in IO_FILES}
         env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0",  # same str hashes everywhere
                "MALLOC_ARENA_MAX": "2", "PYTHONDONTWRITEBYTECODE": "1"}  # threads must not reserve 64 MB arenas
-        code = f"import sys; sys.path.insert(0, {_REPO_ROOT!r}); from populora.platform.sandbox_worker import main; main()"
+        code = f"import sys; sys.path.insert(0, {_REPO_ROOT!r}); from populora.platform.sandbox.worker import main; main()"
         self.proc = subprocess.Popen([sys.executable, "-S", "-s", "-c", code, self.base, self.io_dir, str(tmpfs_mb),
                                       ",".join(disable)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, cwd="/",
