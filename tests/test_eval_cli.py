@@ -23,7 +23,7 @@ CONFIG = {"model.base": "embedded", "model.tiny_random": "True", "model.dtype": 
 
 
 def _save_adapters(tmp: Path, names: list[str]) -> dict[str, Path]:
-    from populora.platform.backend import LoraSpec, PeftBackend
+    from populora.platform.backends import LoraSpec, PeftBackend
     from populora.platform.models import load_base, resolve_source
 
     model, tok = load_base(resolve_source("embedded"), tiny_random=True, device="cpu")

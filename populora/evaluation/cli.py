@@ -57,6 +57,8 @@ def _eval_parser() -> argparse.ArgumentParser:
     p.add_argument("--gguf-file", help="GGUF file inside --model when it is a dir or HF id")
     p.add_argument("--tiny-random", action="store_true", help="tiny random base model (tests)")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ...")
+    p.add_argument("--backend", choices=["multilora", "peft"], help="model backend: batched multi-LoRA or PEFT; greedy "
+                   "outputs are the same (default: the run's model.backend; multilora for --adapter / --base-only)")
     # ---- decoding: the same for every adapter
     d = GenConfig()
     p.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens, help="token budget per completion")
@@ -107,22 +109,23 @@ def _targets(args, tracker):
     if args.run:
         found, spec, run = T.run_targets(tracker, args.run, args.members, args.baseline, not args.no_base)
         out = Path(args.out or Path(run.data.tags.get("populora.run_dir") or f"populora-eval/{args.run}") / "eval")
-        return found, spec, out
+        return found, spec, out, run.data.params.get("model.backend")
     spec = T.ModelSpec(args.model, args.gguf_file, args.tiny_random)
     found = [T.adapter_target(args.adapter)] if args.adapter else []
     if args.base_only or not args.no_base:
         found.append(T.Target(T.BASE_LABEL, T.BASE, None))
     name = found[0].label if args.adapter else "base"
-    return found, spec, Path(args.out or Path("populora-eval") / name)
+    return found, spec, Path(args.out or Path("populora-eval") / name), None
 
 
-def _backend_factory(spec, device: str):
+def _backend_factory(spec, device: str, kind: str = "multilora", lora=None):
+    """Builds the evaluation's backend with the platform's ``make_backend``, as training does. ``lora``: the one
+    LoRA shape of the adapters (multi-LoRA needs it; PEFT reads each adapter dir's own)."""
     def make():
-        from populora.platform.backend import LoraSpec, PeftBackend
-        from populora.platform.models import load_base, resolve_source
+        from populora.platform.backends import BackendConfig, LoraSpec, make_backend
 
-        model, tok = load_base(resolve_source(spec.base, spec.gguf_file), spec.dtype, device, spec.tiny_random)
-        return PeftBackend(model, tok, LoraSpec())  # adapters come from their dirs, with their own LoRA config
+        return make_backend(BackendConfig(spec.base, spec.gguf_file, spec.tiny_random, spec.dtype, device,
+                                          lora or LoraSpec(), kind, slots=1))
     return make
 
 
@@ -130,6 +133,7 @@ def _evaluate(args, names: list[str], root: Path, gen: GenConfig) -> int:
     from dataclasses import asdict
 
     from populora.evaluation import report, results
+    from populora.evaluation import targets as T
     from populora.evaluation.runner import Runner
 
     tracker = None
@@ -137,10 +141,12 @@ def _evaluate(args, names: list[str], root: Path, gen: GenConfig) -> int:
         from populora.platform.tracking import Tracker
 
         tracker = Tracker()
-    found, spec, out = _targets(args, tracker)
+    found, spec, out, configured = _targets(args, tracker)
+    kind = args.backend or configured or "multilora"
+    lora = T.lora_spec(found) if kind == "multilora" else None
     print(f"evaluating {', '.join(t.label for t in found)} on {', '.join(names)}"
           f"{f' (first {args.limit} items each)' if args.limit else ''}; results in {out}", file=sys.stderr)
-    runner = Runner(_backend_factory(spec, args.device), root, out, gen, args.limit, asdict(spec))
+    runner = Runner(_backend_factory(spec, args.device, kind, lora), root, out, gen, args.limit, asdict(spec))
     scores = runner.run(found, names)
     config = {"run": args.run, "data_dir": str(root.resolve()), "benchmarks": names, **runner.config}
     data = results.build(found, scores, config)

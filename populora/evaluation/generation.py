@@ -1,7 +1,7 @@
 """Generation for evaluation: one set of decoding settings for every adapter, so the comparison is fair.
 
 Every benchmark suite asks this module for completions; it wraps the platform's model backend
-(``PeftBackend.generate``: row i uses adapter ``adapters[i]``, None = the bare base model) with the same chat
+(``Backend.generate``: row i uses adapter ``adapters[i]``, None = the bare base model) with the same chat
 template (``backend.encode_chat``), the same temperature / top-p / token budget and the same seeds for all.
 """
 

@@ -129,6 +129,27 @@ def run_targets(tracker, run_id: str, members: str = "all", baseline: str | None
     return out, spec, run
 
 
+def lora_spec(targets: list[Target]):
+    """The one LoRA shape (rank, alpha, target modules) of every adapter target, which batched multi-LoRA needs;
+    the default shape when only the bare base is evaluated."""
+    from dataclasses import replace
+
+    from populora.platform.backends import LoraSpec
+    from populora.platform.backends.peft_dir import read_lora_spec
+
+    specs = {}
+    for t in targets:
+        if t.adapter_dir:
+            try:
+                specs[t.label] = replace(read_lora_spec(t.adapter_dir), dropout=0.0)  # dropout: training only
+            except ValueError as err:
+                raise TargetError(f"{t.label}: {err} (or evaluate with --backend peft)") from err
+    if len(set(specs.values())) > 1:
+        shapes = ", ".join(f"{label}: r={s.rank} alpha={s.alpha} {','.join(s.target_modules)}" for label, s in specs.items())
+        raise TargetError(f"the adapters have different LoRA shapes ({shapes}); evaluate them with --backend peft")
+    return next(iter(specs.values()), LoraSpec())
+
+
 def adapter_target(path: str) -> Target:
     p = Path(path)
     if not (p / "adapter_config.json").is_file():

@@ -12,8 +12,7 @@ import torch
 import yaml
 
 from populora.platform import config as config_io
-from populora.platform.backend import LoraSpec, PeftBackend
-from populora.platform.models import cached_source, load_base, resolve_source
+from populora.platform.backends import BackendConfig, LoraSpec, RaySpec, make_backend
 from populora.platform.tracking import Tracker
 from populora.training import checkpoint, run_log
 from populora.training.buffers import SEED_PROGRAMS, TaskBuffers
@@ -22,7 +21,6 @@ from populora.training.evolution import evolve
 from populora.training.lineage import Lineage, LineageEvent
 from populora.training.matchmaking import match
 from populora.training.member import BOTH, STUDENT, TEACHER, Member, Population
-from populora.training.multilora import MultiLoraBackend
 from populora.training.propose import propose
 from populora.training.scoring import assign_rewards, update_ratings
 from populora.training.solve import solve
@@ -36,7 +34,7 @@ log = logging.getLogger(__name__)
 class Trainer:
     def __init__(self, cfg: TrainConfig, tracker: Tracker, run_id: str, run_dir: Path):
         self.cfg, self.tracker, self.run_id, self.run_dir = cfg, tracker, run_id, run_dir
-        self.backend, self.verifier = make_backend(cfg), make_verifier(cfg)
+        self.backend, self.verifier = make_backend(backend_config(cfg)), make_verifier(cfg)
         self.population = Population()
         self.lineage = Lineage()
         self.buffers = TaskBuffers(cfg.tasks.kinds, cfg.tasks.buffer_size)
@@ -263,37 +261,21 @@ class Trainer:
         self.tracker.end_run(self.run_id, "FINISHED")
 
 
-def make_backend(cfg: TrainConfig):
+def backend_config(cfg: TrainConfig) -> BackendConfig:
     """The model backend the config asks for: batched multi-LoRA (default), PEFT, or multi-LoRA on Ray actors."""
-    mc, pc = cfg.model, cfg.population
-    spec = LoraSpec(mc.lora_rank, mc.lora_alpha, mc.lora_dropout, tuple(mc.target_modules))
-    slots = 1 if pc.single_agent else pc.teachers + pc.students
-    if cfg.ray.address:
-        from populora.platform.models import load_tokenizer
-        from populora.training.ray_backend import RayBackend, init_ray
-
-        ray = init_ray(cfg.ray.address, cfg.ray.num_cpus)
-        tok = load_tokenizer(_tokenizer_source(mc))
-        rc = cfg.ray
-        return RayBackend(ray, mc.model_dump(), tok, spec, rc.model_workers, slots, rc.gpus_per_worker, rc.cpus_per_model_worker)
-    base, tok = load_base(resolve_source(mc.base, mc.gguf_file), mc.dtype, mc.device, mc.tiny_random)
-    backend = MultiLoraBackend(base, tok, spec, slots) if mc.backend == "multilora" else PeftBackend(base, tok, spec)
-    if mc.generation == "vllm":
-        from populora.training.vllm_backend import VllmBackend
-
-        source = cached_source(resolve_source(mc.base, mc.gguf_file), need_weights=True)
-        sync = Path(cfg.output_dir) / ".vllm-adapters"
-        backend = VllmBackend(backend, source.path_or_id, sync, max(slots, 2), mc.lora_rank, mc.vllm_gpu_memory)
-    return backend
-
-
-def _tokenizer_source(mc):
-    return cached_source(resolve_source(mc.base, mc.gguf_file), need_weights=False)
+    mc, pc, rc = cfg.model, cfg.population, cfg.ray
+    ray = None if not rc.address else RaySpec(rc.address, rc.num_cpus, rc.model_workers, rc.gpus_per_worker,
+                                              rc.cpus_per_model_worker)
+    return BackendConfig(
+        base=mc.base, gguf_file=mc.gguf_file, tiny_random=mc.tiny_random, dtype=mc.dtype, device=mc.device,
+        lora=LoraSpec(mc.lora_rank, mc.lora_alpha, mc.lora_dropout, tuple(mc.target_modules)), kind=mc.backend,
+        generation=mc.generation, slots=1 if pc.single_agent else pc.teachers + pc.students,
+        vllm_gpu_memory=mc.vllm_gpu_memory, vllm_sync_dir=str(Path(cfg.output_dir) / ".vllm-adapters"), ray=ray)
 
 
 def make_verifier(cfg: TrainConfig):
     if cfg.ray.address:
-        from populora.training.ray_backend import RayVerifier, init_ray
+        from populora.platform.backends.ray import RayVerifier, init_ray
 
         rc = cfg.ray
         return RayVerifier(init_ray(rc.address, rc.num_cpus), rc.sandbox_workers, cfg.tasks.timeout_s, cfg.tasks.memory_mb, rc.cpus_per_sandbox_worker)
