@@ -156,3 +156,31 @@ def test_evaluation_generation_on_the_device(device_model):
     out = complete(backend, "a", prompts, GenConfig(max_new_tokens=3, temperature=0.7, n_samples=2, batch_size=4))
     assert [len(s) for s in out] == [2, 2, 2]
     backend.unwrap()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend_cls", [MultiLoraBackend, PeftBackend])
+def test_bfloat16_base_trains_and_generates_with_fp32_lora_and_moments(backend_cls):
+    """The paper presets' dtype on the real embedded model: the base in bf16, LoRA weights and AdamW moments in
+    fp32 (master copies: bf16 moments would lose updates of lr 1e-5 against weights of ~1e-2)."""
+    from populora.platform.models import load_base, resolve_source
+
+    model, tok = load_base(resolve_source("embedded"), dtype="bfloat16", device=DEVICE if DEVICE != "meta" else "cpu")
+    assert next(model.parameters()).dtype == torch.bfloat16
+    backend = backend_cls(model, tok, LoraSpec(rank=4))
+    backend.add_adapter("a", seed=0)
+    backend.init_optimizer("a", lr=1e-3)
+    prompt = backend.encode_chat([{"role": "user", "content": "Write a Python function that adds two numbers."}])
+    gen = backend.generate([prompt], ["a"], max_new_tokens=8, temperature=0)[0]
+    assert gen.completion_ids
+    before = {k: v.clone() for k, v in backend.adapter_state("a").items()}
+    stats = backend.train_step({"a": [TrainSample(gen.prompt_ids, gen.completion_ids, 1.0)] * 2}, micro_batch=2, log_kl=True)
+    assert stats["a"]["grad_norm"] > 0 and stats["a"]["loss"] == stats["a"]["loss"]  # finite
+    after = backend.adapter_state("a")
+    assert all(v.dtype == torch.float32 for v in after.values())
+    assert any(not torch.equal(after[k], before[k]) for k in before)
+    if isinstance(backend, MultiLoraBackend):
+        moments = backend.optimizer.exp_avg + backend.optimizer.exp_avg_sq
+    else:
+        moments = [t for s in backend.optimizers["a"].state.values() for k, t in s.items() if k.startswith("exp_avg")]
+    assert moments and all(m.dtype == torch.float32 for m in moments)
