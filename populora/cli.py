@@ -129,6 +129,21 @@ def _run_bench(name: str, tiny: bool) -> dict:
     return bench_verifier()
 
 
+def _plan(args) -> int:
+    import json
+
+    from populora.platform import config as config_io
+    from populora.training.config import TrainConfig
+    from populora.training.workload import make_plan, render
+
+    cfg = config_io.load(TrainConfig, args.config, args.set)
+    result = make_plan(cfg, args.gpu, args.gpus, args.arch_config)
+    print(render(result))
+    if args.json:
+        print(json.dumps(result))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="populora", description="Population-based self-play post-training with LoRA adapters")
     sub = p.add_subparsers(dest="command", required=True)
@@ -140,6 +155,15 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--ray", metavar="ADDRESS", help="run on Ray: 'local' (start one here), 'auto' or ray://host:port (a cluster)")
     t.add_argument("--quiet", action="store_true", help="no progress bar")
     t.set_defaults(func=_train)
+
+    pl = sub.add_parser("plan", help="memory per GPU, compute per step and whether a config fits, before launching")
+    pl.add_argument("--config", help="YAML preset, e.g. configs/paper-4t4s.yaml")
+    pl.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config value")
+    pl.add_argument("--gpu", default="h100-80gb", choices=["h100-80gb", "a100-80gb", "a100-40gb", "l40s-48gb", "rtx4090-24gb"])
+    pl.add_argument("--gpus", type=int, default=1, help="GPUs (Ray model workers), each holding the base and its share of adapters")
+    pl.add_argument("--arch-config", metavar="CONFIG_JSON", help="the base's config.json when it is not local, cached or in the shipped table")
+    pl.add_argument("--json", action="store_true", help="last line: the plan as one JSON object")
+    pl.set_defaults(func=_plan)
 
     r = sub.add_parser("runs", help="list training runs in the MLflow store")
     r.add_argument("--limit", type=int, default=50)
@@ -172,11 +196,12 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from populora.platform.config import ConfigError
     from populora.platform.models import ModelError
+    from populora.platform.plan import PlanError
     from populora.training.checkpoint import CheckpointError
 
     try:
         return args.func(args)
-    except (ConfigError, ModelError, CheckpointError) as err:
+    except (ConfigError, ModelError, CheckpointError, PlanError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
 

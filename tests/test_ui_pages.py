@@ -278,3 +278,28 @@ def test_lineage_dot_draws_crossover_with_two_parents():
     assert "dashed" in dot and "penwidth=3" in dot
     hidden = lineage_dot(nodes, show_dead=False)
     assert '"T0" [' not in hidden and '"T1" -> "T2"' in hidden
+
+
+def test_launch_shows_the_plan_for_a_chosen_gpu(app):
+    at = _ok(app("launch"))
+    at.selectbox(key="f_smoke_plan_gpu").set_value("rtx4090-24gb")
+    at.button[1].click().run()
+    _ok(at)
+    assert any("plan of smoke" in c.value and "rtx4090-24gb" in c.value for c in at.code)
+    assert any(s.value.startswith("Fits") for s in at.success)
+    assert not (Path(os.environ["POPULORA_JOBS_DIR"])).exists(), "nothing launched"
+
+
+def test_launch_refuses_vllm_without_cuda_before_any_job(app, monkeypatch):
+    from populora.platform import jobs
+    from populora.training import preflight
+
+    started = []
+    monkeypatch.setattr(jobs, "launch_training", lambda *a, **k: started.append(a))
+    monkeypatch.setattr(preflight, "cuda_available", lambda: False)  # as here, also on a GPU box
+    at = _ok(app("launch"))
+    at.text_area(key="f_smoke_overrides").set_value("model.generation=vllm")
+    at.button[0].click().run()
+    _ok(at)
+    assert any("Not launched" in e.value and "vllm needs a CUDA GPU" in e.value for e in at.error)
+    assert started == []

@@ -192,9 +192,7 @@ class Trainer:
         self.seen_structures = set(state["seen_structures"])
         self.pending, self.member_runs = state["pending"], state["member_runs"]
         for m in self.population.alive():
-            self.backend.add_adapter(m.id, from_dir=path / "adapters" / m.id)
-            self.backend.init_optimizer(m.id, self.cfg.optim.lr, self.cfg.optim.weight_decay)
-            self.backend.load_optimizer_state(m.id, torch.load(path / "optim" / f"{m.id}.pt", weights_only=False))
+            checkpoint.restore_member(self.backend, path, m.id, self.cfg.optim.lr, self.cfg.optim.weight_decay)
         self.rng.bit_generator.state = rng_state["numpy"]
         torch.set_rng_state(rng_state["torch"])
         self.torch_gen.set_state(rng_state["torch_gen"])

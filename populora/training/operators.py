@@ -32,7 +32,8 @@ def mutate(state: State, scale: float, generator: torch.Generator) -> State:
     child = {}
     for key, t in state.items():
         rms = t.float().pow(2).mean().sqrt()
-        noise = torch.randn(t.shape, generator=generator, dtype=torch.float32)
+        # drawn from the CPU generator, then moved: the same child on any device, and no CPU/CUDA mix
+        noise = torch.randn(t.shape, generator=generator, dtype=torch.float32).to(t.device)
         child[key] = (t.float() + scale * rms * noise).to(t.dtype)
     return child
 
@@ -44,7 +45,7 @@ def crossover_swap(a: State, b: State, generator: torch.Generator) -> State:
     child = {}
     for prefix, (ka, kb) in lora_pairs(a).items():
         r = a[ka].shape[0]
-        take_b = torch.rand(r, generator=generator) < 0.5  # (r,)
+        take_b = (torch.rand(r, generator=generator) < 0.5).to(a[ka].device)  # (r,), drawn on the CPU generator
         child[ka] = torch.where(take_b[:, None], b[ka], a[ka])
         child[kb] = torch.where(take_b[None, :], b[kb], a[kb])
     return child

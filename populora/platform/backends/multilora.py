@@ -95,7 +95,7 @@ class SlotAdam:
         idx = torch.tensor(slots)
         self.steps[idx] += 1
         b1, b2 = self.betas
-        t = self.steps[idx].double()
+        t = self.steps[idx].double()  # step counts stay on the CPU (read without a device sync)
         for p, m, v in zip(self.params, self.exp_avg, self.exp_avg_sq):
             if p.grad is None:
                 continue
@@ -103,8 +103,9 @@ class SlotAdam:
             g = p.grad[idx]
             m[idx] = m[idx] * b1 + g * (1 - b1)
             v[idx] = v[idx] * b2 + g * g * (1 - b2)
-            bc1 = (1 - b1 ** t).to(p.dtype).view(shape)
-            bc2_sqrt = (1 - b2 ** t).sqrt().to(p.dtype).view(shape)
+            # (k, 1, ...) bias corrections: computed on the CPU, moved to the moments' device (CUDA refuses a mix)
+            bc1 = (1 - b1 ** t).to(device=p.device, dtype=p.dtype).view(shape)
+            bc2_sqrt = (1 - b2 ** t).sqrt().to(device=p.device, dtype=p.dtype).view(shape)
             w = p.data[idx] * (1 - self.lr * self.wd)
             p.data[idx] = w - (self.lr / bc1) * m[idx] / (v[idx].sqrt() / bc2_sqrt + self.eps)
 
@@ -185,7 +186,10 @@ class MultiLoraBackend:
         gen = torch.Generator().manual_seed(seed) if seed is not None else None
         with torch.no_grad():
             for layer in self.layers.values():  # PEFT's init: A like nn.Linear, B zero
-                nn.init.kaiming_uniform_(layer.lora_A[slot], a=math.sqrt(5), generator=gen)
+                # drawn on the CPU (a CPU generator cannot fill a CUDA tensor): the same adapter on every device
+                a = torch.empty(layer.lora_A.shape[1:])
+                nn.init.kaiming_uniform_(a, a=math.sqrt(5), generator=gen)
+                layer.lora_A[slot].copy_(a)
                 layer.lora_B[slot].zero_()
         if from_dir is not None:
             self.set_adapter_state(name, read_peft_dir(Path(from_dir), self.lora))
