@@ -20,9 +20,9 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from populora.platform.backend import LoraSpec, PeftBackend, TrainSample
+from populora.platform.backends import LoraSpec, MultiLoraBackend, PeftBackend, TrainSample
 from populora.training import checkpoint, operators
-from populora.training.multilora import MultiLoraBackend, SlotAdam
+from populora.platform.backends.multilora import SlotAdam
 
 DEVICE = os.environ.get("POPULORA_TEST_DEVICE", "meta")
 aten = torch.ops.aten
