@@ -154,7 +154,9 @@ class _WorkerProc:
                "MALLOC_ARENA_MAX": "2", "PYTHONDONTWRITEBYTECODE": "1",  # threads must not reserve 64 MB arenas
                # a preloaded numpy must not start BLAS threads: the worker forks, so it must stay single-threaded
                "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-        code = f"import sys; sys.path.insert(0, {_REPO_ROOT!r}); from populora.platform.sandbox.worker import main; main()"
+        # -S: no site-packages, unless preloaded modules need them (the trainer's own import path, then)
+        path = [_REPO_ROOT] + ([p for p in sys.path if p and os.path.isdir(p)] if preload else [])
+        code = f"import sys; sys.path[:0] = {path!r}; from populora.platform.sandbox.worker import main; main()"
         self.proc = subprocess.Popen([sys.executable, "-S", "-s", "-c", code, self.base, self.io_dir, str(tmpfs_mb),
                                       ",".join(disable), ",".join(preload)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, cwd="/",
