@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -80,8 +81,9 @@ def test_bench_json_last_line(capsys):
     assert bench_verifier_main(["--json", "-n", "200", "--naive-n", "3"]) == 0
     figures = _last_json(capsys)
     assert set(figures) == {"execs_per_s", "naive_execs_per_s", "ratio_vs_naive", "cpu_ms_per_exec",
-                            "idle_capacity_execs_per_s"}
+                            "idle_capacity_execs_per_s", "uid", "layers"}
     assert figures["execs_per_s"] > figures["naive_execs_per_s"] > 0
+    assert figures["uid"] == os.geteuid() and "seccomp" in figures["layers"].split(",")
 
 
 def test_module_entry_point_as_subprocess(tmp_path):

@@ -54,6 +54,10 @@ class TasksConfig(Section):
     memory_mb: int = Field(512, ge=64, description="Sandbox address-space limit per execution")
 
 
+class SandboxConfig(Section):
+    allow_unconfined: bool = Field(False, description="Run model-written code even where the sandbox cannot confine it (no root, no user namespaces, or no seccomp); recorded as the run tag populora.sandbox.allow_unconfined")
+
+
 class RewardConfig(Section):
     student_correct: float = Field(1.0, description="Student reward for a correct answer")
     student_wrong: float = Field(0.0, description="Student reward for a well-formed wrong answer (AZR code: -0.5)")
@@ -116,6 +120,7 @@ class TrainConfig(Section):
     evolution: EvolutionConfig = EvolutionConfig()
     checkpoint: CheckpointConfig = CheckpointConfig()
     ray: RayConfig = RayConfig()
+    sandbox: SandboxConfig = SandboxConfig()
 
     @model_validator(mode="after")
     def _consistent(self) -> "TrainConfig":

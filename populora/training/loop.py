@@ -4,6 +4,7 @@ match -> propose -> validate -> solve -> update, then evolve, checkpoint and log
 from __future__ import annotations
 
 import logging
+import os
 import time
 from pathlib import Path
 
@@ -111,7 +112,11 @@ class Trainer:
     def create(cls, cfg: TrainConfig) -> "Trainer":
         tracker = Tracker()
         kind = "baseline" if cfg.population.single_agent else "population"
-        run_id = tracker.start_run(cfg.experiment, cfg.name, tags={"populora.kind": kind, "populora.status": "running"})
+        tags = {"populora.kind": kind, "populora.status": "running"}
+        if cfg.sandbox.allow_unconfined:  # read by every sandbox this process (and its local Ray actors) starts
+            os.environ["POPULORA_SANDBOX_ALLOW_UNCONFINED"] = "1"
+            tags["populora.sandbox.allow_unconfined"] = "true"
+        run_id = tracker.start_run(cfg.experiment, cfg.name, tags=tags)
         run_dir = (Path(cfg.output_dir) / run_id).resolve()
         run_dir.mkdir(parents=True, exist_ok=True)
         tracker.set_tags(run_id, {"populora.run_dir": str(run_dir), "populora.progress": f"0/{cfg.steps}",

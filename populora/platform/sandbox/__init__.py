@@ -22,7 +22,7 @@ import importlib
 
 _EXPORTS = {
     "Sandbox": "pool", "ExecRequest": "pool", "ExecResult": "pool", "STATUSES": "pool", "get_sandbox": "pool",
-    "sweep_stale_dirs": "pool",
+    "sweep_stale_dirs": "pool", "SandboxUnavailable": "pool", "ESSENTIAL": "pool",
     "canonical": "values", "canonical_literal": "values", "parse_literal": "values",
 }
 

@@ -94,11 +94,17 @@ def bench_verifier_main(argv: list[str]) -> int:
     p.add_argument("-n", type=int, default=3000, help="executions through the pool")
     p.add_argument("--naive-n", type=int, default=40, help="executions through subprocess.run")
     p.add_argument("--workers", type=int, default=None, help="pool size (default: one per CPU core)")
+    p.add_argument("--as-user", metavar="USER", default=None,
+                   help="(as root) run this benchmark as USER, created if missing: the unprivileged sandbox's figures")
+    p.add_argument("--disable", metavar="LAYER", action="append", default=[],
+                   help="turn a layer off (seccomp, userns), runs unconfined: what that layer costs")
     try:
         args = p.parse_args(argv)
     except SystemExit as e:
         return int(e.code or 0)
-    figures = bench_verifier(args.n, args.naive_n, args.workers)
+    if args.as_user:
+        return _bench_as_user(args.as_user, [a for a in argv if a not in ("--as-user", args.as_user)])
+    figures = bench_verifier(args.n, args.naive_n, args.workers, tuple(args.disable))
     cpu_ms, cores = figures["cpu_ms_per_exec"], os.cpu_count() or 1
     print(f"sandbox pool : {figures['execs_per_s']:8.1f} isolated execs/s  ({args.n} x {BENCH_PROGRAM!r}, "
           "results checked)")
@@ -107,9 +113,24 @@ def bench_verifier_main(argv: list[str]) -> int:
     print(f"naive        : {figures['naive_execs_per_s']:8.1f} execs/s  (subprocess.run([python, '-c', ...]) x "
           f"{args.naive_n})")
     print(f"ratio        : {figures['ratio_vs_naive']:8.1f}x")
+    print(f"mode         : uid {figures['uid']}, layers {figures['layers']}")
     if args.json:
         print(json.dumps(figures))
     return 0
+
+
+def _bench_as_user(user: str, argv: list[str]) -> int:
+    import subprocess
+
+    from populora.platform.sandbox.asuser import as_user_command, ensure_user
+
+    if os.geteuid() != 0:
+        print("populora bench verifier: --as-user needs root; as a user, run it without --as-user", file=sys.stderr)
+        return 2
+    env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": "/tmp",
+           "PYTHONPATH": str(Path(__file__).resolve().parents[3])}
+    cmd = as_user_command(ensure_user(user), [sys.executable, "-m", "populora.platform.sandbox.cli", "bench", *argv], env)
+    return subprocess.run(cmd, cwd="/tmp").returncode
 
 
 bench_verifier_main.__doc__ = "Isolated executions/s through the sandbox pool vs naive subprocess.run."
