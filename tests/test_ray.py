@@ -47,7 +47,7 @@ def test_tiny_population_end_to_end_over_two_model_workers(local_ray, mlflow_sto
     trainer = Trainer.create(cfg)
     assert set(trainer.backend.owner.values()) == {0, 1}  # members really spread over both workers
     trainer.train(progress=False)
-    run = trainer.tracker.get_run(trainer.run_id)
+    run = trainer.log.tracker.get_run(trainer.run_id)
     assert run.info.status == "FINISHED"
     assert run.data.metrics["progress/step"] == 2
     assert len(trainer.population.members) == 6  # 4 + one child per role at step 2

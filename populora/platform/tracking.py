@@ -14,8 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-TAG_PREFIX = "populora."
-PARENT_TAG = "mlflow.parentRunId"
+from populora.platform import runlayout
 
 
 def tracking_uri() -> str:
@@ -45,7 +44,7 @@ class Tracker:
     def start_run(self, experiment: str, name: str, tags: dict[str, str] | None = None, parent: str | None = None) -> str:
         tags = {k: str(v) for k, v in (tags or {}).items()}  # the REST store (mlflow server) takes strings only
         if parent:
-            tags[PARENT_TAG] = parent
+            tags[runlayout.PARENT] = parent
         run = self.client.create_run(self.experiment_id(experiment), run_name=name, tags=tags)
         return run.info.run_id
 
@@ -114,10 +113,7 @@ class Tracker:
             return json.loads(Path(path).read_text())
 
     def children(self, run_id: str) -> list:
-        run = self.get_run(run_id)
-        return self.client.search_runs(
-            [run.info.experiment_id], filter_string=f"tags.`{PARENT_TAG}` = '{run_id}'", max_results=10000
-        )
+        return runlayout.member_runs(self.client, run_id)
 
 
 def _cell(value: Any) -> Any:
