@@ -17,6 +17,8 @@ import pytest
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
+from populora.platform import runlayout  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 VIEWS = ROOT / "populora" / "ui" / "views"
 TINY = ["--set", "model.tiny_random=true", "--set", "tasks.max_new_tokens_propose=24", "--set", "tasks.max_new_tokens_solve=8",
@@ -222,7 +224,8 @@ def test_a_crashed_run_is_shown_as_crashed(synthetic_store, monkeypatch, tmp_pat
     job_dir = tmp_path / "jobs" / "20260101-000000-abcdef"
     job_dir.mkdir(parents=True)
     (job_dir / "job.json").write_text(json.dumps({"id": job_dir.name, "argv": ["x"], "dir": str(job_dir), "created": 1.0, "pid": 1}))
-    (job_dir / "log.txt").write_text(f"run {run_id}: synthetic\nKilled\n")
+    (job_dir / "log.txt").write_text("Killed\n")
+    runlayout.write_run_id(job_dir, run_id)  # as the trainer does inside a job
     (job_dir / "exit_code").write_text("-9")
     monkeypatch.setenv("MLFLOW_TRACKING_URI", synthetic_store["uri"])
     monkeypatch.setenv("POPULORA_JOBS_DIR", str(tmp_path / "jobs"))

@@ -99,7 +99,9 @@ def progress(done: int, total: int) -> str:
 
 
 def parse_progress(text: str) -> tuple[int | None, int | None]:
-    """>>> parse_progress("3/10")
+    """The (done, total) of a progress tag.
+
+    >>> parse_progress("3/10")
     (3, 10)
     """
     done, _, total = (text or "").partition("/")
@@ -112,7 +114,9 @@ def step_table(folder: str, step: int) -> str:
 
 
 def table_step(path: str) -> int | None:
-    """>>> table_step("tasks/step_000003.json")
+    """The step of a step table's path, None for any other file.
+
+    >>> table_step("tasks/step_000003.json")
     3
     """
     stem = Path(path).stem
