@@ -42,9 +42,9 @@ def store(tmp_path_factory) -> dict:
     env = {**os.environ, "MLFLOW_TRACKING_URI": uri}
     if importlib.util.find_spec("populora.platform.verifier") is None:
         warnings.warn("populora.platform.verifier is missing: UI tests run on the synthetic store", stacklevel=1)
-        from populora.ui import synthetic
+        import synthetic_store
 
-        ids = synthetic.build(uri, runs=2, members=4, tasks=24, steps=3)
+        ids = synthetic_store.build(uri, runs=2, members=4, tasks=24, steps=3)
         return {"uri": uri, "population": ids[1], "baseline": ids[0], "real": False, "dir": tmp}
     baseline = _train(tmp, env, ["--config", str(ROOT / "configs/baseline.yaml"), "--set", "steps=2"])
     population = _train(tmp, env, ["--config", str(ROOT / "configs/smoke.yaml"), "--set", "steps=3", "--set", "evolution.every=1",
@@ -206,11 +206,11 @@ def test_launch_reports_an_unreachable_ray_cluster_inline(app):
 # ====================================================================== crashed runs, benchmark scores
 @pytest.fixture(scope="module")
 def synthetic_store(tmp_path_factory) -> dict:
-    from populora.ui import synthetic
+    import synthetic_store
 
     tmp = tmp_path_factory.mktemp("ui_synth")
     uri = f"sqlite:///{tmp / 'mlflow.db'}"
-    ids = synthetic.build(uri, runs=2, members=4, tasks=12, steps=3)  # run 2 of 2 is left "running"
+    ids = synthetic_store.build(uri, runs=2, members=4, tasks=12, steps=3)  # run 2 of 2 is left "running"
     return {"uri": uri, "baseline": ids[0], "finished": ids[1], "running": ids[2]}
 
 

@@ -115,9 +115,11 @@ class RunLog:
     """Every MLflow write of one training run: its tags and params, one child run per member, the step records,
     the lineage/population artifacts and the end status. The trainer calls it and never MLflow itself."""
 
-    def __init__(self, run_id: str, experiment: str, member_runs: dict[str, str] | None = None, tracker: Tracker | None = None):
+    def __init__(self, run_id: str, experiment: str, member_runs: dict[str, str] | None = None, tracker: Tracker | None = None,
+                 new: bool = False):
         self.tracker, self.run_id, self.experiment = tracker or Tracker(), run_id, experiment
         self.member_runs: dict[str, str] = dict(member_runs or {})  # member id -> child run id (checkpointed)
+        self.new = new  # a run this process created: every child run it has is in member_runs
 
     # ------------------------------------------------------------------ the run
     @classmethod
@@ -126,7 +128,7 @@ class RunLog:
         tracker = tracker or Tracker()
         kind = rl.BASELINE if cfg.population.single_agent else rl.POPULATION
         tags = {rl.KIND: kind, rl.STATUS: rl.RUNNING, **rl.job_link_tags()}
-        return cls(tracker.start_run(cfg.experiment, cfg.name, tags=tags), cfg.experiment, tracker=tracker)
+        return cls(tracker.start_run(cfg.experiment, cfg.name, tags=tags), cfg.experiment, tracker=tracker, new=True)
 
     def describe(self, cfg, run_dir: Path) -> None:
         """The run's config (all of it, as params) and where its files are; tells the job which run it is."""
@@ -159,7 +161,7 @@ class RunLog:
     def member_run(self, m: Member) -> str:
         """The member's child run, found by tag first so a replayed step never creates a second one."""
         if m.id not in self.member_runs:
-            found = [r for r in self.tracker.children(self.run_id) if r.data.tags.get(rl.MEMBER_ID) == m.id]
+            found = [] if self.new else [r for r in self.tracker.children(self.run_id) if r.data.tags.get(rl.MEMBER_ID) == m.id]
             if found:
                 self.member_runs[m.id] = found[0].info.run_id
             else:
@@ -172,27 +174,32 @@ class RunLog:
 
     # ------------------------------------------------------------------ steps
     def write_steps(self, records: list[dict], population: Population, replay: bool = False) -> None:
-        """Write step records, skipping steps whose sentinel is already there.
+        """Write step records, skipping steps whose sentinel is already there: every member's metrics, then the
+        events and tables, then the run-level metrics with each step's sentinel ``progress/step`` in the same
+        batch. Batches hold whole steps (``Tracker.log_metric_steps``), so a step is logged once or not at all.
 
-        ``replay`` (after a resume): the killed process may have died half-way through a step's records, so each
-        member's batch (one atomic log_batch) is also skipped if it is already in the store.
+        ``replay`` (after a resume): the killed process may have died half-way through a flush, so a member's
+        metrics of a step already in the store are skipped.
         """
         logged = self.tracker.metric_steps(self.run_id, rl.STEP_SENTINEL)
-        for record in records:
-            s = record["step"]
-            if s in logged:
-                continue
+        todo = [r for r in records if r["step"] not in logged]
+        by_member: dict[str, dict[int, dict]] = defaultdict(dict)
+        for record in todo:
             for member_id, metrics in record["member_metrics"].items():
-                run = self.member_run(population[member_id])
-                if replay and metrics and s in self.tracker.metric_steps(run, next(iter(metrics))):
-                    continue
-                self.tracker.log_metrics(run, metrics, s)
+                by_member[member_id][record["step"]] = metrics
+        for member_id, by_step in by_member.items():
+            run = self.member_run(population[member_id])
+            if replay:
+                by_step = {s: m for s, m in by_step.items() if not m or s not in self.tracker.metric_steps(run, next(iter(m)))}
+            self.tracker.log_metric_steps(run, by_step)
+        for record in todo:
+            s = record["step"]
             for event in record["events"]:
                 self.tracker.set_tags(self.member_run(population[event["dead"]]), {rl.ALIVE: "false", rl.REPLACED_BY: event["child"]})
             self.tracker.log_table(self.run_id, record["tasks"], rl.step_table(rl.TASKS, s))
             self.tracker.log_table(self.run_id, record["answers"], rl.step_table(rl.ANSWERS, s))
-            self.tracker.log_metrics(self.run_id, record["run_metrics"], s)
-            self.tracker.log_metrics(self.run_id, {rl.STEP_SENTINEL: s}, s)  # sentinel, last
+        # the sentinel last within each step's batch: its presence means the whole step is in the store
+        self.tracker.log_metric_steps(self.run_id, {r["step"]: {**r["run_metrics"], rl.STEP_SENTINEL: r["step"]} for r in todo})
 
     def write_state(self, step: int, steps: int, lineage: Lineage, population: Population, adapters: bool = False) -> None:
         """After a checkpoint: lineage, population and progress (and, if ``adapters``, each alive member's adapter)."""
