@@ -66,21 +66,18 @@ def _where(trainer) -> None:
 
 
 def _runs(args) -> int:
-    from populora.platform.tracking import Tracker, tracking_uri
+    from populora.platform import runlayout
+    from populora.platform.tracking import client, tracking_uri
 
-    tracker = Tracker()
-    exps = tracker.client.search_experiments()
-    runs = tracker.client.search_runs([e.experiment_id for e in exps], filter_string="tags.`populora.kind` != ''",
-                                      order_by=["attributes.start_time DESC"], max_results=args.limit)
+    runs = runlayout.list_runs(client(), args.limit)  # the UI's Runs page reads the same rows
     if not runs:
         print(f"no PopuLoRA runs in {tracking_uri()} (start one with: populora train --config configs/smoke.yaml)")
         return 0
     print(f"{'run id':34} {'name':18} {'kind':10} {'status':9} {'progress':9} {'solve':>6} {'valid':>6}")
     for r in runs:
-        t, m = r.data.tags, r.data.metrics
-        solve, valid = m.get("student/solve_rate"), m.get("tasks/validity_rate")
-        print(f"{r.info.run_id:34} {r.info.run_name[:18]:18} {t.get('populora.kind', '?'):10} {r.info.status:9} "
-              f"{t.get('populora.progress', '?'):9} {'' if solve is None else f'{solve:.0%}':>6} {'' if valid is None else f'{valid:.0%}':>6}")
+        solve, valid = r["solve_rate"], r["validity_rate"]
+        print(f"{r['run_id']:34} {r['name'][:18]:18} {r['kind']:10} {r['mlflow_status']:9} {r['progress'] or '?':9} "
+              f"{'' if solve is None else f'{solve:.0%}':>6} {'' if valid is None else f'{valid:.0%}':>6}")
     return 0
 
 

@@ -14,6 +14,7 @@ import torch
 
 from populora.evaluation import benchmarks as B
 from populora.evaluation.cli import eval_main, report_main
+from populora.platform import runlayout as rl
 
 ROOT = B.data_dir()
 pytestmark = pytest.mark.skipif(not (ROOT / B.CHECKSUMS).is_file(), reason=f"no benchmark data at {ROOT}")
@@ -71,7 +72,7 @@ def _metrics(tracker, run_id):
 def test_eval_run_logs_metrics_table_and_report(runs, capsys):
     tracker, pop, baseline, tmp = runs
     assert eval_main(["--run", pop, *FAST]) == 0
-    children = {c.data.tags["populora.member_id"]: c.info.run_id for c in tracker.children(pop)}
+    children = {c.data.tags[rl.MEMBER_ID]: c.info.run_id for c in tracker.children(pop)}
     for m in ("T0", "S0"):
         keys = set(_metrics(tracker, children[m]))
         assert {"eval/humaneval_plus/plus", "eval/humaneval_plus/base", "eval/livecodebench/pass_at_1", "eval/gsm8k/accuracy"} <= keys

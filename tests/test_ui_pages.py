@@ -17,6 +17,8 @@ import pytest
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
+from populora.platform import runlayout  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 VIEWS = ROOT / "populora" / "ui" / "views"
 TINY = ["--set", "model.tiny_random=true", "--set", "tasks.max_new_tokens_propose=24", "--set", "tasks.max_new_tokens_solve=8",
@@ -40,9 +42,9 @@ def store(tmp_path_factory) -> dict:
     env = {**os.environ, "MLFLOW_TRACKING_URI": uri}
     if importlib.util.find_spec("populora.platform.verifier") is None:
         warnings.warn("populora.platform.verifier is missing: UI tests run on the synthetic store", stacklevel=1)
-        from populora.ui import synthetic
+        import synthetic_store
 
-        ids = synthetic.build(uri, runs=2, members=4, tasks=24, steps=3)
+        ids = synthetic_store.build(uri, runs=2, members=4, tasks=24, steps=3)
         return {"uri": uri, "population": ids[1], "baseline": ids[0], "real": False, "dir": tmp}
     baseline = _train(tmp, env, ["--config", str(ROOT / "configs/baseline.yaml"), "--set", "steps=2"])
     population = _train(tmp, env, ["--config", str(ROOT / "configs/smoke.yaml"), "--set", "steps=3", "--set", "evolution.every=1",
@@ -204,11 +206,11 @@ def test_launch_reports_an_unreachable_ray_cluster_inline(app):
 # ====================================================================== crashed runs, benchmark scores
 @pytest.fixture(scope="module")
 def synthetic_store(tmp_path_factory) -> dict:
-    from populora.ui import synthetic
+    import synthetic_store
 
     tmp = tmp_path_factory.mktemp("ui_synth")
     uri = f"sqlite:///{tmp / 'mlflow.db'}"
-    ids = synthetic.build(uri, runs=2, members=4, tasks=12, steps=3)  # run 2 of 2 is left "running"
+    ids = synthetic_store.build(uri, runs=2, members=4, tasks=12, steps=3)  # run 2 of 2 is left "running"
     return {"uri": uri, "baseline": ids[0], "finished": ids[1], "running": ids[2]}
 
 
@@ -222,7 +224,8 @@ def test_a_crashed_run_is_shown_as_crashed(synthetic_store, monkeypatch, tmp_pat
     job_dir = tmp_path / "jobs" / "20260101-000000-abcdef"
     job_dir.mkdir(parents=True)
     (job_dir / "job.json").write_text(json.dumps({"id": job_dir.name, "argv": ["x"], "dir": str(job_dir), "created": 1.0, "pid": 1}))
-    (job_dir / "log.txt").write_text(f"run {run_id}: synthetic\nKilled\n")
+    (job_dir / "log.txt").write_text("Killed\n")
+    runlayout.write_run_id(job_dir, run_id)  # as the trainer does inside a job
     (job_dir / "exit_code").write_text("-9")
     monkeypatch.setenv("MLFLOW_TRACKING_URI", synthetic_store["uri"])
     monkeypatch.setenv("POPULORA_JOBS_DIR", str(tmp_path / "jobs"))

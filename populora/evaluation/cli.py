@@ -13,6 +13,7 @@ from pathlib import Path
 from populora.evaluation import benchmarks
 from populora.evaluation.generation import GenConfig, ensure_offline
 from populora.evaluation.targets import TargetError
+from populora.platform import runlayout
 
 
 
@@ -108,7 +109,7 @@ def _targets(args, tracker):
 
     if args.run:
         found, spec, run = T.run_targets(tracker, args.run, args.members, args.baseline, not args.no_base)
-        out = Path(args.out or Path(run.data.tags.get("populora.run_dir") or f"populora-eval/{args.run}") / "eval")
+        out = Path(args.out or Path(run.data.tags.get(runlayout.RUN_DIR) or f"populora-eval/{args.run}") / "eval")
         return found, spec, out, run.data.params.get("model.backend")
     spec = T.ModelSpec(args.model, args.gguf_file, args.tiny_random)
     found = [T.adapter_target(args.adapter)] if args.adapter else []
@@ -184,7 +185,7 @@ def report_main(argv: list[str]) -> int:
         except Exception as err:  # noqa: BLE001 - unknown run or not evaluated: say what to do
             return _fail(TargetError(f"run {args.run} has no evaluation results ({str(err)[:120]}); "
                                      f"run: populora eval --run {args.run}"))
-        default_out = Path(data["results"] and tracker.get_run(args.run).data.tags.get("populora.eval_dir") or ".")
+        default_out = Path(data["results"] and tracker.get_run(args.run).data.tags.get(runlayout.EVAL_DIR) or ".")
     table = report.build(data)
     print(report.text(table))
     out = Path(args.out) if args.out else default_out

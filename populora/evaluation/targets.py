@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from populora.platform import runlayout
+
 MEMBER, BASELINE, BASE = "member", "baseline", "base"
 BASE_LABEL = "base model"
 
@@ -55,13 +57,13 @@ def get_run(tracker, run_id: str):
 
 def _adapter_dir(tracker, child) -> str | None:
     """The member's adapter on local disk; else its ``adapter/`` artifact, downloaded (remote stores)."""
-    local = child.data.tags.get("populora.adapter_dir")
+    local = child.data.tags.get(runlayout.ADAPTER_DIR)
     if local and (Path(local) / "adapter_config.json").is_file():
         return local
     import mlflow
 
     try:
-        path = mlflow.artifacts.download_artifacts(run_id=child.info.run_id, artifact_path="adapter")
+        path = mlflow.artifacts.download_artifacts(run_id=child.info.run_id, artifact_path=runlayout.ADAPTER)
     except Exception:  # noqa: BLE001 - no artifact (a member that died before saving): reported by the caller
         return None
     return path if (Path(path) / "adapter_config.json").is_file() else None
@@ -69,14 +71,14 @@ def _adapter_dir(tracker, child) -> str | None:
 
 def _member_runs(tracker, run_id: str) -> dict[str, object]:
     children = tracker.children(run_id)
-    return {c.data.tags["populora.member_id"]: c for c in children if c.data.tags.get("populora.member_id")}
+    return runlayout.members_by_id(children)
 
 
 def member_targets(tracker, run_id: str, members: str = "all") -> list[Target]:
     """``all`` (members with a saved adapter), ``alive``, or ids like ``T0,S1`` (unknown ids list the valid ones)."""
     by_id = _member_runs(tracker, run_id)
     if members in ("all", "alive"):
-        chosen = [m for m, c in by_id.items() if members == "all" or c.data.tags.get("populora.alive") == "true"]
+        chosen = [m for m, c in by_id.items() if members == "all" or c.data.tags.get(runlayout.ALIVE) == "true"]
     else:
         chosen = [m.strip() for m in members.split(",") if m.strip()]
         unknown = [m for m in chosen if m not in by_id]
@@ -91,7 +93,7 @@ def member_targets(tracker, run_id: str, members: str = "all") -> list[Target]:
             if members not in ("all", "alive"):
                 raise TargetError(f"member {m} of run {run_id} has no saved adapter (tag populora.adapter_dir, artifact adapter/)")
             continue  # a member that died before the run saved adapters
-        info = {k: c.data.tags.get(f"populora.{k}") for k in ("role", "alive")}
+        info = {"role": c.data.tags.get(runlayout.ROLE), "alive": c.data.tags.get(runlayout.ALIVE)}
         out.append(Target(m, MEMBER, path, c.info.run_id, info))
     if not out:
         raise TargetError(f"run {run_id} has no member with a saved adapter (is it finished?); members: {', '.join(sorted(by_id)) or 'none'}")
@@ -100,8 +102,8 @@ def member_targets(tracker, run_id: str, members: str = "all") -> list[Target]:
 
 def baseline_targets(tracker, baseline_run: str) -> list[Target]:
     run = get_run(tracker, baseline_run)
-    kind = run.data.tags.get("populora.kind")
-    if kind != "baseline":
+    kind = run.data.tags.get(runlayout.KIND)
+    if kind != runlayout.BASELINE:
         raise TargetError(f"run {baseline_run} is tagged populora.kind={kind!r}, not a baseline run")
     return [Target(f"baseline ({t.label})", BASELINE, t.adapter_dir, t.mlflow_run, t.info)
             for t in member_targets(tracker, baseline_run, "all")]
@@ -111,14 +113,14 @@ def run_targets(tracker, run_id: str, members: str = "all", baseline: str | None
                 include_base: bool = True) -> tuple[list[Target], ModelSpec, object]:
     """Targets of a training run (members, then baseline, then the base model), its ModelSpec and the run."""
     run = get_run(tracker, run_id)
-    if run.data.tags.get("populora.kind") not in ("population", "baseline"):
+    if run.data.tags.get(runlayout.KIND) not in (runlayout.POPULATION, runlayout.BASELINE):
         raise TargetError(f"run {run_id} is not a PopuLoRA training run (tag populora.kind is missing); "
                           f"pass the parent run id shown by populora runs")
     spec = ModelSpec.from_params(run.data.params)
     out = member_targets(tracker, run_id, members)
-    if run.data.tags.get("populora.kind") == "baseline":
+    if run.data.tags.get(runlayout.KIND) == runlayout.BASELINE:
         out = [Target(f"baseline ({t.label})", BASELINE, t.adapter_dir, t.mlflow_run, t.info) for t in out]
-    baseline = baseline or run.data.tags.get("populora.baseline_run") or None
+    baseline = baseline or run.data.tags.get(runlayout.BASELINE_RUN) or None
     if baseline and baseline != run_id:
         base_spec = ModelSpec.from_params(get_run(tracker, baseline).data.params)
         if base_spec != spec:
