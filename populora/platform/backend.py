@@ -8,6 +8,8 @@ is applied by us never, gradients flow in eval mode all the same).
 
 from __future__ import annotations
 
+import contextlib
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -132,7 +134,7 @@ class PeftBackend:
         for f in src.iterdir():
             if f.is_file():
                 f.replace(directory / f.name)
-        _rmtree(tmp)
+        shutil.rmtree(tmp, ignore_errors=True)
         return directory
 
     # ------------------------------------------------------------------ generation
@@ -264,7 +266,7 @@ class PeftBackend:
 
     def _forward(self, adapter, input_ids, attn):
         if self.model is None or adapter is BASE:
-            ctx = self.model.disable_adapter() if self.model is not None else _nullcontext()
+            ctx = self.model.disable_adapter() if self.model is not None else contextlib.nullcontext()
             with ctx:
                 return (self.model or self.base_model)(input_ids=input_ids, attention_mask=attn).logits
         self.model.set_adapter(adapter)
@@ -282,16 +284,3 @@ def _strip_after_eos(ids: list[int], eos: int | None, pad: int | None) -> list[i
         ids = ids[:-1]
     return ids
 
-
-class _nullcontext:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *a):
-        return False
-
-
-def _rmtree(path: Path) -> None:
-    import shutil
-
-    shutil.rmtree(path, ignore_errors=True)

@@ -66,7 +66,7 @@ class OptimConfig(Section):
     lr: float = Field(5e-5, gt=0, description="AdamW learning rate of every adapter")
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay")
     grad_clip: float = Field(1.0, gt=0, description="Max grad norm per adapter")
-    clip_ratio: float = Field(0.2, gt=0, description="PPO-style ratio clip (inactive with one on-policy step, kept for fidelity)")
+    clip_ratio: float = Field(0.2, gt=0, description="PPO ratio clip; not used yet: the update is one on-policy step, where the ratio is 1")
     kl_coef: float = Field(0.0, ge=0, description="KL(adapter || base) penalty coefficient (AZR: 0); KL is logged either way")
     advantage_scope: Literal["population", "member"] = Field("population", description="Whiten advantages per (role, kind) over the whole population or per member")
     micro_batch: int = Field(4, ge=1, description="Sequences per forward/backward (gradients accumulate)")
