@@ -101,12 +101,23 @@ def build(schema: type[T], data: dict, source: str = "config") -> T:
         for e in err.errors():
             field = ".".join(str(p) for p in e["loc"]) or "(top level)"
             if e["type"] == "extra_forbidden":
-                problems.append(f"{field}: unknown key (check the spelling; see configs/*.yaml for valid keys)")
+                valid = ", ".join(sorted(_section(schema, e["loc"][:-1]).model_fields))
+                problems.append(f"{field}: unknown key (check the spelling); valid keys there: {valid}")
             else:
                 got = e.get("input")
                 got_text = "" if isinstance(got, dict) else f" (got {got!r})"
                 problems.append(f"{field}: {e['msg']}{got_text}")
         raise ConfigError(f"invalid {source}:\n  " + "\n  ".join(problems)) from None
+
+
+def _section(schema: type[BaseModel], loc: tuple) -> type[BaseModel]:
+    """The (sub)schema at a pydantic error location, e.g. ("generation",) -> GenConfig."""
+    for part in loc:
+        ann = schema.model_fields[part].annotation if part in schema.model_fields else None
+        if not (isinstance(ann, type) and issubclass(ann, BaseModel)):
+            break
+        schema = ann
+    return schema
 
 
 def load(schema: type[T], path: str | Path | None = None, overrides: list[str] = ()) -> T:
