@@ -61,10 +61,10 @@ def play(student, teacher, score: float) -> tuple[Rating, Rating]:
     """
     s, t = new(student.mu, student.sigma), new(teacher.mu, teacher.sigma)
     if score == 0.5:
-        return ENV.rate_1vs1(s, t, drawn=True)
+        return trueskill.rate_1vs1(s, t, drawn=True, env=ENV)
     if score > 0.5:
-        return ENV.rate_1vs1(s, t)
-    t, s = ENV.rate_1vs1(t, s)
+        return trueskill.rate_1vs1(s, t, env=ENV)
+    t, s = trueskill.rate_1vs1(t, s, env=ENV)
     return s, t
 
 
