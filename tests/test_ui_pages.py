@@ -281,3 +281,22 @@ def test_lineage_dot_draws_crossover_with_two_parents():
     assert "dashed" in dot and "penwidth=3" in dot
     hidden = lineage_dot(nodes, show_dead=False)
     assert '"T0" [' not in hidden and '"T1" -> "T2"' in hidden
+
+
+def test_ui_imports_training_and_evaluation_only_through_their_public_api():
+    """The UI depends on ``populora.training`` / ``populora.evaluation`` as declared in their ``__all__``, never on
+    their submodules, so those can be reorganised without breaking it."""
+    import re
+
+    import populora.evaluation
+    import populora.training
+
+    public = {"training": set(populora.training.__all__), "evaluation": set(populora.evaluation.__all__)}
+    for path in sorted((ROOT / "populora" / "ui").rglob("*.py")):
+        text = path.read_text()
+        assert not re.search(r"populora\.(training|evaluation)\.\w", text), f"{path} imports a submodule"
+        for pkg, names in re.findall(r"from populora\.(training|evaluation) import ([^\n#]+)", text):
+            used = {n.strip() for n in names.strip("() ").split(",") if n.strip()}
+            assert used <= public[pkg], f"{path} uses {used - public[pkg]}, not in populora.{pkg}.__all__"
+    for pkg in (populora.training, populora.evaluation):
+        assert all(hasattr(pkg, name) for name in pkg.__all__)
