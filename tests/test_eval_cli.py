@@ -20,7 +20,7 @@ ROOT = B.data_dir()
 pytestmark = pytest.mark.skipif(not (ROOT / B.CHECKSUMS).is_file(), reason=f"no benchmark data at {ROOT}")
 BENCH = "humaneval_plus,livecodebench,gsm8k"
 FAST = ["--benchmarks", BENCH, "--limit", "1", "--max-new-tokens", "8"]
-CONFIG = {"model.base": "embedded", "model.tiny_random": "True", "model.dtype": "float32", "model.gguf_file": "None"}
+TINY = ["model.tiny_random=true", "model.lora_rank=4"]
 
 
 def _save_adapters(tmp: Path, names: list[str]) -> dict[str, Path]:
@@ -38,12 +38,19 @@ def _save_adapters(tmp: Path, names: list[str]) -> dict[str, Path]:
     return out
 
 
-def _training_run(tracker, tmp: Path, kind: str, members: dict[str, Path | None], baseline: str = "") -> str:
-    """The tags and params populora train leaves (see populora/training/loop.py)."""
+def _training_run(tracker, tmp: Path, kind: str, members: dict[str, Path | None], baseline: str = "",
+                  overrides: tuple[str, ...] = ()) -> str:
+    """The tags, params and run-dir config.yaml populora train leaves (see populora/training/loop.py)."""
+    from populora.platform import config as config_io
+    from populora.training import load_config
+
     run_dir = tmp / f"run_{kind}"
     rid = tracker.start_run("eval-test", kind, tags={"populora.kind": kind, "populora.status": "finished",
                                                       "populora.run_dir": str(run_dir), "populora.baseline_run": baseline})
-    tracker.log_params(rid, CONFIG)
+    cfg = load_config(None, TINY + (["population.single_agent=true"] if kind == "baseline" else []) + list(overrides))
+    tracker.log_params(rid, config_io.flatten(cfg))
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "config.yaml").write_text(config_io.dump(cfg))
     for m, path in members.items():
         tags = {"populora.member_id": m, "populora.role": "both" if m.startswith("B") else "teacher",
                 "populora.alive": str(path is not None).lower(), "populora.adapter_dir": str(path or tmp / "gone" / m)}
@@ -159,3 +166,17 @@ def test_unknown_member_lists_the_valid_ones(runs, capsys):
     assert eval_main(["--run", pop, "--members", "T0,X9", *FAST]) == 2
     err = capsys.readouterr().err
     assert "unknown member(s) X9" in err and "valid: S0, S1, T0" in err
+
+
+def test_the_base_model_comes_from_the_runs_config(runs, capsys):
+    tracker, pop, _, tmp = runs
+    other = _training_run(tracker, tmp / "other", "baseline", {"B0": tmp / "adapters" / "B0"},
+                          overrides=("model.dtype=bfloat16",))
+    assert eval_main(["--run", pop, "--baseline", other, *FAST]) == 2
+    err = capsys.readouterr().err
+    assert f"baseline run {other} was trained on" in err and "dtype='bfloat16'" in err and "not comparable" in err
+    (tmp / "other" / "run_baseline" / "config.yaml").unlink()
+    assert eval_main(["--run", other, *FAST]) == 2
+    assert f"run {other} has no config at" in capsys.readouterr().err
+    assert eval_main(["--run", pop, "--model", "HuggingFaceTB/SmolLM2-135M", *FAST]) == 2
+    assert "a run is scored on the base model its own config names" in capsys.readouterr().err

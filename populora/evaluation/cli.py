@@ -11,17 +11,17 @@ import sys
 from pathlib import Path
 
 from populora.evaluation import benchmarks
-from populora.evaluation.generation import GenConfig, ensure_offline
+from populora.evaluation.generation import ensure_offline
 from populora.evaluation.targets import TargetError
 from populora.platform import runlayout
-
+from populora.platform.config import ConfigError
 
 
 class MissingDependency(RuntimeError):
     """An evaluation package is not installed; the message says which and how to install it."""
 
 
-BAD_INPUT = (benchmarks.DataError, TargetError, MissingDependency)
+BAD_INPUT = (benchmarks.DataError, TargetError, MissingDependency, ConfigError)
 
 
 def require_packages(names: list[str]) -> None:
@@ -37,38 +37,69 @@ def require_packages(names: list[str]) -> None:
                                 f"(evalplus==0.3.1, lm-eval==0.4.13, math-verify)")
 
 
-def _eval_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="populora eval", description="score adapters on HumanEval+, MBPP+, "
-                                "LiveCodeBench (public tests) and the math suite")
-    # ---- what to evaluate
-    src = p.add_mutually_exclusive_group()
-    src.add_argument("--run", help="MLflow run id of a training run: its members, its baseline and the base model")
-    src.add_argument("--adapter", help="one PEFT adapter dir (base model from --model)")
-    src.add_argument("--base-only", action="store_true", help="only the bare base model (from --model)")
-    src.add_argument("--export-tasks", metavar="DIR", help="write the lm-eval math task YAMLs for --data-dir into DIR and exit")
-    p.add_argument("--members", default="all", help="all (default: every member with a saved adapter), alive, or ids like T0,S1")
-    p.add_argument("--baseline", help="run id of the single-agent baseline (default: the run's populora.baseline_run tag)")
-    p.add_argument("--no-base", action="store_true", help="skip the bare base model row")
-    p.add_argument("--benchmarks", default="all", help="names (humaneval_plus, ..., olympiadbench) or the groups code, math, all")
-    p.add_argument("--limit", type=int, help="first N items of each benchmark (smoke checks; not comparable to full scores)")
-    p.add_argument("--data-dir", help="benchmark files + SHA256SUMS (default: $POPULORA_DATA_DIR, else ../shared/data/benchmarks)")
-    p.add_argument("--out", help="eval output dir, resumable (default: <run dir>/eval, or ./populora-eval/<name>)")
+# flag -> EvalConfig field; argparse only parses, the schema holds every default, bound and help text
+FLAGS = {
+    # ---- what to evaluate (one of these)
+    "--run": ("run", {}), "--adapter": ("adapter", {}), "--base-only": ("base_only", {"action": "store_true"}),
+    "--export-tasks": ("export_tasks", {"metavar": "DIR"}),
+    "--members": ("members", {}), "--baseline": ("baseline", {}),
+    "--no-base": ("include_base", {"action": "store_false"}),
+    "--benchmarks": ("benchmarks", {}), "--limit": ("limit", {"type": int}), "--data-dir": ("data_dir", {}),
+    "--out": ("out", {}),
     # ---- model (only for --adapter / --base-only: a run's own config says which base it was trained on)
-    p.add_argument("--model", default="embedded", help="base model: embedded, an HF id, a local dir or a .gguf file")
-    p.add_argument("--gguf-file", help="GGUF file inside --model when it is a dir or HF id")
-    p.add_argument("--tiny-random", action="store_true", help="tiny random base model (tests)")
-    p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ...")
-    p.add_argument("--backend", choices=["multilora", "peft"], help="model backend: batched multi-LoRA or PEFT; greedy "
-                   "outputs are the same (default: the run's model.backend; multilora for --adapter / --base-only)")
+    "--model": ("model.base", {}), "--gguf-file": ("model.gguf_file", {}),
+    "--tiny-random": ("model.tiny_random", {"action": "store_true"}), "--device": ("device", {}),
+    "--backend": ("backend", {"choices": ["multilora", "peft"]}),
     # ---- decoding: the same for every adapter
-    d = GenConfig()
-    p.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens, help="token budget per completion")
-    p.add_argument("--temperature", type=float, default=d.temperature, help="0 = greedy (default)")
-    p.add_argument("--top-p", type=float, default=d.top_p, help="nucleus sampling when temperature > 0")
-    p.add_argument("--n-samples", type=int, default=d.n_samples, help="samples per code problem (pass@k over n; needs temperature > 0)")
-    p.add_argument("--seed", type=int, default=d.seed, help="sampling seed, the same for every adapter")
-    p.add_argument("--batch-size", type=int, default=d.batch_size, help="prompts per generation batch")
+    "--max-new-tokens": ("generation.max_new_tokens", {"type": int}), "--temperature": ("generation.temperature", {"type": float}),
+    "--top-p": ("generation.top_p", {"type": float}), "--n-samples": ("generation.n_samples", {"type": int}),
+    "--seed": ("generation.seed", {"type": int}), "--batch-size": ("generation.batch_size", {"type": int}),
+}
+EXCLUSIVE = ("--run", "--adapter", "--base-only", "--export-tasks")
+
+
+def _field(dotted: str):
+    """The EvalConfig field behind a dotted key (its description is the flag's help)."""
+    from populora.evaluation.config import EvalConfig
+
+    model, *parents, leaf = [EvalConfig, *dotted.split(".")]
+    for part in parents:
+        model = model.model_fields[part].annotation
+    return model.model_fields[leaf]
+
+
+def _eval_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="populora eval", argument_default=argparse.SUPPRESS,
+                                description="score adapters on HumanEval+, MBPP+, LiveCodeBench (public tests) and the "
+                                "math suite. Every flag sets one field of the evaluation config (EvalConfig); "
+                                "--config / --set set any field.")
+    p.add_argument("--config", help="YAML file of EvalConfig fields (flags and --set override it)")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="set a config field, e.g. --set generation.top_p=0.9")
+    src = p.add_mutually_exclusive_group()
+    for flag, (key, kwargs) in FLAGS.items():
+        info, action = _field(key), kwargs.get("action", "")
+        if action:  # a switch: say which value it sets
+            sets = f"{key}={str(action == 'store_true').lower()}"
+        else:
+            kwargs = {"metavar": flag.lstrip("-").upper().replace("-", "_"), **kwargs}
+            sets = key + ("" if info.default is None else f" (default {info.default})")
+        (src if flag in EXCLUSIVE else p).add_argument(flag, dest=key, help=f"{info.description} [{sets}]", **kwargs)
     return p
+
+
+def eval_config(argv: list[str]):
+    """Parse ``populora eval`` flags into an ``EvalConfig``: the --config file, then the flags, then --set."""
+    from populora.evaluation.config import EvalConfig
+    from populora.platform import config as config_io
+
+    args = vars(_eval_parser().parse_args(argv))
+    path, overrides = args.pop("config", None), args.pop("set", [])
+    data = config_io.read_yaml(path) if path else {}
+    for key, value in args.items():
+        config_io.apply_override(data, key.split("."), value, EvalConfig)
+    for text in overrides:
+        config_io.apply_override(data, *config_io.parse_override(text), EvalConfig)
+    return config_io.build(EvalConfig, data, source="populora eval config")
 
 
 def _fail(err: Exception) -> int:
@@ -77,19 +108,16 @@ def _fail(err: Exception) -> int:
 
 
 def eval_main(argv: list[str]) -> int:
-    args = _eval_parser().parse_args(argv)
     ensure_offline()
     try:
-        root = benchmarks.data_dir(args.data_dir)
-        if args.export_tasks:
-            return _export(root, Path(args.export_tasks))
-        if not (args.run or args.adapter or args.base_only):
-            raise TargetError("say what to evaluate: --run RUN_ID, --adapter PATH or --base-only")
-        names = benchmarks.select(args.benchmarks)
+        cfg = eval_config(argv)
+        root = benchmarks.data_dir(cfg.data_dir)
+        if cfg.export_tasks:
+            return _export(root, Path(cfg.export_tasks))
+        names = benchmarks.select(cfg.benchmarks)
         benchmarks.verify(root, names)
         require_packages(names)
-        gen = GenConfig(args.max_new_tokens, args.temperature, args.top_p, args.n_samples, args.seed, args.batch_size)
-        return _evaluate(args, names, root, gen)
+        return _evaluate(cfg, names, root)
     except BAD_INPUT as err:
         return _fail(err)
 
@@ -104,59 +132,57 @@ def _export(root: Path, out: Path) -> int:
     return 0
 
 
-def _targets(args, tracker):
+def _targets(cfg, tracker):
+    """(targets, base model, output dir) of what ``cfg`` asks to evaluate."""
     from populora.evaluation import targets as T
 
-    if args.run:
-        found, spec, run = T.run_targets(tracker, args.run, args.members, args.baseline, not args.no_base)
-        out = Path(args.out or Path(run.data.tags.get(runlayout.RUN_DIR) or f"populora-eval/{args.run}") / "eval")
-        return found, spec, out, run.data.params.get("model.backend")
-    spec = T.ModelSpec(args.model, args.gguf_file, args.tiny_random)
-    found = [T.adapter_target(args.adapter)] if args.adapter else []
-    if args.base_only or not args.no_base:
+    if cfg.run:
+        found, model, run = T.run_targets(tracker, cfg.run, cfg.members, cfg.baseline, cfg.include_base)
+        out = Path(cfg.out or Path(run.data.tags.get(runlayout.RUN_DIR) or f"populora-eval/{cfg.run}") / "eval")
+        return found, model, out, run.data.params.get("model.backend")
+    found = [T.adapter_target(cfg.adapter)] if cfg.adapter else []
+    if cfg.base_only or cfg.include_base:
         found.append(T.Target(T.BASE_LABEL, T.BASE, None))
-    name = found[0].label if args.adapter else "base"
-    return found, spec, Path(args.out or Path("populora-eval") / name), None
+    name = found[0].label if cfg.adapter else "base"
+    return found, cfg.model, Path(cfg.out or Path("populora-eval") / name), None
 
 
-def _backend_factory(spec, device: str, kind: str = "multilora", lora=None):
+def _backend_factory(model, device: str, kind: str = "multilora", lora=None):
     """Builds the evaluation's backend with the platform's ``make_backend``, as training does. ``lora``: the one
     LoRA shape of the adapters (multi-LoRA needs it; PEFT reads each adapter dir's own)."""
     def make():
         from populora.platform.backends import BackendConfig, LoraSpec, make_backend
 
-        return make_backend(BackendConfig(spec.base, spec.gguf_file, spec.tiny_random, spec.dtype, device,
+        return make_backend(BackendConfig(model.base, model.gguf_file, model.tiny_random, model.dtype, device,
                                           lora or LoraSpec(), kind, slots=1))
     return make
 
 
-def _evaluate(args, names: list[str], root: Path, gen: GenConfig) -> int:
-    from dataclasses import asdict
-
+def _evaluate(cfg, names: list[str], root: Path) -> int:
     from populora.evaluation import report, results
     from populora.evaluation import targets as T
     from populora.evaluation.runner import Runner
 
     tracker = None
-    if args.run:
+    if cfg.run:
         from populora.platform.tracking import Tracker
 
         tracker = Tracker()
-    found, spec, out, configured = _targets(args, tracker)
-    kind = args.backend or configured or "multilora"
+    found, model, out, configured = _targets(cfg, tracker)
+    kind = cfg.backend or configured or "multilora"
     lora = T.lora_spec(found) if kind == "multilora" else None
     print(f"evaluating {', '.join(t.label for t in found)} on {', '.join(names)}"
-          f"{f' (first {args.limit} items each)' if args.limit else ''}; results in {out}", file=sys.stderr)
-    runner = Runner(_backend_factory(spec, args.device, kind, lora), root, out, gen, args.limit, asdict(spec))
+          f"{f' (first {cfg.limit} items each)' if cfg.limit else ''}; results in {out}", file=sys.stderr)
+    runner = Runner(_backend_factory(model, cfg.device, kind, lora), root, out, cfg.generation, cfg.limit, model.model_dump())
     scores = runner.run(found, names)
-    config = {"run": args.run, "data_dir": str(root.resolve()), "benchmarks": names, **runner.config}
+    config = {"run": cfg.run, "data_dir": str(root.resolve()), "benchmarks": names, **runner.config}
     data = results.build(found, scores, config)
     paths = results.write_local(out, data)
     print("\n" + report.text(report.build(data)))
     if tracker is not None:
-        results.log_mlflow(tracker, args.run, found, data, paths)
+        results.log_mlflow(tracker, cfg.run, found, data, paths)
         print(f"metrics eval/<benchmark>/<metric> logged on each member's MLflow run; table and results.json "
-              f"on run {args.run} (artifacts eval/)", file=sys.stderr)
+              f"on run {cfg.run} (artifacts eval/)", file=sys.stderr)
     print(f"written: {paths['results']}, {paths['md']}, {paths['csv']}", file=sys.stderr)
     return 0
 

@@ -1,8 +1,9 @@
 """What an evaluation scores: a run's members, its single-agent baseline, the bare base model, or one adapter dir.
 
-Read from what training leaves in MLflow: the parent run (tags ``populora.kind``, ``populora.run_dir``,
-``populora.baseline_run``; params = the flattened config, e.g. ``model.base``) and one child run per member
-(tags ``populora.member_id``, ``populora.role``, ``populora.alive``, ``populora.adapter_dir``; artifact ``adapter/``).
+Read from what training leaves in MLflow and on disk: the parent run (tags ``populora.kind``, ``populora.run_dir``,
+``populora.baseline_run``), its config (``<run dir>/config.yaml``: the base model the adapters were trained on)
+and one child run per member (tags ``populora.member_id``, ``populora.role``, ``populora.alive``,
+``populora.adapter_dir``; artifact ``adapter/``).
 """
 
 from __future__ import annotations
@@ -10,7 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from populora.evaluation.config import run_model
 from populora.platform import runlayout
+from populora.platform.config import ModelSource
 
 MEMBER, BASELINE, BASE = "member", "baseline", "base"
 BASE_LABEL = "base model"
@@ -27,22 +30,6 @@ class Target:
     adapter_dir: str | None        # a PEFT adapter dir; None = the bare base model
     mlflow_run: str | None = None  # where the scores are logged (the member's child run)
     info: dict = field(default_factory=dict)  # role, alive, ... (shown in results.json)
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    """Which frozen base to load: the training run's model.* params, so adapters meet the model they were trained on."""
-
-    base: str = "embedded"
-    gguf_file: str | None = None
-    tiny_random: bool = False
-    dtype: str = "float32"
-
-    @classmethod
-    def from_params(cls, params: dict[str, str]) -> "ModelSpec":
-        gguf = params.get("model.gguf_file")
-        return cls(params.get("model.base", "embedded"), None if gguf in (None, "", "None") else gguf,
-                   params.get("model.tiny_random", "False").lower() == "true", params.get("model.dtype", "float32"))
 
 
 def get_run(tracker, run_id: str):
@@ -109,26 +96,32 @@ def baseline_targets(tracker, baseline_run: str) -> list[Target]:
             for t in member_targets(tracker, baseline_run, "all")]
 
 
+def _model(run) -> ModelSource:
+    """The base model a run was trained on, from the config in its run dir (``ConfigError`` if missing)."""
+    return run_model(run.info.run_id, run.data.tags.get(runlayout.RUN_DIR) or ".")
+
+
 def run_targets(tracker, run_id: str, members: str = "all", baseline: str | None = None,
-                include_base: bool = True) -> tuple[list[Target], ModelSpec, object]:
-    """Targets of a training run (members, then baseline, then the base model), its ModelSpec and the run."""
+                include_base: bool = True) -> tuple[list[Target], ModelSource, object]:
+    """Targets of a training run (members, then baseline, then the base model), its base model and the run."""
     run = get_run(tracker, run_id)
     if run.data.tags.get(runlayout.KIND) not in (runlayout.POPULATION, runlayout.BASELINE):
-        raise TargetError(f"run {run_id} is not a PopuLoRA training run (tag populora.kind is missing); "
+        raise TargetError(f"run {run_id} is not a PopuLoRA training run (tag {runlayout.KIND} is missing); "
                           f"pass the parent run id shown by populora runs")
-    spec = ModelSpec.from_params(run.data.params)
+    model = _model(run)
     out = member_targets(tracker, run_id, members)
     if run.data.tags.get(runlayout.KIND) == runlayout.BASELINE:
         out = [Target(f"baseline ({t.label})", BASELINE, t.adapter_dir, t.mlflow_run, t.info) for t in out]
     baseline = baseline or run.data.tags.get(runlayout.BASELINE_RUN) or None
     if baseline and baseline != run_id:
-        base_spec = ModelSpec.from_params(get_run(tracker, baseline).data.params)
-        if base_spec != spec:
-            raise TargetError(f"baseline run {baseline} was trained on {base_spec}, the population on {spec}: not comparable")
+        base_model = _model(get_run(tracker, baseline))
+        if base_model != model:
+            raise TargetError(f"baseline run {baseline} was trained on {base_model!r}, the population on {model!r}: "
+                              f"not comparable")
         out += baseline_targets(tracker, baseline)
     if include_base:
         out.append(Target(BASE_LABEL, BASE, None))
-    return out, spec, run
+    return out, model, run
 
 
 def lora_spec(targets: list[Target]):

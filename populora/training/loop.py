@@ -75,7 +75,7 @@ class Trainer:
 
         timings["step"] = time.perf_counter() - t0
         record = run_log.step_record(s, tasks, proposals, answers, rates, train_stats, self.population,
-                                     len(self.seen_structures), games, timings, replaced)
+                                     len(self.seen_structures), games, timings, replaced, cfg.evolution.conservative_k)
         self.step_index = s
         self.pending.append(record)
         if s % cfg.checkpoint.every == 0 or s == cfg.steps:

@@ -61,7 +61,7 @@ def crossover_svd(a: State, b: State, weight: float = 0.5) -> State:
     child = {}
     for prefix, (ka, kb) in lora_pairs(a).items():
         r = a[ka].shape[0]
-        left = torch.cat([weight * b_of(a, kb), (1 - weight) * b_of(b, kb)], dim=1)   # (out, 2r)
+        left = torch.cat([weight * a[kb].float(), (1 - weight) * b[kb].float()], dim=1)  # (out, 2r)
         right = torch.cat([a[ka].float(), b[ka].float()], dim=0)                      # (2r, in)
         q_left, r_left = torch.linalg.qr(left)                                       # (out, 2r), (2r, 2r)
         q_right, r_right = torch.linalg.qr(right.T)                                  # (in, 2r), (2r, 2r)
@@ -70,10 +70,6 @@ def crossover_svd(a: State, b: State, weight: float = 0.5) -> State:
         child[kb] = (q_left @ u[:, :r] * root).to(a[kb].dtype)                        # (out, r)
         child[ka] = (root[:, None] * (vh[:r] @ q_right.T)).to(a[ka].dtype)            # (r, in)
     return child
-
-
-def b_of(state: State, key: str) -> torch.Tensor:
-    return state[key].float()
 
 
 def delta(state: State, prefix: str) -> torch.Tensor:

@@ -30,7 +30,9 @@ def _mean(values) -> float | None:
 
 
 def step_record(step: int, tasks: list[Task], proposals: list[Rollout], answers: list[Rollout], rates: dict,
-                train_stats: dict, population: Population, coverage: int, games: int, timings: dict, replaced: list) -> dict:
+                train_stats: dict, population: Population, coverage: int, games: int, timings: dict, replaced: list,
+                conservative_k: float) -> dict:
+    """``conservative_k``: the k of ``rating/conservative`` = mu - k * sigma, the one evolution ranks by."""
     valid = [t for t in tasks if t.valid]
     run_metrics = {
         "tasks/proposed": len(tasks), "tasks/valid": len(valid),
@@ -53,14 +55,15 @@ def step_record(step: int, tasks: list[Task], proposals: list[Rollout], answers:
     return {
         "step": step,
         "run_metrics": {k: v for k, v in run_metrics.items() if v is not None},
-        "member_metrics": member_metrics(tasks, proposals, answers, rates, train_stats, population),
+        "member_metrics": member_metrics(tasks, proposals, answers, rates, train_stats, population, conservative_k),
         "tasks": [task_row(t, rates) for t in tasks],
         "answers": [dict(a.summary(), step=step) for a in answers],
         "events": [{"dead": d.id, "child": c.id, "parents": c.parents, "operator": c.operator} for d, c in replaced],
     }
 
 
-def member_metrics(tasks, proposals, answers, rates, train_stats, population: Population) -> dict[str, dict]:
+def member_metrics(tasks, proposals, answers, rates, train_stats, population: Population,
+                   conservative_k: float) -> dict[str, dict]:
     out: dict[str, dict] = defaultdict(dict)
     by_teacher = defaultdict(list)
     for t in tasks:
@@ -84,7 +87,7 @@ def member_metrics(tasks, proposals, answers, rates, train_stats, population: Po
     for member_id, stats in train_stats.items():
         out[member_id].update({f"train/{k}": v for k, v in stats.items()})
     for m in population.alive():
-        out[m.id].update({"rating/mu": m.mu, "rating/sigma": m.sigma, "rating/conservative": m.conservative(3.0)})
+        out[m.id].update({"rating/mu": m.mu, "rating/sigma": m.sigma, "rating/conservative": m.conservative(conservative_k)})
     return {k: {mk: mv for mk, mv in v.items() if mv is not None} for k, v in out.items()}
 
 

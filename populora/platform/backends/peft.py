@@ -7,6 +7,8 @@ the same). Training runs one forward per adapter; the batched multi-LoRA backend
 
 from __future__ import annotations
 
+import contextlib
+import shutil
 from pathlib import Path
 
 import torch
@@ -95,7 +97,7 @@ class PeftBackend:
         for f in src.iterdir():
             if f.is_file():
                 f.replace(directory / f.name)
-        _rmtree(tmp)
+        shutil.rmtree(tmp, ignore_errors=True)
         return directory
 
     # ------------------------------------------------------------------ generation
@@ -172,7 +174,7 @@ class PeftBackend:
 
     def _forward(self, adapter, input_ids, attn):
         if self.model is None or adapter is BASE:
-            ctx = self.model.disable_adapter() if self.model is not None else _nullcontext()
+            ctx = self.model.disable_adapter() if self.model is not None else contextlib.nullcontext()
             with ctx:
                 return (self.model or self.base_model)(input_ids=input_ids, attention_mask=attn).logits
         self.model.set_adapter(adapter)
@@ -181,15 +183,3 @@ class PeftBackend:
         return self.model(input_ids=input_ids, attention_mask=attn).logits
 
 
-class _nullcontext:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *a):
-        return False
-
-
-def _rmtree(path: Path) -> None:
-    import shutil
-
-    shutil.rmtree(path, ignore_errors=True)

@@ -7,7 +7,7 @@ import streamlit as st
 from populora.platform import config as config_io
 from populora.platform import jobs, ray_jobs
 from populora.platform.plan import GPUS, PlanError
-from populora.training import preflight
+from populora.training import make_plan, preflight_problems, render_plan
 from populora.ui import common, form, store
 
 st.title("Launch a run")
@@ -70,7 +70,6 @@ def draw_form(preset: str, values: dict, errors: dict) -> dict | None:
 
 
 def show_plan(cfg, gpu: str) -> None:
-    from populora.training.workload import make_plan, render
 
     try:
         p = make_plan(cfg, gpu)
@@ -78,7 +77,7 @@ def show_plan(cfg, gpu: str) -> None:
         st.warning(f"No plan: {err}")
         return
     (st.success if p["fits"] else st.warning)(("Fits: " if p["fits"] else "Does not fit: ") + p["advice"])
-    st.code(render(p), language=None)
+    st.code(render_plan(p), language=None)
 
 
 def launch(submission: dict) -> None:
@@ -89,7 +88,7 @@ def launch(submission: dict) -> None:
     if submission.get("plan"):
         show_plan(cfg, submission["gpu"])
         return
-    refused = preflight.problems(cfg)
+    refused = preflight_problems(cfg)
     if refused:  # before any job, so no MLflow run is created for a config that cannot start here
         for reason in refused:
             st.error(f"Not launched: {reason}", icon="⛔")
