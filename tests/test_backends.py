@@ -43,6 +43,7 @@ def _random_adapter(tiny_backend, directory):
 def test_evaluation_greedy_outputs_equal_on_multilora_and_peft(tiny_backend, tmp_path):
     from populora.evaluation import targets as T
     from populora.evaluation.cli import _backend_factory
+    from populora.platform.config import ModelSource
 
     path = _random_adapter(tiny_backend, tmp_path / "a")
     target = T.adapter_target(str(path))
@@ -51,7 +52,7 @@ def test_evaluation_greedy_outputs_equal_on_multilora_and_peft(tiny_backend, tmp
     gen = GenConfig(max_new_tokens=12, batch_size=2)
     texts = {}
     for kind in ("peft", "multilora"):
-        backend = _backend_factory(T.ModelSpec(tiny_random=True), "cpu", kind, lora)()
+        backend = _backend_factory(ModelSource(tiny_random=True), "cpu", kind, lora)()
         backend.add_adapter("eval_a", from_dir=target.adapter_dir)
         prompts = [chat_prompt(backend, q) for q in ("Write f(x) = x + 1.", "What is 2 + 2?", "Hi")]
         texts[kind] = (complete(backend, "eval_a", prompts, gen), complete(backend, None, prompts, gen))
