@@ -181,7 +181,7 @@ def test_one_mini_batch_is_reinforce_on_token_mean(tiny_backend):
             p.normal_(0, 0.1)
     weights = [1.0, -0.5, 0.3, 2.0]
     samples = [TrainSample(PROMPTS[i], COMPLETIONS[i], w) for i, w in enumerate(weights)]
-    logp, mask = backend.sequence_logprobs("a", PROMPTS, COMPLETIONS)
+    logp, mask = backend.sequence_logprobs("solo", PROMPTS, COMPLETIONS)
     n_tokens = sum(len(c) for c in COMPLETIONS)
     (-(torch.tensor(weights)[:, None] * logp * mask).sum() / n_tokens).backward()
     expected = [p.grad.clone() for p in backend.parameters("solo")]
