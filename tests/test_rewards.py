@@ -59,3 +59,19 @@ def test_assign_rewards_per_rollout_and_task():
     cfg = TrainConfig(reward={"teacher_trivial_or_impossible": -0.5, "student_wrong": 0.0})
     assign_rewards(tasks, proposals, answers, cfg)
     assert [p.reward for p in proposals] == [0.5, -0.5, -1.0, 0.0] and answers[1].reward == 0.0
+
+
+# ---------------------------------------------------------------- the compute ledger
+def test_ledger_counts_per_member_and_sums_for_the_run():
+    from populora.training.ledger import ComputeLedger, step_compute
+
+    rollouts = [Rollout("T0", "teacher", "code_o", "a", [1], [2] * 5, ""), Rollout("S0", "student", "code_o", "a", [1], [2] * 3, ""),
+                Rollout("S0", "student", "code_o", "a", [1], [2] * 4, "")]
+    ledger = ComputeLedger()
+    members, run = ledger.record(step_compute(rollouts, {"T0": {"tokens": 5.0}, "S0": {"tokens": 7.0}}), ["T0", "S0", "S1"])
+    assert members["S0"]["compute/generated_tokens"] == 7 and members["S0"]["compute/rollouts"] == 2
+    assert members["S1"]["compute/rollouts"] == 0  # alive but idle: still logged, as zeros
+    assert run["compute/generated_tokens"] == 12 and run["compute/trained_tokens"] == 12
+    members, run = ComputeLedger.from_dict(ledger.to_dict()).record(step_compute(rollouts[:1], {}), ["T0", "S0", "S1"])
+    assert members["T0"]["compute/cumulative/generated_tokens"] == 10 and members["T0"]["compute/trained_tokens"] == 0
+    assert run["compute/cumulative/rollouts"] == 4 and run["compute/per_adapter/rollouts"] == pytest.approx(4 / 3)

@@ -18,6 +18,7 @@ from populora.training import checkpoint, run_log
 from populora.training.buffers import SEED_PROGRAMS, TaskBuffers
 from populora.training.config import TrainConfig
 from populora.training.evolution import evolve
+from populora.training.ledger import ComputeLedger, add_to_record, step_compute
 from populora.training.lineage import Lineage, LineageEvent
 from populora.training.matchmaking import match
 from populora.training.member import BOTH, STUDENT, TEACHER, Member, Population
@@ -42,6 +43,7 @@ class Trainer:
         self.pending: list[dict] = []
         self.member_runs: dict[str, str] = {}
         self.step_index = 0
+        self.ledger = ComputeLedger()  # measured compute per member (tokens, rollouts)
         self.rng = np.random.default_rng(cfg.seed)
         self.torch_gen = torch.Generator().manual_seed(cfg.seed)
 
@@ -60,7 +62,7 @@ class Trainer:
             validate(self.verifier, tasks, self.buffers, self.seen_structures)
         with _timed(timings, "solve"):      # 4. matched students answer, the sandbox checks
             answers = solve(self.backend, self.verifier, tasks, pairs, cfg, seed + 7)
-        with _timed(timings, "update"):     # 5. rewards, zero-sum TrueSkill, one PG step per adapter
+        with _timed(timings, "update"):     # 5. rewards, zero-sum TrueSkill, clipped PG mini-batch steps per adapter
             rates = assign_rewards(tasks, proposals, answers, cfg)
             games = update_ratings(tasks, answers, self.population, cfg.matchmaking.rate_unsolved)
             train_stats = update(self.backend, proposals + answers, cfg)
@@ -75,6 +77,8 @@ class Trainer:
         timings["step"] = time.perf_counter() - t0
         record = run_log.step_record(s, tasks, proposals, answers, rates, train_stats, self.population,
                                      len(self.seen_structures), games, timings, replaced)
+        spent = step_compute(proposals + answers, train_stats)
+        add_to_record(record, *self.ledger.record(spent, [m.id for m in self.population.alive()], [m.id for m in teachers + students]))
         self.step_index = s
         self.pending.append(record)
         if s % cfg.checkpoint.every == 0 or s == cfg.steps:
@@ -154,6 +158,7 @@ class Trainer:
             "step": self.step_index, "population": self.population.to_dict(), "lineage": self.lineage.to_dict(),
             "buffers": self.buffers.to_dict(), "seen_structures": sorted(self.seen_structures),
             "pending": self.pending, "member_runs": self.member_runs, "run_id": self.run_id,
+            "ledger": self.ledger.to_dict(),
         }
         rng_state = {"numpy": self.rng.bit_generator.state, "torch": torch.get_rng_state(), "torch_gen": self.torch_gen.get_state()}
         members = [m.id for m in self.population.alive()]
@@ -191,6 +196,7 @@ class Trainer:
         self.buffers.load(state["buffers"])
         self.seen_structures = set(state["seen_structures"])
         self.pending, self.member_runs = state["pending"], state["member_runs"]
+        self.ledger = ComputeLedger.from_dict(state.get("ledger"))
         for m in self.population.alive():
             self.backend.add_adapter(m.id, from_dir=path / "adapters" / m.id)
             self.backend.init_optimizer(m.id, self.cfg.optim.lr, self.cfg.optim.weight_decay)
