@@ -95,7 +95,7 @@ def test_eval_run_logs_metrics_table_and_report(runs, capsys):
     md = (tmp / "run_population" / "eval" / "report.md").read_text()
     assert "LiveCodeBench (public tests)" in md and "HumanEval+" in md
     header = (tmp / "run_population" / "eval" / "report.csv").read_text().splitlines()[0].split(",")
-    assert len(header) == 1 + 10 + 3 and header[-3:] == ["code avg", "math avg", "overall"]
+    assert len(header) == 1 + 10 + 3 + 1 and header[-4:] == ["code avg", "math avg", "overall", "tokens/adapter"]
 
 
 def test_finished_pairs_are_not_redone(runs, capsys, monkeypatch):

@@ -70,7 +70,8 @@ def log_mlflow(tracker, run_id: str | None, targets: list[Target], data: dict, p
     if run_id is None:
         return
     table = report.build(data)
-    tracker.log_table(run_id, [dict(zip(table.header, r)) for r in table.rows], "eval/table.json")
+    header, rows = report.with_compute(table)
+    tracker.log_table(run_id, [dict(zip(header, r)) for r in rows], "eval/table.json")
     for key in ("results", "md", "csv"):
         tracker.client.log_artifact(run_id, str(paths[key]), "eval")
     tracker.set_tags(run_id, {"populora.eval_dir": str(Path(paths["results"]).parent)})
