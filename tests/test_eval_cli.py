@@ -51,10 +51,15 @@ def _training_run(tracker, tmp: Path, kind: str, members: dict[str, Path | None]
     tracker.log_params(rid, config_io.flatten(cfg))
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.yaml").write_text(config_io.dump(cfg))
-    for m, path in members.items():
+    for i, (m, path) in enumerate(members.items()):
         tags = {"populora.member_id": m, "populora.role": "both" if m.startswith("B") else "teacher",
                 "populora.alive": str(path is not None).lower(), "populora.adapter_dir": str(path or tmp / "gone" / m)}
-        tracker.start_run("eval-test", m, tags=tags, parent=rid)
+        child = tracker.start_run("eval-test", m, tags=tags, parent=rid)
+        # the compute ledger: member i generated and trained 100 * (i + 1) tokens
+        tracker.log_metrics(child, {"compute/cumulative/generated_tokens": 100.0 * (i + 1),
+                                    "compute/cumulative/trained_tokens": 100.0 * (i + 1), "compute/cumulative/rollouts": 2.0}, 1)
+    per_adapter = 100.0 * (len(members) + 1) / 2
+    tracker.log_metrics(rid, {"compute/per_adapter/generated_tokens": per_adapter, "compute/per_adapter/trained_tokens": per_adapter}, 1)
     return rid
 
 
@@ -83,7 +88,7 @@ def test_eval_run_logs_metrics_table_and_report(runs, capsys):
     for m in ("T0", "S0"):
         keys = set(_metrics(tracker, children[m]))
         assert {"eval/humaneval_plus/plus", "eval/humaneval_plus/base", "eval/livecodebench/pass_at_1", "eval/gsm8k/accuracy"} <= keys
-    assert not _metrics(tracker, children["S1"])  # died before saving an adapter: skipped under --members all
+    assert not [k for k in _metrics(tracker, children["S1"]) if k.startswith("eval")]  # died before saving an adapter: skipped under --members all
     b0 = tracker.children(baseline)[0].info.run_id
     assert "eval/gsm8k/accuracy" in _metrics(tracker, b0)
     assert "eval_base/gsm8k/accuracy" in _metrics(tracker, pop)
@@ -98,12 +103,13 @@ def test_eval_run_logs_metrics_table_and_report(runs, capsys):
     assert report_main(["--run", pop]) == 0
     out = capsys.readouterr().out
     for label in ("population mean", "weakest member (", "best member (", "baseline (B0)", "base model",
-                  "population mean vs baseline", "weakest member vs baseline"):
+                  "population mean vs baseline", "weakest member vs baseline",
+                  "compute per adapter: population 400 vs baseline 200 tokens (ratio 2.00)"):
         assert label in out, label
     md = (tmp / "run_population" / "eval" / "report.md").read_text()
     assert "LiveCodeBench (public tests)" in md and "HumanEval+" in md
     header = (tmp / "run_population" / "eval" / "report.csv").read_text().splitlines()[0].split(",")
-    assert len(header) == 1 + 10 + 3 and header[-3:] == ["code avg", "math avg", "overall"]
+    assert len(header) == 1 + 10 + 3 + 1 and header[-4:] == ["code avg", "math avg", "overall", "tokens/adapter"]
 
 
 def test_finished_pairs_are_not_redone(runs, capsys, monkeypatch):

@@ -140,3 +140,20 @@ def test_embedded_model_evaluates_an_adapter(tmp_path, capsys):
                                     for k, v in data["results"]["base model"].items()}
     samples = (tmp_path / "eval" / "samples" / "A" / "gsm8k.jsonl").read_text().splitlines()
     assert len(samples) == 2 and all(json.loads(s)["completion"].strip() for s in samples)
+
+
+def test_report_shows_per_adapter_compute_beside_each_row():
+    scores = {"T0": {"gsm8k": 0.2}, "S0": {"gsm8k": 0.1}, "baseline (B0)": {"gsm8k": 0.25}, "base model": {"gsm8k": 0.05}}
+    results = _results(scores, {"T0": "member", "S0": "member", "baseline (B0)": "baseline", "base model": "base"})
+    results["targets"]["T0"].update(compute_tokens=100.0, run_compute_tokens_per_adapter=220.0)
+    results["targets"]["S0"].update(compute_tokens=340.0, run_compute_tokens_per_adapter=220.0)
+    results["targets"]["baseline (B0)"].update(compute_tokens=200.0)
+    t = report.build(results)
+    by_label = dict(zip([r[0] for r in t.rows], t.compute))
+    assert by_label == {"T0": 100.0, "S0": 340.0, "population mean": 220.0, "weakest member (S0)": 340.0,
+                        "best member (T0)": 100.0, "baseline (B0)": 200.0, "base model": None}
+    assert t.deltas[-1] == "compute per adapter: population 220 vs baseline 200 tokens (ratio 1.10)"
+    mean_line = next(line for line in report.markdown(t).splitlines() if line.startswith("| population mean |"))
+    assert mean_line.endswith("| 15.0 | 220 |")  # overall, then tokens/adapter
+    assert report.csv_text(t).splitlines()[0].endswith(",overall,tokens/adapter")
+    assert "tok/adptr" in report.text(t)

@@ -133,3 +133,61 @@ def test_slot_adam_equals_torch_adamw_per_slot():
             theirs[s].step()
     for s in range(3):
         assert torch.allclose(stacked[s], singles[s], atol=1e-6)
+
+
+# ---------------------------------------------------------------- the clipped mini-batch update (AZR's veRL actor)
+CLIPPED = dict(mini_batches=2, clip_ratio=0.2, entropy_coef=0.01)
+
+
+def _repeated_batches():
+    """Each member's rollouts twice in a row, so mini-batch 2 re-scores what mini-batch 1 just trained on."""
+    weights = [1.5, -1.0, 0.5]
+    rows = [TrainSample(PROMPTS[i], COMPLETIONS[i], w) for i, w in enumerate(weights)]
+    return {"m0": rows + rows, "m1": rows[:2] + rows[:2] + rows[2:]}  # m1: 5 rows, uneven mini-batches (3 + 2)
+
+
+def test_clipped_mini_batch_step_matches_peft_and_clipping_engages(pair):
+    peft, _, _ = pair
+    batches = _repeated_batches()
+    for n in NAMES:
+        peft.init_optimizer(n, lr=5e-2)
+    peft_stats = peft.train_step(batches, micro_batch=2, log_kl=True, **CLIPPED)
+    after_peft = {n: peft.adapter_state(n) for n in NAMES}
+    multi, _, _ = _multi(pair)
+    for n in NAMES:
+        multi.init_optimizer(n, lr=5e-2)
+    stats = multi.train_step(batches, micro_batch=2, log_kl=True, **CLIPPED)
+    for n in NAMES:
+        for k, v in multi.adapter_state(n).items():
+            assert torch.allclose(v, after_peft[n][k], atol=1e-5), (n, k)
+    for n in ("m0", "m1"):
+        assert stats[n]["mini_batches"] == 2 and [m["rollouts"] for m in stats[n]["per_mini_batch"]] == ([3, 3] if n == "m0" else [3, 2])
+        for key in ("loss", "kl", "entropy", "clip_frac", "ratio_dev", "grad_norm", "tokens"):
+            assert stats[n][key] == pytest.approx(peft_stats[n][key], rel=1e-4, abs=1e-6), (n, key)
+        first, second = stats[n]["per_mini_batch"]
+        assert first["ratio_dev"] == 0.0 and first["clip_frac"] == 0.0  # the sampling policy itself: ratio exactly 1
+        assert second["ratio_dev"] > 0.2                                 # the first step moved the policy past the clip
+    assert stats["m0"]["per_mini_batch"][1]["clip_frac"] > 0             # ... and the clip bounds the objective
+    assert stats["m0"]["entropy"] > 0
+    multi.unwrap()
+
+
+def test_one_mini_batch_is_reinforce_on_token_mean(tiny_backend):
+    """With one mini-batch the ratio is 1 and the gradient is -sum_i A_i sum_t grad logp / N_tokens (no clipping)."""
+    backend = tiny_backend
+    backend.add_adapter("solo", seed=0)
+    with torch.no_grad():
+        for p in backend.parameters("solo"):
+            p.normal_(0, 0.1)
+    weights = [1.0, -0.5, 0.3, 2.0]
+    samples = [TrainSample(PROMPTS[i], COMPLETIONS[i], w) for i, w in enumerate(weights)]
+    logp, mask = backend.sequence_logprobs("solo", PROMPTS, COMPLETIONS)
+    n_tokens = sum(len(c) for c in COMPLETIONS)
+    (-(torch.tensor(weights)[:, None] * logp * mask).sum() / n_tokens).backward()
+    expected = [p.grad.clone() for p in backend.parameters("solo")]
+    before = [p.detach().clone() for p in backend.parameters("solo")]
+    backend.optimizers["solo"] = torch.optim.SGD(backend.parameters("solo"), lr=1.0)  # step = -grad, exposed
+    stats = backend.train_step({"solo": samples}, micro_batch=3, grad_clip=1e9, log_kl=False, mini_batches=1, clip_ratio=0.2)
+    for b, p, g in zip(before, backend.parameters("solo"), expected):
+        assert torch.allclose(b - p.detach(), g, atol=1e-6)
+    assert stats["solo"]["ratio_dev"] == 0.0 and stats["solo"]["clip_frac"] == 0.0 and stats["solo"]["mini_batches"] == 1

@@ -56,6 +56,17 @@ def test_two_steps_logged_to_mlflow(mlflow_store, tmp_path):
     for c in children:
         assert c.data.params["role"] in ("teacher", "student")
         assert len(client.get_metric_history(c.info.run_id, "rating/mu")) >= 1
+    # the compute ledger: every member run, every step it lived, and the parent's sums
+    for s in (1, 2):
+        per_member = [[m.value for m in client.get_metric_history(c.info.run_id, "compute/generated_tokens") if m.step == s]
+                      for c in children]
+        assert all(len(v) == 1 for v in per_member if v) and sum(len(v) for v in per_member) == 4 + (2 if s == 2 else 0)
+        parent_value = [m.value for m in client.get_metric_history(parent.info.run_id, "compute/generated_tokens") if m.step == s]
+        assert parent_value == [sum(v[0] for v in per_member if v)] and parent_value[0] > 0
+    for c in children:
+        for key in ("compute/generated_tokens", "compute/trained_tokens", "compute/rollouts", "compute/cumulative/rollouts"):
+            assert client.get_metric_history(c.info.run_id, key), (c.data.tags[rl.MEMBER_ID], key)
+    assert client.get_metric_history(parent.info.run_id, "compute/per_adapter/rollouts")[-1].value > 0
     born = [c for c in children if c.data.tags[rl.MEMBER_ID] in ("T2", "S2")]
     assert all(c.data.params["operator"] in ("mutation", "crossover") and c.data.params["generation"] == "1" for c in born)
     # lineage artifact keeps every parent

@@ -5,7 +5,10 @@ are over the final population (members alive at the end of training); members th
 listed as "(retired)". Columns: the ten
 benchmarks (each its primary score: pass@1 on the plus tests for HumanEval+/MBPP+, pass@1 on the public tests for
 LiveCodeBench, accuracy for math), code average, math average, overall (the unweighted mean of the benchmarks
-scored). Pure functions of the results dict (``results.build``'s layout), so ``populora report`` needs no model.
+scored). Beside each row: the compute it cost, per adapter (tokens generated + trained over the whole run, from
+the training run's compute ledger; the population mean is the run's total over its adapters), so a reader sees
+whether the comparison with the baseline is compute-matched. Pure functions of the results dict
+(``results.build``'s layout), so ``populora report`` needs no model.
 """
 
 from __future__ import annotations
@@ -17,13 +20,15 @@ import numpy as np
 from populora.evaluation import benchmarks
 
 AVERAGES = ("code avg", "math avg", "overall")
+COMPUTE = "tokens/adapter"  # generated + trained tokens per adapter over the training run (compute ledger)
 
 
 @dataclass
 class Table:
     header: list[str]
     rows: list[list]               # [label, v1, ..., v10, code avg, math avg, overall]; None = not scored
-    deltas: list[str]              # the two call-outs: population mean vs baseline, weakest vs baseline
+    deltas: list[str]              # the call-outs: population mean vs baseline, weakest vs baseline, compute
+    compute: list[float | None] | None = None  # per row: tokens/adapter (None = not measured, e.g. the base model)
 
 
 def _avg(values: list[float | None]) -> float | None:
@@ -94,7 +99,40 @@ def build(results: dict) -> Table:
     if len(members) == 1:  # a one-member population is its own mean and weakest member
         only = row(members[0], per[members[0]])
         named = {"population mean": only, "weakest": only}
-    return Table(header, rows, call_outs(named, baselines[0] if baselines else None))
+    compute = [row_compute(r[0], results["targets"], members) for r in rows]
+    table = Table(header, rows, call_outs(named, baselines[0] if baselines else None), compute)
+    table.deltas += compute_call_out(table)
+    return table
+
+
+def _tokens(info: dict) -> float | None:
+    value = info.get("compute_tokens")
+    return None if value in (None, "") else float(value)
+
+
+def row_compute(label: str, targets: dict, members: list[str]) -> float | None:
+    """Tokens per adapter of a row: a member's own; the population's total over its adapters (the run's
+    ``compute/per_adapter/*``, else the members' mean); the weakest / best member's own."""
+    if label in targets:
+        return _tokens(targets[label])
+    if label.endswith(" (retired)"):
+        return _tokens(targets.get(label[:-len(" (retired)")], {}))
+    if label == "population mean":
+        run = [targets[m].get("run_compute_tokens_per_adapter") for m in members]
+        run = [float(v) for v in run if v not in (None, "")]
+        return run[0] if run else _avg([_tokens(targets[m]) for m in members])
+    if label.endswith(")") and "(" in label:  # weakest member (S0), best member (T1)
+        return _tokens(targets.get(label[label.rindex("(") + 1:-1], {}))
+    return None
+
+
+def compute_call_out(t: Table) -> list[str]:
+    by_label = {r[0]: c for r, c in zip(t.rows, t.compute or [])}
+    pop = by_label.get("population mean")
+    base = next((c for label, c in by_label.items() if label.startswith("baseline")), None)
+    if pop is None or base is None or base == 0:
+        return []
+    return [f"compute per adapter: population {pop:,.0f} vs baseline {base:,.0f} tokens (ratio {pop / base:.2f})"]
 
 
 def call_outs(named: dict[str, list], baseline: list | None) -> list[str]:
@@ -119,9 +157,16 @@ def _fmt(v) -> str:
     return "" if v is None else (f"{100 * v:.1f}" if isinstance(v, float) else str(v))
 
 
+def with_compute(t: Table) -> tuple[list[str], list[list]]:
+    """Header and rows with the compute column appended (the benchmark columns keep their positions)."""
+    compute = t.compute or [None] * len(t.rows)
+    return t.header + [COMPUTE], [r + [None if c is None else int(round(c))] for r, c in zip(t.rows, compute)]
+
+
 def markdown(t: Table) -> str:
-    lines = ["| " + " | ".join(t.header) + " |", "|" + "---|" * len(t.header)]
-    lines += ["| " + " | ".join(_fmt(v) for v in r) + " |" for r in t.rows]
+    header, rows = with_compute(t)
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(_fmt(v) for v in r) + " |" for r in rows]
     return "\n".join(lines) + "\n\nScores in % (pass@1; HumanEval+/MBPP+ on base + extra tests). " \
         "LiveCodeBench (public tests) uses only the public tests, so it is more lenient than official LiveCodeBench.\n\n" \
         + "\n".join(f"- {d}" for d in t.deltas) + "\n"
@@ -129,11 +174,12 @@ def markdown(t: Table) -> str:
 
 def text(t: Table) -> str:
     """A fixed-width table for the terminal (short column names; the Markdown file has the full ones)."""
-    short = {"LiveCodeBench (public tests)": "LCB(pub)", "OlympiadBench": "Olymp", "Minerva Math": "Minerva"}
-    header = [short.get(h, h) for h in t.header]
-    width = max(len(str(r[0])) for r in t.rows + [t.header])
+    short = {"LiveCodeBench (public tests)": "LCB(pub)", "OlympiadBench": "Olymp", "Minerva Math": "Minerva", COMPUTE: "tok/adptr"}
+    full_header, rows = with_compute(t)
+    header = [short.get(h, h) for h in full_header]
+    width = max(len(str(r[0])) for r in rows + [full_header])
     lines = [f"{header[0]:<{width}} " + " ".join(f"{h:>9}" for h in header[1:])]
-    lines += [f"{str(r[0]):<{width}} " + " ".join(f"{_fmt(v):>9}" for v in r[1:]) for r in t.rows]
+    lines += [f"{str(r[0]):<{width}} " + " ".join(f"{_fmt(v):>9}" for v in r[1:]) for r in rows]
     return "\n".join(lines) + "\n" + "\n".join(t.deltas) + "\n"
 
 
@@ -143,6 +189,7 @@ def csv_text(t: Table) -> str:
 
     buf = io.StringIO()
     w = csv.writer(buf)
-    w.writerow(t.header)
-    w.writerows([["" if v is None else v for v in r] for r in t.rows])
+    header, rows = with_compute(t)
+    w.writerow(header)
+    w.writerows([["" if v is None else v for v in r] for r in rows])
     return buf.getvalue()

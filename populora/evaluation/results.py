@@ -71,7 +71,8 @@ def log_mlflow(tracker, run_id: str | None, targets: list[Target], data: dict, p
     if run_id is None:
         return
     table = report.build(data)
-    tracker.log_table(run_id, [dict(zip(table.header, r)) for r in table.rows], runlayout.EVAL_TABLE)
+    header, rows = report.with_compute(table)
+    tracker.log_table(run_id, [dict(zip(header, r)) for r in rows], runlayout.EVAL_TABLE)
     for key in ("results", "md", "csv"):
         tracker.client.log_artifact(run_id, str(paths[key]), runlayout.EVAL_FOLDER)
     tracker.set_tags(run_id, {runlayout.EVAL_DIR: str(Path(paths["results"]).parent)})

@@ -61,9 +61,32 @@ def _member_runs(tracker, run_id: str) -> dict[str, object]:
     return runlayout.members_by_id(children)
 
 
+def _ledger_tokens(metrics: dict, names: dict) -> float | None:
+    values = [metrics.get(names[q]) for q in ("generated_tokens", "trained_tokens")]
+    return None if any(v is None for v in values) else float(sum(values))
+
+
+def run_tokens_per_adapter(metrics: dict) -> float | None:
+    """The run's generated + trained tokens per adapter (compute ledger, populora.training.ledger)."""
+    return _ledger_tokens(metrics, runlayout.COMPUTE_PER_ADAPTER)
+
+
+def member_compute(metrics: dict, run_per_adapter: float | None) -> dict:
+    """What the report shows beside a member's row: its own tokens, and its run's per-adapter tokens."""
+    out = {}
+    own = _ledger_tokens(metrics, runlayout.COMPUTE_CUMULATIVE)
+    if own is not None:
+        out["compute_tokens"] = own
+        out["compute_rollouts"] = metrics.get(runlayout.COMPUTE_CUMULATIVE["rollouts"])
+    if run_per_adapter is not None:
+        out["run_compute_tokens_per_adapter"] = run_per_adapter
+    return out
+
+
 def member_targets(tracker, run_id: str, members: str = "all") -> list[Target]:
     """``all`` (members with a saved adapter), ``alive``, or ids like ``T0,S1`` (unknown ids list the valid ones)."""
     by_id = _member_runs(tracker, run_id)
+    per_adapter = run_tokens_per_adapter(get_run(tracker, run_id).data.metrics)
     if members in ("all", "alive"):
         chosen = [m for m, c in by_id.items() if members == "all" or c.data.tags.get(runlayout.ALIVE) == "true"]
     else:
@@ -81,6 +104,7 @@ def member_targets(tracker, run_id: str, members: str = "all") -> list[Target]:
                 raise TargetError(f"member {m} of run {run_id} has no saved adapter (tag populora.adapter_dir, artifact adapter/)")
             continue  # a member that died before the run saved adapters
         info = {"role": c.data.tags.get(runlayout.ROLE), "alive": c.data.tags.get(runlayout.ALIVE)}
+        info.update(member_compute(c.data.metrics, per_adapter))
         out.append(Target(m, MEMBER, path, c.info.run_id, info))
     if not out:
         raise TargetError(f"run {run_id} has no member with a saved adapter (is it finished?); members: {', '.join(sorted(by_id)) or 'none'}")

@@ -70,6 +70,11 @@ PARAM_BORN_STEP = "born_step"
 STEP_SENTINEL = "progress/step"  # the run-level metric written last for each step: "this step is fully logged"
 SOLVE_RATE = "student/solve_rate"
 VALIDITY_RATE = "tasks/validity_rate"
+# the compute ledger (populora.training.ledger): member runs and the parent log all three families
+COMPUTE_QUANTITIES = ("generated_tokens", "trained_tokens", "rollouts")
+COMPUTE_STEP = {q: f"compute/{q}" for q in COMPUTE_QUANTITIES}                     # this step
+COMPUTE_CUMULATIVE = {q: f"compute/cumulative/{q}" for q in COMPUTE_QUANTITIES}    # since the member (or run) began
+COMPUTE_PER_ADAPTER = {q: f"compute/per_adapter/{q}" for q in COMPUTE_QUANTITIES}  # parent only: cumulative / adapters alive
 EVAL_PREFIX = "eval/"            # member runs: eval/<benchmark>/<metric>
 EVAL_BASE_PREFIX = "eval_base/"  # parent run: the base model's scores
 

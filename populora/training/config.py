@@ -60,21 +60,34 @@ class SandboxConfig(Section):
 
 
 class RewardConfig(Section):
-    student_correct: float = Field(1.0, description="Student reward for a correct answer")
-    student_wrong: float = Field(0.0, description="Student reward for a well-formed wrong answer (AZR code: -0.5)")
-    student_format_error: float = Field(-1.0, description="Student reward when no answer can be parsed")
-    teacher_invalid: float = Field(-1.0, description="Teacher reward for an invalid task")
-    teacher_trivial_or_impossible: float = Field(0.0, description="Teacher reward when solve rate is 0 or 1 (paper: 0, AZR code: -0.5)")
+    """Rewards as AZR's code pays them (absolute_zero_reasoner/rewards/reward_managers.py, ``split == 'train'``);
+    where AZR's paper and code differ the field says both and which one is the default."""
+
+    student_correct: float = Field(1.0, description="Student reward for a correct answer (AZR code and paper: 1)")
+    student_wrong: float = Field(-0.5, description="Student reward for a well-formed wrong answer (AZR code and the paper's format-aware penalty: -0.5)")
+    student_format_error: float = Field(-1.0, description="Student reward when no answer can be parsed (AZR code and paper: -1)")
+    teacher_invalid: float = Field(-1.0, description="Teacher reward for an invalid task (AZR code and paper: -1, a format failure)")
+    teacher_trivial_or_impossible: float = Field(0.0, description="Teacher reward when the solve rate is 0 or 1 (the paper's eq.: 0, "
+                                                 "the default; AZR code: -0.5, see AZR issue #37); 1 - solve rate otherwise")
 
 
 class OptimConfig(Section):
-    lr: float = Field(5e-5, gt=0, description="AdamW learning rate of every adapter")
+    """The update as AZR's veRL actor runs it: TRR++ advantages, then per adapter ``mini_batches`` clipped
+    policy-gradient steps on the token mean (policy_loss.py). AZR's values: paper branch / master config."""
+
+    lr: float = Field(5e-5, gt=0, description="AdamW learning rate of every adapter (AZR full fine-tune: 1e-6; LoRA needs more)")
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay")
-    grad_clip: float = Field(1.0, gt=0, description="Max grad norm per adapter")
-    clip_ratio: float = Field(0.2, gt=0, description="PPO ratio clip; not used yet: the update is one on-policy step, where the ratio is 1")
-    kl_coef: float = Field(0.0, ge=0, description="KL(adapter || base) penalty coefficient (AZR: 0); KL is logged either way")
+    grad_clip: float = Field(1.0, gt=0, description="Max grad norm per adapter and optimizer step (AZR: 1.0)")
+    mini_batches: int = Field(3, ge=1, description="Optimizer steps per training step, each on a contiguous slice of the "
+                              "adapter's rollouts (AZR: 384 samples in PPO mini-batches of 128, so 3); 1 = one on-policy step")
+    clip_ratio: float = Field(0.2, gt=0, lt=1, description="PPO ratio clip: the ratio is kept above 1 - clip_ratio (and below "
+                              "1 + clip_ratio unless clip_ratio_high is set); AZR: 0.2")
+    clip_ratio_high: float | None = Field(None, gt=0, description="Upper clip 1 + this; None = clip_ratio, as AZR's paper branch "
+                                          "(AZR master's config: 0.28, DAPO's clip-higher)")
+    entropy_coef: float = Field(0.001, ge=0, description="Entropy bonus weight (AZR paper branch: 0.001; AZR master: 0.0)")
+    kl_coef: float = Field(0.0, ge=0, description="KL(adapter || base) penalty coefficient (AZR: 0, use_kl_loss false); KL is logged either way")
     advantage_scope: Literal["population", "member"] = Field("population", description="Whiten advantages per (role, kind) over the whole population or per member")
-    micro_batch: int = Field(4, ge=1, description="Sequences per forward/backward (gradients accumulate)")
+    micro_batch: int = Field(4, ge=1, description="Sequences per forward/backward (gradients accumulate within a mini-batch)")
     log_kl: bool = Field(True, description="Compute KL(adapter || base) on the rollouts each step (one extra forward)")
     max_seq_len: int = Field(1024, ge=64, description="Longest prompt+response used in the update (longer are truncated from the left)")
 

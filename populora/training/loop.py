@@ -19,6 +19,7 @@ from populora.training import checkpoint, run_log
 from populora.training.buffers import SEED_PROGRAMS, TaskBuffers
 from populora.training.config import TrainConfig
 from populora.training.evolution import evolve
+from populora.training.ledger import ComputeLedger, add_to_record, step_compute
 from populora.training.lineage import Lineage, LineageEvent
 from populora.training.matchmaking import match
 from populora.training.member import BOTH, STUDENT, TEACHER, Member, Population
@@ -43,6 +44,7 @@ class Trainer:
         self.seen_structures: set[str] = set()
         self.pending: list[dict] = []  # step records not yet in MLflow (written after the checkpoint holding them)
         self.step_index = 0
+        self.ledger = ComputeLedger()  # measured compute per member (tokens, rollouts)
         self.rng = np.random.default_rng(cfg.seed)
         self.torch_gen = torch.Generator().manual_seed(cfg.seed)
 
@@ -61,7 +63,7 @@ class Trainer:
             validate(self.verifier, tasks, self.buffers, self.seen_structures)
         with _timed(timings, "solve"):      # 4. matched students answer, the sandbox checks
             answers = solve(self.backend, self.verifier, tasks, pairs, cfg, seed + 7)
-        with _timed(timings, "update"):     # 5. rewards, zero-sum TrueSkill, one PG step per adapter
+        with _timed(timings, "update"):     # 5. rewards, zero-sum TrueSkill, clipped PG mini-batch steps per adapter
             rates = assign_rewards(tasks, proposals, answers, cfg)
             games = update_ratings(tasks, answers, self.population, cfg.matchmaking.rate_unsolved)
             train_stats = update(self.backend, proposals + answers, cfg)
@@ -76,6 +78,8 @@ class Trainer:
         timings["step"] = time.perf_counter() - t0
         record = run_log.step_record(s, tasks, proposals, answers, rates, train_stats, self.population,
                                      len(self.seen_structures), games, timings, replaced, cfg.evolution.conservative_k)
+        spent = step_compute(proposals + answers, train_stats)
+        add_to_record(record, *self.ledger.record(spent, [m.id for m in self.population.alive()], [m.id for m in teachers + students]))
         self.step_index = s
         self.pending.append(record)
         if s % cfg.checkpoint.every == 0 or s == cfg.steps:
@@ -151,6 +155,7 @@ class Trainer:
             "step": self.step_index, "population": self.population.to_dict(), "lineage": self.lineage.to_dict(),
             "buffers": self.buffers.to_dict(), "seen_structures": sorted(self.seen_structures),
             "pending": self.pending, "member_runs": self.log.member_runs, "run_id": self.run_id,
+            "ledger": self.ledger.to_dict(),
         }
         rng_state = {"numpy": self.rng.bit_generator.state, "torch": torch.get_rng_state(), "torch_gen": self.torch_gen.get_state()}
         members = [m.id for m in self.population.alive()]
@@ -183,6 +188,7 @@ class Trainer:
         self.buffers.load(state["buffers"])
         self.seen_structures = set(state["seen_structures"])
         self.pending = state["pending"]
+        self.ledger = ComputeLedger.from_dict(state.get("ledger"))
         for m in self.population.alive():
             checkpoint.restore_member(self.backend, path, m.id, self.cfg.optim.lr, self.cfg.optim.weight_decay)
         self.rng.bit_generator.state = rng_state["numpy"]

@@ -21,7 +21,7 @@ def assign_rewards(tasks: list[Task], proposals: list[Rollout], answers: list[Ro
     for p in proposals:
         rate = rates.get(p.task_id)
         task_valid = next(t.valid for t in tasks if t.id == p.task_id)
-        p.reward = teacher_reward(task_valid and rate is not None, rate, cfg.reward)
+        p.reward = teacher_reward(task_valid, rate, cfg.reward)
         p.verdict = "valid" if task_valid else "invalid"
     return rates
 

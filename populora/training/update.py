@@ -1,8 +1,10 @@
-"""Update phase: Task-Relative REINFORCE++ advantages, then one policy-gradient step per adapter.
+"""Update phase: Task-Relative REINFORCE++ advantages, then AZR's clipped policy-gradient step per adapter.
 
-Loss of member m (token mean over its rollouts, AZR's TRR++ with one on-policy step, so the PPO ratio is 1):
-    L_m = -sum_i A_i * sum_t logp_m(y_it) / N_tokens  [+ kl_coef * KL(m || base)]
-The backend runs it: per adapter with PEFT, or one forward/backward over the mixed batch with multi-LoRA.
+Each adapter's rollouts are cut into ``optim.mini_batches`` mini-batches, one optimizer step each, on the token mean
+    L_m = max(-A_i * ratio_it, -A_i * clip(ratio_it, 1 - eps_low, 1 + eps_high)) - entropy_coef * H_it
+          [+ kl_coef * KL(m || base)],   ratio_it = pi_m(y_it) / pi_sampling(y_it)
+(``populora.platform.backends.policy_loss``). The backend runs it: per adapter with PEFT, or one forward/backward
+over the mixed batch with multi-LoRA.
 """
 
 from __future__ import annotations
@@ -23,11 +25,15 @@ def assign_advantages(rollouts: list[Rollout], scope: str) -> None:
 
 
 def update(backend, rollouts: list[Rollout], cfg) -> dict[str, dict]:
-    """One optimizer step per member that has rollouts; returns per-member stats (loss, kl, grad_norm, tokens)."""
+    """``mini_batches`` clipped optimizer steps per member that has rollouts; returns per-member scalar stats
+    (loss, kl, entropy, clip_frac, ratio_dev, grad_norm, tokens, rollouts, mini_batches) for MLflow."""
     oc = cfg.optim
     assign_advantages(rollouts, oc.advantage_scope)
     batches = defaultdict(list)
     for r in rollouts:
         if r.completion_ids:
             batches[r.member].append(TrainSample(r.prompt_ids, r.completion_ids, r.advantage))
-    return backend.train_step(dict(batches), oc.micro_batch, oc.max_seq_len, oc.grad_clip, oc.kl_coef, oc.log_kl)
+    stats = backend.train_step(dict(batches), oc.micro_batch, oc.max_seq_len, oc.grad_clip, oc.kl_coef, oc.log_kl,
+                               mini_batches=oc.mini_batches, clip_ratio=oc.clip_ratio, clip_ratio_high=oc.clip_ratio_high,
+                               entropy_coef=oc.entropy_coef)
+    return {m: {k: v for k, v in s.items() if k != "per_mini_batch"} for m, s in stats.items()}

@@ -28,7 +28,8 @@ class LoraSpec:
 
 @dataclass
 class TrainSample:
-    """One sequence of a weighted log-likelihood step: loss contribution -weight * sum_t logp(completion_t)."""
+    """One sampled sequence of the update and its advantage (``weight``): loss -weight * ratio_t per token,
+    clipped (policy_loss.py)."""
 
     prompt_ids: list[int]
     completion_ids: list[int]
@@ -91,5 +92,8 @@ class Backend(Protocol):
     def load_optimizer_state(self, name: str, state: dict) -> None: ...
 
     def train_step(self, batches: dict[str, list[TrainSample]], micro_batch: int = 4, max_len: int = 1024,
-                   grad_clip: float = 1.0, kl_coef: float = 0.0, log_kl: bool = True) -> dict[str, dict]:
-        """One optimizer step per adapter with samples; returns {adapter: {loss, kl, grad_norm, tokens, rollouts}}."""
+                   grad_clip: float = 1.0, kl_coef: float = 0.0, log_kl: bool = True, **clipped) -> dict[str, dict]:
+        """The clipped policy-gradient update of every adapter with samples (policy_loss.py): ``clipped`` takes
+        ``mini_batches`` (optimizer steps per call), ``clip_ratio``, ``clip_ratio_high``, ``entropy_coef``.
+        Returns {adapter: {loss, kl, entropy, clip_frac, ratio_dev, grad_norm, tokens, rollouts, mini_batches,
+        per_mini_batch: [...]}}."""

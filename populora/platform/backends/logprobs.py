@@ -1,4 +1,5 @@
-"""Per-token log-probs of completions given prompts, from any forward pass (the update's and the KL's input)."""
+"""Per-token log-probs (and entropies) of completions given prompts, from any forward pass: the update's, the
+KL's and the PPO ratio's input."""
 
 from __future__ import annotations
 
@@ -14,6 +15,15 @@ def sequence_logprobs(forward: Forward, pad_token_id: int, device, prompt_ids: l
                       completion_ids: list[list[int]], max_len: int = 1024) -> tuple[torch.Tensor, torch.Tensor]:
     """(logp, mask), both (B, T_completion). Sequences longer than ``max_len`` lose tokens from the left (prompt first);
     gradients flow through ``forward`` when grad is enabled."""
+    logp, _, mask = token_stats(forward, pad_token_id, device, prompt_ids, completion_ids, max_len, entropy=None)
+    return logp, mask
+
+
+def token_stats(forward: Forward, pad_token_id: int, device, prompt_ids: list[list[int]], completion_ids: list[list[int]],
+                max_len: int = 1024, entropy: str | None = "detached") -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+    """(logp, entropy, mask), each (B, T_completion): log-prob of each sampled token and the entropy of the
+    policy's distribution at that position. ``entropy``: None (not computed), "detached" (for logging only, no
+    graph kept: it costs a (B, T, V) temporary) or "grad" (the entropy bonus trains through it)."""
     seqs, starts = [], []
     for p, c in zip(prompt_ids, completion_ids):
         ids = (p + c)[-max_len:]
@@ -22,13 +32,20 @@ def sequence_logprobs(forward: Forward, pad_token_id: int, device, prompt_ids: l
     input_ids = pad_sequence(seqs, batch_first=True, padding_value=pad_token_id).to(device)
     attn = pad_sequence([torch.ones(len(s), dtype=torch.long) for s in seqs], batch_first=True).to(device)
     logits = forward(input_ids, attn)  # (B, T, V)
-    logp_all = torch.log_softmax(logits[:, :-1].float(), dim=-1)
+    logp_all = torch.log_softmax(logits[:, :-1].float(), dim=-1)                   # (B, T-1, V)
     token_logp = logp_all.gather(-1, input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)  # (B, T-1)
+    token_ent = None
+    if entropy is not None:
+        with torch.set_grad_enabled(torch.is_grad_enabled() and entropy == "grad"):
+            token_ent = -(logp_all.exp() * logp_all).sum(-1)                       # (B, T-1)
     T = max(len(c) for c in completion_ids)
     logp = torch.zeros(len(seqs), T, device=device)
+    ent = torch.zeros(len(seqs), T, device=device) if token_ent is not None else None
     mask = torch.zeros(len(seqs), T, device=device)
     for i, (start, c) in enumerate(zip(starts, completion_ids)):
         n = len(seqs[i]) - start
         logp[i, :n] = token_logp[i, start - 1:start - 1 + n]
+        if ent is not None:
+            ent[i, :n] = token_ent[i, start - 1:start - 1 + n]
         mask[i, :n] = 1.0
-    return logp, mask
+    return logp, ent, mask

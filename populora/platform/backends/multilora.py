@@ -25,6 +25,7 @@ from torch import nn
 from populora.platform.backends import generation, logprobs
 from populora.platform.backends.base import BASE, Generation, LoraSpec, TrainSample
 from populora.platform.backends.peft_dir import read_peft_dir, write_peft_dir
+from populora.platform.backends.policy_loss import Tally, UpdateSpec, mini_batch_slices, pad_rows, row_terms
 
 
 class SlotRouter:
@@ -283,38 +284,65 @@ class MultiLoraBackend:
         self.optimizer.load_slot_state(self.slots[name], state)
 
     def train_step(self, batches: dict[str, list[TrainSample]], micro_batch: int = 4, max_len: int = 1024,
-                   grad_clip: float = 1.0, kl_coef: float = 0.0, log_kl: bool = True) -> dict[str, dict]:
-        """One forward/backward per micro-batch over rows of any members; each member's loss is normalised by
-        its own token count, so its gradient equals that of a separate per-member step."""
+                   grad_clip: float = 1.0, kl_coef: float = 0.0, log_kl: bool = True, **clipped) -> dict[str, dict]:
+        """The clipped policy-gradient step (policy_loss.py) for every member at once: mini-batch j of every
+        member is trained together, one forward/backward per micro-batch over rows of any members, then one
+        optimizer step for each member that had a j-th mini-batch. Each member's loss is normalised by its own
+        mini-batch's token count, so its gradients and steps equal those of a separate per-member update (PEFT)."""
+        spec = UpdateSpec(micro_batch, max_len, grad_clip, kl_coef, log_kl, **clipped)
         batches = {n: s for n, s in batches.items() if s}
-        n_tokens = {n: sum(len(s.completion_ids) for s in ss) for n, ss in batches.items()}
-        rows = sorted(((n, s) for n, ss in batches.items() for s in ss), key=lambda r: len(r[1].prompt_ids) + len(r[1].completion_ids))
-        stats = {n: {"loss": 0.0, "kl": 0.0, "tokens": float(n_tokens[n]), "rollouts": float(len(ss))} for n, ss in batches.items()}
-        for p in self._params():
-            p.grad = None
-        for i in range(0, len(rows), micro_batch):
-            chunk = rows[i:i + micro_batch]
-            names = [n for n, _ in chunk]
-            prompts, completions = [s.prompt_ids for _, s in chunk], [s.completion_ids for _, s in chunk]
-            logp, mask = self.rows_logprobs(names, prompts, completions, max_len)
-            denom = torch.tensor([float(n_tokens[n]) for n in names], device=logp.device)      # (B,)
-            weight = torch.tensor([s.weight for _, s in chunk], device=logp.device)[:, None]    # (B, 1)
-            row_loss = -(weight * logp * mask).sum(1) / denom                                   # (B,)
-            if kl_coef > 0 or log_kl:
-                with torch.no_grad():
-                    base_logp, _ = self.sequence_logprobs(BASE, prompts, completions, max_len)
-                row_kl = ((logp - base_logp) * mask).sum(1) / denom
-                if kl_coef > 0:
-                    row_loss = row_loss + kl_coef * row_kl
-                for n, k in zip(names, row_kl.detach().tolist()):
-                    stats[n]["kl"] += k
-            row_loss.sum().backward()
-            for n, l in zip(names, row_loss.detach().tolist()):
-                stats[n]["loss"] += l
-        slots = [self.slots[n] for n in batches]
-        norms = self.optimizer.clip_(slots, grad_clip)
-        self.optimizer.step(slots)
-        for n in batches:
-            stats[n]["grad_norm"] = norms[self.slots[n]]
-        return stats
+        parts = {n: mini_batch_slices(len(ss), spec.mini_batches) for n, ss in batches.items()}
+        old = self._old_logprobs(batches, [(n, i) for n, ps in parts.items() for p in ps[1:] for i in p], spec)
+        tallies = {n: Tally(sum(len(s.completion_ids) for s in ss), len(ss)) for n, ss in batches.items()}
+        for j in range(max((len(ps) for ps in parts.values()), default=0)):
+            members = [n for n in batches if j < len(parts[n])]
+            n_tokens = {n: sum(len(batches[n][i].completion_ids) for i in parts[n][j]) for n in members}
+            for n in members:
+                tallies[n].start(len(parts[n][j]), n_tokens[n])
+            rows = sorted(((n, i) for n in members for i in parts[n][j]), key=lambda r: _length(batches[r[0]][r[1]]))
+            for p in self._params():
+                p.grad = None
+            for k in range(0, len(rows), spec.micro_batch):
+                self._micro_step(rows[k:k + spec.micro_batch], batches, old if j else None, n_tokens, tallies, spec)
+            slots = [self.slots[n] for n in members]
+            norms = self.optimizer.clip_(slots, spec.grad_clip)
+            self.optimizer.step(slots)
+            for n in members:
+                tallies[n].end(norms[self.slots[n]])
+        return {n: t.stats() for n, t in tallies.items()}
 
+    def _micro_step(self, chunk, batches, old, n_tokens, tallies, spec: UpdateSpec) -> None:
+        """Forward/backward of one micro-batch of (member, row index) pairs; ``old`` None = first mini-batch."""
+        names = [n for n, _ in chunk]
+        samples = [batches[n][i] for n, i in chunk]
+        prompts, completions = [s.prompt_ids for s in samples], [s.completion_ids for s in samples]
+        entropy = "grad" if spec.entropy_coef > 0 else "detached"
+        logp, ent, mask = logprobs.token_stats(lambda ids, attn: self._forward_rows(names, ids, attn), self.tokenizer.pad_token_id,
+                                               self.device, prompts, completions, spec.max_len, entropy)  # (B, T) each
+        old_logp = logp.detach() if old is None else pad_rows([old[r] for r in chunk], logp.shape[1], logp.device)
+        base_logp = None
+        if spec.needs_base:
+            with torch.no_grad():
+                base_logp, _ = self.sequence_logprobs(BASE, prompts, completions, spec.max_len)
+        adv = torch.tensor([s.weight for s in samples], device=logp.device)                  # (B,)
+        denom = torch.tensor([float(n_tokens[n]) for n in names], device=logp.device)        # (B,)
+        terms = row_terms(logp, mask, old_logp, adv, denom, spec, ent, base_logp)
+        terms.loss.sum().backward()
+        for i, n in enumerate(names):
+            tallies[n].add_row(terms, i)
+
+    def _old_logprobs(self, batches, rows: list[tuple[str, int]], spec: UpdateSpec) -> dict[tuple[str, int], torch.Tensor]:
+        """Log-probs of the sampling policies (every member before this step) for the rows of later mini-batches."""
+        old = {}
+        with torch.no_grad():
+            for k in range(0, len(rows), spec.micro_batch):
+                chunk = rows[k:k + spec.micro_batch]
+                samples = [batches[n][i] for n, i in chunk]
+                logp, mask = self.rows_logprobs([n for n, _ in chunk], [s.prompt_ids for s in samples],
+                                                [s.completion_ids for s in samples], spec.max_len)
+                old.update({r: logp[b, :int(mask[b].sum())] for b, r in enumerate(chunk)})
+        return old
+
+
+def _length(sample: TrainSample) -> int:
+    return len(sample.prompt_ids) + len(sample.completion_ids)

@@ -16,6 +16,7 @@ import torch
 from populora.platform.backends import generation, logprobs
 from populora.platform.backends.base import BASE, Generation, LoraSpec, TrainSample
 from populora.platform.backends.peft_dir import lora_config
+from populora.platform.backends.policy_loss import Tally, UpdateSpec, mini_batch_slices, pad_rows, row_terms
 
 
 class PeftBackend:
@@ -123,37 +124,57 @@ class PeftBackend:
         self.optimizers[name].load_state_dict(state)
 
     def train_step(self, batches: dict[str, list[TrainSample]], micro_batch: int = 4, max_len: int = 1024,
-                   grad_clip: float = 1.0, kl_coef: float = 0.0, log_kl: bool = True) -> dict[str, dict]:
-        """One optimizer step per adapter on its own samples (PEFT trains one adapter per forward).
+                   grad_clip: float = 1.0, kl_coef: float = 0.0, log_kl: bool = True, **clipped) -> dict[str, dict]:
+        """The clipped policy-gradient step (policy_loss.py) per adapter on its own samples (one adapter per forward).
 
-        Loss of adapter m: -sum_i w_i sum_t logp_m(y_it) / N_m  [+ kl_coef * KL(m || base)], N_m = its tokens.
+        ``clipped``: ``mini_batches``, ``clip_ratio``, ``clip_ratio_high``, ``entropy_coef`` (``UpdateSpec``).
         """
-        return {name: self._adapter_step(name, samples, micro_batch, max_len, grad_clip, kl_coef, log_kl)
-                for name, samples in batches.items() if samples}
+        spec = UpdateSpec(micro_batch, max_len, grad_clip, kl_coef, log_kl, **clipped)
+        return {name: self._adapter_step(name, samples, spec) for name, samples in batches.items() if samples}
 
-    def _adapter_step(self, name, samples, micro_batch, max_len, grad_clip, kl_coef, log_kl) -> dict:
-        n_tokens = sum(len(s.completion_ids) for s in samples)
+    def _adapter_step(self, name: str, samples: list[TrainSample], spec: UpdateSpec) -> dict:
+        parts = mini_batch_slices(len(samples), spec.mini_batches)
+        old = self._old_logprobs(name, samples, [i for part in parts[1:] for i in part], spec)
+        tally = Tally(sum(len(s.completion_ids) for s in samples), len(samples))
         optimizer = self.optimizers[name]
-        optimizer.zero_grad(set_to_none=True)
-        loss_total = kl_total = 0.0
-        for i in range(0, len(samples), micro_batch):
-            chunk = samples[i:i + micro_batch]
-            prompts, completions = [s.prompt_ids for s in chunk], [s.completion_ids for s in chunk]
-            logp, mask = self.sequence_logprobs(name, prompts, completions, max_len)       # (B, T)
-            weight = torch.tensor([s.weight for s in chunk], device=logp.device)[:, None]  # (B, 1)
-            loss = -(weight * logp * mask).sum() / n_tokens
-            if kl_coef > 0 or log_kl:
-                with torch.no_grad():
-                    base_logp, _ = self.sequence_logprobs(BASE, prompts, completions, max_len)
-                kl = ((logp - base_logp) * mask).sum() / n_tokens  # k1 estimator on the sampled tokens
-                kl_total += float(kl.detach())
-                if kl_coef > 0:
-                    loss = loss + kl_coef * kl
-            loss.backward()
-            loss_total += float(loss.detach())
-        grad_norm = float(torch.nn.utils.clip_grad_norm_(self.parameters(name), grad_clip))
-        optimizer.step()
-        return {"loss": loss_total, "kl": kl_total, "grad_norm": grad_norm, "tokens": float(n_tokens), "rollouts": float(len(samples))}
+        for j, part in enumerate(parts):
+            n_tokens = sum(len(samples[i].completion_ids) for i in part)
+            tally.start(len(part), n_tokens)
+            optimizer.zero_grad(set_to_none=True)
+            for k in range(0, len(part), spec.micro_batch):
+                chunk = [samples[i] for i in part[k:k + spec.micro_batch]]
+                prompts, completions = [s.prompt_ids for s in chunk], [s.completion_ids for s in chunk]
+                logp, ent, mask = self._token_stats(name, prompts, completions, spec)                   # (B, T) each
+                old_logp = logp.detach() if j == 0 else pad_rows([old[i] for i in part[k:k + spec.micro_batch]], logp.shape[1], logp.device)
+                base_logp = None
+                if spec.needs_base:
+                    with torch.no_grad():
+                        base_logp, _ = self.sequence_logprobs(BASE, prompts, completions, spec.max_len)
+                adv = torch.tensor([s.weight for s in chunk], device=logp.device)                       # (B,)
+                denom = torch.full((len(chunk),), float(n_tokens), device=logp.device)                 # (B,)
+                terms = row_terms(logp, mask, old_logp, adv, denom, spec, ent, base_logp)
+                terms.loss.sum().backward()
+                for i in range(len(chunk)):
+                    tally.add_row(terms, i)
+            tally.end(float(torch.nn.utils.clip_grad_norm_(self.parameters(name), spec.grad_clip)))
+            optimizer.step()
+        return tally.stats()
+
+    def _old_logprobs(self, name: str, samples: list[TrainSample], indices: list[int], spec: UpdateSpec) -> dict[int, torch.Tensor]:
+        """Log-probs of the sampling policy (the adapter before this step) for the rows of later mini-batches."""
+        old = {}
+        with torch.no_grad():
+            for k in range(0, len(indices), spec.micro_batch):
+                idx = indices[k:k + spec.micro_batch]
+                logp, mask = self.sequence_logprobs(name, [samples[i].prompt_ids for i in idx],
+                                                    [samples[i].completion_ids for i in idx], spec.max_len)
+                old.update({i: logp[r, :int(mask[r].sum())] for r, i in enumerate(idx)})
+        return old
+
+    def _token_stats(self, name, prompts, completions, spec: UpdateSpec):
+        entropy = "grad" if spec.entropy_coef > 0 else "detached"
+        return logprobs.token_stats(lambda ids, attn: self._forward(name, ids, attn), self.tokenizer.pad_token_id,
+                                    self.device, prompts, completions, spec.max_len, entropy)
 
     def _run_generate(self, enc, adapters, kwargs):
         if self.model is None:
