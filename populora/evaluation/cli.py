@@ -42,12 +42,15 @@ def _eval_parser() -> argparse.ArgumentParser:
     # ---- what to evaluate
     src = p.add_mutually_exclusive_group()
     src.add_argument("--run", help="MLflow run id of a training run: its members, its baseline and the base model")
+    src.add_argument("--sweep", help="a sweep id: every finished run of it (members; baselines as their own runs; "
+                                     "no base model unless --base), one shared configuration")
     src.add_argument("--adapter", help="one PEFT adapter dir (base model from --model)")
     src.add_argument("--base-only", action="store_true", help="only the bare base model (from --model)")
     src.add_argument("--export-tasks", metavar="DIR", help="write the lm-eval math task YAMLs for --data-dir into DIR and exit")
     p.add_argument("--members", default="all", help="all (default: every member with a saved adapter), alive, or ids like T0,S1")
     p.add_argument("--baseline", help="run id of the single-agent baseline (default: the run's populora.baseline_run tag)")
     p.add_argument("--no-base", action="store_true", help="skip the bare base model row")
+    p.add_argument("--base", action="store_true", help="with --sweep: also score the bare base model (on each run)")
     p.add_argument("--benchmarks", default="all", help="names (humaneval_plus, ..., olympiadbench) or the groups code, math, all")
     p.add_argument("--limit", type=int, help="first N items of each benchmark (smoke checks; not comparable to full scores)")
     p.add_argument("--data-dir", help="benchmark files + SHA256SUMS (default: $POPULORA_DATA_DIR, else ../shared/data/benchmarks)")
@@ -80,12 +83,14 @@ def eval_main(argv: list[str]) -> int:
         root = benchmarks.data_dir(args.data_dir)
         if args.export_tasks:
             return _export(root, Path(args.export_tasks))
-        if not (args.run or args.adapter or args.base_only):
-            raise TargetError("say what to evaluate: --run RUN_ID, --adapter PATH or --base-only")
+        if not (args.run or args.adapter or args.base_only or args.sweep):
+            raise TargetError("say what to evaluate: --run RUN_ID, --sweep ID, --adapter PATH or --base-only")
         names = benchmarks.select(args.benchmarks)
         benchmarks.verify(root, names)
         require_packages(names)
         gen = GenConfig(args.max_new_tokens, args.temperature, args.top_p, args.n_samples, args.seed, args.batch_size)
+        if args.sweep:
+            return _evaluate_sweep(args, names, root, gen)
         return _evaluate(args, names, root, gen)
     except BAD_INPUT as err:
         return _fail(err)
@@ -101,11 +106,34 @@ def _export(root: Path, out: Path) -> int:
     return 0
 
 
+def _evaluate_sweep(args, names: list[str], root: Path, gen: GenConfig) -> int:
+    """Each finished run of the sweep in turn, with the same configuration (each resumable as a single run)."""
+    from populora.platform import sweep as S
+    from populora.platform.tracking import Tracker
+
+    runs = S.latest_by_key(S.find_runs(Tracker().client, args.sweep))
+    if not runs:
+        raise TargetError(f"no runs tagged {S.SWEEP_TAG}={args.sweep}; start one with populora sweep")
+    done = {k: r for k, r in sorted(runs.items()) if r.info.status == "FINISHED"}
+    for key in sorted(set(runs) - set(done)):
+        print(f"skipping {key}: run {runs[key].info.run_id} is {runs[key].info.status}", file=sys.stderr)
+    base_out = args.out
+    for key, run in done.items():
+        print(f"== sweep {args.sweep}: {key} (run {run.info.run_id})", file=sys.stderr)
+        args.run, args.no_base = run.info.run_id, not args.base
+        args.out = str(Path(base_out) / run.info.run_id) if base_out else None
+        _evaluate(args, names, root, gen)
+    print(f"evaluated {len(done)} run(s) of sweep {args.sweep}; next: populora report --sweep {args.sweep}", file=sys.stderr)
+    return 0 if len(done) == len(runs) else 1
+
+
 def _targets(args, tracker):
     from populora.evaluation import targets as T
 
     if args.run:
         found, spec, run = T.run_targets(tracker, args.run, args.members, args.baseline, not args.no_base)
+        if getattr(args, "sweep", None):  # a sweep's baselines are runs of the sweep, evaluated once each
+            found = [t for t in found if t.kind != T.BASELINE or run.data.tags.get("populora.kind") == "baseline"]
         out = Path(args.out or Path(run.data.tags.get("populora.run_dir") or f"populora-eval/{args.run}") / "eval")
         return found, spec, out
     spec = T.ModelSpec(args.model, args.gguf_file, args.tiny_random)
@@ -159,9 +187,16 @@ def report_main(argv: list[str]) -> int:
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--run", help="MLflow run id that populora eval --run evaluated")
     src.add_argument("--results", help="a results.json written by populora eval (no MLflow needed)")
+    src.add_argument("--sweep", help="a sweep id: per-configuration intervals over seeds and paired tests vs the baseline")
     p.add_argument("--out", help="where to write report.md and report.csv (default: next to the results)")
+    p.add_argument("--json", action="store_true", help="last line: one JSON object (configs with intervals, comparisons)")
+    p.add_argument("--between", nargs=2, action="append", default=[], metavar=("CONFIG_A", "CONFIG_B"),
+                   help="with --sweep: also compare two configurations (their labels, as the report prints them)")
     args = p.parse_args(argv)
     import json
+
+    if args.sweep:
+        return _report_sweep(args)
 
     from populora.evaluation import report
     from populora.evaluation.runner import write_atomic
@@ -185,6 +220,39 @@ def report_main(argv: list[str]) -> int:
     write_atomic(out / "report.md", report.markdown(table))
     write_atomic(out / "report.csv", report.csv_text(table))
     print(f"written: {out / 'report.md'}, {out / 'report.csv'}", file=sys.stderr)
+    from populora.evaluation import sweep_report
+
+    stats = sweep_report.single_run(sweep_report.run_arms(data))  # paired intervals over problems
+    print("\n".join(f"- {c['words']}" for c in stats["comparisons"]))
+    if args.json:
+        print(json.dumps(stats))
+    return 0
+
+
+def _report_sweep(args) -> int:
+    import json
+
+    from populora.evaluation import figures, sweep_report
+    from populora.evaluation.runner import write_atomic
+    from populora.platform import sweep as S
+    from populora.platform.tracking import Tracker
+
+    tracker = Tracker()
+    try:
+        configs, missing = sweep_report.gather(tracker, args.sweep)
+    except sweep_report.ReportError as err:
+        return _fail(err)
+    for key in missing:
+        print(f"not evaluated (left out): {key}", file=sys.stderr)
+    data = {"sweep": args.sweep, **sweep_report.build(configs, [tuple(b) for b in args.between])}
+    print(sweep_report.text(data))
+    out = Path(args.out) if args.out else S.sweeps_dir() / args.sweep / "report"
+    write_atomic(out / "report.md", sweep_report.markdown(data))
+    write_atomic(out / "report.json", json.dumps(data, indent=1))
+    pngs = figures.write_sweep_figures(tracker, args.sweep, data, out)
+    print(f"written: {out / 'report.md'}, {out / 'report.json'}" + "".join(f", {p}" for p in pngs), file=sys.stderr)
+    if args.json:
+        print(json.dumps(data))
     return 0
 
 
