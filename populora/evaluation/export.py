@@ -86,7 +86,14 @@ def register(tracker, meta: dict, out: Path, name: str) -> str:
     flat = {"populora.run": meta["run"], "populora.member": meta["member"], "populora.base_model": meta["base_model"],
             "populora.lineage": " <- ".join(e["child"] for e in meta["lineage"]),
             **{f"populora.{k}": f"{v:.4f}" for k, v in meta["scores"].items()}}
-    mv = mlflow.register_model(f"runs:/{meta['member_run']}/export", name, tags=flat)
+    client = tracker.client
+    try:
+        client.create_registered_model(name, description="PopuLoRA adapters exported with populora export")
+    except mlflow.exceptions.MlflowException:
+        pass  # it exists: add a version
+    source = f"{tracker.get_run(meta['member_run']).info.artifact_uri}/export"  # a plain dir, not an MLflow model
+    mv = client.create_model_version(name, source, run_id=meta["member_run"], tags=flat,
+                                     description=f"{meta['format']} of member {meta['member']} (run {meta['run']})")
     return str(mv.version)
 
 
