@@ -100,8 +100,8 @@ def config_overrides(label: str) -> dict:
     """The overrides a config label stands for ("baseline": the single-agent switch)."""
     if label == S.BASELINE_LABEL:
         return {"population.single_agent": True}
-    if label == "default":
-        return {}
+    if label == "default" or any("=" not in part for part in label.split(" ")):
+        return {}  # not a grid label (a single run's "run")
     return {".".join(k): v for k, v in (config_io.parse_override(part) for part in label.split(" "))}
 
 
