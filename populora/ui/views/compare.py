@@ -7,7 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from populora.evaluation import benchmarks
-from populora.ui import charts, common, store
+from populora.ui import charts, common, store, sweeps
 
 st.title("Compare")
 
@@ -145,6 +145,7 @@ def main() -> None:
     show_table(summarize(train, chosen, baseline_row(uri, baseline, None, TRAINING_METRICS), None), "Training scores")
     st.caption("Ratings of a population and of the baseline live on separate TrueSkill scales: compare them within a run, "
                "and use benchmark scores to compare runs.")
+    sweeps.compare_panel()
 
 
 main()

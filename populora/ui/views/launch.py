@@ -6,7 +6,7 @@ import streamlit as st
 
 from populora.platform import config as config_io
 from populora.platform import jobs, ray_jobs
-from populora.ui import common, form, store
+from populora.ui import common, form, store, sweeps
 
 st.title("Launch a run")
 st.caption("The run starts as a background process: closing this page does not stop it. "
@@ -58,10 +58,11 @@ def draw_form(preset: str, values: dict, errors: dict) -> dict | None:
             st.error(errors["overrides"], icon="⚠️")
         with_baseline = st.checkbox("Also launch the compute-matched single-agent baseline", key=f"f_{preset}_baseline",
                                     help="A second run with population.single_agent=true and the same settings")
+        sweep = sweeps.sweep_fields(preset)
         submitted = st.form_submit_button("Launch", type="primary")
     if not submitted:
         return None
-    return {"flat": flat, "overrides": overrides, "baseline": with_baseline}
+    return {"flat": flat, "overrides": overrides, "baseline": with_baseline, "sweep": sweep}
 
 
 def launch(submission: dict) -> None:
@@ -71,6 +72,14 @@ def launch(submission: dict) -> None:
         st.rerun()  # redraw the form with each message under its field
     env = {"MLFLOW_TRACKING_URI": store.uri()}  # the job writes where this UI reads
     ray_address = cfg.ray.address if cfg.ray.address not in (None, "local") else None
+    if submission.get("sweep", {}).get("on"):
+        try:
+            job = sweeps.launch_sweep(config_io.dump(cfg), submission["sweep"], submission["baseline"], env, ray_address)
+        except config_io.ConfigError as err:
+            st.error(f"**sweep**: {err}", icon="⚠️")
+            return
+        st.session_state["launched"] = [job.id]
+        return
     runs = [cfg]
     if submission["baseline"] and not cfg.population.single_agent:
         base = cfg.model_copy(deep=True)
