@@ -70,7 +70,10 @@ def arms_race(curves: dict[str, dict[int, list[tuple[int, float]]]], metric: str
         ax.set_title(lab, fontsize=8)
         ax.set_xlabel("step", fontsize=8)
         ax.set_ylabel(metric, fontsize=8)
-        ax.legend(fontsize=7)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
+        else:
+            ax.text(0.5, 0.5, f"no {metric} logged", ha="center", va="center", transform=ax.transAxes, fontsize=8)
     fig.tight_layout()
     return fig
 
