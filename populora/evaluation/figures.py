@@ -32,8 +32,8 @@ def intervals(report: dict, arm: str = "population mean"):
     groups = [g for g in ("overall", "code avg", "math avg") if g in groups] + [g for g in groups if " avg" not in g and g != "overall"]
     cols = min(4, max(1, len(groups)))
     fig, axes = plt.subplots(-(-len(groups) // cols), cols, figsize=(4 * cols, 0.5 + 0.45 * len(rows) * -(-len(groups) // cols) + 1),
-                             squeeze=False)
-    for ax, g in zip(axes.flat, groups):
+                             squeeze=False, sharey=True)
+    for i, (ax, g) in enumerate(zip(axes.flat, groups)):
         for y, r in enumerate(rows):
             e = r[arm].get(g)
             if e is None:
@@ -43,9 +43,10 @@ def intervals(report: dict, arm: str = "population mean"):
             ax.errorbar([100 * e["mean"]], [y], xerr=[[100 * e["mean"] - lo], [hi - 100 * e["mean"]]], fmt="o",
                         color=color, capsize=3)
         ax.set_yticks(range(len(rows)), [r["label"] for r in rows], fontsize=7)
+        ax.tick_params(labelleft=i % cols == 0)  # configuration names once per row of panels
         ax.set_title(g, fontsize=9)
         ax.set_xlabel("score (%)", fontsize=8)
-        ax.invert_yaxis()
+    axes.flat[0].invert_yaxis()  # shared y: inverting once flips every panel
     for ax in list(axes.flat)[len(groups):]:
         ax.axis("off")
     fig.suptitle(f"{arm}: mean and 95% interval per configuration", fontsize=10)
