@@ -27,7 +27,7 @@ demo: venv
 
 test: venv
 	bash scripts/install-browser.sh   # Debian chromium + chromium-driver for the UI's browser test
-	$(BIN)/python -m pytest -q --timeout=1200
+	$(BIN)/python -m pytest -q --timeout=1200   # pyproject testpaths: tests/ and the doctests in populora/
 
 ui: venv
 	$(BIN)/populora ui

@@ -114,26 +114,23 @@ def _export(args) -> int:
 
 
 def _runs(args) -> int:
-    from populora.platform.tracking import Tracker, tracking_uri
+    from populora.platform import runlayout
+    from populora.platform.tracking import client, tracking_uri
 
-    tracker = Tracker()
-    exps = tracker.client.search_experiments()
-    runs = tracker.client.search_runs([e.experiment_id for e in exps], filter_string="tags.`populora.kind` != ''",
-                                      order_by=["attributes.start_time DESC"], max_results=args.limit)
+    runs = runlayout.list_runs(client(), args.limit)  # the UI's Runs page reads the same rows
     if not runs:
         print(f"no PopuLoRA runs in {tracking_uri()} (start one with: populora train --config configs/smoke.yaml)")
         return 0
     print(f"{'run id':34} {'name':18} {'kind':10} {'status':9} {'progress':9} {'solve':>6} {'valid':>6}")
     for r in runs:
-        t, m = r.data.tags, r.data.metrics
-        solve, valid = m.get("student/solve_rate"), m.get("tasks/validity_rate")
-        print(f"{r.info.run_id:34} {r.info.run_name[:18]:18} {t.get('populora.kind', '?'):10} {r.info.status:9} "
-              f"{t.get('populora.progress', '?'):9} {'' if solve is None else f'{solve:.0%}':>6} {'' if valid is None else f'{valid:.0%}':>6}")
+        solve, valid = r["solve_rate"], r["validity_rate"]
+        print(f"{r['run_id']:34} {r['name'][:18]:18} {r['kind']:10} {r['mlflow_status']:9} {r['progress'] or '?':9} "
+              f"{'' if solve is None else f'{solve:.0%}':>6} {'' if valid is None else f'{valid:.0%}':>6}")
     return 0
 
 
 def _sandbox(argv: list[str]) -> int:
-    from populora.platform.sandbox_cli import sandbox_main
+    from populora.training.tasks.cli import sandbox_main  # exec, plus check (which needs the task kinds)
 
     return sandbox_main(argv)
 
@@ -151,7 +148,7 @@ def _bench(argv: list[str]) -> int:
     args = p.parse_args(argv)
     if args.which in ("verifier", "eval"):
         from populora.evaluation.cli import bench_eval_main
-        from populora.platform.sandbox_cli import bench_verifier_main
+        from populora.platform.sandbox.cli import bench_verifier_main
 
         return (bench_verifier_main if args.which == "verifier" else bench_eval_main)(["--json"] if args.json else [])
     figures = {}
@@ -172,16 +169,24 @@ def _run_bench(name: str, tiny: bool) -> dict:
         return bench.bench_step(tiny=tiny)
     if name == "evolve":
         return bench.bench_evolve()
-    import contextlib
-    import io
+    from populora.platform.sandbox.bench import bench_verifier
+
+    return bench_verifier()
+
+
+def _plan(args) -> int:
     import json
 
-    from populora.platform.sandbox_cli import bench_verifier_main
+    from populora.platform import config as config_io
+    from populora.training.config import TrainConfig
+    from populora.training.workload import make_plan, render
 
-    buf = io.StringIO()
-    with contextlib.redirect_stdout(buf):
-        bench_verifier_main(["--json"])
-    return json.loads(buf.getvalue().strip().splitlines()[-1])
+    cfg = config_io.load(TrainConfig, args.config, args.set)
+    result = make_plan(cfg, args.gpu, args.gpus, args.arch_config)
+    print(render(result))
+    if args.json:
+        print(json.dumps(result))
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -220,6 +225,15 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--register", metavar="NAME", help="also register it in the MLflow model registry as NAME")
     ex.set_defaults(func=_export)
 
+    pl = sub.add_parser("plan", help="memory per GPU, compute per step and whether a config fits, before launching")
+    pl.add_argument("--config", help="YAML preset, e.g. configs/paper-4t4s.yaml")
+    pl.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config value")
+    pl.add_argument("--gpu", default="h100-80gb", choices=["h100-80gb", "a100-80gb", "a100-40gb", "l40s-48gb", "rtx4090-24gb"])
+    pl.add_argument("--gpus", type=int, default=1, help="GPUs (Ray model workers), each holding the base and its share of adapters")
+    pl.add_argument("--arch-config", metavar="CONFIG_JSON", help="the base's config.json when it is not local, cached or in the shipped table")
+    pl.add_argument("--json", action="store_true", help="last line: the plan as one JSON object")
+    pl.set_defaults(func=_plan)
+
     r = sub.add_parser("runs", help="list training runs in the MLflow store")
     r.add_argument("--limit", type=int, default=50)
     r.set_defaults(func=_runs)
@@ -251,11 +265,12 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from populora.platform.config import ConfigError
     from populora.platform.models import ModelError
+    from populora.platform.plan import PlanError
     from populora.training.checkpoint import CheckpointError
 
     try:
         return args.func(args)
-    except (ConfigError, ModelError, CheckpointError) as err:
+    except (ConfigError, ModelError, CheckpointError, PlanError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
 

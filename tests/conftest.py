@@ -45,7 +45,7 @@ def tiny_model():
 
 @pytest.fixture
 def tiny_backend(tiny_model):
-    from populora.platform.backend import LoraSpec, PeftBackend
+    from populora.platform.backends import LoraSpec, PeftBackend
 
     model, tok = tiny_model
     backend = PeftBackend(model, tok, LoraSpec(rank=4))

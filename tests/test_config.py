@@ -1,5 +1,6 @@
 """Config presets and overrides: every preset validates, bad keys and values fail naming the field."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -56,3 +57,80 @@ def test_flatten_round_trips_every_field():
     flat = config_io.flatten(TrainConfig())
     assert flat["population.teachers"] == "2" and flat["model.backend"] == "multilora"
     assert len(flat) > 40
+
+
+# ---- the evaluation config (populora eval)
+def test_eval_flags_map_onto_the_eval_config(tmp_path):
+    from populora.evaluation.cli import eval_config
+
+    cfg = eval_config(["--run", "r1", "--no-base", "--limit", "3", "--temperature", "0.5", "--n-samples", "4",
+                       "--device", "cpu", "--set", "generation.top_p=0.9"])
+    assert (cfg.run, cfg.include_base, cfg.limit, cfg.device) == ("r1", False, 3, "cpu")
+    assert (cfg.generation.temperature, cfg.generation.n_samples, cfg.generation.top_p) == (0.5, 4, 0.9)
+    assert cfg.generation.max_new_tokens == 512 and cfg.members == "all"  # the schema's defaults
+    preset = tmp_path / "eval.yaml"
+    preset.write_text("adapter: some/dir\nmodel:\n  tiny_random: true\ngeneration:\n  seed: 7\n")
+    cfg = eval_config(["--config", str(preset), "--seed", "8"])  # a flag overrides the file
+    assert (cfg.adapter, cfg.model.tiny_random, cfg.generation.seed) == ("some/dir", True, 8)
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--run", "r", "--set", "generation.temprature=1"], ["generation.temprature", "top_p"]),
+    (["--run", "r", "--limit", "0"], ["limit", "greater than or equal to 1"]),
+    (["--limit", "2"], ["say what to evaluate", "--run RUN_ID"]),
+    (["--run", "r", "--model", "HuggingFaceTB/SmolLM2-135M"], ["model.*", "its own config"]),
+    (["--run", "r", "--set", "adapter=x"], ["run and adapter exclude each other"]),
+])
+def test_bad_eval_configs_name_the_field(argv, words):
+    from populora.evaluation.cli import eval_config
+
+    with pytest.raises(config_io.ConfigError) as err:
+        eval_config(argv)
+    for w in words:
+        assert w in str(err.value), str(err.value)
+
+
+def test_sweep_flags_map_onto_the_eval_config():
+    from populora.evaluation.cli import eval_config
+
+    cfg = eval_config(["--sweep", "sw-1", "--base", "--limit", "1"])
+    assert (cfg.sweep, cfg.sweep_base, cfg.run, cfg.limit) == ("sw-1", True, None, 1)
+    assert eval_config(["--sweep", "sw-1"]).sweep_base is False  # a sweep scores the base only when asked
+    for argv, words in ((["--run", "r", "--base"], "sweep_base (--base) is for sweep"),
+                        (["--sweep", "s", "--set", "run=r"], "run and sweep exclude each other"),
+                        (["--sweep", "s", "--tiny-random"], "model.*")):
+        with pytest.raises(config_io.ConfigError, match=re.escape(words)):
+            eval_config(argv)
+
+
+def test_report_flags_map_onto_the_report_config():
+    from populora.evaluation.cli import report_config
+
+    cfg = report_config(["--sweep", "sw-1", "--json", "--between", "a=1", "a=2", "--out", "rep"])
+    assert (cfg.sweep, cfg.as_json, cfg.between, cfg.out) == ("sw-1", True, [("a=1", "a=2")], "rep")
+    assert report_config(["--results", "r.json"]).as_json is False
+    for argv, words in (([], "report one of"), (["--run", "r", "--set", "sweep=s"], "got run and sweep"),
+                        (["--run", "r", "--between", "a", "b"], "add --sweep ID")):
+        with pytest.raises(config_io.ConfigError, match=re.escape(words)):
+            report_config(argv)
+
+
+def test_unknown_key_in_an_eval_config_file_is_named(tmp_path):
+    from populora.evaluation.cli import eval_config
+
+    preset = tmp_path / "eval.yaml"
+    preset.write_text("run: r\ngeneration:\n  temprature: 0.5\n")
+    with pytest.raises(config_io.ConfigError, match=r"generation.temprature: unknown key .*valid keys there: .*temperature"):
+        eval_config(["--config", str(preset)])
+
+
+def test_a_runs_base_model_comes_from_its_own_config(tmp_path):
+    from populora.evaluation.config import run_model
+    from populora.platform.config import ModelSource
+    from populora.training import load_config
+
+    cfg = load_config(None, ["model.base=some/hf-id", "model.gguf_file=w.gguf", "model.dtype=bfloat16"])
+    (tmp_path / "config.yaml").write_text(config_io.dump(cfg))  # what populora train writes into the run dir
+    assert run_model("r1", tmp_path) == ModelSource(base="some/hf-id", gguf_file="w.gguf", dtype="bfloat16")
+    with pytest.raises(config_io.ConfigError, match="run r2 has no config at"):
+        run_model("r2", tmp_path / "elsewhere")

@@ -14,16 +14,17 @@ import torch
 
 from populora.evaluation import benchmarks as B
 from populora.evaluation.cli import eval_main, report_main
+from populora.platform import runlayout as rl
 
 ROOT = B.data_dir()
 pytestmark = pytest.mark.skipif(not (ROOT / B.CHECKSUMS).is_file(), reason=f"no benchmark data at {ROOT}")
 BENCH = "humaneval_plus,livecodebench,gsm8k"
 FAST = ["--benchmarks", BENCH, "--limit", "1", "--max-new-tokens", "8"]
-CONFIG = {"model.base": "embedded", "model.tiny_random": "True", "model.dtype": "float32", "model.gguf_file": "None"}
+TINY = ["model.tiny_random=true", "model.lora_rank=4"]
 
 
 def _save_adapters(tmp: Path, names: list[str]) -> dict[str, Path]:
-    from populora.platform.backend import LoraSpec, PeftBackend
+    from populora.platform.backends import LoraSpec, PeftBackend
     from populora.platform.models import load_base, resolve_source
 
     model, tok = load_base(resolve_source("embedded"), tiny_random=True, device="cpu")
@@ -37,12 +38,19 @@ def _save_adapters(tmp: Path, names: list[str]) -> dict[str, Path]:
     return out
 
 
-def _training_run(tracker, tmp: Path, kind: str, members: dict[str, Path | None], baseline: str = "") -> str:
-    """The tags and params populora train leaves (see populora/training/loop.py)."""
+def _training_run(tracker, tmp: Path, kind: str, members: dict[str, Path | None], baseline: str = "",
+                  overrides: tuple[str, ...] = ()) -> str:
+    """The tags, params and run-dir config.yaml populora train leaves (see populora/training/loop.py)."""
+    from populora.platform import config as config_io
+    from populora.training import load_config
+
     run_dir = tmp / f"run_{kind}"
     rid = tracker.start_run("eval-test", kind, tags={"populora.kind": kind, "populora.status": "finished",
                                                       "populora.run_dir": str(run_dir), "populora.baseline_run": baseline})
-    tracker.log_params(rid, CONFIG)
+    cfg = load_config(None, TINY + (["population.single_agent=true"] if kind == "baseline" else []) + list(overrides))
+    tracker.log_params(rid, config_io.flatten(cfg))
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "config.yaml").write_text(config_io.dump(cfg))
     for m, path in members.items():
         tags = {"populora.member_id": m, "populora.role": "both" if m.startswith("B") else "teacher",
                 "populora.alive": str(path is not None).lower(), "populora.adapter_dir": str(path or tmp / "gone" / m)}
@@ -71,7 +79,7 @@ def _metrics(tracker, run_id):
 def test_eval_run_logs_metrics_table_and_report(runs, capsys):
     tracker, pop, baseline, tmp = runs
     assert eval_main(["--run", pop, *FAST]) == 0
-    children = {c.data.tags["populora.member_id"]: c.info.run_id for c in tracker.children(pop)}
+    children = {c.data.tags[rl.MEMBER_ID]: c.info.run_id for c in tracker.children(pop)}
     for m in ("T0", "S0"):
         keys = set(_metrics(tracker, children[m]))
         assert {"eval/humaneval_plus/plus", "eval/humaneval_plus/base", "eval/livecodebench/pass_at_1", "eval/gsm8k/accuracy"} <= keys
@@ -158,3 +166,17 @@ def test_unknown_member_lists_the_valid_ones(runs, capsys):
     assert eval_main(["--run", pop, "--members", "T0,X9", *FAST]) == 2
     err = capsys.readouterr().err
     assert "unknown member(s) X9" in err and "valid: S0, S1, T0" in err
+
+
+def test_the_base_model_comes_from_the_runs_config(runs, capsys):
+    tracker, pop, _, tmp = runs
+    other = _training_run(tracker, tmp / "other", "baseline", {"B0": tmp / "adapters" / "B0"},
+                          overrides=("model.dtype=bfloat16",))
+    assert eval_main(["--run", pop, "--baseline", other, *FAST]) == 2
+    err = capsys.readouterr().err
+    assert f"baseline run {other} was trained on" in err and "dtype='bfloat16'" in err and "not comparable" in err
+    (tmp / "other" / "run_baseline" / "config.yaml").unlink()
+    assert eval_main(["--run", other, *FAST]) == 2
+    assert f"run {other} has no config at" in capsys.readouterr().err
+    assert eval_main(["--run", pop, "--model", "HuggingFaceTB/SmolLM2-135M", *FAST]) == 2
+    assert "a run is scored on the base model its own config names" in capsys.readouterr().err

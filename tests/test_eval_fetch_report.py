@@ -122,7 +122,7 @@ def test_bench_eval_prints_rates(capsys):
 def test_embedded_model_evaluates_an_adapter(tmp_path, capsys):
     """The real embedded model (SmolLM2-135M-Instruct): one adapter, two GSM8K items and one HumanEval+ item."""
     from populora.evaluation.cli import eval_main
-    from populora.platform.backend import LoraSpec, PeftBackend
+    from populora.platform.backends import LoraSpec, PeftBackend
     from populora.platform.models import load_base, resolve_source
 
     model, tok = load_base(resolve_source("embedded"), device="cpu")

@@ -12,7 +12,7 @@ from populora.evaluation import benchmarks as B
 from populora.evaluation import math_grading as G
 from populora.evaluation import math_suite
 from populora.evaluation.generation import GenConfig
-from populora.platform.backend import Generation
+from populora.platform.backends import Generation
 
 ROOT = B.data_dir()
 pytestmark = pytest.mark.skipif(not (ROOT / B.CHECKSUMS).is_file(), reason=f"no benchmark data at {ROOT}")

@@ -9,16 +9,18 @@ import torch
 
 from conftest import populora_cmd
 
-CONFIG = {"model.base": "embedded", "model.tiny_random": "True", "model.dtype": "float32", "model.gguf_file": "None"}
 
 
 @pytest.fixture
 def trained_run(mlflow_store, tmp_path):
     """The MLflow layout populora train leaves (parent run, a member child run, lineage.json), with a real adapter
     whose B is non-zero, so the member differs from the base."""
-    from populora.platform.backend import LoraSpec, PeftBackend
+    from populora.platform import config as config_io
+    from populora.platform import runlayout as rl
+    from populora.platform.backends import LoraSpec, PeftBackend
     from populora.platform.models import load_base, resolve_source
     from populora.platform.tracking import Tracker
+    from populora.training import TrainConfig
 
     model, tok = load_base(resolve_source("embedded"), tiny_random=True, device="cpu")
     backend = PeftBackend(model, tok, LoraSpec(rank=4))
@@ -26,15 +28,16 @@ def trained_run(mlflow_store, tmp_path):
     g = torch.Generator().manual_seed(1)
     backend.set_adapter_state("S2", {k: torch.randn(v.shape, generator=g) * 0.5 for k, v in backend.adapter_state("S2").items()})
     adapter = backend.save_adapter("S2", tmp_path / "adapters" / "S2")
+    # the run's own config names its base, as populora train writes it into the run dir
+    (tmp_path / "config.yaml").write_text(config_io.dump(TrainConfig.model_validate({"model": {"tiny_random": True}})))
     tracker = Tracker()
-    rid = tracker.start_run("export-test", "pop", tags={"populora.kind": "population", "populora.run_dir": str(tmp_path)})
-    tracker.log_params(rid, CONFIG)
+    rid = tracker.start_run("export-test", "pop", tags={rl.KIND: rl.POPULATION, rl.RUN_DIR: str(tmp_path)})
     member = tracker.start_run("export-test", "S2", parent=rid, tags={
-        "populora.member_id": "S2", "populora.role": "student", "populora.alive": "true", "populora.adapter_dir": str(adapter)})
+        rl.MEMBER_ID: "S2", rl.ROLE: "student", rl.ALIVE: "true", rl.ADAPTER_DIR: str(adapter)})
     tracker.log_metrics(member, {"eval/gsm8k/accuracy": 0.25}, 0)
     tracker.log_json(rid, {"events": [{"child": "S0", "parents": [], "operator": "init"},
                                       {"child": "S1", "parents": [], "operator": "init"},
-                                      {"child": "S2", "parents": ["S0", "S1"], "operator": "crossover"}]}, "lineage.json")
+                                      {"child": "S2", "parents": ["S0", "S1"], "operator": "crossover"}]}, rl.LINEAGE)
     return rid, member, tmp_path
 
 
@@ -71,9 +74,11 @@ def test_export_peft_dir_loads_with_peft_and_merged_model_matches(trained_run):
 
     from mlflow import MlflowClient
 
+    from populora.platform import runlayout as rl
+
     client = MlflowClient()
     (version,) = client.search_model_versions("name='best-student'")
-    assert version.run_id == member_run and version.tags["populora.lineage"] == "S2 <- S0 <- S1"
+    assert version.run_id == member_run and version.tags[rl.REGISTRY_LINEAGE] == "S2 <- S0 <- S1"
     assert any(a.path == "export/adapter_config.json" for a in client.list_artifacts(member_run, "export"))
 
 

@@ -13,6 +13,8 @@ import requests
 
 from conftest import populora_cmd
 
+from populora.platform import runlayout as rl
+
 
 def _free_port() -> int:
     with socket.socket() as s:
@@ -56,9 +58,9 @@ def test_training_logs_through_a_tracking_server(mlflow_server, tmp_path):
 
     client = MlflowClient(tracking_uri=mlflow_server)
     runs = client.search_runs([client.get_experiment_by_name("populora").experiment_id])
-    parent = next(r for r in runs if "mlflow.parentRunId" not in r.data.tags)
+    parent = next(r for r in runs if rl.PARENT not in r.data.tags)
     assert parent.info.status == "FINISHED" and len(runs) == 5
-    lineage = json.loads(Path(client.download_artifacts(parent.info.run_id, "lineage.json", str(tmp_path))).read_text())
+    lineage = json.loads(Path(client.download_artifacts(parent.info.run_id, rl.LINEAGE, str(tmp_path))).read_text())
     assert len(lineage["events"]) == 4
-    child = next(r for r in runs if r.data.tags.get("populora.member_id") == "S0")
+    child = next(r for r in runs if r.data.tags.get(rl.MEMBER_ID) == "S0")
     assert {a.path for a in client.list_artifacts(child.info.run_id, "adapter")} >= {"adapter/adapter_config.json", "adapter/adapter_model.safetensors"}

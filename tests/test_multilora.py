@@ -3,8 +3,7 @@
 import pytest
 import torch
 
-from populora.platform.backend import LoraSpec, PeftBackend, TrainSample
-from populora.training.multilora import MultiLoraBackend, SlotAdam
+from populora.platform.backends import LoraSpec, MultiLoraBackend, PeftBackend, SlotAdam, TrainSample
 
 NAMES = ["m0", "m1", "m2"]
 PROMPTS = [[1, 2, 3, 4, 5], [7, 8], [9, 10, 11], [3, 3]]
@@ -44,7 +43,7 @@ def _multi(pair_fixture, initial_slots=1):
 def test_outputs_equal_peft_for_every_member_in_one_mixed_batch(pair):
     multi, _, ref = _multi(pair)
     rows = ["m0", "m2", "m1", "m0"]  # a mixed batch
-    logp, mask = multi._logprobs(lambda ids, attn: multi._forward_rows(rows, ids, attn), PROMPTS, COMPLETIONS, 1024)
+    logp, mask = multi.rows_logprobs(rows, PROMPTS, COMPLETIONS, 1024)
     for i, n in enumerate(rows):
         ref_logp, ref_mask = ref[n]
         assert torch.equal(mask[i], ref_mask[i])
@@ -67,7 +66,7 @@ def test_greedy_generation_matches_peft(pair):
 def test_gradients_equal_separate_per_member_backward(pair):
     multi, _, _ = _multi(pair)
     rows = ["m0", "m1", "m2", "m1"]
-    logp, mask = multi._logprobs(lambda ids, attn: multi._forward_rows(rows, ids, attn), PROMPTS, COMPLETIONS, 1024)
+    logp, mask = multi.rows_logprobs(rows, PROMPTS, COMPLETIONS, 1024)
     (logp * mask).sum().backward()
     mixed = [p.grad.clone() for p in multi._params()]
     for n in NAMES:

@@ -7,6 +7,7 @@ import torch
 ray = pytest.importorskip("ray", reason="Ray is an optional extra: pip install 'populora[ray]'")
 
 from populora.platform import config as config_io  # noqa: E402
+from populora.platform.runlayout import STEP_SENTINEL  # noqa: E402
 from populora.training.config import TrainConfig  # noqa: E402
 from populora.training.loop import Trainer  # noqa: E402
 
@@ -47,9 +48,9 @@ def test_tiny_population_end_to_end_over_two_model_workers(local_ray, mlflow_sto
     trainer = Trainer.create(cfg)
     assert set(trainer.backend.owner.values()) == {0, 1}  # members really spread over both workers
     trainer.train(progress=False)
-    run = trainer.tracker.get_run(trainer.run_id)
+    run = trainer.log.tracker.get_run(trainer.run_id)
     assert run.info.status == "FINISHED"
-    assert run.data.metrics["progress/step"] == 2
+    assert run.data.metrics[STEP_SENTINEL] == 2
     assert len(trainer.population.members) == 6  # 4 + one child per role at step 2
     for m in trainer.population.alive():
         assert (trainer.run_dir / "adapters" / m.id / "adapter_config.json").is_file()

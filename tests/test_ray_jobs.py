@@ -17,7 +17,7 @@ pytest.importorskip("ray.job_submission", reason="Ray Jobs need the optional ext
 from conftest import wait_for  # noqa: E402
 from mlflow.tracking import MlflowClient  # noqa: E402
 
-from populora.platform import jobs, ray_jobs  # noqa: E402
+from populora.platform import jobs, ray_jobs, runlayout  # noqa: E402
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -77,12 +77,12 @@ def test_run_submitted_as_a_ray_job_trains_logs_to_mlflow_and_stops_cleanly(ray_
     assert [j.id for j in jobs.list_jobs(tmp_path / "jobs")] == [job.id]
     run_id = wait_for(lambda: job.run_id, 400, "the run id in the Ray job's log", 1, lambda: ":\n" + job.log_tail())
     client = MlflowClient(store)
-    wait_for(lambda: client.get_run(run_id).data.metrics.get("progress/step", 0) >= 1, 400, "a finished step", 1)
+    wait_for(lambda: client.get_run(run_id).data.metrics.get(runlayout.STEP_SENTINEL, 0) >= 1, 400, "a finished step", 1)
     assert job.status == "running"
     assert jobs.stop(job) == "stopped"
     run = client.get_run(run_id)
     assert run.info.status == "KILLED"  # the trainer caught Ray's SIGTERM and ended its run
-    assert run.data.tags["populora.status"] == "stopped"
+    assert run.data.tags[runlayout.STATUS] == "stopped"
     assert "run " + run_id in job.log_tail(200)
 
 

@@ -1,4 +1,7 @@
-"""The sandbox against hostile programs: each test asserts the status AND that nothing escaped."""
+"""The sandbox against hostile programs: each test asserts the status AND that nothing escaped.
+
+Every test here must hold both as root and as an ordinary user (user namespaces): tests/test_sandbox_unprivileged.py
+runs this file again as a freshly created unprivileged user when the session is root."""
 
 from __future__ import annotations
 
@@ -9,9 +12,7 @@ import time
 
 import pytest
 
-from populora.platform.sandbox import ExecRequest, ExecResult, Sandbox, get_sandbox
-
-ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="full isolation (chroot, uid drop) needs root")
+from populora.platform.sandbox import ExecRequest, ExecResult, Sandbox, SandboxUnavailable, get_sandbox
 
 
 @pytest.fixture(scope="module")
@@ -20,26 +21,33 @@ def sb():
         yield s
 
 
-def worker_uids(sb: Sandbox) -> set[int]:
-    return {p.ready["uid"] for p in sb._all}
+def _children(pid: int) -> list[int]:
+    kids = []
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/children") as fh:
+                kids += [int(x) for x in fh.read().split()]
+    except OSError:  # it just exited
+        pass
+    return kids
 
 
-def procs_of(uids: set[int]) -> list[int]:
-    """Pids of live processes running as any of ``uids`` (what a program might have left behind)."""
+def leftovers(sb: Sandbox) -> list[int]:
+    """Pids of live processes below the serving workers (what a program might have left behind). A worker that
+    leads its own pid namespace serves from its only child; every orphan of a program comes back to it."""
     found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/status") as fh:
-                uid_line = next(line for line in fh if line.startswith("Uid:"))
-        except (OSError, StopIteration):
-            continue
-        if int(uid_line.split()[1]) in uids:
-            found.append(int(pid))
+    for p in sb._all:
+        serving = _children(p.proc.pid) if sb.layers.get("pidns") == "on" else [p.proc.pid]
+        todo = [k for s in serving for k in _children(s)]
+        while todo:
+            pid = todo.pop()
+            found.append(pid)
+            todo += _children(pid)
     return found
 
 
 def assert_clean(sb: Sandbox) -> None:
-    assert procs_of(worker_uids(sb)) == [], "a program's process outlived its execution"
+    assert leftovers(sb) == [], "a program's process outlived its execution"
     for r in sb.run_many(["print('still fine')"] * 4):  # every worker still serves, nothing carried over
         assert (r.status, r.stdout) == ("ok", "still fine\n"), r
 
@@ -130,7 +138,6 @@ def test_huge_output_is_capped(sb):
     assert_clean(sb)
 
 
-@ROOT_ONLY
 def test_no_writes_or_deletes_outside_scratch(sb, tmp_path):
     victim = tmp_path / "victim.txt"
     victim.write_text("keep me")
@@ -146,7 +153,6 @@ def test_no_writes_or_deletes_outside_scratch(sb, tmp_path):
     assert_clean(sb)
 
 
-@ROOT_ONLY
 def test_no_reads_outside_scratch(sb, tmp_path):
     secret = tmp_path / "secret.txt"
     secret.write_text("TOPSECRET-42")
@@ -241,6 +247,29 @@ def test_cannot_raise_limits_or_change_identity(sb):
     assert r.stdout.split() == ["ValueError", "PermissionError", "PermissionError"], r
 
 
+def test_no_sysv_ipc_or_message_queues(sb):
+    prog = ("import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+            "print(libc.shmget(0, 4096, 0o1666), libc.semget(0, 1, 0o1666), libc.msgget(0, 0o1666), "
+            "libc.mq_open(b'/populora', 0o100 | 2, 0o666, None), ctypes.get_errno())")
+    r = sb.run(prog)
+    assert r.stdout.split() == ["-1", "-1", "-1", "-1", "1"], r  # every one EPERM
+
+
+def test_stdin_file_cannot_carry_over(sb):
+    r = sb.run("import os\nos.lseek(0, 0, 0)\nos.write(0, b'LEAKED')")
+    assert r.status == "error" and "Bad file descriptor" in r.stderr, r
+    for x in sb.run_many(["import sys\nprint(repr(sys.stdin.read()))"] * 4):
+        assert x.stdout == "''\n", x
+    assert sb.run("import sys\nprint(sys.stdin.read())", stdin="fresh").stdout == "fresh\n"
+
+
+def test_no_other_processes_visible(sb):
+    """Each worker leads its own pid namespace: a program sees no pid but its own worker's."""
+    r = sb.run("import os\nprint(os.getpid() > 1, os.getppid())\nfor pid in (2, 3, 4, 5):\n"
+               "    try:\n        os.kill(pid, 0); print('SEEN', pid)\n    except OSError as e:\n        pass")
+    assert r.stdout == "True 1\n" and "SEEN" not in r.stdout, r
+
+
 def test_execresult_json_roundtrip():
     r = ExecResult("ok", "a", "", 0, 0.1, value="1")
     assert ExecResult(**r.to_json()) == r
@@ -263,27 +292,44 @@ def test_earlier_programs_and_outputs_are_not_in_worker_memory(sb):
     assert int(control.stdout.split()[0]) > 0, control
 
 
-@ROOT_ONLY
-def test_fallback_without_seccomp_warns_once_and_still_contains(monkeypatch, tmp_path):
-    import populora.platform.sandbox as sandbox_mod
+def test_without_an_essential_layer_the_sandbox_refuses(monkeypatch):
+    monkeypatch.delenv("POPULORA_SANDBOX_ALLOW_UNCONFINED", raising=False)
+    with pytest.raises(SandboxUnavailable, match=r"seccomp: off: disabled.*allow_unconfined: true"):
+        Sandbox(workers=1, disable_layers=("seccomp",))
+    if os.geteuid() != 0:  # as a user the user namespace is what makes the chroot possible
+        with pytest.raises(SandboxUnavailable, match=r"chroot\+uid: off.*userns|refusing"):
+            Sandbox(workers=1, disable_layers=("userns",))
+        monkeypatch.setenv("POPULORA_SANDBOX_ALLOW_UNCONFINED", "1")  # the explicit opt-out runs, and says so
+        with pytest.warns(RuntimeWarning, match="UNAVAILABLE"), Sandbox(workers=1, disable_layers=("userns",)) as s:
+            assert s.unconfined == ["chroot+uid"] and s.run("print(3)").stdout == "3\n"
 
-    monkeypatch.setattr(sandbox_mod, "_WARNED", set())
+
+def test_fallback_without_seccomp_warns_once_and_still_contains(monkeypatch, tmp_path):
+    import populora.platform.sandbox.pool as pool_mod
+
+    monkeypatch.setattr(pool_mod, "_WARNED", set())
     with pytest.warns(RuntimeWarning, match="'seccomp' is UNAVAILABLE"):
-        s = Sandbox(workers=1, timeout_s=2.0, disable_layers=("seccomp",))
+        s = Sandbox(workers=1, timeout_s=2.0, disable_layers=("seccomp",), allow_unconfined=True)
     with s:
+        assert s.unconfined == ["seccomp"]
         assert s.layers["seccomp"].startswith("off") and s.layers["chroot+uid"] == "on"
         # fork is possible now, but RLIMIT_NPROC (enforced: we are not root in the child) caps it, and the
-        # worker kills every process of its uid afterwards, including ones that left the session
+        # worker kills every process of its pid namespace (or uid) afterwards, including ones that left the session
         r = s.run("import os, time\nfor _ in range(100):\n    try:\n        if os.fork() == 0:\n"
                   "            os.setsid(); time.sleep(30)\n    except OSError:\n        break\nprint('forked')")
         assert "forked" in r.stdout
         time.sleep(0.1)
-        assert procs_of(worker_uids(s)) == []
+        assert leftovers(s) == []
         secret = tmp_path / "secret.txt"
         secret.write_text("TOPSECRET")
-        r = s.run(f"import os\nprint(os.listdir('/'))\ntry:\n    os.kill(1, 9)\nexcept OSError as e:\n    print('no kill')\n"
-                  f"try:\n    open({str(secret)!r})\nexcept OSError:\n    print('no read')")
-        assert r.stdout.split("\n")[:3] == ["[]", "no kill", "no read"], r
+        worker = s._all[0].proc.pid
+        r = s.run(f"import os\nprint(os.listdir('/'))\ntry:\n    os.kill(1, 9)\n    print('ignored')\nexcept OSError as e:\n"
+                  f"    print('no kill')\ntry:\n    open({str(secret)!r})\nexcept OSError:\n    print('no read')")
+        # as root: another uid, EPERM; as a user: pid 1 is the worker, init of its namespace, which the kernel
+        # shields from SIGKILL sent inside it
+        assert r.stdout.split("\n")[0] == "[]" and r.stdout.split("\n")[1] in ("no kill", "ignored"), r
+        assert r.stdout.split("\n")[2] == "no read", r
+        assert s.run("print(5)").stdout == "5\n" and s._all[0].proc.pid == worker  # the same worker serves on
 
 
 def test_stale_dirs_of_dead_sandboxes_are_swept(tmp_path):

@@ -1,14 +1,16 @@
-"""``populora sandbox exec|check`` and ``bench verifier``, called as functions and once as a real subprocess."""
+"""``populora sandbox exec|check`` and ``bench verifier``, called as functions and as real subprocesses."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
 import pytest
 
-from populora.platform.sandbox_cli import bench_verifier_main, load_task, sandbox_main, UsageError
+from populora.platform.sandbox.cli import UsageError, bench_verifier_main
+from populora.training.tasks.cli import load_task, sandbox_main
 
 
 def _last_json(capsys) -> dict:
@@ -78,14 +80,27 @@ def test_usage_errors_exit_2(capsys):
 def test_bench_json_last_line(capsys):
     assert bench_verifier_main(["--json", "-n", "200", "--naive-n", "3"]) == 0
     figures = _last_json(capsys)
-    assert {"execs_per_s", "naive_execs_per_s", "ratio_vs_naive"} <= set(figures)
+    assert set(figures) == {"execs_per_s", "naive_execs_per_s", "ratio_vs_naive", "cpu_ms_per_exec",
+                            "idle_capacity_execs_per_s", "uid", "layers"}
     assert figures["execs_per_s"] > figures["naive_execs_per_s"] > 0
+    assert figures["uid"] == os.geteuid() and "seccomp" in figures["layers"].split(",")
 
 
 def test_module_entry_point_as_subprocess(tmp_path):
     prog = tmp_path / "p.py"
     prog.write_text("import sys\nprint(sys.stdin.read().upper())")
-    cmd = [sys.executable, "-m", "populora.platform.sandbox_cli", "exec", str(prog), "--stdin"]
+    cmd = [sys.executable, "-m", "populora.platform.sandbox.cli", "exec", str(prog), "--stdin"]
     out = subprocess.run(cmd, input="abc", capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["stdout"] == "ABC\n"
+
+
+def test_check_through_the_populora_cli_as_subprocess(tmp_path):
+    # ``check`` needs the task kinds (training), so it is added to the sandbox CLI by populora's own CLI
+    path = tmp_path / "task.json"
+    path.write_text(json.dumps({"type": "code_o", "program": "def f(a):\n    return {a}", "input": "1",
+                                "answer": "frozenset({1})"}))
+    cmd = [sys.executable, "-m", "populora.cli", "sandbox", "check", str(path)]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout.strip().splitlines()[-1])["status"] == "wrong"  # {1} is a set, not a frozenset

@@ -11,6 +11,7 @@ import pytest
 
 from conftest import populora_cmd
 from populora.platform import jobs, queue
+from populora.platform import runlayout as rl
 from populora.training import sweep
 
 SMOKE = str(Path(__file__).parents[1] / "configs/smoke.yaml")
@@ -87,14 +88,16 @@ def test_sweep_of_two_mixes_two_seeds_with_baselines_end_to_end(mlflow_store, tm
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     sid = _last_json(out.stdout)["sweep"]
     client = MlflowClient(mlflow_store)
-    runs = client.search_runs([e.experiment_id for e in client.search_experiments()], f"tags.`populora.sweep` = '{sid}'")
-    runs = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()], f"tags.`{rl.SWEEP}` = '{sid}'")
+    runs = [r for r in runs if rl.PARENT not in r.data.tags]
     assert len(runs) == 6 and all(r.info.status == "FINISHED" for r in runs)
-    baselines = {r.data.tags["populora.sweep_seed"]: r.info.run_id for r in runs if r.data.tags["populora.kind"] == "baseline"}
+    baselines = {r.data.tags[rl.SWEEP_SEED]: r.info.run_id for r in runs if r.data.tags[rl.KIND] == rl.BASELINE}
     assert len(baselines) == 2
     for r in runs:
-        if r.data.tags["populora.kind"] == "population":  # linked to the baseline of its own seed
-            assert r.data.tags["populora.baseline_run"] == baselines[r.data.tags["populora.sweep_seed"]]
+        if r.data.tags[rl.KIND] == rl.POPULATION:  # linked to the baseline of its own seed
+            assert r.data.tags[rl.BASELINE_RUN] == baselines[r.data.tags[rl.SWEEP_SEED]]
+        # found through its job (the trainer's run_id file), not the job's log
+        assert r.data.tags.get(rl.JOB_ID)
 
     again = subprocess.run(populora_cmd(*args, "--wait"), capture_output=True, text=True, timeout=300)
     assert again.returncode == 0 and "6 finished earlier, 0 to run" in again.stdout, again.stdout[-2000:]

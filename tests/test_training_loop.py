@@ -13,6 +13,8 @@ from pathlib import Path
 
 from conftest import populora_cmd
 
+from populora.platform import runlayout as rl
+
 TINY = ["--set", "model.tiny_random=true", "--set", "model.lora_rank=4",
         "--set", "tasks.max_new_tokens_propose=24", "--set", "tasks.max_new_tokens_solve=8",
         "--set", "tasks.tasks_per_teacher=2", "--set", "tasks.rollouts=2"]
@@ -27,8 +29,8 @@ def _runs(uri):
     client = _client(uri)
     exp = client.get_experiment_by_name("populora")
     runs = client.search_runs([exp.experiment_id], max_results=1000)
-    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
-    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    parents = [r for r in runs if rl.PARENT not in r.data.tags]
+    children = [r for r in runs if rl.PARENT in r.data.tags]
     return parents, children
 
 
@@ -42,34 +44,34 @@ def test_two_steps_logged_to_mlflow(mlflow_store, tmp_path):
     assert len(parents) == 1
     parent = parents[0]
     assert parent.info.status == "FINISHED"
-    assert parent.data.tags["populora.kind"] == "population"
+    assert parent.data.tags[rl.KIND] == "population"
     assert parent.data.params["population.teachers"] == "2"
     client = _client(mlflow_store)
-    assert [m.step for m in client.get_metric_history(parent.info.run_id, "progress/step")] == [1, 2]
+    assert [m.step for m in client.get_metric_history(parent.info.run_id, rl.STEP_SENTINEL)] == [1, 2]
     for key in ("tasks/validity_rate", "teacher/reward", "curriculum/coverage", "time/step_s"):
         assert len(client.get_metric_history(parent.info.run_id, key)) == 2, key
     # one child run per member: 4 initial + 2 children of the evolution at step 2 (1 teacher, 1 student)
-    ids = sorted(c.data.tags["populora.member_id"] for c in children)
+    ids = sorted(c.data.tags[rl.MEMBER_ID] for c in children)
     assert ids == ["S0", "S1", "S2", "T0", "T1", "T2"]
     for c in children:
         assert c.data.params["role"] in ("teacher", "student")
         assert len(client.get_metric_history(c.info.run_id, "rating/mu")) >= 1
-    born = [c for c in children if c.data.tags["populora.member_id"] in ("T2", "S2")]
+    born = [c for c in children if c.data.tags[rl.MEMBER_ID] in ("T2", "S2")]
     assert all(c.data.params["operator"] in ("mutation", "crossover") and c.data.params["generation"] == "1" for c in born)
     # lineage artifact keeps every parent
-    lineage = json.loads(Path(client.download_artifacts(parent.info.run_id, "lineage.json", str(tmp_path))).read_text())
+    lineage = json.loads(Path(client.download_artifacts(parent.info.run_id, rl.LINEAGE, str(tmp_path))).read_text())
     assert {e["child"] for e in lineage["events"]} == set(ids)
     assert any(e["operator"] in ("mutation", "crossover") and e["parents"] for e in lineage["events"])
     # tasks table: every proposed task with its verdict
-    tasks = json.loads(Path(client.download_artifacts(parent.info.run_id, "tasks/step_000001.json", str(tmp_path))).read_text())
+    tasks = json.loads(Path(client.download_artifacts(parent.info.run_id, rl.step_table(rl.TASKS, 1), str(tmp_path))).read_text())
     assert len(tasks["data"]) == 4 and "valid" in tasks["columns"] and "reason" in tasks["columns"]
     # adapters are standard PEFT dirs, uploaded per member
-    alive = [c for c in children if c.data.tags.get("populora.alive") == "true"]
+    alive = [c for c in children if c.data.tags.get(rl.ALIVE) == "true"]
     assert len(alive) == 4
     for c in alive:
-        assert (Path(c.data.tags["populora.adapter_dir"]) / "adapter_config.json").is_file()
-        assert any(a.path == "adapter" for a in client.list_artifacts(c.info.run_id))
-    t0 = next(c for c in children if c.data.tags["populora.member_id"] == "T0")
+        assert (Path(c.data.tags[rl.ADAPTER_DIR]) / "adapter_config.json").is_file()
+        assert any(a.path == rl.ADAPTER for a in client.list_artifacts(c.info.run_id))
+    t0 = next(c for c in children if c.data.tags[rl.MEMBER_ID] == "T0")
     assert [a.path for a in client.list_artifacts(t0.info.run_id, "checkpoints")] == ["checkpoints/step_000001", "checkpoints/step_000002"]
 
 
@@ -78,8 +80,8 @@ def test_single_agent_baseline_runs_through_the_same_loop(mlflow_store):
                                       "--set", "steps=1", *TINY, "--quiet"), capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     parents, children = _runs(mlflow_store)
-    assert parents[0].data.tags["populora.kind"] == "baseline"
-    assert [c.data.tags["populora.member_id"] for c in children] == ["B0"]
+    assert parents[0].data.tags[rl.KIND] == "baseline"
+    assert [c.data.tags[rl.MEMBER_ID] for c in children] == ["B0"]
     assert children[0].data.params["role"] == "both"
 
 
@@ -113,15 +115,15 @@ def test_kill_9_then_resume_loses_and_duplicates_no_step(mlflow_store, tmp_path)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "resuming run" in out.stdout
     client = _client(mlflow_store)
-    steps = [m.step for m in client.get_metric_history(run_id, "progress/step")]
+    steps = [m.step for m in client.get_metric_history(run_id, rl.STEP_SENTINEL)]
     assert sorted(steps) == [1, 2, 3, 4, 5]  # none lost, none twice
     assert client.get_run(run_id).info.status == "FINISHED"
     parents, children = _runs(mlflow_store)
-    counts = Counter(c.data.tags["populora.member_id"] for c in children)
+    counts = Counter(c.data.tags[rl.MEMBER_ID] for c in children)
     assert max(counts.values()) == 1, counts  # no member got a second child run
     for c in children:
         mu_steps = [m.step for m in client.get_metric_history(c.info.run_id, "rating/mu")]
-        assert len(mu_steps) == len(set(mu_steps)), (c.data.tags["populora.member_id"], mu_steps)
+        assert len(mu_steps) == len(set(mu_steps)), (c.data.tags[rl.MEMBER_ID], mu_steps)
 
 
 def test_resume_of_unknown_run_is_a_clear_error(mlflow_store):

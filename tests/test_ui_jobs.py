@@ -7,9 +7,13 @@ import time
 
 import pytest
 
-from populora.platform import jobs
+from populora.platform import jobs, runlayout
 
-SLEEPER = ("import time\nprint('run 0123456789abcdef0123456789abcdef: fake', flush=True)\n"
+# links itself to its job as the trainer does (runlayout.record_job_run), and prints a decoy run line: the job
+# must not take its run id from the output
+SLEEPER = ("import time\nfrom populora.platform import runlayout\n"
+           "print('run ffffffffffffffffffffffffffffffff: decoy', flush=True)\n"
+           "runlayout.record_job_run('0123456789abcdef0123456789abcdef')\n"
            "try:\n    time.sleep(60)\nexcept KeyboardInterrupt:\n    print('interrupted', flush=True)\n    raise\n")
 
 
@@ -30,7 +34,7 @@ def test_job_runs_survives_on_disk_and_reports_exit(tmp_path):
     assert [j.id for j in jobs.list_jobs(tmp_path)] == [failing.id, job.id]
 
 
-def test_stop_interrupts_the_process_group_and_parses_run_id(tmp_path):
+def test_stop_interrupts_the_process_group_and_reads_the_run_id_the_job_wrote(tmp_path):
     job = jobs.start([sys.executable, "-c", SLEEPER], root=tmp_path)
     deadline = time.time() + 15
     while job.run_id is None and time.time() < deadline:
@@ -38,6 +42,26 @@ def test_stop_interrupts_the_process_group_and_parses_run_id(tmp_path):
     assert job.run_id == "0123456789abcdef0123456789abcdef" and job.status == "running"
     assert jobs.stop(job) == "stopped"
     assert "interrupted" in job.log_tail()  # the child saw KeyboardInterrupt: the trainer's clean-stop path
+
+
+def test_a_ray_job_finds_its_run_by_the_job_id_tag(tmp_path, monkeypatch):
+    """A Ray Job's trainer runs on the cluster, away from the job dir: the run carries the job's id as a tag
+    (from POPULORA_JOB_ID, which the launcher sets), and the job finds it in its store, then remembers it."""
+    from populora.training.config import TrainConfig
+    from populora.training.run_log import RunLog
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    job_dir = tmp_path / "jobs" / "populora-x"
+    job_dir.mkdir(parents=True)
+    job = jobs.Job(id="populora-x", argv=["x"], dir=str(job_dir), created=1.0, env={"MLFLOW_TRACKING_URI": uri},
+                   ray_address="http://127.0.0.1:1")
+    assert job.run_id is None
+    RunLog.start(TrainConfig(name="other"))  # a run of no job, in the same store
+    monkeypatch.setenv(runlayout.ENV_JOB_ID, "populora-x")
+    log = RunLog.start(TrainConfig(name="mine"))
+    assert job.run_id == log.run_id
+    assert runlayout.read_run_id(job_dir) == log.run_id  # remembered: no store query next time
 
 
 def test_argv_is_never_a_shell_string(tmp_path):

@@ -17,6 +17,8 @@ import pytest
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
+from populora.platform import runlayout  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 VIEWS = ROOT / "populora" / "ui" / "views"
 TINY = ["--set", "model.tiny_random=true", "--set", "tasks.max_new_tokens_propose=24", "--set", "tasks.max_new_tokens_solve=8",
@@ -40,9 +42,9 @@ def store(tmp_path_factory) -> dict:
     env = {**os.environ, "MLFLOW_TRACKING_URI": uri}
     if importlib.util.find_spec("populora.platform.verifier") is None:
         warnings.warn("populora.platform.verifier is missing: UI tests run on the synthetic store", stacklevel=1)
-        from populora.ui import synthetic
+        import synthetic_store
 
-        ids = synthetic.build(uri, runs=2, members=4, tasks=24, steps=3)
+        ids = synthetic_store.build(uri, runs=2, members=4, tasks=24, steps=3)
         return {"uri": uri, "population": ids[1], "baseline": ids[0], "real": False, "dir": tmp}
     baseline = _train(tmp, env, ["--config", str(ROOT / "configs/baseline.yaml"), "--set", "steps=2"])
     population = _train(tmp, env, ["--config", str(ROOT / "configs/smoke.yaml"), "--set", "steps=3", "--set", "evolution.every=1",
@@ -204,11 +206,11 @@ def test_launch_reports_an_unreachable_ray_cluster_inline(app):
 # ====================================================================== crashed runs, benchmark scores
 @pytest.fixture(scope="module")
 def synthetic_store(tmp_path_factory) -> dict:
-    from populora.ui import synthetic
+    import synthetic_store
 
     tmp = tmp_path_factory.mktemp("ui_synth")
     uri = f"sqlite:///{tmp / 'mlflow.db'}"
-    ids = synthetic.build(uri, runs=2, members=4, tasks=12, steps=3)  # run 2 of 2 is left "running"
+    ids = synthetic_store.build(uri, runs=2, members=4, tasks=12, steps=3)  # run 2 of 2 is left "running"
     return {"uri": uri, "baseline": ids[0], "finished": ids[1], "running": ids[2]}
 
 
@@ -222,7 +224,8 @@ def test_a_crashed_run_is_shown_as_crashed(synthetic_store, monkeypatch, tmp_pat
     job_dir = tmp_path / "jobs" / "20260101-000000-abcdef"
     job_dir.mkdir(parents=True)
     (job_dir / "job.json").write_text(json.dumps({"id": job_dir.name, "argv": ["x"], "dir": str(job_dir), "created": 1.0, "pid": 1}))
-    (job_dir / "log.txt").write_text(f"run {run_id}: synthetic\nKilled\n")
+    (job_dir / "log.txt").write_text("Killed\n")
+    runlayout.write_run_id(job_dir, run_id)  # as the trainer does inside a job
     (job_dir / "exit_code").write_text("-9")
     monkeypatch.setenv("MLFLOW_TRACKING_URI", synthetic_store["uri"])
     monkeypatch.setenv("POPULORA_JOBS_DIR", str(tmp_path / "jobs"))
@@ -258,7 +261,10 @@ def test_compare_benchmark_table_with_deltas(synthetic_store, monkeypatch, tmp_p
     _ok(at.run())
     bench = at.dataframe[0].value  # the headline table: main score per benchmark, in %, with the averages
     assert list(bench.columns) == ["HumanEval+", "code avg", "math avg", "overall"]
-    assert bench.loc["population weakest", "HumanEval+"] == pytest.approx(30.0)
+    weakest = [r for r in bench.index if r.startswith("weakest member (")]  # by overall score, as populora report
+    assert len(weakest) == 1 and bench.loc[weakest[0], "HumanEval+"] == pytest.approx(30.0)
+    members = [r for r in bench.index if r[:1] in "TS" and r[1:].isdigit()]
+    assert weakest[0] == f"weakest member ({bench.loc[members, 'overall'].idxmin()})"
     assert bench.loc["weakest - baseline", "HumanEval+"] == pytest.approx(5.0)
     assert bench.loc["mean - baseline", "overall"] == pytest.approx(6.5)
     at.toggle(key="cmp_all_metrics").set_value(True).run()
@@ -278,3 +284,47 @@ def test_lineage_dot_draws_crossover_with_two_parents():
     assert "dashed" in dot and "penwidth=3" in dot
     hidden = lineage_dot(nodes, show_dead=False)
     assert '"T0" [' not in hidden and '"T1" -> "T2"' in hidden
+
+
+def test_launch_shows_the_plan_for_a_chosen_gpu(app):
+    at = _ok(app("launch"))
+    at.selectbox(key="f_smoke_plan_gpu").set_value("rtx4090-24gb")
+    at.button[1].click().run()
+    _ok(at)
+    assert any("plan of smoke" in c.value and "rtx4090-24gb" in c.value for c in at.code)
+    assert any(s.value.startswith("Fits") for s in at.success)
+    assert not (Path(os.environ["POPULORA_JOBS_DIR"])).exists(), "nothing launched"
+
+
+def test_launch_refuses_vllm_without_cuda_before_any_job(app, monkeypatch):
+    from populora.platform import jobs
+    from populora.training import preflight
+
+    started = []
+    monkeypatch.setattr(jobs, "launch_training", lambda *a, **k: started.append(a))
+    monkeypatch.setattr(preflight, "cuda_available", lambda: False)  # as here, also on a GPU box
+    at = _ok(app("launch"))
+    at.text_area(key="f_smoke_overrides").set_value("model.generation=vllm")
+    at.button[0].click().run()
+    _ok(at)
+    assert any("Not launched" in e.value and "vllm needs a CUDA GPU" in e.value for e in at.error)
+    assert started == []
+
+
+def test_ui_imports_training_and_evaluation_only_through_their_public_api():
+    """The UI depends on ``populora.training`` / ``populora.evaluation`` as declared in their ``__all__``, never on
+    their submodules, so those can be reorganised without breaking it."""
+    import re
+
+    import populora.evaluation
+    import populora.training
+
+    public = {"training": set(populora.training.__all__), "evaluation": set(populora.evaluation.__all__)}
+    for path in sorted((ROOT / "populora" / "ui").rglob("*.py")):
+        text = path.read_text()
+        assert not re.search(r"populora\.(training|evaluation)\.\w", text), f"{path} imports a submodule"
+        for pkg, names in re.findall(r"from populora\.(training|evaluation) import ([^\n#]+)", text):
+            used = {n.strip() for n in names.strip("() ").split(",") if n.strip()}
+            assert used <= public[pkg], f"{path} uses {used - public[pkg]}, not in populora.{pkg}.__all__"
+    for pkg in (populora.training, populora.evaluation):
+        assert all(hasattr(pkg, name) for name in pkg.__all__)

@@ -1,7 +1,7 @@
 """The UI stays responsive on a big store: 50 runs x 16 members, one run with 100 steps and 10k tasks.
 
-The store is synthetic (``populora.ui.synthetic``: same layout as a real run, built in ~25 s through
-MlflowClient). Limits are generous because CI machines are shared; what they catch is a page that loads
+The store is synthetic (``tests/synthetic_store.py``: written by the trainer's own RunLog, so it has the layout of a
+real run). Limits are generous because CI machines are shared; what they catch is a page that loads
 everything (every step's task table, every member's every metric), which takes minutes here, not seconds."""
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ COLD_S, WARM_S = 15.0, 5.0
 
 @pytest.fixture(scope="module")
 def big_store(tmp_path_factory):
-    from populora.ui import synthetic
+    import synthetic_store
 
     tmp = tmp_path_factory.mktemp("big_store")
     uri = f"sqlite:///{tmp / 'mlflow.db'}"
     t0 = time.perf_counter()
-    ids = synthetic.build(uri, runs=49, members=16, tasks=10_000, steps=100, small_steps=2)
+    ids = synthetic_store.build(uri, runs=49, members=16, tasks=10_000, steps=100, small_steps=2)
     print(f"built 50 runs in {time.perf_counter() - t0:.1f}s")
     return {"uri": uri, "big": ids[1], "ids": ids}
 

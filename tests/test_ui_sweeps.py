@@ -11,6 +11,7 @@ import pytest
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
+from populora.platform import runlayout as rl  # noqa: E402
 from populora.platform import sweep as S  # noqa: E402
 
 VIEWS = Path(__file__).resolve().parent.parent / "populora" / "ui" / "views"
@@ -23,17 +24,16 @@ def sweep_store(tmp_path, monkeypatch):
 
     from mlflow import MlflowClient
 
-    from populora.ui import synthetic
+    import synthetic_store
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     monkeypatch.setenv("POPULORA_JOBS_DIR", str(tmp_path / "jobs"))
     monkeypatch.setenv("POPULORA_SWEEPS_DIR", str(tmp_path / "sweeps"))
-    baseline, population, other = synthetic.build(uri, runs=2, members=2, tasks=6, steps=2)
+    baseline, population, other = synthetic_store.build(uri, runs=2, members=2, tasks=6, steps=2)
     client = MlflowClient(uri)
     for rid, label in ((baseline, S.BASELINE_LABEL), (population, "population.teachers=2")):
-        for k, v in {S.SWEEP_TAG: "sw-test", S.SWEEP_RUN_TAG: S.run_key(label, 0), S.SWEEP_CONFIG_TAG: label,
-                     S.SWEEP_SEED_TAG: "0"}.items():
+        for k, v in rl.sweep_tags("sw-test", S.run_key(label, 0), label, 0).items():
             client.set_tag(rid, k, v)
         client.set_terminated(rid, "FINISHED")
     (tmp_path / "sweeps" / "sw-test").mkdir(parents=True)

@@ -1,4 +1,5 @@
-"""Task semantics: validate / code_o / code_i / code_f, canonical values, tricks that must not pass."""
+"""Task semantics: validate / code_o / code_i / code_f (each kind's Check run by the generic verifier), canonical
+values, tricks that must not pass."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ import math
 import pytest
 
 from populora.platform.sandbox import Sandbox
-from populora.platform.sandbox_values import canonical, canonical_literal, parse_literal
-from populora.platform.verifier import DEFAULT_BANNED, Verifier, banned_reason, check_program, literal_arguments
+from populora.platform.sandbox.values import canonical, canonical_literal, parse_literal
+from populora.platform.verifier import (DEFAULT_BANNED, Check, Validate, Verifier, banned_reason, check_program,
+                                        literal_arguments)
+from populora.training.tasks import code_f, code_i, code_o
 
 ECHO = "def f(a):\n    return a"
 PAIR = "def f(xs, k):\n    return [x * k for x in xs], {'n': len(xs)}"
@@ -18,6 +21,18 @@ PAIR = "def f(xs, k):\n    return [x * k for x in xs], {'n': len(xs)}"
 def v():
     with Sandbox(workers=2, timeout_s=2.0) as sb:
         yield Verifier(sb, timeout_s=2.0)
+
+
+def check_code_o(v, program, input, answer):
+    return v.check(code_o.check(program, input, answer))
+
+
+def check_code_i(v, program, output, answer):
+    return v.check(code_i.check(program, output, answer))
+
+
+def check_code_f(v, program, inputs, answer, outputs=None):
+    return v.check(code_f.check(program, inputs, answer, outputs))
 
 
 # ------------------------------------------------------------------------------- canonical values (pure)
@@ -35,6 +50,7 @@ def test_canonical_equality(a, b, same):
 @pytest.mark.parametrize("value", [
     None, True, -0.0, float("inf"), float("-inf"), 10**5000, -(10**5000), 2**64, "it's \"q\"\n", b"\x00\xff",
     [], (), (1,), {}, set(), frozenset(), {(1, 2): [{"x": None}]}, {frozenset({1}), 2.5}, [1, "1", 1.0],
+    1j, complex(1, -0.0), complex(float("nan"), float("-inf")), [(1 + 2j, {3j})],
 ], ids=lambda x: type(x).__name__)
 def test_canonical_roundtrips(value):
     text = canonical(value)
@@ -44,7 +60,8 @@ def test_canonical_roundtrips(value):
 
 def test_nan_roundtrip_and_rejects():
     assert math.isnan(parse_literal(canonical(float("nan"))))
-    for bad in ("__import__('os')", "f(1)", "1 + 2", "x", "[i for i in range(3)]", "1j", "{**a}", "float(1)"):
+    for bad in ("__import__('os')", "f(1)", "1 + 2", "x", "[i for i in range(3)]", "complex('1j')", "{**a}", "float(1)",
+                "1j + 1", "1 + (2 + 3j)", "complex(1j)"):
         with pytest.raises(ValueError):
             canonical_literal(bad)
 
@@ -108,11 +125,11 @@ def test_eq_tricks_do_not_fool_checks(v):
     always_eq = ("class E:\n    def __eq__(self, o):\n        return True\n    __hash__ = object.__hash__\n"
                  "def f(a):\n    return E()")
     assert not v.validate(always_eq, "1").valid
-    assert v.check_code_o(always_eq, "1", "3").correct is not True
+    assert check_code_o(v, always_eq, "1", "3").correct is not True
     sub = "class I(int):\n    def __eq__(self, o):\n        return True\ndef f(a):\n    return I(a)"
-    assert v.check_code_o(sub, "1", "2").correct is not True
+    assert check_code_o(v, sub, "1", "2").correct is not True
     # a student's code_f program returning a trick object gets no credit either
-    assert v.check_code_f(ECHO, ["1", "2"], always_eq.replace("E()", "E()")).correct is False
+    assert check_code_f(v, ECHO, ["1", "2"], always_eq.replace("E()", "E()")).correct is False
 
 
 # -------------------------------------------------------------------------------------- code_o / code_i
@@ -130,7 +147,7 @@ def test_eq_tricks_do_not_fool_checks(v):
     (ECHO, "'a'", "a", None), (ECHO, "1", "__import__('os')", None),
 ])
 def test_code_o(v, program, inp, answer, correct):
-    vd = v.check_code_o(program, inp, answer)
+    vd = check_code_o(v, program, inp, answer)
     if correct is None:
         assert (vd.correct, vd.status) == (False, "bad_answer")
     else:
@@ -145,7 +162,7 @@ def test_code_o(v, program, inp, answer, correct):
     ("def f(a):\n    return 1 / a", "1.0", "0", False),
 ])
 def test_code_i(v, program, output, answer, correct):
-    vd = v.check_code_i(program, output, answer)
+    vd = check_code_i(v, program, output, answer)
     assert vd.valid and vd.correct is correct, vd
 
 
@@ -153,7 +170,7 @@ def test_code_i_answers_must_be_literals(v):
     # the student knows the output; code in the answer could forge it next to the check
     forged = "__import__('os')._exit(0)"
     for answer in (forged, "[1] * 3", "f(1)(2)", "open('x')"):
-        vd = v.check_code_i("def f(n):\n    return n", "1", answer)
+        vd = check_code_i(v, "def f(n):\n    return n", "1", answer)
         assert (vd.correct, vd.status) == (False, "bad_answer"), answer
 
 
@@ -163,30 +180,38 @@ def test_code_i_answers_must_be_literals(v):
 def test_code_f(v):
     ref = "def f(xs):\n    return [x * 2 for x in xs if x > 0]"
     inputs = ["[1, -2, 3]", "[]", "[5]"]
-    assert v.check_code_f(ref, inputs, "def f(xs):\n    return [2 * x for x in xs if x > 0]").correct is True
-    assert v.check_code_f(ref, inputs, "def f(xs):\n    return [2 * x for x in xs]").correct is False
-    assert v.check_code_f(ref, inputs, "def f(xs):\n    return [2.0 * x for x in xs if x > 0]").correct is False
-    assert v.check_code_f(ref, inputs, "def g(xs):\n    return xs").status == "invalid"
-    assert v.check_code_f(ref, inputs, "import os\ndef f(xs):\n    return xs").status == "banned"
-    assert v.check_code_f(ref, inputs, "def f(xs):\n    while True: pass").status == "timeout"
+    assert check_code_f(v, ref, inputs, "def f(xs):\n    return [2 * x for x in xs if x > 0]").correct is True
+    assert check_code_f(v, ref, inputs, "def f(xs):\n    return [2 * x for x in xs]").correct is False
+    assert check_code_f(v, ref, inputs, "def f(xs):\n    return [2.0 * x for x in xs if x > 0]").correct is False
+    assert check_code_f(v, ref, inputs, "def g(xs):\n    return xs").status == "invalid"
+    assert check_code_f(v, ref, inputs, "import os\ndef f(xs):\n    return xs").status == "banned"
+    assert check_code_f(v, ref, inputs, "def f(xs):\n    while True: pass").status == "timeout"
     outs = ["[2, 6]", "[]", "[10]"]
-    assert v.check_code_f(ref, inputs, ref, outputs=outs).correct is True
-    vd = v.check_code_f("def f(x):\n    return 1 / x", ["1", "0"], "def f(x):\n    return 1")
+    assert check_code_f(v, ref, inputs, ref, outputs=outs).correct is True
+    vd = check_code_f(v, "def f(x):\n    return 1 / x", ["1", "0"], "def f(x):\n    return 1")
     assert (vd.valid, vd.correct) == (False, None)
+
+
+def test_check_without_calls_is_invalid_not_correct(v):
+    vd = v.check(Check(ECHO, [], [], expected=[]))
+    assert (vd.valid, vd.correct, vd.status) == (False, None, "invalid")
+
+
+def test_check_runs_no_student_arguments_that_are_not_literals(v):
+    # arguments that are not the task's own inputs come from a student: only literals may run
+    vd = v.check(Check(ECHO, ["1"], ["1", "__import__('os').getpid()"], expected=["1", "1"]))
+    assert (vd.correct, vd.status) == (False, "bad_answer")
 
 
 def test_check_many_mixed_batch_in_order(v):
     tasks = [
-        {"type": "validate", "program": ECHO, "input": "[1, 2]"},
-        {"type": "code_o", "program": ECHO, "input": "2", "answer": "2"},
-        {"type": "code_i", "program": ECHO, "output": "2", "answer": "3"},
-        {"type": "code_f", "program": ECHO, "inputs": ["1", "'a'"], "answer": "def f(x):\n    return x"},
-        {"type": "validate", "program": "import os\ndef f(a): return a", "input": "1"},
+        Validate(ECHO, "[1, 2]"), code_o.check(ECHO, "2", "2"), code_i.check(ECHO, "2", "3"),
+        code_f.check(ECHO, ["1", "'a'"], "def f(x):\n    return x"), Validate("import os\ndef f(a): return a", "1"),
     ] * 20
     verdicts = v.check_many(tasks)
     assert [(x.valid, x.correct) for x in verdicts[:5]] == [
         (True, None), (True, True), (True, False), (True, True), (False, None)]
     assert verdicts[5:] == verdicts[:5] * 19
     assert verdicts[0].to_json()["output"] == "[1, 2]"
-    with pytest.raises(ValueError):
-        v.check({"type": "nope"})
+    with pytest.raises(TypeError):
+        v.check({"type": "nope"})  # jobs are Validate / Check, built by the task kinds

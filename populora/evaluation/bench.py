@@ -21,12 +21,10 @@ def _rate(n: int, fn) -> float:
     return n / max(time.perf_counter() - t0, 1e-9)
 
 
-def generation(root, n: int, max_new_tokens: int, tiny: bool, batch_size: int) -> dict:
-    from populora.platform.backend import LoraSpec, PeftBackend
-    from populora.platform.models import load_base, resolve_source
+def generation(root, n: int, max_new_tokens: int, tiny: bool, batch_size: int, kind: str = "multilora") -> dict:
+    from populora.platform.backends import BackendConfig, make_backend
 
-    model, tok = load_base(resolve_source("embedded"), tiny_random=tiny, device="cpu")
-    backend = PeftBackend(model, tok, LoraSpec())
+    backend = make_backend(BackendConfig(tiny_random=tiny, device="cpu", kind=kind, slots=1))
     backend.add_adapter("bench", seed=0)  # an adapter applied, as in evaluation (B = 0: same outputs as the base)
     gen = GenConfig(max_new_tokens=max_new_tokens, batch_size=batch_size)
     probs = list(evalplus_suite.problems("humaneval_plus", root, n).values())
@@ -59,6 +57,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--max-new-tokens", type=int, default=128, help="token budget per generated sample")
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--tiny-random", action="store_true", help="tiny random model instead of the embedded one (tests)")
+    p.add_argument("--backend", choices=["multilora", "peft"], default="multilora",
+                   help="model backend generating (populora eval's default: batched multi-LoRA)")
     p.add_argument("--data-dir")
     p.add_argument("--json", action="store_true", help="print the figures as one JSON object on the last line")
     args = p.parse_args(argv)
@@ -69,7 +69,7 @@ def main(argv: list[str]) -> int:
     except benchmarks.DataError as err:
         print(f"error: {err}")
         return 2
-    figures = generation(root, args.n, args.max_new_tokens, args.tiny_random, args.batch_size)
+    figures = generation(root, args.n, args.max_new_tokens, args.tiny_random, args.batch_size, args.backend)
     figures.update(scoring(root, args.n))
     model = "tiny random model" if args.tiny_random else "embedded SmolLM2-135M-Instruct"
     print(f"evaluation speed on CPU ({model}, {args.n} samples each):")

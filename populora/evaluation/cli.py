@@ -11,16 +11,17 @@ import sys
 from pathlib import Path
 
 from populora.evaluation import benchmarks
-from populora.evaluation.generation import GenConfig, ensure_offline
+from populora.evaluation.generation import ensure_offline
 from populora.evaluation.targets import TargetError
-
+from populora.platform import runlayout
+from populora.platform.config import ConfigError
 
 
 class MissingDependency(RuntimeError):
     """An evaluation package is not installed; the message says which and how to install it."""
 
 
-BAD_INPUT = (benchmarks.DataError, TargetError, MissingDependency)
+BAD_INPUT = (benchmarks.DataError, TargetError, MissingDependency, ConfigError)
 
 
 def require_packages(names: list[str]) -> None:
@@ -36,39 +37,103 @@ def require_packages(names: list[str]) -> None:
                                 f"(evalplus==0.3.1, lm-eval==0.4.13, math-verify)")
 
 
-def _eval_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="populora eval", description="score adapters on HumanEval+, MBPP+, "
-                                "LiveCodeBench (public tests) and the math suite")
-    # ---- what to evaluate
-    src = p.add_mutually_exclusive_group()
-    src.add_argument("--run", help="MLflow run id of a training run: its members, its baseline and the base model")
-    src.add_argument("--sweep", help="a sweep id: every finished run of it (members; baselines as their own runs; "
-                                     "no base model unless --base), one shared configuration")
-    src.add_argument("--adapter", help="one PEFT adapter dir (base model from --model)")
-    src.add_argument("--base-only", action="store_true", help="only the bare base model (from --model)")
-    src.add_argument("--export-tasks", metavar="DIR", help="write the lm-eval math task YAMLs for --data-dir into DIR and exit")
-    p.add_argument("--members", default="all", help="all (default: every member with a saved adapter), alive, or ids like T0,S1")
-    p.add_argument("--baseline", help="run id of the single-agent baseline (default: the run's populora.baseline_run tag)")
-    p.add_argument("--no-base", action="store_true", help="skip the bare base model row")
-    p.add_argument("--base", action="store_true", help="with --sweep: also score the bare base model (on each run)")
-    p.add_argument("--benchmarks", default="all", help="names (humaneval_plus, ..., olympiadbench) or the groups code, math, all")
-    p.add_argument("--limit", type=int, help="first N items of each benchmark (smoke checks; not comparable to full scores)")
-    p.add_argument("--data-dir", help="benchmark files + SHA256SUMS (default: $POPULORA_DATA_DIR, else ../shared/data/benchmarks)")
-    p.add_argument("--out", help="eval output dir, resumable (default: <run dir>/eval, or ./populora-eval/<name>)")
+# flag -> EvalConfig field; argparse only parses, the schema holds every default, bound and help text
+FLAGS = {
+    # ---- what to evaluate (one of these)
+    "--run": ("run", {}), "--sweep": ("sweep", {}), "--adapter": ("adapter", {}),
+    "--base-only": ("base_only", {"action": "store_true"}), "--export-tasks": ("export_tasks", {"metavar": "DIR"}),
+    "--members": ("members", {}), "--baseline": ("baseline", {}),
+    "--no-base": ("include_base", {"action": "store_false"}), "--base": ("sweep_base", {"action": "store_true"}),
+    "--benchmarks": ("benchmarks", {}), "--limit": ("limit", {"type": int}), "--data-dir": ("data_dir", {}),
+    "--out": ("out", {}),
     # ---- model (only for --adapter / --base-only: a run's own config says which base it was trained on)
-    p.add_argument("--model", default="embedded", help="base model: embedded, an HF id, a local dir or a .gguf file")
-    p.add_argument("--gguf-file", help="GGUF file inside --model when it is a dir or HF id")
-    p.add_argument("--tiny-random", action="store_true", help="tiny random base model (tests)")
-    p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ...")
+    "--model": ("model.base", {}), "--gguf-file": ("model.gguf_file", {}),
+    "--tiny-random": ("model.tiny_random", {"action": "store_true"}), "--device": ("device", {}),
+    "--backend": ("backend", {"choices": ["multilora", "peft"]}),
     # ---- decoding: the same for every adapter
-    d = GenConfig()
-    p.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens, help="token budget per completion")
-    p.add_argument("--temperature", type=float, default=d.temperature, help="0 = greedy (default)")
-    p.add_argument("--top-p", type=float, default=d.top_p, help="nucleus sampling when temperature > 0")
-    p.add_argument("--n-samples", type=int, default=d.n_samples, help="samples per code problem (pass@k over n; needs temperature > 0)")
-    p.add_argument("--seed", type=int, default=d.seed, help="sampling seed, the same for every adapter")
-    p.add_argument("--batch-size", type=int, default=d.batch_size, help="prompts per generation batch")
+    "--max-new-tokens": ("generation.max_new_tokens", {"type": int}), "--temperature": ("generation.temperature", {"type": float}),
+    "--top-p": ("generation.top_p", {"type": float}), "--n-samples": ("generation.n_samples", {"type": int}),
+    "--seed": ("generation.seed", {"type": int}), "--batch-size": ("generation.batch_size", {"type": int}),
+}
+EXCLUSIVE = ("--run", "--sweep", "--adapter", "--base-only", "--export-tasks")
+
+# flag -> ReportConfig field, the same pattern
+REPORT_FLAGS = {
+    "--run": ("run", {}), "--results": ("results", {}), "--sweep": ("sweep", {}),  # one of these
+    "--out": ("out", {}), "--json": ("as_json", {"action": "store_true"}),
+    "--between": ("between", {"nargs": 2, "action": "append", "metavar": ("CONFIG_A", "CONFIG_B")}),
+}
+REPORT_EXCLUSIVE = ("--run", "--results", "--sweep")
+
+
+def _field(schema, dotted: str):
+    """The schema field behind a dotted key (its description is the flag's help)."""
+    model, *parents, leaf = [schema, *dotted.split(".")]
+    for part in parents:
+        model = model.model_fields[part].annotation
+    return model.model_fields[leaf]
+
+
+def _parser(prog: str, description: str, schema, flags: dict, exclusive: tuple, example: str) -> argparse.ArgumentParser:
+    """A parser whose every flag sets one field of ``schema`` (plus --config FILE and --set KEY=VALUE)."""
+    p = argparse.ArgumentParser(prog=prog, argument_default=argparse.SUPPRESS, description=description)
+    p.add_argument("--config", help=f"YAML file of {schema.__name__} fields (flags and --set override it)")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", help=f"set a config field, e.g. --set {example}")
+    src = p.add_mutually_exclusive_group()
+    for flag, (key, kwargs) in flags.items():
+        info, action = _field(schema, key), kwargs.get("action", "")
+        if action in ("store_true", "store_false"):  # a switch: say which value it sets
+            sets = f"{key}={str(action == 'store_true').lower()}"
+        else:
+            kwargs = {"metavar": flag.lstrip("-").upper().replace("-", "_"), **kwargs}
+            default = info.get_default(call_default_factory=True)
+            sets = key + ("" if default in (None, []) else f" (default {default})")
+        (src if flag in exclusive else p).add_argument(flag, dest=key, help=f"{info.description} [{sets}]", **kwargs)
     return p
+
+
+def _eval_parser() -> argparse.ArgumentParser:
+    from populora.evaluation.config import EvalConfig
+
+    return _parser("populora eval", "score adapters on HumanEval+, MBPP+, LiveCodeBench (public tests) and the math "
+                   "suite. Every flag sets one field of the evaluation config (EvalConfig); --config / --set set any "
+                   "field.", EvalConfig, FLAGS, EXCLUSIVE, "generation.top_p=0.9")
+
+
+def _report_parser() -> argparse.ArgumentParser:
+    from populora.evaluation.config import ReportConfig
+
+    return _parser("populora report", "the member / population / baseline / base table of an evaluated run, or the "
+                   "intervals and paired tests of a sweep. Every flag sets one field of ReportConfig.",
+                   ReportConfig, REPORT_FLAGS, REPORT_EXCLUSIVE, "as_json=true")
+
+
+def _parse(parser: argparse.ArgumentParser, schema, argv: list[str], source: str):
+    """Flags into ``schema``: the --config file, then the flags, then --set."""
+    from populora.platform import config as config_io
+
+    args = vars(parser.parse_args(argv))
+    path, overrides = args.pop("config", None), args.pop("set", [])
+    data = config_io.read_yaml(path) if path else {}
+    for key, value in args.items():
+        config_io.apply_override(data, key.split("."), value, schema)
+    for text in overrides:
+        config_io.apply_override(data, *config_io.parse_override(text), schema)
+    return config_io.build(schema, data, source=source)
+
+
+def eval_config(argv: list[str]):
+    """Parse ``populora eval`` flags into an ``EvalConfig``."""
+    from populora.evaluation.config import EvalConfig
+
+    return _parse(_eval_parser(), EvalConfig, argv, "populora eval config")
+
+
+def report_config(argv: list[str]):
+    """Parse ``populora report`` flags into a ``ReportConfig``."""
+    from populora.evaluation.config import ReportConfig
+
+    return _parse(_report_parser(), ReportConfig, argv, "populora report config")
 
 
 def _fail(err: Exception) -> int:
@@ -77,21 +142,18 @@ def _fail(err: Exception) -> int:
 
 
 def eval_main(argv: list[str]) -> int:
-    args = _eval_parser().parse_args(argv)
     ensure_offline()
     try:
-        root = benchmarks.data_dir(args.data_dir)
-        if args.export_tasks:
-            return _export(root, Path(args.export_tasks))
-        if not (args.run or args.adapter or args.base_only or args.sweep):
-            raise TargetError("say what to evaluate: --run RUN_ID, --sweep ID, --adapter PATH or --base-only")
-        names = benchmarks.select(args.benchmarks)
+        cfg = eval_config(argv)
+        root = benchmarks.data_dir(cfg.data_dir)
+        if cfg.export_tasks:
+            return _export(root, Path(cfg.export_tasks))
+        names = benchmarks.select(cfg.benchmarks)
         benchmarks.verify(root, names)
         require_packages(names)
-        gen = GenConfig(args.max_new_tokens, args.temperature, args.top_p, args.n_samples, args.seed, args.batch_size)
-        if args.sweep:
-            return _evaluate_sweep(args, names, root, gen)
-        return _evaluate(args, names, root, gen)
+        if cfg.sweep:
+            return _evaluate_sweep(cfg, names, root)
+        return _evaluate(cfg, names, root)
     except BAD_INPUT as err:
         return _fail(err)
 
@@ -106,93 +168,89 @@ def _export(root: Path, out: Path) -> int:
     return 0
 
 
-def _evaluate_sweep(args, names: list[str], root: Path, gen: GenConfig) -> int:
+def _evaluate_sweep(cfg, names: list[str], root: Path) -> int:
     """Each finished run of the sweep in turn, with the same configuration (each resumable as a single run)."""
     from populora.platform import sweep as S
     from populora.platform.tracking import Tracker
 
-    runs = S.latest_by_key(S.find_runs(Tracker().client, args.sweep))
+    runs = S.latest_by_key(S.find_runs(Tracker().client, cfg.sweep))
     if not runs:
-        raise TargetError(f"no runs tagged {S.SWEEP_TAG}={args.sweep}; start one with populora sweep")
+        raise TargetError(f"no runs tagged {runlayout.SWEEP}={cfg.sweep}; start one with populora sweep")
     done = {k: r for k, r in sorted(runs.items()) if r.info.status == "FINISHED"}
     for key in sorted(set(runs) - set(done)):
         print(f"skipping {key}: run {runs[key].info.run_id} is {runs[key].info.status}", file=sys.stderr)
-    base_out = args.out
     for key, run in done.items():
-        print(f"== sweep {args.sweep}: {key} (run {run.info.run_id})", file=sys.stderr)
-        args.run, args.no_base = run.info.run_id, not args.base
-        args.out = str(Path(base_out) / run.info.run_id) if base_out else None
-        _evaluate(args, names, root, gen)
-    print(f"evaluated {len(done)} run(s) of sweep {args.sweep}; next: populora report --sweep {args.sweep}", file=sys.stderr)
+        rid = run.info.run_id
+        print(f"== sweep {cfg.sweep}: {key} (run {rid})", file=sys.stderr)
+        one = cfg.model_copy(update={"sweep": None, "run": rid, "include_base": cfg.sweep_base,
+                                     "out": str(Path(cfg.out) / rid) if cfg.out else None})
+        _evaluate(one, names, root, in_sweep=True)
+    print(f"evaluated {len(done)} run(s) of sweep {cfg.sweep}; next: populora report --sweep {cfg.sweep}", file=sys.stderr)
     return 0 if len(done) == len(runs) else 1
 
 
-def _targets(args, tracker):
+def _targets(cfg, tracker, in_sweep: bool = False):
+    """(targets, base model, output dir) of what ``cfg`` asks to evaluate."""
     from populora.evaluation import targets as T
 
-    if args.run:
-        found, spec, run = T.run_targets(tracker, args.run, args.members, args.baseline, not args.no_base)
-        if getattr(args, "sweep", None):  # a sweep's baselines are runs of the sweep, evaluated once each
-            found = [t for t in found if t.kind != T.BASELINE or run.data.tags.get("populora.kind") == "baseline"]
-        out = Path(args.out or Path(run.data.tags.get("populora.run_dir") or f"populora-eval/{args.run}") / "eval")
-        return found, spec, out
-    spec = T.ModelSpec(args.model, args.gguf_file, args.tiny_random)
-    found = [T.adapter_target(args.adapter)] if args.adapter else []
-    if args.base_only or not args.no_base:
+    if cfg.run:
+        found, model, run = T.run_targets(tracker, cfg.run, cfg.members, cfg.baseline, cfg.include_base)
+        if in_sweep:  # a sweep's baselines are runs of the sweep, evaluated once each
+            found = [t for t in found if t.kind != T.BASELINE or run.data.tags.get(runlayout.KIND) == runlayout.BASELINE]
+        out = Path(cfg.out or Path(run.data.tags.get(runlayout.RUN_DIR) or f"populora-eval/{cfg.run}") / "eval")
+        return found, model, out, run.data.params.get("model.backend")
+    found = [T.adapter_target(cfg.adapter)] if cfg.adapter else []
+    if cfg.base_only or cfg.include_base:
         found.append(T.Target(T.BASE_LABEL, T.BASE, None))
-    name = found[0].label if args.adapter else "base"
-    return found, spec, Path(args.out or Path("populora-eval") / name)
+    name = found[0].label if cfg.adapter else "base"
+    return found, cfg.model, Path(cfg.out or Path("populora-eval") / name), None
 
 
-def _backend_factory(spec, device: str):
+def _backend_factory(model, device: str, kind: str = "multilora", lora=None):
+    """Builds the evaluation's backend with the platform's ``make_backend``, as training does. ``lora``: the one
+    LoRA shape of the adapters (multi-LoRA needs it; PEFT reads each adapter dir's own)."""
     def make():
-        from populora.platform.backend import LoraSpec, PeftBackend
-        from populora.platform.models import load_base, resolve_source
+        from populora.platform.backends import BackendConfig, LoraSpec, make_backend
 
-        model, tok = load_base(resolve_source(spec.base, spec.gguf_file), spec.dtype, device, spec.tiny_random)
-        return PeftBackend(model, tok, LoraSpec())  # adapters come from their dirs, with their own LoRA config
+        return make_backend(BackendConfig(model.base, model.gguf_file, model.tiny_random, model.dtype, device,
+                                          lora or LoraSpec(), kind, slots=1))
     return make
 
 
-def _evaluate(args, names: list[str], root: Path, gen: GenConfig) -> int:
-    from dataclasses import asdict
-
+def _evaluate(cfg, names: list[str], root: Path, in_sweep: bool = False) -> int:
     from populora.evaluation import report, results
+    from populora.evaluation import targets as T
     from populora.evaluation.runner import Runner
 
     tracker = None
-    if args.run:
+    if cfg.run:
         from populora.platform.tracking import Tracker
 
         tracker = Tracker()
-    found, spec, out = _targets(args, tracker)
+    found, model, out, configured = _targets(cfg, tracker, in_sweep)
+    kind = cfg.backend or configured or "multilora"
+    lora = T.lora_spec(found) if kind == "multilora" else None
     print(f"evaluating {', '.join(t.label for t in found)} on {', '.join(names)}"
-          f"{f' (first {args.limit} items each)' if args.limit else ''}; results in {out}", file=sys.stderr)
-    runner = Runner(_backend_factory(spec, args.device), root, out, gen, args.limit, asdict(spec))
+          f"{f' (first {cfg.limit} items each)' if cfg.limit else ''}; results in {out}", file=sys.stderr)
+    runner = Runner(_backend_factory(model, cfg.device, kind, lora), root, out, cfg.generation, cfg.limit, model.model_dump())
     scores = runner.run(found, names)
-    config = {"run": args.run, "data_dir": str(root.resolve()), "benchmarks": names, **runner.config}
+    config = {"run": cfg.run, "data_dir": str(root.resolve()), "benchmarks": names, **runner.config}
     data = results.build(found, scores, config)
     paths = results.write_local(out, data)
     print("\n" + report.text(report.build(data)))
     if tracker is not None:
-        results.log_mlflow(tracker, args.run, found, data, paths)
+        results.log_mlflow(tracker, cfg.run, found, data, paths)
         print(f"metrics eval/<benchmark>/<metric> logged on each member's MLflow run; table and results.json "
-              f"on run {args.run} (artifacts eval/)", file=sys.stderr)
+              f"on run {cfg.run} (artifacts eval/)", file=sys.stderr)
     print(f"written: {paths['results']}, {paths['md']}, {paths['csv']}", file=sys.stderr)
     return 0
 
 
 def report_main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="populora report", description="the member / population / baseline / base table of an evaluated run")
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--run", help="MLflow run id that populora eval --run evaluated")
-    src.add_argument("--results", help="a results.json written by populora eval (no MLflow needed)")
-    src.add_argument("--sweep", help="a sweep id: per-configuration intervals over seeds and paired tests vs the baseline")
-    p.add_argument("--out", help="where to write report.md and report.csv (default: next to the results)")
-    p.add_argument("--json", action="store_true", help="last line: one JSON object (configs with intervals, comparisons)")
-    p.add_argument("--between", nargs=2, action="append", default=[], metavar=("CONFIG_A", "CONFIG_B"),
-                   help="with --sweep: also compare two configurations (their labels, as the report prints them)")
-    args = p.parse_args(argv)
+    try:
+        args = report_config(argv)
+    except ConfigError as err:
+        return _fail(err)
     import json
 
     if args.sweep:
@@ -213,7 +271,7 @@ def report_main(argv: list[str]) -> int:
         except Exception as err:  # noqa: BLE001 - unknown run or not evaluated: say what to do
             return _fail(TargetError(f"run {args.run} has no evaluation results ({str(err)[:120]}); "
                                      f"run: populora eval --run {args.run}"))
-        default_out = Path(data["results"] and tracker.get_run(args.run).data.tags.get("populora.eval_dir") or ".")
+        default_out = Path(data["results"] and tracker.get_run(args.run).data.tags.get(runlayout.EVAL_DIR) or ".")
     table = report.build(data)
     print(report.text(table))
     out = Path(args.out) if args.out else default_out
@@ -224,7 +282,7 @@ def report_main(argv: list[str]) -> int:
 
     stats = sweep_report.single_run(sweep_report.run_arms(data))  # paired intervals over problems
     print("\n".join(f"- {c['words']}" for c in stats["comparisons"]))
-    if args.json:
+    if args.as_json:
         print(json.dumps(stats))
     return 0
 
@@ -251,7 +309,7 @@ def _report_sweep(args) -> int:
     write_atomic(out / "report.json", json.dumps(data, indent=1))
     pngs = figures.write_sweep_figures(tracker, args.sweep, data, out)
     print(f"written: {out / 'report.md'}, {out / 'report.json'}" + "".join(f", {p}" for p in pngs), file=sys.stderr)
-    if args.json:
+    if args.as_json:
         print(json.dumps(data))
     return 0
 

@@ -4,17 +4,24 @@ EvalPlus reads HUMANEVAL_OVERRIDE_PATH / MBPP_OVERRIDE_PATH when ``evalplus.data
 ``use_local_data`` sets them before that import (and re-points the module constants if it already happened):
 nothing is downloaded, the files come from our checked data dir.
 
-Scoring follows ``evalplus.evaluate`` exactly: ``check_correctness`` per sample, "base" = passes the original
-tests, "plus" = passes the original and the extra tests, pass@k with EvalPlus's unbiased estimator.
+Scoring follows ``evalplus.evaluate`` exactly: what ``check_correctness`` does per sample, "base" = passes the
+original tests, "plus" = passes the original and the extra tests, pass@k with EvalPlus's unbiased estimator.
+The difference: a solution runs in OUR sandbox (chroot, namespaces, seccomp; see docs/sandbox.md), not in a
+``multiprocessing`` child guarded only by EvalPlus's ``reliability_guard``. Inside the sandboxed child, EvalPlus's
+own ``unsafe_execute`` runs the inputs and compares the outputs (its oracles, tolerances and per-input time limits,
+its guard too), and the trainer turns the child's (stat, progress, details) into a status as ``untrusted_check``
+does, so statuses stay EvalPlus's. As in EvalPlus, the verdict is computed next to the solution: a solution
+written to forge it could (it cannot reach anything outside its sandbox); benchmark scores are not an RL reward.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import hashlib
 import os
+import pickle
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -97,13 +104,93 @@ def time_limits() -> tuple[float, float]:
         raise ValueError(f"POPULORA_EVALPLUS_MIN_TIME_LIMIT / POPULORA_EVALPLUS_TIME_FACTOR must be numbers: {err}") from err
 
 
+# What the sandbox workers import for the harness and for solutions (a chrooted program can import nothing
+# else): EvalPlus's evaluator and what its guard touches, numpy, and the stdlib modules solutions use.
+PRELOAD = ("numpy", "evalplus.eval", "evalplus.eval.utils", "evalplus.eval._special_oracle", "subprocess",
+           "shutil", "faulthandler", "platform", "tempfile", "builtins", "pickle", "base64", "hashlib", "time",
+           "datetime", "calendar", "queue", "array", "cmath")
+
+# Runs in the sandboxed child. EvalPlus's unsafe_execute, unchanged, with three of its helpers adapted: the
+# sandbox already gives an empty scratch cwd (create_tempdir), and already set the rlimits (EvalPlus's memory
+# limit among them, measured by the trainer: the child has no /proc), which seccomp forbids changing again (so
+# the guard's setrlimit calls become no-ops; everything else of the guard applies).
+HARNESS = """
+import base64, contextlib, pickle, resource, sys, types
+import evalplus.eval as ev
+job = pickle.loads(base64.b64decode(sys.stdin.read()))
+guard = ev.reliability_guard
+def sandboxed_guard(maximum_memory_bytes=None):
+    keep, resource.setrlimit = resource.setrlimit, (lambda *a: None)
+    try:
+        guard(maximum_memory_bytes)
+    finally:
+        resource.setrlimit = keep
+ev.create_tempdir, ev.reliability_guard = contextlib.nullcontext, sandboxed_guard
+ev.query_maximum_memory_bytes = lambda: job["max_memory"]
+stat, progress, details = types.SimpleNamespace(value=ev._UNKNOWN), types.SimpleNamespace(value=0), [False] * len(job["inputs"])
+ev.unsafe_execute(job["dataset"], job["entry_point"], job["solution"], job["inputs"], job["expected"],
+                  job["time_limits"], job["atol"], True, stat, details, progress)
+outcome = [stat.value, progress.value, [bool(d) for d in details[:progress.value]]]
+def f():
+    return outcome
+"""
+_UNPICKLE_S = 0.5  # the child reads its inputs itself (EvalPlus's child gets them by fork): a little more wall time
+
+
+def _request(dataset: str, problem: dict, solution: str, which: str, expected: dict, limits: dict):
+    """The sandbox request of one ``untrusted_check`` (``which``: "base" or "plus"), and its number of inputs."""
+    from populora.platform.sandbox import ExecRequest
+
+    inputs = problem[f"{which}_input"]
+    time_limits = [max(limits["min_time_limit"], limits["gt_time_limit_factor"] * t)
+                   for t in expected[f"{which}_time"]]
+    timeout = min(float(os.getenv("EVALPLUS_TIMEOUT_PER_TASK", 60)), sum(time_limits)) + 1
+    job = {"dataset": dataset, "entry_point": problem["entry_point"], "solution": solution, "inputs": inputs,
+           "expected": expected[which], "time_limits": time_limits, "atol": problem["atol"],
+           "max_memory": _max_memory()}
+    stdin = base64.b64encode(pickle.dumps(job)).decode()
+    return ExecRequest(HARNESS, stdin=stdin, call="", timeout_s=timeout + 1 + _UNPICKLE_S), len(inputs)
+
+
+def _status(result, n_inputs: int) -> str:
+    """``untrusted_check``'s status from the child's outcome: unknown (the child died, hung or never reported) is
+    a timeout; a pass needs a passing detail for every input."""
+    from evalplus.eval import _mapping, FAIL, PASS, TIMEOUT
+
+    from populora.platform.sandbox.values import parse_literal
+
+    try:
+        stat, progress, details = parse_literal(result.value) if result.status == "ok" else (None, 0, [])
+    except (ValueError, TypeError, SyntaxError):
+        stat, details = None, []
+    status = _mapping.get(stat) or TIMEOUT
+    if status == PASS and (len(details) != n_inputs or not all(details)):
+        status = FAIL
+    return status
+
+
+def _max_memory() -> int | None:
+    """EvalPlus's memory limit in bytes (EVALPLUS_MAX_MEMORY_BYTES, default 4 GB, capped at the machine's RAM)."""
+    from evalplus.eval import query_maximum_memory_bytes
+
+    return query_maximum_memory_bytes()
+
+
+def memory_mb() -> int:
+    """The sandbox's address-space limit for solutions: EvalPlus's, in MB (none: 1 TB)."""
+    limit = _max_memory()
+    return (limit >> 20) if limit else 1 << 20
+
+
 def score_samples(name: str, probs: dict[str, dict], samples: list[dict], data_dir: Path,
                   parallel: int | None = None, min_time_limit: float | None = None,
-                  gt_time_limit_factor: float | None = None) -> dict:
-    """Statuses per sample and pass@k (base, plus) for samples [{task_id, solution}], as evalplus.evaluate.
+                  gt_time_limit_factor: float | None = None, sandbox=None) -> dict:
+    """Statuses per sample and pass@k (base, plus) for samples [{task_id, solution}], as evalplus.evaluate, with
+    every solution run in the sandbox (``sandbox``, or a pool of ``parallel`` workers made for the call).
     Time limits: :func:`time_limits` unless given."""
     from evalplus.eval import PASS, estimate_pass_at_k
-    from evalplus.evaluate import check_correctness
+
+    from populora.platform.sandbox import Sandbox
 
     default_min, default_factor = time_limits()
     limits = {"min_time_limit": default_min if min_time_limit is None else min_time_limit,
@@ -112,14 +199,23 @@ def score_samples(name: str, probs: dict[str, dict], samples: list[dict], data_d
     dataset = DATASETS[name][0]
     expected = expected_outputs(name, probs, data_dir)
     work = [s for s in samples if s["task_id"] in probs]
+    jobs = [_request(dataset, probs[s["task_id"]], s["solution"], which, expected[s["task_id"]], limits)
+            for s in work for which in ("base", "plus")]
+    own = sandbox is None
+    sb = sandbox or Sandbox(workers=parallel or max(1, (os.cpu_count() or 2) // 2), memory_mb=memory_mb(),
+                            max_output_bytes=4096, preload=PRELOAD)
+    try:
+        results = sb.execute_many([req for req, _ in jobs])
+    finally:
+        if own:
+            sb.close()
+    codes = [_status(r, n) for r, (_, n) in zip(results, jobs)]
+    statuses = [{"task_id": s["task_id"], "base_status": codes[2 * i], "plus_status": codes[2 * i + 1]}
+                for i, s in enumerate(work)]
+    return {"metrics": _pass_at_k(probs, statuses, PASS, estimate_pass_at_k), "statuses": statuses}
 
-    def check(s):  # each check runs the solution in its own EvalPlus child process; threads only wait
-        r = check_correctness(dataset, 0, probs[s["task_id"]], s["solution"], expected[s["task_id"]], fast_check=True,
-                              **limits)
-        return {"task_id": s["task_id"], "base_status": r["base"][0], "plus_status": r["plus"][0]}
 
-    with ThreadPoolExecutor(parallel or max(1, (os.cpu_count() or 2) // 2)) as pool:
-        statuses = list(pool.map(check, work))
+def _pass_at_k(probs: dict, statuses: list[dict], PASS: str, estimate_pass_at_k) -> dict:
     per_task: dict[str, list[dict]] = {t: [] for t in probs}
     for st in statuses:
         per_task[st["task_id"]].append(st)
@@ -135,7 +231,7 @@ def score_samples(name: str, probs: dict[str, dict], samples: list[dict], data_d
     for key in ("base", "plus"):  # binomial stderr of the per-task pass@1, as lm-eval reports for a mean
         per = (base if key == "base" else plus) / np.maximum(total, 1)
         metrics[f"{key}_stderr"] = float(per.std(ddof=1) / np.sqrt(len(per))) if len(per) > 1 else None
-    return {"metrics": metrics, "statuses": statuses}
+    return metrics
 
 
 def evaluate(backend, adapter: str | None, name: str, data_dir: Path, gen: GenConfig, limit: int | None,

@@ -16,6 +16,8 @@ import shutil
 import sys
 from pathlib import Path
 
+from populora.platform import runlayout as rl
+
 EMBEDDED_HF_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"  # the embedded GGUF's source model (for vLLM users)
 
 
@@ -44,12 +46,12 @@ def lineage_of(events: list[dict], member: str) -> list[dict]:
 
 def metadata(tracker, run_id: str, target, spec) -> dict:
     try:
-        events = tracker.load_json(run_id, "lineage.json").get("events", [])
+        events = tracker.load_json(run_id, rl.LINEAGE).get("events", [])
     except Exception:  # noqa: BLE001 - a run without a lineage artifact (killed early): export anyway
         events = []
     member_run = tracker.get_run(target.mlflow_run)
-    scores = {k: v for k, v in member_run.data.metrics.items() if k.startswith("eval/")}
-    rating = {k: v for k, v in member_run.data.metrics.items() if k.startswith("rating/")}
+    scores = {k: v for k, v in member_run.data.metrics.items() if k.startswith(rl.EVAL_PREFIX)}
+    rating = {k: v for k, v in member_run.data.metrics.items() if k.startswith(rl.RATING_PREFIX)}
     return {"run": run_id, "member": target.label, "member_run": target.mlflow_run, "role": target.info.get("role"),
             "alive": target.info.get("alive"), "base_model": spec.base, "gguf_file": spec.gguf_file,
             "tiny_random": spec.tiny_random, "dtype": spec.dtype, "lineage": lineage_of(events, target.label),
@@ -82,16 +84,15 @@ def register(tracker, meta: dict, out: Path, name: str) -> str:
     """Log ``out`` on the member's run and register it as a new version of model ``name``; returns the version."""
     import mlflow
 
-    tracker.log_dir(meta["member_run"], out, "export")
-    flat = {"populora.run": meta["run"], "populora.member": meta["member"], "populora.base_model": meta["base_model"],
-            "populora.lineage": " <- ".join(e["child"] for e in meta["lineage"]),
-            **{f"populora.{k}": f"{v:.4f}" for k, v in meta["scores"].items()}}
+    tracker.log_dir(meta["member_run"], out, rl.EXPORT_FOLDER)
+    flat = rl.registry_tags(meta["run"], meta["member"], meta["base_model"], [e["child"] for e in meta["lineage"]],
+                            meta["scores"])
     client = tracker.client
     try:
         client.create_registered_model(name, description="PopuLoRA adapters exported with populora export")
     except mlflow.exceptions.MlflowException:
         pass  # it exists: add a version
-    source = f"{tracker.get_run(meta['member_run']).info.artifact_uri}/export"  # a plain dir, not an MLflow model
+    source = f"{tracker.get_run(meta['member_run']).info.artifact_uri}/{rl.EXPORT_FOLDER}"  # a plain dir, not an MLflow model
     mv = client.create_model_version(name, source, run_id=meta["member_run"], tags=flat,
                                      description=f"{meta['format']} of member {meta['member']} (run {meta['run']})")
     return str(mv.version)
@@ -99,6 +100,8 @@ def register(tracker, meta: dict, out: Path, name: str) -> str:
 
 def main(args) -> int:
     from populora.evaluation import targets as T
+    from populora.evaluation.config import run_model
+    from populora.platform.config import ConfigError
     from populora.platform.tracking import Tracker
 
     out = Path(args.out)
@@ -107,9 +110,9 @@ def main(args) -> int:
             raise ExportError(f"{out} exists and is not empty; pick a new --out")
         tracker = Tracker()
         run = T.get_run(tracker, args.run)
-        spec = T.ModelSpec.from_params(run.data.params)
+        spec = run_model(args.run, run.data.tags.get(rl.RUN_DIR) or ".")  # the base the run's own config names
         (target,) = T.member_targets(tracker, args.run, args.member)
-    except (T.TargetError, ExportError) as err:
+    except (T.TargetError, ExportError, ConfigError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     out.mkdir(parents=True, exist_ok=True)

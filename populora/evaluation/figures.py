@@ -12,7 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
-ARMS_RACE_METRIC = "student/solve_rate"
+from populora.platform import runlayout
+
+ARMS_RACE_METRIC = runlayout.SOLVE_RATE
 
 
 def _plt():
@@ -97,9 +99,9 @@ def sweep_curves(client, sweep_id: str, metric: str = ARMS_RACE_METRIC) -> dict[
 
     out: dict[str, dict[int, list[tuple[int, float]]]] = {}
     for run in S.latest_by_key(S.find_runs(client, sweep_id)).values():
-        t = run.data.tags
         history = sorted((m.step, m.value) for m in client.get_metric_history(run.info.run_id, metric))
-        out.setdefault(t.get(S.SWEEP_CONFIG_TAG, "default"), {})[int(t.get(S.SWEEP_SEED_TAG, 0))] = history
+        config, seed = S.config_and_seed(run)
+        out.setdefault(config, {})[seed] = history
     return dict(sorted(out.items()))
 
 

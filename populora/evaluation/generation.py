@@ -1,29 +1,34 @@
 """Generation for evaluation: one set of decoding settings for every adapter, so the comparison is fair.
 
 Every benchmark suite asks this module for completions; it wraps the platform's model backend
-(``PeftBackend.generate``: row i uses adapter ``adapters[i]``, None = the bare base model) with the same chat
+(``Backend.generate``: row i uses adapter ``adapters[i]``, None = the bare base model) with the same chat
 template (``backend.encode_chat``), the same temperature / top-p / token budget and the same seeds for all.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass
+
+from pydantic import ConfigDict, Field
+
+from populora.platform.config import Section
 
 
-@dataclass(frozen=True)
-class GenConfig:
-    """Decoding settings shared by every adapter of an evaluation (logged with the results)."""
+class GenConfig(Section):
+    """Decoding settings shared by every adapter of an evaluation (logged with the results): the ``generation``
+    section of ``EvalConfig``."""
 
-    max_new_tokens: int = 512     # per completion
-    temperature: float = 0.0      # 0 = greedy (pass@1 greedy, the EvalPlus / lm-eval default)
-    top_p: float = 1.0            # nucleus sampling when temperature > 0
-    n_samples: int = 1            # completions per problem (code benchmarks: pass@k over n)
-    seed: int = 1234              # fixed so every adapter sees the same sampling noise
-    batch_size: int = 8           # prompts per generate() call
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_new_tokens: int = Field(512, ge=1, description="Token budget per completion")
+    temperature: float = Field(0.0, ge=0, description="0 = greedy (pass@1 greedy, the EvalPlus / lm-eval default)")
+    top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling top-p when temperature > 0")
+    n_samples: int = Field(1, ge=1, description="Samples per code problem (pass@k over n; needs temperature > 0)")
+    seed: int = Field(1234, description="Sampling seed, the same for every adapter so all see the same noise")
+    batch_size: int = Field(8, ge=1, description="Prompts per generation batch")
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return self.model_dump()
 
 
 def ensure_offline() -> None:

@@ -31,12 +31,43 @@ def _avg(values: list[float | None]) -> float | None:
     return float(np.mean(xs)) if xs else None
 
 
+def averages(scores: dict[str, float]) -> dict[str, float | None]:
+    """Code average, math average and overall (the unweighted mean of the benchmarks scored) of one adapter's
+    primary scores, {benchmark name: score}; None where nothing of that group was scored.
+
+    >>> averages({"humaneval_plus": 0.5, "mbpp_plus": 0.3, "gsm8k": 0.2})
+    {'code avg': 0.4, 'math avg': 0.2, 'overall': 0.3333333333333333}
+    """
+    groups = (benchmarks.GROUPS["code"], benchmarks.GROUPS["math"], list(benchmarks.BENCHMARKS))
+    return {name: _avg([scores.get(n) for n in names]) for name, names in zip(AVERAGES, groups)}
+
+
+def population_mean(per: dict[str, dict[str, float]]) -> dict[str, float]:
+    """Mean of each key over the members that have it: {member: {key: value}} -> {key: mean}.
+
+    >>> population_mean({"T0": {"gsm8k": 0.5, "aime24": 0.1}, "S0": {"gsm8k": 0.25}})
+    {'gsm8k': 0.375, 'aime24': 0.1}
+    """
+    keys = list(dict.fromkeys(k for scores in per.values() for k in scores))
+    mean = {k: _avg([scores.get(k) for scores in per.values()]) for k in keys}
+    return {k: v for k, v in mean.items() if v is not None}
+
+
+def weakest_best(rank: dict[str, float | None]) -> tuple[str, str] | None:
+    """(weakest, best) member by ``rank`` (the overall score); members without one are left out.
+
+    >>> weakest_best({"T0": 0.4, "S0": 0.2, "S1": None})
+    ('S0', 'T0')
+    >>> weakest_best({"S1": None}) is None
+    True
+    """
+    ranked = sorted((m for m, v in rank.items() if v is not None), key=rank.get)
+    return (ranked[0], ranked[-1]) if ranked else None
+
+
 def row(label: str, scores: dict[str, float]) -> list:
-    names = list(benchmarks.BENCHMARKS)
-    cells = [scores.get(n) for n in names]
-    code = _avg([scores.get(n) for n in benchmarks.GROUPS["code"]])
-    math = _avg([scores.get(n) for n in benchmarks.GROUPS["math"]])
-    return [label] + cells + [code, math, _avg(cells)]
+    cells = [scores.get(n) for n in benchmarks.BENCHMARKS]
+    return [label] + cells + list(averages(scores).values())
 
 
 def build(results: dict) -> Table:
@@ -52,13 +83,11 @@ def build(results: dict) -> Table:
     rows = [row(f"{m} (retired)" if m in retired else m, per[m]) for m in scored]
     named: dict[str, list] = {}
     if len(members) > 1:
-        overall = {m: row(m, per[m])[-1] for m in members}
-        ranked = sorted((m for m in members if overall[m] is not None), key=overall.get)
-        mean = {n: _avg([per[m].get(n) for m in members]) for n in benchmarks.BENCHMARKS}
-        named["population mean"] = row("population mean", {k: v for k, v in mean.items() if v is not None})
-        if ranked:
-            named["weakest"] = row(f"weakest member ({ranked[0]})", per[ranked[0]])
-            named["best"] = row(f"best member ({ranked[-1]})", per[ranked[-1]])
+        named["population mean"] = row("population mean", population_mean({m: per[m] for m in members}))
+        ends = weakest_best({m: averages(per[m])["overall"] for m in members})
+        if ends:
+            named["weakest"] = row(f"weakest member ({ends[0]})", per[ends[0]])
+            named["best"] = row(f"best member ({ends[1]})", per[ends[1]])
         rows += list(named.values())
     baselines = [row(label, per[label]) for label in per if kinds[label] == "baseline"]
     rows += baselines + [row(label, per[label]) for label in per if kinds[label] == "base"]

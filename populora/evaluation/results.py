@@ -16,6 +16,7 @@ from pathlib import Path
 from populora.evaluation import benchmarks, report
 from populora.evaluation.runner import write_atomic
 from populora.evaluation.targets import BASE, Target
+from populora.platform import runlayout
 
 PAIR_FIELDS = ("alias", "metrics", "primary", "score", "n", "seconds", "samples_file")
 
@@ -64,24 +65,24 @@ def log_mlflow(tracker, run_id: str | None, targets: list[Target], data: dict, p
         per = data["results"].get(t.label, {})
         if t.mlflow_run and per:
             tracker.log_metrics(t.mlflow_run, metric_keys("eval", per), 0)
-            tracker.set_tags(t.mlflow_run, {"populora.evaluated": "true"})
+            tracker.set_tags(t.mlflow_run, {runlayout.EVALUATED: "true"})
         elif t.kind == BASE and per and run_id:
             tracker.log_metrics(run_id, metric_keys("eval_base", per), 0)
     if run_id is None:
         return
     table = report.build(data)
-    tracker.log_table(run_id, [dict(zip(table.header, r)) for r in table.rows], "eval/table.json")
+    tracker.log_table(run_id, [dict(zip(table.header, r)) for r in table.rows], runlayout.EVAL_TABLE)
     for key in ("results", "md", "csv"):
-        tracker.client.log_artifact(run_id, str(paths[key]), "eval")
-    tracker.set_tags(run_id, {"populora.eval_dir": str(Path(paths["results"]).parent)})
+        tracker.client.log_artifact(run_id, str(paths[key]), runlayout.EVAL_FOLDER)
+    tracker.set_tags(run_id, {runlayout.EVAL_DIR: str(Path(paths["results"]).parent)})
 
 
 def load(tracker, run_id: str) -> dict:
     """The results.json of an evaluated run (its MLflow artifact, else the local eval dir)."""
     try:
-        return tracker.load_json(run_id, "eval/results.json")
+        return tracker.load_json(run_id, runlayout.EVAL_RESULTS)
     except Exception:  # noqa: BLE001 - no artifact: try the local eval dir the tag points at
-        local = tracker.get_run(run_id).data.tags.get("populora.eval_dir")
+        local = tracker.get_run(run_id).data.tags.get(runlayout.EVAL_DIR)
         if local and (Path(local) / "results.json").is_file():
             return json.loads((Path(local) / "results.json").read_text())
         raise

@@ -16,6 +16,7 @@ import numpy as np
 
 from populora.evaluation import benchmarks, stats
 from populora.platform import config as config_io
+from populora.platform import runlayout as rl
 from populora.platform import sweep as S
 
 ARMS = ("population mean", "weakest", "best")
@@ -192,20 +193,20 @@ def gather(tracker, sweep_id: str) -> tuple[dict[str, dict[int, dict]], list[str
 
     runs = S.latest_by_key(S.find_runs(tracker.client, sweep_id))
     if not runs:
-        raise ReportError(f"no runs tagged {S.SWEEP_TAG}={sweep_id} in {tracker.client.tracking_uri}")
+        raise ReportError(f"no runs tagged {rl.SWEEP}={sweep_id} in {tracker.client.tracking_uri}")
     configs: dict[str, dict[int, dict]] = {}
     missing = []
     for key, run in sorted(runs.items()):
-        tags = run.data.tags
         try:
             arms = run_arms(results.load(tracker, run.info.run_id))
         except Exception:  # noqa: BLE001 - not evaluated (yet): listed, not fatal
             missing.append(key)
             continue
-        if tags.get("populora.kind") == "baseline" and "baseline" in arms:
+        if run.data.tags.get(rl.KIND) == rl.BASELINE and "baseline" in arms:
             b = arms["baseline"]
             arms = {"population mean": b, "weakest": b, "best": b}
-        configs.setdefault(tags.get(S.SWEEP_CONFIG_TAG, "default"), {})[int(tags.get(S.SWEEP_SEED_TAG, 0))] = arms
+        config, seed = S.config_and_seed(run)
+        configs.setdefault(config, {})[seed] = arms
     if not configs:
         raise ReportError(f"no run of sweep {sweep_id} is evaluated; run: populora eval --sweep {sweep_id}")
     return configs, missing

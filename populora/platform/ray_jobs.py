@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import functools
 
+from populora.platform import runlayout
+
 ENTRYPOINT = "python -m populora.cli train --config config.yaml --quiet"
 # Ray's job statuses -> ours (populora.platform.jobs.Job.status)
 STATUSES = {"PENDING": "starting", "RUNNING": "running", "SUCCEEDED": "finished", "FAILED": "failed",
@@ -72,7 +74,7 @@ def submit(address: str, working_dir: str, submission_id: str, env: dict[str, st
                    "env_vars": {**env, "RAY_JOB_STOP_WAIT_TIME_S": "30"}}
     try:
         return client(address).submit_job(entrypoint=ENTRYPOINT, runtime_env=runtime_env,
-                                          submission_id=submission_id, metadata={"populora.name": name})
+                                          submission_id=submission_id, metadata={runlayout.RAY_JOB_NAME: name})
     except RayJobError:
         raise
     except Exception as err:  # the SDK raises plain RuntimeError for HTTP errors

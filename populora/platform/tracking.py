@@ -14,19 +14,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-TAG_PREFIX = "populora."
-PARENT_TAG = "mlflow.parentRunId"
+from populora.platform import runlayout
 
 
 def tracking_uri() -> str:
     return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd() / 'mlflow.db'}"
 
 
-def client():
+def client(uri: str | None = None):
     import mlflow
     from mlflow import MlflowClient
 
-    uri = tracking_uri()
+    uri = uri or tracking_uri()
     mlflow.set_tracking_uri(uri)
     return MlflowClient(tracking_uri=uri)
 
@@ -34,8 +33,8 @@ def client():
 class Tracker:
     """Thin, explicit wrapper: every call names the run it writes to."""
 
-    def __init__(self):
-        self.client = client()
+    def __init__(self, uri: str | None = None):
+        self.client = client(uri)  # default: the store the environment names (tracking_uri())
 
     # -------------------------------------------------------------- runs
     def experiment_id(self, name: str) -> str:
@@ -45,7 +44,7 @@ class Tracker:
     def start_run(self, experiment: str, name: str, tags: dict[str, str] | None = None, parent: str | None = None) -> str:
         tags = {k: str(v) for k, v in (tags or {}).items()}  # the REST store (mlflow server) takes strings only
         if parent:
-            tags[PARENT_TAG] = parent
+            tags[runlayout.PARENT] = parent
         run = self.client.create_run(self.experiment_id(experiment), run_name=name, tags=tags)
         return run.info.run_id
 
@@ -74,12 +73,26 @@ class Tracker:
             self.client.log_batch(run_id, tags=items[i:i + 100])
 
     def log_metrics(self, run_id: str, metrics: dict[str, float], step: int) -> None:
+        self.log_metric_steps(run_id, {step: metrics})
+
+    def log_metric_steps(self, run_id: str, by_step: dict[int, dict[str, float]]) -> None:
+        """Metrics of several steps in as few ``log_batch`` calls as MLflow allows (1000 metrics each). A step's
+        metrics never straddle two calls (unless one step alone has more than 1000), so each step is in the store
+        whole or not at all: a resumed run relies on that."""
         from mlflow.entities import Metric
 
-        now = int(time.time() * 1000)
-        items = [Metric(k, float(v), now, step) for k, v in metrics.items() if v is not None and v == v]
-        for i in range(0, len(items), 1000):
-            self.client.log_batch(run_id, metrics=items[i:i + 1000])
+        now, batch = int(time.time() * 1000), []
+        for step, metrics in by_step.items():
+            items = [Metric(k, float(v), now, step) for k, v in metrics.items() if v is not None and v == v]
+            if batch and len(batch) + len(items) > 1000:
+                self.client.log_batch(run_id, metrics=batch)
+                batch = []
+            while len(items) > 1000:  # a step too big for one call: in pieces
+                self.client.log_batch(run_id, metrics=items[:1000])
+                items = items[1000:]
+            batch += items
+        if batch:
+            self.client.log_batch(run_id, metrics=batch)
 
     def metric_steps(self, run_id: str, key: str) -> set[int]:
         return {m.step for m in self.client.get_metric_history(run_id, key)}
@@ -114,10 +127,7 @@ class Tracker:
             return json.loads(Path(path).read_text())
 
     def children(self, run_id: str) -> list:
-        run = self.get_run(run_id)
-        return self.client.search_runs(
-            [run.info.experiment_id], filter_string=f"tags.`{PARENT_TAG}` = '{run_id}'", max_results=10000
-        )
+        return runlayout.member_runs(self.client, run_id)
 
 
 def _cell(value: Any) -> Any:

@@ -1,14 +1,16 @@
-"""Task semantics on top of the sandbox (AZR conventions): validate a proposed task, check code_o / code_i /
-code_f answers. Every value is computed and canonicalised inside the sandbox; only canonical strings are
-compared here (see ``sandbox_values``), so model-written objects cannot fool a check.
+"""Generic checking on top of the sandbox (AZR conventions): static bans, running ``f(args)`` to canonical values,
+determinism. Which runs a task kind needs and what their values must be is the kind's business
+(``populora.training.tasks``): it describes an answer check as a :class:`Check`, and this module runs it. Every
+value is computed and canonicalised inside the sandbox; only canonical strings are compared here (see
+``sandbox.values``), so model-written objects cannot fool a check.
 
 Conventions (docs/sandbox.md has the full list):
 - a program must parse and define a top-level function ``f``; helper functions, classes and constants are
   allowed (AZR demands exactly one ``def``; we only need ``f`` to exist).
 - an input is the argument list of a call, as AZR writes it: ``"Hello world"`` or ``[1, 2], 3`` meaning
   ``f([1, 2], 3)``. Teacher inputs may be any expression (the teacher already controls the program) and are
-  evaluated only in the sandbox; student inputs (code_i answers) must be literals, or a student could run code
-  next to the check.
+  evaluated only in the sandbox; any other argument list (a student's, e.g. a code_i answer) must be literals,
+  or a student could run code next to the check.
 - outputs are canonical text: strict types (``1``, ``1.0`` and ``True`` differ), all NaNs equal,
   order-insensitive dicts and sets. ``Verdict.output`` is that text: showable to a student and parseable back.
 """
@@ -20,7 +22,7 @@ from dataclasses import asdict, dataclass
 from typing import Callable
 
 from populora.platform.sandbox import ExecRequest, ExecResult, Sandbox, get_sandbox
-from populora.platform.sandbox_values import canonical_literal, parse_literal
+from populora.platform.sandbox.values import parse_literal
 
 AZR_BANNED = ("logging", "random", "multiprocessing", "pebble", "subprocess", "threading", "datetime", "time",
               "hashlib", "hmac", "bcrypt", "calendar")
@@ -158,7 +160,34 @@ def literal_arguments(args: str) -> bool:
     return True
 
 
-# --------------------------------------------------------------------------- plans: requests + verdict
+# ------------------------------------------------------------------------------ jobs: plain data, any process
+
+
+@dataclass
+class Validate:
+    """Is ``program`` a task on ``input``: static checks, then f(input) twice in one process, same value both times."""
+    program: str
+    input: str
+
+
+@dataclass
+class Check:
+    """One answer check, as plain data (it crosses to Ray actors). A task kind builds it; :class:`Verifier` runs f
+    of ``candidate`` (else of ``program``) on every argument list of ``calls`` and compares the canonical values
+    with ``expected``. A failing run is the task's fault when the task's own program runs on its own inputs
+    (then the verdict is invalid), the answer's otherwise (a wrong answer)."""
+    program: str                       # the task's program; statically checked with ``inputs``
+    inputs: list[str]                  # the task's own argument lists (teacher-written: any expression)
+    calls: list[str]                   # argument lists f is run on; any not among ``inputs`` must be literals
+    expected: list[str] | None = None  # canonical f(call) values; None: ``program``'s own (a reference run)
+    candidate: str | None = None       # an answer's program, run instead of ``program`` (statically checked too)
+    refusal: Verdict | None = None     # the kind's verdict before anything runs (e.g. the answer is no literal)
+    what: str = "f(input)"             # how a wrong value is named in the verdict's reason
+
+
+Job = Validate | Check
+
+# ------------------------------------------------------------------------------- plans: requests + verdict
 
 Finish = Callable[[list[ExecResult]], Verdict]
 
@@ -172,8 +201,17 @@ def _run_failed(results: list[ExecResult]) -> ExecResult | None:
     return next((r for r in results if r.status != "ok" or r.values is None), None)
 
 
+def _invalid(r: ExecResult, prefix: str = "") -> Verdict:
+    """The task's own program failed on the task's own input: the task is at fault."""
+    return Verdict(False, None, r.status if r.status != "ok" else "invalid", prefix + _failure(r))
+
+
+def _now(verdict: Verdict) -> tuple[list[ExecRequest], Finish]:
+    return [], lambda _: verdict
+
+
 class Verifier:
-    """Checks tasks and answers in a :class:`Sandbox` (the shared default one unless given)."""
+    """Runs :class:`Validate` and :class:`Check` jobs in a :class:`Sandbox` (the shared default one unless given)."""
 
     def __init__(self, sandbox: Sandbox | None = None, banned_modules: tuple[str, ...] = DEFAULT_BANNED,
                  timeout_s: float = 5.0, memory_mb: int = 512):
@@ -194,111 +232,66 @@ class Verifier:
             bad = bad or check_input(x, self.banned)
         return Verdict(False, None, *bad) if bad else None
 
-    # ---- one plan per task kind: the executions it needs and how their results become a verdict
+    # ---- the executions a job needs and how their results become a verdict
 
-    def plan_validate(self, program: str, input: str) -> tuple[list[ExecRequest], Finish]:
-        static = self._static(program, [input])
+    def plan_validate(self, job: Validate) -> tuple[list[ExecRequest], Finish]:
+        static = self._static(job.program, [job.input])
         if static:
-            return [], lambda _: static
+            return _now(static)
 
         def finish(results: list[ExecResult]) -> Verdict:
             r = results[0]
             if _run_failed(results):
-                return Verdict(False, None, r.status if r.status != "ok" else "invalid", _failure(r))
+                return _invalid(r)
             if len(set(r.values)) != 1:  # f(input) twice in one process, arguments rebuilt each time
                 return Verdict(False, None, "nondeterministic", "f(input) gave different results on repeated calls")
             return Verdict(True, None, "ok", "ok", output=r.value)
 
-        return [self._req(program, input, repeat=2)], finish
+        return [self._req(job.program, job.input, repeat=2)], finish
 
-    def plan_code_o(self, program: str, input: str, answer: str) -> tuple[list[ExecRequest], Finish]:
-        static = self._static(program, [input])
-        if static:
-            return [], lambda _: static
-        try:
-            expected = canonical_literal(answer)
-        except ValueError as e:
-            bad = Verdict(True, False, "bad_answer", f"answer is not a literal: {e}")
-            return [], lambda _: bad
-
-        def finish(results: list[ExecResult]) -> Verdict:
-            failed = _run_failed(results)  # the program fails on its own input: the task is at fault
-            if failed:
-                return Verdict(False, None, failed.status if failed.status != "ok" else "invalid", _failure(failed))
-            return _compare(results, [expected], "f(input)")
-
-        return [self._req(program, input)], finish
-
-    def plan_code_i(self, program: str, output: str, answer: str) -> tuple[list[ExecRequest], Finish]:
-        static = self._static(program, [])
-        if static:
-            return [], lambda _: static
-        try:
-            expected = canonical_literal(output)
-        except ValueError as e:
-            bad = Verdict(False, None, "invalid", f"task output is not a literal: {e}")
-            return [], lambda _: bad
-        if not literal_arguments(answer):
-            return [], lambda _: Verdict(True, False, "bad_answer", "answer is not a literal argument list")
-        return [self._req(program, answer)], lambda rs: _compare(rs, [expected], "f(answer)")
-
-    def plan_code_f(self, program: str, inputs: list[str], answer: str,
-                    outputs: list[str] | None = None) -> tuple[list[ExecRequest], Finish]:
-        static = self._static(program, inputs)
-        if static or not inputs:
-            return [], lambda _: static or Verdict(False, None, "invalid", "code_f task without inputs")
-        bad = check_program(answer, self.banned)
+    def plan_check(self, job: Check) -> tuple[list[ExecRequest], Finish]:
+        static = self._static(job.program, job.inputs)
+        if static or job.refusal:
+            return _now(static or job.refusal)
+        if not job.calls:  # nothing would run, and nothing run is nothing proven
+            return _now(Verdict(False, None, "invalid", "task without inputs to check"))
+        if any(x not in job.inputs and not literal_arguments(x) for x in job.calls):
+            return _now(Verdict(True, False, "bad_answer", "answer is not a literal argument list"))
+        bad = check_program(job.candidate, self.banned) if job.candidate is not None else None
         if bad:
-            return [], lambda _: Verdict(True, False, bad[0], f"answer: {bad[1]}")
-        n = len(inputs)
-        refs = [] if outputs is not None else [self._req(program, x) for x in inputs]
+            return _now(Verdict(True, False, bad[0], f"answer: {bad[1]}"))
+        n = len(job.calls)
+        refs = [self._req(job.program, x) for x in job.calls] if job.expected is None else []
+        runs = [self._req(job.candidate or job.program, x) for x in job.calls]
+        task_runs = job.candidate is None and job.calls == job.inputs
 
         def finish(results: list[ExecResult]) -> Verdict:
-            if outputs is None:
-                failed = _run_failed(results[:n])
-                if failed:
-                    return Verdict(False, None, failed.status if failed.status != "ok" else "invalid",
-                                   "reference program: " + _failure(failed))
-            expected = outputs if outputs is not None else [r.value for r in results[:n]]
-            return _compare(results[-n:], expected, "candidate f(input)")
+            failed = _run_failed(results[:len(refs)] or (results if task_runs else []))
+            if failed:
+                return _invalid(failed, "reference program: " if refs else "")
+            expected = job.expected if job.expected is not None else [r.value for r in results[:n]]
+            return _compare(results[len(refs):], expected, job.what)
 
-        return refs + [self._req(answer, x) for x in inputs], finish
+        return refs + runs, finish
 
-    def plan(self, task: dict) -> tuple[list[ExecRequest], Finish]:
-        """The plan for one TASK.json-style dict; ``KeyError``/``ValueError`` name what is missing or wrong."""
-        kind = task.get("type")
-        if kind == "validate":
-            return self.plan_validate(task["program"], task["input"])
-        if kind == "code_o":
-            return self.plan_code_o(task["program"], task["input"], task["answer"])
-        if kind == "code_i":
-            return self.plan_code_i(task["program"], task["output"], task["answer"])
-        if kind == "code_f":
-            return self.plan_code_f(task["program"], list(task["inputs"]), task["answer"], task.get("outputs"))
-        raise ValueError(f"unknown task type {kind!r}: expected validate, code_o, code_i or code_f")
+    def plan(self, job: Job) -> tuple[list[ExecRequest], Finish]:
+        if isinstance(job, Validate):
+            return self.plan_validate(job)
+        if isinstance(job, Check):
+            return self.plan_check(job)
+        raise TypeError(f"not a verifier job: {type(job).__name__} (expected Validate or Check)")
 
     # ---- public API
 
     def validate(self, program: str, input: str) -> Verdict:
-        return self.check({"type": "validate", "program": program, "input": input})
+        return self.check(Validate(program, input))
 
-    def check_code_o(self, program: str, input: str, answer: str) -> Verdict:
-        return self.check({"type": "code_o", "program": program, "input": input, "answer": answer})
+    def check(self, job: Job) -> Verdict:
+        return self.check_many([job])[0]
 
-    def check_code_i(self, program: str, output: str, answer: str) -> Verdict:
-        return self.check({"type": "code_i", "program": program, "output": output, "answer": answer})
-
-    def check_code_f(self, program: str, inputs: list[str], answer: str, outputs: list[str] | None = None) -> Verdict:
-        """``outputs`` (canonical, e.g. from validate) skips re-running the reference program."""
-        task = {"type": "code_f", "program": program, "inputs": inputs, "answer": answer, "outputs": outputs}
-        return self.check(task)
-
-    def check(self, task: dict) -> Verdict:
-        return self.check_many([task])[0]
-
-    def check_many(self, tasks: list[dict]) -> list[Verdict]:
-        """All executions of all tasks go to the sandbox pool in one batch; verdicts in task order."""
-        plans = [self.plan(t) for t in tasks]
+    def check_many(self, jobs: list[Job]) -> list[Verdict]:
+        """All executions of all jobs go to the sandbox pool in one batch; verdicts in job order."""
+        plans = [self.plan(j) for j in jobs]
         flat = [req for reqs, _ in plans for req in reqs]
         results = self._sb().execute_many(flat) if flat else []
         verdicts, i = [], 0

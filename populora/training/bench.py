@@ -10,9 +10,8 @@ import time
 
 import torch
 
-from populora.platform.backend import LoraSpec, PeftBackend, TrainSample
+from populora.platform.backends import LoraSpec, MultiLoraBackend, PeftBackend, TrainSample
 from populora.training import operators
-from populora.training.multilora import MultiLoraBackend
 
 
 def _best(fn, repeats: int) -> float:

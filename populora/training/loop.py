@@ -4,6 +4,7 @@ match -> propose -> validate -> solve -> update, then evolve, checkpoint and log
 from __future__ import annotations
 
 import logging
+import os
 import time
 from pathlib import Path
 
@@ -12,9 +13,8 @@ import torch
 import yaml
 
 from populora.platform import config as config_io
-from populora.platform.backend import LoraSpec, PeftBackend
-from populora.platform.models import cached_source, load_base, resolve_source
-from populora.platform.tracking import Tracker
+from populora.platform import runlayout
+from populora.platform.backends import BackendConfig, LoraSpec, RaySpec, make_backend
 from populora.training import checkpoint, run_log
 from populora.training.buffers import SEED_PROGRAMS, TaskBuffers
 from populora.training.config import TrainConfig
@@ -22,8 +22,8 @@ from populora.training.evolution import evolve
 from populora.training.lineage import Lineage, LineageEvent
 from populora.training.matchmaking import match
 from populora.training.member import BOTH, STUDENT, TEACHER, Member, Population
-from populora.training.multilora import MultiLoraBackend
 from populora.training.propose import propose
+from populora.training.run_log import RunLog
 from populora.training.scoring import assign_rewards, update_ratings
 from populora.training.solve import solve
 from populora.training.tasks import Task
@@ -34,15 +34,14 @@ log = logging.getLogger(__name__)
 
 
 class Trainer:
-    def __init__(self, cfg: TrainConfig, tracker: Tracker, run_id: str, run_dir: Path):
-        self.cfg, self.tracker, self.run_id, self.run_dir = cfg, tracker, run_id, run_dir
-        self.backend, self.verifier = make_backend(cfg), make_verifier(cfg)
+    def __init__(self, cfg: TrainConfig, log: RunLog, run_dir: Path):
+        self.cfg, self.log, self.run_dir = cfg, log, run_dir
+        self.backend, self.verifier = make_backend(backend_config(cfg)), make_verifier(cfg)
         self.population = Population()
         self.lineage = Lineage()
         self.buffers = TaskBuffers(cfg.tasks.kinds, cfg.tasks.buffer_size)
         self.seen_structures: set[str] = set()
-        self.pending: list[dict] = []
-        self.member_runs: dict[str, str] = {}
+        self.pending: list[dict] = []  # step records not yet in MLflow (written after the checkpoint holding them)
         self.step_index = 0
         self.rng = np.random.default_rng(cfg.seed)
         self.torch_gen = torch.Generator().manual_seed(cfg.seed)
@@ -76,7 +75,7 @@ class Trainer:
 
         timings["step"] = time.perf_counter() - t0
         record = run_log.step_record(s, tasks, proposals, answers, rates, train_stats, self.population,
-                                     len(self.seen_structures), games, timings, replaced)
+                                     len(self.seen_structures), games, timings, replaced, cfg.evolution.conservative_k)
         self.step_index = s
         self.pending.append(record)
         if s % cfg.checkpoint.every == 0 or s == cfg.steps:
@@ -98,12 +97,10 @@ class Trainer:
                     on_step(record)
             self.finish()
         except KeyboardInterrupt:
-            self.tracker.set_tags(self.run_id, {"populora.status": "stopped"})
-            self.tracker.end_run(self.run_id, "KILLED")
+            self.log.end(runlayout.STOPPED)
             raise
         except Exception:
-            self.tracker.set_tags(self.run_id, {"populora.status": "failed"})
-            self.tracker.end_run(self.run_id, "FAILED")
+            self.log.end(runlayout.FAILED)
             raise
         finally:
             bar.close()
@@ -111,16 +108,14 @@ class Trainer:
     # ================================================================== setup
     @classmethod
     def create(cls, cfg: TrainConfig) -> "Trainer":
-        tracker = Tracker()
-        kind = "baseline" if cfg.population.single_agent else "population"
-        run_id = tracker.start_run(cfg.experiment, cfg.name, tags={"populora.kind": kind, "populora.status": "running"})
-        run_dir = (Path(cfg.output_dir) / run_id).resolve()
+        if cfg.sandbox.allow_unconfined:  # read by every sandbox this process (and its local Ray actors) starts
+            os.environ["POPULORA_SANDBOX_ALLOW_UNCONFINED"] = "1"
+        log = RunLog.start(cfg)
+        run_dir = (Path(cfg.output_dir) / log.run_id).resolve()
         run_dir.mkdir(parents=True, exist_ok=True)
-        tracker.set_tags(run_id, {"populora.run_dir": str(run_dir), "populora.progress": f"0/{cfg.steps}",
-                                  "populora.base_model": cfg.model.base, "populora.baseline_run": cfg.baseline_run or ""})
-        tracker.log_params(run_id, config_io.flatten(cfg))
+        log.describe(cfg, run_dir)
         (run_dir / "config.yaml").write_text(config_io.dump(cfg))
-        trainer = cls(cfg, tracker, run_id, run_dir)
+        trainer = cls(cfg, log, run_dir)
         trainer._init_population()
         trainer._seed_buffers()
         return trainer
@@ -155,7 +150,7 @@ class Trainer:
         state = {
             "step": self.step_index, "population": self.population.to_dict(), "lineage": self.lineage.to_dict(),
             "buffers": self.buffers.to_dict(), "seen_structures": sorted(self.seen_structures),
-            "pending": self.pending, "member_runs": self.member_runs, "run_id": self.run_id,
+            "pending": self.pending, "member_runs": self.log.member_runs, "run_id": self.run_id,
         }
         rng_state = {"numpy": self.rng.bit_generator.state, "torch": torch.get_rng_state(), "torch_gen": self.torch_gen.get_state()}
         members = [m.id for m in self.population.alive()]
@@ -166,23 +161,18 @@ class Trainer:
 
     @classmethod
     def resume(cls, run_id: str) -> "Trainer":
-        from mlflow.exceptions import MlflowException
-
-        tracker = Tracker()
         try:
-            run = tracker.get_run(run_id)
-        except MlflowException as err:
-            raise checkpoint.CheckpointError(f"no run {run_id!r} in this MLflow store ({err.message[:120]}); list runs with: populora runs") from None
-        run_dir = Path(run.data.tags.get("populora.run_dir", ""))
+            run_dir = RunLog.recorded_run_dir(run_id)
+        except LookupError as err:
+            raise checkpoint.CheckpointError(f"{err}; list runs with: populora runs") from None
         path = checkpoint.latest(run_dir) if run_dir.is_dir() else None
         if path is None:
             raise checkpoint.CheckpointError(f"run {run_id} has no checkpoint under {str(run_dir)!r}; start a new run instead")
         state, config_yaml, rng_state = checkpoint.load(path)
         cfg = config_io.build(TrainConfig, yaml.safe_load(config_yaml), source=f"checkpoint {path}")
-        trainer = cls(cfg, tracker, run_id, run_dir)
+        trainer = cls(cfg, RunLog(run_id, cfg.experiment, state["member_runs"]), run_dir)
         trainer._restore(path, state, rng_state)
-        tracker.reopen(run_id)
-        tracker.set_tags(run_id, {"populora.status": "running", "populora.resumed_from": path.name})
+        trainer.log.resumed(path.name)
         trainer.flush(replay=True)  # records the killed process checkpointed but may not have logged
         return trainer
 
@@ -192,108 +182,49 @@ class Trainer:
         self.lineage = Lineage.from_dict(state["lineage"])
         self.buffers.load(state["buffers"])
         self.seen_structures = set(state["seen_structures"])
-        self.pending, self.member_runs = state["pending"], state["member_runs"]
+        self.pending = state["pending"]
         for m in self.population.alive():
-            self.backend.add_adapter(m.id, from_dir=path / "adapters" / m.id)
-            self.backend.init_optimizer(m.id, self.cfg.optim.lr, self.cfg.optim.weight_decay)
-            self.backend.load_optimizer_state(m.id, torch.load(path / "optim" / f"{m.id}.pt", weights_only=False))
+            checkpoint.restore_member(self.backend, path, m.id, self.cfg.optim.lr, self.cfg.optim.weight_decay)
         self.rng.bit_generator.state = rng_state["numpy"]
         torch.set_rng_state(rng_state["torch"])
         self.torch_gen.set_state(rng_state["torch_gen"])
 
-    # ================================================================== MLflow
-    def member_run(self, m: Member) -> str:
-        """The member's child run, found by tag first so a replayed step never creates a second one."""
-        if m.id not in self.member_runs:
-            found = [r for r in self.tracker.children(self.run_id) if r.data.tags.get("populora.member_id") == m.id]
-            if found:
-                self.member_runs[m.id] = found[0].info.run_id
-            else:
-                params = run_log.member_params(m)
-                tags = {f"populora.{k}": v for k, v in params.items()}
-                rid = self.tracker.start_run(self.cfg.experiment, f"{m.id} ({m.role})", tags=tags, parent=self.run_id)
-                self.tracker.log_params(rid, params)
-                self.member_runs[m.id] = rid
-        m.mlflow_run_id = self.member_runs[m.id]
-        return m.mlflow_run_id
+    # ================================================================== MLflow (through the RunLog)
+    @property
+    def run_id(self) -> str:
+        return self.log.run_id
 
     def flush(self, replay: bool = False) -> None:
-        """Write pending step records to MLflow, skipping steps whose sentinel is already there.
-
-        ``replay`` (after a resume): the killed process may have died half-way through a step's records, so each
-        member's batch (one atomic log_batch) is also skipped if it is already in the store.
-        """
-        logged = self.tracker.metric_steps(self.run_id, "progress/step")
-        for record in self.pending:
-            s = record["step"]
-            if s in logged:
-                continue
-            for member_id, metrics in record["member_metrics"].items():
-                run = self.member_run(self.population[member_id])
-                if replay and metrics and s in self.tracker.metric_steps(run, next(iter(metrics))):
-                    continue
-                self.tracker.log_metrics(run, metrics, s)
-            for event in record["events"]:
-                self.tracker.set_tags(self.member_run(self.population[event["dead"]]), {"populora.alive": "false", "populora.replaced_by": event["child"]})
-            self.tracker.log_table(self.run_id, record["tasks"], f"tasks/step_{s:06d}.json")
-            self.tracker.log_table(self.run_id, record["answers"], f"answers/step_{s:06d}.json")
-            self.tracker.log_metrics(self.run_id, record["run_metrics"], s)
-            self.tracker.log_metrics(self.run_id, {"progress/step": s}, s)  # sentinel, last
+        """Write the pending step records (see RunLog.write_steps for ``replay``), then lineage, population and
+        progress, and every ``log_adapters_every`` steps the adapters."""
+        self.log.write_steps(self.pending, self.population, replay)
         self.pending = []
         every = self.cfg.checkpoint.log_adapters_every
-        if every and self.step_index % every == 0:
-            for m in self.population.alive():
-                if Path(m.adapter_dir).is_dir():
-                    self.tracker.log_dir(self.member_run(m), m.adapter_dir, f"checkpoints/step_{self.step_index:06d}/adapter")
-        self.tracker.log_json(self.run_id, self.lineage.to_dict(), "lineage.json")
-        self.tracker.log_json(self.run_id, self.population.to_dict(), "population.json")
-        self.tracker.set_tags(self.run_id, {"populora.progress": f"{self.step_index}/{self.cfg.steps}"})
+        self.log.write_state(self.step_index, self.cfg.steps, self.lineage, self.population,
+                             adapters=bool(every) and self.step_index % every == 0)
 
     def finish(self) -> None:
         adapters = self.run_dir / "adapters"
         for m in self.population.alive():
             m.adapter_dir = str(self.backend.save_adapter(m.id, adapters / m.id))
-        for m in self.population.members.values():
-            rid = self.member_run(m)
-            self.tracker.set_tags(rid, {"populora.adapter_dir": m.adapter_dir, "populora.alive": str(m.alive).lower()})
-            if Path(m.adapter_dir).is_dir():
-                self.tracker.log_dir(rid, m.adapter_dir, "adapter")
-        self.tracker.log_json(self.run_id, self.population.to_dict(), "population.json")
-        self.tracker.set_tags(self.run_id, {"populora.status": "finished"})
-        self.tracker.end_run(self.run_id, "FINISHED")
+        self.log.finish(self.population)
 
 
-def make_backend(cfg: TrainConfig):
+def backend_config(cfg: TrainConfig) -> BackendConfig:
     """The model backend the config asks for: batched multi-LoRA (default), PEFT, or multi-LoRA on Ray actors."""
-    mc, pc = cfg.model, cfg.population
-    spec = LoraSpec(mc.lora_rank, mc.lora_alpha, mc.lora_dropout, tuple(mc.target_modules))
-    slots = 1 if pc.single_agent else pc.teachers + pc.students
-    if cfg.ray.address:
-        from populora.platform.models import load_tokenizer
-        from populora.training.ray_backend import RayBackend, init_ray
-
-        ray = init_ray(cfg.ray.address, cfg.ray.num_cpus)
-        tok = load_tokenizer(_tokenizer_source(mc))
-        rc = cfg.ray
-        return RayBackend(ray, mc.model_dump(), tok, spec, rc.model_workers, slots, rc.gpus_per_worker, rc.cpus_per_model_worker)
-    base, tok = load_base(resolve_source(mc.base, mc.gguf_file), mc.dtype, mc.device, mc.tiny_random)
-    backend = MultiLoraBackend(base, tok, spec, slots) if mc.backend == "multilora" else PeftBackend(base, tok, spec)
-    if mc.generation == "vllm":
-        from populora.training.vllm_backend import VllmBackend
-
-        source = cached_source(resolve_source(mc.base, mc.gguf_file), need_weights=True)
-        sync = Path(cfg.output_dir) / ".vllm-adapters"
-        backend = VllmBackend(backend, source.path_or_id, sync, max(slots, 2), mc.lora_rank, mc.vllm_gpu_memory)
-    return backend
-
-
-def _tokenizer_source(mc):
-    return cached_source(resolve_source(mc.base, mc.gguf_file), need_weights=False)
+    mc, pc, rc = cfg.model, cfg.population, cfg.ray
+    ray = None if not rc.address else RaySpec(rc.address, rc.num_cpus, rc.model_workers, rc.gpus_per_worker,
+                                              rc.cpus_per_model_worker)
+    return BackendConfig(
+        base=mc.base, gguf_file=mc.gguf_file, tiny_random=mc.tiny_random, dtype=mc.dtype, device=mc.device,
+        lora=LoraSpec(mc.lora_rank, mc.lora_alpha, mc.lora_dropout, tuple(mc.target_modules)), kind=mc.backend,
+        generation=mc.generation, slots=1 if pc.single_agent else pc.teachers + pc.students,
+        vllm_gpu_memory=mc.vllm_gpu_memory, vllm_sync_dir=str(Path(cfg.output_dir) / ".vllm-adapters"), ray=ray)
 
 
 def make_verifier(cfg: TrainConfig):
     if cfg.ray.address:
-        from populora.training.ray_backend import RayVerifier, init_ray
+        from populora.platform.backends.ray import RayVerifier, init_ray
 
         rc = cfg.ray
         return RayVerifier(init_ray(rc.address, rc.num_cpus), rc.sandbox_workers, cfg.tasks.timeout_s, cfg.tasks.memory_mb, rc.cpus_per_sandbox_worker)

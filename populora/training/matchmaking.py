@@ -7,22 +7,10 @@ beats t): "even" f = p(1-p) favours close matches, "hard" f = (1-p)^power favour
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
-from populora.training.member import RATING_ENV, Member
-
-
-def win_probability(a: Member, b: Member) -> float:
-    """P(a beats b) under TrueSkill: Phi((mu_a - mu_b) / sqrt(2 beta^2 + sigma_a^2 + sigma_b^2)).
-
-    >>> m = Member("x", "student", 8)
-    >>> round(win_probability(m, m), 3)
-    0.5
-    """
-    denom = math.sqrt(2 * RATING_ENV.beta ** 2 + a.sigma ** 2 + b.sigma ** 2)
-    return float(RATING_ENV.cdf((a.mu - b.mu) / denom))
+from populora.training.member import Member
+from populora.training.rating import win_probability
 
 
 def pfsp_weights(p_win: np.ndarray, scheme: str, power: float = 2.0) -> np.ndarray:

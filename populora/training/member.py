@@ -4,12 +4,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-import trueskill
+from populora.training import rating as ratings
 
 TEACHER, STUDENT, BOTH = "teacher", "student", "both"  # BOTH: the single-agent baseline plays both roles
-
-# Draws are rare: an outcome is "student solved the task in most rollouts" or not.
-RATING_ENV = trueskill.TrueSkill(draw_probability=0.05)
 
 
 @dataclass
@@ -21,23 +18,23 @@ class Member:
     parents: list[str] = field(default_factory=list)
     operator: str = "init"          # init | mutation | crossover
     born_step: int = 0
-    mu: float = RATING_ENV.mu
-    sigma: float = RATING_ENV.sigma
+    mu: float = ratings.MU
+    sigma: float = ratings.SIGMA
     alive: bool = True
     adapter_dir: str = ""
     mlflow_run_id: str = ""
 
     @property
-    def rating(self) -> trueskill.Rating:
-        return RATING_ENV.create_rating(self.mu, self.sigma)
+    def rating(self) -> ratings.Rating:
+        return ratings.new(self.mu, self.sigma)
 
     @rating.setter
-    def rating(self, value: trueskill.Rating) -> None:
+    def rating(self, value: ratings.Rating) -> None:
         self.mu, self.sigma = float(value.mu), float(value.sigma)
 
     def conservative(self, k: float) -> float:
-        """Skill we are confident of: mu - k * sigma (TrueSkill's leaderboard score for k = 3)."""
-        return self.mu - k * self.sigma
+        """``rating.conservative``: mu - k * sigma, k from ``evolution.conservative_k``."""
+        return ratings.conservative(self.mu, self.sigma, k)
 
     def plays(self, role: str) -> bool:
         return self.role == role or self.role == BOTH

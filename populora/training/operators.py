@@ -32,7 +32,8 @@ def mutate(state: State, scale: float, generator: torch.Generator) -> State:
     child = {}
     for key, t in state.items():
         rms = t.float().pow(2).mean().sqrt()
-        noise = torch.randn(t.shape, generator=generator, dtype=torch.float32)
+        # drawn from the CPU generator, then moved: the same child on any device, and no CPU/CUDA mix
+        noise = torch.randn(t.shape, generator=generator, dtype=torch.float32).to(t.device)
         child[key] = (t.float() + scale * rms * noise).to(t.dtype)
     return child
 
@@ -44,7 +45,7 @@ def crossover_swap(a: State, b: State, generator: torch.Generator) -> State:
     child = {}
     for prefix, (ka, kb) in lora_pairs(a).items():
         r = a[ka].shape[0]
-        take_b = torch.rand(r, generator=generator) < 0.5  # (r,)
+        take_b = (torch.rand(r, generator=generator) < 0.5).to(a[ka].device)  # (r,), drawn on the CPU generator
         child[ka] = torch.where(take_b[:, None], b[ka], a[ka])
         child[kb] = torch.where(take_b[None, :], b[kb], a[kb])
     return child
@@ -60,7 +61,7 @@ def crossover_svd(a: State, b: State, weight: float = 0.5) -> State:
     child = {}
     for prefix, (ka, kb) in lora_pairs(a).items():
         r = a[ka].shape[0]
-        left = torch.cat([weight * b_of(a, kb), (1 - weight) * b_of(b, kb)], dim=1)   # (out, 2r)
+        left = torch.cat([weight * a[kb].float(), (1 - weight) * b[kb].float()], dim=1)  # (out, 2r)
         right = torch.cat([a[ka].float(), b[ka].float()], dim=0)                      # (2r, in)
         q_left, r_left = torch.linalg.qr(left)                                       # (out, 2r), (2r, 2r)
         q_right, r_right = torch.linalg.qr(right.T)                                  # (in, 2r), (2r, 2r)
@@ -69,10 +70,6 @@ def crossover_svd(a: State, b: State, weight: float = 0.5) -> State:
         child[kb] = (q_left @ u[:, :r] * root).to(a[kb].dtype)                        # (out, r)
         child[ka] = (root[:, None] * (vh[:r] @ q_right.T)).to(a[ka].dtype)            # (r, in)
     return child
-
-
-def b_of(state: State, key: str) -> torch.Tensor:
-    return state[key].float()
 
 
 def delta(state: State, prefix: str) -> torch.Tensor:

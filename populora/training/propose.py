@@ -19,12 +19,7 @@ def propose(backend, teachers: list[Member], buffers: TaskBuffers, cfg, step: in
         for j in range(tc.tasks_per_teacher):
             kind = tc.kinds[(step + j) % len(tc.kinds)]
             task = Task(id=f"s{step}-{teacher.id}-{j}", kind=kind, program="", teacher=teacher.id, step=step)
-            if kind == "code_f":
-                source = buffers.programs(rng)
-                task.program = source.program
-                messages, prefill = KINDS[kind].propose_messages(source, tc.code_f_inputs)
-            else:
-                messages, prefill = KINDS[kind].propose_messages(buffers.sample(kind, tc.references, rng))
+            messages, prefill = KINDS[kind].teacher_prompt(task, buffers, rng, tc)
             plans.append((teacher, task, backend.encode_chat(messages, prefill)))
     gens = backend.generate(
         [p for _, _, p in plans], [t.id for t, _, _ in plans], tc.max_new_tokens_propose,
@@ -32,10 +27,7 @@ def propose(backend, teachers: list[Member], buffers: TaskBuffers, cfg, step: in
     )
     tasks, rollouts = [], []
     for (teacher, task, _), gen in zip(plans, gens):
-        if task.kind == "code_f":
-            KINDS["code_f"].parse_proposal(gen.text, task, tc.code_f_inputs)
-        else:
-            KINDS[task.kind].parse_proposal(gen.text, task)
+        KINDS[task.kind].parse_proposal(gen.text, task, tc)
         tasks.append(task)
         rollouts.append(Rollout(teacher.id, "teacher", task.kind, task.id, gen.prompt_ids, gen.completion_ids, gen.text))
     return tasks, rollouts

@@ -34,5 +34,9 @@ def teacher_reward(valid: bool, solve_rate: float | None, cfg) -> float:
 
 
 def solve_rate(correct: list[bool]) -> float | None:
-    """Mean correctness of the rollouts on a task (None if nobody answered it)."""
+    """Mean correctness of the rollouts on a task (None if nobody answered it).
+
+    >>> solve_rate([True, False, False, True]), solve_rate([])
+    (0.5, None)
+    """
     return float(np.mean(correct)) if correct else None

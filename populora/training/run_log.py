@@ -1,15 +1,22 @@
-"""What a step leaves in MLflow: run-level metrics, per-member metrics, task and answer tables.
+"""What a training run leaves in MLflow: run-level metrics, per-member metrics, task and answer tables, the
+lineage and population, and the run's tags (layout: ``populora.platform.runlayout``).
 
-Records are built right after the step and written after the checkpoint that contains them (``flush``), each
-step's run-level sentinel ``progress/step`` last, so a resumed run logs every step exactly once.
+Records are built right after the step (``step_record``, pure) and written by ``RunLog`` after the checkpoint
+that contains them, each step's run-level sentinel ``progress/step`` last, so a resumed run logs every step
+exactly once.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from pathlib import Path
 
 import numpy as np
 
+from populora.platform import config as config_io
+from populora.platform import runlayout as rl
+from populora.platform.tracking import Tracker
+from populora.training.lineage import Lineage
 from populora.training.member import Member, Population
 from populora.training.rollout import Rollout
 from populora.training.tasks import Task
@@ -23,7 +30,9 @@ def _mean(values) -> float | None:
 
 
 def step_record(step: int, tasks: list[Task], proposals: list[Rollout], answers: list[Rollout], rates: dict,
-                train_stats: dict, population: Population, coverage: int, games: int, timings: dict, replaced: list) -> dict:
+                train_stats: dict, population: Population, coverage: int, games: int, timings: dict, replaced: list,
+                conservative_k: float) -> dict:
+    """``conservative_k``: the k of ``rating/conservative`` = mu - k * sigma, the one evolution ranks by."""
     valid = [t for t in tasks if t.valid]
     run_metrics = {
         "tasks/proposed": len(tasks), "tasks/valid": len(valid),
@@ -46,14 +55,15 @@ def step_record(step: int, tasks: list[Task], proposals: list[Rollout], answers:
     return {
         "step": step,
         "run_metrics": {k: v for k, v in run_metrics.items() if v is not None},
-        "member_metrics": member_metrics(tasks, proposals, answers, rates, train_stats, population),
+        "member_metrics": member_metrics(tasks, proposals, answers, rates, train_stats, population, conservative_k),
         "tasks": [task_row(t, rates) for t in tasks],
         "answers": [dict(a.summary(), step=step) for a in answers],
         "events": [{"dead": d.id, "child": c.id, "parents": c.parents, "operator": c.operator} for d, c in replaced],
     }
 
 
-def member_metrics(tasks, proposals, answers, rates, train_stats, population: Population) -> dict[str, dict]:
+def member_metrics(tasks, proposals, answers, rates, train_stats, population: Population,
+                   conservative_k: float) -> dict[str, dict]:
     out: dict[str, dict] = defaultdict(dict)
     by_teacher = defaultdict(list)
     for t in tasks:
@@ -77,7 +87,7 @@ def member_metrics(tasks, proposals, answers, rates, train_stats, population: Po
     for member_id, stats in train_stats.items():
         out[member_id].update({f"train/{k}": v for k, v in stats.items()})
     for m in population.alive():
-        out[m.id].update({"rating/mu": m.mu, "rating/sigma": m.sigma, "rating/conservative": m.conservative(3.0)})
+        out[m.id].update({"rating/mu": m.mu, "rating/sigma": m.sigma, "rating/conservative": m.conservative(conservative_k)})
     return {k: {mk: mv for mk, mv in v.items() if mv is not None} for k, v in out.items()}
 
 
@@ -102,3 +112,116 @@ def summary_line(record: dict, total_steps: int, population: Population) -> str:
 def member_params(m: Member) -> dict:
     return {"member_id": m.id, "role": m.role, "rank": m.rank, "generation": m.generation,
             "parents": ",".join(m.parents) or "-", "operator": m.operator, "born_step": m.born_step}
+
+
+class RunLog:
+    """Every MLflow write of one training run: its tags and params, one child run per member, the step records,
+    the lineage/population artifacts and the end status. The trainer calls it and never MLflow itself."""
+
+    def __init__(self, run_id: str, experiment: str, member_runs: dict[str, str] | None = None, tracker: Tracker | None = None,
+                 new: bool = False):
+        self.tracker, self.run_id, self.experiment = tracker or Tracker(), run_id, experiment
+        self.member_runs: dict[str, str] = dict(member_runs or {})  # member id -> child run id (checkpointed)
+        self.new = new  # a run this process created: every child run it has is in member_runs
+
+    # ------------------------------------------------------------------ the run
+    @classmethod
+    def start(cls, cfg, tracker: Tracker | None = None) -> "RunLog":
+        """A new parent run, tagged running (and with the job that started it, inside a job)."""
+        tracker = tracker or Tracker()
+        kind = rl.BASELINE if cfg.population.single_agent else rl.POPULATION
+        tags = {rl.KIND: kind, rl.STATUS: rl.RUNNING, **rl.job_link_tags()}
+        if cfg.sandbox.allow_unconfined:
+            tags[rl.SANDBOX_UNCONFINED] = "true"
+        return cls(tracker.start_run(cfg.experiment, cfg.name, tags=tags), cfg.experiment, tracker=tracker, new=True)
+
+    def describe(self, cfg, run_dir: Path) -> None:
+        """The run's config (all of it, as params) and where its files are; tells the job which run it is."""
+        self.tracker.set_tags(self.run_id, {rl.RUN_DIR: str(run_dir), rl.PROGRESS: rl.progress(0, cfg.steps),
+                                            rl.BASE_MODEL: cfg.model.base, rl.BASELINE_RUN: cfg.baseline_run or ""})
+        self.tracker.log_params(self.run_id, config_io.flatten(cfg))
+        rl.record_job_run(self.run_id)
+
+    @staticmethod
+    def recorded_run_dir(run_id: str, tracker: Tracker | None = None) -> Path:
+        """The run dir a run was tagged with; LookupError if the store has no such run."""
+        from mlflow.exceptions import MlflowException
+
+        try:
+            return rl.run_dir((tracker or Tracker()).get_run(run_id))
+        except MlflowException as err:
+            raise LookupError(f"no run {run_id!r} in this MLflow store ({err.message[:120]})") from None
+
+    def resumed(self, checkpoint: str) -> None:
+        self.tracker.reopen(self.run_id)
+        self.tracker.set_tags(self.run_id, {rl.STATUS: rl.RUNNING, rl.RESUMED_FROM: checkpoint, **rl.job_link_tags()})
+        rl.record_job_run(self.run_id)
+
+    def end(self, status: str) -> None:
+        """Tag the run ``status`` (finished | failed | stopped) and end it in MLflow."""
+        self.tracker.set_tags(self.run_id, {rl.STATUS: status})
+        self.tracker.end_run(self.run_id, rl.MLFLOW_STATUS[status])
+
+    # ------------------------------------------------------------------ members
+    def member_run(self, m: Member) -> str:
+        """The member's child run, found by tag first so a replayed step never creates a second one."""
+        if m.id not in self.member_runs:
+            found = [] if self.new else [r for r in self.tracker.children(self.run_id) if r.data.tags.get(rl.MEMBER_ID) == m.id]
+            if found:
+                self.member_runs[m.id] = found[0].info.run_id
+            else:
+                params = member_params(m)
+                rid = self.tracker.start_run(self.experiment, f"{m.id} ({m.role})", tags=rl.member_tags(params), parent=self.run_id)
+                self.tracker.log_params(rid, params)
+                self.member_runs[m.id] = rid
+        m.mlflow_run_id = self.member_runs[m.id]
+        return m.mlflow_run_id
+
+    # ------------------------------------------------------------------ steps
+    def write_steps(self, records: list[dict], population: Population, replay: bool = False) -> None:
+        """Write step records, skipping steps whose sentinel is already there: every member's metrics, then the
+        events and tables, then the run-level metrics with each step's sentinel ``progress/step`` in the same
+        batch. Batches hold whole steps (``Tracker.log_metric_steps``), so a step is logged once or not at all.
+
+        ``replay`` (after a resume): the killed process may have died half-way through a flush, so a member's
+        metrics of a step already in the store are skipped.
+        """
+        logged = self.tracker.metric_steps(self.run_id, rl.STEP_SENTINEL)
+        todo = [r for r in records if r["step"] not in logged]
+        by_member: dict[str, dict[int, dict]] = defaultdict(dict)
+        for record in todo:
+            for member_id, metrics in record["member_metrics"].items():
+                by_member[member_id][record["step"]] = metrics
+        for member_id, by_step in by_member.items():
+            run = self.member_run(population[member_id])
+            if replay:
+                by_step = {s: m for s, m in by_step.items() if not m or s not in self.tracker.metric_steps(run, next(iter(m)))}
+            self.tracker.log_metric_steps(run, by_step)
+        for record in todo:
+            s = record["step"]
+            for event in record["events"]:
+                self.tracker.set_tags(self.member_run(population[event["dead"]]), {rl.ALIVE: "false", rl.REPLACED_BY: event["child"]})
+            self.tracker.log_table(self.run_id, record["tasks"], rl.step_table(rl.TASKS, s))
+            self.tracker.log_table(self.run_id, record["answers"], rl.step_table(rl.ANSWERS, s))
+        # the sentinel last within each step's batch: its presence means the whole step is in the store
+        self.tracker.log_metric_steps(self.run_id, {r["step"]: {**r["run_metrics"], rl.STEP_SENTINEL: r["step"]} for r in todo})
+
+    def write_state(self, step: int, steps: int, lineage: Lineage, population: Population, adapters: bool = False) -> None:
+        """After a checkpoint: lineage, population and progress (and, if ``adapters``, each alive member's adapter)."""
+        if adapters:
+            for m in population.alive():
+                if m.adapter_dir and Path(m.adapter_dir).is_dir():
+                    self.tracker.log_dir(self.member_run(m), m.adapter_dir, rl.checkpoint_adapter(step))
+        self.tracker.log_json(self.run_id, lineage.to_dict(), rl.LINEAGE)
+        self.tracker.log_json(self.run_id, population.to_dict(), rl.POPULATION_FILE)
+        self.tracker.set_tags(self.run_id, {rl.PROGRESS: rl.progress(step, steps)})
+
+    def finish(self, population: Population) -> None:
+        """Every member's final adapter dir and alive flag (adapters uploaded), the population, status finished."""
+        for m in population.members.values():
+            rid = self.member_run(m)
+            self.tracker.set_tags(rid, {rl.ADAPTER_DIR: m.adapter_dir, rl.ALIVE: str(m.alive).lower()})
+            if m.adapter_dir and Path(m.adapter_dir).is_dir():
+                self.tracker.log_dir(rid, m.adapter_dir, rl.ADAPTER)
+        self.tracker.log_json(self.run_id, population.to_dict(), rl.POPULATION_FILE)
+        self.end(rl.FINISHED)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from populora.training.member import RATING_ENV, Population
+from populora.training import rating
+from populora.training.member import Population
 from populora.training.rewards import solve_rate, student_reward, teacher_reward
 from populora.training.rollout import Rollout
 from populora.training.tasks import Task
@@ -46,12 +47,6 @@ def update_ratings(tasks: list[Task], answers: list[Rollout], population: Popula
         if task_id not in solved_by_anyone and not rate_unsolved:
             continue
         student, teacher = population[student_id], population[teacher_id]
-        score = sum(flags) / len(flags)
-        if score == 0.5:
-            student.rating, teacher.rating = RATING_ENV.rate_1vs1(student.rating, teacher.rating, drawn=True)
-        elif score > 0.5:
-            student.rating, teacher.rating = RATING_ENV.rate_1vs1(student.rating, teacher.rating)
-        else:
-            teacher.rating, student.rating = RATING_ENV.rate_1vs1(teacher.rating, student.rating)
+        student.rating, teacher.rating = rating.play(student, teacher, sum(flags) / len(flags))
         games += 1
     return games

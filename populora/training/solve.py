@@ -13,7 +13,7 @@ def solve(backend, verifier, tasks: list[Task], pairs: dict[str, list[str]], cfg
     for task in tasks:
         if not task.valid:
             continue
-        messages, prefill = KINDS[task.kind].solve_messages(task)
+        messages, prefill = KINDS[task.kind].student_prompt(task)
         prompt = backend.encode_chat(messages, prefill)
         for student in pairs.get(task.teacher, []):
             plans += [(student, task, prompt)] * tc.rollouts
@@ -29,7 +29,7 @@ def solve(backend, verifier, tasks: list[Task], pairs: dict[str, list[str]], cfg
         r = Rollout(student, "student", task.kind, task.id, gen.prompt_ids, gen.completion_ids, gen.text, answer=answer)
         rollouts.append(r)
         if answer is not None:
-            requests.append((r, KINDS[task.kind].check_request(task, answer)))
+            requests.append((r, KINDS[task.kind].check_answer(task, answer)))
         else:
             r.verdict = "format: no parseable answer"
     verdicts = verifier.check_many([req for _, req in requests]) if requests else []

@@ -9,7 +9,9 @@ The baseline of seed s is the base config (preset + ``--set``, without the grid 
 
 Resumable: the sweep id is a hash of the plan, so the same command finds the same sweep; a planned run whose
 tagged MLflow run FINISHED is skipped, one still running (its job alive) is waited on, one killed is resumed from
-its checkpoint (``train --resume``), one failed is started afresh.
+its checkpoint (``train --resume``), one failed is started afresh. Each run is found through its job: the
+trainer writes ``<job dir>/run_id`` and tags its run ``populora.job_id`` (``runlayout``'s job link), and the
+driver then tags it with the sweep (``runlayout.sweep_tags``).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from pathlib import Path
 
 from populora.platform import config as config_io
 from populora.platform import jobs, queue
+from populora.platform import runlayout as rl
 from populora.platform import sweep as S
 from populora.training.config import TrainConfig
 
@@ -151,8 +154,7 @@ class Driver:
     def _tag(self, item: queue.Item) -> None:
         r = item.info["run"]
         self.run_ids[item.key] = item.run_id
-        self.tracker.set_tags(item.run_id, {S.SWEEP_TAG: self.sid, S.SWEEP_RUN_TAG: r.key,
-                                            S.SWEEP_CONFIG_TAG: r.config, S.SWEEP_SEED_TAG: str(r.seed)})
+        self.tracker.set_tags(item.run_id, rl.sweep_tags(self.sid, r.key, r.config, r.seed))
         self._link()
 
     def _link(self) -> None:
@@ -162,7 +164,7 @@ class Driver:
                 continue
             base = self.run_ids.get(S.run_key(S.BASELINE_LABEL, r.seed))
             if base:
-                self.tracker.set_tags(self.run_ids[r.key], {"populora.baseline_run": base})
+                self.tracker.set_tags(self.run_ids[r.key], {rl.BASELINE_RUN: base})
 
     # ---------------------------------------------------------------- the queue
     def items(self) -> list[queue.Item]:
@@ -172,9 +174,10 @@ class Driver:
         for r in self.runs:
             prev = existing.get(r.key)
             job = jobs.Job.load(state[r.key]) if r.key in state and Path(state[r.key], "job.json").is_file() else None
-            if prev is None and job is not None and job.run_id:  # an earlier driver died before tagging it
-                self._tag(queue.Item(r.key, start=None, run_id=job.run_id, info={"run": r}))
-                prev = self.tracker.get_run(job.run_id)
+            linked = self._run_of(job) if prev is None and job is not None else None
+            if linked:  # an earlier driver died before tagging it
+                self._tag(queue.Item(r.key, start=None, run_id=linked, info={"run": r}))
+                prev = self.tracker.get_run(linked)
             if prev is not None:
                 self.run_ids[r.key] = prev.info.run_id
             if prev is not None and prev.info.status == "FINISHED":
@@ -186,6 +189,10 @@ class Driver:
             out.append(item)
         self._link()
         return out
+
+    def _run_of(self, job: jobs.Job) -> str | None:
+        """The run a job's trainer linked to it: ``<job dir>/run_id``, else the run tagged with the job's id."""
+        return job.run_id or rl.run_of_job(self.tracker.client, job.id)
 
     def _starter(self, r: PlannedRun, prev):
         def start() -> jobs.Job:

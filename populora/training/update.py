@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from populora.platform.backend import TrainSample
+from populora.platform.backends import TrainSample
 from populora.training.advantages import task_relative_advantages
 from populora.training.rollout import Rollout
 

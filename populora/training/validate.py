@@ -4,18 +4,19 @@ metrics, and join the buffers."""
 
 from __future__ import annotations
 
+from populora.platform.verifier import Validate
 from populora.training.buffers import TaskBuffers
 from populora.training.curriculum import program_metrics, structure_key
 from populora.training.tasks import Task
 
 
 def validate(verifier, tasks: list[Task], buffers: TaskBuffers, seen_structures: set[str]) -> None:
-    requests, owners = [], []  # one verifier "validate" request per (task, input)
+    requests, owners = [], []  # one verifier Validate job per (task, input)
     for task in tasks:
         if task.reason:  # already a format failure
             continue
         for x in (task.inputs if task.kind == "code_f" else [task.input]):
-            requests.append({"type": "validate", "program": task.program, "input": x})
+            requests.append(Validate(task.program, x))
             owners.append((task, x))
     verdicts = verifier.check_many(requests) if requests else []
     results: dict[str, list] = {}

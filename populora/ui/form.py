@@ -15,9 +15,8 @@ from typing import Any, Literal, Union, get_args, get_origin
 import streamlit as st
 from pydantic import BaseModel, ValidationError
 
-import populora
 from populora.platform import config as config_io
-from populora.training.config import TrainConfig
+from populora.training import TrainConfig, load_config, presets  # noqa: F401 - presets: listed by the Launch page
 
 # The fields a researcher sets for most runs; everything else sits in "advanced" expanders per section.
 MAIN_FIELDS = [
@@ -27,20 +26,9 @@ MAIN_FIELDS = [
 ]
 
 
-def presets_dir() -> Path:
-    """``configs/`` of the source checkout, else of the working directory."""
-    here = Path(populora.__file__).resolve().parent.parent / "configs"
-    return here if here.is_dir() else Path.cwd() / "configs"
-
-
-def presets() -> dict[str, Path]:
-    folder = presets_dir()
-    return {p.stem: p for p in sorted(folder.glob("*.yaml"))} if folder.is_dir() else {}
-
-
 def preset_values(path: Path | None) -> dict:
     """The preset merged over the schema defaults, as plain JSON-able values (raises ConfigError)."""
-    return config_io.load(TrainConfig, path).model_dump(mode="json")
+    return load_config(path).model_dump(mode="json")
 
 
 def schema_fields(model: type[BaseModel] = TrainConfig, prefix: str = "") -> list[tuple[str, Any]]:

@@ -9,22 +9,19 @@ loads everything (mlflow#21841, #1571).
 
 from __future__ import annotations
 
-import json
 import os
-import tempfile
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import streamlit as st
 
+from populora.platform import runlayout as rl
 from populora.platform import tracking
 
 # downloads of small JSON artifacts would otherwise print a tqdm bar into the server log for every read
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
 TTL = 5  # seconds: live enough for a run that logs every step, light enough for 50 runs
-PARENT_TAG = tracking.PARENT_TAG
 RUN_COLUMNS = ["run_id", "name", "kind", "status", "mlflow_status", "progress", "step", "steps", "started",
                "base_model", "teachers", "students", "solve_rate", "validity_rate", "baseline_run", "run_dir", "experiment"]
 
@@ -46,37 +43,13 @@ def _client(store: str):
 # ====================================================================== runs
 @st.cache_data(ttl=TTL, show_spinner=False)
 def list_runs(store: str, limit: int = 500) -> pd.DataFrame:
-    """Parent runs of every experiment (member runs excluded), newest first."""
+    """Parent runs of every experiment (member runs excluded), newest first (the query ``populora runs`` uses)."""
     try:
-        client = _client(store)
-        exps = {e.experiment_id: e.name for e in client.search_experiments()}
-        runs = client.search_runs(list(exps), filter_string="tags.`populora.kind` != ''",
-                                  order_by=["attributes.start_time DESC"], max_results=limit) if exps else []
+        rows = rl.list_runs(_client(store), limit)
     except Exception as err:  # noqa: BLE001 - any store failure becomes one readable message
         raise StoreError(f"cannot read the MLflow store {store}: {type(err).__name__}: {str(err)[:300]}") from None
-    rows = [_run_row(r, exps) for r in runs]
+    rows = [dict(r, started=pd.to_datetime(r["start_time"], unit="ms")) for r in rows]
     return pd.DataFrame(rows, columns=RUN_COLUMNS)
-
-
-def _run_row(r, exps: dict) -> dict:
-    t, m, p = r.data.tags, r.data.metrics, r.data.params
-    progress = t.get("populora.progress", "")
-    step, _, steps = progress.partition("/")
-    return {"run_id": r.info.run_id, "name": r.info.run_name, "kind": t.get("populora.kind", "?"),
-            "status": t.get("populora.status", r.info.status.lower()), "mlflow_status": r.info.status,
-            "progress": progress, "step": _int(step), "steps": _int(steps) or _int(p.get("steps")),
-            "started": pd.to_datetime(r.info.start_time, unit="ms"), "base_model": t.get("populora.base_model", p.get("model.base", "")),
-            "teachers": _int(p.get("population.teachers")), "students": _int(p.get("population.students")),
-            "solve_rate": m.get("student/solve_rate"), "validity_rate": m.get("tasks/validity_rate"),
-            "baseline_run": t.get("populora.baseline_run", ""), "run_dir": t.get("populora.run_dir", ""),
-            "experiment": exps.get(r.info.experiment_id, r.info.experiment_id)}
-
-
-def _int(text) -> int | None:
-    try:
-        return int(text)
-    except (TypeError, ValueError):
-        return None
 
 
 @st.cache_data(ttl=TTL, show_spinner=False)
@@ -88,7 +61,7 @@ def run_info(store: str, run_id: str) -> dict | None:
         r = _client(store).get_run(run_id)
     except MlflowException:
         return None
-    return {"run_id": run_id, "name": r.info.run_name, "status": r.data.tags.get("populora.status", r.info.status.lower()),
+    return {"run_id": run_id, "name": r.info.run_name, "status": rl.status(r),
             "mlflow_status": r.info.status, "tags": dict(r.data.tags), "params": dict(r.data.params),
             "metrics": dict(r.data.metrics), "experiment_id": r.info.experiment_id,
             "start_time": r.info.start_time, "end_time": r.info.end_time}
@@ -97,33 +70,15 @@ def run_info(store: str, run_id: str) -> dict | None:
 @st.cache_data(ttl=TTL, show_spinner=False)
 def members(store: str, run_id: str) -> pd.DataFrame:
     """One row per member (child run): identity tags, then the latest value of every metric as a column."""
-    client = _client(store)
     try:
-        exp_id = client.get_run(run_id).info.experiment_id
+        runs = rl.member_runs(_client(store), run_id, max_results=5000)
     except Exception:  # noqa: BLE001 - unknown run: no members
         return pd.DataFrame(columns=["member", "role"])
-    runs = client.search_runs([exp_id], filter_string=f"tags.`{PARENT_TAG}` = '{run_id}'", max_results=5000)
-    rows = []
-    for r in runs:
-        t = r.data.tags
-        parents = t.get("populora.parents", "-")
-        rows.append({"member": t.get("populora.member_id", r.info.run_name), "role": t.get("populora.role", "?"),
-                     "generation": _int(t.get("populora.generation")) or 0,
-                     "parents": [] if parents in ("", "-") else parents.split(","), "operator": t.get("populora.operator", "init"),
-                     "born_step": _int(r.data.params.get("born_step")) or 0,
-                     "alive": t.get("populora.alive", "true") == "true", "adapter_dir": t.get("populora.adapter_dir", ""),
-                     "member_run_id": r.info.run_id, **r.data.metrics})
-    df = pd.DataFrame(rows)
+    df = pd.DataFrame([rl.member_row(r) for r in runs])
     if df.empty:
         return pd.DataFrame(columns=["member", "role"])
-    order = df["member"].map(_member_order)
+    order = df["member"].map(rl.member_order)
     return df.assign(_order=order).sort_values(["role", "_order"]).drop(columns="_order").reset_index(drop=True)
-
-
-def _member_order(member_id: str) -> tuple:
-    """T2 < T10: the prefix, then the number."""
-    head = member_id.rstrip("0123456789")
-    return (head, int(member_id[len(head):] or 0))
 
 
 # ====================================================================== metric histories
@@ -160,13 +115,8 @@ def member_histories(store: str, run_id: str, key: str, member_ids: list[str] | 
 @st.cache_data(ttl=TTL, show_spinner=False)
 def artifact_json(store: str, run_id: str, path: str) -> Any:
     """A JSON artifact of a run, or None if it is not there (yet)."""
-    import mlflow
-
     try:
-        with tempfile.TemporaryDirectory() as tmp:
-            mlflow.set_tracking_uri(store)
-            local = mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path=path, dst_path=tmp, tracking_uri=store)
-            return json.loads(Path(local).read_text())
+        return rl.read_json(store, run_id, path)
     except Exception:  # noqa: BLE001 - missing or half-written artifact: the page shows an empty state
         return None
 
@@ -179,22 +129,16 @@ def artifact_files(store: str, run_id: str, folder: str) -> list[str]:
         return []
 
 
-def table_steps(store: str, run_id: str, folder: str = "tasks") -> list[int]:
+def table_steps(store: str, run_id: str, folder: str = rl.TASKS) -> list[int]:
     """Steps that have a ``<folder>/step_NNNNNN.json`` table."""
-    steps = []
-    for path in artifact_files(store, run_id, folder):
-        stem = Path(path).stem
-        if stem.startswith("step_") and stem[5:].isdigit():
-            steps.append(int(stem[5:]))
-    return sorted(steps)
+    steps = (rl.table_step(path) for path in artifact_files(store, run_id, folder))
+    return sorted(s for s in steps if s is not None)
 
 
 def table(store: str, run_id: str, folder: str, step: int) -> pd.DataFrame:
     """One step's MLflow table (``{"columns": [...], "data": [[...], ...]}``) as a DataFrame."""
-    data = artifact_json(store, run_id, f"{folder}/step_{step:06d}.json")
-    if not data or "columns" not in data:
-        return pd.DataFrame()
-    return pd.DataFrame(data.get("data", []), columns=data["columns"])
+    columns, rows = rl.table_rows(artifact_json(store, run_id, rl.step_table(folder, step)))
+    return pd.DataFrame(rows, columns=columns) if columns else pd.DataFrame()
 
 
 def tables(store: str, run_id: str, folder: str, steps: list[int]) -> pd.DataFrame:
@@ -204,13 +148,11 @@ def tables(store: str, run_id: str, folder: str, steps: list[int]) -> pd.DataFra
 
 
 def lineage(store: str, run_id: str) -> dict:
-    data = artifact_json(store, run_id, "lineage.json")
-    return data if isinstance(data, dict) else {"events": [], "nodes": [], "edges": []}
+    return rl.lineage_of(artifact_json(store, run_id, rl.LINEAGE))
 
 
 def population(store: str, run_id: str) -> list[dict]:
-    data = artifact_json(store, run_id, "population.json")
-    return data.get("members", []) if isinstance(data, dict) else []
+    return rl.population_of(artifact_json(store, run_id, rl.POPULATION_FILE))
 
 
 # ====================================================================== evaluation
@@ -219,7 +161,7 @@ def eval_scores(store: str, run_id: str) -> pd.DataFrame:
     mdf = members(store, run_id)
     if mdf.empty:
         return pd.DataFrame()
-    cols = [c for c in mdf.columns if isinstance(c, str) and c.startswith("eval/")]
+    cols = [c for c in mdf.columns if isinstance(c, str) and c.startswith(rl.EVAL_PREFIX)]
     if not cols:
         return pd.DataFrame()
     return mdf[["member", "role", "alive"] + cols].set_index("member")

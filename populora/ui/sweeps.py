@@ -11,6 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from populora.platform import jobs
+from populora.platform import runlayout as rl
 from populora.platform import sweep as S
 from populora.ui import store
 
@@ -32,14 +33,14 @@ def sweep_fields(preset: str) -> dict:
 
 def launch_sweep(config_yaml: str, sweep: dict, baseline: bool, env: dict, ray_address: str | None) -> jobs.Job:
     """The validated form config as the sweep's preset; the driver is a background job (raises ConfigError)."""
-    from populora.training import sweep as plan
+    from populora.training import plan_sweep, sweep_id
 
     root = S.sweeps_dir() / "launched"
     root.mkdir(parents=True, exist_ok=True)
     path = root / f"{abs(hash(config_yaml)) % 10**10}.yaml"
     path.write_text(config_yaml)
-    runs = plan.plan(str(path), sweep["grid"], sweep["seeds"], baseline, [], ray_address)  # validates every run now
-    sid = plan.sweep_id(runs)
+    runs = plan_sweep(str(path), sweep["grid"], sweep["seeds"], baseline, [], ray_address)  # validates every run now
+    sid = sweep_id(runs)
     argv = [sys.executable, "-m", "populora.cli", "sweep", "--config", str(path), "--seeds", str(sweep["seeds"]),
             "--parallel", str(sweep["parallel"]), "--id", sid, "--wait"]
     argv += [a for g in sweep["grid"] for a in ("--grid", g)] + (["--baseline"] if baseline else [])
@@ -67,8 +68,8 @@ def sweep_table(uri: str) -> pd.DataFrame:
         planned = planned_count(sid) or len(latest)
         rows.append({"sweep": sid, "finished": status.count("FINISHED"), "planned": planned,
                      "running": status.count("RUNNING"), "failed": sum(s in ("FAILED", "KILLED") for s in status),
-                     "configs": len({r.data.tags.get(S.SWEEP_CONFIG_TAG) for r in latest.values()}),
-                     "seeds": len({r.data.tags.get(S.SWEEP_SEED_TAG) for r in latest.values()}),
+                     "configs": len({r.data.tags.get(rl.SWEEP_CONFIG) for r in latest.values()}),
+                     "seeds": len({r.data.tags.get(rl.SWEEP_SEED) for r in latest.values()}),
                      "done": status.count("FINISHED") / planned if planned else 0.0,
                      "started": pd.to_datetime(min(r.info.start_time for r in runs), unit="ms")})
     return pd.DataFrame(rows)
@@ -93,18 +94,18 @@ def sweeps_panel(runs: pd.DataFrame) -> pd.DataFrame:
 # ====================================================================== Compare: the statistics of a sweep
 @st.cache_data(ttl=30, show_spinner="bootstrapping intervals…")
 def sweep_stats(uri: str, sid: str) -> tuple[dict | None, list[str], str]:
-    from populora.evaluation import sweep_report
+    from populora.evaluation import SweepReportError, gather_sweep, sweep_statistics
     from populora.platform.tracking import Tracker
 
     try:
-        configs, missing = sweep_report.gather(Tracker(), sid)
-    except sweep_report.ReportError as err:
+        configs, missing = gather_sweep(Tracker(uri), sid)
+    except SweepReportError as err:
         return None, [], str(err)
-    return sweep_report.build(configs), missing, ""
+    return sweep_statistics(configs), missing, ""
 
 
 def compare_panel() -> None:
-    from populora.evaluation import figures
+    from populora.evaluation import arms_race_figure, intervals_figure, sweep_curves
 
     table = sweep_table(store.uri())
     if table.empty:
@@ -123,8 +124,8 @@ def compare_panel() -> None:
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
     for c in report["comparisons"]:
         (st.info if c["includes_zero"] else st.success)(c["words"])
-    st.pyplot(figures.intervals(report), clear_figure=True)
-    st.pyplot(figures.arms_race(figures.sweep_curves(store._client(store.uri()), sid)), clear_figure=True)
+    st.pyplot(intervals_figure(report), clear_figure=True)
+    st.pyplot(arms_race_figure(sweep_curves(store._client(store.uri()), sid)), clear_figure=True)
 
 
 # ====================================================================== Lineage: export the selected member

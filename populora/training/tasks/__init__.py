@@ -1,8 +1,11 @@
-"""The three AZR task kinds, one module each (prompt, parse, check), and the Task record."""
+"""The three AZR task kinds, one module each (prompt, parse, check) behind the :class:`TaskKind` interface, and
+the Task record. ``KINDS`` maps a kind's name to its :class:`TaskKind`."""
 
-from populora.training.tasks import code_f, code_i, code_o
-from populora.training.tasks.task import Task
+from populora.training.tasks.code_f import CodeF
+from populora.training.tasks.code_i import CodeI
+from populora.training.tasks.code_o import CodeO
+from populora.training.tasks.task import Task, TaskKind
 
-KINDS = {"code_o": code_o, "code_i": code_i, "code_f": code_f}
+KINDS: dict[str, TaskKind] = {k.name: k for k in (CodeO(), CodeI(), CodeF())}
 
-__all__ = ["KINDS", "Task", "code_f", "code_i", "code_o"]
+__all__ = ["KINDS", "Task", "TaskKind"]

@@ -3,9 +3,10 @@ from the shown input/output pairs, and must reproduce the held-out ones."""
 
 from __future__ import annotations
 
+from populora.platform.verifier import Check, Verdict
 from populora.training.tasks.parsing import blocks, call_arguments, first_block, parseable_program
 from populora.training.tasks.prompts import chat, fenced
-from populora.training.tasks.task import Task
+from populora.training.tasks.task import Prompt, Task, TaskKind
 
 KIND = "code_f"
 
@@ -20,7 +21,7 @@ def _propose_ask(program: str, n_inputs: int) -> str:
             "block, then a one-line hint about what f does in a ```message block.")
 
 
-def propose_messages(program: Task, n_inputs: int) -> tuple[list[dict], str]:
+def propose_messages(program: Task, n_inputs: int) -> Prompt:
     demo = "\n".join(fenced("input", x) for x in DEMO_INPUTS[:n_inputs]) + "\n" + fenced("message", DEMO_MESSAGE)
     return chat([(_propose_ask(DEMO_PROGRAM, n_inputs), demo)], _propose_ask(program.program, n_inputs)), "```input\n"
 
@@ -46,7 +47,7 @@ def _solve_ask(pairs: list[tuple[str, str]], message: str) -> str:
     return f"Write a Python function f that satisfies:\n{examples}{hint}\nReply with a ```python block."
 
 
-def solve_messages(task: Task) -> tuple[list[dict], str]:
+def solve_messages(task: Task) -> Prompt:
     demo_pairs = list(zip(DEMO_INPUTS[:2], DEMO_OUTPUTS[:2]))
     shots = [(_solve_ask(demo_pairs, DEMO_MESSAGE), fenced("python", DEMO_PROGRAM))]
     return chat(shots, _solve_ask(task.shown, task.message)), "```python\ndef f("
@@ -57,5 +58,32 @@ def parse_answer(text: str) -> str | None:
     return parseable_program(code) if code else None
 
 
-def check_request(task: Task, answer: str) -> dict:
-    return {"type": "code_f", "program": task.program, "inputs": task.held_out, "answer": answer}
+def check(program: str, inputs: list[str], answer: str, outputs: list[str] | None = None) -> Check:
+    """The answer's f must give the reference program's values on the held-out ``inputs``; ``outputs``
+    (canonical, e.g. from validation) spares re-running the reference."""
+    refusal = None if inputs else Verdict(False, None, "invalid", "code_f task without inputs")
+    return Check(program, inputs, inputs, outputs, candidate=answer, refusal=refusal, what="candidate f(input)")
+
+
+class CodeF(TaskKind):
+    name, json_keys = KIND, ("program", "inputs", "answer")
+
+    def teacher_prompt(self, task, buffers, rng, cfg) -> Prompt:
+        source = buffers.programs(rng)  # the teacher writes inputs for a program from the buffers
+        task.program = source.program
+        return propose_messages(source, cfg.code_f_inputs)
+
+    def parse_proposal(self, text, task, cfg) -> Task:
+        return parse_proposal(text, task, cfg.code_f_inputs)
+
+    def student_prompt(self, task) -> Prompt:
+        return solve_messages(task)
+
+    def parse_answer(self, text) -> str | None:
+        return parse_answer(text)
+
+    def check_answer(self, task, answer) -> Check:
+        return check(task.program, task.held_out, answer)
+
+    def check_json(self, record) -> Check:
+        return check(record["program"], list(record["inputs"]), record["answer"], record.get("outputs"))

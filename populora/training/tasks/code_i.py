@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from populora.platform.sandbox.values import canonical_literal
+from populora.platform.verifier import Check, Verdict
 from populora.training.tasks import code_o
 from populora.training.tasks.parsing import call_arguments, first_line_or_block
 from populora.training.tasks.prompts import chat, fenced
-from populora.training.tasks.task import Task
+from populora.training.tasks.task import Prompt, Task
 
 KIND = "code_i"
 propose_messages = code_o.propose_messages  # same proposal: a program and one input
@@ -15,7 +17,7 @@ parse_proposal = code_o.parse_proposal
 DEMOS = [("def f(x):\n    return x", "'abc'", "'abc'"), ("def f(n):\n    return n + 1", "8", "7")]
 
 
-def solve_messages(task: Task) -> tuple[list[dict], str]:
+def solve_messages(task: Task) -> Prompt:
     def ask(program: str, output: str) -> str:
         return (f"{fenced('python', program)}\nFind arguments for f so that it returns {output}. "
                 "Reply with the arguments in an ```input block.")
@@ -28,5 +30,27 @@ def parse_answer(text: str) -> str | None:
     return call_arguments(first_line_or_block("```input\n" + text, "input"))
 
 
-def check_request(task: Task, answer: str) -> dict:
-    return {"type": "code_i", "program": task.program, "output": task.output, "answer": answer}
+def check(program: str, output: str, answer: str) -> Check:
+    """f(answer) must give the task's output; the answer must be literal arguments (the verifier insists)."""
+    try:
+        expected, refusal = [canonical_literal(output)], None
+    except ValueError as e:
+        expected, refusal = [], Verdict(False, None, "invalid", f"task output is not a literal: {e}")
+    return Check(program, [], [answer], expected, refusal=refusal, what="f(answer)")
+
+
+class CodeI(code_o.CodeO):
+    """code_o's proposal (a program and one input); the student goes the other way."""
+    name, json_keys = KIND, ("program", "output", "answer")
+
+    def student_prompt(self, task) -> Prompt:
+        return solve_messages(task)
+
+    def parse_answer(self, text) -> str | None:
+        return parse_answer(text)
+
+    def check_answer(self, task, answer) -> Check:
+        return check(task.program, task.output, answer)
+
+    def check_json(self, record) -> Check:
+        return check(record["program"], record["output"], record["answer"])

@@ -5,9 +5,11 @@ Also home of the program+input proposal that code_o and code_i share.
 
 from __future__ import annotations
 
+from populora.platform.sandbox.values import canonical_literal
+from populora.platform.verifier import Check, Verdict
 from populora.training.tasks.parsing import call_arguments, first_block, first_line_or_block, literal, parseable_program
 from populora.training.tasks.prompts import chat, fenced
-from populora.training.tasks.task import Task
+from populora.training.tasks.task import Prompt, Task, TaskKind
 
 KIND = "code_o"
 PROPOSE_PREFILL = "```python\ndef f("
@@ -17,7 +19,7 @@ PROPOSE_ASK = (
 )
 
 
-def propose_messages(references: list[Task]) -> tuple[list[dict], str]:
+def propose_messages(references: list[Task]) -> Prompt:
     shots = [(PROPOSE_ASK, fenced("python", t.program) + "\n" + fenced("input", t.input)) for t in references]
     return chat(shots, PROPOSE_ASK), PROPOSE_PREFILL
 
@@ -42,7 +44,7 @@ def parse_proposal(text: str, task: Task) -> Task:
 DEMOS = [("def f(a):\n    return a", "[1, 2]", "[1, 2]"), ("def f(s):\n    return s + '!'", "'hi'", "'hi!'")]
 
 
-def solve_messages(task: Task) -> tuple[list[dict], str]:
+def solve_messages(task: Task) -> Prompt:
     def ask(program: str, arguments: str) -> str:
         return f"{fenced('python', program)}\nWhat does f({arguments}) return? Reply with the value in an ```output block."
 
@@ -54,5 +56,32 @@ def parse_answer(text: str) -> str | None:
     return literal(first_line_or_block("```output\n" + text, "output"))
 
 
-def check_request(task: Task, answer: str) -> dict:
-    return {"type": "code_o", "program": task.program, "input": task.input, "answer": answer}
+def check(program: str, input: str, answer: str) -> Check:
+    """f(input) must give the value the answer writes; if f fails on its own input, the task is at fault."""
+    try:
+        expected, refusal = [canonical_literal(answer)], None
+    except ValueError as e:
+        expected, refusal = [], Verdict(True, False, "bad_answer", f"answer is not a literal: {e}")
+    return Check(program, [input], [input], expected, refusal=refusal)
+
+
+class CodeO(TaskKind):
+    name, json_keys = KIND, ("program", "input", "answer")
+
+    def teacher_prompt(self, task, buffers, rng, cfg) -> Prompt:
+        return propose_messages(buffers.sample(self.name, cfg.references, rng))
+
+    def parse_proposal(self, text, task, cfg) -> Task:
+        return parse_proposal(text, task)
+
+    def student_prompt(self, task) -> Prompt:
+        return solve_messages(task)
+
+    def parse_answer(self, text) -> str | None:
+        return parse_answer(text)
+
+    def check_answer(self, task, answer) -> Check:
+        return check(task.program, task.input, answer)
+
+    def check_json(self, record) -> Check:
+        return check(record["program"], record["input"], record["answer"])

@@ -2,13 +2,16 @@
 
 Small models rarely follow a format exactly, so we accept the first block of the expected kind wherever it
 is, an unterminated block, or a bare line. Nothing here executes model text: programs and inputs only reach
-the sandbox; answers that must be literals are checked with ``ast.literal_eval`` on bounded input.
+the sandbox; answers that must be literals are read by the sandbox's own literal grammar
+(``populora.platform.sandbox.values``), so the student side accepts exactly what the verifier can check.
 """
 
 from __future__ import annotations
 
 import ast
 import re
+
+from populora.platform.sandbox.values import canonical_literal
 
 MAX_ANSWER_CHARS = 4000
 
@@ -53,10 +56,13 @@ def parseable_program(code: str, name: str = "f") -> str | None:
 
 
 def literal(text: str) -> str | None:
-    """The text if it is one Python literal (what an output answer must be), else None.
+    """The text if it is one value in the verifier's literal grammar (what an output answer must be), else None.
+    Canonical text, the form outputs are shown in (``float('nan')``, ``frozenset({1})``...), is always one.
 
     >>> literal(" [1, 2] ")
     '[1, 2]'
+    >>> literal("float('inf')")
+    "float('inf')"
     >>> literal("f(3)") is None
     True
     """
@@ -64,8 +70,8 @@ def literal(text: str) -> str | None:
     if not text or len(text) > MAX_ANSWER_CHARS:
         return None
     try:
-        ast.literal_eval(text)
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        canonical_literal(text)
+    except ValueError:
         return None
     return text
 

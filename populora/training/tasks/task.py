@@ -1,8 +1,18 @@
-"""The task record shared by every phase: what a teacher proposed, what the verifier said, how it was solved."""
+"""The task record shared by every phase (what a teacher proposed, what the verifier said, how it was solved),
+and :class:`TaskKind`, the one interface through which a kind says what it means."""
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from populora.platform.verifier import Check
+    from populora.training.buffers import TaskBuffers
+    from populora.training.config import TasksConfig
 
 
 @dataclass
@@ -38,3 +48,40 @@ class Task:
     @classmethod
     def from_dict(cls, data: dict) -> "Task":
         return cls(**data)
+
+
+Prompt = tuple[list[dict], str]  # chat messages, and the assistant prefill that pins the answer's format
+
+
+class TaskKind(ABC):
+    """Everything one task kind means, in one place: how a teacher is asked for a task and how the reply is read,
+    how a student is asked and how the answer is read, and what makes the answer right (a :class:`Check` the
+    generic verifier runs in the sandbox)."""
+
+    name: str                    # code_o | code_i | code_f
+    json_keys: tuple[str, ...]   # the fields of this kind's TASK.json (``populora sandbox check``)
+
+    @abstractmethod
+    def teacher_prompt(self, task: Task, buffers: TaskBuffers, rng: np.random.Generator,
+                       cfg: TasksConfig) -> Prompt:
+        """The propose prompt for ``task`` (an empty record of this kind), drawing references from ``buffers``."""
+
+    @abstractmethod
+    def parse_proposal(self, text: str, task: Task, cfg: TasksConfig) -> Task:
+        """Fill ``task`` from the teacher's completion (prefill excluded); ``task.reason`` says a format failure."""
+
+    @abstractmethod
+    def student_prompt(self, task: Task) -> Prompt:
+        """The solve prompt: what the student is shown of a valid task."""
+
+    @abstractmethod
+    def parse_answer(self, text: str) -> str | None:
+        """The answer in the student's completion (prefill excluded), or None when none is well-formed."""
+
+    @abstractmethod
+    def check_answer(self, task: Task, answer: str) -> Check:
+        """The sandbox job that judges ``answer`` to the valid ``task``."""
+
+    @abstractmethod
+    def check_json(self, record: dict) -> Check:
+        """The same job from a TASK.json record holding :attr:`json_keys`."""

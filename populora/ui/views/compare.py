@@ -1,60 +1,19 @@
 """Compare: chosen members against the single-agent baseline (and the base model) on benchmark scores, with the
-population mean / weakest / best called out. Only the picked members' values are shown and charted."""
+population mean / weakest / best called out (computed by the evaluation report, see ``populora.ui.compare_table``).
+Only the picked members' values are shown and charted."""
 
 from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
 
-from populora.evaluation import benchmarks
 from populora.ui import charts, common, store, sweeps
+from populora.ui.compare_table import headline, summarize
 
 st.title("Compare")
 
 TRAINING_METRICS = ["rating/mu", "rating/conservative", "student/solve_rate", "teacher/validity_rate", "teacher/reward"]
 BASE_IDS = ("base", "base_model")  # member id an evaluation gives the bare base model, if it logs one
-
-
-def summarize(scores: pd.DataFrame, members: list[str], baseline: pd.Series | None, base: pd.Series | None) -> pd.DataFrame:
-    """Rows: each member, population mean/weakest/best, baseline, base model, and the deltas vs baseline.
-
-    >>> s = pd.DataFrame({"x": [0.2, 0.4]}, index=["T0", "S0"])
-    >>> summarize(s, ["T0", "S0"], pd.Series({"x": 0.25}), None).loc["mean - baseline", "x"].round(3)
-    np.float64(0.05)
-    """
-    pop = scores.loc[[m for m in members if m in scores.index]]
-    rows = {m: pop.loc[m] for m in pop.index}
-    if len(pop):
-        rows.update({"population mean": pop.mean(numeric_only=True), "population weakest": pop.min(numeric_only=True),
-                     "population best": pop.max(numeric_only=True)})
-    if baseline is not None:
-        rows["baseline"] = baseline
-    if base is not None:
-        rows["base model"] = base
-    table = pd.DataFrame(rows).T.apply(pd.to_numeric, errors="coerce")
-    if baseline is not None and len(pop):
-        table.loc["mean - baseline"] = table.loc["population mean"] - table.loc["baseline"]
-        table.loc["weakest - baseline"] = table.loc["population weakest"] - table.loc["baseline"]
-    return table
-
-
-def headline(scores: pd.DataFrame | pd.Series | None) -> pd.DataFrame | pd.Series | None:
-    """Each benchmark's main score (``eval/<benchmark>/score``) under its table label, in %, plus code average,
-    math average and overall (the unweighted mean of the benchmarks scored), as ``populora report`` shows them.
-
-    >>> headline(pd.Series({"eval/gsm8k/score": 0.5, "eval/gsm8k/accuracy": 0.5, "eval/mbpp_plus/score": 0.25}))["overall"]
-    np.float64(37.5)
-    """
-    if scores is None:
-        return None
-    frame = scores.to_frame().T if isinstance(scores, pd.Series) else scores
-    keys = {f"eval/{n}/score": b.label for n, b in benchmarks.BENCHMARKS.items() if f"eval/{n}/score" in frame.columns}
-    out = frame[list(keys)].apply(pd.to_numeric, errors="coerce").rename(columns=keys) * 100
-    for avg, names in (("code avg", benchmarks.GROUPS["code"]), ("math avg", benchmarks.GROUPS["math"]),
-                       ("overall", list(benchmarks.BENCHMARKS))):
-        cols = [benchmarks.BENCHMARKS[n].label for n in names if benchmarks.BENCHMARKS[n].label in out.columns]
-        out[avg] = out[cols].mean(axis=1) if cols else float("nan")
-    return out.iloc[0] if isinstance(scores, pd.Series) else out
 
 
 def metric_frame(uri: str, run_id: str, prefix: str | None, keys: list[str] | None = None) -> pd.DataFrame:
@@ -131,18 +90,22 @@ def main() -> None:
     else:
         base = base_row(uri, run_id, evals) if with_base else None
         base_line = baseline_row(uri, baseline, "eval/", None)
-        show_table(summarize(headline(evals), chosen, headline(base_line), headline(base)),
+        main_scores = headline(evals)
+        overall = main_scores["overall"]  # weakest / best member: lowest / highest overall, as in populora report
+        show_table(summarize(main_scores, chosen, headline(base_line), headline(base), overall),
                    "Benchmark scores (%; pass@1 for code, accuracy for math)", "{:.1f}")
         st.caption("LiveCodeBench is scored on its public tests only (our copy has no hidden tests). Mean, weakest "
-                   "and best are over the members picked above (default: the final population).")
+                   "and best are over the members picked above (default: the final population); weakest and best "
+                   "are the members with the lowest and highest overall score.")
         if st.toggle("Every logged metric (base / plus, stderr, ...)", key="cmp_all_metrics"):
-            show_table(summarize(evals, chosen, base_line, base), "All benchmark metrics")
+            show_table(summarize(evals, chosen, base_line, base, overall), "All benchmark metrics")
     st.subheader("Training scores (latest logged value)")
     train = metric_frame(uri, run_id, None, TRAINING_METRICS)
     if train.empty or not len(train.columns):
         st.caption("no member metrics logged yet")
         return
-    show_table(summarize(train, chosen, baseline_row(uri, baseline, None, TRAINING_METRICS), None), "Training scores")
+    rank = train["rating/conservative"] if "rating/conservative" in train.columns else None  # what evolution ranks by
+    show_table(summarize(train, chosen, baseline_row(uri, baseline, None, TRAINING_METRICS), None, rank), "Training scores")
     st.caption("Ratings of a population and of the baseline live on separate TrueSkill scales: compare them within a run, "
                "and use benchmark scores to compare runs.")
     sweeps.compare_panel()

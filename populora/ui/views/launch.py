@@ -6,6 +6,8 @@ import streamlit as st
 
 from populora.platform import config as config_io
 from populora.platform import jobs, ray_jobs
+from populora.platform.plan import GPUS, PlanError
+from populora.training import make_plan, preflight_problems, render_plan
 from populora.ui import common, form, store, sweeps
 
 st.title("Launch a run")
@@ -59,10 +61,24 @@ def draw_form(preset: str, values: dict, errors: dict) -> dict | None:
         with_baseline = st.checkbox("Also launch the compute-matched single-agent baseline", key=f"f_{preset}_baseline",
                                     help="A second run with population.single_agent=true and the same settings")
         sweep = sweeps.sweep_fields(preset)
-        submitted = st.form_submit_button("Launch", type="primary")
-    if not submitted:
+        cols = st.columns([1, 1, 2])
+        submitted = cols[0].form_submit_button("Launch", type="primary")
+        planned = cols[1].form_submit_button("Show plan", help="Memory per GPU, compute per step and whether it fits")
+        gpu = cols[2].selectbox("GPU to plan for", list(GPUS), key=f"f_{preset}_plan_gpu", label_visibility="collapsed")
+    if not (submitted or planned):
         return None
-    return {"flat": flat, "overrides": overrides, "baseline": with_baseline, "sweep": sweep}
+    return {"flat": flat, "overrides": overrides, "baseline": with_baseline, "plan": planned, "gpu": gpu, "sweep": sweep}
+
+
+def show_plan(cfg, gpu: str) -> None:
+
+    try:
+        p = make_plan(cfg, gpu)
+    except PlanError as err:
+        st.warning(f"No plan: {err}")
+        return
+    (st.success if p["fits"] else st.warning)(("Fits: " if p["fits"] else "Does not fit: ") + p["advice"])
+    st.code(render_plan(p), language=None)
 
 
 def launch(submission: dict) -> None:
@@ -70,6 +86,14 @@ def launch(submission: dict) -> None:
     st.session_state["launch_errors"] = errors
     if errors:
         st.rerun()  # redraw the form with each message under its field
+    if submission.get("plan"):
+        show_plan(cfg, submission["gpu"])
+        return
+    refused = preflight_problems(cfg)
+    if refused:  # before any job, so no MLflow run is created for a config that cannot start here
+        for reason in refused:
+            st.error(f"Not launched: {reason}", icon="⛔")
+        return
     env = {"MLFLOW_TRACKING_URI": store.uri()}  # the job writes where this UI reads
     ray_address = cfg.ray.address if cfg.ray.address not in (None, "local") else None
     if submission.get("sweep", {}).get("on"):

@@ -6,6 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from populora.platform import jobs
+from populora.platform import runlayout as rl
 from populora.ui import common, store, sweeps
 
 st.title("Runs")
@@ -68,7 +69,7 @@ def run_details(row, status: str) -> None:
         common.link("tasks", "Tasks", run_id, "🧩")
     with links[3]:
         common.link("compare", "Compare", run_id, "⚖️")
-    st.caption(f"run id `{run_id}` · run dir `{tags.get('populora.run_dir', '?')}` · base model `{tags.get('populora.base_model', '?')}`")
+    st.caption(f"run id `{run_id}` · run dir `{tags.get(rl.RUN_DIR, '?')}` · base model `{tags.get(rl.BASE_MODEL, '?')}`")
     job = common.job_for_run(run_id)
     if job is not None:
         with st.expander(f"job log ({job.status})", expanded=status in ("crashed", "failed")):

@@ -1,6 +1,6 @@
 """vLLM for generation, torch for training: the paper-scale path on GPUs.
 
-``VllmBackend`` wraps a training backend (batched multi-LoRA by default). Generation goes to one vLLM engine
+``VllmBackend`` holds a training backend (batched multi-LoRA by default). Generation goes to one vLLM engine
 with ``enable_lora`` and one ``LoRARequest`` per member (``max_loras`` = population size); everything else
 (updates, evolution, checkpoints) is the training backend's. Before a generation that follows an update or an
 evolution, the changed adapters are written as PEFT dirs and given fresh LoRA ids, so vLLM loads the new weights
@@ -12,7 +12,9 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from populora.platform.backend import Generation
+import torch
+
+from populora.platform.backends.base import Backend, Generation, LoraSpec, TrainSample
 
 
 class VllmUnavailable(RuntimeError):
@@ -31,12 +33,12 @@ def load_vllm():
 
 
 class VllmBackend:
-    """Backend interface: generation on vLLM, the rest delegated to ``trainer_backend``."""
+    """The ``Backend`` protocol: generation on vLLM, everything else on ``trainer_backend``."""
 
-    def __init__(self, trainer_backend, model_path: str, sync_dir: str | Path, max_loras: int, rank: int,
+    def __init__(self, trainer_backend: Backend, model_path: str, sync_dir: str | Path, max_loras: int, rank: int,
                  gpu_memory_utilization: float = 0.45, max_model_len: int = 8192):
         vllm, self._LoRARequest = load_vllm()
-        self.inner = trainer_backend
+        self.trainer = trainer_backend
         self.sync_dir = Path(sync_dir)
         self.engine = vllm.LLM(model=model_path, enable_lora=True, max_loras=max_loras, max_lora_rank=rank,
                                gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,
@@ -45,32 +47,63 @@ class VllmBackend:
         self.stale: set[str] = set(trainer_backend.adapters)
         self._next_id = 1
 
-    def __getattr__(self, name):  # tokenizer, encode_chat, adapter_state, save_adapter, ...
-        return getattr(self.inner, name)
+    @property
+    def tokenizer(self):
+        return self.trainer.tokenizer
+
+    @property
+    def lora(self) -> LoraSpec:
+        return self.trainer.lora
+
+    @property
+    def adapters(self) -> list[str]:
+        return self.trainer.adapters
 
     # adapters change in the trainer: mark them for re-sync
-    def add_adapter(self, name, from_dir=None, seed=None):
-        self.inner.add_adapter(name, from_dir, seed)
+    def add_adapter(self, name: str, from_dir: str | Path | None = None, seed: int | None = None) -> None:
+        self.trainer.add_adapter(name, from_dir, seed)
         self.stale.add(name)
 
-    def set_adapter_state(self, name, state):
-        self.inner.set_adapter_state(name, state)
+    def set_adapter_state(self, name: str, state: dict[str, torch.Tensor]) -> None:
+        self.trainer.set_adapter_state(name, state)
         self.stale.add(name)
 
-    def remove_adapter(self, name):
-        self.inner.remove_adapter(name)
+    def remove_adapter(self, name: str) -> None:
+        self.trainer.remove_adapter(name)
         self.requests.pop(name, None)
         self.stale.discard(name)
 
-    def train_step(self, batches, *args, **kwargs):
+    def train_step(self, batches: dict[str, list[TrainSample]], *args, **kwargs) -> dict[str, dict]:
         self.stale.update(n for n, s in batches.items() if s)
-        return self.inner.train_step(batches, *args, **kwargs)
+        return self.trainer.train_step(batches, *args, **kwargs)
+
+    # read-only or optimizer-only: the trainer's, unchanged
+    def adapter_state(self, name: str) -> dict[str, torch.Tensor]:
+        return self.trainer.adapter_state(name)
+
+    def save_adapter(self, name: str, directory: str | Path) -> Path:
+        return self.trainer.save_adapter(name, directory)
+
+    def encode_chat(self, messages: list[dict], prefill: str = "") -> str:
+        return self.trainer.encode_chat(messages, prefill)
+
+    def sequence_logprobs(self, adapter, prompt_ids, completion_ids, max_len: int = 1024):
+        return self.trainer.sequence_logprobs(adapter, prompt_ids, completion_ids, max_len)
+
+    def init_optimizer(self, name: str, lr: float, weight_decay: float = 0.0) -> None:
+        self.trainer.init_optimizer(name, lr, weight_decay)
+
+    def optimizer_state(self, name: str) -> dict:
+        return self.trainer.optimizer_state(name)
+
+    def load_optimizer_state(self, name: str, state: dict) -> None:
+        self.trainer.load_optimizer_state(name, state)
 
     def _sync(self) -> None:
         """Write changed adapters as PEFT dirs under new LoRA ids (vLLM caches adapters by id)."""
         for name in sorted(self.stale):
             path = self.sync_dir / f"{name}-{self._next_id}"
-            self.inner.save_adapter(name, path)
+            self.trainer.save_adapter(name, path)
             old = self.requests.get(name)
             self.requests[name] = self._LoRARequest(name, self._next_id, str(path))
             self._next_id += 1

@@ -1,12 +1,12 @@
 """The pre-warmed sandbox worker: a clean Python process that forks one fresh child per execution.
 
-Started once by :class:`populora.platform.sandbox.Sandbox` (never forked from the trainer, which holds torch and
-threads), it enters its own network and mount namespaces, pre-imports the modules programs may use (the child
+Started once by :class:`populora.platform.sandbox.pool.Sandbox` (never forked from the trainer, which holds torch and
+threads), it enters its own (user,) network, IPC, mount and pid namespaces, pre-imports the modules programs may use (the child
 is chrooted into an empty dir, so these are the only importable modules), compiles the seccomp filter, and
 then serves one JSON request per line, answering one JSON line.
 
 Per request: fork; the child sets rlimits, a new session, chroots into an empty scratch dir, drops to the
-worker's own unprivileged uid, loads seccomp and runs the program (``sandbox_child.py``); the worker enforces
+worker's own unprivileged uid (root) or drops every capability (user namespace), loads seccomp and runs the program (``child.py``); the worker enforces
 the wall clock, SIGKILLs the child's process group and deletes the scratch dir.
 
 Speed: a fork costs ~0.5 ms of kernel time here, and every page the child touches costs a copy-on-write fault,
@@ -27,16 +27,16 @@ import sys
 import time
 import traceback
 
-from populora.platform import sandbox_isolation as iso
-from populora.platform.sandbox_child import child_main
+from populora.platform.sandbox import kernel as iso
+from populora.platform.sandbox.child import child_main
 
 # Pre-imported for programs: the AZR task style (pure functions on builtin data) and stdin-style benchmark
 # solutions. Anything not here fails with ModuleNotFoundError inside the chroot.
-PRELOAD = (
+PRELOAD = tuple((
     "math cmath collections collections.abc itertools functools operator re string heapq bisect copy typing "
     "dataclasses enum fractions decimal statistics numbers array json textwrap unicodedata random struct "
     "io sys os traceback keyword difflib pprint abc contextlib types _thread"
-).split()
+).split())
 
 UID_BASE = 1_000_000  # worker uid = UID_BASE + worker pid: unique among live workers, no coordination needed
 _PROTO_IN, _PROTO_OUT, _LOG = 100, 101, 102  # the trainer's pipes, moved out of the child's way
@@ -45,15 +45,19 @@ _STDIN, _RESULT, PROGRAM_FD = 0, 3, 4
 
 
 class Worker:
-    def __init__(self, scratch_base: str, io_dir: str, tmpfs_mb: int, disable: tuple[str, ...] = ()):
-        self.base, self.pid = scratch_base, os.getpid()
-        self.uid = UID_BASE + self.pid
-        self.layers = iso.isolate_worker(scratch_base, tmpfs_mb)
+    def __init__(self, scratch_base: str, io_dir: str, layers: dict[str, str], uid: int,
+                 disable: tuple[str, ...] = ()):
+        self.base, self.pid = scratch_base, os.getpid()  # pid 1 when the worker leads its own pid namespace
+        self.layers = layers
+        self.root_ok = os.geteuid() == 0
+        # root: a uid of our own (unique among live workers, so programs cannot signal each other's workers);
+        # a user namespace: our own uid is the only one mapped, the child drops its capabilities instead
+        self.uid = uid if self.root_ok else os.getuid()
+        self.userns = layers.get("userns") == "on"
+        self.pidns = layers.get("pidns") == "on"
         self.fprog = self._seccomp() if "seccomp" not in disable else None
         if "seccomp" in disable:
             self.layers["seccomp"] = "off: disabled by Sandbox(disable_layers=...)"
-        self.root_ok = os.geteuid() == 0
-        self.layers["chroot+uid"] = "on" if self.root_ok else "off: not running as root"
         self.root = os.path.join(scratch_base, "root")
         self._open_io(io_dir)
 
@@ -71,7 +75,9 @@ class Worker:
         program and stdin and reads the outputs itself, so no program text, output or value ever passes
         through this long-lived process, where a later program could dig it out of memory."""
         for fd, name in enumerate(IO_FILES):
-            opened = os.open(os.path.join(io_dir, name), os.O_RDWR | (os.O_APPEND if name in ("out", "err") else 0))
+            # stdin and the program are read-only for the child: nothing it writes there reaches the next one
+            mode = os.O_RDONLY if fd in (_STDIN, PROGRAM_FD) else os.O_RDWR | (os.O_APPEND if fd in (1, 2) else 0)
+            opened = os.open(os.path.join(io_dir, name), mode)
             if opened != fd:
                 os.dup2(opened, fd)
                 os.close(opened)
@@ -138,8 +144,19 @@ class Worker:
         return ("signal", -os.WTERMSIG(status)) if os.WIFSIGNALED(status) else ("exit", os.WEXITSTATUS(status))
 
     def _reap_uid(self) -> None:
-        """Without seccomp a program can fork and leave its session: kill everything running as our uid, and
-        reap it (orphans come back to us, the subreaper), until none is left."""
+        """Without seccomp a program can fork and leave its session: kill everything running as our uid (or,
+        when we are init of our own pid namespace, everything in it), and reap it (orphans come back to us, the
+        subreaper), until none is left."""
+        if self.pidns:
+            for _ in range(100):
+                try:
+                    os.kill(-1, signal.SIGKILL)  # as init of the namespace: every process in it but us
+                except ProcessLookupError:
+                    pass
+                time.sleep(0.001)
+                if self._reap_orphans():
+                    return
+            return
         if not self.root_ok:
             return
         for _ in range(100):
@@ -186,19 +203,42 @@ def _serve(worker: Worker) -> None:
 def main() -> None:
     scratch_base, io_dir, tmpfs_mb = sys.argv[1], sys.argv[2], int(sys.argv[3])
     disable = tuple(x for x in sys.argv[4].split(",") if x)
+    preload = PRELOAD + tuple(x for x in (sys.argv[5] if len(sys.argv) > 5 else "").split(",") if x)
     iso.prctl(iso.PR_SET_PDEATHSIG, signal.SIGKILL)  # the trainer died: so do we
     for fd, target in ((0, _PROTO_IN), (1, _PROTO_OUT), (2, _LOG)):
         os.dup2(fd, target)
     sys.stderr = io.TextIOWrapper(io.FileIO(_LOG, "w", closefd=False), line_buffering=True)
     os.environ.clear()  # once here, so children start with an empty environment
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+    uid = UID_BASE + os.getpid()
+    layers = iso.isolate_worker(scratch_base, tmpfs_mb, disable)
+    if layers.get("pidns") == "on":
+        _lead_pid_namespace()
     signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGCHLD])
-    for name in PRELOAD:
+    for name in preload:
         __import__(name)
-    worker = Worker(scratch_base, io_dir, tmpfs_mb, disable)
+    worker = Worker(scratch_base, io_dir, layers, uid, disable)
     gc.collect()
     gc.freeze()  # the child's collections never walk (and copy-on-write) the worker's objects
     _serve(worker)
+
+
+def _lead_pid_namespace() -> None:
+    """unshare(CLONE_NEWPID) moves only our future children: fork once, the child (pid 1 in the namespace, so
+    every program's orphan comes back to it and dies with it) serves, and this process waits and mirrors its exit."""
+    pid = os.fork()
+    if pid == 0:
+        iso.prctl(iso.PR_SET_PDEATHSIG, signal.SIGKILL)  # the outer process was killed: init dies, so does all
+        return
+    for fd in (_PROTO_IN, _PROTO_OUT, 0, 1):
+        os.close(fd)  # only the inner worker talks to the trainer
+    while True:
+        try:
+            _, status = os.waitpid(pid, 0)
+            break
+        except InterruptedError:
+            continue
+    os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
 
 
 if __name__ == "__main__":

@@ -1,16 +1,19 @@
-"""Canonical value serialisation: one string per value, the same in the sandbox child and in the parent.
+"""Canonical value serialisation, and the one literal grammar that reads it back (here and in the student parser).
 
 Values computed by model-written code are canonicalised *inside* the sandbox, where a hostile object can do no
 harm; the parent only ever compares canonical strings, so ``__eq__`` tricks, ``int``/``str`` subclasses and
 NaN cannot fool a check. Student answers are parsed in the parent by :func:`parse_literal` (a safe AST walk,
-no code runs) and canonicalised by the same function.
+no code runs) and canonicalised by the same function; the student-side answer parser
+(``populora.training.tasks.parsing.literal``) calls it too, so an answer is well-formed exactly when the
+verifier can read it, and every canonical text (the form a student is shown) is a well-formed answer.
 
 Rules (also in docs/sandbox.md):
-- only exact builtin types: ``None, bool, int, float, str, bytes, list, tuple, dict, set, frozenset``;
+- only exact builtin types: ``None, bool, int, float, complex, str, bytes, list, tuple, dict, set, frozenset``;
   subclasses and anything else raise ``TypeError`` (the program "returned an unsupported type").
 - types are strict: ``1``, ``1.0`` and ``True`` are three different values; so are ``0.0`` and ``-0.0``,
   ``[1]`` and ``(1,)``, ``{1}`` and ``frozenset({1})``.
-- every NaN is the same value, written ``float('nan')``; infinities are ``float('inf')`` / ``float('-inf')``.
+- every NaN is the same value, written ``float('nan')``; infinities are ``float('inf')`` / ``float('-inf')``;
+  a complex is ``complex(re, im)`` with both parts written as floats (``1+2j`` and ``2j`` are read too).
 - dicts and sets are order-insensitive: items are sorted by their canonical text.
 - ints beyond ~4200 digits are written in hex, which Python parses without its int-to-str digit limit.
 
@@ -61,6 +64,8 @@ def canonical(v) -> str:
         return _int(v)
     if t is float:
         return _float(v)
+    if t is complex:
+        return f"complex({_float(v.real)}, {_float(v.imag)})"
     if t is str:
         return str.__repr__(v)
     if t is bytes:
@@ -77,19 +82,26 @@ def canonical(v) -> str:
         return "{" + ", ".join(_items(set.__iter__(v))) + "}" if v else "set()"
     if t is frozenset:
         return "frozenset({" + ", ".join(_items(frozenset.__iter__(v))) + "})" if v else "frozenset()"
-    raise TypeError(f"unsupported type {t.__name__!r}: only None, bool, int, float, str, bytes, list, "
+    raise TypeError(f"unsupported type {t.__name__!r}: only None, bool, int, float, complex, str, bytes, list, "
                     "tuple, dict, set and frozenset values can be compared")
 
 
 # ------------------------------------------------------------------------------------ parsing answers
 
-_CALLS = {"float": float, "set": set, "frozenset": frozenset, "tuple": tuple, "list": list, "dict": dict}
+_CALLS = {"float": float, "complex": complex, "set": set, "frozenset": frozenset, "tuple": tuple, "list": list,
+          "dict": dict}
+_NUMBERS = (int, float, complex)
 
 
 def _call(node: ast.Call):
     name = node.func.id if isinstance(node.func, ast.Name) else None
-    if name not in _CALLS or node.keywords or len(node.args) > 1:
+    if name not in _CALLS or node.keywords or len(node.args) > (2 if name == "complex" else 1):
         raise ValueError(f"not a literal: call to {ast.unparse(node.func)}")
+    if name == "complex":  # complex(re, im) from two real numbers, as canonical text writes it
+        parts = [_node(a) for a in node.args]
+        if any(type(p) not in (int, float) for p in parts):
+            raise ValueError("complex(...) takes real numbers")
+        return complex(*parts)
     if name == "float":
         arg = node.args[0] if node.args else None
         if not (isinstance(arg, ast.Constant) and type(arg.value) is str):
@@ -100,16 +112,26 @@ def _call(node: ast.Call):
 
 def _number(node: ast.UnaryOp):
     value = _node(node.operand)
-    if type(value) not in (int, float):
+    if type(value) not in _NUMBERS:
         raise ValueError("unary +/- applies to numbers only")
     return -value if isinstance(node.op, ast.USub) else +value
 
 
+def _complex(node: ast.BinOp) -> complex:
+    """``1+2j`` / ``-1-2j``: a real number plus or minus an imaginary one, as Python writes complex literals."""
+    left, right = _node(node.left), _node(node.right)
+    if type(left) not in (int, float) or type(right) is not complex or right.real:
+        raise ValueError("not a literal: only a real +/- an imaginary number may be added")
+    return left + right if isinstance(node.op, ast.Add) else left - right
+
+
 def _node(node: ast.AST):
-    if isinstance(node, ast.Constant) and type(node.value) in (int, float, str, bytes, bool, type(None)):
+    if isinstance(node, ast.Constant) and type(node.value) in (*_NUMBERS, str, bytes, bool, type(None)):
         return node.value
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
         return _number(node)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
+        return _complex(node)
     if isinstance(node, ast.List):
         return [_node(x) for x in node.elts]
     if isinstance(node, ast.Tuple):
@@ -125,7 +147,8 @@ def _node(node: ast.AST):
 
 def parse_literal(text: str):
     """Parse a literal answer without running any code. Accepts Python literals plus the forms canonical text
-    uses (``float('nan')``, ``set()``, ``frozenset({...})``); raises ``ValueError`` on anything else.
+    uses (``float('nan')``, ``complex(1.0, 2.0)``, ``set()``, ``frozenset({...})``); raises ``ValueError`` on
+    anything else.
 
     >>> parse_literal("[1, -2.5, 'x', (None,)]")
     [1, -2.5, 'x', (None,)]

@@ -1,45 +1,21 @@
-"""The model backend: one frozen base, many named LoRA adapters, batched generation and log-probs.
+"""The PEFT backend: one frozen base, many named LoRA adapters in a PEFT ``PeftModel`` (the reference).
 
-Shared by training (rollouts, policy-gradient updates) and evaluation (benchmark generation). This is the
-transformers + PEFT implementation; every row of a generation batch can use a different adapter
-(PEFT's ``adapter_names=``, which needs eval mode, so the model stays in eval mode throughout; LoRA dropout
-is applied by us never, gradients flow in eval mode all the same).
+Every row of a generation batch can use a different adapter (PEFT's ``adapter_names=``, which needs eval mode,
+so the model stays in eval mode throughout; LoRA dropout is applied by us never, gradients flow in eval mode all
+the same). Training runs one forward per adapter; the batched multi-LoRA backend is checked against this one.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import contextlib
+import shutil
 from pathlib import Path
 
 import torch
-from torch.nn.utils.rnn import pad_sequence
 
-BASE = None  # adapter name meaning "the bare base model"
-
-
-@dataclass(frozen=True)
-class LoraSpec:
-    rank: int = 8
-    alpha: float = 16.0
-    dropout: float = 0.0
-    target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
-
-
-@dataclass
-class TrainSample:
-    """One sequence of a weighted log-likelihood step: loss contribution -weight * sum_t logp(completion_t)."""
-
-    prompt_ids: list[int]
-    completion_ids: list[int]
-    weight: float
-
-
-@dataclass
-class Generation:
-    prompt: str
-    text: str
-    prompt_ids: list[int]
-    completion_ids: list[int]
+from populora.platform.backends import generation, logprobs
+from populora.platform.backends.base import BASE, Generation, LoraSpec, TrainSample
+from populora.platform.backends.peft_dir import lora_config
 
 
 class PeftBackend:
@@ -54,17 +30,6 @@ class PeftBackend:
         self.optimizers: dict[str, torch.optim.Optimizer] = {}
 
     # ------------------------------------------------------------------ adapters
-    def _lora_config(self):
-        from peft import LoraConfig
-
-        return LoraConfig(
-            r=self.lora.rank,
-            lora_alpha=self.lora.alpha,
-            lora_dropout=self.lora.dropout,
-            target_modules=list(self.lora.target_modules),
-            task_type="CAUSAL_LM",
-        )
-
     @property
     def adapters(self) -> list[str]:
         return [] if self.model is None else [n for n in self.model.peft_config if n != "__placeholder__"]
@@ -79,11 +44,11 @@ class PeftBackend:
             if from_dir is not None:
                 self.model = PeftModel.from_pretrained(self.base_model, str(from_dir), adapter_name=name, is_trainable=True)
             else:
-                self.model = get_peft_model(self.base_model, self._lora_config(), adapter_name=name)
+                self.model = get_peft_model(self.base_model, lora_config(self.lora), adapter_name=name)
         elif from_dir is not None:
             self.model.load_adapter(str(from_dir), adapter_name=name, is_trainable=True)
         else:
-            self.model.add_adapter(name, self._lora_config())
+            self.model.add_adapter(name, lora_config(self.lora))
         self.model.eval()
         for p in self.parameters(name):
             p.requires_grad_(True)
@@ -132,55 +97,19 @@ class PeftBackend:
         for f in src.iterdir():
             if f.is_file():
                 f.replace(directory / f.name)
-        _rmtree(tmp)
+        shutil.rmtree(tmp, ignore_errors=True)
         return directory
 
     # ------------------------------------------------------------------ generation
     def encode_chat(self, messages: list[dict], prefill: str = "") -> str:
-        """Apply the chat template (same for every adapter) and append an assistant prefill."""
-        tok = self.tokenizer
-        if tok.chat_template:
-            text = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-        else:
-            text = "".join(f"{m['role'].capitalize()}: {m['content']}\n" for m in messages) + "Assistant: "
-        return text + prefill
+        return generation.encode_chat(self.tokenizer, messages, prefill)
 
-    @torch.no_grad()
-    def generate(
-        self,
-        prompts: list[str],
-        adapters: list[str | None],
-        max_new_tokens: int,
-        temperature: float = 1.0,
-        top_p: float = 1.0,
-        seed: int | None = None,
-        stop: tuple[str, ...] = (),
-        batch_size: int = 16,
-    ) -> list[Generation]:
+    def generate(self, prompts: list[str], adapters: list[str | None], max_new_tokens: int, temperature: float = 1.0,
+                 top_p: float = 1.0, seed: int | None = None, stop: tuple[str, ...] = (),
+                 batch_size: int = 16) -> list[Generation]:
         """Sample one completion per prompt, row i with adapter ``adapters[i]`` (None = bare base)."""
-        assert len(prompts) == len(adapters), "one adapter name per prompt"
-        if seed is not None:
-            torch.manual_seed(seed)
-        out: list[Generation] = []
-        for i in range(0, len(prompts), batch_size):
-            out += self._generate_batch(prompts[i:i + batch_size], adapters[i:i + batch_size], max_new_tokens, temperature, top_p, stop)
-        return out
-
-    def _generate_batch(self, prompts, adapters, max_new_tokens, temperature, top_p, stop) -> list[Generation]:
-        tok = self.tokenizer
-        enc = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(self.device)
-        kwargs = dict(max_new_tokens=max_new_tokens, pad_token_id=tok.pad_token_id)
-        kwargs.update(do_sample=True, temperature=temperature, top_p=top_p) if temperature > 0 else kwargs.update(do_sample=False)
-        if stop:
-            kwargs.update(stop_strings=list(stop), tokenizer=tok)
-        seqs = self._run_generate(enc, adapters, kwargs)
-        gens = []
-        width = enc.input_ids.shape[1]
-        for row, prompt in enumerate(prompts):
-            prompt_ids = enc.input_ids[row][enc.attention_mask[row].bool()].tolist()
-            completion = _strip_after_eos(seqs[row, width:].tolist(), tok.eos_token_id, tok.pad_token_id)
-            gens.append(Generation(prompt, tok.decode(completion, skip_special_tokens=True), prompt_ids, completion))
-        return gens
+        return generation.generate(self.tokenizer, self.device, self._run_generate, prompts, adapters, max_new_tokens,
+                                   temperature, top_p, seed, stop, batch_size)
 
     # ------------------------------------------------------------------ training
     def init_optimizer(self, name: str, lr: float, weight_decay: float = 0.0) -> None:
@@ -240,31 +169,12 @@ class PeftBackend:
 
         Gradients flow into ``adapter``'s LoRA weights when grad is enabled. ``adapter=None`` uses the bare base.
         """
-        return self._logprobs(lambda ids, attn: self._forward(adapter, ids, attn), prompt_ids, completion_ids, max_len)
-
-    def _logprobs(self, forward, prompt_ids, completion_ids, max_len):
-        seqs, starts = [], []
-        for p, c in zip(prompt_ids, completion_ids):
-            ids = (p + c)[-max_len:]
-            seqs.append(torch.tensor(ids, dtype=torch.long))
-            starts.append(len(ids) - len(c))
-        input_ids = pad_sequence(seqs, batch_first=True, padding_value=self.tokenizer.pad_token_id).to(self.device)
-        attn = pad_sequence([torch.ones(len(s), dtype=torch.long) for s in seqs], batch_first=True).to(self.device)
-        logits = forward(input_ids, attn)  # (B, T, V)
-        logp_all = torch.log_softmax(logits[:, :-1].float(), dim=-1)
-        token_logp = logp_all.gather(-1, input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)  # (B, T-1)
-        T = max(len(c) for c in completion_ids)
-        logp = torch.zeros(len(seqs), T, device=self.device)
-        mask = torch.zeros(len(seqs), T, device=self.device)
-        for i, (start, c) in enumerate(zip(starts, completion_ids)):
-            n = len(seqs[i]) - start
-            logp[i, :n] = token_logp[i, start - 1:start - 1 + n]
-            mask[i, :n] = 1.0
-        return logp, mask
+        return logprobs.sequence_logprobs(lambda ids, attn: self._forward(adapter, ids, attn), self.tokenizer.pad_token_id,
+                                          self.device, prompt_ids, completion_ids, max_len)
 
     def _forward(self, adapter, input_ids, attn):
         if self.model is None or adapter is BASE:
-            ctx = self.model.disable_adapter() if self.model is not None else _nullcontext()
+            ctx = self.model.disable_adapter() if self.model is not None else contextlib.nullcontext()
             with ctx:
                 return (self.model or self.base_model)(input_ids=input_ids, attention_mask=attn).logits
         self.model.set_adapter(adapter)
@@ -273,25 +183,3 @@ class PeftBackend:
         return self.model(input_ids=input_ids, attention_mask=attn).logits
 
 
-def _strip_after_eos(ids: list[int], eos: int | None, pad: int | None) -> list[int]:
-    """Keep tokens up to and including the first EOS; drop trailing padding."""
-    for i, t in enumerate(ids):
-        if t == eos:
-            return ids[: i + 1]
-    while ids and ids[-1] == pad:
-        ids = ids[:-1]
-    return ids
-
-
-class _nullcontext:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *a):
-        return False
-
-
-def _rmtree(path: Path) -> None:
-    import shutil
-
-    shutil.rmtree(path, ignore_errors=True)

@@ -1,7 +1,8 @@
 """What runs in the forked child: lock the process down, run the program, report a canonical value.
 
-Order matters: rlimits and the new session first (while still privileged), then chroot (needs root), then the
-uid drop (loses root for good), then seccomp (denies the syscalls used above). Every path ends in
+Order matters: rlimits and the new session first (while still privileged), then chroot (needs root, or the
+capabilities of the worker's user namespace), then the uid drop or capability drop (loses them for good), then
+seccomp (denies the syscalls used above). Every path ends in
 ``os._exit`` so control can never return into the worker's request loop.
 """
 
@@ -16,8 +17,8 @@ import signal
 import sys
 import traceback
 
-from populora.platform import sandbox_isolation as iso
-from populora.platform.sandbox_values import canonical
+from populora.platform.sandbox import kernel as iso
+from populora.platform.sandbox.values import canonical
 
 _MEMORY = json.dumps({"status": "memory"}).encode()  # pre-built: there may be no memory left to build it
 
@@ -47,9 +48,12 @@ def _lock_down(worker, req: dict) -> None:
     fsize = max(int(req["max_output"]), int(req.get("max_value", 1 << 20))) + 1
     iso.set_limits(math.ceil(float(req["timeout_s"])) + 1, int(req["memory_mb"]), fsize)
     os.chdir(worker.root)
-    if worker.root_ok:
+    if worker.root_ok or worker.userns:
         os.chroot(".")  # the empty scratch dir becomes "/": nothing outside it can be named
-        iso.drop_privileges(worker.uid)
+        if worker.root_ok:
+            iso.drop_privileges(worker.uid)
+        else:
+            iso.drop_capabilities()  # without CAP_SYS_CHROOT the chroot cannot be undone
     iso.prctl(iso.PR_SET_PDEATHSIG, signal.SIGKILL)  # the uid drop cleared it
     if os.getppid() != worker.pid:
         os._exit(122)

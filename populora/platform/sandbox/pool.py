@@ -1,12 +1,17 @@
-"""Run untrusted Python in isolated, throw-away processes; a pool of pre-warmed workers does the forking.
+"""The trainer's side of the sandbox: a pool of pre-warmed workers that run untrusted Python, one fresh process each.
 
     with Sandbox(timeout_s=2) as sb:
         r = sb.run("print(1 + 1)")          # ExecResult(status="ok", stdout="2\\n", ...)
         rs = sb.run_many(["print(1)", "while True: pass"])
 
-Each worker (``sandbox_worker.py``) is a clean ``python`` process started once, in its own network and mount
-namespaces; per execution it forks a child that is rlimited, chrooted into an empty scratch dir, moved to an
-unprivileged uid and seccomp-filtered (``sandbox_child.py``). What is isolated and how well: docs/sandbox.md.
+Each worker (``sandbox/worker.py``) is a clean ``python`` process started once, in its own (user,) network, IPC,
+mount and pid namespaces; per execution it forks a child that is rlimited, chrooted into an empty scratch dir,
+moved to an unprivileged uid (root) or stripped of every capability (user namespace) and seccomp-filtered
+(``sandbox/child.py``). What is isolated and how well: docs/sandbox.md.
+
+Without the essential layers (:data:`ESSENTIAL`) the pool refuses to start, naming what is missing, unless the
+caller allows unconfined execution (``allow_unconfined=True``, or ``POPULORA_SANDBOX_ALLOW_UNCONFINED=1``, which
+``sandbox.allow_unconfined: true`` in a training config sets).
 """
 
 from __future__ import annotations
@@ -28,12 +33,16 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from populora.platform.sandbox_worker import IO_FILES
+from populora.platform.sandbox.worker import IO_FILES
 
 log = logging.getLogger(__name__)
 
 STATUSES = ("ok", "error", "timeout", "memory", "output_limit", "killed")
-_REPO_ROOT = str(Path(__file__).resolve().parents[2])
+# Without these a program can read and write the user's files (chroot+uid) or open sockets, signal, fork
+# and exec (seccomp): the pool will not run model code without them unless told so explicitly.
+ESSENTIAL = ("chroot+uid", "seccomp")
+ALLOW_UNCONFINED_ENV = "POPULORA_SANDBOX_ALLOW_UNCONFINED"
+_REPO_ROOT = str(Path(__file__).resolve().parents[3])
 _WARNED: set[str] = set()
 _WARN_LOCK = threading.Lock()
 
@@ -61,6 +70,27 @@ class ExecRequest:
     repeat: int = 1
     timeout_s: float | None = None
     memory_mb: int | None = None
+
+
+class SandboxUnavailable(RuntimeError):
+    """An essential isolation layer is missing and unconfined execution was not allowed."""
+
+
+def allow_unconfined_default() -> bool:
+    return os.environ.get(ALLOW_UNCONFINED_ENV, "").strip().lower() in ("1", "true", "yes")
+
+
+def missing_essentials(layers: dict[str, str]) -> dict[str, str]:
+    """{layer: why} for every essential layer that is not on."""
+    return {k: layers.get(k, "off: not reported") for k in ESSENTIAL if layers.get(k) != "on"}
+
+
+def refusal_message(missing: dict[str, str]) -> str:
+    what = "; ".join(f"{k}: {why}" for k, why in missing.items())
+    return (f"populora sandbox: refusing to run model-written code without isolation ({what}). Run as root, or "
+            "as a user where unprivileged user namespaces work (`unshare -Urn true` succeeds), with libseccomp2 "
+            "installed; or accept running it unconfined with `sandbox.allow_unconfined: true` in the config "
+            f"(or {ALLOW_UNCONFINED_ENV}=1), which is recorded on the run.")
 
 
 def _warn_once(layer: str, why: str) -> None:
@@ -113,7 +143,7 @@ def _status(how: str, code: int, res: dict, over: bool) -> str:
 class _WorkerProc:
     """The trainer's handle on one worker process: send a request line, read the reply line."""
 
-    def __init__(self, tmpfs_mb: int, disable: tuple[str, ...] = ()):
+    def __init__(self, tmpfs_mb: int, disable: tuple[str, ...] = (), preload: tuple[str, ...] = ()):
         owner = f"{_PREFIX}{os.getpid()}-"  # lets a later sandbox remove these if we die without closing
         self.base = tempfile.mkdtemp(prefix=owner)  # the worker mounts its scratch tmpfs here
         os.chmod(self.base, 0o711)
@@ -121,10 +151,14 @@ class _WorkerProc:
         self.fds = {name: os.open(os.path.join(self.io_dir, name), os.O_RDWR | os.O_CREAT, 0o600)
                     for name in IO_FILES}
         env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0",  # same str hashes everywhere
-               "MALLOC_ARENA_MAX": "2", "PYTHONDONTWRITEBYTECODE": "1"}  # threads must not reserve 64 MB arenas
-        code = f"import sys; sys.path.insert(0, {_REPO_ROOT!r}); from populora.platform.sandbox_worker import main; main()"
+               "MALLOC_ARENA_MAX": "2", "PYTHONDONTWRITEBYTECODE": "1",  # threads must not reserve 64 MB arenas
+               # a preloaded numpy must not start BLAS threads: the worker forks, so it must stay single-threaded
+               "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+        # -S: no site-packages, unless preloaded modules need them (the trainer's own import path, then)
+        path = [_REPO_ROOT] + ([p for p in sys.path if p and os.path.isdir(p)] if preload else [])
+        code = f"import sys; sys.path[:0] = {path!r}; from populora.platform.sandbox.worker import main; main()"
         self.proc = subprocess.Popen([sys.executable, "-S", "-s", "-c", code, self.base, self.io_dir, str(tmpfs_mb),
-                                      ",".join(disable)],
+                                      ",".join(disable), ",".join(preload)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, cwd="/",
                                      start_new_session=True)
         self.buf, self.tasks, self.ready, self.sizes = b"", 0, None, {}
@@ -152,7 +186,8 @@ class _WorkerProc:
         """Run one execution; the result fields, or None if the worker died or hung (the caller replaces it)."""
         for name, text in (("prog", program), ("in", stdin)):
             data = text.encode("utf-8", errors="surrogatepass")
-            if data or self.sizes.get(name):
+            # the child opens both read-only; fstat still checks, so no earlier run's text reaches this one
+            if data or self.sizes.get(name) or os.fstat(self.fds[name]).st_size:
                 os.ftruncate(self.fds[name], 0)
                 os.pwrite(self.fds[name], data, 0)
                 self.sizes[name] = len(data)
@@ -213,29 +248,48 @@ class Sandbox:
 
     def __init__(self, workers: int | None = None, timeout_s: float = 5.0, memory_mb: int = 512,
                  max_output_bytes: int = 65536, *, max_value_bytes: int = 1 << 20,
-                 max_tasks_per_worker: int = 10_000, scratch_mb: int = 64, disable_layers: tuple[str, ...] = ()):
-        """``disable_layers=("seccomp",)`` exercises the fallback path (tests, debugging); never in training."""
+                 max_tasks_per_worker: int = 10_000, scratch_mb: int = 64, disable_layers: tuple[str, ...] = (),
+                 allow_unconfined: bool | None = None, preload: tuple[str, ...] = ()):
+        """``disable_layers=("seccomp",)`` (or ``"userns"``) exercises the fallback path (tests, debugging);
+        ``allow_unconfined`` (default: :func:`allow_unconfined_default`) lets the pool run without an essential
+        layer; ``preload``: extra modules the workers import for the programs (a chrooted program can import
+        nothing else), e.g. numpy for benchmark solutions."""
         # two workers per core: while one waits on the trainer's pipe the other forks, so the cores stay busy
         self.n_workers = workers or 2 * (os.cpu_count() or 1)
         self.timeout_s, self.memory_mb = timeout_s, memory_mb
         self.max_output_bytes, self.max_value_bytes = max_output_bytes, max_value_bytes
         self.max_tasks_per_worker, self.scratch_mb = max_tasks_per_worker, scratch_mb
-        self.disable_layers = tuple(disable_layers)
+        self.disable_layers, self.preload = tuple(disable_layers), tuple(preload)
+        self.allow_unconfined = allow_unconfined_default() if allow_unconfined is None else allow_unconfined
         self._idle: queue.Queue[_WorkerProc] = queue.Queue()
         self._all: list[_WorkerProc] = []
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(self.n_workers, thread_name_prefix="sandbox")
         self._closed = False
         sweep_stale_dirs()
-        procs = [_WorkerProc(scratch_mb, self.disable_layers) for _ in range(self.n_workers)]  # start all, then wait: in parallel
-        for p in procs:
-            self._adopt(p)
+        procs = [self._spawn() for _ in range(self.n_workers)]  # start all, then wait: in parallel
+        try:
+            for p in procs:
+                self._adopt(p)
+        except BaseException:
+            self._closed = True
+            self._pool.shutdown(wait=False)
+            for p in procs:
+                p.close()
+            raise
         self.layers = dict(procs[0].ready["layers"])
+        self.unconfined = sorted(missing_essentials(self.layers))  # [] when fully confined
+
+    def _spawn(self) -> _WorkerProc:
+        return _WorkerProc(self.scratch_mb, self.disable_layers, self.preload)
 
     def _adopt(self, proc: _WorkerProc) -> None:
         layers = proc.wait_ready()["layers"]
+        missing = missing_essentials(layers)
+        if missing and not self.allow_unconfined:
+            raise SandboxUnavailable(refusal_message(missing))
         for layer, state in layers.items():
-            if state != "on":
+            if state.startswith("off"):
                 _warn_once(layer, state)
         with self._lock:
             self._all.append(proc)
@@ -247,7 +301,7 @@ class Sandbox:
                 self._all.remove(proc)
         proc.close()
         if not self._closed:
-            self._adopt(_WorkerProc(self.scratch_mb, self.disable_layers))
+            self._adopt(self._spawn())
 
     def _wire(self, r: ExecRequest) -> dict:
         return {"call": r.call, "repeat": r.repeat,

@@ -11,19 +11,20 @@ member's gradient to its own slot only. Slot 0 is the bare base (zeros, never tr
 
 ``SlotAdam`` is AdamW with per-slot moments and step counts, identical per slot to ``torch.optim.AdamW`` on
 that member alone, so a member that gets no rollouts in a step does not move, and an evolved child starts fresh.
-``MultiLoraBackend`` has the ``PeftBackend`` interface and imports/exports standard PEFT adapter dirs.
+``MultiLoraBackend`` implements the ``Backend`` protocol and imports/exports standard PEFT adapter dirs.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
 import torch
 from torch import nn
 
-from populora.platform.backend import BASE, LoraSpec, PeftBackend, TrainSample
+from populora.platform.backends import generation, logprobs
+from populora.platform.backends.base import BASE, Generation, LoraSpec, TrainSample
+from populora.platform.backends.peft_dir import read_peft_dir, write_peft_dir
 
 
 class SlotRouter:
@@ -94,7 +95,7 @@ class SlotAdam:
         idx = torch.tensor(slots)
         self.steps[idx] += 1
         b1, b2 = self.betas
-        t = self.steps[idx].double()
+        t = self.steps[idx].double()  # step counts stay on the CPU (read without a device sync)
         for p, m, v in zip(self.params, self.exp_avg, self.exp_avg_sq):
             if p.grad is None:
                 continue
@@ -102,8 +103,9 @@ class SlotAdam:
             g = p.grad[idx]
             m[idx] = m[idx] * b1 + g * (1 - b1)
             v[idx] = v[idx] * b2 + g * g * (1 - b2)
-            bc1 = (1 - b1 ** t).to(p.dtype).view(shape)
-            bc2_sqrt = (1 - b2 ** t).sqrt().to(p.dtype).view(shape)
+            # (k, 1, ...) bias corrections: computed on the CPU, moved to the moments' device (CUDA refuses a mix)
+            bc1 = (1 - b1 ** t).to(device=p.device, dtype=p.dtype).view(shape)
+            bc2_sqrt = (1 - b2 ** t).sqrt().to(device=p.device, dtype=p.dtype).view(shape)
             w = p.data[idx] * (1 - self.lr * self.wd)
             p.data[idx] = w - (self.lr / bc1) * m[idx] / (v[idx].sqrt() / bc2_sqrt + self.eps)
 
@@ -125,11 +127,12 @@ class SlotAdam:
             v[slot].copy_(saved)
 
 
-class MultiLoraBackend(PeftBackend):
-    """The ``PeftBackend`` interface on batched multi-LoRA layers: one forward for a batch mixing any members."""
+class MultiLoraBackend:
+    """The ``Backend`` protocol on batched multi-LoRA layers: one forward for a batch mixing any members."""
 
     def __init__(self, base_model, tokenizer, lora: LoraSpec, initial_slots: int = 8):
-        super().__init__(base_model, tokenizer, lora)
+        self.base_model, self.tokenizer, self.lora = base_model, tokenizer, lora
+        self.device = next(base_model.parameters()).device
         self.router = SlotRouter()
         self.slots: dict[str, int] = {}
         self.layers: dict[str, MultiLoraLinear] = {}
@@ -183,10 +186,13 @@ class MultiLoraBackend(PeftBackend):
         gen = torch.Generator().manual_seed(seed) if seed is not None else None
         with torch.no_grad():
             for layer in self.layers.values():  # PEFT's init: A like nn.Linear, B zero
-                nn.init.kaiming_uniform_(layer.lora_A[slot], a=math.sqrt(5), generator=gen)
+                # drawn on the CPU (a CPU generator cannot fill a CUDA tensor): the same adapter on every device
+                a = torch.empty(layer.lora_A.shape[1:])
+                nn.init.kaiming_uniform_(a, a=math.sqrt(5), generator=gen)
+                layer.lora_A[slot].copy_(a)
                 layer.lora_B[slot].zero_()
         if from_dir is not None:
-            self.set_adapter_state(name, _read_peft_dir(Path(from_dir), self.lora.rank))
+            self.set_adapter_state(name, read_peft_dir(Path(from_dir), self.lora))
 
     def remove_adapter(self, name: str) -> None:
         slot = self.slots.pop(name)
@@ -223,20 +229,30 @@ class MultiLoraBackend(PeftBackend):
                     param[slot].copy_(t)
 
     def save_adapter(self, name: str, directory: str | Path) -> Path:
-        from peft import LoraConfig
-        from safetensors.torch import save_file
+        return write_peft_dir(self.adapter_state(name), self.lora, directory,
+                              getattr(self.base_model.config, "_name_or_path", None))
 
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        state = {k: v.contiguous() for k, v in self.adapter_state(name).items()}
-        save_file(state, str(directory / "adapter_model.safetensors"), metadata={"format": "pt"})
-        config = LoraConfig(r=self.lora.rank, lora_alpha=self.lora.alpha, lora_dropout=self.lora.dropout,
-                            target_modules=list(self.lora.target_modules), task_type="CAUSAL_LM")
-        config.base_model_name_or_path = getattr(self.base_model.config, "_name_or_path", None)
-        config.save_pretrained(str(directory))
-        return directory
+    # ------------------------------------------------------------------ generation and log-probs
+    def encode_chat(self, messages: list[dict], prefill: str = "") -> str:
+        return generation.encode_chat(self.tokenizer, messages, prefill)
 
-    # ------------------------------------------------------------------ forward
+    def generate(self, prompts: list[str], adapters: list[str | None], max_new_tokens: int, temperature: float = 1.0,
+                 top_p: float = 1.0, seed: int | None = None, stop: tuple[str, ...] = (),
+                 batch_size: int = 16) -> list[Generation]:
+        """One completion per prompt, row i with adapter ``adapters[i]``; a batch mixing members is one generate."""
+        return generation.generate(self.tokenizer, self.device, self._run_generate, prompts, adapters, max_new_tokens,
+                                   temperature, top_p, seed, stop, batch_size)
+
+    def sequence_logprobs(self, adapter: str | None, prompt_ids: list[list[int]], completion_ids: list[list[int]],
+                          max_len: int = 1024) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.rows_logprobs([adapter] * len(prompt_ids), prompt_ids, completion_ids, max_len)
+
+    def rows_logprobs(self, adapters: list[str | None], prompt_ids: list[list[int]], completion_ids: list[list[int]],
+                      max_len: int = 1024) -> tuple[torch.Tensor, torch.Tensor]:
+        """(logp, mask), both (B, T_completion), row i through adapter ``adapters[i]``: one forward for any mix."""
+        return logprobs.sequence_logprobs(lambda ids, attn: self._forward_rows(adapters, ids, attn),
+                                          self.tokenizer.pad_token_id, self.device, prompt_ids, completion_ids, max_len)
+
     def _slot_index(self, adapters: list[str | None]) -> torch.Tensor:
         return torch.tensor([0 if a is BASE else self.slots[a] for a in adapters], device=self.device)
 
@@ -246,9 +262,6 @@ class MultiLoraBackend(PeftBackend):
             return self.base_model.generate(**enc, **kwargs)
         finally:
             self.router.index = None
-
-    def _forward(self, adapter, input_ids, attn):
-        return self._forward_rows([adapter] * input_ids.shape[0], input_ids, attn)
 
     def _forward_rows(self, adapters, input_ids, attn):
         self.router.index = self._slot_index(adapters)
@@ -283,7 +296,7 @@ class MultiLoraBackend(PeftBackend):
             chunk = rows[i:i + micro_batch]
             names = [n for n, _ in chunk]
             prompts, completions = [s.prompt_ids for _, s in chunk], [s.completion_ids for _, s in chunk]
-            logp, mask = self._logprobs(lambda ids, attn: self._forward_rows(names, ids, attn), prompts, completions, max_len)
+            logp, mask = self.rows_logprobs(names, prompts, completions, max_len)
             denom = torch.tensor([float(n_tokens[n]) for n in names], device=logp.device)      # (B,)
             weight = torch.tensor([s.weight for _, s in chunk], device=logp.device)[:, None]    # (B, 1)
             row_loss = -(weight * logp * mask).sum(1) / denom                                   # (B,)
@@ -305,15 +318,3 @@ class MultiLoraBackend(PeftBackend):
             stats[n]["grad_norm"] = norms[self.slots[n]]
         return stats
 
-
-def _read_peft_dir(directory: Path, rank: int) -> dict[str, torch.Tensor]:
-    """LoRA tensors of a PEFT adapter dir, keyed as PEFT saves them."""
-    from safetensors.torch import load_file
-
-    config_path = directory / "adapter_config.json"
-    if not config_path.is_file():
-        raise ValueError(f"{directory} is not a PEFT adapter dir (no adapter_config.json)")
-    r = json.loads(config_path.read_text()).get("r")
-    if r != rank:
-        raise ValueError(f"adapter {directory} has rank {r}, this population uses rank {rank}")
-    return load_file(str(directory / "adapter_model.safetensors"))

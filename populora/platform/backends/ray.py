@@ -1,7 +1,7 @@
 """Scale-out with Ray: members spread over model-worker actors, sandbox checks spread over verifier actors.
 
 Each ``ModelWorker`` actor (one per GPU on a cluster) holds the frozen base and the batched multi-LoRA adapters of
-the members assigned to it. ``RayBackend`` has the backend interface the loop uses and routes each call to the
+the members assigned to it. ``RayBackend`` implements the ``Backend`` protocol and routes each call to the
 owning worker(s); a generation or update touching several workers runs on all of them at once. With one worker
 the batches are exactly those of the local path, so a seeded step gives the same result.
 
@@ -14,7 +14,8 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
-from populora.platform.backend import Generation, LoraSpec, PeftBackend, TrainSample
+from populora.platform.backends import generation
+from populora.platform.backends.base import Generation, LoraSpec, TrainSample
 
 
 class RayError(RuntimeError):
@@ -38,12 +39,12 @@ def init_ray(address: str, num_cpus: int | None = None):
 class _ModelWorker:
     """Runs inside a Ray actor: a MultiLoraBackend over its own copy of the base model."""
 
-    def __init__(self, model_cfg: dict, spec: LoraSpec, slots: int):
+    def __init__(self, model: dict, spec: LoraSpec, slots: int):
+        from populora.platform.backends.multilora import MultiLoraBackend
         from populora.platform.models import load_base, resolve_source
-        from populora.training.multilora import MultiLoraBackend
 
-        base, tok = load_base(resolve_source(model_cfg["base"], model_cfg.get("gguf_file")), model_cfg["dtype"],
-                              model_cfg["device"], model_cfg["tiny_random"])
+        base, tok = load_base(resolve_source(model["base"], model.get("gguf_file")), model["dtype"],
+                              model["device"], model["tiny_random"])
         self.backend = MultiLoraBackend(base, tok, spec, slots)
 
     def call(self, method: str, *args, **kwargs):
@@ -56,7 +57,7 @@ class _VerifierWorker:
 
         self.verifier = Verifier(timeout_s=timeout_s, memory_mb=memory_mb)
 
-    def check_many(self, tasks: list[dict]):
+    def check_many(self, tasks: list):  # Validate / Check jobs (plain dataclasses: Ray pickles them)
         return self.verifier.check_many(tasks)
 
 
@@ -68,7 +69,7 @@ class RayVerifier:
         actor = ray.remote(num_cpus=cpus)(_VerifierWorker)
         self.actors = [actor.remote(timeout_s, memory_mb) for _ in range(workers)]
 
-    def check_many(self, tasks: list[dict]):
+    def check_many(self, tasks: list):  # Validate / Check jobs (plain dataclasses: Ray pickles them)
         n = len(self.actors)
         chunks = [tasks[i::n] for i in range(n)]
         results = self.ray.get([a.check_many.remote(c) for a, c in zip(self.actors, chunks) if c])
@@ -78,14 +79,17 @@ class RayVerifier:
         return out
 
 
-class RayBackend(PeftBackend):
-    """Backend interface over ModelWorker actors; the driver keeps only the tokenizer."""
+class RayBackend:
+    """The ``Backend`` protocol over ModelWorker actors; the driver keeps only the tokenizer.
 
-    def __init__(self, ray, model_cfg: dict, tokenizer, spec: LoraSpec, workers: int, slots: int,
+    ``model`` says which base each worker loads: keys base, gguf_file, dtype, device, tiny_random.
+    """
+
+    def __init__(self, ray, model: dict, tokenizer, spec: LoraSpec, workers: int, slots: int,
                  gpus_per_worker: float = 0, cpus_per_worker: float = 1.0):
         self.ray, self.tokenizer, self.lora = ray, tokenizer, spec
         actor = ray.remote(num_cpus=cpus_per_worker, num_gpus=gpus_per_worker)(_ModelWorker)
-        self.workers = [actor.remote(model_cfg, spec, max(1, slots // workers + 1)) for _ in range(workers)]
+        self.workers = [actor.remote(model, spec, max(1, slots // workers + 1)) for _ in range(workers)]
         self.owner: dict[str, int] = {}
 
     def _on(self, name: str, method: str, *args, **kwargs):
@@ -121,6 +125,9 @@ class RayBackend(PeftBackend):
 
     def load_optimizer_state(self, name: str, state: dict) -> None:
         self._on(name, "load_optimizer_state", name, state)
+
+    def encode_chat(self, messages: list[dict], prefill: str = "") -> str:
+        return generation.encode_chat(self.tokenizer, messages, prefill)
 
     def generate(self, prompts: list[str], adapters: list[str | None], max_new_tokens: int, **kwargs) -> list[Generation]:
         rows = defaultdict(list)  # worker -> row indices, in order

@@ -1,8 +1,16 @@
 """Kernel building blocks of the sandbox, through ctypes: namespaces, tmpfs, seccomp, privilege drop.
 
-Nothing here needs a package beyond the OS: ``unshare``/``mount``/``prctl`` come from libc, the seccomp filter
-is compiled once by libseccomp (``libseccomp.so.2``, present wherever systemd is) and loaded in each child with
-a single ``prctl``. Every layer reports whether it is available so the sandbox can warn once and fall back.
+Nothing here needs a package beyond the OS: ``unshare``/``mount``/``prctl``/``capset`` come from libc, the
+seccomp filter is compiled once by libseccomp (``libseccomp.so.2``, present wherever systemd is) and loaded in
+each child with a single ``prctl``. Every layer reports whether it is available: the pool refuses to run
+programs when an essential one is missing (see ``pool.ESSENTIAL``) and warns once about the others.
+
+Two modes, chosen by who starts the worker:
+- root: the worker's namespaces are owned by the host's user namespace; each child chroots and drops to its
+  worker's own unprivileged uid;
+- an ordinary user: the worker first enters a new *user* namespace (unprivileged user namespaces, as
+  ``unshare -Urn``), which gives it the capabilities to create the others and mount a tmpfs inside it only;
+  each child chroots and then drops every capability, keeping the user's uid, which maps to nobody else.
 """
 
 from __future__ import annotations
@@ -13,6 +21,7 @@ import os
 import resource
 
 CLONE_NEWNS, CLONE_NEWNET, CLONE_THREAD = 0x00020000, 0x40000000, 0x00010000
+CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWIPC = 0x10000000, 0x20000000, 0x08000000
 MS_NOSUID, MS_NODEV, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x4000, 0x40000
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, PR_SET_CHILD_SUBREAPER = 1, 38, 22, 36
 SECCOMP_MODE_FILTER = 2
@@ -61,6 +70,11 @@ DENIED_SYSCALLS = (
     "setrlimit", "prlimit64", "setpriority", "sched_setaffinity", "sched_setscheduler",
     "setuid", "setgid", "setreuid", "setregid", "setresuid", "setresgid", "setgroups", "setfsuid", "setfsgid",
     "capset",
+    # no SysV IPC or POSIX message queues: their objects outlive the process that made them (the worker's
+    # private IPC namespace is the backstop, but it is shared by the executions of one worker)
+    "shmget", "shmat", "shmdt", "shmctl", "semget", "semop", "semtimedop", "semctl",
+    "msgget", "msgsnd", "msgrcv", "msgctl", "mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive",
+    "mq_notify", "mq_getsetattr",
     # no kernel randomness: a program that sneaks in entropy fails loudly instead of passing a determinism check
     "getrandom",
 )
@@ -85,15 +99,43 @@ def prctl(option: int, arg2: int = 0, arg3=0) -> None:
         raise OSError(e, f"prctl({option}): {os.strerror(e)}")
 
 
-def isolate_worker(scratch_base: str, tmpfs_mb: int) -> dict[str, str]:
-    """Once per worker: a private network namespace (no interfaces up: no network at all) and a private mount
-    namespace holding a size-capped tmpfs for the scratch dirs. Returns {layer: "on" | "off: why"}."""
-    layers = {}
+def enter_user_namespace() -> None:
+    """Become the owner of a new user namespace in which our own uid/gid map to themselves (the only mapping an
+    unprivileged process may write). We keep our uid but gain, inside it only, the capabilities the other
+    namespaces, the tmpfs mount and the children's chroot need."""
+    uid, gid = os.getuid(), os.getgid()
+    unshare(CLONE_NEWUSER)
+    for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
+        with open(f"/proc/self/{name}", "w") as fh:
+            fh.write(text)
+
+
+def _try(layers: dict, name: str, action) -> bool:
     try:
-        unshare(CLONE_NEWNET)
-        layers["netns"] = "on"
+        action()
+        layers[name] = "on"
+        return True
     except OSError as e:
-        layers["netns"] = f"off: {e}"
+        layers[name] = f"off: {e}"
+        return False
+
+
+def isolate_worker(scratch_base: str, tmpfs_mb: int, disable: tuple[str, ...] = ()) -> dict[str, str]:
+    """Once per worker: (as a user) a user namespace, then a private network namespace (no interfaces up: no
+    network at all), a private IPC namespace, a private mount namespace holding a size-capped tmpfs for the
+    scratch dirs, and a pid namespace that the worker's next fork starts (see ``worker.main``).
+    Returns {layer: "on" | "off: why" | "n/a: why"}."""
+    layers = {}
+    if os.geteuid() == 0:
+        layers["userns"] = "n/a: running as root"
+    elif "userns" in disable:
+        layers["userns"] = "off: disabled by Sandbox(disable_layers=...)"
+    elif not _try(layers, "userns", enter_user_namespace):
+        layers["userns"] += (" (unprivileged user namespaces are off: sysctl kernel.unprivileged_userns_clone=1 "
+                             "and user.max_user_namespaces > 0, or a container that allows unshare)")
+    _try(layers, "netns", lambda: unshare(CLONE_NEWNET))
+    _try(layers, "ipcns", lambda: unshare(CLONE_NEWIPC))
+    _try(layers, "pidns", lambda: unshare(CLONE_NEWPID))
     try:
         unshare(CLONE_NEWNS)
         mount(None, "/", None, MS_REC | MS_PRIVATE, None)  # our mounts never propagate back to the host
@@ -101,6 +143,8 @@ def isolate_worker(scratch_base: str, tmpfs_mb: int) -> dict[str, str]:
         layers["tmpfs"] = "on"
     except OSError as e:
         layers["tmpfs"] = f"off: {e}"
+    layers["chroot+uid"] = ("on" if os.geteuid() == 0 or layers["userns"] == "on"
+                            else "off: neither root nor a user namespace")
     try:
         prctl(PR_SET_CHILD_SUBREAPER, 1)  # orphans of a fallback-mode program come back to us to be reaped
     except OSError:
@@ -193,6 +237,26 @@ def set_limits(cpu_s: int, memory_mb: int, fsize: int, nofile: int = 64, nproc: 
         (resource.RLIMIT_CORE, 0),
     ):
         resource.setrlimit(res, (value, value))
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+_LINUX_CAPABILITY_VERSION_3 = 0x20080522
+
+
+def drop_capabilities() -> None:
+    """Empty effective, permitted and inheritable sets: what a user-namespace child does instead of a uid drop.
+    Our uid is not 0 inside the namespace, so no later exec could give them back (exec is denied anyway)."""
+    data = (_CapData * 2)()
+    if _libc.capset(ctypes.byref(_CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)), data) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, f"capset: {os.strerror(e)}")
 
 
 def drop_privileges(uid: int) -> None:

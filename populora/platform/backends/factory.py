@@ -1,0 +1,70 @@
+"""``make_backend``: the one place a backend is chosen and built, for training and evaluation alike."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from populora.platform.backends.base import Backend, LoraSpec
+
+
+@dataclass(frozen=True)
+class RaySpec:
+    """Where the model workers run (see ``populora.platform.backends.ray``)."""
+
+    address: str                       # 'local', 'auto' or 'ray://host:port'
+    num_cpus: int | None = None        # CPUs of a 'local' Ray instance (None: all)
+    model_workers: int = 1             # actors, each holding the base and its members' adapters
+    gpus_per_worker: float = 0.0
+    cpus_per_worker: float = 1.0
+
+
+@dataclass(frozen=True)
+class BackendConfig:
+    """Which base model, which LoRA shape, which implementation."""
+
+    base: str = "embedded"             # as model.base: 'embedded', an HF id, a local dir or a .gguf file
+    gguf_file: str | None = None       # GGUF file inside ``base``
+    tiny_random: bool = False          # a tiny random model of the same tokenizer (tests)
+    dtype: str = "float32"             # weights dtype of the frozen base
+    device: str = "auto"               # 'auto', 'cpu', 'cuda', 'cuda:1', ...
+    lora: LoraSpec = field(default_factory=LoraSpec)
+    kind: Literal["multilora", "peft"] = "multilora"  # batched multi-LoRA, or PEFT (the reference)
+    generation: Literal["torch", "vllm"] = "torch"    # vllm: generation on a vLLM engine, training on ``kind``
+    slots: int = 8                     # adapters expected at once (multi-LoRA grows past it when needed)
+    vllm_gpu_memory: float = 0.45      # fraction of GPU memory vLLM may take
+    vllm_sync_dir: str = ".vllm-adapters"  # where changed adapters are written for vLLM to load
+    ray: RaySpec | None = None         # None: in this process
+
+
+def make_backend(config: BackendConfig) -> Backend:
+    """The backend ``config`` asks for: batched multi-LoRA (default) or PEFT in this process, multi-LoRA on Ray
+    actors, or either with generation on vLLM."""
+    from populora.platform.models import cached_source, load_base, load_tokenizer, resolve_source
+
+    source = resolve_source(config.base, config.gguf_file)
+    if config.ray is not None:
+        from populora.platform.backends.ray import RayBackend, init_ray
+
+        rs = config.ray
+        tok = load_tokenizer(cached_source(source, need_weights=False))
+        model = {k: v for k, v in asdict(config).items() if k in ("base", "gguf_file", "dtype", "device", "tiny_random")}
+        return RayBackend(init_ray(rs.address, rs.num_cpus), model, tok, config.lora, rs.model_workers, config.slots,
+                          rs.gpus_per_worker, rs.cpus_per_worker)
+    base, tok = load_base(source, config.dtype, config.device, config.tiny_random)
+    if config.kind == "multilora":
+        from populora.platform.backends.multilora import MultiLoraBackend
+
+        backend = MultiLoraBackend(base, tok, config.lora, config.slots)
+    else:
+        from populora.platform.backends.peft import PeftBackend
+
+        backend = PeftBackend(base, tok, config.lora)
+    if config.generation == "vllm":
+        from populora.platform.backends.vllm import VllmBackend
+
+        weights = cached_source(source, need_weights=True)
+        backend = VllmBackend(backend, weights.path_or_id, Path(config.vllm_sync_dir), max(config.slots, 2),
+                              config.lora.rank, config.vllm_gpu_memory)
+    return backend

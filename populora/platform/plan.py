@@ -1,0 +1,241 @@
+"""The plan of a run before it runs: memory per GPU, compute per step, and whether it fits.
+
+Pure arithmetic on a model's shape (``Architecture``), a GPU (``GPUS``) and the work of one step (``Workload``,
+counted from a training config by ``populora.training.workload``). Every figure is an estimate whose model is
+stated next to it; GB are 10^9 bytes, as published model sizes are (Qwen2.5-7B in bf16: 15.2 GB).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import yaml
+
+GB = 1e9
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+LORA_BYTES = 4          # LoRA weights, their gradients and both AdamW moments are fp32 on every backend
+GEN_BATCH = 16          # rows per torch generate() call (PeftBackend.generate's batch_size)
+USABLE = 0.92           # of a GPU's memory: the rest goes to the CUDA context and allocator fragmentation
+# Stated utilisation (achieved / peak FLOPs): training forward+backward at the usual LLM fine-tuning MFU;
+# generation is memory-bound decoding, far lower with HF generate than with vLLM's continuous batching.
+MFU = {"train": 0.35, "generate_torch": 0.03, "generate_vllm": 0.25}
+
+
+@dataclass(frozen=True)
+class Gpu:
+    name: str
+    memory_gib: float     # as sold: an "80 GB" H100 holds 80 GiB
+    tflops_bf16: float    # dense tensor-core peak, bf16/fp16 with fp32 accumulate
+    tflops_fp32: float    # dense TF32 tensor-core peak (a float32 base)
+
+    @property
+    def usable_gb(self) -> float:
+        return self.memory_gib * 2**30 / GB * USABLE
+
+
+GPUS = {g.name: g for g in (
+    Gpu("h100-80gb", 80, 989, 494),
+    Gpu("a100-80gb", 80, 312, 156),
+    Gpu("a100-40gb", 40, 312, 156),
+    Gpu("l40s-48gb", 48, 362, 183),
+    Gpu("rtx4090-24gb", 24, 165, 83),
+)}
+
+
+class PlanError(ValueError):
+    """The plan cannot be made (unknown architecture or GPU); the message says which flag to pass."""
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """A Llama-style decoder (Qwen2, Llama, SmolLM2): SwiGLU MLP, grouped-query attention."""
+
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    vocab_size: int
+    tie_word_embeddings: bool = False
+    attention_bias: bool = False
+
+    @property
+    def kv_dim(self) -> int:
+        return self.hidden_size // self.num_attention_heads * self.num_key_value_heads
+
+    def linear_shapes(self) -> dict[str, tuple[int, int]]:
+        """(in, out) of each linear module of one layer, by the names LoRA targets use."""
+        h, i, kv = self.hidden_size, self.intermediate_size, self.kv_dim
+        return {"q_proj": (h, h), "k_proj": (h, kv), "v_proj": (h, kv), "o_proj": (h, h),
+                "gate_proj": (h, i), "up_proj": (h, i), "down_proj": (i, h)}
+
+    def params(self) -> int:
+        h = self.hidden_size
+        layer = sum(a * b for a, b in self.linear_shapes().values()) + 2 * h        # linears + 2 RMSNorms
+        if self.attention_bias:
+            layer += h + 2 * self.kv_dim
+        embeddings = self.vocab_size * h * (1 if self.tie_word_embeddings else 2)
+        return self.num_hidden_layers * layer + embeddings + h                        # + the final norm
+
+    def lora_params(self, rank: int, targets: list[str]) -> int:
+        shapes = self.linear_shapes()
+        unknown = sorted(set(targets) - set(shapes))
+        if unknown:
+            raise PlanError(f"model.target_modules {unknown} are not linear modules of this architecture ({sorted(shapes)})")
+        return self.num_hidden_layers * sum(rank * sum(shapes[t]) for t in targets)
+
+    def train_bytes_per_token(self, dtype_bytes: int, targets: list[str]) -> float:
+        """Activations kept for the backward pass, per token, with gradients flowing through the frozen base
+        (every layer holds LoRA) and SDPA attention (no s^2 term). Per layer: ~10 hidden-sized tensors (Korthikanti
+        et al.'s 7.5 for attention and norms, plus HF's fp32 RMSNorm and rotary copies) and 4 intermediate-sized ones (gate, up, act, product) in the
+        base dtype, plus the fp32 copy of each LoRA target's input (the LoRA path runs in fp32). Then the
+        logits: base dtype, their fp32 cast and the fp32 log-softmax."""
+        h, i = self.hidden_size, self.intermediate_size
+        lora_inputs = sum(self.linear_shapes()[t][0] for t in targets) * LORA_BYTES
+        per_layer = (10 * h + 4 * i) * dtype_bytes + lora_inputs
+        return self.num_hidden_layers * per_layer + self.vocab_size * (dtype_bytes + 8)
+
+    def kv_bytes_per_token(self, dtype_bytes: int) -> int:
+        return 2 * self.num_hidden_layers * self.kv_dim * dtype_bytes
+
+    def attention_flops(self, context: float) -> float:
+        """Forward FLOPs of attention scores and values for one token attending to ``context`` tokens."""
+        return 4 * self.num_hidden_layers * self.hidden_size * context
+
+
+_TABLE = Path(__file__).with_name("architectures.yaml")
+
+
+def table_key(base: str) -> str:
+    """'Qwen/Qwen2.5-7B-Instruct' -> 'qwen2.5-7b'; 'embedded' -> 'smollm2-135m'."""
+    if base == "embedded":
+        return "smollm2-135m"
+    name = base.rstrip("/").rsplit("/", 1)[-1].lower().split(".gguf")[0]
+    return name.removesuffix("-instruct").replace("meta-llama-3.1", "llama-3.1")
+
+
+def _from_config(data: dict) -> Architecture:
+    fields = set(Architecture.__dataclass_fields__)
+    data = data.get("text_config", data)
+    return Architecture(**{k: v for k, v in data.items() if k in fields and v is not None})
+
+
+def find_architecture(base: str, arch_config: str | None = None) -> tuple[Architecture, str]:
+    """(architecture, where it came from): ``arch_config``, the base's local config.json, the HF cache, the table."""
+    candidates = [Path(arch_config)] if arch_config else [Path(base).expanduser() / "config.json"]
+    if not arch_config:
+        try:
+            from huggingface_hub import try_to_load_from_cache
+
+            cached = try_to_load_from_cache(base, "config.json")
+            if isinstance(cached, str):
+                candidates.append(Path(cached))
+        except Exception:  # not an HF id (a path, 'embedded'): the table decides
+            pass
+    for path in candidates:
+        if path.is_file():
+            return _from_config(json.loads(path.read_text())), str(path)
+    if arch_config:
+        raise PlanError(f"--arch-config {arch_config!r} does not exist; give the model's config.json")
+    table = yaml.safe_load(_TABLE.read_text())
+    key = table_key(base)
+    if key in table:
+        return Architecture(**table[key]), f"shipped table ({key})"
+    raise PlanError(f"no architecture for model.base {base!r}: not a local dir with config.json, not in the HF cache, "
+                    f"not in the shipped table ({', '.join(sorted(table))}); pass --arch-config path/to/config.json")
+
+
+@dataclass(frozen=True)
+class Workload:
+    """The work of one training step, counted from the config (see populora.training.workload)."""
+
+    adapters: int                # adapters alive in the population
+    lora_slots: int              # adapter slots the backend allocates (multilora pre-allocates, grows by doubling)
+    adapters_per_gpu: int
+    propose_rows: float          # generated sequences per step, whole population
+    solve_rows: float
+    propose_prompt: int          # tokens per prompt (estimates) and per completion (budgets)
+    solve_prompt: int
+    propose_new: int
+    solve_new: int
+    micro_batch: int
+    max_seq_len: int
+    kl_forward: bool             # the extra base forward for KL (optim.log_kl or kl_coef > 0)
+    vllm: bool
+    vllm_fraction: float
+
+    def trained_len(self, prompt: int, new: int) -> int:
+        return min(prompt + new, self.max_seq_len)
+
+
+def memory_gb(arch: Architecture, work: Workload, dtype: str, targets: list[str], rank: int, gpu: Gpu) -> dict:
+    """Peak memory per GPU. Generation and the update run one after the other, so the peak holds the larger of
+    their working sets; vLLM pre-allocates its fraction of the GPU (its own copy of the base included)."""
+    b = DTYPE_BYTES[dtype]
+    lora = arch.lora_params(rank, targets) * LORA_BYTES
+    slots_per_gpu = math.ceil(work.lora_slots * work.adapters_per_gpu / max(work.adapters, 1))
+    longest = max(work.propose_prompt + work.propose_new, work.solve_prompt + work.solve_new)
+    out = {
+        "base_weights": arch.params() * b / GB,
+        "adapters": 2 * slots_per_gpu * lora / GB,          # weights + gradients
+        "optimizer": 2 * slots_per_gpu * lora / GB,         # AdamW exp_avg + exp_avg_sq
+        "activations": work.micro_batch * work.max_seq_len * arch.train_bytes_per_token(b, targets) / GB,
+        "generation_kv": 0.0 if work.vllm else GEN_BATCH * longest * arch.kv_bytes_per_token(b) / GB,
+        "vllm": work.vllm_fraction * gpu.memory_gib * 2**30 / GB if work.vllm else 0.0,
+    }
+    out["total"] = (out["base_weights"] + out["adapters"] + out["optimizer"]
+                    + max(out["activations"], out["generation_kv"]) + out["vllm"])
+    return out
+
+
+def step_flops(arch: Architecture, work: Workload) -> dict:
+    """FLOPs of one step, whole population: 2N per prompt and generated token (+ attention), and per trained
+    token 2N forward + 2N backward (gradients w.r.t. activations; LoRA weight gradients are negligible) + 2N
+    for the KL base forward when it runs."""
+    n = arch.params()
+    gen = 0.0
+    for rows, prompt, new in ((work.propose_rows, work.propose_prompt, work.propose_new),
+                              (work.solve_rows, work.solve_prompt, work.solve_new)):
+        gen += rows * (2 * n * (prompt + new) + new * arch.attention_flops(prompt + new / 2))
+    per_token = (4 + (2 if work.kl_forward else 0)) * n
+    train = sum(rows * work.trained_len(p, new) * (per_token + 1.5 * arch.attention_flops(work.trained_len(p, new) / 2))
+                for rows, p, new in ((work.propose_rows, work.propose_prompt, work.propose_new),
+                                     (work.solve_rows, work.solve_prompt, work.solve_new)))
+    return {"generate": gen, "train": train}
+
+
+def step_time_s(flops: dict, work: Workload, dtype: str, gpu: Gpu, gpus: int) -> dict:
+    peak = (gpu.tflops_fp32 if dtype == "float32" else gpu.tflops_bf16) * 1e12 * gpus
+    gen_mfu = MFU["generate_vllm" if work.vllm else "generate_torch"]
+    out = {"generate": flops["generate"] / (peak * gen_mfu), "train": flops["train"] / (peak * MFU["train"])}
+    out["total"] = out["generate"] + out["train"]
+    return out
+
+
+def verdict(memory: dict, gpu: Gpu, arch: Architecture, work: Workload, dtype: str, targets: list[str]) -> tuple[bool, str]:
+    """(fits, advice): when it does not fit, the knob to turn and the value that would fit."""
+    usable = gpu.usable_gb
+    if memory["total"] <= usable:
+        return True, f"fits: {memory['total']:.1f} of {usable:.1f} usable GB per {gpu.name}"
+    fixed = memory["total"] - max(memory["activations"], memory["generation_kv"])
+    short = f"needs {memory['total']:.1f} GB per GPU, {gpu.name} has {usable:.1f} usable"
+    if fixed + memory["generation_kv"] > usable:
+        if work.vllm:
+            return False, f"{short}: lower model.vllm_gpu_memory ({work.vllm_fraction}) or train on a larger GPU"
+        return False, f"{short}: the weights alone do not fit; use a GPU with more memory or a smaller model.base"
+    per_row = work.max_seq_len * arch.train_bytes_per_token(DTYPE_BYTES[dtype], targets) / GB
+    room = usable - fixed
+    if per_row <= room:
+        return False, f"{short}: set optim.micro_batch={int(room // per_row)} (activations {per_row:.1f} GB per sequence)"
+    per_token = arch.train_bytes_per_token(DTYPE_BYTES[dtype], targets) / GB
+    seq = int(room // per_token) // 64 * 64
+    if seq >= 64:
+        return False, f"{short}: set optim.micro_batch=1 and optim.max_seq_len={seq} (or add activation checkpointing)"
+    return False, f"{short}: no micro-batch fits next to the weights; use a GPU with more memory"
+
+
+def as_dict(obj) -> dict:
+    return asdict(obj)

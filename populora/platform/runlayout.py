@@ -1,0 +1,304 @@
+"""The MLflow run layout: the contract between training (which writes it) and evaluation, the UI, the CLI, jobs
+and the tests (which read it). Every tag, shared param, metric and artifact name lives here, with the reads
+the readers share, so a renamed tag is one edit and a reader cannot drift from the writer.
+
+A training run is one parent run plus one child run per member (``mlflow.parentRunId``):
+
+    parent tags      populora.kind (population | baseline), .status, .progress ("<done>/<steps>"), .run_dir,
+                     .base_model, .baseline_run, .resumed_from, .job_id; after ``populora eval``: .eval_dir
+    parent params    the flattened TrainConfig (``steps``, ``model.base``, ``population.teachers``, ...)
+    parent metrics   tasks/*, student/*, teacher/*, curriculum/*, rating/games, time/*, and ``progress/step``
+                     (the sentinel, written last for each step); ``eval_base/<benchmark>/<metric>``
+    parent artifacts lineage.json, population.json, tasks/step_NNNNNN.json, answers/step_NNNNNN.json
+                     (MLflow table layout), eval/results.json, eval/table.json, eval/report.{md,csv}
+    member tags      populora.member_id, .role, .rank, .generation, .parents ("T0,T1" or "-"), .operator,
+                     .born_step, .alive ("true"/"false"), .replaced_by, .adapter_dir; after eval: .evaluated
+    member params    member_id, role, rank, generation, parents, operator, born_step
+    member metrics   teacher/*, student/*, train/*, rating/mu|sigma|conservative, eval/<benchmark>/<metric>
+    member artifacts adapter/ (final PEFT dir), checkpoints/step_NNNNNN/adapter/; after ``populora export
+                     --register``: export/
+
+A run of a sweep (``populora sweep``) also carries, on its parent run, populora.sweep (the sweep id), .sweep_run
+(the planned run's key, unique in the sweep), .sweep_config (the configuration's label, "baseline" for the
+single-agent baseline of each seed) and .sweep_seed; see sweep_tags(). A model version registered by ``populora
+export --register`` carries populora.run, .member, .base_model, .lineage and one tag per eval metric, see
+registry_tags().
+
+Reads take an ``MlflowClient`` (or a store URI), never a global "active run", so one process can read several
+stores (the UI tests do).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+# ====================================================================== tags
+TAG_PREFIX = "populora."
+PARENT = "mlflow.parentRunId"  # MLflow's own nesting tag: set on member runs, names the training run
+
+KIND = "populora.kind"                  # population | baseline; its presence marks a PopuLoRA parent run
+STATUS = "populora.status"              # running | finished | failed | stopped (MLflow's status cannot say stopped)
+PROGRESS = "populora.progress"          # "<steps done>/<steps>", see progress()
+SANDBOX_UNCONFINED = "populora.sandbox.allow_unconfined"  # "true": model code ran without the sandbox's confinement
+RUN_DIR = "populora.run_dir"            # local dir of checkpoints and adapters
+BASE_MODEL = "populora.base_model"
+BASELINE_RUN = "populora.baseline_run"  # the single-agent run to compare against ("" if none)
+RESUMED_FROM = "populora.resumed_from"  # checkpoint dir name of the last resume
+JOB_ID = "populora.job_id"              # the job (local or Ray) that started the run, see job_link_tags()
+EVAL_DIR = "populora.eval_dir"          # local dir of the last ``populora eval`` output
+# a sweep's runs (set by the sweep driver as soon as a run's id is known)
+SWEEP = "populora.sweep"                # the sweep id (``sw-<hash of the plan>`` unless named with --id)
+SWEEP_RUN = "populora.sweep_run"        # "<config label>|seed=<s>", unique within the sweep
+SWEEP_CONFIG = "populora.sweep_config"  # the configuration's label: its grid overrides, or SWEEP_BASELINE
+SWEEP_SEED = "populora.sweep_seed"
+SWEEP_BASELINE = "baseline"             # SWEEP_CONFIG of the compute-matched single-agent baseline of each seed
+
+MEMBER_ID = "populora.member_id"
+ROLE = "populora.role"
+GENERATION = "populora.generation"
+PARENTS = "populora.parents"            # comma-separated member ids, "-" for none
+OPERATOR = "populora.operator"          # init | mutation | crossover
+ALIVE = "populora.alive"                # "true" | "false"
+REPLACED_BY = "populora.replaced_by"
+ADAPTER_DIR = "populora.adapter_dir"
+EVALUATED = "populora.evaluated"
+
+# a model version in the MLflow model registry (``populora export --register``)
+REGISTRY_RUN = "populora.run"           # the training run the member came from
+REGISTRY_MEMBER = "populora.member"
+REGISTRY_LINEAGE = "populora.lineage"   # "S2 <- S0 <- S1": the member's birth, then its ancestors'
+
+POPULATION, BASELINE = "population", "baseline"                                   # values of KIND
+RUNNING, FINISHED, FAILED, STOPPED = "running", "finished", "failed", "stopped"  # values of STATUS
+# our status -> MLflow's run status
+MLFLOW_STATUS = {RUNNING: "RUNNING", FINISHED: "FINISHED", FAILED: "FAILED", STOPPED: "KILLED"}
+
+# ====================================================================== params (the flattened config, per member)
+PARAM_STEPS = "steps"
+PARAM_BASE_MODEL = "model.base"
+PARAM_TEACHERS = "population.teachers"
+PARAM_STUDENTS = "population.students"
+PARAM_BORN_STEP = "born_step"
+
+# ====================================================================== metrics read outside training
+STEP_SENTINEL = "progress/step"  # the run-level metric written last for each step: "this step is fully logged"
+SOLVE_RATE = "student/solve_rate"
+VALIDITY_RATE = "tasks/validity_rate"
+EVAL_PREFIX = "eval/"            # member runs: eval/<benchmark>/<metric>
+EVAL_BASE_PREFIX = "eval_base/"  # parent run: the base model's scores
+RATING_PREFIX = "rating/"         # member runs: rating/mu, rating/sigma, rating/conservative
+
+# ====================================================================== artifacts
+LINEAGE = "lineage.json"
+POPULATION_FILE = "population.json"
+TASKS, ANSWERS = "tasks", "answers"  # folders of per-step tables
+ADAPTER = "adapter"                  # a member's final PEFT dir
+EVAL_FOLDER = "eval"
+EVAL_RESULTS = "eval/results.json"
+EVAL_TABLE = "eval/table.json"
+EXPORT_FOLDER = "export"             # member runs: the dir ``populora export --register`` logged
+
+# ====================================================================== jobs
+ENV_JOB_ID = "POPULORA_JOB_ID"    # set by the job launcher: the trainer tags its run with it
+ENV_JOB_DIR = "POPULORA_JOB_DIR"  # set by the local launcher: the trainer writes RUN_ID_FILE there
+RUN_ID_FILE = "run_id"
+RAY_JOB_NAME = "populora.name"    # Ray Job metadata key holding the run name
+
+
+# ====================================================================== names
+def member_tags(params: dict[str, Any]) -> dict[str, Any]:
+    """A member run's tags from its params (``member_id`` -> ``populora.member_id``, ...)."""
+    return {TAG_PREFIX + k: v for k, v in params.items()}
+
+
+def progress(done: int, total: int) -> str:
+    return f"{done}/{total}"
+
+
+def parse_progress(text: str) -> tuple[int | None, int | None]:
+    """The (done, total) of a progress tag.
+
+    >>> parse_progress("3/10")
+    (3, 10)
+    """
+    done, _, total = (text or "").partition("/")
+    return to_int(done), to_int(total)
+
+
+def step_table(folder: str, step: int) -> str:
+    """The artifact path of one step's table: ``tasks/step_000003.json``."""
+    return f"{folder}/step_{step:06d}.json"
+
+
+def table_step(path: str) -> int | None:
+    """The step of a step table's path, None for any other file.
+
+    >>> table_step("tasks/step_000003.json")
+    3
+    """
+    stem = Path(path).stem
+    return int(stem[5:]) if stem.startswith("step_") and stem[5:].isdigit() else None
+
+
+def sweep_tags(sweep_id: str, key: str, config: str, seed: int) -> dict[str, str]:
+    """The tags that make a parent run one planned run of a sweep."""
+    return {SWEEP: sweep_id, SWEEP_RUN: key, SWEEP_CONFIG: config, SWEEP_SEED: str(seed)}
+
+
+def registry_tags(run_id: str, member: str, base_model: str, lineage: list[str], scores: dict[str, float]) -> dict[str, str]:
+    """The tags of an exported member's model version; each eval metric as ``populora.<metric>``.
+
+    >>> registry_tags("r1", "S2", "embedded", ["S2", "S0"], {"eval/gsm8k/accuracy": 0.5})["populora.eval/gsm8k/accuracy"]
+    '0.5000'
+    """
+    return {REGISTRY_RUN: run_id, REGISTRY_MEMBER: member, BASE_MODEL: base_model, REGISTRY_LINEAGE: " <- ".join(lineage),
+            **{TAG_PREFIX + k: f"{v:.4f}" for k, v in scores.items()}}
+
+
+def checkpoint_adapter(step: int) -> str:
+    return f"checkpoints/step_{step:06d}/{ADAPTER}"
+
+
+def to_int(text) -> int | None:
+    try:
+        return int(text)
+    except (TypeError, ValueError):
+        return None
+
+
+# ====================================================================== reads: runs
+PARENT_RUNS = f"tags.`{KIND}` != ''"
+
+
+def search_runs(client, limit: int = 500) -> tuple[list, dict[str, str]]:
+    """PopuLoRA parent runs of every experiment (member runs excluded), newest first, and {experiment id: name}."""
+    exps = {e.experiment_id: e.name for e in client.search_experiments()}
+    runs = client.search_runs(list(exps), filter_string=PARENT_RUNS, order_by=["attributes.start_time DESC"],
+                              max_results=limit) if exps else []
+    return runs, exps
+
+
+def status(run) -> str:
+    """Our status tag, else MLflow's status in lower case (a run from before the tag existed)."""
+    return run.data.tags.get(STATUS, run.info.status.lower())
+
+
+def run_row(run, exps: dict[str, str]) -> dict:
+    """One parent run as the run list shows it (``start_time`` in ms since the epoch)."""
+    t, m, p = run.data.tags, run.data.metrics, run.data.params
+    text = t.get(PROGRESS, "")
+    step, steps = parse_progress(text)
+    return {"run_id": run.info.run_id, "name": run.info.run_name, "kind": t.get(KIND, "?"), "status": status(run),
+            "mlflow_status": run.info.status, "progress": text, "step": step, "steps": steps or to_int(p.get(PARAM_STEPS)),
+            "start_time": run.info.start_time, "base_model": t.get(BASE_MODEL, p.get(PARAM_BASE_MODEL, "")),
+            "teachers": to_int(p.get(PARAM_TEACHERS)), "students": to_int(p.get(PARAM_STUDENTS)),
+            "solve_rate": m.get(SOLVE_RATE), "validity_rate": m.get(VALIDITY_RATE),
+            "baseline_run": t.get(BASELINE_RUN, ""), "run_dir": t.get(RUN_DIR, ""),
+            "experiment": exps.get(run.info.experiment_id, run.info.experiment_id)}
+
+
+def list_runs(client, limit: int = 500) -> list[dict]:
+    """The run list of the UI's Runs page and of ``populora runs``: one run_row per parent run, newest first."""
+    runs, exps = search_runs(client, limit)
+    return [run_row(r, exps) for r in runs]
+
+
+def run_dir(run) -> Path:
+    return Path(run.data.tags.get(RUN_DIR, ""))
+
+
+# ====================================================================== reads: members
+def member_runs(client, run_id: str, max_results: int = 10000) -> list:
+    """The member (child) runs of a training run."""
+    exp_id = client.get_run(run_id).info.experiment_id
+    return client.search_runs([exp_id], filter_string=f"tags.`{PARENT}` = '{run_id}'", max_results=max_results)
+
+
+def members_by_id(children: list) -> dict[str, Any]:
+    """{member id: member run} of the children that carry a member id."""
+    return {c.data.tags[MEMBER_ID]: c for c in children if c.data.tags.get(MEMBER_ID)}
+
+
+def member_row(run) -> dict:
+    """A member run's identity (from its tags), then the latest value of each of its metrics."""
+    t = run.data.tags
+    parents = t.get(PARENTS, "-")
+    return {"member": t.get(MEMBER_ID, run.info.run_name), "role": t.get(ROLE, "?"),
+            "generation": to_int(t.get(GENERATION)) or 0,
+            "parents": [] if parents in ("", "-") else parents.split(","), "operator": t.get(OPERATOR, "init"),
+            "born_step": to_int(run.data.params.get(PARAM_BORN_STEP)) or 0,
+            "alive": t.get(ALIVE, "true") == "true", "adapter_dir": t.get(ADAPTER_DIR, ""),
+            "member_run_id": run.info.run_id, **run.data.metrics}
+
+
+def member_order(member_id: str) -> tuple:
+    """T2 < T10: the prefix, then the number."""
+    head = member_id.rstrip("0123456789")
+    return (head, int(member_id[len(head):] or 0))
+
+
+# ====================================================================== reads: artifacts
+def read_json(store: str, run_id: str, path: str) -> Any:
+    """A JSON artifact of a run in the store at URI ``store``; raises if it is missing."""
+    import mlflow
+
+    with tempfile.TemporaryDirectory() as tmp:
+        local = mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path=path, dst_path=tmp, tracking_uri=store)
+        return json.loads(Path(local).read_text())
+
+
+def table_rows(data: Any) -> tuple[list[str], list[list]]:
+    """(columns, rows) of a table artifact ({"columns": [...], "data": [[...]]}); empty if it is not one."""
+    if not isinstance(data, dict) or "columns" not in data:
+        return [], []
+    return data["columns"], data.get("data", [])
+
+
+def lineage_of(data: Any) -> dict:
+    """lineage.json, or an empty lineage before the first checkpoint wrote it."""
+    return data if isinstance(data, dict) else {"events": [], "nodes": [], "edges": []}
+
+
+def population_of(data: Any) -> list[dict]:
+    """The member list of population.json ([] before the first checkpoint)."""
+    return data.get("members", []) if isinstance(data, dict) else []
+
+
+# ====================================================================== jobs <-> runs
+def job_link_tags() -> dict[str, str]:
+    """Tags linking a new run to the job that started it ({} outside a job)."""
+    job_id = os.environ.get(ENV_JOB_ID)
+    return {JOB_ID: job_id} if job_id else {}
+
+
+def record_job_run(run_id: str) -> None:
+    """Inside a local job: write the run id to ``<job dir>/run_id``, where the job finds it without MLflow."""
+    job_dir = os.environ.get(ENV_JOB_DIR)
+    if job_dir and Path(job_dir).is_dir():
+        write_run_id(Path(job_dir), run_id)
+
+
+def write_run_id(job_dir: Path, run_id: str) -> None:
+    tmp = job_dir / f".{RUN_ID_FILE}.tmp"
+    tmp.write_text(run_id)
+    tmp.replace(job_dir / RUN_ID_FILE)
+
+
+def read_run_id(job_dir: Path) -> str | None:
+    try:
+        return (job_dir / RUN_ID_FILE).read_text().strip() or None
+    except OSError:
+        return None
+
+
+def run_of_job(client, job_id: str) -> str | None:
+    """The newest run tagged with ``job_id`` in any experiment (a Ray job's run: its job dir is on another
+    machine than the trainer)."""
+    exps = [e.experiment_id for e in client.search_experiments()]
+    runs = client.search_runs(exps, filter_string=f"tags.`{JOB_ID}` = '{job_id}'",
+                              order_by=["attributes.start_time DESC"], max_results=1) if exps else []
+    return runs[0].info.run_id if runs else None

@@ -1,0 +1,29 @@
+"""Can this config run where it would be launched? Checked before any MLflow run exists, so a run that would
+die at its first line (vLLM without CUDA, a CUDA device on a CPU box) is refused with the reason instead."""
+
+from __future__ import annotations
+
+import importlib.util
+
+from populora.training.config import TrainConfig
+
+
+def cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def problems(cfg: TrainConfig, cuda: bool | None = None) -> list[str]:
+    """Reasons ``cfg`` cannot run on this machine (empty when it can). A Ray cluster decides for itself."""
+    if cfg.ray.address not in (None, "local"):
+        return []
+    cuda = cuda_available() if cuda is None else cuda
+    mc, out = cfg.model, []
+    if mc.generation == "vllm" and not cuda:
+        out.append("model.generation: vllm needs a CUDA GPU and this machine has none; use model.generation=torch")
+    elif mc.generation == "vllm" and importlib.util.find_spec("vllm") is None:
+        out.append("model.generation: vllm but vLLM is not installed: pip install 'populora[vllm]'")
+    if mc.device.startswith("cuda") and not cuda:
+        out.append(f"model.device: {mc.device} but no CUDA GPU is visible here; use model.device=cpu or auto")
+    return out

@@ -1,0 +1,99 @@
+"""The work of one training step counted from a config, and the plan built on it (``populora plan``).
+
+Counts follow the loop: every teacher proposes ``tasks_per_teacher`` tasks (propose.py); each student draws
+``min(teachers_per_student, teachers)`` distinct teachers and answers each of their tasks ``rollouts`` times
+(matchmaking.py, solve.py); a teacher no student drew gets one student. With equal ratings (every PFSP scheme
+is then uniform) a teacher is left undrawn with probability (1 - k/T)^S, so the expected extra matches are
+T (1 - k/T)^S. The single-agent baseline is one teacher matched with itself. Token counts are upper bounds
+(every task valid, every completion at its budget); prompt lengths are estimates (PROMPT_TOKENS).
+Every rollout is trained on, so trained tokens are the generated rows at prompt + completion (<= max_seq_len).
+"""
+
+from __future__ import annotations
+
+import math
+
+from populora.platform import plan
+from populora.training.config import TrainConfig
+
+# Prompt tokens (estimates from the prompt templates): instructions plus each reference task shown.
+PROPOSE_BASE, PER_REFERENCE, SOLVE_PROMPT = 250, 150, 300
+
+
+def counts(cfg: TrainConfig) -> dict:
+    """Expected rows per step: propose rows, solve rows, and adapters (whole population)."""
+    pc, tc = cfg.population, cfg.tasks
+    if pc.single_agent:
+        return {"adapters": 1, "propose_rows": tc.tasks_per_teacher, "solve_rows": tc.tasks_per_teacher * tc.rollouts}
+    t, s = pc.teachers, pc.students
+    k = min(cfg.matchmaking.teachers_per_student, t)
+    matches = s * k + t * (1 - k / t) ** s
+    return {"adapters": t + s, "propose_rows": t * tc.tasks_per_teacher,
+            "solve_rows": matches * tc.tasks_per_teacher * tc.rollouts}
+
+
+def workload(cfg: TrainConfig, gpus: int = 1) -> plan.Workload:
+    mc, tc, oc = cfg.model, cfg.tasks, cfg.optim
+    c = counts(cfg)
+    n = c["adapters"]
+    # multilora allocates n + 1 slots (slot 0 is the bare base); the first evolution adds a child before the
+    # dead member leaves, so the slots double once
+    evolves = cfg.evolution.every > 0 and cfg.evolution.replace_fraction > 0 and not cfg.population.single_agent
+    slots = (2 * (n + 1) if evolves else n + 1) if mc.backend == "multilora" else n + (1 if evolves else 0)
+    return plan.Workload(
+        adapters=n, lora_slots=slots, adapters_per_gpu=math.ceil(n / gpus),
+        propose_rows=c["propose_rows"], solve_rows=c["solve_rows"],
+        propose_prompt=PROPOSE_BASE + PER_REFERENCE * tc.references, solve_prompt=SOLVE_PROMPT,
+        propose_new=tc.max_new_tokens_propose, solve_new=tc.max_new_tokens_solve,
+        micro_batch=oc.micro_batch, max_seq_len=oc.max_seq_len, kl_forward=oc.log_kl or oc.kl_coef > 0,
+        vllm=mc.generation == "vllm", vllm_fraction=mc.vllm_gpu_memory,
+    )
+
+
+def make_plan(cfg: TrainConfig, gpu: str = "h100-80gb", gpus: int = 1, arch_config: str | None = None) -> dict:
+    """The whole plan as one JSON-able dict (the keys ``populora plan --json`` promises)."""
+    if gpu not in plan.GPUS:
+        raise plan.PlanError(f"unknown --gpu {gpu!r}; choose one of {', '.join(plan.GPUS)}")
+    mc = cfg.model
+    arch, source = plan.find_architecture(mc.base, arch_config)
+    g, work = plan.GPUS[gpu], workload(cfg, gpus)
+    memory = plan.memory_gb(arch, work, mc.dtype, mc.target_modules, mc.lora_rank, g)
+    flops = plan.step_flops(arch, work)
+    times = plan.step_time_s(flops, work, mc.dtype, g, gpus)
+    fits, advice = plan.verdict(memory, g, arch, work, mc.dtype, mc.target_modules)
+    rows = {"propose": (work.propose_rows, work.propose_prompt, work.propose_new),
+            "solve": (work.solve_rows, work.solve_prompt, work.solve_new)}
+    generated = {k: r * new for k, (r, _, new) in rows.items()}
+    trained = sum(r * work.trained_len(p, new) for r, p, new in rows.values())
+    n = work.adapters
+    return {
+        "config": cfg.name, "model": mc.base, "architecture_from": source, "gpu": gpu, "gpus": gpus,
+        "params_b": arch.params() / 1e9, "lora_params_m": arch.lora_params(mc.lora_rank, mc.target_modules) / 1e6,
+        "memory_gb": memory, "usable_gb": g.usable_gb, "fits": fits, "advice": advice,
+        "per_step": {"propose_rows": work.propose_rows, "solve_rows": work.solve_rows,
+                     "generated_tokens": sum(generated.values()), "trained_tokens": trained,
+                     "tflops": {k: v / 1e12 for k, v in flops.items()}},
+        "per_adapter": {"generated_tokens": sum(generated.values()) / n, "propose_tokens": generated["propose"] / n,
+                        "solve_tokens": generated["solve"] / n, "trained_tokens": trained / n,
+                        "tflops": (flops["generate"] + flops["train"]) / n / 1e12},
+        "step_time_s": times["total"], "step_time_split_s": times,
+        "utilisation": {k: v for k, v in plan.MFU.items()},
+    }
+
+
+def render(p: dict) -> str:
+    """The plan as a short human-readable table."""
+    m, ps, pa = p["memory_gb"], p["per_step"], p["per_adapter"]
+    lines = [f"plan of {p['config']}: {p['model']} ({p['params_b']:.2f}B params, architecture from {p['architecture_from']}), "
+             f"{p['gpus']} x {p['gpu']}",
+             "memory per GPU (GB):"]
+    lines += [f"  {k:14} {v:8.2f}" for k, v in m.items()]
+    lines += [f"  {'usable':14} {p['usable_gb']:8.2f}",
+              f"per step: {ps['propose_rows']:.0f} proposals + {ps['solve_rows']:.0f} answers, "
+              f"{ps['generated_tokens'] / 1e6:.2f}M generated tokens, {ps['trained_tokens'] / 1e6:.2f}M trained tokens",
+              f"per adapter: {pa['generated_tokens'] / 1e3:.1f}k generated ({pa['propose_tokens'] / 1e3:.1f}k propose, "
+              f"{pa['solve_tokens'] / 1e3:.1f}k solve), {pa['trained_tokens'] / 1e3:.1f}k trained, {pa['tflops']:.0f} TFLOPs",
+              f"step time: ~{p['step_time_s']:.0f} s (generate {p['step_time_split_s']['generate']:.0f} s, "
+              f"train {p['step_time_split_s']['train']:.0f} s; utilisation {p['utilisation']})",
+              ("FITS: " if p["fits"] else "DOES NOT FIT: ") + p["advice"]]
+    return "\n".join(lines)

@@ -1,0 +1,72 @@
+"""The Compare page's tables, as pure functions of metric frames (rows = member ids, columns = metric keys).
+
+The population summary (mean, weakest and best member) and the code / math / overall averages come from the
+evaluation report, so the page shows the numbers ``populora report`` prints.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from populora.evaluation import AVERAGES, BENCHMARKS, averages, population_mean, weakest_best
+
+
+def _values(row: pd.Series) -> dict[str, float]:
+    """A frame row as {key: float}, without the empty cells."""
+    numbers = pd.to_numeric(row, errors="coerce")
+    return {k: float(v) for k, v in numbers.items() if not math.isnan(v)}
+
+
+def summarize(scores: pd.DataFrame, members: list[str], baseline: pd.Series | None, base: pd.Series | None,
+              rank: pd.Series | None = None) -> pd.DataFrame:
+    """Rows: each member, the population mean, the weakest and best member by ``rank`` (e.g. the overall score;
+    left out without one), the baseline, the base model, and the mean and weakest member minus the baseline.
+
+    >>> s = pd.DataFrame({"x": [0.2, 0.4]}, index=["T0", "S0"])
+    >>> t = summarize(s, ["T0", "S0"], pd.Series({"x": 0.25}), None, rank=s["x"])
+    >>> list(t.index)
+    ['T0', 'S0', 'population mean', 'weakest member (T0)', 'best member (S0)', 'baseline', 'mean - baseline', 'weakest - baseline']
+    >>> t.loc[["mean - baseline", "weakest - baseline"], "x"].round(3).tolist()
+    [0.05, -0.05]
+    """
+    pop = scores.loc[[m for m in members if m in scores.index]]
+    per = {m: _values(pop.loc[m]) for m in pop.index}
+    rows = {m: pop.loc[m] for m in pop.index}
+    weakest = None
+    if per:
+        rows["population mean"] = pd.Series(population_mean(per), dtype=float)
+        ranks = {m: _values(rank).get(m) for m in per} if rank is not None else {}
+        ends = weakest_best(ranks)
+        if ends:
+            weakest = f"weakest member ({ends[0]})"
+            rows[weakest], rows[f"best member ({ends[1]})"] = pop.loc[ends[0]], pop.loc[ends[1]]
+    if baseline is not None:
+        rows["baseline"] = baseline
+    if base is not None:
+        rows["base model"] = base
+    table = pd.DataFrame(rows).T.apply(pd.to_numeric, errors="coerce")
+    if baseline is not None and per:
+        table.loc["mean - baseline"] = table.loc["population mean"] - table.loc["baseline"]
+        if weakest:
+            table.loc["weakest - baseline"] = table.loc[weakest] - table.loc["baseline"]
+    return table
+
+
+def headline(scores: pd.DataFrame | pd.Series | None) -> pd.DataFrame | pd.Series | None:
+    """Each benchmark's main score (``eval/<benchmark>/score``) under its table label, in %, plus the report's
+    code average, math average and overall.
+
+    >>> headline(pd.Series({"eval/gsm8k/score": 0.5, "eval/gsm8k/accuracy": 0.5, "eval/mbpp_plus/score": 0.25}))["overall"]
+    np.float64(37.5)
+    """
+    if scores is None:
+        return None
+    frame = scores.to_frame().T if isinstance(scores, pd.Series) else scores
+    names = [n for n in BENCHMARKS if f"eval/{n}/score" in frame.columns]
+    main = frame[[f"eval/{n}/score" for n in names]].apply(pd.to_numeric, errors="coerce")
+    main.columns = names
+    avgs = pd.DataFrame([averages(_values(r)) for _, r in main.iterrows()], index=main.index, columns=list(AVERAGES))
+    out = pd.concat([main.rename(columns={n: BENCHMARKS[n].label for n in names}), avgs.astype(float)], axis=1) * 100
+    return out.iloc[0] if isinstance(scores, pd.Series) else out

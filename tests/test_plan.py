@@ -1,0 +1,81 @@
+"""`populora plan`: memory against published figures, compute-matched presets, the fits verdict and its knob."""
+
+import json
+import subprocess
+
+import pytest
+
+from populora.platform import config as config_io
+from populora.platform import plan
+from populora.training.config import TrainConfig
+from populora.training.workload import counts, make_plan
+from conftest import ROOT, populora_cmd
+
+PRESETS = ["paper-4t4s", "paper-4t8s", "paper-1t1s"]
+
+
+def _plan(name, *overrides, **kwargs):
+    return make_plan(config_io.load(TrainConfig, ROOT / "configs" / f"{name}.yaml", list(overrides)), **kwargs)
+
+
+@pytest.mark.parametrize("name, params_b", [("qwen2.5-7b", 7.62), ("qwen2.5-0.5b", 0.49), ("qwen2.5-72b", 72.7),
+                                            ("llama-3.1-8b", 8.03), ("llama-3.1-70b", 70.6), ("smollm2-135m", 0.135)])
+def test_parameter_counts_match_published_sizes(name, params_b):
+    arch, _ = plan.find_architecture(name)
+    assert arch.params() / 1e9 == pytest.approx(params_b, rel=0.01)
+
+
+def test_qwen7b_lora_r16_on_all_linears_is_40m_params():
+    arch, _ = plan.find_architecture("Qwen/Qwen2.5-7B-Instruct")
+    assert arch.lora_params(16, list(arch.linear_shapes())) == 28 * 16 * (7168 + 4096 + 4096 + 7168 + 3 * 22528)
+
+
+def test_plan_json_of_the_paper_presets(tmp_path):
+    baseline = None
+    for name in ["paper-baseline", *PRESETS]:
+        out = subprocess.run(populora_cmd("plan", "--config", str(ROOT / "configs" / f"{name}.yaml"), "--json"),
+                             capture_output=True, text=True, timeout=120, cwd=tmp_path)
+        assert out.returncode == 0, out.stderr
+        p = json.loads(out.stdout.strip().splitlines()[-1])
+        assert set(p["memory_gb"]) >= {"base_weights", "adapters", "optimizer", "activations", "total"}
+        assert p["memory_gb"]["base_weights"] == pytest.approx(15.2, abs=0.1)  # Qwen2.5-7B in bf16
+        assert isinstance(p["fits"], bool) and p["step_time_s"] > 0
+        baseline = baseline or p["per_adapter"]
+        for key in ("generated_tokens", "trained_tokens", "tflops"):  # compute-matched to the baseline
+            assert p["per_adapter"][key] == pytest.approx(baseline[key], rel=0.10), (name, key)
+
+
+def test_counts_follow_matchmaking():
+    cfg = config_io.load(TrainConfig, None, ["population.teachers=4", "population.students=4", "matchmaking.teachers_per_student=4",
+                                             "tasks.tasks_per_teacher=2", "tasks.rollouts=3"])
+    assert counts(cfg) == {"adapters": 8, "propose_rows": 8, "solve_rows": 4 * 4 * 2 * 3}  # every teacher drawn
+    single = config_io.load(TrainConfig, None, ["population.single_agent=true", "tasks.tasks_per_teacher=5", "tasks.rollouts=2"])
+    assert counts(single) == {"adapters": 1, "propose_rows": 5, "solve_rows": 10}
+
+
+def test_a_config_that_does_not_fit_names_the_knob_and_the_fix_fits():
+    big = _plan("paper-4t4s", gpu="a100-40gb")
+    assert not big["fits"] and "optim.micro_batch" in big["advice"]
+    knobs = [a.split("=")[0].split()[-1] + "=" + a.split("=")[1].split()[0].rstrip(",") for a in big["advice"].split("set ")[1].split(" and ")]
+    assert _plan("paper-4t4s", *[k.split(" (")[0] for k in knobs], gpu="a100-40gb")["fits"]
+    small = _plan("paper-baseline", "model.base=Qwen/Qwen2.5-0.5B", "optim.micro_batch=1", "optim.max_seq_len=1024", gpu="rtx4090-24gb")
+    assert small["fits"], small["advice"]
+
+
+def test_vllm_share_is_counted_and_more_gpus_split_the_adapters():
+    one = _plan("paper-4t8s", "model.generation=vllm")
+    assert one["memory_gb"]["vllm"] == pytest.approx(0.45 * 80 * 2**30 / 1e9)
+    four = _plan("paper-4t8s", gpus=4)
+    assert four["memory_gb"]["adapters"] < one["memory_gb"]["adapters"] / 3
+    assert four["memory_gb"]["base_weights"] == one["memory_gb"]["base_weights"]  # each GPU holds the whole base
+    assert four["step_time_s"] < _plan("paper-4t8s")["step_time_s"] / 3
+
+
+def test_unknown_base_names_the_flag(tmp_path):
+    with pytest.raises(plan.PlanError, match="--arch-config"):
+        _plan("paper-baseline", "model.base=someone/unknown-model")
+    cfg_json = tmp_path / "config.json"
+    cfg_json.write_text(json.dumps({"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+                                    "num_key_value_heads": 2, "vocab_size": 1000, "model_type": "llama"}))
+    p = _plan("paper-baseline", "model.base=someone/unknown-model", arch_config=str(cfg_json))
+    assert p["architecture_from"] == str(cfg_json) and p["fits"]
