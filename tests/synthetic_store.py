@@ -80,7 +80,7 @@ def _rollout(member: str, role: str, task: Task, reward: float, **kw) -> Rollout
 
 
 def _step(step: int, tasks_per_step: int, population: Population, lineage: Lineage, evolve_every: int,
-          rng: random.Random) -> dict:
+          rng: random.Random, conservative_k: float) -> dict:
     """One step's record, built by the trainer's step_record from made-up tasks, answers and ratings."""
     teachers, students = population.alive(TEACHER), population.alive(STUDENT)
     tasks = _tasks(step, tasks_per_step, teachers, rng)
@@ -100,7 +100,7 @@ def _step(step: int, tasks_per_step: int, population: Population, lineage: Linea
     replaced = _evolve(population, lineage, step, rng) if evolve_every and step % evolve_every == 0 else []
     timings = {"step": 10 + rng.random(), "propose": 4 + rng.random(), "solve": 3 + rng.random()}
     return run_log.step_record(step, tasks, proposals, answers, rates, train_stats, population, 3 * step,
-                               len(answers), timings, replaced)
+                               len(answers), timings, replaced, conservative_k)
 
 
 def make_run(tracker: Tracker, name: str, members: int, steps: int, tasks_per_step: int, status: str = rl.FINISHED,
@@ -115,7 +115,8 @@ def make_run(tracker: Tracker, name: str, members: int, steps: int, tasks_per_st
     lineage = Lineage()
     population = _population(cfg, lineage)
     done = steps if status == rl.FINISHED else max(1, steps // 2)
-    records = [_step(s, tasks_per_step, population, lineage, cfg.evolution.every, rng) for s in range(1, done + 1)]
+    records = [_step(s, tasks_per_step, population, lineage, cfg.evolution.every, rng,
+                     cfg.evolution.conservative_k) for s in range(1, done + 1)]
     for m in population.alive():
         m.adapter_dir = f"{run_dir}/checkpoints/step_{done:06d}/adapters/{m.id}"
     log.write_steps(records, population)
