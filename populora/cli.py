@@ -1,6 +1,8 @@
 """The ``populora`` command line.
 
     populora train --config configs/smoke.yaml [--set key=value ...] [--resume RUN_ID]
+    populora sweep --config FILE [--grid key=v1,v2 ...] [--seeds N] [--baseline] [--parallel K] [--wait]
+    populora export --run RUN_ID --member M --out DIR [--merge] [--register NAME]
     populora runs
     populora sandbox exec PROGRAM.py | sandbox check TASK.json
     populora bench lora|step|evolve|verifier|eval|all [--json]
@@ -63,6 +65,52 @@ def _where(trainer) -> None:
     print(f"  adapters (PEFT dirs): {trainer.run_dir / 'adapters'}")
     print(f"  look at it:  mlflow ui --backend-store-uri {uri}      (then open http://127.0.0.1:5000)")
     print("  list runs:   populora runs")
+
+
+def _sweep(args) -> int:
+    import json
+
+    from populora.training import sweep
+
+    runs = sweep.plan(args.config, args.grid, args.seeds, args.baseline, list(args.set), args.ray)
+    sid = args.id or sweep.sweep_id(runs)
+    if args.dry_run:
+        for r in runs:
+            print(f"{r.key:50} {r.name}")
+        if args.json:
+            print(json.dumps(sweep.dry_run_json(sid, runs)))
+        return 0
+    if not args.wait:  # the driver itself becomes a background job, so the sweep outlives this shell
+        from populora.platform import jobs
+        from populora.platform import sweep as S
+        from populora.platform.tracking import tracking_uri
+
+        argv = [sys.executable, "-m", "populora.cli", *_sweep_argv(args), "--id", sid, "--wait"]
+        job = jobs.start(argv, name=f"sweep {sid}", env={"MLFLOW_TRACKING_URI": tracking_uri()},
+                         root=S.sweeps_dir() / sid / "driver")
+        print(f"sweep {sid}: {len(runs)} runs started in the background (driver job {job.id}, log {job.log_path}); "
+              f"follow it with: populora runs, or the UI's Runs page")
+        if args.json:
+            print(json.dumps({"sweep": sid, "driver_job": job.id, "runs": len(runs)}))
+        return 0
+    code = sweep.Driver(sid, runs, args.ray, log=lambda m: print(m, flush=True)).run(args.parallel)
+    if args.json:
+        print(json.dumps({"sweep": sid, "failed": bool(code)}))
+    return code
+
+
+def _sweep_argv(args) -> list[str]:
+    """The sweep's own command line again (for its background driver)."""
+    out = ["sweep"] + (["--config", args.config] if args.config else [])
+    out += [a for g in args.grid for a in ("--grid", g)] + [a for s in args.set for a in ("--set", s)]
+    out += ["--seeds", str(args.seeds), "--parallel", str(args.parallel)] + (["--baseline"] if args.baseline else [])
+    return out + (["--ray", args.ray] if args.ray else [])
+
+
+def _export(args) -> int:
+    from populora.evaluation import export
+
+    return export.main(args)
 
 
 def _runs(args) -> int:
@@ -152,6 +200,30 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--ray", metavar="ADDRESS", help="run on Ray: 'local' (start one here), 'auto' or ray://host:port (a cluster)")
     t.add_argument("--quiet", action="store_true", help="no progress bar")
     t.set_defaults(func=_train)
+
+    sw = sub.add_parser("sweep", help="grid x seeds (+ baselines) of training runs, K at a time, resumable")
+    sw.add_argument("--config", help="YAML preset every run starts from, e.g. configs/smoke.yaml")
+    sw.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2",
+                    help="an axis of the grid (repeatable; cartesian product); keys varied together: "
+                         "population.teachers,population.students=1:1,4:4")
+    sw.add_argument("--seeds", type=int, default=1, help="seeds per configuration: seed, seed+1, ... (default 1)")
+    sw.add_argument("--baseline", action="store_true", help="also the compute-matched single-agent baseline of each seed")
+    sw.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override for every run")
+    sw.add_argument("--parallel", type=int, default=1, metavar="K", help="runs at a time (default 1)")
+    sw.add_argument("--ray", metavar="ADDRESS", help="submit the runs as Ray Jobs to this cluster")
+    sw.add_argument("--id", help="name the sweep (default: sw-<hash of the plan>, so the same command resumes it)")
+    sw.add_argument("--dry-run", action="store_true", help="print the planned runs, start nothing")
+    sw.add_argument("--json", action="store_true", help="last line: one JSON object (with --dry-run: the runs)")
+    sw.add_argument("--wait", action="store_true", help="run here until every run ends; exit 1 if any failed")
+    sw.set_defaults(func=_sweep)
+
+    ex = sub.add_parser("export", help="a member's adapter as a PEFT dir, or merged into the base (--merge)")
+    ex.add_argument("--run", required=True, help="MLflow run id of the training run")
+    ex.add_argument("--member", required=True, help="member id, e.g. S0 (B0 for a baseline run)")
+    ex.add_argument("--out", required=True, help="directory to write (must not exist or be empty)")
+    ex.add_argument("--merge", action="store_true", help="merge the adapter into the base: a standard HF model dir")
+    ex.add_argument("--register", metavar="NAME", help="also register it in the MLflow model registry as NAME")
+    ex.set_defaults(func=_export)
 
     pl = sub.add_parser("plan", help="memory per GPU, compute per step and whether a config fits, before launching")
     pl.add_argument("--config", help="YAML preset, e.g. configs/paper-4t4s.yaml")

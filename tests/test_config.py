@@ -1,5 +1,6 @@
 """Config presets and overrides: every preset validates, bad keys and values fail naming the field."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -87,6 +88,31 @@ def test_bad_eval_configs_name_the_field(argv, words):
         eval_config(argv)
     for w in words:
         assert w in str(err.value), str(err.value)
+
+
+def test_sweep_flags_map_onto_the_eval_config():
+    from populora.evaluation.cli import eval_config
+
+    cfg = eval_config(["--sweep", "sw-1", "--base", "--limit", "1"])
+    assert (cfg.sweep, cfg.sweep_base, cfg.run, cfg.limit) == ("sw-1", True, None, 1)
+    assert eval_config(["--sweep", "sw-1"]).sweep_base is False  # a sweep scores the base only when asked
+    for argv, words in ((["--run", "r", "--base"], "sweep_base (--base) is for sweep"),
+                        (["--sweep", "s", "--set", "run=r"], "run and sweep exclude each other"),
+                        (["--sweep", "s", "--tiny-random"], "model.*")):
+        with pytest.raises(config_io.ConfigError, match=re.escape(words)):
+            eval_config(argv)
+
+
+def test_report_flags_map_onto_the_report_config():
+    from populora.evaluation.cli import report_config
+
+    cfg = report_config(["--sweep", "sw-1", "--json", "--between", "a=1", "a=2", "--out", "rep"])
+    assert (cfg.sweep, cfg.as_json, cfg.between, cfg.out) == ("sw-1", True, [("a=1", "a=2")], "rep")
+    assert report_config(["--results", "r.json"]).as_json is False
+    for argv, words in (([], "report one of"), (["--run", "r", "--set", "sweep=s"], "got run and sweep"),
+                        (["--run", "r", "--between", "a", "b"], "add --sweep ID")):
+        with pytest.raises(config_io.ConfigError, match=re.escape(words)):
+            report_config(argv)
 
 
 def test_unknown_key_in_an_eval_config_file_is_named(tmp_path):

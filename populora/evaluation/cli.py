@@ -40,10 +40,10 @@ def require_packages(names: list[str]) -> None:
 # flag -> EvalConfig field; argparse only parses, the schema holds every default, bound and help text
 FLAGS = {
     # ---- what to evaluate (one of these)
-    "--run": ("run", {}), "--adapter": ("adapter", {}), "--base-only": ("base_only", {"action": "store_true"}),
-    "--export-tasks": ("export_tasks", {"metavar": "DIR"}),
+    "--run": ("run", {}), "--sweep": ("sweep", {}), "--adapter": ("adapter", {}),
+    "--base-only": ("base_only", {"action": "store_true"}), "--export-tasks": ("export_tasks", {"metavar": "DIR"}),
     "--members": ("members", {}), "--baseline": ("baseline", {}),
-    "--no-base": ("include_base", {"action": "store_false"}),
+    "--no-base": ("include_base", {"action": "store_false"}), "--base": ("sweep_base", {"action": "store_true"}),
     "--benchmarks": ("benchmarks", {}), "--limit": ("limit", {"type": int}), "--data-dir": ("data_dir", {}),
     "--out": ("out", {}),
     # ---- model (only for --adapter / --base-only: a run's own config says which base it was trained on)
@@ -55,51 +55,85 @@ FLAGS = {
     "--top-p": ("generation.top_p", {"type": float}), "--n-samples": ("generation.n_samples", {"type": int}),
     "--seed": ("generation.seed", {"type": int}), "--batch-size": ("generation.batch_size", {"type": int}),
 }
-EXCLUSIVE = ("--run", "--adapter", "--base-only", "--export-tasks")
+EXCLUSIVE = ("--run", "--sweep", "--adapter", "--base-only", "--export-tasks")
+
+# flag -> ReportConfig field, the same pattern
+REPORT_FLAGS = {
+    "--run": ("run", {}), "--results": ("results", {}), "--sweep": ("sweep", {}),  # one of these
+    "--out": ("out", {}), "--json": ("as_json", {"action": "store_true"}),
+    "--between": ("between", {"nargs": 2, "action": "append", "metavar": ("CONFIG_A", "CONFIG_B")}),
+}
+REPORT_EXCLUSIVE = ("--run", "--results", "--sweep")
 
 
-def _field(dotted: str):
-    """The EvalConfig field behind a dotted key (its description is the flag's help)."""
-    from populora.evaluation.config import EvalConfig
-
-    model, *parents, leaf = [EvalConfig, *dotted.split(".")]
+def _field(schema, dotted: str):
+    """The schema field behind a dotted key (its description is the flag's help)."""
+    model, *parents, leaf = [schema, *dotted.split(".")]
     for part in parents:
         model = model.model_fields[part].annotation
     return model.model_fields[leaf]
 
 
-def _eval_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="populora eval", argument_default=argparse.SUPPRESS,
-                                description="score adapters on HumanEval+, MBPP+, LiveCodeBench (public tests) and the "
-                                "math suite. Every flag sets one field of the evaluation config (EvalConfig); "
-                                "--config / --set set any field.")
-    p.add_argument("--config", help="YAML file of EvalConfig fields (flags and --set override it)")
-    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="set a config field, e.g. --set generation.top_p=0.9")
+def _parser(prog: str, description: str, schema, flags: dict, exclusive: tuple, example: str) -> argparse.ArgumentParser:
+    """A parser whose every flag sets one field of ``schema`` (plus --config FILE and --set KEY=VALUE)."""
+    p = argparse.ArgumentParser(prog=prog, argument_default=argparse.SUPPRESS, description=description)
+    p.add_argument("--config", help=f"YAML file of {schema.__name__} fields (flags and --set override it)")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", help=f"set a config field, e.g. --set {example}")
     src = p.add_mutually_exclusive_group()
-    for flag, (key, kwargs) in FLAGS.items():
-        info, action = _field(key), kwargs.get("action", "")
-        if action:  # a switch: say which value it sets
+    for flag, (key, kwargs) in flags.items():
+        info, action = _field(schema, key), kwargs.get("action", "")
+        if action in ("store_true", "store_false"):  # a switch: say which value it sets
             sets = f"{key}={str(action == 'store_true').lower()}"
         else:
             kwargs = {"metavar": flag.lstrip("-").upper().replace("-", "_"), **kwargs}
-            sets = key + ("" if info.default is None else f" (default {info.default})")
-        (src if flag in EXCLUSIVE else p).add_argument(flag, dest=key, help=f"{info.description} [{sets}]", **kwargs)
+            default = info.get_default(call_default_factory=True)
+            sets = key + ("" if default in (None, []) else f" (default {default})")
+        (src if flag in exclusive else p).add_argument(flag, dest=key, help=f"{info.description} [{sets}]", **kwargs)
     return p
 
 
-def eval_config(argv: list[str]):
-    """Parse ``populora eval`` flags into an ``EvalConfig``: the --config file, then the flags, then --set."""
+def _eval_parser() -> argparse.ArgumentParser:
     from populora.evaluation.config import EvalConfig
+
+    return _parser("populora eval", "score adapters on HumanEval+, MBPP+, LiveCodeBench (public tests) and the math "
+                   "suite. Every flag sets one field of the evaluation config (EvalConfig); --config / --set set any "
+                   "field.", EvalConfig, FLAGS, EXCLUSIVE, "generation.top_p=0.9")
+
+
+def _report_parser() -> argparse.ArgumentParser:
+    from populora.evaluation.config import ReportConfig
+
+    return _parser("populora report", "the member / population / baseline / base table of an evaluated run, or the "
+                   "intervals and paired tests of a sweep. Every flag sets one field of ReportConfig.",
+                   ReportConfig, REPORT_FLAGS, REPORT_EXCLUSIVE, "as_json=true")
+
+
+def _parse(parser: argparse.ArgumentParser, schema, argv: list[str], source: str):
+    """Flags into ``schema``: the --config file, then the flags, then --set."""
     from populora.platform import config as config_io
 
-    args = vars(_eval_parser().parse_args(argv))
+    args = vars(parser.parse_args(argv))
     path, overrides = args.pop("config", None), args.pop("set", [])
     data = config_io.read_yaml(path) if path else {}
     for key, value in args.items():
-        config_io.apply_override(data, key.split("."), value, EvalConfig)
+        config_io.apply_override(data, key.split("."), value, schema)
     for text in overrides:
-        config_io.apply_override(data, *config_io.parse_override(text), EvalConfig)
-    return config_io.build(EvalConfig, data, source="populora eval config")
+        config_io.apply_override(data, *config_io.parse_override(text), schema)
+    return config_io.build(schema, data, source=source)
+
+
+def eval_config(argv: list[str]):
+    """Parse ``populora eval`` flags into an ``EvalConfig``."""
+    from populora.evaluation.config import EvalConfig
+
+    return _parse(_eval_parser(), EvalConfig, argv, "populora eval config")
+
+
+def report_config(argv: list[str]):
+    """Parse ``populora report`` flags into a ``ReportConfig``."""
+    from populora.evaluation.config import ReportConfig
+
+    return _parse(_report_parser(), ReportConfig, argv, "populora report config")
 
 
 def _fail(err: Exception) -> int:
@@ -117,6 +151,8 @@ def eval_main(argv: list[str]) -> int:
         names = benchmarks.select(cfg.benchmarks)
         benchmarks.verify(root, names)
         require_packages(names)
+        if cfg.sweep:
+            return _evaluate_sweep(cfg, names, root)
         return _evaluate(cfg, names, root)
     except BAD_INPUT as err:
         return _fail(err)
@@ -132,12 +168,35 @@ def _export(root: Path, out: Path) -> int:
     return 0
 
 
-def _targets(cfg, tracker):
+def _evaluate_sweep(cfg, names: list[str], root: Path) -> int:
+    """Each finished run of the sweep in turn, with the same configuration (each resumable as a single run)."""
+    from populora.platform import sweep as S
+    from populora.platform.tracking import Tracker
+
+    runs = S.latest_by_key(S.find_runs(Tracker().client, cfg.sweep))
+    if not runs:
+        raise TargetError(f"no runs tagged {runlayout.SWEEP}={cfg.sweep}; start one with populora sweep")
+    done = {k: r for k, r in sorted(runs.items()) if r.info.status == "FINISHED"}
+    for key in sorted(set(runs) - set(done)):
+        print(f"skipping {key}: run {runs[key].info.run_id} is {runs[key].info.status}", file=sys.stderr)
+    for key, run in done.items():
+        rid = run.info.run_id
+        print(f"== sweep {cfg.sweep}: {key} (run {rid})", file=sys.stderr)
+        one = cfg.model_copy(update={"sweep": None, "run": rid, "include_base": cfg.sweep_base,
+                                     "out": str(Path(cfg.out) / rid) if cfg.out else None})
+        _evaluate(one, names, root, in_sweep=True)
+    print(f"evaluated {len(done)} run(s) of sweep {cfg.sweep}; next: populora report --sweep {cfg.sweep}", file=sys.stderr)
+    return 0 if len(done) == len(runs) else 1
+
+
+def _targets(cfg, tracker, in_sweep: bool = False):
     """(targets, base model, output dir) of what ``cfg`` asks to evaluate."""
     from populora.evaluation import targets as T
 
     if cfg.run:
         found, model, run = T.run_targets(tracker, cfg.run, cfg.members, cfg.baseline, cfg.include_base)
+        if in_sweep:  # a sweep's baselines are runs of the sweep, evaluated once each
+            found = [t for t in found if t.kind != T.BASELINE or run.data.tags.get(runlayout.KIND) == runlayout.BASELINE]
         out = Path(cfg.out or Path(run.data.tags.get(runlayout.RUN_DIR) or f"populora-eval/{cfg.run}") / "eval")
         return found, model, out, run.data.params.get("model.backend")
     found = [T.adapter_target(cfg.adapter)] if cfg.adapter else []
@@ -158,7 +217,7 @@ def _backend_factory(model, device: str, kind: str = "multilora", lora=None):
     return make
 
 
-def _evaluate(cfg, names: list[str], root: Path) -> int:
+def _evaluate(cfg, names: list[str], root: Path, in_sweep: bool = False) -> int:
     from populora.evaluation import report, results
     from populora.evaluation import targets as T
     from populora.evaluation.runner import Runner
@@ -168,7 +227,7 @@ def _evaluate(cfg, names: list[str], root: Path) -> int:
         from populora.platform.tracking import Tracker
 
         tracker = Tracker()
-    found, model, out, configured = _targets(cfg, tracker)
+    found, model, out, configured = _targets(cfg, tracker, in_sweep)
     kind = cfg.backend or configured or "multilora"
     lora = T.lora_spec(found) if kind == "multilora" else None
     print(f"evaluating {', '.join(t.label for t in found)} on {', '.join(names)}"
@@ -188,13 +247,14 @@ def _evaluate(cfg, names: list[str], root: Path) -> int:
 
 
 def report_main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="populora report", description="the member / population / baseline / base table of an evaluated run")
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--run", help="MLflow run id that populora eval --run evaluated")
-    src.add_argument("--results", help="a results.json written by populora eval (no MLflow needed)")
-    p.add_argument("--out", help="where to write report.md and report.csv (default: next to the results)")
-    args = p.parse_args(argv)
+    try:
+        args = report_config(argv)
+    except ConfigError as err:
+        return _fail(err)
     import json
+
+    if args.sweep:
+        return _report_sweep(args)
 
     from populora.evaluation import report
     from populora.evaluation.runner import write_atomic
@@ -218,6 +278,39 @@ def report_main(argv: list[str]) -> int:
     write_atomic(out / "report.md", report.markdown(table))
     write_atomic(out / "report.csv", report.csv_text(table))
     print(f"written: {out / 'report.md'}, {out / 'report.csv'}", file=sys.stderr)
+    from populora.evaluation import sweep_report
+
+    stats = sweep_report.single_run(sweep_report.run_arms(data))  # paired intervals over problems
+    print("\n".join(f"- {c['words']}" for c in stats["comparisons"]))
+    if args.as_json:
+        print(json.dumps(stats))
+    return 0
+
+
+def _report_sweep(args) -> int:
+    import json
+
+    from populora.evaluation import figures, sweep_report
+    from populora.evaluation.runner import write_atomic
+    from populora.platform import sweep as S
+    from populora.platform.tracking import Tracker
+
+    tracker = Tracker()
+    try:
+        configs, missing = sweep_report.gather(tracker, args.sweep)
+    except sweep_report.ReportError as err:
+        return _fail(err)
+    for key in missing:
+        print(f"not evaluated (left out): {key}", file=sys.stderr)
+    data = {"sweep": args.sweep, **sweep_report.build(configs, [tuple(b) for b in args.between])}
+    print(sweep_report.text(data))
+    out = Path(args.out) if args.out else S.sweeps_dir() / args.sweep / "report"
+    write_atomic(out / "report.md", sweep_report.markdown(data))
+    write_atomic(out / "report.json", json.dumps(data, indent=1))
+    pngs = figures.write_sweep_figures(tracker, args.sweep, data, out)
+    print(f"written: {out / 'report.md'}, {out / 'report.json'}" + "".join(f", {p}" for p in pngs), file=sys.stderr)
+    if args.as_json:
+        print(json.dumps(data))
     return 0
 
 

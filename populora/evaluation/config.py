@@ -16,17 +16,20 @@ from populora.evaluation.generation import GenConfig
 from populora.platform import config as config_io
 from populora.platform.config import ModelSource, Section
 
-SOURCES = ("run", "adapter", "base_only", "export_tasks")  # what to evaluate: exactly one
+SOURCES = ("run", "sweep", "adapter", "base_only", "export_tasks")  # what to evaluate: exactly one
 
 
 class EvalConfig(Section):
     run: str | None = Field(None, description="MLflow run id of a training run: its members, its baseline and the base model its own config names")
+    sweep: str | None = Field(None, description="A sweep id: every finished run of it (members; its baselines as their own runs), one shared configuration")
     adapter: str | None = Field(None, description="One PEFT adapter dir, scored on `model`")
     base_only: bool = Field(False, description="Score only the bare base model `model`")
     export_tasks: str | None = Field(None, description="Write the lm-eval math task YAMLs for `data_dir` into this dir and exit")
     members: str = Field("all", description="all (every member with a saved adapter), alive, or ids like T0,S1")
     baseline: str | None = Field(None, description="Run id of the single-agent baseline (default: the run's populora.baseline_run tag)")
     include_base: bool = Field(True, description="Also score the bare base model (its row in the table)")
+    sweep_base: bool = Field(False, description="With `sweep`: also score the bare base model on each run (off by "
+                             "default: the same model on every run; `include_base` does not apply to a sweep)")
     benchmarks: str = Field("all", description="Names (humaneval_plus, ..., olympiadbench) or the groups code, math, all")
     limit: int | None = Field(None, ge=1, description="First N items of each benchmark (smoke checks; not comparable to full scores)")
     data_dir: str | None = Field(None, description="Benchmark files + SHA256SUMS (default: $POPULORA_DATA_DIR, else ../shared/data/benchmarks)")
@@ -42,13 +45,39 @@ class EvalConfig(Section):
     def _one_source(self) -> "EvalConfig":
         chosen = [name for name in SOURCES if getattr(self, name)]
         if not chosen:
-            raise ValueError("say what to evaluate: run (--run RUN_ID), adapter (--adapter PATH), base_only "
-                             "(--base-only) or export_tasks (--export-tasks DIR)")
+            raise ValueError("say what to evaluate: run (--run RUN_ID), sweep (--sweep ID), adapter (--adapter PATH), "
+                             "base_only (--base-only) or export_tasks (--export-tasks DIR)")
         if len(chosen) > 1:
             raise ValueError(f"{' and '.join(chosen)} exclude each other: evaluate one of them")
-        if self.run and "model" in self.model_fields_set:
+        if (self.run or self.sweep) and "model" in self.model_fields_set:
             raise ValueError("model.* is for adapter / base_only: a run is scored on the base model its own config "
                              "names; drop model.* (--model, --gguf-file, --tiny-random)")
+        if self.sweep_base and not self.sweep:
+            raise ValueError("sweep_base (--base) is for sweep; for a run, adapter or base_only set include_base "
+                             "(default true; --no-base turns it off)")
+        return self
+
+
+class ReportConfig(Section):
+    """``populora report``: the table of one evaluated run (``run`` or ``results``), or the statistics of a sweep."""
+
+    run: str | None = Field(None, description="MLflow run id that populora eval --run evaluated")
+    results: str | None = Field(None, description="A results.json written by populora eval (no MLflow needed)")
+    sweep: str | None = Field(None, description="A sweep id: per-configuration intervals over seeds and paired tests vs the baseline")
+    out: str | None = Field(None, description="Where to write the report files (default: next to the results; "
+                            "for a sweep <sweeps dir>/<id>/report)")
+    as_json: bool = Field(False, description="Last line of stdout: one JSON object (configs with intervals, comparisons)")
+    between: list[tuple[str, str]] = Field(default_factory=list, description="With `sweep`: also compare these pairs "
+                                           "of configurations (their labels, as the report prints them)")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "ReportConfig":
+        chosen = [name for name in ("run", "results", "sweep") if getattr(self, name)]
+        if len(chosen) != 1:
+            raise ValueError("report one of: run (--run RUN_ID), results (--results FILE) or sweep (--sweep ID)"
+                             + (f"; got {' and '.join(chosen)}" if chosen else ""))
+        if self.between and not self.sweep:
+            raise ValueError("between (--between A B) compares configurations of a sweep: add --sweep ID")
         return self
 
 

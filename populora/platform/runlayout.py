@@ -15,7 +15,14 @@ A training run is one parent run plus one child run per member (``mlflow.parentR
                      .born_step, .alive ("true"/"false"), .replaced_by, .adapter_dir; after eval: .evaluated
     member params    member_id, role, rank, generation, parents, operator, born_step
     member metrics   teacher/*, student/*, train/*, rating/mu|sigma|conservative, eval/<benchmark>/<metric>
-    member artifacts adapter/ (final PEFT dir), checkpoints/step_NNNNNN/adapter/
+    member artifacts adapter/ (final PEFT dir), checkpoints/step_NNNNNN/adapter/; after ``populora export
+                     --register``: export/
+
+A run of a sweep (``populora sweep``) also carries, on its parent run, populora.sweep (the sweep id), .sweep_run
+(the planned run's key, unique in the sweep), .sweep_config (the configuration's label, "baseline" for the
+single-agent baseline of each seed) and .sweep_seed; see sweep_tags(). A model version registered by ``populora
+export --register`` carries populora.run, .member, .base_model, .lineage and one tag per eval metric, see
+registry_tags().
 
 Reads take an ``MlflowClient`` (or a store URI), never a global "active run", so one process can read several
 stores (the UI tests do).
@@ -43,6 +50,12 @@ BASELINE_RUN = "populora.baseline_run"  # the single-agent run to compare agains
 RESUMED_FROM = "populora.resumed_from"  # checkpoint dir name of the last resume
 JOB_ID = "populora.job_id"              # the job (local or Ray) that started the run, see job_link_tags()
 EVAL_DIR = "populora.eval_dir"          # local dir of the last ``populora eval`` output
+# a sweep's runs (set by the sweep driver as soon as a run's id is known)
+SWEEP = "populora.sweep"                # the sweep id (``sw-<hash of the plan>`` unless named with --id)
+SWEEP_RUN = "populora.sweep_run"        # "<config label>|seed=<s>", unique within the sweep
+SWEEP_CONFIG = "populora.sweep_config"  # the configuration's label: its grid overrides, or SWEEP_BASELINE
+SWEEP_SEED = "populora.sweep_seed"
+SWEEP_BASELINE = "baseline"             # SWEEP_CONFIG of the compute-matched single-agent baseline of each seed
 
 MEMBER_ID = "populora.member_id"
 ROLE = "populora.role"
@@ -53,6 +66,11 @@ ALIVE = "populora.alive"                # "true" | "false"
 REPLACED_BY = "populora.replaced_by"
 ADAPTER_DIR = "populora.adapter_dir"
 EVALUATED = "populora.evaluated"
+
+# a model version in the MLflow model registry (``populora export --register``)
+REGISTRY_RUN = "populora.run"           # the training run the member came from
+REGISTRY_MEMBER = "populora.member"
+REGISTRY_LINEAGE = "populora.lineage"   # "S2 <- S0 <- S1": the member's birth, then its ancestors'
 
 POPULATION, BASELINE = "population", "baseline"                                   # values of KIND
 RUNNING, FINISHED, FAILED, STOPPED = "running", "finished", "failed", "stopped"  # values of STATUS
@@ -77,6 +95,7 @@ COMPUTE_CUMULATIVE = {q: f"compute/cumulative/{q}" for q in COMPUTE_QUANTITIES} 
 COMPUTE_PER_ADAPTER = {q: f"compute/per_adapter/{q}" for q in COMPUTE_QUANTITIES}  # parent only: cumulative / adapters alive
 EVAL_PREFIX = "eval/"            # member runs: eval/<benchmark>/<metric>
 EVAL_BASE_PREFIX = "eval_base/"  # parent run: the base model's scores
+RATING_PREFIX = "rating/"         # member runs: rating/mu, rating/sigma, rating/conservative
 
 # ====================================================================== artifacts
 LINEAGE = "lineage.json"
@@ -86,6 +105,7 @@ ADAPTER = "adapter"                  # a member's final PEFT dir
 EVAL_FOLDER = "eval"
 EVAL_RESULTS = "eval/results.json"
 EVAL_TABLE = "eval/table.json"
+EXPORT_FOLDER = "export"             # member runs: the dir ``populora export --register`` logged
 
 # ====================================================================== jobs
 ENV_JOB_ID = "POPULORA_JOB_ID"    # set by the job launcher: the trainer tags its run with it
@@ -127,6 +147,21 @@ def table_step(path: str) -> int | None:
     """
     stem = Path(path).stem
     return int(stem[5:]) if stem.startswith("step_") and stem[5:].isdigit() else None
+
+
+def sweep_tags(sweep_id: str, key: str, config: str, seed: int) -> dict[str, str]:
+    """The tags that make a parent run one planned run of a sweep."""
+    return {SWEEP: sweep_id, SWEEP_RUN: key, SWEEP_CONFIG: config, SWEEP_SEED: str(seed)}
+
+
+def registry_tags(run_id: str, member: str, base_model: str, lineage: list[str], scores: dict[str, float]) -> dict[str, str]:
+    """The tags of an exported member's model version; each eval metric as ``populora.<metric>``.
+
+    >>> registry_tags("r1", "S2", "embedded", ["S2", "S0"], {"eval/gsm8k/accuracy": 0.5})["populora.eval/gsm8k/accuracy"]
+    '0.5000'
+    """
+    return {REGISTRY_RUN: run_id, REGISTRY_MEMBER: member, BASE_MODEL: base_model, REGISTRY_LINEAGE: " <- ".join(lineage),
+            **{TAG_PREFIX + k: f"{v:.4f}" for k, v in scores.items()}}
 
 
 def checkpoint_adapter(step: int) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from populora.ui import charts, common, store
+from populora.ui import charts, common, store, sweeps
 from populora.ui.compare_table import headline, summarize
 
 st.title("Compare")
@@ -108,6 +108,7 @@ def main() -> None:
     show_table(summarize(train, chosen, baseline_row(uri, baseline, None, TRAINING_METRICS), None, rank), "Training scores")
     st.caption("Ratings of a population and of the baseline live on separate TrueSkill scales: compare them within a run, "
                "and use benchmark scores to compare runs.")
+    sweeps.compare_panel()
 
 
 main()

@@ -8,7 +8,7 @@ from populora.platform import config as config_io
 from populora.platform import jobs, ray_jobs
 from populora.platform.plan import GPUS, PlanError
 from populora.training import make_plan, preflight_problems, render_plan
-from populora.ui import common, form, store
+from populora.ui import common, form, store, sweeps
 
 st.title("Launch a run")
 st.caption("The run starts as a background process: closing this page does not stop it. "
@@ -60,13 +60,14 @@ def draw_form(preset: str, values: dict, errors: dict) -> dict | None:
             st.error(errors["overrides"], icon="⚠️")
         with_baseline = st.checkbox("Also launch the compute-matched single-agent baseline", key=f"f_{preset}_baseline",
                                     help="A second run with population.single_agent=true and the same settings")
+        sweep = sweeps.sweep_fields(preset)
         cols = st.columns([1, 1, 2])
         submitted = cols[0].form_submit_button("Launch", type="primary")
         planned = cols[1].form_submit_button("Show plan", help="Memory per GPU, compute per step and whether it fits")
         gpu = cols[2].selectbox("GPU to plan for", list(GPUS), key=f"f_{preset}_plan_gpu", label_visibility="collapsed")
     if not (submitted or planned):
         return None
-    return {"flat": flat, "overrides": overrides, "baseline": with_baseline, "plan": planned, "gpu": gpu}
+    return {"flat": flat, "overrides": overrides, "baseline": with_baseline, "plan": planned, "gpu": gpu, "sweep": sweep}
 
 
 def show_plan(cfg, gpu: str) -> None:
@@ -95,6 +96,14 @@ def launch(submission: dict) -> None:
         return
     env = {"MLFLOW_TRACKING_URI": store.uri()}  # the job writes where this UI reads
     ray_address = cfg.ray.address if cfg.ray.address not in (None, "local") else None
+    if submission.get("sweep", {}).get("on"):
+        try:
+            job = sweeps.launch_sweep(config_io.dump(cfg), submission["sweep"], submission["baseline"], env, ray_address)
+        except config_io.ConfigError as err:
+            st.error(f"**sweep**: {err}", icon="⚠️")
+            return
+        st.session_state["launched"] = [job.id]
+        return
     runs = [cfg]
     if submission["baseline"] and not cfg.population.single_agent:
         base = cfg.model_copy(deep=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from populora.ui import charts, common, store
+from populora.ui import charts, common, store, sweeps
 from populora.ui.lineage_graph import graph_data, lineage_dot
 
 st.title("Lineage")
@@ -26,6 +26,8 @@ def member_panel(uri: str, run_id: str, node: dict, nodes: list[dict], members: 
         st.caption("no member run logged yet")
         return
     st.markdown(f"**adapter**: `{row['adapter_dir'] or '(saved at the end of the run)'}`  \n**member run**: `{row['member_run_id']}`")
+    if row["adapter_dir"]:
+        sweeps.export_form(run_id, node["id"])
     mu = store.history(uri, row["member_run_id"], "rating/mu").rename(columns={"value": "mu"})
     sigma = store.history(uri, row["member_run_id"], "rating/sigma").rename(columns={"value": "sigma"})
     charts.rating_band(mu.merge(sigma, on="step", how="left").fillna({"sigma": 0.0}).assign(member=node["id"]) if not mu.empty else mu, height=220)

@@ -7,7 +7,7 @@ import streamlit as st
 
 from populora.platform import jobs
 from populora.platform import runlayout as rl
-from populora.ui import common, store
+from populora.ui import common, store, sweeps
 
 st.title("Runs")
 
@@ -100,7 +100,7 @@ def body() -> None:
         common.empty_state()
         common.link("launch", "Launch a run", icon="🚀")
         return
-    shown = filters(runs)
+    shown = filters(sweeps.sweeps_panel(runs))
     run_table(shown)
     st.caption(f"{len(shown)} of {len(runs)} runs · refreshes every 5 s while a run trains")
     run_id = common.pick_run(shown if not shown.empty else runs, "Details of run")

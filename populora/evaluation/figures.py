@@ -1,0 +1,122 @@
+"""Figures of a sweep, as PNG files (the report) and as matplotlib figures (the UI's Compare page):
+
+- ``intervals``: per benchmark (and code avg / math avg / overall), a dot-and-interval plot of every
+  configuration's population mean and the baseline, 95% intervals as bars;
+- ``arms_race``: per configuration, a training curve (student solve rate by default) of each seed, thin, with
+  their mean over seeds, thick.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from populora.platform import runlayout
+
+ARMS_RACE_METRIC = runlayout.SOLVE_RATE
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")  # files, no display
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def intervals(report: dict, arm: str = "population mean"):
+    """One panel per benchmark / average: each configuration's mean (dot) and 95% interval (bar), in %."""
+    plt = _plt()
+    rows = report["configs"]
+    groups = list(dict.fromkeys(g for r in rows for g in r[arm]))
+    groups = [g for g in ("overall", "code avg", "math avg") if g in groups] + [g for g in groups if " avg" not in g and g != "overall"]
+    cols = min(4, max(1, len(groups)))
+    fig, axes = plt.subplots(-(-len(groups) // cols), cols, figsize=(4 * cols, 0.5 + 0.45 * len(rows) * -(-len(groups) // cols) + 1),
+                             squeeze=False, sharey=True)
+    for i, (ax, g) in enumerate(zip(axes.flat, groups)):
+        for y, r in enumerate(rows):
+            e = r[arm].get(g)
+            if e is None:
+                continue
+            lo, hi = 100 * e["ci95"][0], 100 * e["ci95"][1]
+            color = "tab:gray" if r["label"] == "baseline" else "tab:blue"
+            ax.errorbar([100 * e["mean"]], [y], xerr=[[100 * e["mean"] - lo], [hi - 100 * e["mean"]]], fmt="o",
+                        color=color, capsize=3)
+        ax.set_yticks(range(len(rows)), [r["label"] for r in rows], fontsize=7)
+        ax.tick_params(labelleft=i % cols == 0)  # configuration names once per row of panels
+        ax.set_title(g, fontsize=9)
+        ax.set_xlabel("score (%)", fontsize=8)
+    axes.flat[0].invert_yaxis()  # shared y: inverting once flips every panel
+    for ax in list(axes.flat)[len(groups):]:
+        ax.axis("off")
+    fig.suptitle(f"{arm}: mean and 95% interval per configuration", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def arms_race(curves: dict[str, dict[int, list[tuple[int, float]]]], metric: str = ARMS_RACE_METRIC):
+    """``curves``: {config label: {seed: [(step, value), ...]}} -> one panel per configuration."""
+    plt = _plt()
+    labels = list(curves) or ["(no runs)"]
+    fig, axes = plt.subplots(1, len(labels), figsize=(4 * len(labels), 3), squeeze=False)
+    for ax, lab in zip(axes.flat, labels):
+        by_seed = curves.get(lab, {})
+        for seed, points in sorted(by_seed.items()):
+            if points:
+                steps, values = zip(*points)
+                ax.plot(steps, values, lw=1, alpha=0.5, label=f"seed {seed}")
+        mean = mean_curve(by_seed)
+        if mean:
+            ax.plot(*zip(*mean), lw=2.5, color="black", label="mean")
+        ax.set_title(lab, fontsize=8)
+        ax.set_xlabel("step", fontsize=8)
+        ax.set_ylabel(metric, fontsize=8)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
+        else:
+            ax.text(0.5, 0.5, f"no {metric} logged", ha="center", va="center", transform=ax.transAxes, fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def mean_curve(by_seed: dict[int, list[tuple[int, float]]]) -> list[tuple[int, float]]:
+    """The mean over seeds at each step every seed logged.
+
+    >>> mean_curve({0: [(1, 0.0), (2, 1.0)], 1: [(1, 1.0)]})
+    [(1, 0.5)]
+    """
+    tables = [dict(points) for points in by_seed.values() if points]
+    if not tables:
+        return []
+    steps = sorted(set.intersection(*(set(t) for t in tables)))
+    return [(s, float(np.mean([t[s] for t in tables]))) for s in steps]
+
+
+def sweep_curves(client, sweep_id: str, metric: str = ARMS_RACE_METRIC) -> dict[str, dict[int, list[tuple[int, float]]]]:
+    from populora.platform import sweep as S
+
+    out: dict[str, dict[int, list[tuple[int, float]]]] = {}
+    for run in S.latest_by_key(S.find_runs(client, sweep_id)).values():
+        history = sorted((m.step, m.value) for m in client.get_metric_history(run.info.run_id, metric))
+        config, seed = S.config_and_seed(run)
+        out.setdefault(config, {})[seed] = history
+    return dict(sorted(out.items()))
+
+
+def write_sweep_figures(tracker, sweep_id: str, report: dict, out: Path) -> list[Path]:
+    """intervals.png and arms_race.png in ``out``."""
+    plt = _plt()
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    if report["configs"]:
+        fig = intervals(report)
+        fig.savefig(out / "intervals.png", dpi=110)
+        plt.close(fig)
+        paths.append(out / "intervals.png")
+    fig = arms_race(sweep_curves(tracker.client, sweep_id))
+    fig.savefig(out / "arms_race.png", dpi=110)
+    plt.close(fig)
+    paths.append(out / "arms_race.png")
+    return paths

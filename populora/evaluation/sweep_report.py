@@ -1,0 +1,212 @@
+"""Statistics of evaluated runs: per-configuration means with 95% intervals over seeds and problems, and paired
+comparisons with the baseline (``populora report --sweep ID``, ``populora report --run ID --json``).
+
+Per-problem scores come from the samples files ``populora eval`` writes next to results.json (one line per
+generation, with its verdict), so every arm is compared problem by problem. Arms of one run: "population mean"
+(the per-problem mean over the final population's members), "weakest" and "best" member (by their overall score,
+as in ``report.py``), and "baseline" (a baseline run's one member, or a population run's linked baseline).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from populora.evaluation import benchmarks, stats
+from populora.platform import config as config_io
+from populora.platform import runlayout as rl
+from populora.platform import sweep as S
+
+ARMS = ("population mean", "weakest", "best")
+AVERAGES = {"code avg": "code", "math avg": "math", "overall": None}
+
+
+class ReportError(ValueError):
+    """Nothing to report (unknown sweep, runs not evaluated); the message says what to run."""
+
+
+# ====================================================================== per-problem scores of one evaluated run
+def sample_correct(sample: dict) -> float:
+    """One generation's verdict, whichever suite wrote it (EvalPlus: plus = base and extra tests pass)."""
+    if "plus_status" in sample:
+        return float(sample.get("base_status") == "pass" and sample["plus_status"] == "pass")
+    return float(bool(sample.get("passed", sample.get("correct", False))))
+
+
+def problem_scores(samples_file: str | Path) -> dict[str, float]:
+    """{problem id: mean verdict over its samples} (pass@1 per problem)."""
+    per: dict[str, list[float]] = {}
+    for line in Path(samples_file).read_text().splitlines():
+        if line.strip():
+            s = json.loads(line)
+            per.setdefault(str(s["task_id"]), []).append(sample_correct(s))
+    return {k: float(np.mean(v)) for k, v in per.items()}
+
+
+def run_arms(results: dict) -> dict[str, dict[str, dict[str, float]]]:
+    """{arm: {benchmark: {problem: score}}} of one results.json (arms without data are left out)."""
+    per_target: dict[str, dict[str, dict[str, float]]] = {}
+    for label, by in results["results"].items():
+        per_target[label] = {b: problem_scores(e["samples_file"]) for b, e in by.items()
+                             if e.get("samples_file") and Path(e["samples_file"]).is_file()}
+    targets = results.get("targets", {})
+    kind = {label: targets.get(label, {}).get("kind", "member") for label in per_target}
+    members = [m for m in per_target if kind[m] == "member" and per_target[m]]
+    alive = [m for m in members if str(targets.get(m, {}).get("alive", "true")).lower() != "false"] or members
+    arms: dict[str, dict[str, dict[str, float]]] = {}
+    if alive:
+        overall = {m: np.mean([np.mean(list(p.values())) for p in per_target[m].values()]) for m in alive}
+        ranked = sorted(alive, key=overall.get)
+        benches = sorted(set.intersection(*(set(per_target[m]) for m in alive)))
+        arms["population mean"] = {b: _mean_over([per_target[m][b] for m in alive]) for b in benches}
+        arms["weakest"], arms["best"] = per_target[ranked[0]], per_target[ranked[-1]]
+    baselines = [t for t in per_target if kind[t] == "baseline" and per_target[t]]
+    if baselines:
+        arms["baseline"] = per_target[baselines[0]]
+    return arms
+
+
+def _mean_over(tables: list[dict[str, float]]) -> dict[str, float]:
+    common = set.intersection(*(set(t) for t in tables))
+    return {p: float(np.mean([t[p] for t in tables])) for p in common}
+
+
+# ====================================================================== arrays: (seeds, problems) per benchmark
+def strata(by_seed: list[dict[str, dict[str, float]]], names: list[str], problems: dict[str, list[str]]) -> list[np.ndarray]:
+    """One (seeds, problems) array per benchmark in ``names``, problems in the shared order ``problems[b]``."""
+    return [np.array([[seed_arm[b][p] for p in problems[b]] for seed_arm in by_seed]) for b in names]
+
+
+def shared_problems(arms: list[dict[str, dict[str, float]]]) -> dict[str, list[str]]:
+    """Benchmarks every arm scored, each with the problems every arm answered (sorted, so rows line up)."""
+    names = set.intersection(*(set(a) for a in arms)) if arms else set()
+    return {b: sorted(set.intersection(*(set(a[b]) for a in arms))) for b in benchmarks.BENCHMARKS if b in names}
+
+
+def _groups(problems: dict[str, list[str]]) -> dict[str, list[str]]:
+    """Each benchmark alone, then code avg / math avg / overall over the benchmarks scored."""
+    names = [b for b in problems if problems[b]]
+    out = {b: [b] for b in names}
+    for avg, group in AVERAGES.items():
+        members = [b for b in names if group is None or benchmarks.BENCHMARKS[b].group == group]
+        if members:
+            out[avg] = members
+    return out
+
+
+# ====================================================================== the report of a sweep
+def config_overrides(label: str) -> dict:
+    """The overrides a config label stands for ("baseline": the single-agent switch)."""
+    if label == S.BASELINE_LABEL:
+        return {"population.single_agent": True}
+    if label == "default" or any("=" not in part for part in label.split(" ")):
+        return {}  # not a grid label (a single run's "run")
+    return {".".join(k): v for k, v in (config_io.parse_override(part) for part in label.split(" "))}
+
+
+def build(configs: dict[str, dict[int, dict]], between: list[tuple[str, str]] = ()) -> dict:
+    """``configs``: {config label: {seed: arms of that seed's run}} (``run_arms``); the baseline config is labelled
+    "baseline". Returns the report: ``configs`` rows with intervals and ``comparisons`` with the baseline."""
+    baseline = configs.get(S.BASELINE_LABEL, {})
+    rows = []
+    for lab, by_seed in configs.items():
+        seeds = sorted(s for s, arms in by_seed.items() if "population mean" in arms)
+        if not seeds:
+            continue
+        row = {"config": config_overrides(lab), "label": lab, "seeds": seeds}
+        problems = shared_problems([by_seed[s][a] for s in seeds for a in ARMS])
+        for arm in ARMS:
+            data = [by_seed[s][arm] for s in seeds]
+            row[arm] = {g: stats.estimate(strata(data, names, problems)).to_dict() for g, names in _groups(problems).items()}
+        row["overall"] = row["population mean"].get("overall")
+        rows.append(row)
+    comparisons = []
+    for lab, by_seed in configs.items():
+        if lab == S.BASELINE_LABEL:
+            continue
+        for arm, what in (("population mean", "population mean"), ("weakest", "weakest member")):
+            c = _compare(f"{lab}: {what} vs baseline", by_seed, arm, baseline, "population mean")
+            comparisons += [c] if c else []
+    for a, b in between:
+        c = _compare(f"{a} vs {b}: population mean", configs.get(a, {}), "population mean", configs.get(b, {}), "population mean")
+        comparisons += [c] if c else []
+    return {"configs": rows, "comparisons": [c.to_dict() for c in comparisons]}
+
+
+def _compare(name: str, left: dict[int, dict], left_arm: str, right: dict[int, dict], right_arm: str):
+    """Paired over the seeds both sides have and the problems both answered; None without common seeds."""
+    seeds = sorted(s for s in left if s in right and left_arm in left[s] and right_arm in right[s])
+    if not seeds:
+        return None
+    a, b = [left[s][left_arm] for s in seeds], [right[s][right_arm] for s in seeds]
+    problems = shared_problems(a + b)
+    names = [n for n in problems if problems[n]]
+    if not names:
+        return None
+    return stats.compare(name, strata(a, names, problems), strata(b, names, problems))
+
+
+def single_run(arms: dict) -> dict:
+    """A run on its own: the same intervals and paired comparisons over problems (one seed)."""
+    configs = {"run": {0: arms}}
+    if "baseline" in arms:
+        b = arms["baseline"]
+        configs[S.BASELINE_LABEL] = {0: {"population mean": b, "weakest": b, "best": b}}
+    return build(configs)
+
+
+# ====================================================================== text
+def _cell(e: dict | None) -> str:
+    return "" if not e else f"{100 * e['mean']:.1f} [{100 * e['ci95'][0]:.1f}, {100 * e['ci95'][1]:.1f}]"
+
+
+def text(report: dict) -> str:
+    head = ["config", "seeds", "arm", "code avg", "math avg", "overall"]
+    lines = [[r["label"], ",".join(map(str, r["seeds"])), arm, *(_cell(r[arm].get(k)) for k in AVERAGES)]
+             for r in report["configs"] for arm in (ARMS if r["label"] != S.BASELINE_LABEL else ARMS[:1])]
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *lines)]
+    fmt = lambda cells: "  ".join(f"{str(c):<{w}}" for c, w in zip(cells, widths))  # noqa: E731
+    out = [fmt(head), fmt(["-" * w for w in widths])] + [fmt(line) for line in lines]
+    out += ["", "Scores in % with 95% bootstrap intervals (over problems, and over seeds when there are several)."]
+    out += [f"- {c['words']}" for c in report["comparisons"]] or ["- no baseline evaluated: nothing to compare with"]
+    return "\n".join(out) + "\n"
+
+
+def markdown(report: dict) -> str:
+    """Per benchmark too: one table per arm."""
+    names = list(dict.fromkeys(k for r in report["configs"] for k in r["population mean"]))
+    out = []
+    for arm in ARMS:
+        out += [f"### {arm}", "", "| config | seeds | " + " | ".join(names) + " |", "|" + "---|" * (len(names) + 2)]
+        out += [f"| {r['label']} | {len(r['seeds'])} | " + " | ".join(_cell(r[arm].get(n)) for n in names) + " |"
+                for r in report["configs"]]
+        out.append("")
+    return "\n".join(out) + "\n" + "\n".join(f"- {c['words']}" for c in report["comparisons"]) + "\n"
+
+
+# ====================================================================== reading a sweep from MLflow
+def gather(tracker, sweep_id: str) -> tuple[dict[str, dict[int, dict]], list[str]]:
+    """({config label: {seed: arms}}, problems found) of a sweep's evaluated runs."""
+    from populora.evaluation import results
+
+    runs = S.latest_by_key(S.find_runs(tracker.client, sweep_id))
+    if not runs:
+        raise ReportError(f"no runs tagged {rl.SWEEP}={sweep_id} in {tracker.client.tracking_uri}")
+    configs: dict[str, dict[int, dict]] = {}
+    missing = []
+    for key, run in sorted(runs.items()):
+        try:
+            arms = run_arms(results.load(tracker, run.info.run_id))
+        except Exception:  # noqa: BLE001 - not evaluated (yet): listed, not fatal
+            missing.append(key)
+            continue
+        if run.data.tags.get(rl.KIND) == rl.BASELINE and "baseline" in arms:
+            b = arms["baseline"]
+            arms = {"population mean": b, "weakest": b, "best": b}
+        config, seed = S.config_and_seed(run)
+        configs.setdefault(config, {})[seed] = arms
+    if not configs:
+        raise ReportError(f"no run of sweep {sweep_id} is evaluated; run: populora eval --sweep {sweep_id}")
+    return configs, missing

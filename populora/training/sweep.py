@@ -1,0 +1,223 @@
+"""Sweeps: the cartesian product of grid values x seeds, plus one compute-matched single-agent baseline per seed,
+each a ``populora train`` job, run through the local job queue (K at a time) or as Ray Jobs.
+
+A grid axis is ``key=v1,v2`` (values parsed as YAML, like ``--set``), or several keys varied together,
+``k1,k2=a1:a2,b1:b2`` (a population mix: ``population.teachers,population.students=1:1,4:4``).
+
+The baseline of seed s is the base config (preset + ``--set``, without the grid values) with
+``population.single_agent=true``: the same matching the Launch page's "also launch the baseline" uses.
+
+Resumable: the sweep id is a hash of the plan, so the same command finds the same sweep; a planned run whose
+tagged MLflow run FINISHED is skipped, one still running (its job alive) is waited on, one killed is resumed from
+its checkpoint (``train --resume``), one failed is started afresh. Each run is found through its job: the
+trainer writes ``<job dir>/run_id`` and tags its run ``populora.job_id`` (``runlayout``'s job link), and the
+driver then tags it with the sweep (``runlayout.sweep_tags``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from populora.platform import config as config_io
+from populora.platform import jobs, queue
+from populora.platform import runlayout as rl
+from populora.platform import sweep as S
+from populora.training.config import TrainConfig
+
+
+@dataclass
+class PlannedRun:
+    key: str
+    config: str                       # the config label (grid overrides, or "baseline")
+    overrides: dict                   # grid overrides of this configuration (dotted key -> value)
+    seed: int
+    baseline: bool = False
+    name: str = ""
+    yaml: str = field(default="", repr=False)  # the validated config the job starts with
+
+
+def parse_grid(axes: list[str]) -> list[list[dict]]:
+    """Each axis -> its list of override dicts.
+
+    >>> parse_grid(["evolution.every=0,2"])
+    [[{'evolution.every': 0}, {'evolution.every': 2}]]
+    >>> parse_grid(["population.teachers,population.students=1:1,2:4"])[0][1]
+    {'population.teachers': 2, 'population.students': 4}
+    """
+    out = []
+    for axis in axes:
+        if "=" not in axis:
+            raise config_io.ConfigError(f"grid axis {axis!r} has no '=': write key=v1,v2 or k1,k2=a1:a2,b1:b2")
+        keys_text, values_text = axis.split("=", 1)
+        keys = [k.strip() for k in keys_text.split(",") if k.strip()]
+        values = [v for v in values_text.split(",") if v.strip()]
+        if not keys or not values:
+            raise config_io.ConfigError(f"grid axis {axis!r} needs at least one key and one value")
+        choices = []
+        for v in values:
+            parts = v.split(":") if len(keys) > 1 else [v]
+            if len(parts) != len(keys):
+                raise config_io.ConfigError(f"grid value {v!r} of {axis!r} needs {len(keys)} parts joined by ':'")
+            choices.append({k: config_io.parse_override(f"{k}={p}")[1] for k, p in zip(keys, parts)})
+        out.append(choices)
+    return out
+
+
+def label(overrides: dict) -> str:
+    """The config label of a grid combination.
+
+    >>> label({"population.teachers": 1, "population.students": 1})
+    'population.students=1 population.teachers=1'"""
+    return " ".join(f"{k}={json.dumps(v) if not isinstance(v, str) else v}" for k, v in sorted(overrides.items())) or "default"
+
+
+def plan(config_path: str | None, grid: list[str], seeds: int, baseline: bool, sets: list[str],
+         ray_address: str | None = None) -> list[PlannedRun]:
+    """Every run of the sweep, each config validated now (a typo fails before anything starts)."""
+    if seeds < 1:
+        raise config_io.ConfigError(f"--seeds must be >= 1, got {seeds}")
+    base = config_io.load(TrainConfig, config_path, sets)
+    combos = [dict(kv for d in combo for kv in d.items()) for combo in itertools.product(*parse_grid(grid))] or [{}]
+    runs = []
+    for offset in range(seeds):
+        seed = base.seed + offset
+        if baseline:
+            runs.append(_planned(config_path, sets + ["population.single_agent=true"], {}, seed, True, base.name, ray_address))
+        for combo in combos:
+            extra = [f"{k}={json.dumps(v) if not isinstance(v, str) else v}" for k, v in combo.items()]
+            runs.append(_planned(config_path, sets + extra, combo, seed, False, base.name, ray_address))
+    return runs
+
+
+def _planned(config_path, overrides: list[str], combo: dict, seed: int, is_baseline: bool, name: str,
+             ray_address: str | None) -> PlannedRun:
+    cfg = config_io.load(TrainConfig, config_path, overrides + [f"seed={seed}"])
+    lab = S.BASELINE_LABEL if is_baseline else label(combo)
+    cfg.name = f"{name}-{'baseline' if is_baseline else _short(combo)}-s{seed}"
+    if ray_address:  # the driver runs on the cluster's head node, where "auto" finds the cluster
+        cfg.ray.address = "auto"
+    return PlannedRun(S.run_key(lab, seed), lab, combo, seed, is_baseline, cfg.name, config_io.dump(cfg))
+
+
+def _short(combo: dict) -> str:
+    """The short form used in run names.
+
+    >>> _short({"population.teachers": 4, "population.students": 8})
+    'students8-teachers4'"""
+    return "-".join(f"{k.split('.')[-1]}{v}" for k, v in sorted(combo.items())) or "default"
+
+
+def sweep_id(runs: list[PlannedRun]) -> str:
+    """Same plan -> same id, so running the same sweep command again resumes it."""
+    digest = hashlib.sha256("\n".join(r.key + "\n" + r.yaml for r in runs).encode()).hexdigest()
+    return f"sw-{digest[:10]}"
+
+
+def dry_run_json(sid: str, runs: list[PlannedRun]) -> dict:
+    return {"sweep": sid, "runs": [{"key": r.key, "config": r.config, "overrides": r.overrides, "seed": r.seed,
+                                    "baseline": r.baseline, "name": r.name} for r in runs]}
+
+
+# ====================================================================== the driver
+class Driver:
+    """Runs a planned sweep to the end: skips finished runs, tags each run as soon as its id is known, links
+    population runs to their seed's baseline."""
+
+    def __init__(self, sid: str, runs: list[PlannedRun], ray_address: str | None = None, log=print):
+        from populora.platform.tracking import Tracker, tracking_uri
+
+        self.sid, self.runs, self.ray_address, self.log = sid, runs, ray_address, log
+        self.tracker = Tracker()
+        self.env = {"MLFLOW_TRACKING_URI": tracking_uri()}  # jobs write where this driver reads
+        self.dir = S.sweeps_dir() / sid
+        self.dir.mkdir(parents=True, exist_ok=True)
+        (self.dir / "plan.json").write_text(json.dumps([asdict(r) for r in runs], indent=1))
+        self.run_ids: dict[str, str] = {}
+
+    # ---------------------------------------------------------------- state on disk: key -> job dir
+    def _state(self) -> dict[str, str]:
+        path = self.dir / "jobs.json"
+        return json.loads(path.read_text()) if path.is_file() else {}
+
+    def _remember(self, item: queue.Item) -> None:
+        state = self._state()
+        state[item.key] = item.job.dir
+        (self.dir / "jobs.json").write_text(json.dumps(state, indent=1))
+
+    # ---------------------------------------------------------------- tags and links
+    def _tag(self, item: queue.Item) -> None:
+        r = item.info["run"]
+        self.run_ids[item.key] = item.run_id
+        self.tracker.set_tags(item.run_id, rl.sweep_tags(self.sid, r.key, r.config, r.seed))
+        self._link()
+
+    def _link(self) -> None:
+        """Every population run whose seed's baseline is known gets ``populora.baseline_run`` (idempotent)."""
+        for r in self.runs:
+            if r.baseline or r.key not in self.run_ids:
+                continue
+            base = self.run_ids.get(S.run_key(S.BASELINE_LABEL, r.seed))
+            if base:
+                self.tracker.set_tags(self.run_ids[r.key], {rl.BASELINE_RUN: base})
+
+    # ---------------------------------------------------------------- the queue
+    def items(self) -> list[queue.Item]:
+        """Queue items for the runs not finished yet (finished ones only record their run id)."""
+        existing = S.latest_by_key(S.find_runs(self.tracker.client, self.sid))
+        state, out = self._state(), []
+        for r in self.runs:
+            prev = existing.get(r.key)
+            job = jobs.Job.load(state[r.key]) if r.key in state and Path(state[r.key], "job.json").is_file() else None
+            linked = self._run_of(job) if prev is None and job is not None else None
+            if linked:  # an earlier driver died before tagging it
+                self._tag(queue.Item(r.key, start=None, run_id=linked, info={"run": r}))
+                prev = self.tracker.get_run(linked)
+            if prev is not None:
+                self.run_ids[r.key] = prev.info.run_id
+            if prev is not None and prev.info.status == "FINISHED":
+                self.log(f"  {r.key}: finished earlier (run {prev.info.run_id})")
+                continue
+            item = queue.Item(r.key, start=self._starter(r, prev), info={"run": r})
+            if job is not None and job.status in queue.ACTIVE:  # still running from an earlier driver: wait on it
+                item.job, item.status = job, job.status
+            out.append(item)
+        self._link()
+        return out
+
+    def _run_of(self, job: jobs.Job) -> str | None:
+        """The run a job's trainer linked to it: ``<job dir>/run_id``, else the run tagged with the job's id."""
+        return job.run_id or rl.run_of_job(self.tracker.client, job.id)
+
+    def _starter(self, r: PlannedRun, prev):
+        def start() -> jobs.Job:
+            if prev is not None and prev.info.status in ("KILLED", "RUNNING") and not self.ray_address:
+                self.log(f"  {r.key}: resuming run {prev.info.run_id} from its last checkpoint")
+                argv = [sys.executable, "-m", "populora.cli", "train", "--resume", prev.info.run_id, "--quiet"]
+                return jobs.start(argv, name=r.name, env=self.env, root=self.dir / "jobs")
+            self.log(f"  {r.key}: starting {r.name}")
+            return jobs.launch_training(r.yaml, name=r.name, env=self.env, root=self.dir / "jobs",
+                                        ray_address=self.ray_address)
+        return start
+
+    def run(self, parallel: int = 1) -> int:
+        """Runs everything left; 0 if every planned run finished, 1 otherwise."""
+        start = time.time()
+        items = self.items()
+        self.log(f"sweep {self.sid}: {len(self.runs)} runs, {len(self.runs) - len(items)} finished earlier, "
+                 f"{len(items)} to run ({parallel} at a time{', as Ray Jobs' if self.ray_address else ''})")
+
+        def ended(item: queue.Item) -> None:
+            self.log(f"  {item.key}: {item.status}" + (f" (run {item.run_id})" if item.run_id else
+                                                        f"; log: {item.job.log_path}"))
+
+        queue.run(items, parallel, on_started=self._remember, on_run_id=self._tag, on_end=ended)
+        failed = [i for i in items if i.status != "finished"]
+        self.log(f"sweep {self.sid}: {len(self.runs) - len(failed)}/{len(self.runs)} finished "
+                 f"in {time.time() - start:.0f}s" + (f"; not finished: {', '.join(i.key for i in failed)}" if failed else ""))
+        return 1 if failed else 0

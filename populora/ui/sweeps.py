@@ -1,0 +1,144 @@
+"""Sweeps in the UI: start one from the Launch page, follow its runs on the Runs page, read its statistics (intervals,
+paired tests, figures) on the Compare page, export a member from the Lineage page. Each piece is one function the
+page calls; the sweep itself runs as a background ``populora sweep --wait`` job, like a single run."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from populora.platform import jobs
+from populora.platform import runlayout as rl
+from populora.platform import sweep as S
+from populora.ui import store
+
+
+# ====================================================================== Launch: sweep mode
+def sweep_fields(preset: str) -> dict:
+    """Inside the launch form: the sweep's grid, seeds and parallelism (ignored unless "sweep" is ticked)."""
+    with st.expander("Sweep mode: a grid of configurations x seeds, with a baseline per seed"):
+        on = st.checkbox("Launch a sweep instead of one run", key=f"f_{preset}_sweep")
+        grid = st.text_area("Grid (one axis per line)", key=f"f_{preset}_grid",
+                            placeholder="population.teachers,population.students=1:1,4:4\noptim.lr=1.0e-5,2.0e-5",
+                            help="key=v1,v2 per line (cartesian product); keys varied together: k1,k2=a1:a2,b1:b2")
+        cols = st.columns(2)
+        seeds = cols[0].number_input("Seeds", 1, 100, 2, key=f"f_{preset}_seeds")
+        parallel = cols[1].number_input("Runs at a time", 1, 64, 1, key=f"f_{preset}_parallel")
+    return {"on": on, "grid": [g.strip() for g in grid.splitlines() if g.strip()], "seeds": int(seeds),
+            "parallel": int(parallel)}
+
+
+def launch_sweep(config_yaml: str, sweep: dict, baseline: bool, env: dict, ray_address: str | None) -> jobs.Job:
+    """The validated form config as the sweep's preset; the driver is a background job (raises ConfigError)."""
+    from populora.training import plan_sweep, sweep_id
+
+    root = S.sweeps_dir() / "launched"
+    root.mkdir(parents=True, exist_ok=True)
+    path = root / f"{abs(hash(config_yaml)) % 10**10}.yaml"
+    path.write_text(config_yaml)
+    runs = plan_sweep(str(path), sweep["grid"], sweep["seeds"], baseline, [], ray_address)  # validates every run now
+    sid = sweep_id(runs)
+    argv = [sys.executable, "-m", "populora.cli", "sweep", "--config", str(path), "--seeds", str(sweep["seeds"]),
+            "--parallel", str(sweep["parallel"]), "--id", sid, "--wait"]
+    argv += [a for g in sweep["grid"] for a in ("--grid", g)] + (["--baseline"] if baseline else [])
+    argv += ["--ray", ray_address] if ray_address else []
+    return jobs.start(argv, name=f"sweep {sid} ({len(runs)} runs)", env=env)
+
+
+# ====================================================================== Runs: a sweep's runs grouped, with progress
+def planned_count(sid: str) -> int | None:
+    import json
+
+    path = S.sweeps_dir() / sid / "plan.json"
+    try:
+        return len(json.loads(path.read_text()))
+    except (OSError, ValueError):
+        return None
+
+
+@st.cache_data(ttl=3, show_spinner=False)
+def sweep_table(uri: str) -> pd.DataFrame:
+    rows = []
+    for sid, runs in S.list_sweeps(store._client(uri)).items():
+        latest = S.latest_by_key(runs)
+        status = [r.info.status for r in latest.values()]
+        planned = planned_count(sid) or len(latest)
+        rows.append({"sweep": sid, "finished": status.count("FINISHED"), "planned": planned,
+                     "running": status.count("RUNNING"), "failed": sum(s in ("FAILED", "KILLED") for s in status),
+                     "configs": len({r.data.tags.get(rl.SWEEP_CONFIG) for r in latest.values()}),
+                     "seeds": len({r.data.tags.get(rl.SWEEP_SEED) for r in latest.values()}),
+                     "done": status.count("FINISHED") / planned if planned else 0.0,
+                     "started": pd.to_datetime(min(r.info.start_time for r in runs), unit="ms")})
+    return pd.DataFrame(rows)
+
+
+def sweeps_panel(runs: pd.DataFrame) -> pd.DataFrame:
+    """The sweeps in the store, each with its progress; picking one narrows the run table to its runs."""
+    table = sweep_table(store.uri())
+    if table.empty:
+        return runs
+    st.subheader("Sweeps")
+    st.dataframe(table, hide_index=True, width="stretch", column_config={
+        "done": st.column_config.ProgressColumn("progress", min_value=0.0, max_value=1.0, format="percent")})
+    pick = st.selectbox("Show the runs of sweep", ["(all runs)"] + list(table["sweep"]), key="runs_sweep")
+    if pick == "(all runs)":
+        return runs
+    ids = {r.info.run_id for r in S.list_sweeps(store._client(store.uri())).get(pick, [])}
+    st.caption(f"report: `populora eval --sweep {pick}` then `populora report --sweep {pick}` (or the Compare page)")
+    return runs[runs["run_id"].isin(ids)]
+
+
+# ====================================================================== Compare: the statistics of a sweep
+@st.cache_data(ttl=30, show_spinner="bootstrapping intervals…")
+def sweep_stats(uri: str, sid: str) -> tuple[dict | None, list[str], str]:
+    from populora.evaluation import SweepReportError, gather_sweep, sweep_statistics
+    from populora.platform.tracking import Tracker
+
+    try:
+        configs, missing = gather_sweep(Tracker(uri), sid)
+    except SweepReportError as err:
+        return None, [], str(err)
+    return sweep_statistics(configs), missing, ""
+
+
+def compare_panel() -> None:
+    from populora.evaluation import arms_race_figure, intervals_figure, sweep_curves
+
+    table = sweep_table(store.uri())
+    if table.empty:
+        return
+    st.subheader("Sweeps: intervals over seeds and problems, paired tests against the baseline")
+    sid = st.selectbox("Sweep", list(table["sweep"]), key="cmp_sweep")
+    report, missing, error = sweep_stats(store.uri(), sid)
+    if report is None:
+        st.info(error)
+        return
+    if missing:
+        st.caption(f"not evaluated yet (left out): {', '.join(missing)}")
+    rows = [{"config": r["label"], "seeds": len(r["seeds"]), "arm": arm,
+             **{k: f"{100 * e['mean']:.1f} [{100 * e['ci95'][0]:.1f}, {100 * e['ci95'][1]:.1f}]" for k, e in r[arm].items()}}
+            for r in report["configs"] for arm in ("population mean", "weakest", "best")]
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+    for c in report["comparisons"]:
+        (st.info if c["includes_zero"] else st.success)(c["words"])
+    st.pyplot(intervals_figure(report), clear_figure=True)
+    st.pyplot(arms_race_figure(sweep_curves(store._client(store.uri()), sid)), clear_figure=True)
+
+
+# ====================================================================== Lineage: export the selected member
+def export_form(run_id: str, member: str) -> None:
+    with st.expander(f"Export {member}"):
+        with st.form(f"export_{run_id}_{member}"):
+            out = st.text_input("Output dir", str(Path.cwd() / "exports" / f"{run_id[:8]}-{member}"))
+            merge = st.checkbox("Merge into the base (a standard HF model dir)")
+            name = st.text_input("Register in the MLflow model registry as (optional)")
+            go = st.form_submit_button("Export")
+        st.caption(f"Same as `populora export --run {run_id} --member {member} --out DIR [--merge] [--register NAME]`")
+    if go:
+        argv = [sys.executable, "-m", "populora.cli", "export", "--run", run_id, "--member", member, "--out", out]
+        argv += (["--merge"] if merge else []) + (["--register", name] if name.strip() else [])
+        job = jobs.start(argv, name=f"export {member}", env={"MLFLOW_TRACKING_URI": store.uri()})
+        st.success(f"export started (job {job.id}); log: {job.log_path}")

@@ -1,0 +1,94 @@
+"""``populora export``: a member's adapter as a PEFT dir that PEFT loads, merged into the base as a plain HF model
+that gives the same logits, and registered in the MLflow model registry with its lineage."""
+
+import json
+import subprocess
+
+import pytest
+import torch
+
+from conftest import populora_cmd
+
+
+
+@pytest.fixture
+def trained_run(mlflow_store, tmp_path):
+    """The MLflow layout populora train leaves (parent run, a member child run, lineage.json), with a real adapter
+    whose B is non-zero, so the member differs from the base."""
+    from populora.platform import config as config_io
+    from populora.platform import runlayout as rl
+    from populora.platform.backends import LoraSpec, PeftBackend
+    from populora.platform.models import load_base, resolve_source
+    from populora.platform.tracking import Tracker
+    from populora.training import TrainConfig
+
+    model, tok = load_base(resolve_source("embedded"), tiny_random=True, device="cpu")
+    backend = PeftBackend(model, tok, LoraSpec(rank=4))
+    backend.add_adapter("S2", seed=1)
+    g = torch.Generator().manual_seed(1)
+    backend.set_adapter_state("S2", {k: torch.randn(v.shape, generator=g) * 0.5 for k, v in backend.adapter_state("S2").items()})
+    adapter = backend.save_adapter("S2", tmp_path / "adapters" / "S2")
+    # the run's own config names its base, as populora train writes it into the run dir
+    (tmp_path / "config.yaml").write_text(config_io.dump(TrainConfig.model_validate({"model": {"tiny_random": True}})))
+    tracker = Tracker()
+    rid = tracker.start_run("export-test", "pop", tags={rl.KIND: rl.POPULATION, rl.RUN_DIR: str(tmp_path)})
+    member = tracker.start_run("export-test", "S2", parent=rid, tags={
+        rl.MEMBER_ID: "S2", rl.ROLE: "student", rl.ALIVE: "true", rl.ADAPTER_DIR: str(adapter)})
+    tracker.log_metrics(member, {"eval/gsm8k/accuracy": 0.25}, 0)
+    tracker.log_json(rid, {"events": [{"child": "S0", "parents": [], "operator": "init"},
+                                      {"child": "S1", "parents": [], "operator": "init"},
+                                      {"child": "S2", "parents": ["S0", "S1"], "operator": "crossover"}]}, rl.LINEAGE)
+    return rid, member, tmp_path
+
+
+def _logits(model, tok):
+    ids = tok("def f(x): return x + 1", return_tensors="pt").input_ids
+    with torch.no_grad():
+        return model(ids).logits
+
+
+def test_export_peft_dir_loads_with_peft_and_merged_model_matches(trained_run):
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    from populora.platform.models import load_base, resolve_source
+
+    rid, member_run, tmp = trained_run
+    out = subprocess.run(populora_cmd("export", "--run", rid, "--member", "S2", "--out", str(tmp / "peft"),
+                                      "--register", "best-student"), capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    meta = json.loads((tmp / "peft" / "populora_export.json").read_text())
+    assert [e["child"] for e in meta["lineage"]] == ["S2", "S0", "S1"] and meta["scores"] == {"eval/gsm8k/accuracy": 0.25}
+    base, tok = load_base(resolve_source("embedded"), tiny_random=True, device="cpu")
+    plain = _logits(base, tok)
+    peft_model = PeftModel.from_pretrained(base, str(tmp / "peft"))
+    adapted = _logits(peft_model, tok)
+    assert not torch.allclose(adapted, plain, atol=1e-4)  # the adapter really changes the model
+
+    merged = subprocess.run(populora_cmd("export", "--run", rid, "--member", "S2", "--out", str(tmp / "merged"), "--merge"),
+                            capture_output=True, text=True, timeout=300)
+    assert merged.returncode == 0, merged.stderr[-3000:]
+    assert not (tmp / "merged" / "adapter_config.json").exists()
+    hf = AutoModelForCausalLM.from_pretrained(str(tmp / "merged"))
+    assert torch.allclose(_logits(hf, tok), adapted, atol=1e-4)
+
+    from mlflow import MlflowClient
+
+    from populora.platform import runlayout as rl
+
+    client = MlflowClient()
+    (version,) = client.search_model_versions("name='best-student'")
+    assert version.run_id == member_run and version.tags[rl.REGISTRY_LINEAGE] == "S2 <- S0 <- S1"
+    assert any(a.path == "export/adapter_config.json" for a in client.list_artifacts(member_run, "export"))
+
+
+def test_export_refuses_unknown_member_and_non_empty_out(trained_run):
+    rid, _, tmp = trained_run
+    bad = subprocess.run(populora_cmd("export", "--run", rid, "--member", "T7", "--out", str(tmp / "x")),
+                         capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 2 and "T7" in bad.stderr and "S2" in bad.stderr
+    (tmp / "full").mkdir()
+    (tmp / "full" / "f").write_text("x")
+    full = subprocess.run(populora_cmd("export", "--run", rid, "--member", "S2", "--out", str(tmp / "full")),
+                          capture_output=True, text=True, timeout=300)
+    assert full.returncode == 2 and "not empty" in full.stderr

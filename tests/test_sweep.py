@@ -1,0 +1,133 @@
+"""Sweeps: the plan (grid x seeds + baselines), the job queue's concurrency, and the whole path on the tiny model
+through the real CLI: sweep --wait, resume (nothing re-run), eval --sweep, report --sweep --json."""
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import populora_cmd
+from populora.platform import jobs, queue
+from populora.platform import runlayout as rl
+from populora.training import sweep
+
+SMOKE = str(Path(__file__).parents[1] / "configs/smoke.yaml")
+MIXES = ["--grid", "population.teachers,population.students=1:1,2:2"]
+TINY = ["--set", "steps=1", "--set", "evolution.every=0", "--set", "model.tiny_random=true", "--set", "model.lora_rank=4",
+        "--set", "tasks.max_new_tokens_propose=16", "--set", "tasks.max_new_tokens_solve=8",
+        "--set", "tasks.tasks_per_teacher=1", "--set", "tasks.rollouts=1", "--set", "tasks.references=0",
+        "--set", "optim.log_kl=false"]
+# the end-to-end sweep's two mixes: as small as a population gets (2 and 3 members), so fewer adapters to evaluate
+SMALL_MIXES = ["--grid", "population.teachers,population.students=1:1,1:2"]
+
+
+def _last_json(stdout: str) -> dict:
+    return json.loads(stdout.strip().splitlines()[-1])
+
+
+def test_grid_times_seeds_plus_one_baseline_per_seed():
+    runs = sweep.plan(SMOKE, ["population.teachers,population.students=1:1,2:2", "optim.lr=0.0001,0.0002"], 2, True,
+                      ["evolution.every=0"])
+    assert len(runs) == 2 * (4 + 1)
+    assert [r.seed for r in runs if r.baseline] == [0, 1]
+    assert {tuple(sorted(r.overrides.items())) for r in runs if not r.baseline} == {
+        (("optim.lr", lr), ("population.students", n), ("population.teachers", n)) for lr in (0.0001, 0.0002) for n in (1, 2)}
+    assert len({r.key for r in runs}) == len(runs)
+    base = next(r for r in runs if r.baseline and r.seed == 1)
+    assert "single_agent: true" in base.yaml and "seed: 1" in base.yaml and "every: 0" in base.yaml
+    assert sweep.sweep_id(runs) == sweep.sweep_id(sweep.plan(SMOKE, ["population.teachers,population.students=1:1,2:2",
+                                                                       "optim.lr=0.0001,0.0002"], 2, True, ["evolution.every=0"]))
+    assert sweep.sweep_id(runs) != sweep.sweep_id(runs[:-1])
+
+
+def test_dry_run_json_and_bad_grid(mlflow_store):
+    out = subprocess.run(populora_cmd("sweep", "--config", SMOKE, *MIXES, "--seeds", "2", "--baseline", "--dry-run", "--json"),
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    planned = _last_json(out.stdout)
+    assert len(planned["runs"]) == 6 and planned["sweep"].startswith("sw-")
+    assert {(json.dumps(r["overrides"], sort_keys=True), r["seed"]) for r in planned["runs"]} == {
+        (json.dumps(o, sort_keys=True), s) for s in (0, 1)
+        for o in ({}, {"population.teachers": 1, "population.students": 1}, {"population.teachers": 2, "population.students": 2})}
+    assert not Path(".populora").exists()  # a dry run starts nothing
+    bad = subprocess.run(populora_cmd("sweep", "--config", SMOKE, "--grid", "population.teacher=1,2", "--dry-run"),
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "population.teacher" in bad.stderr
+
+
+def test_queue_runs_at_most_k_at_a_time_and_reports_failures(tmp_path):
+    def starter(code: str):
+        return lambda: jobs.start([sys.executable, "-c", code], root=tmp_path)
+
+    items = [queue.Item(f"ok{i}", starter("import time; time.sleep(0.6)")) for i in range(4)]
+    items.append(queue.Item("bad", starter("raise SystemExit(3)")))
+    peak, started = [0], []
+
+    def on_started(item):
+        started.append(item.key)
+        peak[0] = max(peak[0], sum(i.job is not None and i.job.status in queue.ACTIVE for i in items))
+
+    t0 = time.time()
+    queue.run(items, parallel=2, on_started=on_started, poll_s=0.1)
+    assert peak[0] <= 2 and started == [i.key for i in items]
+    assert {i.key: i.status for i in items} == {"ok0": "finished", "ok1": "finished", "ok2": "finished",
+                                                "ok3": "finished", "bad": "failed"}
+    assert time.time() - t0 >= 1.2  # 4 x 0.6 s two at a time: the cap held
+    with pytest.raises(ValueError):
+        queue.run([], parallel=0)
+
+
+@pytest.mark.slow
+def test_sweep_of_two_mixes_two_seeds_with_baselines_end_to_end(mlflow_store, tmp_path):
+    """The whole path, kept cheap (each run is one 1-step training process, mostly imports; two at a time; one
+    benchmark, one problem): 3 configurations (2 mixes + the baseline) x 2 seeds, 2 comparisons per mix."""
+    from mlflow import MlflowClient
+
+    from populora.evaluation import benchmarks as B
+
+    args = ["sweep", "--config", SMOKE, *SMALL_MIXES, "--seeds", "2", "--baseline", "--parallel", "2", *TINY]
+    out = subprocess.run(populora_cmd(*args, "--wait", "--json"), capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    sid = _last_json(out.stdout)["sweep"]
+    client = MlflowClient(mlflow_store)
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()], f"tags.`{rl.SWEEP}` = '{sid}'")
+    runs = [r for r in runs if rl.PARENT not in r.data.tags]
+    assert len(runs) == 6 and all(r.info.status == "FINISHED" for r in runs)
+    baselines = {r.data.tags[rl.SWEEP_SEED]: r.info.run_id for r in runs if r.data.tags[rl.KIND] == rl.BASELINE}
+    assert len(baselines) == 2
+    for r in runs:
+        if r.data.tags[rl.KIND] == rl.POPULATION:  # linked to the baseline of its own seed
+            assert r.data.tags[rl.BASELINE_RUN] == baselines[r.data.tags[rl.SWEEP_SEED]]
+        # the driver found the run through its job: the job the trainer linked the run to holds its id
+        assert rl.read_run_id(Path(".populora/sweeps", sid, "jobs", r.data.tags[rl.JOB_ID])) == r.info.run_id
+
+    again = subprocess.run(populora_cmd(*args, "--wait"), capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0 and "6 finished earlier, 0 to run" in again.stdout, again.stdout[-2000:]
+
+    if not (B.data_dir() / B.CHECKSUMS).is_file():
+        pytest.skip("no benchmark data: the evaluation half needs it")
+    ev = subprocess.run(populora_cmd("eval", "--sweep", sid, "--benchmarks", "gsm8k", "--limit", "1",
+                                     "--max-new-tokens", "4"), capture_output=True, text=True, timeout=900)
+    assert ev.returncode == 0, ev.stderr[-3000:]
+    rep = subprocess.run(populora_cmd("report", "--sweep", sid, "--json", "--out", str(tmp_path / "rep")),
+                         capture_output=True, text=True, timeout=300)
+    assert rep.returncode == 0, rep.stderr[-3000:]
+    data = _last_json(rep.stdout)
+    assert len(data["configs"]) == 3
+    for c in data["configs"]:
+        assert c["seeds"] == [0, 1]
+        lo, hi = c["overall"]["ci95"]
+        assert lo <= c["overall"]["mean"] <= hi
+    assert {json.dumps(c["config"], sort_keys=True) for c in data["configs"]} == {
+        '{"population.single_agent": true}', '{"population.students": 1, "population.teachers": 1}',
+        '{"population.students": 2, "population.teachers": 1}'}
+    names = [c["name"] for c in data["comparisons"]]
+    assert len(names) == 4 and sum("population mean vs baseline" in n for n in names) == 2
+    assert sum("weakest member vs baseline" in n for n in names) == 2
+    for c in data["comparisons"]:
+        assert c["ci95"][0] <= c["delta"] <= c["ci95"][1] and 0 <= c["p_value"] <= 1
+    assert (tmp_path / "rep" / "intervals.png").stat().st_size > 1000
+    assert (tmp_path / "rep" / "arms_race.png").stat().st_size > 1000

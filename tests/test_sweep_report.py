@@ -1,0 +1,77 @@
+"""The statistics report of evaluated runs, from per-problem verdicts in samples files (no model, no MLflow)."""
+
+import json
+
+import numpy as np
+import pytest
+
+from populora.evaluation import sweep_report as R
+
+
+def _samples(tmp, name, verdicts, kind="math"):
+    path = tmp / f"{name}.jsonl"
+    rows = []
+    for i, ok in enumerate(verdicts):
+        if kind == "evalplus":
+            rows.append({"task_id": f"HumanEval/{i}", "base_status": "pass", "plus_status": "pass" if ok else "fail"})
+        else:
+            rows.append({"task_id": f"gsm8k/{i}", "correct": bool(ok)})
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return str(path)
+
+
+def _results(tmp, tag, members: dict, baseline=None):
+    """A results.json (results.build layout) whose members solve the given problems of humaneval_plus and gsm8k."""
+    res, targets = {}, {}
+    for label, (code, math) in {**members, **({"baseline (B0)": baseline} if baseline else {})}.items():
+        res[label] = {"humaneval_plus": {"score": float(np.mean(code)), "samples_file": _samples(tmp, f"{tag}{label}c", code, "evalplus")},
+                      "gsm8k": {"score": float(np.mean(math)), "samples_file": _samples(tmp, f"{tag}{label}m", math)}}
+        targets[label] = {"kind": "baseline" if label.startswith("baseline") else "member", "alive": "true"}
+    return {"results": res, "targets": targets}
+
+
+def test_run_arms_population_mean_weakest_best_per_problem(tmp_path):
+    data = _results(tmp_path, "r", {"T0": ([1, 1, 0, 0], [1, 0]), "S0": ([0, 0, 0, 0], [0, 0])}, ([1, 0, 0, 0], [1, 1]))
+    arms = R.run_arms(data)
+    assert arms["population mean"]["humaneval_plus"] == {"HumanEval/0": 0.5, "HumanEval/1": 0.5, "HumanEval/2": 0.0, "HumanEval/3": 0.0}
+    assert arms["weakest"]["gsm8k"] == {"gsm8k/0": 0.0, "gsm8k/1": 0.0}
+    assert arms["best"]["gsm8k"] == {"gsm8k/0": 1.0, "gsm8k/1": 0.0}
+    assert arms["baseline"]["gsm8k"] == {"gsm8k/0": 1.0, "gsm8k/1": 1.0}
+    single = R.single_run(arms)
+    assert [c["name"] for c in single["comparisons"]] == ["run: population mean vs baseline", "run: weakest member vs baseline"]
+    mean_vs = single["comparisons"][0]
+    # overall = unweighted mean of the two benchmarks: pop (0.25 + 0.25) / 2, baseline (0.25 + 1) / 2
+    assert mean_vs["delta"] == pytest.approx(0.25 - 0.625)
+
+
+def test_sweep_report_rows_and_paired_comparisons():
+    rng = np.random.default_rng(0)
+    problems = {"humaneval_plus": [f"HumanEval/{i}" for i in range(60)], "gsm8k": [f"gsm8k/{i}" for i in range(80)]}
+
+    def arm(p):
+        return {b: {q: float(rng.random() < p) for q in qs} for b, qs in problems.items()}
+
+    def seed_arms(p):
+        a = arm(p)
+        return {"population mean": a, "weakest": arm(p - 0.1), "best": arm(p + 0.1)}
+
+    configs = {"baseline": {0: seed_arms(0.3), 1: seed_arms(0.3)},
+               "population.students=1 population.teachers=1": {0: seed_arms(0.3), 1: seed_arms(0.3)},
+               "population.students=4 population.teachers=4": {0: seed_arms(0.8), 1: seed_arms(0.8)}}
+    report = R.build(configs, [("population.students=4 population.teachers=4", "population.students=1 population.teachers=1")])
+    assert [r["config"] for r in report["configs"]] == [{"population.single_agent": True},
+                                                        {"population.students": 1, "population.teachers": 1},
+                                                        {"population.students": 4, "population.teachers": 4}]
+    for r in report["configs"]:
+        assert r["seeds"] == [0, 1] and r["overall"]["ci95"][0] <= r["overall"]["mean"] <= r["overall"]["ci95"][1]
+        assert set(r["population mean"]) == {"humaneval_plus", "gsm8k", "code avg", "math avg", "overall"}
+    by = {c["name"]: c for c in report["comparisons"]}
+    assert len(by) == 5
+    big = by["population.students=4 population.teachers=4: population mean vs baseline"]
+    assert big["delta"] > 0.3 and not big["includes_zero"] and big["p_value"] < 0.01
+    same = by["population.students=1 population.teachers=1: population mean vs baseline"]
+    assert abs(same["delta"]) < 0.1 and same["includes_zero"] and "includes 0" in same["words"] and same["p_value"] > 0.05
+    assert "population.students=4 population.teachers=4 vs population.students=1 population.teachers=1: population mean" in by
+    table = R.text(report)
+    assert "overall" in table and "baseline" in table and "95%" in table
+    assert "| baseline | 2 |" in R.markdown(report)
