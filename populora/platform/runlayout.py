@@ -43,6 +43,7 @@ BASELINE_RUN = "populora.baseline_run"  # the single-agent run to compare agains
 RESUMED_FROM = "populora.resumed_from"  # checkpoint dir name of the last resume
 JOB_ID = "populora.job_id"              # the job (local or Ray) that started the run, see job_link_tags()
 EVAL_DIR = "populora.eval_dir"          # local dir of the last ``populora eval`` output
+ERROR = "populora.error"                # a failed run: "<ExceptionType>: <message>" of the error that ended it
 
 MEMBER_ID = "populora.member_id"
 ROLE = "populora.role"
@@ -81,6 +82,7 @@ ADAPTER = "adapter"                  # a member's final PEFT dir
 EVAL_FOLDER = "eval"
 EVAL_RESULTS = "eval/results.json"
 EVAL_TABLE = "eval/table.json"
+ERROR_FILE = "error.txt"             # a failed run: the traceback of the error that ended it
 
 # ====================================================================== jobs
 ENV_JOB_ID = "POPULORA_JOB_ID"    # set by the job launcher: the trainer tags its run with it
