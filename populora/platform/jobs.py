@@ -216,7 +216,7 @@ def start(argv: list[str], name: str = "", env: dict[str, str] | None = None, ro
     with open(job.log_path, "ab") as log:
         proc = subprocess.Popen([sys.executable, "-m", "populora.platform.jobs", "supervise", str(job_dir)],
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True, cwd=os.getcwd(), env={**os.environ, **job.env, **_link_env(job)})
+                                start_new_session=True, cwd=os.getcwd(), env={**_inherited_env(), **job.env, **_link_env(job)})
     job.pid = proc.pid
     try:
         job.pid_started = psutil.Process(proc.pid).create_time()
@@ -224,6 +224,11 @@ def start(argv: list[str], name: str = "", env: dict[str, str] | None = None, ro
         pass
     job.save()
     return job
+
+
+def _inherited_env() -> dict[str, str]:
+    """The launcher's environment minus the UI's own secret: a training run has no use for the login token."""
+    return {k: v for k, v in os.environ.items() if k != "POPULORA_UI_TOKEN"}
 
 
 def _link_env(job: Job) -> dict[str, str]:
