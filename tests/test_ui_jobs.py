@@ -250,10 +250,10 @@ def test_the_ui_asks_for_the_operator_token_before_any_page(monkeypatch, tmp_pat
     at = AppTest.from_file(str(cli.APP), default_timeout=60).run()
     assert not at.exception
     assert "MLflow store" not in " ".join(c.value for c in at.caption)  # nothing of the app rendered
-    at.text_input(key="sign_in_token").set_value("wrong").run()
+    at.text_input(key="sign_in_token").set_value("wrong")
     at.button[0].click().run()
     assert any("Wrong token" in e.value for e in at.error) and "MLflow store" not in " ".join(c.value for c in at.caption)
-    at.text_input(key="sign_in_token").set_value("correct horse battery staple").run()
+    at.text_input(key="sign_in_token").set_value("correct horse battery staple")
     at.button[0].click().run()
     assert not at.exception
     assert "MLflow store" in " ".join(c.value for c in at.caption)  # signed in: the app renders

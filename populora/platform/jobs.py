@@ -96,6 +96,8 @@ class Job:
                 return "starting"
             if self.process() is None:
                 return "lost"
+            if not Path(self.dir, READY_FILE).exists():  # the supervisor is still starting: it cannot take a stop yet
+                return "starting"
             return "queued" if self.slots and not Path(self.dir, SLOT_FILE).exists() else "running"
         if code == 0:
             return "finished"
@@ -160,6 +162,7 @@ class Job:
         return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
 
 
+READY_FILE = "supervising"  # written by the supervisor once its signal handling is set: a stop is safe from then
 SLOT_FILE = "slot"  # written by the supervisor once it holds a slot: the job leaves the queue
 START_TIME_TOLERANCE_S = 0.05  # psutil's create_time is exact to the clock tick (10 ms)
 
@@ -285,6 +288,9 @@ def stop(job: Job, timeout_s: float = 20.0) -> str:
             ray_jobs.stop(job.ray_address, job.id)
             return _wait_stopped(job, timeout_s + 30)
         return job.status
+    deadline = time.time() + 10
+    while job.status == "starting" and time.time() < deadline:  # a SIGINT now would kill the supervisor itself
+        time.sleep(0.1)
     if job.status not in ("running", "starting", "queued") or not _signal_group(job, signal.SIGINT):
         return job.status  # lost or ended: nothing of ours to signal
     if _wait_stopped(job, timeout_s) in ("running", "starting", "queued"):
@@ -339,13 +345,11 @@ def _raise_stopped(signum, frame):
 
 def wait_for_slot(job: Job, poll_s: float = 1.0):
     """Block until one of ``job.slots`` slot locks under ``<jobs dir>/.slots`` is free; return the held lock
-    (the OS releases it when this process ends). Raises _Stopped if the job is stopped while it waits."""
+    (the OS releases it when this process ends). A stop meanwhile raises _Stopped (the handler supervise sets)."""
     from filelock import FileLock, Timeout
 
     folder = Path(job.dir).parent / ".slots"
     folder.mkdir(parents=True, exist_ok=True)
-    signal.signal(signal.SIGINT, _raise_stopped)  # a stop while queued: end without running anything
-    signal.signal(signal.SIGTERM, _raise_stopped)
     while True:
         for i in range(job.slots):
             lock = FileLock(str(folder / f"slot-{i}.lock"))
@@ -363,12 +367,16 @@ def supervise(job_dir: str | Path) -> int:
     (even when interrupted)."""
     job = Job.load(job_dir)
     code, slot = 1, None
+    # a stop while queued ends the supervisor without running anything; once the child runs, SIGINT goes to the
+    # whole group and the supervisor ignores it, to outlive the child and write its exit code
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, _raise_stopped if job.slots else signal.SIG_IGN)
+    Path(job_dir, READY_FILE).touch()
     try:
         if job.slots:
             slot = wait_for_slot(job)
-        # SIGINT goes to the whole group; the supervisor outlives the child so it can write the exit code
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
         child = subprocess.Popen(job.argv, stdin=subprocess.DEVNULL, preexec_fn=_default_signals)
         code = child.wait()
     except _Stopped:
