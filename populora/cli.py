@@ -51,7 +51,6 @@ def _train(args) -> int:
         trainer = Trainer.create(cfg)
         print(f"run {trainer.run_id}: {cfg.name} ({'single-agent baseline' if cfg.population.single_agent else f'{cfg.population.teachers} teachers + {cfg.population.students} students'}), "
               f"{cfg.steps} steps, run dir {trainer.run_dir}", flush=True)
-    _stop_on_sigterm()
     trainer.train(progress=not args.quiet)
     _where(trainer)
     return 0
@@ -262,6 +261,8 @@ def main(argv: list[str] | None = None) -> int:
         from populora.ui.cli import ui_main
 
         return ui_main(argv[1:])
+    if argv and argv[0] == "train":
+        _stop_on_sigterm()  # before the seconds of torch imports and model loading, not after them
     args = build_parser().parse_args(argv)
     from populora.platform.config import ConfigError
     from populora.platform.models import ModelError

@@ -40,13 +40,14 @@ def ray_cluster(tmp_path_factory):
     ray.init writes one): then the client must find and send it, as the UI's would."""
     tmp = tmp_path_factory.mktemp("ray")
     ray_bin = Path(sys.executable).parent / "ray"
-    saved = {k: os.environ.get(k) for k in ("RAY_AUTH_MODE",)}
+    saved = {k: os.environ.get(k) for k in ("RAY_AUTH_MODE", ray_jobs.ENV_ADDRESSES)}
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "RAY_USAGE_STATS_ENABLED": "0"}
     gcs, dash = _free_port(), _free_port()
     start = [str(ray_bin), "start", "--head", f"--port={gcs}", "--num-cpus=2", "--include-dashboard=true",
              "--dashboard-host=127.0.0.1", f"--dashboard-port={dash}", f"--temp-dir={tmp}/r", "--disable-usage-stats"]
     subprocess.run(start, env=env, check=True, capture_output=True, timeout=180, cwd=tmp)
     address = f"http://127.0.0.1:{dash}"
+    os.environ[ray_jobs.ENV_ADDRESSES] = address  # as the operator allows this cluster
     try:
         deadline = time.time() + 60
         while True:  # the Jobs API comes up a little after `ray start` returns
@@ -86,8 +87,9 @@ def test_run_submitted_as_a_ray_job_trains_logs_to_mlflow_and_stops_cleanly(ray_
     assert "run " + run_id in job.log_tail(200)
 
 
-def test_unreachable_cluster_is_a_clear_error_and_leaves_no_job(tmp_path):
+def test_unreachable_cluster_is_a_clear_error_and_leaves_no_job(tmp_path, monkeypatch):
     dead = f"http://127.0.0.1:{_free_port()}"
+    monkeypatch.setenv(ray_jobs.ENV_ADDRESSES, dead)
     ray_jobs.client.cache_clear()
     with pytest.raises(ray_jobs.RayJobError, match="Ray"):
         jobs.launch_training(yaml.safe_dump(TINY), env={}, root=tmp_path / "jobs", ray_address=dead)

@@ -115,3 +115,148 @@ def test_form_errors_name_the_field():
     assert "matchmaking.teachers_per_student" in errors and "population.teachers" in errors
     _, errors = form.validate(flat, "model.no_such_key=1")
     assert "overrides" in errors and "no_such_key" in errors["overrides"]
+
+
+def test_every_form_value_that_costs_compute_has_an_upper_bound():
+    """A typo of a few zeros must not start a run of a billion steps: the schema caps each costly value and the
+    form shows the cap under the field."""
+    from populora.ui import form
+
+    values = form.preset_values(form.presets().get("smoke"))
+    flat = {path: form.get_path(values, path) for path, _ in form.schema_fields()}
+    costly = ["steps", "population.teachers", "population.students", "model.lora_rank", "tasks.tasks_per_teacher",
+              "tasks.rollouts", "tasks.max_new_tokens_propose", "tasks.max_new_tokens_solve", "tasks.timeout_s",
+              "tasks.memory_mb", "tasks.buffer_size", "optim.micro_batch", "optim.max_seq_len",
+              "ray.model_workers", "ray.sandbox_workers", "matchmaking.teachers_per_student"]
+    fields = dict(form.schema_fields())
+    for path in costly:
+        assert any(hasattr(m, "le") or hasattr(m, "lt") for m in fields[path].metadata), f"{path} has no upper bound"
+        _, errors = form.validate(dict(flat, **{path: 10**9}))
+        assert path in errors and "less than or equal to" in errors[path], (path, errors)
+
+
+# ====================================================================== process identity and the launch queue
+def test_a_job_whose_pid_is_another_process_is_lost_and_never_signalled(tmp_path):
+    """job.json names a live process group that is not ours (pid reused after a reboot or a lost supervisor):
+    the job shows "lost" and Stop signals nothing."""
+    import subprocess
+
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    try:
+        job_dir = tmp_path / "j"
+        job_dir.mkdir()
+        job = jobs.Job(id="j", argv=["x"], dir=str(job_dir), created=1.0, pid=other.pid, pid_started=12345.0)
+        job.save()
+        assert job.status == "lost" and job.process() is None
+        assert jobs.stop(job, timeout_s=1) == "lost"
+        legacy = jobs.Job(id="j", argv=["x"], dir=str(job_dir), created=1.0, pid=other.pid)  # no start time saved
+        assert legacy.status == "lost" and jobs.stop(legacy, timeout_s=1) == "lost"
+        time.sleep(0.5)
+        assert other.poll() is None  # never signalled
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_a_job_records_its_process_start_time(tmp_path):
+    job = jobs.start([sys.executable, "-c", SLEEPER], root=tmp_path)
+    assert job.pid_started is not None and jobs.get_job(job.id, tmp_path).pid_started == job.pid_started
+    assert _wait(job, ("running",)) == "running" and job.process().pid == job.pid
+    assert jobs.stop(job) == "stopped"
+    assert job.process() is None and job.status == "stopped"
+
+
+def test_launch_slots_queue_jobs_beyond_the_limit(tmp_path):
+    first = jobs.start([sys.executable, "-c", SLEEPER], root=tmp_path, slots=1)
+    assert _wait(first, ("running",)) == "running"
+    second = jobs.start([sys.executable, "-c", "print('second ran', flush=True)"], root=tmp_path, slots=1)
+    third = jobs.start([sys.executable, "-c", "print('third ran', flush=True)"], root=tmp_path, slots=1)
+    time.sleep(2.5)  # more than a poll of the queue: they would have started by now if they could
+    assert second.status == "queued" and third.status == "queued"
+    assert jobs.stop(third) == "stopped" and "third ran" not in third.log_tail()  # stopped while queued: never ran
+    assert jobs.stop(first) == "stopped"
+    assert _wait(second, ("finished", "failed")) == "finished" and "second ran" in second.log_tail()
+
+
+def test_max_parallel_defaults_to_one_on_cpu_and_reads_the_env(monkeypatch):
+    monkeypatch.delenv("POPULORA_MAX_PARALLEL_JOBS", raising=False)
+    import torch
+
+    assert jobs.max_parallel() == max(1, torch.cuda.device_count())
+    monkeypatch.setenv("POPULORA_MAX_PARALLEL_JOBS", "3")
+    assert jobs.max_parallel() == 3
+    monkeypatch.setenv("POPULORA_MAX_PARALLEL_JOBS", "0")
+    with pytest.raises(ValueError, match="POPULORA_MAX_PARALLEL_JOBS"):
+        jobs.max_parallel()
+
+
+# ====================================================================== Ray addresses: the operator's allowlist only
+def test_ray_addresses_come_from_the_operator_allowlist_only(tmp_path, monkeypatch):
+    """Ray's SDK sends the cluster token to the address it is given: an address nobody allowed is refused before
+    Ray is imported or any connection made, and no job is left behind."""
+    from populora.platform import ray_jobs
+
+    monkeypatch.delenv(ray_jobs.ENV_ADDRESSES, raising=False)
+    monkeypatch.delenv(ray_jobs.ENV_ADDRESSES_FILE, raising=False)
+    ray_jobs.client.cache_clear()
+    with pytest.raises(ray_jobs.RayJobError, match="POPULORA_RAY_ADDRESSES"):
+        jobs.launch_training("name: x\n", root=tmp_path / "jobs", ray_address="http://attacker.example:8265")
+    assert jobs.list_jobs(tmp_path / "jobs") == []
+    listed = tmp_path / "ray_addresses"
+    listed.write_text("# the lab cluster\nhttp://10.0.0.5:8265  # head node\n\n")
+    monkeypatch.setenv(ray_jobs.ENV_ADDRESSES, "auto, ray://head:10001")
+    monkeypatch.setenv(ray_jobs.ENV_ADDRESSES_FILE, str(listed))
+    assert ray_jobs.allowed_addresses() == ["auto", "ray://head:10001", "http://10.0.0.5:8265"]
+    assert ray_jobs.check_allowed("http://10.0.0.5:8265") == "http://10.0.0.5:8265"
+    with pytest.raises(ray_jobs.RayJobError, match="not one of"):
+        ray_jobs.check_allowed("http://10.0.0.5:8266")
+    # a job.json naming another address (written by hand, or before the allowlist) is never contacted
+    job = jobs.Job(id="r", argv=["x"], dir=str(tmp_path), created=1.0, ray_address="http://attacker.example:8265")
+    assert job.status == "lost" and job.log_tail() == ""
+
+
+# ====================================================================== populora ui: Streamlit's guards, the login
+def test_ui_turns_on_xsrf_and_allowed_hosts(monkeypatch):
+    from populora.ui.cli import build_argv
+
+    monkeypatch.delenv("POPULORA_UI_ALLOWED_HOSTS", raising=False)
+    argv = build_argv()
+    opts = dict(zip(argv[5::2], argv[6::2]))
+    assert opts["--server.enableXsrfProtection"] == "true" and opts["--server.enableCORS"] == "true"
+    hosts = [argv[i + 1] for i, a in enumerate(argv) if a == "--server.allowedHosts"]
+    assert hosts == ["localhost", "127.0.0.1", "::1", "[::1]"]  # never empty: empty means any Host
+    monkeypatch.setenv("POPULORA_UI_ALLOWED_HOSTS", "lab.example.org, ")
+    argv = build_argv("10.1.2.3")
+    hosts = [argv[i + 1] for i, a in enumerate(argv) if a == "--server.allowedHosts"]
+    assert {"10.1.2.3", "lab.example.org", "localhost"} <= set(hosts)
+
+
+def test_ui_dry_run_lists_the_allowed_hosts_and_warns_without_a_token(capsys, monkeypatch):
+    from populora.ui.cli import ui_main
+
+    monkeypatch.delenv("POPULORA_UI_TOKEN", raising=False)
+    assert ui_main(["--dry-run", "--allowed-host", "ui.example.org"]) == 0
+    assert "--server.allowedHosts ui.example.org" in capsys.readouterr().out
+
+
+def test_the_ui_asks_for_the_operator_token_before_any_page(monkeypatch, tmp_path):
+    from streamlit.testing.v1 import AppTest
+
+    from populora.ui import cli
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    monkeypatch.setenv("POPULORA_JOBS_DIR", str(tmp_path / "jobs"))
+    monkeypatch.setenv("POPULORA_UI_TOKEN", "correct horse battery staple")
+    at = AppTest.from_file(str(cli.APP), default_timeout=60).run()
+    assert not at.exception
+    assert "MLflow store" not in " ".join(c.value for c in at.caption)  # nothing of the app rendered
+    at.text_input(key="sign_in_token").set_value("wrong")
+    at.button[0].click().run()
+    assert any("Wrong token" in e.value for e in at.error) and "MLflow store" not in " ".join(c.value for c in at.caption)
+    at.text_input(key="sign_in_token").set_value("correct horse battery staple")
+    at.button[0].click().run()
+    assert not at.exception
+    assert "MLflow store" in " ".join(c.value for c in at.caption)  # signed in: the app renders
+    monkeypatch.delenv("POPULORA_UI_TOKEN")
+    open_at = AppTest.from_file(str(cli.APP), default_timeout=60).run()  # no token set: no login
+    assert "MLflow store" in " ".join(c.value for c in open_at.caption)

@@ -187,6 +187,7 @@ def test_launch_with_a_ray_cluster_submits_ray_jobs(app, monkeypatch):
     started = []
     monkeypatch.setattr(jobs, "launch_training", lambda text, name="", env=None, ray_address=None: started.append(
         (yaml.safe_load(text), ray_address)) or jobs.Job(id="fake", argv=[], dir=os.environ["POPULORA_JOBS_DIR"], created=0.0))
+    monkeypatch.setenv("POPULORA_RAY_ADDRESSES", "ray://head.example:10001")  # the operator allows this cluster
     at = _ok(app("launch"))
     at.text_area(key="f_smoke_overrides").set_value("ray.address=ray://head.example:10001")
     at.button[0].click().run()
@@ -195,7 +196,24 @@ def test_launch_with_a_ray_cluster_submits_ray_jobs(app, monkeypatch):
     assert any("Ray Job" in i.value for i in at.info)
 
 
-def test_launch_reports_an_unreachable_ray_cluster_inline(app):
+def test_launch_refuses_a_ray_address_the_operator_did_not_allow(app, monkeypatch):
+    """The overrides box can type any address; the cluster token would go there, so only allowlisted ones run."""
+    from populora.platform import jobs
+
+    started = []
+    monkeypatch.setattr(jobs, "launch_training", lambda *a, **k: started.append(a))
+    monkeypatch.setenv("POPULORA_RAY_ADDRESSES", "ray://head.example:10001")
+    at = _ok(app("launch"))
+    assert at.selectbox(key="f_smoke_ray.address").options == ["(none: no Ray)", "local", "ray://head.example:10001"]
+    at.text_area(key="f_smoke_overrides").set_value("ray.address=http://attacker.example:8265")
+    at.button[0].click().run()
+    errors = [e.value for e in _ok(at).error]
+    assert any("ray.address" in e and "POPULORA_RAY_ADDRESSES" in e for e in errors), errors
+    assert started == []
+
+
+def test_launch_reports_an_unreachable_ray_cluster_inline(app, monkeypatch):
+    monkeypatch.setenv("POPULORA_RAY_ADDRESSES", "http://127.0.0.1:9")
     at = _ok(app("launch"))
     at.text_area(key="f_smoke_overrides").set_value("ray.address=http://127.0.0.1:9")  # nothing listens on port 9
     at.button[0].click().run()

@@ -15,6 +15,15 @@ the real argv, waits for it and records its exit code, so the status survives th
 zombie reaping. Stopping sends SIGINT to the whole process group: the trainer catches KeyboardInterrupt, tags
 the run ``stopped`` and ends it KILLED in MLflow.
 
+A pid alone does not name a process for long: after a reboot, or once the supervisor is gone, the same number
+can belong to anything. So ``job.json`` also holds the supervisor's start time (psutil), and a job is ours only
+while a process with that pid AND that start time exists; otherwise it is "lost", and nothing is ever signalled.
+
+Training jobs wait for a slot (``launch_training``): at most ``max_parallel()`` run at once (one per GPU on a GPU
+box, one on CPU, or ``POPULORA_MAX_PARALLEL_JOBS``); the others show "queued". A slot is a lock file under
+``<jobs_dir>/.slots`` held by the supervisor while its trainer runs, so the OS frees it when the supervisor ends,
+however it ends, and no scheduler process is needed.
+
 The job knows its run without parsing the trainer's output: the launcher sets ``POPULORA_JOB_ID`` and
 ``POPULORA_JOB_DIR`` in the trainer's environment; the trainer tags its run ``populora.job_id=<id>`` and writes
 ``<job dir>/run_id``. A Ray Job's trainer runs on the cluster, away from the job dir: its run is found by the tag.
@@ -39,6 +48,8 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import psutil
+
 from populora.platform import ray_jobs, runlayout
 
 
@@ -57,6 +68,8 @@ class Job:
     name: str = ""
     env: dict[str, str] = field(default_factory=dict)
     ray_address: str | None = None  # set: a Ray Job, ``id`` is its submission id
+    pid_started: float | None = None  # the supervisor's start time (psutil): with ``pid``, what makes it ours
+    slots: int | None = None  # set: wait for one of this many slots before running (training jobs)
 
     # ------------------------------------------------------------------ on-disk state
     @property
@@ -73,12 +86,19 @@ class Job:
 
     @property
     def status(self) -> str:
-        """running | finished | failed | stopped | lost (the supervisor vanished without an exit code)."""
+        """queued | running | finished | failed | stopped | lost (the supervisor vanished without an exit code,
+        or its pid now belongs to another process)."""
         if self.ray_address:
             return ray_jobs.status(self.ray_address, self.id)
         code = self.exit_code
         if code is None:
-            return "running" if self.pid and _alive(self.pid) else ("starting" if not self.pid else "lost")
+            if not self.pid:
+                return "starting"
+            if self.process() is None:
+                return "lost"
+            if not Path(self.dir, READY_FILE).exists():  # the supervisor is still starting: it cannot take a stop yet
+                return "starting"
+            return "queued" if self.slots and not Path(self.dir, SLOT_FILE).exists() else "running"
         if code == 0:
             return "finished"
         # 130 / -SIGINT: the trainer ended on KeyboardInterrupt (our stop); a SIGKILL (OOM killer) is a crash
@@ -121,6 +141,18 @@ class Job:
         except Exception:  # noqa: BLE001 - store unreachable: no run yet, as far as a UI page can tell
             return None
 
+    def process(self) -> psutil.Process | None:
+        """The job's supervisor if it still runs: same pid AND same start time; else None (never signal then)."""
+        if not self.pid or self.pid_started is None:  # a job.json without a start time cannot be told apart
+            return None
+        try:
+            proc = psutil.Process(self.pid)
+            if abs(proc.create_time() - self.pid_started) > START_TIME_TOLERANCE_S or not _alive(self.pid):
+                return None
+            return proc
+        except psutil.Error:  # NoSuchProcess, AccessDenied, ZombieProcess
+            return None
+
     def save(self) -> None:
         Path(self.dir, "job.json").write_text(json.dumps(asdict(self), indent=1))
 
@@ -128,6 +160,28 @@ class Job:
     def load(cls, job_dir: str | Path) -> "Job":
         data = json.loads(Path(job_dir, "job.json").read_text())
         return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+
+
+READY_FILE = "supervising"  # written by the supervisor once its signal handling is set: a stop is safe from then
+SLOT_FILE = "slot"  # written by the supervisor once it holds a slot: the job leaves the queue
+START_TIME_TOLERANCE_S = 0.05  # psutil's create_time is exact to the clock tick (10 ms)
+
+
+def max_parallel() -> int:
+    """How many training jobs run at once: ``POPULORA_MAX_PARALLEL_JOBS``, else one per visible GPU, else 1.
+
+    Two trainings on one GPU or on a few CPU cores only slow each other down (and may not both fit)."""
+    env = os.environ.get("POPULORA_MAX_PARALLEL_JOBS", "").strip()
+    if env:
+        if not env.isdigit() or int(env) < 1:
+            raise ValueError(f"POPULORA_MAX_PARALLEL_JOBS={env!r}: give a whole number >= 1")
+        return int(env)
+    try:
+        import torch
+
+        return max(1, torch.cuda.device_count())
+    except ImportError:
+        return 1
 
 
 def _alive(pid: int) -> bool:
@@ -147,23 +201,37 @@ def _alive(pid: int) -> bool:
 
 # ====================================================================== start / stop / list
 def start(argv: list[str], name: str = "", env: dict[str, str] | None = None, root: str | Path | None = None,
-          job_id: str | None = None) -> Job:
-    """Start ``argv`` (a list, never a shell string) in a new session under a supervisor; return the Job."""
+          job_id: str | None = None, slots: int | None = None, files: dict[str, str] | None = None) -> Job:
+    """Start ``argv`` (a list, never a shell string) in a new session under a supervisor; return the Job.
+    With ``slots``, the supervisor first waits (status "queued") until fewer than ``slots`` such jobs run.
+    ``files`` ({name: text}) are written into the job dir before anything starts (the argv may name them)."""
     if not isinstance(argv, (list, tuple)) or not all(isinstance(a, str) for a in argv):
         raise TypeError("argv must be a list of strings (jobs never go through a shell)")
     root = Path(root or jobs_dir())
     job_id = job_id or time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
     job_dir = root / job_id
     job_dir.mkdir(parents=True, exist_ok=False)
-    job = Job(id=job_id, argv=list(argv), dir=str(job_dir), created=time.time(), name=name, env=dict(env or {}))
+    for file_name, text in (files or {}).items():
+        (job_dir / file_name).write_text(text)
+    job = Job(id=job_id, argv=list(argv), dir=str(job_dir), created=time.time(), name=name, env=dict(env or {}),
+              slots=slots)
     job.save()
     with open(job.log_path, "ab") as log:
         proc = subprocess.Popen([sys.executable, "-m", "populora.platform.jobs", "supervise", str(job_dir)],
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True, cwd=os.getcwd(), env={**os.environ, **job.env, **_link_env(job)})
+                                start_new_session=True, cwd=os.getcwd(), env={**_inherited_env(), **job.env, **_link_env(job)})
     job.pid = proc.pid
+    try:
+        job.pid_started = psutil.Process(proc.pid).create_time()
+    except psutil.Error:  # already gone (it failed at once): its exit code tells
+        pass
     job.save()
     return job
+
+
+def _inherited_env() -> dict[str, str]:
+    """The launcher's environment minus the UI's own secret: a training run has no use for the login token."""
+    return {k: v for k, v in os.environ.items() if k != "POPULORA_UI_TOKEN"}
 
 
 def _link_env(job: Job) -> dict[str, str]:
@@ -179,15 +247,10 @@ def launch_training(config_yaml: str, name: str = "", env: dict[str, str] | None
     job_id = time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
     if ray_address:
         return _submit_ray(config_yaml, name, dict(env or {}), root, ray_address, f"populora-{job_id}")
-    config_path = root / f"{job_id}.yaml"
-    root.mkdir(parents=True, exist_ok=True)
-    config_path.write_text(config_yaml)
-    argv = [sys.executable, "-m", "populora.cli", "train", "--config", str(config_path), "--quiet"]
-    job = start(argv, name=name, env=env, root=root, job_id=job_id)
-    config_path.replace(Path(job.dir) / "config.yaml")
-    job.argv[job.argv.index(str(config_path))] = str(Path(job.dir) / "config.yaml")
-    job.save()
-    return job
+    # the config is in place before the supervisor reads the argv that names it
+    argv = [sys.executable, "-m", "populora.cli", "train", "--config", str(root / job_id / "config.yaml"), "--quiet"]
+    return start(argv, name=name, env=env, root=root, job_id=job_id, slots=max_parallel(),
+                 files={"config.yaml": config_yaml})
 
 
 def _submit_ray(config_yaml: str, name: str, env: dict[str, str], root: Path, address: str, job_id: str) -> Job:
@@ -211,7 +274,7 @@ def _wait_stopped(job: Job, timeout_s: float) -> str:
     Job's status is an HTTP request, so it is read once per poll)."""
     deadline = time.time() + timeout_s
     status = job.status
-    while time.time() < deadline and status in ("running", "starting"):
+    while time.time() < deadline and status in ("running", "starting", "queued"):
         time.sleep(0.2)
         status = job.status
     return status
@@ -225,18 +288,27 @@ def stop(job: Job, timeout_s: float = 20.0) -> str:
             ray_jobs.stop(job.ray_address, job.id)
             return _wait_stopped(job, timeout_s + 30)
         return job.status
-    if job.status not in ("running", "starting") or not job.pid:
-        return job.status
-    try:
-        os.killpg(job.pid, signal.SIGINT)
-    except ProcessLookupError:
-        return job.status
-    if _wait_stopped(job, timeout_s) in ("running", "starting"):
-        try:
-            os.killpg(job.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+    deadline = time.time() + 10
+    while job.status == "starting" and time.time() < deadline:  # a SIGINT now would kill the supervisor itself
+        time.sleep(0.1)
+    if job.status not in ("running", "starting", "queued") or not _signal_group(job, signal.SIGINT):
+        return job.status  # lost or ended: nothing of ours to signal
+    if _wait_stopped(job, timeout_s) in ("running", "starting", "queued"):
+        _signal_group(job, signal.SIGKILL)
     return job.status
+
+
+def _signal_group(job: Job, sig: int) -> bool:
+    """Signal the job's process group, only if its supervisor is still the process we started (pid and start
+    time) and still leads its own group (it was started with start_new_session). True if signalled."""
+    proc = job.process()
+    try:
+        if proc is None or os.getpgid(proc.pid) != proc.pid:
+            return False
+        os.killpg(proc.pid, sig)
+        return True
+    except ProcessLookupError:
+        return False
 
 
 def list_jobs(root: str | Path | None = None) -> list[Job]:
@@ -263,21 +335,59 @@ def _default_signals() -> None:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
+class _Stopped(Exception):
+    pass
+
+
+def _raise_stopped(signum, frame):
+    raise _Stopped(signum)
+
+
+def wait_for_slot(job: Job, poll_s: float = 1.0):
+    """Block until one of ``job.slots`` slot locks under ``<jobs dir>/.slots`` is free; return the held lock
+    (the OS releases it when this process ends). A stop meanwhile raises _Stopped (the handler supervise sets)."""
+    from filelock import FileLock, Timeout
+
+    folder = Path(job.dir).parent / ".slots"
+    folder.mkdir(parents=True, exist_ok=True)
+    while True:
+        for i in range(job.slots):
+            lock = FileLock(str(folder / f"slot-{i}.lock"))
+            try:
+                lock.acquire(timeout=0)
+                Path(job.dir, SLOT_FILE).write_text(str(i))
+                return lock
+            except Timeout:
+                continue
+        time.sleep(poll_s)
+
+
 def supervise(job_dir: str | Path) -> int:
-    """Run the job's argv to completion and record its exit code (even when interrupted)."""
+    """Run the job's argv to completion (after waiting for a slot, if it has slots) and record its exit code
+    (even when interrupted)."""
     job = Job.load(job_dir)
-    # SIGINT goes to the whole group; the supervisor outlives the child so it can write the exit code
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    code = 1
+    code, slot = 1, None
+    # a stop while queued ends the supervisor without running anything; once the child runs, SIGINT goes to the
+    # whole group and the supervisor ignores it, to outlive the child and write its exit code
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, _raise_stopped if job.slots else signal.SIG_IGN)
+    Path(job_dir, READY_FILE).touch()
     try:
+        if job.slots:
+            slot = wait_for_slot(job)
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
         child = subprocess.Popen(job.argv, stdin=subprocess.DEVNULL, preexec_fn=_default_signals)
         code = child.wait()
+    except _Stopped:
+        code = 130  # stopped while queued, before anything ran: "stopped", like a trainer that caught the SIGINT
     except OSError as err:
         print(f"error: could not start {job.argv[0]!r}: {err}", flush=True)
         code = 127
     finally:
         Path(job_dir, "exit_code").write_text(str(code))
+        if slot is not None:
+            slot.release()
     return code
 
 

@@ -121,11 +121,38 @@ def _fill_cache(source: ModelSource, model, tok) -> None:
             del config.quantization_config
         config.save_pretrained(tmp)
         save_model(model, str(tmp / "model.safetensors"))
-        shutil.rmtree(cache, ignore_errors=True)
-        os.rename(tmp, cache)
+        publish_dir(tmp, cache, complete=lambda d: (d / "model.safetensors").is_file())
     except (OSError, ValueError) as err:  # a read-only or full disk only costs speed
         log.warning("could not cache the de-quantised GGUF model in %s: %s", cache, err)
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def publish_dir(tmp: Path, dest: Path, complete) -> Path:
+    """Move the filled dir ``tmp`` to ``dest`` in one rename, so a reader (another run loading the cache) sees
+    no dir or a whole one, never a half-written or half-deleted one. If another process published a complete
+    ``dest`` first, that one stays and ``tmp`` is dropped; an incomplete leftover is first renamed aside.
+
+    >>> import tempfile; root = Path(tempfile.mkdtemp()); (root / "a").mkdir(); _ = (root / "a" / "w").write_text("1")
+    >>> publish_dir(root / "a", root / "c", lambda d: (d / "w").is_file()).name, (root / "a").exists()
+    ('c', False)
+    >>> (root / "b").mkdir(); _ = (root / "b" / "w").write_text("2")
+    >>> _ = publish_dir(root / "b", root / "c", lambda d: (d / "w").is_file()); (root / "c" / "w").read_text()
+    '1'
+    """
+    if dest.exists() and not complete(dest):
+        aside = dest.with_name(f".{dest.name}.{os.getpid()}.old")
+        try:
+            os.rename(dest, aside)
+        except FileNotFoundError:  # someone else moved it first
+            pass
+        shutil.rmtree(aside, ignore_errors=True)
+    try:
+        os.rename(tmp, dest)  # atomic; fails if dest is (again) a non-empty dir
+    except OSError:
+        if not complete(dest):
+            raise
+        shutil.rmtree(tmp, ignore_errors=True)  # another process won the race with an equally good copy
+    return dest
 
 
 def load_tokenizer(source: ModelSource):

@@ -12,11 +12,17 @@ UI's machine goes away, and Ray's own dashboard shows it. What travels with it:
 The cluster's Python must have populora installed (the docker images do). A cluster using token auth needs its
 token here too (RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token), as for ``ray job submit``. ``stop`` asks Ray to stop the job:
 Ray sends SIGTERM, which the trainer turns into a clean stop (run tagged ``stopped``, ended KILLED in MLflow).
+
+Ray's SDK sends that token to whatever address it is given, so the addresses come from the operator, never from
+a form: ``POPULORA_RAY_ADDRESSES`` (comma separated) and/or the file ``POPULORA_RAY_ADDRESSES_FILE`` (one per
+line, ``#`` comments). Every client is made through ``client()``, which refuses any other address.
 """
 
 from __future__ import annotations
 
 import functools
+import os
+from pathlib import Path
 
 from populora.platform import runlayout
 
@@ -28,6 +34,32 @@ STATUSES = {"PENDING": "starting", "RUNNING": "running", "SUCCEEDED": "finished"
 
 class RayJobError(RuntimeError):
     pass
+
+
+ENV_ADDRESSES = "POPULORA_RAY_ADDRESSES"
+ENV_ADDRESSES_FILE = "POPULORA_RAY_ADDRESSES_FILE"
+
+
+def allowed_addresses() -> list[str]:
+    """The Ray clusters the operator lets this UI submit to (and send the cluster token to), in their order."""
+    found = [a.strip() for a in os.environ.get(ENV_ADDRESSES, "").split(",")]
+    path = os.environ.get(ENV_ADDRESSES_FILE)
+    if path:
+        try:
+            found += [line.split("#", 1)[0].strip() for line in Path(path).read_text().splitlines()]
+        except OSError as err:
+            raise RayJobError(f"{ENV_ADDRESSES_FILE}={path!r} cannot be read: {err}") from err
+    return list(dict.fromkeys(a for a in found if a))
+
+
+def check_allowed(ray_address: str) -> str:
+    """``ray_address`` if the operator allowed it, else RayJobError saying how to allow it."""
+    allowed = allowed_addresses()
+    if ray_address not in allowed:
+        raise RayJobError(f"ray.address={ray_address!r} is not one of the Ray clusters this UI may submit to "
+                          f"({', '.join(allowed) or 'none set'}): the operator lists them in {ENV_ADDRESSES} "
+                          f"(comma separated) or in the file {ENV_ADDRESSES_FILE}")
+    return ray_address
 
 
 def jobs_address(ray_address: str) -> str:
@@ -54,7 +86,9 @@ def _use_token_if_available() -> None:
 
 @functools.lru_cache(maxsize=8)
 def client(address: str):
-    """A JobSubmissionClient for ``address`` (cached: creating one is an HTTP round trip)."""
+    """A JobSubmissionClient for ``address`` (cached: creating one is an HTTP round trip); only for an address
+    the operator allowed, since the client may send the cluster's token to it."""
+    check_allowed(jobs_address(address))  # before Ray is imported or any connection is made
     try:
         from ray.job_submission import JobSubmissionClient
     except ImportError as err:

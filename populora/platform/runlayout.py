@@ -56,6 +56,7 @@ SWEEP_RUN = "populora.sweep_run"        # "<config label>|seed=<s>", unique with
 SWEEP_CONFIG = "populora.sweep_config"  # the configuration's label: its grid overrides, or SWEEP_BASELINE
 SWEEP_SEED = "populora.sweep_seed"
 SWEEP_BASELINE = "baseline"             # SWEEP_CONFIG of the compute-matched single-agent baseline of each seed
+ERROR = "populora.error"                # a failed run: "<ExceptionType>: <message>" of the error that ended it
 
 MEMBER_ID = "populora.member_id"
 ROLE = "populora.role"
@@ -106,6 +107,7 @@ EVAL_FOLDER = "eval"
 EVAL_RESULTS = "eval/results.json"
 EVAL_TABLE = "eval/table.json"
 EXPORT_FOLDER = "export"             # member runs: the dir ``populora export --register`` logged
+ERROR_FILE = "error.txt"             # a failed run: the traceback of the error that ended it
 
 # ====================================================================== jobs
 ENV_JOB_ID = "POPULORA_JOB_ID"    # set by the job launcher: the trainer tags its run with it

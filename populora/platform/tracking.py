@@ -3,12 +3,23 @@
 Writes go through ``MlflowClient`` with explicit run ids (no global "active run" stack), so one process can
 log a parent run and one child run per member side by side. The store is ``MLFLOW_TRACKING_URI`` if set, else
 ``sqlite:///mlflow.db`` in the working directory (MLflow's own default).
+
+Several runs (and the UI) share one sqlite store, so:
+
+- the store is created and migrated once, under a file lock (``ensure_store``): MLflow creates a fresh store's
+  tables on first use, and two processes doing that at once crash (``duplicate column name: step``);
+- every client call is retried with backoff while sqlite says "database is locked" (``RetryingClient``):
+  sqlite takes one writer at a time, and a failed statement is rolled back whole, so a retry writes it once;
+- an experiment is created race-free: whoever loses the race to create it reads the winner's id.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import logging
 import os
+import random
 import tempfile
 import time
 from pathlib import Path
@@ -21,13 +32,83 @@ def tracking_uri() -> str:
     return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd() / 'mlflow.db'}"
 
 
+log = logging.getLogger(__name__)
+
+LOCK_TIMEOUT_S = 600.0  # creating a store takes seconds; a holder stuck this long is a bug worth an error
+RETRY_DELAYS_S = (0.1, 0.2, 0.5, 1.0, 2.0, 4.0, 8.0, 8.0, 8.0, 8.0)  # ~40 s in all before the error surfaces
+_READY: set[str] = set()  # stores this process has already created or checked
+
+
+def sqlite_path(uri: str) -> Path | None:
+    """The database file of a ``sqlite:///`` URI, else None.
+
+    >>> sqlite_path("sqlite:////tmp/x/mlflow.db"), sqlite_path("http://mlflow:5000")
+    (PosixPath('/tmp/x/mlflow.db'), None)
+    """
+    if not uri.startswith("sqlite:///"):
+        return None
+    return Path(uri.removeprefix("sqlite:///").split("?", 1)[0])
+
+
+def ensure_store(uri: str) -> None:
+    """Create and migrate a sqlite store once, holding ``<db>.lock``, before anything else uses it.
+
+    Opening the store (MLflow's SqlAlchemyStore) creates its tables when there are none; inside the lock only
+    one process does so, and the others, once they hold it, find the tables there. Other stores (a server,
+    Postgres) are created by whoever runs them, so nothing is done for them."""
+    path = sqlite_path(uri)
+    if path is None or uri in _READY:
+        return
+    from filelock import FileLock
+    from mlflow import MlflowClient
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(f"{path}.lock", timeout=LOCK_TIMEOUT_S):
+        _retry(MlflowClient(tracking_uri=uri).search_experiments, max_results=1)
+    _READY.add(uri)
+
+
+def is_locked_error(err: BaseException) -> bool:
+    """sqlite's "database is locked" / "database table is locked", however MLflow or SQLAlchemy wrapped it."""
+    while err is not None:
+        if "is locked" in str(err):
+            return True
+        err = err.__cause__ or err.__context__
+    return False
+
+
+def _retry(fn, *args, **kwargs):
+    for delay in (*RETRY_DELAYS_S, None):
+        try:
+            return fn(*args, **kwargs)
+        except Exception as err:
+            if delay is None or not is_locked_error(err):
+                raise
+            log.info("MLflow store busy (%s): retrying %s in %.1fs", str(err)[:80], getattr(fn, "__name__", fn), delay)
+            time.sleep(delay * (1 + random.random() / 2))  # jitter: writers that collided do not collide again
+
+
+class RetryingClient:
+    """An ``MlflowClient`` whose every method is retried with backoff while sqlite says the database is locked."""
+
+    def __init__(self, inner):
+        self._inner = inner
+
+    def __getattr__(self, name: str):
+        attr = getattr(self._inner, name)
+        if not callable(attr):
+            return attr
+        return functools.wraps(attr)(functools.partial(_retry, attr))
+
+
 def client(uri: str | None = None):
     import mlflow
     from mlflow import MlflowClient
 
     uri = uri or tracking_uri()
+    ensure_store(uri)
     mlflow.set_tracking_uri(uri)
-    return MlflowClient(tracking_uri=uri)
+    return RetryingClient(MlflowClient(tracking_uri=uri))
 
 
 class Tracker:
@@ -38,8 +119,18 @@ class Tracker:
 
     # -------------------------------------------------------------- runs
     def experiment_id(self, name: str) -> str:
+        """The experiment's id, creating it if needed; when another process creates it first, its id."""
+        from mlflow.exceptions import MlflowException
+
         exp = self.client.get_experiment_by_name(name)
-        return exp.experiment_id if exp else self.client.create_experiment(name)
+        if exp:
+            return exp.experiment_id
+        try:
+            return self.client.create_experiment(name)
+        except MlflowException as err:
+            if err.error_code != "RESOURCE_ALREADY_EXISTS":
+                raise
+            return self.client.get_experiment_by_name(name).experiment_id
 
     def start_run(self, experiment: str, name: str, tags: dict[str, str] | None = None, parent: str | None = None) -> str:
         tags = {k: str(v) for k, v in (tags or {}).items()}  # the REST store (mlflow server) takes strings only
@@ -102,6 +193,13 @@ class Tracker:
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / Path(artifact_file).name
             path.write_text(json.dumps(data, indent=1, default=str))
+            folder = str(Path(artifact_file).parent)
+            self.client.log_artifact(run_id, str(path), artifact_path=None if folder == "." else folder)
+
+    def log_text(self, run_id: str, text: str, artifact_file: str) -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / Path(artifact_file).name
+            path.write_text(text)
             folder = str(Path(artifact_file).parent)
             self.client.log_artifact(run_id, str(path), artifact_path=None if folder == "." else folder)
 

@@ -34,7 +34,7 @@ class PopulationConfig(Section):
 
 
 class MatchmakingConfig(Section):
-    teachers_per_student: int = Field(1, ge=1, description="Teachers each student is matched with per step")
+    teachers_per_student: int = Field(1, ge=1, le=256, description="Teachers each student is matched with per step")
     pfsp: Literal["even", "hard", "uniform"] = Field("even", description="PFSP weighting of P(student beats teacher): even favours 50/50 matches, hard favours stronger teachers")
     pfsp_power: float = Field(2.0, gt=0, description="Exponent p of the 'hard' weighting (1-P)^p")
     rate_unsolved: bool = Field(False, description="Also rate tasks no student solved (they reward impossible tasks)")
@@ -42,17 +42,17 @@ class MatchmakingConfig(Section):
 
 class TasksConfig(Section):
     kinds: list[TaskKind] = Field(default_factory=lambda: ["code_o", "code_i", "code_f"], description="Task kinds teachers propose")
-    tasks_per_teacher: int = Field(3, ge=1, description="Tasks each teacher proposes per step (kinds taken in turn)")
+    tasks_per_teacher: int = Field(3, ge=1, le=256, description="Tasks each teacher proposes per step (kinds taken in turn)")
     references: int = Field(3, ge=0, le=16, description="Reference tasks from the kind's buffer shown in a propose prompt (AZR: 6)")
-    buffer_size: int = Field(4096, ge=8, description="Max tasks per kind buffer; the oldest are evicted (AZR drops the newest)")
-    code_f_inputs: int = Field(4, ge=2, description="Inputs a teacher writes for a code_f task; half are shown, half held out")
-    rollouts: int = Field(2, ge=1, description="Answers each matched student samples per task (AZR n_samples: 8)")
-    max_new_tokens_propose: int = Field(160, ge=16, description="Token budget of a proposal")
-    max_new_tokens_solve: int = Field(96, ge=8, description="Token budget of an answer")
+    buffer_size: int = Field(4096, ge=8, le=1_000_000, description="Max tasks per kind buffer; the oldest are evicted (AZR drops the newest)")
+    code_f_inputs: int = Field(4, ge=2, le=64, description="Inputs a teacher writes for a code_f task; half are shown, half held out")
+    rollouts: int = Field(2, ge=1, le=64, description="Answers each matched student samples per task (AZR n_samples: 8)")
+    max_new_tokens_propose: int = Field(160, ge=16, le=16384, description="Token budget of a proposal")
+    max_new_tokens_solve: int = Field(96, ge=8, le=16384, description="Token budget of an answer")
     temperature: float = Field(0.8, gt=0, description="Sampling temperature (AZR: 1.0)")
     top_p: float = Field(0.95, gt=0, le=1, description="Nucleus sampling top-p")
-    timeout_s: float = Field(5.0, gt=0, description="Sandbox wall-clock limit per execution")
-    memory_mb: int = Field(512, ge=64, description="Sandbox address-space limit per execution")
+    timeout_s: float = Field(5.0, gt=0, le=300, description="Sandbox wall-clock limit per execution")
+    memory_mb: int = Field(512, ge=64, le=65536, description="Sandbox address-space limit per execution")
 
 
 class SandboxConfig(Section):
@@ -87,9 +87,9 @@ class OptimConfig(Section):
     entropy_coef: float = Field(0.001, ge=0, description="Entropy bonus weight (AZR paper branch: 0.001; AZR master: 0.0)")
     kl_coef: float = Field(0.0, ge=0, description="KL(adapter || base) penalty coefficient (AZR: 0, use_kl_loss false); KL is logged either way")
     advantage_scope: Literal["population", "member"] = Field("population", description="Whiten advantages per (role, kind) over the whole population or per member")
-    micro_batch: int = Field(4, ge=1, description="Sequences per forward/backward (gradients accumulate within a mini-batch)")
+    micro_batch: int = Field(4, ge=1, le=1024, description="Sequences per forward/backward (gradients accumulate within a mini-batch)")
     log_kl: bool = Field(True, description="Compute KL(adapter || base) on the rollouts each step (one extra forward)")
-    max_seq_len: int = Field(1024, ge=64, description="Longest prompt+response used in the update (longer are truncated from the left)")
+    max_seq_len: int = Field(1024, ge=64, le=131072, description="Longest prompt+response used in the update (longer are truncated from the left)")
 
 
 class EvolutionConfig(Section):
@@ -110,18 +110,18 @@ class CheckpointConfig(Section):
 class RayConfig(Section):
     address: str | None = Field(None, description="None: no Ray; 'local': start Ray here; 'auto' or 'ray://host:port': join a cluster "
                                    "(the UI's Launch page then submits the run to it as a Ray Job)")
-    model_workers: int = Field(1, ge=1, description="Model-worker actors (one per GPU), each holding the base and its members' adapters")
-    sandbox_workers: int = Field(2, ge=1, description="Sandbox actors the verifier requests are spread over")
-    gpus_per_worker: float = Field(0.0, ge=0, description="GPUs reserved per model worker (1 on a GPU cluster)")
-    cpus_per_model_worker: float = Field(1.0, ge=0, description="CPUs reserved per model worker")
-    cpus_per_sandbox_worker: float = Field(0.5, ge=0, description="CPUs reserved per sandbox actor (all actors must fit the cluster, or Ray waits)")
-    num_cpus: int | None = Field(None, ge=1, description="CPUs of a 'local' Ray instance (default: all)")
+    model_workers: int = Field(1, ge=1, le=1024, description="Model-worker actors (one per GPU), each holding the base and its members' adapters")
+    sandbox_workers: int = Field(2, ge=1, le=1024, description="Sandbox actors the verifier requests are spread over")
+    gpus_per_worker: float = Field(0.0, ge=0, le=16, description="GPUs reserved per model worker (1 on a GPU cluster)")
+    cpus_per_model_worker: float = Field(1.0, ge=0, le=1024, description="CPUs reserved per model worker")
+    cpus_per_sandbox_worker: float = Field(0.5, ge=0, le=1024, description="CPUs reserved per sandbox actor (all actors must fit the cluster, or Ray waits)")
+    num_cpus: int | None = Field(None, ge=1, le=4096, description="CPUs of a 'local' Ray instance (default: all)")
 
 
 class TrainConfig(Section):
     name: str = Field("populora", description="Run name shown in MLflow")
     experiment: str = Field("populora", description="MLflow experiment name")
-    steps: int = Field(4, ge=1, description="Training steps")
+    steps: int = Field(4, ge=1, le=1_000_000, description="Training steps")
     seed: int = Field(0, description="Seed of every random generator")
     output_dir: str = Field("runs", description="Where run dirs (checkpoints, adapters) are written")
     baseline_run: str | None = Field(None, description="MLflow run id of the single-agent baseline to compare this population with")

@@ -13,7 +13,6 @@ import torch
 import yaml
 
 from populora.platform import config as config_io
-from populora.platform import runlayout
 from populora.platform.backends import BackendConfig, LoraSpec, RaySpec, make_backend
 from populora.training import checkpoint, run_log
 from populora.training.buffers import SEED_PROGRAMS, TaskBuffers
@@ -37,7 +36,7 @@ log = logging.getLogger(__name__)
 class Trainer:
     def __init__(self, cfg: TrainConfig, log: RunLog, run_dir: Path):
         self.cfg, self.log, self.run_dir = cfg, log, run_dir
-        self.backend, self.verifier = make_backend(backend_config(cfg)), make_verifier(cfg)
+        self.backend, self.verifier = make_backend(backend_config(cfg, run_dir)), make_verifier(cfg)
         self.population = Population()
         self.lineage = Lineage()
         self.buffers = TaskBuffers(cfg.tasks.kinds, cfg.tasks.buffer_size)
@@ -100,11 +99,8 @@ class Trainer:
                 if on_step:
                     on_step(record)
             self.finish()
-        except KeyboardInterrupt:
-            self.log.end(runlayout.STOPPED)
-            raise
-        except Exception:
-            self.log.end(runlayout.FAILED)
+        except BaseException as err:  # Ctrl-C / SIGTERM: stopped; anything else (a full disk too): failed
+            self.log.ended_by(err)
             raise
         finally:
             bar.close()
@@ -115,13 +111,19 @@ class Trainer:
         if cfg.sandbox.allow_unconfined:  # read by every sandbox this process (and its local Ray actors) starts
             os.environ["POPULORA_SANDBOX_ALLOW_UNCONFINED"] = "1"
         log = RunLog.start(cfg)
-        run_dir = (Path(cfg.output_dir) / log.run_id).resolve()
-        run_dir.mkdir(parents=True, exist_ok=True)
-        log.describe(cfg, run_dir)
-        (run_dir / "config.yaml").write_text(config_io.dump(cfg))
-        trainer = cls(cfg, log, run_dir)
-        trainer._init_population()
-        trainer._seed_buffers()
+        # from here on the run exists in MLflow: whatever stops the setup (no model, no sandbox, a full disk,
+        # SIGTERM while the model loads) must end it, not leave it RUNNING forever
+        try:
+            run_dir = (Path(cfg.output_dir) / log.run_id).resolve()
+            run_dir.mkdir(parents=True, exist_ok=True)
+            log.describe(cfg, run_dir)
+            (run_dir / "config.yaml").write_text(config_io.dump(cfg))
+            trainer = cls(cfg, log, run_dir)
+            trainer._init_population()
+            trainer._seed_buffers()
+        except BaseException as err:
+            log.ended_by(err)
+            raise
         return trainer
 
     def _init_population(self) -> None:
@@ -178,7 +180,11 @@ class Trainer:
         trainer = cls(cfg, RunLog(run_id, cfg.experiment, state["member_runs"]), run_dir)
         trainer._restore(path, state, rng_state)
         trainer.log.resumed(path.name)
-        trainer.flush(replay=True)  # records the killed process checkpointed but may not have logged
+        try:
+            trainer.flush(replay=True)  # records the killed process checkpointed but may not have logged
+        except BaseException as err:  # the run is RUNNING again: end it, as create() does
+            trainer.log.ended_by(err)
+            raise
         return trainer
 
     def _restore(self, path: Path, state: dict, rng_state: dict) -> None:
@@ -216,8 +222,11 @@ class Trainer:
         self.log.finish(self.population)
 
 
-def backend_config(cfg: TrainConfig) -> BackendConfig:
-    """The model backend the config asks for: batched multi-LoRA (default), PEFT, or multi-LoRA on Ray actors."""
+def backend_config(cfg: TrainConfig, run_dir: Path | None = None) -> BackendConfig:
+    """The model backend the config asks for: batched multi-LoRA (default), PEFT, or multi-LoRA on Ray actors.
+
+    vLLM's adapter dir is the run's own (``<run dir>/.vllm-adapters``): runs sharing an ``output_dir`` must not
+    load each other's adapters under the same member id."""
     mc, pc, rc = cfg.model, cfg.population, cfg.ray
     ray = None if not rc.address else RaySpec(rc.address, rc.num_cpus, rc.model_workers, rc.gpus_per_worker,
                                               rc.cpus_per_model_worker)
@@ -225,7 +234,7 @@ def backend_config(cfg: TrainConfig) -> BackendConfig:
         base=mc.base, gguf_file=mc.gguf_file, tiny_random=mc.tiny_random, dtype=mc.dtype, device=mc.device,
         lora=LoraSpec(mc.lora_rank, mc.lora_alpha, mc.lora_dropout, tuple(mc.target_modules)), kind=mc.backend,
         generation=mc.generation, slots=1 if pc.single_agent else pc.teachers + pc.students,
-        vllm_gpu_memory=mc.vllm_gpu_memory, vllm_sync_dir=str(Path(cfg.output_dir) / ".vllm-adapters"), ray=ray)
+        vllm_gpu_memory=mc.vllm_gpu_memory, vllm_sync_dir=str(Path(run_dir or cfg.output_dir) / ".vllm-adapters"), ray=ray)
 
 
 def make_verifier(cfg: TrainConfig):

@@ -8,6 +8,7 @@ exactly once.
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from pathlib import Path
 
@@ -20,6 +21,8 @@ from populora.training.lineage import Lineage
 from populora.training.member import Member, Population
 from populora.training.rollout import Rollout
 from populora.training.tasks import Task
+
+log = logging.getLogger(__name__)
 
 CURRICULUM = ("ast_depth", "cyclomatic", "loc", "variables")
 
@@ -161,6 +164,34 @@ class RunLog:
         """Tag the run ``status`` (finished | failed | stopped) and end it in MLflow."""
         self.tracker.set_tags(self.run_id, {rl.STATUS: status})
         self.tracker.end_run(self.run_id, rl.MLFLOW_STATUS[status])
+
+    def fail(self, err: BaseException) -> None:
+        """End the run FAILED with the error that ended it (tag ``populora.error``, traceback in ``error.txt``).
+
+        Best effort, each write on its own: the error may be the store's or a full disk's, and it is the
+        caller's job to re-raise the original error, never one from here. The end status goes before the
+        traceback artifact, which needs disk space the status does not."""
+        import traceback
+
+        text = "".join(traceback.format_exception(type(err), err, err.__traceback__))
+        writes = (lambda: self.tracker.set_tags(self.run_id, {rl.ERROR: f"{type(err).__name__}: {err}"[:5000]}),
+                  lambda: self.end(rl.FAILED),
+                  lambda: self.tracker.log_text(self.run_id, text, rl.ERROR_FILE))
+        for write in writes:
+            try:
+                write()
+            except Exception as second:  # noqa: BLE001 - never mask the original error
+                log.warning("could not record the failure of run %s in MLflow: %s", self.run_id, second)
+
+    def ended_by(self, err: BaseException) -> None:
+        """End the run for ``err``: stopped on Ctrl-C / SIGTERM (KeyboardInterrupt), failed on anything else."""
+        if isinstance(err, KeyboardInterrupt):
+            try:
+                self.end(rl.STOPPED)
+            except Exception as second:  # noqa: BLE001
+                log.warning("could not mark run %s stopped in MLflow: %s", self.run_id, second)
+        else:
+            self.fail(err)
 
     # ------------------------------------------------------------------ members
     def member_run(self, m: Member) -> str:

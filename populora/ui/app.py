@@ -12,6 +12,10 @@ HERE = Path(__file__).parent
 
 st.set_page_config(page_title="PopuLoRA", page_icon="🧬", layout="wide")
 
+from populora.ui.auth import require_login  # noqa: E402 - set_page_config must be the first Streamlit call
+
+require_login()  # before any page renders (a no-op unless POPULORA_UI_TOKEN is set)
+
 pages = [
     st.Page(HERE / "views" / "runs.py", title="Runs", icon=":material/list:", url_path="runs", default=True),
     st.Page(HERE / "views" / "launch.py", title="Launch", icon=":material/rocket_launch:", url_path="launch"),

@@ -9,7 +9,8 @@ from populora.platform import jobs
 from populora.ui import store
 
 ROLE_COLORS = {"teacher": "#f28e2b", "student": "#4e79a7", "both": "#59a14f"}
-STATUS_ICONS = {"running": "🟢", "finished": "✅", "failed": "❌", "stopped": "⏹️", "crashed": "💥", "starting": "⏳"}
+STATUS_ICONS = {"running": "🟢", "finished": "✅", "failed": "❌", "stopped": "⏹️", "crashed": "💥", "starting": "⏳", "queued": "🕒",
+                "lost": "❔"}
 PAGES = {"launch": "views/launch.py", "runs": "views/runs.py", "arms_race": "views/arms_race.py",
          "lineage": "views/lineage.py", "tasks": "views/tasks.py", "compare": "views/compare.py"}
 

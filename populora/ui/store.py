@@ -37,7 +37,8 @@ def uri() -> str:
 def _client(store: str):
     from mlflow import MlflowClient
 
-    return MlflowClient(tracking_uri=store)
+    tracking.ensure_store(store)  # created and migrated once, under its lock, even when runs start beside us
+    return tracking.RetryingClient(MlflowClient(tracking_uri=store))
 
 
 # ====================================================================== runs

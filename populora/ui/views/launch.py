@@ -29,10 +29,27 @@ def pick_preset() -> tuple[str, dict] | None:
 
 
 def draw_field(path: str, info, values: dict, preset: str, errors: dict) -> object:
-    value = form.widget(path, info, form.get_path(values, path), key=f"f_{preset}_{path}")
+    if path == "ray.address":  # a choice among the operator's clusters, never free text (the token goes there)
+        value = ray_address_widget(form.get_path(values, path), key=f"f_{preset}_{path}")
+    else:
+        value = form.widget(path, info, form.get_path(values, path), key=f"f_{preset}_{path}")
     if path in errors:
         st.error(f"**{path}**: {errors[path]}", icon="⚠️")
     return value
+
+
+def ray_address_widget(current: str | None, key: str) -> str | None:
+    try:
+        allowed = ray_jobs.allowed_addresses()
+    except ray_jobs.RayJobError as err:
+        st.error(str(err))
+        allowed = []
+    options = ["", "local", *allowed]
+    picked = st.selectbox("address", options, index=options.index(current) if current in options else 0, key=key,
+                          format_func=lambda a: a or "(none: no Ray)",
+                          help=f"local: Ray inside the trainer. Clusters: the ones the operator lists in "
+                               f"{ray_jobs.ENV_ADDRESSES} / {ray_jobs.ENV_ADDRESSES_FILE}")
+    return picked or None
 
 
 def draw_form(preset: str, values: dict, errors: dict) -> dict | None:
@@ -89,13 +106,19 @@ def launch(submission: dict) -> None:
     if submission.get("plan"):
         show_plan(cfg, submission["gpu"])
         return
+    ray_address = cfg.ray.address if cfg.ray.address not in (None, "local") else None
+    if ray_address:  # the overrides box can name any address: the allowlist is checked here too, before anything
+        try:
+            ray_jobs.check_allowed(ray_address)
+        except ray_jobs.RayJobError as err:
+            st.session_state["launch_errors"] = {"ray.address": str(err)}
+            st.rerun()
     refused = preflight_problems(cfg)
     if refused:  # before any job, so no MLflow run is created for a config that cannot start here
         for reason in refused:
             st.error(f"Not launched: {reason}", icon="⛔")
         return
     env = {"MLFLOW_TRACKING_URI": store.uri()}  # the job writes where this UI reads
-    ray_address = cfg.ray.address if cfg.ray.address not in (None, "local") else None
     if submission.get("sweep", {}).get("on"):
         try:
             job = sweeps.launch_sweep(config_io.dump(cfg), submission["sweep"], submission["baseline"], env, ray_address)
@@ -135,8 +158,12 @@ def job_row(job: jobs.Job) -> None:
             common.link("runs", f"run {run_id[:12]}", run_id, "📋")
             common.link("arms_race", "arms race", run_id, "📈")
         else:
-            st.caption("waiting for the run id (model loading)…" if status == "running" else "no run id in the log")
-    if status == "running" and cols[3].button("Stop", key=f"stop_{job.id}", help="SIGINT: the run is marked stopped"):
+            st.caption({"running": "waiting for the run id (model loading)…",
+                        "queued": f"queued: waits for one of {job.slots} launch slot(s) (POPULORA_MAX_PARALLEL_JOBS)",
+                        "lost": "its process is gone (or its pid is another process now): nothing to stop"
+                        }.get(status, "no run id in the log"))
+    if status in ("running", "queued") and cols[3].button("Stop", key=f"stop_{job.id}",
+                                                          help="SIGINT: the run is marked stopped (a queued job never starts)"):
         cols[3].write(jobs.stop(job))
     with st.expander("log", expanded=status in ("failed", "lost")):
         st.code(job.log_tail(30) or "(empty)", language="text")
@@ -170,7 +197,7 @@ def main() -> None:
     if st.session_state.get("launched"):
         st.success(f"Started job(s): {', '.join(st.session_state['launched'])}. The run id appears below once "
                    "the trainer has created its MLflow run.")
-    running = any(j.status in ("running", "starting") for j in jobs.list_jobs()[:10])
+    running = any(j.status in ("running", "starting", "queued") for j in jobs.list_jobs()[:10])
     st.fragment(jobs_panel, run_every="3s" if running else None)()
 
 

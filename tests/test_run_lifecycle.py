@@ -1,0 +1,87 @@
+"""A run ends in MLflow whatever stops it: an error before the model loads, a full disk mid-run, SIGTERM while
+the model is still loading. Each test runs the real CLI in a subprocess against a fresh sqlite store."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import populora_cmd, wait_for
+
+from populora.platform import runlayout as rl
+
+TINY = ["--set", "model.tiny_random=true", "--set", "model.lora_rank=4",
+        "--set", "tasks.max_new_tokens_propose=24", "--set", "tasks.max_new_tokens_solve=8",
+        "--set", "tasks.tasks_per_teacher=2", "--set", "tasks.rollouts=2"]
+
+
+def _parent_runs(uri):
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.get_experiment_by_name("populora")
+    runs = client.search_runs([exp.experiment_id], max_results=100) if exp else []
+    return client, [r for r in runs if rl.PARENT not in r.data.tags]
+
+
+def _error_file(client, run_id, tmp_path) -> str:
+    return Path(client.download_artifacts(run_id, rl.ERROR_FILE, str(tmp_path))).read_text()
+
+
+def test_a_run_that_fails_before_the_model_loads_ends_failed_with_its_error(mlflow_store, tmp_path):
+    out = subprocess.run(populora_cmd("train", "--set", "model.base=/no/such/model.gguf", "--quiet"),
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 2 and "/no/such/model.gguf" in out.stderr
+    client, parents = _parent_runs(mlflow_store)
+    assert len(parents) == 1
+    run = parents[0]
+    assert run.info.status == "FAILED" and run.data.tags[rl.STATUS] == rl.FAILED
+    assert run.data.tags[rl.ERROR].startswith("ModelError: ") and "/no/such/model.gguf" in run.data.tags[rl.ERROR]
+    assert "Traceback" in _error_file(client, run.info.run_id, tmp_path)
+
+
+# the trainer as `populora train` runs it, with the checkpoint write failing as on a full disk
+DISK_FULL = """
+import errno, sys
+from populora.training import checkpoint
+def save(*args, **kwargs):
+    raise OSError(errno.ENOSPC, "No space left on device")
+checkpoint.save = save
+from populora.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_run_that_hits_a_full_disk_ends_failed_with_the_original_error(mlflow_store, tmp_path):
+    out = subprocess.run([sys.executable, "-c", DISK_FULL, "train", "--set", "steps=1", *TINY, "--quiet"],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode != 0 and "No space left on device" in out.stderr
+    client, parents = _parent_runs(mlflow_store)
+    run = parents[0]
+    assert run.info.status == "FAILED" and run.data.tags[rl.STATUS] == rl.FAILED
+    assert run.data.tags[rl.ERROR] == "OSError: [Errno 28] No space left on device"
+    assert "checkpoint" in _error_file(client, run.info.run_id, tmp_path)  # the traceback shows where it happened
+
+
+def test_sigterm_while_the_model_loads_stops_the_run(mlflow_store, tmp_path):
+    """The run exists (and its job knows its id) before the backend loads the model; a SIGTERM then, as
+    `docker stop` or the UI's Stop may send, ends the run stopped instead of leaving it RUNNING."""
+    job_dir = tmp_path / "job"
+    job_dir.mkdir()
+    env = {**os.environ, rl.ENV_JOB_DIR: str(job_dir), rl.ENV_JOB_ID: "j1"}
+    proc = subprocess.Popen(populora_cmd("train", "--set", "steps=50", *TINY, "--quiet"), env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        run_id = wait_for(lambda: rl.read_run_id(job_dir), 300, "the trainer to create its run")
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode != 0, out[-2000:]
+    client, parents = _parent_runs(mlflow_store)
+    run = client.get_run(run_id)
+    assert run.info.status == "KILLED" and run.data.tags[rl.STATUS] == rl.STOPPED, out[-2000:]
+    assert rl.ERROR not in run.data.tags  # a stop is not a failure
