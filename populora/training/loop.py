@@ -16,7 +16,7 @@ from populora.platform.backend import LoraSpec, PeftBackend
 from populora.platform.models import cached_source, load_base, resolve_source
 from populora.platform.tracking import Tracker
 from populora.training import checkpoint, run_log
-from populora.training.buffers import SEED_PROGRAMS, TaskBuffers
+from populora.training.buffers import TaskBuffers, buffer_kinds
 from populora.training.config import TrainConfig
 from populora.training.evolution import evolve
 from populora.training.lineage import Lineage, LineageEvent
@@ -25,8 +25,8 @@ from populora.training.member import BOTH, STUDENT, TEACHER, Member, Population
 from populora.training.multilora import MultiLoraBackend
 from populora.training.propose import propose
 from populora.training.scoring import assign_rewards, update_ratings
+from populora.training.seeding import initial_buffers, seed_buffers
 from populora.training.solve import solve
-from populora.training.tasks import Task
 from populora.training.update import update
 from populora.training.validate import validate
 
@@ -39,11 +39,12 @@ class Trainer:
         self.backend, self.verifier = make_backend(cfg), make_verifier(cfg)
         self.population = Population()
         self.lineage = Lineage()
-        self.buffers = TaskBuffers(cfg.tasks.kinds, cfg.tasks.buffer_size)
+        self.buffers = TaskBuffers(buffer_kinds(cfg.tasks.kinds), cfg.tasks.buffer_size)
         self.seen_structures: set[str] = set()
         self.pending: list[dict] = []
         self.member_runs: dict[str, str] = {}
         self.step_index = 0
+        self.seed_report = None  # what step-0 seeding did (a new run only)
         self.rng = np.random.default_rng(cfg.seed)
         self.torch_gen = torch.Generator().manual_seed(cfg.seed)
 
@@ -117,7 +118,8 @@ class Trainer:
         run_dir = (Path(cfg.output_dir) / run_id).resolve()
         run_dir.mkdir(parents=True, exist_ok=True)
         tracker.set_tags(run_id, {"populora.run_dir": str(run_dir), "populora.progress": f"0/{cfg.steps}",
-                                  "populora.base_model": cfg.model.base, "populora.baseline_run": cfg.baseline_run or ""})
+                                  "populora.base_model": cfg.model.base, "populora.baseline_run": cfg.baseline_run or "",
+                                  "populora.tasks_format": cfg.tasks.format})
         tracker.log_params(run_id, config_io.flatten(cfg))
         (run_dir / "config.yaml").write_text(config_io.dump(cfg))
         trainer = cls(cfg, tracker, run_id, run_dir)
@@ -135,20 +137,20 @@ class Trainer:
             self.lineage.record(LineageEvent(m.id, [], "init", 0, 0, role))
 
     def _seed_buffers(self) -> None:
-        """AZR seeds its buffers with a trivial program; we validate a few hand-written ones in the sandbox."""
-        seeds = []
-        for i, (program, x) in enumerate(SEED_PROGRAMS):
-            for kind in ("code_o", "code_i"):
-                if kind in self.buffers.kinds:
-                    seeds.append(Task(id=f"seed-{kind}-{i}", kind=kind, program=program, input=x, teacher="seed", step=0))
-        validate(self.verifier, seeds, self.buffers, set())
-        bad = [t.id for t in seeds if not t.valid]
-        if bad:
-            raise RuntimeError(f"seed programs failed validation in the sandbox: {bad} ({seeds[0].reason})")
-        if not len(self.buffers):  # only code_f enabled: it still needs programs to show
-            self.buffers = TaskBuffers(self.cfg.tasks.kinds + ["code_o"], self.cfg.tasks.buffer_size)
-            for t in seeds:
-                self.buffers.add(t)
+        """AZR's seeding: the base model proposes until each kind's buffer is full (bounded tries); hand-written
+        programs only where it wrote nothing valid, said loudly (a warning and the run tag populora.seed_fallback)."""
+        tc = self.cfg.tasks
+        self.buffers = initial_buffers(self.verifier, buffer_kinds(tc.kinds), tc.buffer_size)
+        self.seed_report = seed_buffers(self.backend, self.verifier, self.buffers, tc, self.rng, self.cfg.seed * 100_003)
+        tags = {"populora.seed_summary": self.seed_report.summary()[:500],
+                "populora.seed_fallback": ",".join(self.seed_report.fallback) or "none"}
+        self.tracker.set_tags(self.run_id, tags)
+        self.tracker.log_metrics(self.run_id, {f"seed/valid/{k}": float(self.buffers.count(k)) for k in self.buffers.kinds}
+                                 | {"time/seed_s": self.seed_report.seconds}, 0)
+        if self.seed_report.fallback:
+            log.warning("the base model proposed no valid %s task in %d seeding round(s); those buffers use "
+                        "hand-written programs (run tag populora.seed_fallback)", "/".join(self.seed_report.fallback),
+                        self.seed_report.rounds)
 
     # ================================================================== checkpoint / resume
     def save_checkpoint(self) -> Path:

@@ -25,6 +25,7 @@ def _mean(values) -> float | None:
 def step_record(step: int, tasks: list[Task], proposals: list[Rollout], answers: list[Rollout], rates: dict,
                 train_stats: dict, population: Population, coverage: int, games: int, timings: dict, replaced: list) -> dict:
     valid = [t for t in tasks if t.valid]
+    texts = {p.task_id: p.text for p in proposals}  # the teacher's raw completion, reasoning included
     run_metrics = {
         "tasks/proposed": len(tasks), "tasks/valid": len(valid),
         "tasks/validity_rate": len(valid) / len(tasks) if tasks else 0.0,
@@ -47,7 +48,7 @@ def step_record(step: int, tasks: list[Task], proposals: list[Rollout], answers:
         "step": step,
         "run_metrics": {k: v for k, v in run_metrics.items() if v is not None},
         "member_metrics": member_metrics(tasks, proposals, answers, rates, train_stats, population),
-        "tasks": [task_row(t, rates) for t in tasks],
+        "tasks": [dict(task_row(t, rates), completion=texts.get(t.id, "")) for t in tasks],
         "answers": [dict(a.summary(), step=step) for a in answers],
         "events": [{"dead": d.id, "child": c.id, "parents": c.parents, "operator": c.operator} for d, c in replaced],
     }
