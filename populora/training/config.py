@@ -44,8 +44,8 @@ class TasksConfig(Section):
     format: Literal["azr", "direct"] = Field("azr", description="azr: AZR's layout, reason in <think>...</think> then the result in <answer>...</answer> (the paper's method); "
                                             "direct: answer-only prompts prefilled up to a code fence, no reasoning trained (a reduction for tiny CPU models). "
                                             "Default: azr, except direct when model.base is 'embedded' and the field is not set")
-    seed_buffer: int = Field(16, ge=1, description="Valid tasks each kind's buffer holds before step 1, proposed by the base model at step 0 (AZR: 256)")
-    seed_rounds: int = Field(4, ge=0, description="Bound on step-0 seeding: rounds of base-model proposals (each asks for every kind's missing count); "
+    seed_buffer: int = Field(8, ge=1, description="Valid tasks each kind's buffer holds before step 1, proposed by the base model at step 0 (AZR: 256)")
+    seed_rounds: int = Field(2, ge=0, description="Bound on step-0 seeding: rounds of base-model proposals (each asks for every kind's missing count); "
                                                   "a kind with no valid proposal after them falls back to hand-written programs (warning + run tag)")
     tasks_per_teacher: int = Field(3, ge=1, description="Tasks each teacher proposes per step (kinds taken in turn)")
     references: int = Field(3, ge=0, le=16, description="Reference tasks from the kind's buffer shown in a propose prompt (AZR: 6)")
