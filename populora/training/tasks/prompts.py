@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 
 FORMATS = ("azr", "direct")
-REDUCTION_NOTE = "direct format: answer-only prefilled prompts, no reasoning trained (a reduction of AZR's method)"
+REDUCTION_NOTE = "a reduction of AZR's method: answer-only prefilled prompts, no reasoning trained"
 
 DIRECT_SYSTEM = "You are a careful Python programmer. Answer in the exact format asked, with fenced blocks."
 AZR_SYSTEM = (
