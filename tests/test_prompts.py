@@ -171,3 +171,11 @@ def test_seeding_is_bounded_and_falls_back_to_handwritten_programs(v):
     handwritten = [t for t in buffers.buffers["code_o"] if t.teacher == "handwritten"]
     assert handwritten and all(t.valid and t.output for t in handwritten)
     assert AZR_SEED[0] in [t.program for t in buffers.buffers["code_o"]]
+
+
+def test_report_names_the_tasks_format():
+    from populora.evaluation.cli import _format_note
+
+    assert "direct (a reduction" in _format_note({"populora.tasks_format": "direct"})
+    assert _format_note({"populora.tasks_format": "azr"}) == "tasks format: azr\n\n"
+    assert _format_note({}) == ""  # runs from before the tag: nothing claimed
