@@ -4,6 +4,7 @@
     populora sweep --config FILE [--grid key=v1,v2 ...] [--seeds N] [--baseline] [--parallel K] [--wait]
     populora export --run RUN_ID --member M --out DIR [--merge] [--register NAME]
     populora runs
+    populora prompts --config FILE [--kind K] [--role teacher|student] [--json]
     populora sandbox exec PROGRAM.py | sandbox check TASK.json
     populora bench lora|step|evolve|verifier|eval|all [--json]
     populora eval --run RUN_ID | populora report --run RUN_ID | populora data verify|fetch
@@ -49,6 +50,8 @@ def _train(args) -> int:
         overrides = list(args.set) + ([f"ray.address={args.ray}"] if args.ray else [])
         cfg = config_io.load(TrainConfig, args.config, overrides)
         trainer = Trainer.create(cfg)
+        if trainer.seed_report is not None:
+            print(trainer.seed_report.summary(), flush=True)
         print(f"run {trainer.run_id}: {cfg.name} ({'single-agent baseline' if cfg.population.single_agent else f'{cfg.population.teachers} teachers + {cfg.population.students} students'}), "
               f"{cfg.steps} steps, run dir {trainer.run_dir}", flush=True)
     trainer.train(progress=not args.quiet)
@@ -237,6 +240,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--limit", type=int, default=50)
     r.set_defaults(func=_runs)
 
+    sub.add_parser("prompts", help="print the prompts a run would send (populora prompts --config FILE [--json])", add_help=False)
     sub.add_parser("data", help="benchmark data: populora data verify|fetch [--data-dir DIR]", add_help=False)
     sub.add_parser("sandbox", help="run or check a program in the sandbox (see: populora sandbox --help)", add_help=False)
     sub.add_parser("bench", help="benchmarks: populora bench lora|step|evolve|verifier|eval|all [--json]", add_help=False)
@@ -251,6 +255,10 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     if argv and argv[0] == "sandbox":
         return _sandbox(argv[1:])
+    if argv and argv[0] == "prompts":
+        from populora.training.tasks.show import prompts_main
+
+        return prompts_main(argv[1:])
     if argv and argv[0] == "bench":
         return _bench(argv[1:])
     if argv and argv[0] in ("eval", "report", "data"):

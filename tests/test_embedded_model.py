@@ -26,7 +26,8 @@ def test_one_step_on_the_embedded_model(mlflow_store, tmp_path):
     from populora.training.loop import Trainer
 
     cfg = config_io.load(TrainConfig, None, ["steps=1", "tasks.tasks_per_teacher=4", "tasks.rollouts=4",
-                                              "population.teachers=2", "population.students=2", "evolution.every=0"])
+                                              "population.teachers=2", "population.students=2", "evolution.every=0",
+                                              "tasks.seed_buffer=4", "tasks.seed_rounds=1"])
     trainer = Trainer.create(cfg)
     members = [m.id for m in trainer.population.alive()]
     before = {m: trainer.backend.adapter_state(m) for m in members}

@@ -23,7 +23,7 @@ def v():
 
 def _judge(v, kind: str, task: Task, completion: str):
     """What the solve phase does with one completion: parse it, then check it; None when it does not parse."""
-    answer = KINDS[kind].parse_answer(completion)
+    answer = KINDS[kind].parse_answer(completion, "direct")
     return None if answer is None else v.check(KINDS[kind].check_answer(task, answer))
 
 
@@ -50,7 +50,7 @@ def test_code_i_student_sees_canonical_output_and_answers(v):
     task = Task(id="t", kind="code_i", program="def f(x):\n    return x * float('inf')", input="2")
     task.output = v.validate(task.program, task.input).output
     assert task.output == "float('inf')"
-    assert "float('inf')" in KINDS["code_i"].student_prompt(task)[0][-1]["content"]
+    assert "float('inf')" in KINDS["code_i"].student_prompt(task, "direct")[0][-1]["content"]
     assert _judge(v, "code_i", task, "3\n```").correct is True
     assert _judge(v, "code_i", task, "-3\n```").correct is False
 
@@ -96,7 +96,7 @@ class _Buffers:
     ("code_f", "1\n```\n```input\n[3]\n```\n```input\n'x'\n```\n```message\nechoes\n```"),
 ])
 def test_teacher_prompt_and_proposal_per_kind(kind, completion):
-    cfg = TasksConfig()
+    cfg = TasksConfig(format="direct", code_f_inputs=3)
     task = Task(id="t", kind=kind, program="")
     messages, prefill = KINDS[kind].teacher_prompt(task, _Buffers(), None, cfg)
     assert messages[0]["role"] == "system" and messages[-1]["role"] == "user" and prefill.startswith("```")

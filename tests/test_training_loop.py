@@ -76,6 +76,11 @@ def test_two_steps_logged_to_mlflow(mlflow_store, tmp_path):
     # tasks table: every proposed task with its verdict
     tasks = json.loads(Path(client.download_artifacts(parent.info.run_id, rl.step_table(rl.TASKS, 1), str(tmp_path))).read_text())
     assert len(tasks["data"]) == 4 and "valid" in tasks["columns"] and "reason" in tasks["columns"]
+    assert "completion" in tasks["columns"]  # the teacher's raw completion, reasoning included
+    # the run names its tasks format, and says whether step-0 seeding fell back to hand-written programs
+    assert parent.data.tags["populora.tasks_format"] == "direct"
+    assert parent.data.tags["populora.seed_fallback"] in ("none", "code_o", "code_i", "code_o,code_i")
+    assert "seed/valid/code_o" in parent.data.metrics
     # adapters are standard PEFT dirs, uploaded per member
     alive = [c for c in children if c.data.tags.get(rl.ALIVE) == "true"]
     assert len(alive) == 4

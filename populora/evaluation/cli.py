@@ -273,9 +273,10 @@ def report_main(argv: list[str]) -> int:
                                      f"run: populora eval --run {args.run}"))
         default_out = Path(data["results"] and tracker.get_run(args.run).data.tags.get(runlayout.EVAL_DIR) or ".")
     table = report.build(data)
-    print(report.text(table))
+    note = _format_note(tracker.get_run(args.run).data.tags) if args.run else ""
+    print(note + report.text(table))
     out = Path(args.out) if args.out else default_out
-    write_atomic(out / "report.md", report.markdown(table))
+    write_atomic(out / "report.md", note + report.markdown(table))
     write_atomic(out / "report.csv", report.csv_text(table))
     print(f"written: {out / 'report.md'}, {out / 'report.csv'}", file=sys.stderr)
     from populora.evaluation import sweep_report
@@ -312,6 +313,15 @@ def _report_sweep(args) -> int:
     if args.as_json:
         print(json.dumps(data))
     return 0
+
+
+def _format_note(tags: dict) -> str:
+    """The run's tasks format above the table; the direct format is named as the reduction it is."""
+    fmt = tags.get(runlayout.TASKS_FORMAT)
+    if fmt == "direct":
+        return ("tasks format: direct (a reduction of AZR's method: answer-only prefilled prompts, no <think> "
+                "reasoning trained)\n\n")
+    return f"tasks format: {fmt}\n\n" if fmt else ""
 
 
 def data_main(argv: list[str]) -> int:

@@ -1,5 +1,8 @@
-"""Per-kind task buffers: reference tasks for propose prompts and programs for code_f. Seeded AZR-style from a
-small set of hand-written programs (their outputs computed by the sandbox, never typed in)."""
+"""Per-kind task buffers: reference tasks for propose prompts and programs for code_f.
+
+They start, as AZR's do, from one trivial task per kind (``AZR_SEED``) and are then filled at step 0 by the base
+model's own proposals (``populora.training.seeding``). ``SEED_PROGRAMS`` are hand-written programs used only as a
+fallback when the base model proposes no valid task. Every output is computed by the sandbox, never typed in."""
 
 from __future__ import annotations
 
@@ -9,7 +12,13 @@ import numpy as np
 
 from populora.training.tasks import Task
 
-# AZR seeds with `def f(a): return a` on "Hello world"; a few more shapes give a small model better examples.
+# AZR's seed: the identity on "Hello world" (code_o / code_i), and for code_f the inputs AZR's seed shows.
+AZR_SEED = ("def f(a):\n    return a", "'Hello world'")
+AZR_SEED_CODE_F_INPUTS = ["'Hello world'", "1", "dict(a=1, b=2)", "(1.1, 1.2, 1.3)", "'[[1, 0, 0], [0, 0, 0], [0, 0, 0]]'",
+                          "1001101100010001"]
+PROGRAM_KINDS = ("code_o", "code_i")  # kinds whose tasks are a program written by the teacher
+
+# The fallback when the base model proposes nothing valid: a few more shapes than AZR's one seed.
 SEED_PROGRAMS: list[tuple[str, str]] = [
     ("def f(a):\n    return a", "'Hello world'"),
     ("def f(n):\n    total = 0\n    for i in range(n):\n        total += i * i\n    return total", "5"),
@@ -20,6 +29,29 @@ SEED_PROGRAMS: list[tuple[str, str]] = [
     ("def f(n):\n    if n < 2:\n        return n\n    return f(n - 1) + f(n - 2)", "10"),
     ("def f(s):\n    return s.upper() if len(s) > 3 else s[::-1]", "'hey'"),
 ]
+
+
+def buffer_kinds(kinds: list[str]) -> list[str]:
+    """The buffers a run keeps: its kinds, plus code_o when only code_f is trained (code_f needs programs to show).
+
+    >>> buffer_kinds(["code_f"])
+    ['code_f', 'code_o']
+    """
+    return list(kinds) + ([] if any(k in PROGRAM_KINDS for k in kinds) else ["code_o"])
+
+
+def seed_tasks(kinds: list[str], programs: list[tuple[str, str]], teacher: str = "seed") -> list[Task]:
+    """Unvalidated buffer tasks of ``programs`` (program, input) for each of ``kinds``; code_f gets AZR's seed inputs
+    (only for the identity; other programs enter the code_f buffer through the model's proposals)."""
+    tasks = []
+    for i, (program, x) in enumerate(programs):
+        for kind in kinds:
+            if kind in PROGRAM_KINDS:
+                tasks.append(Task(id=f"{teacher}-{kind}-{i}", kind=kind, program=program, input=x, teacher=teacher, step=0))
+            elif (program, x) == AZR_SEED:
+                tasks.append(Task(id=f"{teacher}-{kind}-{i}", kind=kind, program=program, inputs=list(AZR_SEED_CODE_F_INPUTS),
+                                  teacher=teacher, step=0))
+    return tasks
 
 
 class TaskBuffers:
@@ -44,6 +76,9 @@ class TaskBuffers:
         """One program for a code_f proposal, from the code_o / code_i buffers (or code_f if those are off)."""
         pool = [t for k in ("code_o", "code_i", "code_f") if k in self.buffers for t in self.buffers[k]]
         return pool[int(rng.integers(len(pool)))]
+
+    def count(self, kind: str) -> int:
+        return len(self.buffers[kind])
 
     def __len__(self) -> int:
         return sum(len(b) for b in self.buffers.values())

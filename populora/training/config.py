@@ -42,10 +42,16 @@ class MatchmakingConfig(Section):
 
 class TasksConfig(Section):
     kinds: list[TaskKind] = Field(default_factory=lambda: ["code_o", "code_i", "code_f"], description="Task kinds teachers propose")
+    format: Literal["azr", "direct"] = Field("azr", description="azr: AZR's layout, reason in <think>...</think> then the result in <answer>...</answer> (the paper's method); "
+                                            "direct: answer-only prompts prefilled up to a code fence, no reasoning trained (a reduction for tiny CPU models). "
+                                            "Default: azr, except direct when model.base is 'embedded' and the field is not set")
+    seed_buffer: int = Field(8, ge=1, le=4096, description="Valid tasks each kind's buffer holds before step 1, proposed by the base model at step 0 (AZR: 256)")
+    seed_rounds: int = Field(2, ge=0, le=64, description="Bound on step-0 seeding: rounds of base-model proposals (each asks for every kind's missing count); "
+                                                  "a kind with no valid proposal after them falls back to hand-written programs (warning + run tag)")
     tasks_per_teacher: int = Field(3, ge=1, le=256, description="Tasks each teacher proposes per step (kinds taken in turn)")
     references: int = Field(3, ge=0, le=16, description="Reference tasks from the kind's buffer shown in a propose prompt (AZR: 6)")
     buffer_size: int = Field(4096, ge=8, le=1_000_000, description="Max tasks per kind buffer; the oldest are evicted (AZR drops the newest)")
-    code_f_inputs: int = Field(4, ge=2, le=64, description="Inputs a teacher writes for a code_f task; half are shown, half held out")
+    code_f_inputs: int = Field(10, ge=2, le=64, description="Inputs a teacher writes for a code_f task, all of which must run; the first half are shown, the rest held out (AZR: 10, 5 shown)")
     rollouts: int = Field(2, ge=1, le=64, description="Answers each matched student samples per task (AZR n_samples: 8)")
     max_new_tokens_propose: int = Field(160, ge=16, le=16384, description="Token budget of a proposal")
     max_new_tokens_solve: int = Field(96, ge=8, le=16384, description="Token budget of an answer")
@@ -143,6 +149,8 @@ class TrainConfig(Section):
                 f"matchmaking.teachers_per_student ({self.matchmaking.teachers_per_student}) exceeds "
                 f"population.teachers ({self.population.teachers}); lower it or add teachers"
             )
+        if "format" not in self.tasks.model_fields_set and self.model.base == "embedded":
+            self.tasks.format = "direct"  # the 135M embedded model cannot follow the azr layout; named as a reduction
         if not self.tasks.kinds:
             raise ValueError("tasks.kinds is empty; list at least one of code_o, code_i, code_f")
         return self

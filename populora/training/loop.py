@@ -15,7 +15,7 @@ import yaml
 from populora.platform import config as config_io
 from populora.platform.backends import BackendConfig, LoraSpec, RaySpec, make_backend
 from populora.training import checkpoint, run_log
-from populora.training.buffers import SEED_PROGRAMS, TaskBuffers
+from populora.training.buffers import TaskBuffers, buffer_kinds
 from populora.training.config import TrainConfig
 from populora.training.evolution import evolve
 from populora.training.ledger import ComputeLedger, add_to_record, step_compute
@@ -25,8 +25,8 @@ from populora.training.member import BOTH, STUDENT, TEACHER, Member, Population
 from populora.training.propose import propose
 from populora.training.run_log import RunLog
 from populora.training.scoring import assign_rewards, update_ratings
+from populora.training.seeding import initial_buffers, seed_buffers
 from populora.training.solve import solve
-from populora.training.tasks import Task
 from populora.training.update import update
 from populora.training.validate import validate
 
@@ -39,11 +39,12 @@ class Trainer:
         self.backend, self.verifier = make_backend(backend_config(cfg, run_dir)), make_verifier(cfg)
         self.population = Population()
         self.lineage = Lineage()
-        self.buffers = TaskBuffers(cfg.tasks.kinds, cfg.tasks.buffer_size)
+        self.buffers = TaskBuffers(buffer_kinds(cfg.tasks.kinds), cfg.tasks.buffer_size)
         self.seen_structures: set[str] = set()
         self.pending: list[dict] = []  # step records not yet in MLflow (written after the checkpoint holding them)
         self.step_index = 0
         self.ledger = ComputeLedger()  # measured compute per member (tokens, rollouts)
+        self.seed_report = None  # what step-0 seeding did (a new run only)
         self.rng = np.random.default_rng(cfg.seed)
         self.torch_gen = torch.Generator().manual_seed(cfg.seed)
 
@@ -136,20 +137,16 @@ class Trainer:
             self.lineage.record(LineageEvent(m.id, [], "init", 0, 0, role))
 
     def _seed_buffers(self) -> None:
-        """AZR seeds its buffers with a trivial program; we validate a few hand-written ones in the sandbox."""
-        seeds = []
-        for i, (program, x) in enumerate(SEED_PROGRAMS):
-            for kind in ("code_o", "code_i"):
-                if kind in self.buffers.kinds:
-                    seeds.append(Task(id=f"seed-{kind}-{i}", kind=kind, program=program, input=x, teacher="seed", step=0))
-        validate(self.verifier, seeds, self.buffers, set())
-        bad = [t.id for t in seeds if not t.valid]
-        if bad:
-            raise RuntimeError(f"seed programs failed validation in the sandbox: {bad} ({seeds[0].reason})")
-        if not len(self.buffers):  # only code_f enabled: it still needs programs to show
-            self.buffers = TaskBuffers(self.cfg.tasks.kinds + ["code_o"], self.cfg.tasks.buffer_size)
-            for t in seeds:
-                self.buffers.add(t)
+        """AZR's seeding: the base model proposes until each kind's buffer is full (bounded tries); hand-written
+        programs only where it wrote nothing valid, said loudly (a warning and the run tag populora.seed_fallback)."""
+        tc = self.cfg.tasks
+        self.buffers = initial_buffers(self.verifier, buffer_kinds(tc.kinds), tc.buffer_size)
+        self.seed_report = seed_buffers(self.backend, self.verifier, self.buffers, tc, self.rng, self.cfg.seed * 100_003)
+        self.log.seeded(self.seed_report, self.buffers)
+        if self.seed_report.fallback:
+            log.warning("the base model proposed no valid %s task in %d seeding round(s); those buffers use "
+                        "hand-written programs (run tag populora.seed_fallback)", "/".join(self.seed_report.fallback),
+                        self.seed_report.rounds)
 
     # ================================================================== checkpoint / resume
     def save_checkpoint(self) -> Path:

@@ -1,5 +1,6 @@
 """Propose phase: every teacher writes ``tasks_per_teacher`` tasks, kinds taken in turn, in one batched
-generation (each row on its teacher's adapter)."""
+generation (each row on its teacher's adapter), in the run's ``tasks.format``. The completion, reasoning included,
+stays on the rollout (the tasks table keeps it)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from populora.training.buffers import TaskBuffers
 from populora.training.member import Member
 from populora.training.rollout import Rollout
 from populora.training.tasks import KINDS, Task
+from populora.training.tasks.prompts import stop
 
 
 def propose(backend, teachers: list[Member], buffers: TaskBuffers, cfg, step: int, rng: np.random.Generator, seed: int):
@@ -23,7 +25,7 @@ def propose(backend, teachers: list[Member], buffers: TaskBuffers, cfg, step: in
             plans.append((teacher, task, backend.encode_chat(messages, prefill)))
     gens = backend.generate(
         [p for _, _, p in plans], [t.id for t, _, _ in plans], tc.max_new_tokens_propose,
-        temperature=tc.temperature, top_p=tc.top_p, seed=seed,
+        temperature=tc.temperature, top_p=tc.top_p, seed=seed, stop=stop(tc.format, "teacher"),
     )
     tasks, rollouts = [], []
     for (teacher, task, _), gen in zip(plans, gens):

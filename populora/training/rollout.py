@@ -22,4 +22,4 @@ class Rollout:
 
     def summary(self) -> dict:
         return {"member": self.member, "task_id": self.task_id, "kind": self.kind, "answer": self.answer,
-                "correct": self.correct, "verdict": self.verdict, "reward": self.reward, "text": self.text[:2000]}
+                "correct": self.correct, "verdict": self.verdict, "reward": self.reward, "text": self.text}

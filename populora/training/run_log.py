@@ -37,6 +37,7 @@ def step_record(step: int, tasks: list[Task], proposals: list[Rollout], answers:
                 conservative_k: float) -> dict:
     """``conservative_k``: the k of ``rating/conservative`` = mu - k * sigma, the one evolution ranks by."""
     valid = [t for t in tasks if t.valid]
+    texts = {p.task_id: p.text for p in proposals}  # the teacher's raw completion, reasoning included
     run_metrics = {
         "tasks/proposed": len(tasks), "tasks/valid": len(valid),
         "tasks/validity_rate": len(valid) / len(tasks) if tasks else 0.0,
@@ -59,7 +60,7 @@ def step_record(step: int, tasks: list[Task], proposals: list[Rollout], answers:
         "step": step,
         "run_metrics": {k: v for k, v in run_metrics.items() if v is not None},
         "member_metrics": member_metrics(tasks, proposals, answers, rates, train_stats, population, conservative_k),
-        "tasks": [task_row(t, rates) for t in tasks],
+        "tasks": [dict(task_row(t, rates), completion=texts.get(t.id, "")) for t in tasks],
         "answers": [dict(a.summary(), step=step) for a in answers],
         "events": [{"dead": d.id, "child": c.id, "parents": c.parents, "operator": c.operator} for d, c in replaced],
     }
@@ -141,9 +142,17 @@ class RunLog:
     def describe(self, cfg, run_dir: Path) -> None:
         """The run's config (all of it, as params) and where its files are; tells the job which run it is."""
         self.tracker.set_tags(self.run_id, {rl.RUN_DIR: str(run_dir), rl.PROGRESS: rl.progress(0, cfg.steps),
-                                            rl.BASE_MODEL: cfg.model.base, rl.BASELINE_RUN: cfg.baseline_run or ""})
+                                            rl.BASE_MODEL: cfg.model.base, rl.BASELINE_RUN: cfg.baseline_run or "",
+                                            rl.TASKS_FORMAT: cfg.tasks.format})
         self.tracker.log_params(self.run_id, config_io.flatten(cfg))
         rl.record_job_run(self.run_id)
+
+    def seeded(self, report, buffers) -> None:
+        """What step-0 seeding did: tags (summary, kinds that fell back) and each kind's valid count at step 0."""
+        self.tracker.set_tags(self.run_id, {rl.SEED_SUMMARY: report.summary()[:500],
+                                            rl.SEED_FALLBACK: ",".join(report.fallback) or "none"})
+        self.tracker.log_metrics(self.run_id, {f"seed/valid/{k}": float(buffers.count(k)) for k in buffers.kinds}
+                                 | {"time/seed_s": report.seconds}, 0)
 
     @staticmethod
     def recorded_run_dir(run_id: str, tracker: Tracker | None = None) -> Path:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from populora.training.rollout import Rollout
 from populora.training.tasks import KINDS, Task
+from populora.training.tasks.prompts import stop
 
 
 def solve(backend, verifier, tasks: list[Task], pairs: dict[str, list[str]], cfg, seed: int) -> list[Rollout]:
@@ -13,7 +14,7 @@ def solve(backend, verifier, tasks: list[Task], pairs: dict[str, list[str]], cfg
     for task in tasks:
         if not task.valid:
             continue
-        messages, prefill = KINDS[task.kind].student_prompt(task)
+        messages, prefill = KINDS[task.kind].student_prompt(task, tc.format)
         prompt = backend.encode_chat(messages, prefill)
         for student in pairs.get(task.teacher, []):
             plans += [(student, task, prompt)] * tc.rollouts
@@ -21,17 +22,17 @@ def solve(backend, verifier, tasks: list[Task], pairs: dict[str, list[str]], cfg
         return []
     gens = backend.generate(
         [p for _, _, p in plans], [s for s, _, _ in plans], tc.max_new_tokens_solve,
-        temperature=tc.temperature, top_p=tc.top_p, seed=seed, stop=("```",),
+        temperature=tc.temperature, top_p=tc.top_p, seed=seed, stop=stop(tc.format, "student"),
     )
     rollouts, requests = [], []
     for (student, task, _), gen in zip(plans, gens):
-        answer = KINDS[task.kind].parse_answer(gen.text)
+        answer = KINDS[task.kind].parse_answer(gen.text, tc.format)
         r = Rollout(student, "student", task.kind, task.id, gen.prompt_ids, gen.completion_ids, gen.text, answer=answer)
         rollouts.append(r)
         if answer is not None:
             requests.append((r, KINDS[task.kind].check_answer(task, answer)))
         else:
-            r.verdict = "format: no parseable answer"
+            r.verdict = "format: no parseable answer" if tc.format == "direct" else "format: no well-formed <answer> block"
     verdicts = verifier.check_many([req for _, req in requests]) if requests else []
     for (r, _), verdict in zip(requests, verdicts):
         r.correct = bool(verdict.correct)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from populora.platform.verifier import Validate
 from populora.training.buffers import TaskBuffers
 from populora.training.curriculum import program_metrics, structure_key
-from populora.training.tasks import Task
+from populora.training.tasks import Task, code_f
 
 
 def validate(verifier, tasks: list[Task], buffers: TaskBuffers, seen_structures: set[str]) -> None:
@@ -40,12 +40,4 @@ def _apply(task: Task, checked: list) -> None:
         task.valid, task.output = verdict.valid, verdict.output or ""
         task.reason = "ok" if verdict.valid else f"{verdict.status}: {verdict.reason}"[:300]
         return
-    ok = [(x, v.output) for x, v in checked if v.valid]
-    task.inputs, task.outputs = [x for x, _ in ok], [o for _, o in ok]
-    if len(ok) < 2:
-        bad = next((v for _, v in checked if not v.valid), None)
-        task.valid, task.reason = False, f"{len(ok)} inputs ran, need 2" + (f" ({bad.status}: {bad.reason})"[:200] if bad else "")
-    elif len(set(task.outputs)) < 2:
-        task.valid, task.reason = False, "every input gives the same output: nothing to induce"
-    else:
-        task.valid, task.reason = True, "ok"
+    code_f.judge_inputs(task, checked)

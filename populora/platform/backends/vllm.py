@@ -115,8 +115,10 @@ class VllmBackend:
         from vllm import SamplingParams
 
         self._sync()
+        # the stop string stays in the completion, as with transformers' stop_strings: the azr format's check
+        # needs its closing </answer>, and the update trains the tokens that closed the answer
         params = SamplingParams(max_tokens=max_new_tokens, temperature=temperature, top_p=top_p, seed=seed,
-                                stop=list(stop) or None, include_stop_str_in_output=False)
+                                stop=list(stop) or None, include_stop_str_in_output=True)
         lora = [None if a is None else self.requests[a] for a in adapters]
         outputs = self.engine.generate(prompts, params, lora_request=lora, use_tqdm=False)
         return [Generation(p, o.outputs[0].text, list(o.prompt_token_ids), list(o.outputs[0].token_ids))

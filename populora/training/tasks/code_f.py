@@ -1,44 +1,125 @@
-"""code_f (induction): the teacher writes inputs + a hint for a buffered program; the student writes the program
-from the shown input/output pairs, and must reproduce the held-out ones."""
+"""code_f (induction): the teacher writes inputs + a message for a buffered program; the student writes the
+program from the shown input/output pairs, and must reproduce the held-out ones.
+
+AZR's rules: the teacher writes exactly ``tasks.code_f_inputs`` inputs (AZR: 10), every one must run, the first
+half is shown to the student (AZR: ``len // 2``) and the rest are held out.
+"""
 
 from __future__ import annotations
 
 from populora.platform.verifier import Check, Verdict
 from populora.training.tasks.parsing import blocks, call_arguments, first_block, parseable_program
-from populora.training.tasks.prompts import chat, fenced
+from populora.training.tasks.prompts import LAYOUT, azr_prompt, chat, fenced, unwrap
 from populora.training.tasks.task import Prompt, Task, TaskKind
 
 KIND = "code_f"
+PROPOSE_PREFILL = "```input\n"
+SOLVE_PREFILL = "```python\ndef f("
 
 DEMO_PROGRAM = "def f(xs):\n    return [x * 2 for x in xs if x > 0]"
-DEMO_INPUTS = ["[1, -2, 3]", "[]", "[5]", "[-1, 4, 0]"]
+DEMO_INPUTS = ["[1, -2, 3]", "[]", "[5]", "[-1, 4, 0]", "[2, 2]", "[-3]", "[10, -10, 7]", "[0]", "[6, 1]", "[-5, -6, 8]"]
 DEMO_OUTPUTS = ["[2, 6]", "[]", "[10]", "[8]"]
 DEMO_MESSAGE = "Doubles the positive numbers of a list."
 
 
+def split(n_inputs: int) -> tuple[int, int]:
+    """(shown, held out) of ``n_inputs`` inputs, as AZR splits them.
+
+    >>> split(10)
+    (5, 5)
+    """
+    shown = max(1, n_inputs // 2)
+    return shown, n_inputs - shown
+
+
+def known_inputs(source: Task) -> list[str]:
+    """The inputs the buffer already holds for a program (a code_f teacher must write different ones)."""
+    return list(source.inputs) if source.inputs else [source.input] if source.input else []
+
+
+def propose_question(program: str, used: list[str], n: int) -> str:
+    shown, held = split(n)
+    used_text = ("Inputs already used with f (yours must all differ from these):\n"
+                 + "\n".join(fenced("input", x) for x in used) + "\n") if used else ""
+    return (
+        "## Task: write an induction task (code_f)\n"
+        f"Here is a Python function f. Write {n} different inputs for it and a message for the solver. The solver "
+        f"will see the first {shown} of your inputs with the outputs f returns on them, and your message, but not "
+        f"f; it must write a program that returns the right outputs on your other {held} inputs, which it never "
+        "sees. Your reward is highest when a strong solver sometimes fails: choose inputs whose outputs together "
+        "pin down what f does, edge cases included, so that only a solver who really infers f gets the held-out "
+        "ones right, and put revealing inputs among the first ones.\n"
+        f"Every input must run: f must return a value on each of your {n} inputs, deterministically; one failing "
+        f"input makes the whole task invalid. Write exactly {n}, each different. Each input is the argument list of "
+        "one call f(...): separate arguments with commas and quote strings.\n"
+        "The message may describe the task or hint at f, but must not contain its code.\n"
+        f"{fenced('python', program)}\n{used_text}"
+        f"### Answer layout\n{LAYOUT} Inside <answer>, write {n} input blocks, one input in each, then the message:\n"
+        "```input\narg1, arg2, ...\n```\n(... one block per input ...)\n```message\nyour message\n```"
+    )
+
+
 def _propose_ask(program: str, n_inputs: int) -> str:
-    return (f"{fenced('python', program)}\nWrite {n_inputs} different inputs for f, each in its own ```input "
-            "block, then a one-line hint about what f does in a ```message block.")
+    return (f"{fenced('python', program)}\nWrite {n_inputs} different inputs for f that show what it does, each "
+            "in its own ```input block, then a one-line hint about what f does in a ```message block.")
 
 
-def propose_messages(program: Task, n_inputs: int) -> Prompt:
+def propose_messages(source: Task, n_inputs: int, fmt: str = "direct") -> Prompt:
+    if fmt == "azr":
+        return azr_prompt(propose_question(source.program, known_inputs(source), n_inputs))
     demo = "\n".join(fenced("input", x) for x in DEMO_INPUTS[:n_inputs]) + "\n" + fenced("message", DEMO_MESSAGE)
-    return chat([(_propose_ask(DEMO_PROGRAM, n_inputs), demo)], _propose_ask(program.program, n_inputs)), "```input\n"
+    return chat([(_propose_ask(DEMO_PROGRAM, n_inputs), demo)], _propose_ask(source.program, n_inputs)), PROPOSE_PREFILL
 
 
-def parse_proposal(text: str, task: Task, n_inputs: int) -> Task:
-    """Fill ``task.inputs`` (distinct, valid argument lists) and ``task.message``; program comes from the buffer."""
-    full = "```input\n" + text
+def read_proposal(text: str | None, task: Task, n_inputs: int) -> Task:
+    """Fill ``task.inputs`` (the first ``n_inputs`` distinct well-formed argument lists) and ``task.message``;
+    fewer than ``n_inputs`` is a format error (AZR: the count must be exact). The program comes from the buffer."""
+    if text is None:
+        task.reason = "format: no <think>...</think> <answer>...</answer> layout"
+        return task
     found: list[str] = []
-    for label, body in blocks(full):
+    for label, body in blocks(text):
         args = call_arguments(body) if label == "input" else None
         if args is not None and args not in found:
             found.append(args)
     task.inputs = found[:n_inputs]
-    task.message = (first_block(full, "message") or "").strip()[:300]
-    if len(task.inputs) < 2:
-        task.reason = f"format: {len(task.inputs)} distinct valid inputs, need at least 2"
+    task.message = (first_block(text, "message") or "").strip()[:300]
+    if len(task.inputs) < n_inputs:
+        task.reason = f"format: {len(task.inputs)} distinct valid inputs, need {n_inputs}"
     return task
+
+
+def parse_proposal(text: str, task: Task, n_inputs: int, fmt: str = "direct") -> Task:
+    return read_proposal(unwrap(text, fmt, PROPOSE_PREFILL), task, n_inputs)
+
+
+def judge_inputs(task: Task, checked: list[tuple[str, Verdict]]) -> Task:
+    """Validity from the sandbox's run of f on every input: all must run (AZR drops a task when one fails), and
+    the outputs must differ somewhere, or there is nothing to induce."""
+    bad = next(((x, v) for x, v in checked if not v.valid), None)
+    task.outputs = [v.output for _, v in checked] if bad is None else []
+    if not checked:
+        task.valid, task.reason = False, "no inputs to run"
+    elif bad is not None:
+        x, v = bad
+        task.valid, task.reason = False, f"input {x[:60]} does not run ({v.status}: {v.reason})"[:300]
+    elif len(set(task.outputs)) < 2:
+        task.valid, task.reason = False, "every input gives the same output: nothing to induce"
+    else:
+        task.valid, task.reason = True, "ok"
+    return task
+
+
+def solve_question(task: Task) -> str:
+    pairs = "\n".join(f"{fenced('input', i)}\n{fenced('output', o)}" for i, o in task.shown)
+    message = f"Message from the task's author:\n{fenced('message', task.message)}\n" if task.message else ""
+    return (
+        "## Task: infer the function\n"
+        "A hidden Python function f returned these outputs on these inputs. Write a function f that returns the "
+        f"same outputs on them and the right outputs on {len(task.held_out)} more inputs you are not shown.\n"
+        f"{pairs}\n{message}"
+        f"{LAYOUT} Inside <answer>, give your program in a python block:\n```python\ndef f(...):\n    ...\n```"
+    )
 
 
 def _solve_ask(pairs: list[tuple[str, str]], message: str) -> str:
@@ -47,14 +128,19 @@ def _solve_ask(pairs: list[tuple[str, str]], message: str) -> str:
     return f"Write a Python function f that satisfies:\n{examples}{hint}\nReply with a ```python block."
 
 
-def solve_messages(task: Task) -> Prompt:
+def solve_messages(task: Task, fmt: str = "direct") -> Prompt:
+    if fmt == "azr":
+        return azr_prompt(solve_question(task))
     demo_pairs = list(zip(DEMO_INPUTS[:2], DEMO_OUTPUTS[:2]))
     shots = [(_solve_ask(demo_pairs, DEMO_MESSAGE), fenced("python", DEMO_PROGRAM))]
-    return chat(shots, _solve_ask(task.shown, task.message)), "```python\ndef f("
+    return chat(shots, _solve_ask(task.shown, task.message)), SOLVE_PREFILL
 
 
-def parse_answer(text: str) -> str | None:
-    code = first_block("```python\ndef f(" + text, "python")
+def parse_answer(text: str, fmt: str = "direct") -> str | None:
+    body = unwrap(text, fmt, SOLVE_PREFILL)
+    if body is None:
+        return None
+    code = first_block(body, "python", "py", "") or (body if fmt == "azr" else None)
     return parseable_program(code) if code else None
 
 
@@ -71,16 +157,16 @@ class CodeF(TaskKind):
     def teacher_prompt(self, task, buffers, rng, cfg) -> Prompt:
         source = buffers.programs(rng)  # the teacher writes inputs for a program from the buffers
         task.program = source.program
-        return propose_messages(source, cfg.code_f_inputs)
+        return propose_messages(source, cfg.code_f_inputs, cfg.format)
 
     def parse_proposal(self, text, task, cfg) -> Task:
-        return parse_proposal(text, task, cfg.code_f_inputs)
+        return parse_proposal(text, task, cfg.code_f_inputs, cfg.format)
 
-    def student_prompt(self, task) -> Prompt:
-        return solve_messages(task)
+    def student_prompt(self, task, fmt) -> Prompt:
+        return solve_messages(task, fmt)
 
-    def parse_answer(self, text) -> str | None:
-        return parse_answer(text)
+    def parse_answer(self, text, fmt) -> str | None:
+        return parse_answer(text, fmt)
 
     def check_answer(self, task, answer) -> Check:
         return check(task.program, task.held_out, answer)

@@ -50,7 +50,7 @@ class Task:
         return cls(**data)
 
 
-Prompt = tuple[list[dict], str]  # chat messages, and the assistant prefill that pins the answer's format
+Prompt = tuple[list[dict], str]  # chat messages, and the assistant prefill (azr: "<think>"; direct: up to a fence)
 
 
 class TaskKind(ABC):
@@ -68,15 +68,17 @@ class TaskKind(ABC):
 
     @abstractmethod
     def parse_proposal(self, text: str, task: Task, cfg: TasksConfig) -> Task:
-        """Fill ``task`` from the teacher's completion (prefill excluded); ``task.reason`` says a format failure."""
+        """Fill ``task`` from the teacher's completion (prefill excluded), read in ``cfg.format``;
+        ``task.reason`` says a format failure."""
 
     @abstractmethod
-    def student_prompt(self, task: Task) -> Prompt:
-        """The solve prompt: what the student is shown of a valid task."""
+    def student_prompt(self, task: Task, fmt: str) -> Prompt:
+        """The solve prompt in format ``fmt`` (``tasks.format``): what the student is shown of a valid task."""
 
     @abstractmethod
-    def parse_answer(self, text: str) -> str | None:
-        """The answer in the student's completion (prefill excluded), or None when none is well-formed."""
+    def parse_answer(self, text: str, fmt: str) -> str | None:
+        """The answer in the student's completion (prefill excluded), or None when none is well-formed (in the
+        azr format, also when the completion is not laid out as <think>...</think> <answer>...</answer>)."""
 
     @abstractmethod
     def check_answer(self, task: Task, answer: str) -> Check:

@@ -42,6 +42,10 @@ def config_tree(params: dict) -> dict:
     return tree
 
 
+DIRECT_NOTE = ("Tasks format **direct**: a reduction of AZR's method for tiny CPU models. Answers are prefilled up "
+               "to a code fence and no <think> reasoning is trained; the paper's runs use the azr format.")
+
+
 def run_details(row, status: str) -> None:
     """Status, progress and rates come from the run list (one cached read) so they never disagree with it."""
     run_id = row.name
@@ -69,7 +73,14 @@ def run_details(row, status: str) -> None:
         common.link("tasks", "Tasks", run_id, "🧩")
     with links[3]:
         common.link("compare", "Compare", run_id, "⚖️")
-    st.caption(f"run id `{run_id}` · run dir `{tags.get(rl.RUN_DIR, '?')}` · base model `{tags.get(rl.BASE_MODEL, '?')}`")
+    fmt = tags.get(rl.TASKS_FORMAT) or info["params"].get("tasks.format", "?")
+    st.caption(f"run id `{run_id}` · run dir `{tags.get(rl.RUN_DIR, '?')}` · base model `{tags.get(rl.BASE_MODEL, '?')}`"
+               f" · tasks format `{fmt}`")
+    if fmt == "direct":
+        st.info(DIRECT_NOTE)
+    if tags.get(rl.SEED_FALLBACK, "none") != "none":
+        st.warning(f"the base model proposed no valid {tags[rl.SEED_FALLBACK]} task at step 0: "
+                   "those buffers were seeded with hand-written programs")
     job = common.job_for_run(run_id)
     if job is not None:
         with st.expander(f"job log ({job.status})", expanded=status in ("crashed", "failed")):
