@@ -12,7 +12,7 @@ import pytest
 
 from conftest import populora_cmd
 from populora.platform import config as config_io
-from populora.platform.backend import BASE, Generation
+from populora.platform.backends import BASE, Generation
 from populora.platform.sandbox import Sandbox
 from populora.platform.verifier import Verifier
 from populora.training.buffers import AZR_SEED, TaskBuffers

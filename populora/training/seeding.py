@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from populora.platform.backend import BASE
+from populora.platform.backends import BASE
 from populora.training.buffers import AZR_SEED, PROGRAM_KINDS, SEED_PROGRAMS, TaskBuffers, seed_tasks
 from populora.training.tasks import KINDS, Task
 from populora.training.tasks.prompts import stop
