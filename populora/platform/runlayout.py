@@ -70,6 +70,8 @@ PARAM_BORN_STEP = "born_step"
 STEP_SENTINEL = "progress/step"  # the run-level metric written last for each step: "this step is fully logged"
 SOLVE_RATE = "student/solve_rate"
 VALIDITY_RATE = "tasks/validity_rate"
+COVERAGE = "curriculum/coverage"                   # distinct program structures teachers wrote, cumulative
+COVERAGE_PER_100 = "curriculum/coverage_per_100"   # the same per 100 programs proposed: compares arms fairly
 EVAL_PREFIX = "eval/"            # member runs: eval/<benchmark>/<metric>
 EVAL_BASE_PREFIX = "eval_base/"  # parent run: the base model's scores
 
