@@ -50,13 +50,16 @@ def play(student, teacher, student_won: bool) -> tuple[Rating, Rating]:
     """New (student, teacher) ratings after one zero-sum game: one rollout of the student on the teacher's task,
     won by the student if its answer is correct and by the teacher otherwise.
 
-    Why one game per rollout and not per task: a task solved in k of n rollouts is k wins and n - k losses, so a
-    half-solved task moves neither mu on balance and shrinks sigma only as much as n real outcomes justify. Rating
-    per task needs a draw for "half solved", and TrueSkill reads a draw as strong evidence that the two players
-    are equal (at draw_probability 0.05 one draw takes sigma from 8.3 to 6.5 without moving mu); since draws were
-    common (rollouts: 2), the members that played most got the smallest sigma and survived evolution for it.
-    Calibrating draw_probability to the observed draw rate would soften that but still rate "half solved" as
-    "equal"; per-rollout games need no calibration.
+    Why one game per rollout and not one per task: a task solved in k of n rollouts is k wins and n - k losses,
+    so every rollout moves mu, and "half solved" is a win and a loss, not a draw. Rated per task, "half solved"
+    had to be a draw, which TrueSkill reads as "these two are equal": mu stays put while sigma shrinks (at
+    draw_probability 0.05 one draw takes sigma from 8.3 to 6.5). With 2 rollouts draws were most outcomes, mu
+    hardly moved, and evolution's mu - k*sigma ranked members by how much they had played. Calibrating
+    draw_probability to the observed draw rate barely helps (a draw still shrinks sigma to 6.5-6.6 for any rate
+    from 0.05 to 0.7) and keeps the "equal" reading; per-rollout games need no calibration. Rollouts are
+    exchangeable, so rating them in sampling order is unbiased (the two orders of a win and a loss mirror each
+    other). Sigma still shrinks with every game, as it should with evidence; every teacher plays its tasks'
+    rollouts (invalid ones as forfeits, see ``scoring.update_ratings``), so game counts stay comparable.
 
     >>> s, t = play(new(), new(), True)
     >>> s.mu > MU > t.mu and s.sigma < SIGMA
