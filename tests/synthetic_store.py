@@ -100,7 +100,8 @@ def _step(step: int, tasks_per_step: int, population: Population, lineage: Linea
     replaced = _evolve(population, lineage, step, rng) if evolve_every and step % evolve_every == 0 else []
     timings = {"step": 10 + rng.random(), "propose": 4 + rng.random(), "solve": 3 + rng.random()}
     return run_log.step_record(step, tasks, proposals, answers, rates, train_stats, population, 3 * step,
-                               len(answers), timings, replaced, conservative_k=EvolutionConfig().conservative_k)
+                               len(answers), timings, replaced, EvolutionConfig().conservative_k,
+                               programs_proposed=4 * step)
 
 
 def make_run(tracker: Tracker, name: str, members: int, steps: int, tasks_per_step: int, status: str = rl.FINISHED,

@@ -89,3 +89,79 @@ def test_lineage_keeps_both_crossover_parents():
     data = lin.to_dict()
     assert {"parent": "T1", "child": "T3", "operator": "crossover", "step": 2} in data["edges"]
     assert Lineage.from_dict(data).to_dict() == data
+
+
+# ---------------------------------------------------------------------- evolve on a real (tiny) PEFT backend
+def _evolve_setup(backend, ratings: dict[str, tuple[float, float]], **evolution):
+    """A population with the given (mu, sigma) per member, each with a random non-zero adapter and an AdamW that
+    has taken one step (so it holds moments a child must not inherit)."""
+    import numpy as np
+
+    from populora.training.config import TrainConfig
+    from populora.training.member import STUDENT, TEACHER, Member, Population
+
+    pop, lineage = Population(), Lineage()
+    for i, (mid, (mu, sigma)) in enumerate(ratings.items()):
+        role = TEACHER if mid[0] == "T" else STUDENT
+        assert pop.add(Member(pop.new_id(role), role, backend.lora.rank, mu=mu, sigma=sigma)).id == mid
+        backend.add_adapter(mid)
+        torch.manual_seed(i)
+        with torch.no_grad():
+            for p in backend.parameters(mid):
+                p.normal_()
+        backend.init_optimizer(mid, 1e-3)
+        sum(p.square().sum() for p in backend.parameters(mid)).backward()
+        backend.optimizers[mid].step()
+        lineage.record(LineageEvent(mid, [], "init", 0, 0, role))
+    cfg = TrainConfig.model_validate({"evolution": {"every": 1, **evolution}})
+    return pop, lineage, cfg, np.random.default_rng(0), torch.Generator().manual_seed(0)
+
+
+def test_evolve_replaces_the_lowest_mu_minus_k_sigma_and_resets_its_optimizer(tiny_backend, tmp_path):
+    from populora.training.evolution import evolve
+
+    # k = 2: T1 has the highest mu but the least certain one (35 - 16 = 19 < 26 - 4 = 22 < 30 - 2 = 28)
+    ratings = {"T0": (30.0, 1.0), "T1": (35.0, 8.0), "T2": (26.0, 2.0)}
+    pop, lineage, cfg, rng, gen = _evolve_setup(tiny_backend, ratings, conservative_k=2.0, replace_fraction=0.3,
+                                                crossover_prob=0.0, sigma_widen=1.5)
+    (dead, child), = evolve(pop, tiny_backend, lineage, cfg, 1, rng, gen, tmp_path)
+    assert dead.id == "T1" and not dead.alive and (tmp_path / "T1" / "adapter_config.json").is_file()
+    assert "T1" not in tiny_backend.adapters and child.id in tiny_backend.adapters
+    parent = pop[child.parents[0]]
+    assert child.operator == "mutation" and parent.id in ("T0", "T2")
+    assert (child.mu, child.sigma) == (parent.mu, parent.sigma * 1.5)  # inherited, sigma widened
+    assert tiny_backend.optimizer_state(parent.id)["state"]            # the parent has Adam moments
+    assert tiny_backend.optimizer_state(child.id)["state"] == {}       # the child starts without them
+
+
+def test_a_role_of_two_can_make_a_crossover_weighted_by_fitness(tiny_backend, tmp_path):
+    """With two members per role the elite is one member: the crossover partner is the member being replaced,
+    and the child leans to the fitter parent in its weights and its inherited mu."""
+    from populora.training import rating
+    from populora.training.evolution import evolve
+
+    ratings = {"T0": (32.0, 2.0), "T1": (22.0, 2.0), "S0": (20.0, 3.0), "S1": (26.0, 3.0)}
+    pop, lineage, cfg, rng, gen = _evolve_setup(tiny_backend, ratings, replace_fraction=0.5, crossover_prob=1.0,
+                                                crossover="svd", conservative_k=3.0)
+    states = {m: tiny_backend.adapter_state(m) for m in ratings}
+    replaced = evolve(pop, tiny_backend, lineage, cfg, 2, rng, gen, tmp_path)
+    assert [(d.id, c.operator) for d, c in replaced] == [("T1", "crossover"), ("S0", "crossover")]
+    for dead, child in replaced:
+        strong = "T0" if dead.id == "T1" else "S1"
+        assert child.parents == [strong, dead.id]
+        w = rating.fitness_weight(pop[strong], dead, 3.0)
+        assert w > 0.5
+        event = next(e for e in lineage.to_dict()["events"] if e["child"] == child.id)
+        assert event["details"]["weight"] == pytest.approx(w)
+        assert child.mu == pytest.approx(w * pop[strong].mu + (1 - w) * dead.mu)
+        assert pop[strong].mu > child.mu > dead.mu
+        prefix = next(iter(operators.lora_pairs(states[strong])))
+        expected = operators.delta(operators.crossover_svd(states[strong], states[dead.id], w), prefix)
+        assert torch.allclose(operators.delta(tiny_backend.adapter_state(child.id), prefix), expected, atol=1e-4)
+
+
+def test_swap_crossover_takes_more_components_from_the_heavier_parent():
+    a, b = _state(0, r=64), _state(1, r=64)
+    child = operators.crossover_swap(a, b, torch.Generator().manual_seed(0), weight=0.9)
+    from_a = sum(torch.equal(child["m0.lora_A.weight"][i], a["m0.lora_A.weight"][i]) for i in range(64))
+    assert from_a > 48

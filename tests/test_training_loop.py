@@ -48,11 +48,12 @@ def test_two_steps_logged_to_mlflow(mlflow_store, tmp_path):
     assert parent.data.params["population.teachers"] == "2"
     client = _client(mlflow_store)
     assert [m.step for m in client.get_metric_history(parent.info.run_id, rl.STEP_SENTINEL)] == [1, 2]
-    for key in ("tasks/validity_rate", "teacher/reward", "curriculum/coverage", "time/step_s"):
+    for key in ("tasks/validity_rate", "teacher/reward", rl.COVERAGE, rl.COVERAGE_PER_100, "time/step_s"):
         assert len(client.get_metric_history(parent.info.run_id, key)) == 2, key
     # one child run per member: 4 initial + 2 children of the evolution at step 2 (1 teacher, 1 student)
     ids = sorted(c.data.tags[rl.MEMBER_ID] for c in children)
     assert ids == ["S0", "S1", "S2", "T0", "T1", "T2"]
+    assert {c.info.status for c in children} == {"FINISHED"}  # members end with the parent, the replaced ones earlier
     for c in children:
         assert c.data.params["role"] in ("teacher", "student")
         assert len(client.get_metric_history(c.info.run_id, "rating/mu")) >= 1
@@ -135,6 +136,7 @@ def test_kill_9_then_resume_loses_and_duplicates_no_step(mlflow_store, tmp_path)
     assert sorted(steps) == [1, 2, 3, 4, 5]  # none lost, none twice
     assert client.get_run(run_id).info.status == "FINISHED"
     parents, children = _runs(mlflow_store)
+    assert {c.info.status for c in children} == {"FINISHED"}  # reopened on resume, ended with the parent
     counts = Counter(c.data.tags[rl.MEMBER_ID] for c in children)
     assert max(counts.values()) == 1, counts  # no member got a second child run
     for c in children:

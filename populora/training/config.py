@@ -37,7 +37,8 @@ class MatchmakingConfig(Section):
     teachers_per_student: int = Field(1, ge=1, le=256, description="Teachers each student is matched with per step")
     pfsp: Literal["even", "hard", "uniform"] = Field("even", description="PFSP weighting of P(student beats teacher): even favours 50/50 matches, hard favours stronger teachers")
     pfsp_power: float = Field(2.0, gt=0, description="Exponent p of the 'hard' weighting (1-P)^p")
-    rate_unsolved: bool = Field(False, description="Also rate tasks no student solved (they reward impossible tasks)")
+    rate_unsolved: bool = Field(True, description="Rate tasks no student solved as teacher wins (two-sided, zero-sum); false: the older one-sided rule that leaves them unrated")
+    rate_invalid: bool = Field(True, description="An invalid task is a forfeit: its teacher loses to each matched student (only the teacher's rating moves)")
 
 
 class TasksConfig(Section):

@@ -1,12 +1,25 @@
 """Curriculum metrics of a task's program: AST depth, cyclomatic complexity (radon), lines, variables; and
-problem-space coverage (distinct program structures, names and constants abstracted away)."""
+problem-space coverage (distinct program structures, names and constants abstracted away).
+
+They measure what teachers write, so they are taken only on programs a teacher wrote in the step (``wrote_program``):
+not on a code_f task's program (re-sampled from the buffer, the teacher only writes its inputs) and not on the
+seed programs. Coverage is kept two ways: cumulative (distinct structures so far) and per 100 programs proposed,
+the one to compare arms by, since raw coverage grows with how much an arm proposes.
+"""
 
 from __future__ import annotations
 
 import ast
 import hashlib
+from typing import TYPE_CHECKING
 
 from radon.complexity import cc_visit
+
+if TYPE_CHECKING:
+    from populora.training.tasks import Task
+
+WRITES_PROGRAM = ("code_o", "code_i")  # kinds whose teacher writes the program (code_f: the inputs only)
+SEED_TEACHER = "seed"                  # Task.teacher of the seed buffer's tasks
 
 
 def ast_depth(node: ast.AST) -> int:
@@ -73,3 +86,40 @@ def structure_key(program: str) -> str:
     """
     tree = _Abstract().visit(ast.parse(program))
     return hashlib.sha1(ast.dump(tree).encode()).hexdigest()[:16]
+
+
+def wrote_program(task: "Task") -> bool:
+    """Whether the task's program is the teacher's own work of this step (valid or not).
+
+    >>> from populora.training.tasks import Task
+    >>> [wrote_program(Task("a", k, "def f(a): return a", teacher=t)) for k, t in
+    ...  [("code_o", "T0"), ("code_i", "T1"), ("code_f", "T0"), ("code_o", "seed")]]
+    [True, True, False, False]
+    """
+    return task.kind in WRITES_PROGRAM and task.teacher != SEED_TEACHER
+
+
+def measure(program: str, seen_structures: set[str]) -> dict[str, float]:
+    """``program_metrics`` plus ``novel_structure`` (1.0 if no earlier program had its structure); adds the
+    program's structure to ``seen_structures``.
+
+    >>> seen = set()
+    >>> [measure(p, seen)["novel_structure"] for p in ("def f(a): return a", "def f(b): return b")]
+    [1.0, 0.0]
+    """
+    metrics = program_metrics(program)
+    key = structure_key(program)
+    metrics["novel_structure"] = float(key not in seen_structures)
+    seen_structures.add(key)
+    return metrics
+
+
+def coverage_per_100(distinct: int, proposed: int) -> float | None:
+    """Distinct structures per 100 programs proposed (None before any proposal).
+
+    >>> coverage_per_100(12, 40)
+    30.0
+    >>> coverage_per_100(0, 0) is None
+    True
+    """
+    return 100.0 * distinct / proposed if proposed else None

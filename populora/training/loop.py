@@ -14,7 +14,7 @@ import yaml
 
 from populora.platform import config as config_io
 from populora.platform.backends import BackendConfig, LoraSpec, RaySpec, make_backend
-from populora.training import checkpoint, run_log
+from populora.training import checkpoint, curriculum, run_log
 from populora.training.buffers import TaskBuffers, buffer_kinds
 from populora.training.config import TrainConfig
 from populora.training.evolution import evolve
@@ -40,7 +40,8 @@ class Trainer:
         self.population = Population()
         self.lineage = Lineage()
         self.buffers = TaskBuffers(buffer_kinds(cfg.tasks.kinds), cfg.tasks.buffer_size)
-        self.seen_structures: set[str] = set()
+        self.seen_structures: set[str] = set()  # program structures teachers wrote (coverage)
+        self.programs_proposed = 0                # programs teachers wrote, valid or not (coverage per 100)
         self.pending: list[dict] = []  # step records not yet in MLflow (written after the checkpoint holding them)
         self.step_index = 0
         self.ledger = ComputeLedger()  # measured compute per member (tokens, rollouts)
@@ -65,19 +66,20 @@ class Trainer:
             answers = solve(self.backend, self.verifier, tasks, pairs, cfg, seed + 7)
         with _timed(timings, "update"):     # 5. rewards, zero-sum TrueSkill, clipped PG mini-batch steps per adapter
             rates = assign_rewards(tasks, proposals, answers, cfg)
-            games = update_ratings(tasks, answers, self.population, cfg.matchmaking.rate_unsolved)
+            games = update_ratings(tasks, answers, self.population, pairs, cfg.matchmaking.rate_unsolved,
+                                   cfg.matchmaking.rate_invalid, cfg.tasks.rollouts)
             train_stats = update(self.backend, proposals + answers, cfg)
 
         replaced = []
         if cfg.evolution.every and s % cfg.evolution.every == 0:
             with _timed(timings, "evolve"):
                 replaced = evolve(self.population, self.backend, self.lineage, cfg, s, self.rng, self.torch_gen, self.run_dir / "adapters")
-                for dead, child in replaced:
-                    self.backend.init_optimizer(child.id, cfg.optim.lr, cfg.optim.weight_decay)
 
         timings["step"] = time.perf_counter() - t0
+        self.programs_proposed += sum(curriculum.wrote_program(t) for t in tasks)
         record = run_log.step_record(s, tasks, proposals, answers, rates, train_stats, self.population,
-                                     len(self.seen_structures), games, timings, replaced, cfg.evolution.conservative_k)
+                                     len(self.seen_structures), games, timings, replaced, cfg.evolution.conservative_k,
+                                     programs_proposed=self.programs_proposed)
         spent = step_compute(proposals + answers, train_stats)
         add_to_record(record, *self.ledger.record(spent, [m.id for m in self.population.alive()], [m.id for m in teachers + students]))
         self.step_index = s
@@ -153,6 +155,7 @@ class Trainer:
         state = {
             "step": self.step_index, "population": self.population.to_dict(), "lineage": self.lineage.to_dict(),
             "buffers": self.buffers.to_dict(), "seen_structures": sorted(self.seen_structures),
+            "programs_proposed": self.programs_proposed,
             "pending": self.pending, "member_runs": self.log.member_runs, "run_id": self.run_id,
             "ledger": self.ledger.to_dict(),
         }
@@ -176,7 +179,7 @@ class Trainer:
         cfg = config_io.build(TrainConfig, yaml.safe_load(config_yaml), source=f"checkpoint {path}")
         trainer = cls(cfg, RunLog(run_id, cfg.experiment, state["member_runs"]), run_dir)
         trainer._restore(path, state, rng_state)
-        trainer.log.resumed(path.name)
+        trainer.log.resumed(path.name, [m.id for m in trainer.population.alive()])
         try:
             trainer.flush(replay=True)  # records the killed process checkpointed but may not have logged
         except BaseException as err:  # the run is RUNNING again: end it, as create() does
@@ -190,6 +193,7 @@ class Trainer:
         self.lineage = Lineage.from_dict(state["lineage"])
         self.buffers.load(state["buffers"])
         self.seen_structures = set(state["seen_structures"])
+        self.programs_proposed = state.get("programs_proposed", 0)  # absent in checkpoints from before it existed
         self.pending = state["pending"]
         self.ledger = ComputeLedger.from_dict(state.get("ledger"))
         for m in self.population.alive():

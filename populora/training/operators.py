@@ -38,14 +38,14 @@ def mutate(state: State, scale: float, generator: torch.Generator) -> State:
     return child
 
 
-def crossover_swap(a: State, b: State, generator: torch.Generator) -> State:
+def crossover_swap(a: State, b: State, generator: torch.Generator, weight: float = 0.5) -> State:
     """Rank-component swap: each of the r components (row i of A with column i of B) of every module comes
-    whole from one parent, picked at random. Crossing a member with itself returns it unchanged.
+    whole from one parent, from ``a`` with probability ``weight``. Crossing a member with itself returns it unchanged.
     """
     child = {}
     for prefix, (ka, kb) in lora_pairs(a).items():
         r = a[ka].shape[0]
-        take_b = (torch.rand(r, generator=generator) < 0.5).to(a[ka].device)  # (r,), drawn on the CPU generator
+        take_b = (torch.rand(r, generator=generator) < 1.0 - weight).to(a[ka].device)  # (r,), drawn on the CPU generator
         child[ka] = torch.where(take_b[:, None], b[ka], a[ka])
         child[kb] = torch.where(take_b[None, :], b[kb], a[kb])
     return child

@@ -11,8 +11,9 @@ import math
 
 import trueskill
 
-# Draws are rare: an outcome is "student solved the task in most rollouts" or not.
-ENV = trueskill.TrueSkill(draw_probability=0.05)
+# Every game is one rollout (see ``play``), so no game is ever drawn: a draw probability above 0 would only widen
+# the draw margin, making wins and losses move ratings less than they should.
+ENV = trueskill.TrueSkill(draw_probability=0.0)
 MU, SIGMA, BETA = ENV.mu, ENV.sigma, ENV.beta  # 25, 25/3, 25/6: a new member's rating and the skill-gap scale
 
 Rating = trueskill.Rating
@@ -45,39 +46,63 @@ def win_probability(a, b) -> float:
     return float(ENV.cdf((a.mu - b.mu) / denom))
 
 
-def play(student, teacher, score: float) -> tuple[Rating, Rating]:
-    """New (student, teacher) ratings after one zero-sum game: ``score`` is the fraction of its rollouts the
-    student solved; it wins above 1/2, loses below, draws at exactly 1/2, and the teacher gets the opposite.
+def play(student, teacher, student_won: bool) -> tuple[Rating, Rating]:
+    """New (student, teacher) ratings after one zero-sum game: one rollout of the student on the teacher's task,
+    won by the student if its answer is correct and by the teacher otherwise.
 
-    >>> s, t = play(new(), new(), 1.0)
+    Why one game per rollout and not one per task: a task solved in k of n rollouts is k wins and n - k losses,
+    so every rollout moves mu, and "half solved" is a win and a loss, not a draw. Rated per task, "half solved"
+    had to be a draw, which TrueSkill reads as "these two are equal": mu stays put while sigma shrinks (at
+    draw_probability 0.05 one draw takes sigma from 8.3 to 6.5). With 2 rollouts draws were most outcomes, mu
+    hardly moved, and evolution's mu - k*sigma ranked members by how much they had played. Calibrating
+    draw_probability to the observed draw rate barely helps (a draw still shrinks sigma to 6.5-6.6 for any rate
+    from 0.05 to 0.7) and keeps the "equal" reading; per-rollout games need no calibration. Rollouts are
+    exchangeable, so rating them in sampling order is unbiased (the two orders of a win and a loss mirror each
+    other). Sigma still shrinks with every game, as it should with evidence; every teacher plays its tasks'
+    rollouts (invalid ones as forfeits, see ``scoring.update_ratings``), so game counts stay comparable.
+
+    >>> s, t = play(new(), new(), True)
     >>> s.mu > MU > t.mu and s.sigma < SIGMA
     True
-    >>> s, t = play(new(), new(), 0.0)
+    >>> s, t = play(new(), new(), False)
     >>> s.mu < MU < t.mu
     True
-    >>> s, t = play(new(), new(), 0.5)
-    >>> round(s.mu, 6) == round(t.mu, 6) == MU
-    True
+    >>> round((s.mu - MU) + (t.mu - MU), 9)  # equal sigmas: what one wins the other loses
+    0.0
     """
     s, t = new(student.mu, student.sigma), new(teacher.mu, teacher.sigma)
-    if score == 0.5:
-        return trueskill.rate_1vs1(s, t, drawn=True, env=ENV)
-    if score > 0.5:
+    if student_won:
         return trueskill.rate_1vs1(s, t, env=ENV)
     t, s = trueskill.rate_1vs1(t, s, env=ENV)
     return s, t
 
 
-def inherit(parents: list, widen: float) -> tuple[float, float]:
-    """(mu, sigma) of a child: its parents' mean mu, their largest sigma widened (it is a new player), capped at
-    a new member's sigma.
+def forfeit(teacher, student) -> Rating:
+    """The teacher's new rating after forfeiting a game to ``student`` (its task was invalid). Only the teacher
+    moves: beating an invalid task says nothing about the student's skill.
+
+    >>> t = forfeit(new(), new())
+    >>> t.mu < MU and t.sigma < SIGMA
+    True
+    """
+    t, s = new(teacher.mu, teacher.sigma), new(student.mu, student.sigma)
+    return trueskill.rate_1vs1(s, t, env=ENV)[1]
+
+
+def inherit(parents: list, widen: float, weights: list[float] | None = None) -> tuple[float, float]:
+    """(mu, sigma) of a child: its parents' mu averaged with ``weights`` (default equal; a crossover passes the
+    share each parent has in the child's weights), their largest sigma widened (it is a new player), capped at a
+    new member's sigma.
 
     >>> inherit([new(30.0, 2.0), new(20.0, 4.0)], 1.5)
     (25.0, 6.0)
+    >>> inherit([new(30.0, 2.0), new(20.0, 4.0)], 1.5, [0.75, 0.25])
+    (27.5, 6.0)
     >>> inherit([new(30.0, 8.0)], 1.5)[1] == SIGMA
     True
     """
-    mu = sum(p.mu for p in parents) / len(parents)
+    weights = weights or [1.0] * len(parents)
+    mu = sum(w * p.mu for w, p in zip(weights, parents)) / sum(weights)
     return float(mu), float(min(SIGMA, max(p.sigma for p in parents) * widen))
 
 

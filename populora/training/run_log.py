@@ -17,6 +17,7 @@ import numpy as np
 from populora.platform import config as config_io
 from populora.platform import runlayout as rl
 from populora.platform.tracking import Tracker
+from populora.training.curriculum import coverage_per_100
 from populora.training.lineage import Lineage
 from populora.training.member import Member, Population
 from populora.training.rollout import Rollout
@@ -34,8 +35,10 @@ def _mean(values) -> float | None:
 
 def step_record(step: int, tasks: list[Task], proposals: list[Rollout], answers: list[Rollout], rates: dict,
                 train_stats: dict, population: Population, coverage: int, games: int, timings: dict, replaced: list,
-                conservative_k: float) -> dict:
-    """``conservative_k``: the k of ``rating/conservative`` = mu - k * sigma, the one evolution ranks by."""
+                conservative_k: float, programs_proposed: int | None = None) -> dict:
+    """``conservative_k``: the k of ``rating/conservative`` = mu - k * sigma, the one evolution ranks by.
+    ``coverage``: distinct structures teachers wrote so far; ``programs_proposed``: programs they proposed so far
+    (valid or not), the denominator of ``curriculum/coverage_per_100``."""
     valid = [t for t in tasks if t.valid]
     texts = {p.task_id: p.text for p in proposals}  # the teacher's raw completion, reasoning included
     run_metrics = {
@@ -45,7 +48,8 @@ def step_record(step: int, tasks: list[Task], proposals: list[Rollout], answers:
         "student/format_rate": _mean([float(a.answer is not None) for a in answers]),
         "student/reward": _mean([a.reward for a in answers]),
         "teacher/reward": _mean([p.reward for p in proposals]),
-        "curriculum/coverage": coverage,
+        rl.COVERAGE: coverage,
+        rl.COVERAGE_PER_100: None if programs_proposed is None else coverage_per_100(coverage, programs_proposed),
         "curriculum/novel_rate": _mean([t.metrics.get("novel_structure") for t in valid]),
         "rating/games": games, "evolution/replaced": len(replaced),
     }
@@ -164,15 +168,24 @@ class RunLog:
         except MlflowException as err:
             raise LookupError(f"no run {run_id!r} in this MLflow store ({err.message[:120]})") from None
 
-    def resumed(self, checkpoint: str) -> None:
+    def resumed(self, checkpoint: str, alive: list[str] = ()) -> None:
+        """Reopen the run, and the member runs of the ``alive`` members (ended with the process that stopped)."""
         self.tracker.reopen(self.run_id)
         self.tracker.set_tags(self.run_id, {rl.STATUS: rl.RUNNING, rl.RESUMED_FROM: checkpoint, **rl.job_link_tags()})
+        for member_id in alive:
+            if member_id in self.member_runs:
+                self.tracker.reopen(self.member_runs[member_id])
         rl.record_job_run(self.run_id)
 
     def end(self, status: str) -> None:
-        """Tag the run ``status`` (finished | failed | stopped) and end it in MLflow."""
+        """Tag the run ``status`` (finished | failed | stopped) and end it in MLflow, with every member run still
+        open: a member's run ends with its parent (FINISHED / FAILED / KILLED), or earlier when it is replaced."""
         self.tracker.set_tags(self.run_id, {rl.STATUS: status})
-        self.tracker.end_run(self.run_id, rl.MLFLOW_STATUS[status])
+        mlflow_status = rl.MLFLOW_STATUS[status]
+        for child in self.tracker.children(self.run_id):
+            if child.info.status == rl.MLFLOW_STATUS[rl.RUNNING]:
+                self.tracker.end_run(child.info.run_id, mlflow_status)
+        self.tracker.end_run(self.run_id, mlflow_status)
 
     def fail(self, err: BaseException) -> None:
         """End the run FAILED with the error that ended it (tag ``populora.error``, traceback in ``error.txt``).
@@ -239,8 +252,10 @@ class RunLog:
             self.tracker.log_metric_steps(run, by_step)
         for record in todo:
             s = record["step"]
-            for event in record["events"]:
-                self.tracker.set_tags(self.member_run(population[event["dead"]]), {rl.ALIVE: "false", rl.REPLACED_BY: event["child"]})
+            for event in record["events"]:  # a replaced member's run ends when it dies
+                dead_run = self.member_run(population[event["dead"]])
+                self.tracker.set_tags(dead_run, {rl.ALIVE: "false", rl.REPLACED_BY: event["child"]})
+                self.tracker.end_run(dead_run, rl.MLFLOW_STATUS[rl.FINISHED])
             self.tracker.log_table(self.run_id, record["tasks"], rl.step_table(rl.TASKS, s))
             self.tracker.log_table(self.run_id, record["answers"], rl.step_table(rl.ANSWERS, s))
         # the sentinel last within each step's batch: its presence means the whole step is in the store

@@ -26,27 +26,45 @@ def assign_rewards(tasks: list[Task], proposals: list[Rollout], answers: list[Ro
     return rates
 
 
-def update_ratings(tasks: list[Task], answers: list[Rollout], population: Population, rate_unsolved: bool) -> int:
-    """One 1-vs-1 TrueSkill game per (valid task, student): the student wins if it solved the task in most of its
-    rollouts, loses if in fewer than half, draws at exactly half. Zero-sum: the teacher gets the opposite result.
+def update_ratings(tasks: list[Task], answers: list[Rollout], population: Population, pairs: dict[str, list[str]],
+                   rate_unsolved: bool = True, rate_invalid: bool = True, forfeit_games: int = 1) -> int:
+    """Rate every teacher-vs-student outcome of the step (``rating.play``): one zero-sum game per rollout a
+    matched student spent on a valid task, won by the student if the answer is correct, by the teacher if not.
+    Returns the number of games.
 
-    A task no student solved at all says nothing about how good its teacher is (it may be impossible), so it is
-    not rated unless ``rate_unsolved``; otherwise teachers would climb the ladder by writing impossible tasks.
-    Self-play (the single-agent baseline) has no opponent and is not rated. Returns the number of games.
+    Two-sided: a task no student solved is a win for its teacher, so with one matched student a teacher can still
+    climb. ``rate_unsolved=False`` keeps the older one-sided rule (such a task may be impossible, so it is not
+    rated), under which a teacher can only draw or lose.
+
+    An invalid task is a forfeit (``rate_invalid``): its teacher loses ``forfeit_games`` games (the rollouts the
+    student would have spent on it) to each student ``pairs`` matched it with, and only the teacher moves. Without
+    that, a teacher writing only invalid tasks is never rated and keeps a new member's rating, which evolution
+    (mu - k*sigma) cannot tell from a good teacher's. Self-play (the single-agent baseline plays itself) is not
+    rated: it has no opponent.
     """
-    outcomes = defaultdict(list)  # (task id, student) -> correct flags
+    outcomes = defaultdict(list)  # (task id, student) -> correct flags, one per rollout
     for a in answers:
-        outcomes[(a.task_id, a.member)].append(a.correct)
+        outcomes[(a.task_id, a.member)].append(bool(a.correct))
+    teacher_of = {t.id: t.teacher for t in tasks}
     solved_by_anyone = {tid for (tid, _), flags in outcomes.items() if any(flags)}
-    teacher_of = {t.id: t.teacher for t in tasks if t.valid}
     games = 0
-    for (task_id, student_id), flags in outcomes.items():
+    for (task_id, student_id), flags in sorted(outcomes.items()):
         teacher_id = teacher_of.get(task_id)
         if teacher_id is None or teacher_id == student_id:
             continue
         if task_id not in solved_by_anyone and not rate_unsolved:
             continue
         student, teacher = population[student_id], population[teacher_id]
-        student.rating, teacher.rating = rating.play(student, teacher, sum(flags) / len(flags))
-        games += 1
+        for won in flags:
+            student.rating, teacher.rating = rating.play(student, teacher, won)
+            games += 1
+    if rate_invalid:
+        for task in (t for t in tasks if not t.valid):
+            teacher = population[task.teacher]
+            for student_id in pairs.get(task.teacher, []):
+                if student_id == task.teacher:
+                    continue
+                for _ in range(forfeit_games):
+                    teacher.rating = rating.forfeit(teacher, population[student_id])
+                    games += 1
     return games

@@ -1,12 +1,12 @@
 """Validate phase: the sandbox runs every proposed task; invalid or nondeterministic ones are dropped (and
 their teachers penalised in the update); valid ones get gold outputs computed in the sandbox, curriculum
-metrics, and join the buffers."""
+metrics (programs the teacher wrote only: ``curriculum.wrote_program``), and join the buffers."""
 
 from __future__ import annotations
 
 from populora.platform.verifier import Validate
+from populora.training import curriculum
 from populora.training.buffers import TaskBuffers
-from populora.training.curriculum import program_metrics, structure_key
 from populora.training.tasks import Task, code_f
 
 
@@ -27,10 +27,8 @@ def validate(verifier, tasks: list[Task], buffers: TaskBuffers, seen_structures:
             continue
         _apply(task, results.get(task.id, []))
         if task.valid:
-            task.metrics = program_metrics(task.program)
-            key = structure_key(task.program)
-            task.metrics["novel_structure"] = float(key not in seen_structures)
-            seen_structures.add(key)
+            if curriculum.wrote_program(task):  # metrics of what the teacher wrote, not of re-sampled programs
+                task.metrics = curriculum.measure(task.program, seen_structures)
             buffers.add(task)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from populora.platform import runlayout as rl
 from populora.ui import charts, common, store
 
 st.title("Arms race")
@@ -13,7 +14,8 @@ HEADLINE = [("student/solve_rate", "student solve rate"), ("teacher/reward", "te
             ("tasks/validity_rate", "task validity rate"), ("student/format_rate", "answer format rate")]
 CURRICULUM = [("curriculum/ast_depth", "AST depth"), ("curriculum/cyclomatic", "cyclomatic complexity"),
               ("curriculum/loc", "lines of code"), ("curriculum/variables", "variables"),
-              ("curriculum/coverage", "coverage (distinct structures)"), ("curriculum/novel_rate", "novel structure rate")]
+              # per 100 programs proposed, not raw: raw coverage grows with how much an arm proposes
+              (rl.COVERAGE_PER_100, "coverage per 100 programs proposed"), ("curriculum/novel_rate", "novel structure rate")]
 MEMBER_METRICS = ["student/solve_rate", "teacher/reward", "teacher/validity_rate", "teacher/task_solve_rate",
                   "student/reward", "rating/conservative", "train/loss", "train/kl", "train/grad_norm"]
 
@@ -76,7 +78,7 @@ def body(run_id: str, baseline: str | None) -> None:
     runs = {"population" if baseline else "run": run_id, "baseline": baseline}
     st.subheader("Population vs baseline" if baseline else "Run")
     grid(uri, runs, HEADLINE)
-    st.subheader("Curriculum complexity of valid tasks")
+    st.subheader("Curriculum of the programs teachers wrote (valid ones)")
     grid(uri, runs, CURRICULUM, per_row=3)
     members = store.members(uri, run_id)
     if members.empty:

@@ -1,0 +1,49 @@
+"""Member runs end with their parent run (FINISHED / FAILED / KILLED), and a replaced member's run when it dies."""
+
+import pytest
+
+from populora.platform import runlayout as rl
+from populora.platform.tracking import Tracker
+from populora.training.config import TrainConfig
+from populora.training.member import STUDENT, TEACHER, Member, Population
+from populora.training.run_log import RunLog
+
+
+def _log(uri: str) -> tuple[RunLog, Population]:
+    log = RunLog.start(TrainConfig(), Tracker(uri))
+    pop = Population([Member("T0", TEACHER, 8), Member("T1", TEACHER, 8), Member("S0", STUDENT, 8)])
+    for m in pop.alive():
+        log.member_run(m)
+    return log, pop
+
+
+def _statuses(log: RunLog) -> dict[str, str]:
+    return {c.data.tags[rl.MEMBER_ID]: c.info.status for c in log.tracker.children(log.run_id)}
+
+
+@pytest.mark.parametrize("status", [rl.FINISHED, rl.FAILED, rl.STOPPED])
+def test_member_runs_end_with_their_parent(mlflow_store, status):
+    log, _ = _log(mlflow_store)
+    assert set(_statuses(log).values()) == {"RUNNING"}
+    log.end(status)
+    assert log.tracker.get_run(log.run_id).info.status == rl.MLFLOW_STATUS[status]
+    assert _statuses(log) == {"T0": rl.MLFLOW_STATUS[status], "T1": rl.MLFLOW_STATUS[status], "S0": rl.MLFLOW_STATUS[status]}
+
+
+def test_a_replaced_member_run_ends_when_it_dies_and_a_resume_reopens_the_living(mlflow_store):
+    log, pop = _log(mlflow_store)
+    pop["T1"].alive = False
+    pop.add(Member("T2", TEACHER, 8, parents=["T0"], operator="mutation", born_step=1))
+    record = {"step": 1, "run_metrics": {}, "member_metrics": {"T0": {"rating/mu": 26.0}, "T2": {"rating/mu": 25.0}},
+              "tasks": [], "answers": [], "events": [{"dead": "T1", "child": "T2", "parents": ["T0"], "operator": "mutation"}]}
+    log.write_steps([record], pop)
+    statuses = _statuses(log)
+    assert statuses["T1"] == "FINISHED" and statuses["T0"] == statuses["T2"] == "RUNNING"
+    log.end(rl.STOPPED)
+    assert _statuses(log) == {"T0": "KILLED", "T1": "FINISHED", "T2": "KILLED", "S0": "KILLED"}
+
+    resumed = RunLog(log.run_id, log.experiment, log.member_runs, log.tracker)
+    resumed.resumed("step_000001", [m.id for m in pop.alive()])
+    assert _statuses(resumed) == {"T0": "RUNNING", "T1": "FINISHED", "T2": "RUNNING", "S0": "RUNNING"}
+    resumed.finish(pop)
+    assert set(_statuses(resumed).values()) == {"FINISHED"}
