@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The first thing to run on a GPU machine: does PopuLoRA work here? A few minutes, one pass/fail table.
 #   1. CUDA and the device (torch's view)           4. the vLLM backend, if vLLM is installed
-#   2. tests/test_devices.py on the real GPU        5. a 5-problem HumanEval+ evaluation of the base
+#   2. tests/platform/test_devices.py on the real GPU        5. a 5-problem HumanEval+ evaluation of the base
 #   3. a 2-step population in bf16, multilora
 # Usage: scripts/gpu-smoke.sh [MODEL]   (MODEL: model.base, default: embedded; e.g. Qwen/Qwen2.5-0.5B-Instruct)
 # Env: PYTHON (default: .venv/bin/python, else python3), SMOKE_DIR (default: a temp dir; kept on failure).
@@ -30,7 +30,7 @@ print(f'torch {torch.__version__}, CUDA {torch.version.cuda}, {torch.cuda.device
       f'{p.total_memory / 2**30:.0f} GiB, bf16: {torch.cuda.is_bf16_supported()}')"
 cat "$DIR/cuda.log"
 
-check device-tests "$PY" -m pytest -q tests/test_devices.py -p no:cacheprovider --timeout=900
+check device-tests "$PY" -m pytest -q tests/platform/test_devices.py -p no:cacheprovider --timeout=900
 
 COMMON=(--set "model.base=$MODEL" --set model.dtype=bfloat16 --set model.device=cuda --set steps=2
         --set population.teachers=2 --set population.students=2 --set evolution.every=2

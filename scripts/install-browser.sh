@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Headless Chromium + its WebDriver for the UI's browser test (tests/test_ui_browser.py), from Debian packages:
+# Headless Chromium + its WebDriver for the UI's browser test (tests/ui/test_ui_browser.py), from Debian packages:
 # nothing is downloaded outside apt. Idempotent: does nothing when both are already installed.
 # The emoji font only makes status icons render in screenshots.
 set -euo pipefail

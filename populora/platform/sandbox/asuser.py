@@ -1,5 +1,5 @@
 """Run a command of this Python as an ordinary user, from root: how the unprivileged sandbox is tested and
-benchmarked on a machine where we are root (``tests/test_sandbox_unprivileged.py``, ``populora bench verifier
+benchmarked on a machine where we are root (``tests/platform/test_sandbox_unprivileged.py``, ``populora bench verifier
 --as-user``).
 
 ``runuser`` drops to the user; when this interpreter lives below a directory the user cannot enter (pyenv in

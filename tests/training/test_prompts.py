@@ -22,7 +22,7 @@ from populora.training.tasks import KINDS, Task
 from populora.training.tasks.show import build
 from populora.training.validate import validate
 
-CONFIGS = Path(__file__).parents[1] / "configs"
+CONFIGS = Path(__file__).parents[2] / "configs"
 
 
 @pytest.fixture(scope="module")

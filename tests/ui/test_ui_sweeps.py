@@ -14,7 +14,7 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 from populora.platform import runlayout as rl  # noqa: E402
 from populora.platform import sweep as S  # noqa: E402
 
-VIEWS = Path(__file__).resolve().parent.parent / "populora" / "ui" / "views"
+VIEWS = Path(__file__).resolve().parents[2] / "populora" / "ui" / "views"
 
 
 @pytest.fixture

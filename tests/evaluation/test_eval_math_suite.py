@@ -71,7 +71,7 @@ def test_exported_tasks_run_with_the_lm_eval_cli(tmp_path):
     assert eval_main(["--export-tasks", str(out)]) == 0
     text = (out / "populora_gsm8k.yaml").read_text()
     assert str(ROOT.resolve() / "gsm8k" / "test.jsonl") in text and "../shared" not in text
-    env = {**os.environ, "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(Path(__file__).parents[1])}
+    env = {**os.environ, "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(Path(__file__).parents[2])}
     proc = subprocess.run([sys.executable, "-m", "lm_eval", "--model", "dummy", "--include_path", str(out), "--tasks",
                            "populora_gsm8k,populora_amc23", "--limit", "2"], capture_output=True, text=True, env=env,
                           cwd=tmp_path, timeout=300)

@@ -19,7 +19,7 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from populora.platform import runlayout  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 VIEWS = ROOT / "populora" / "ui" / "views"
 TINY = ["--set", "model.tiny_random=true", "--set", "tasks.max_new_tokens_propose=24", "--set", "tasks.max_new_tokens_solve=8",
         "--set", "tasks.tasks_per_teacher=2", "--quiet"]
@@ -178,7 +178,7 @@ def test_launch_starts_a_validated_job(app, monkeypatch):
 
 
 def test_launch_with_a_ray_cluster_submits_ray_jobs(app, monkeypatch):
-    """With ray.address naming a cluster the form submits a Ray Job (tests/test_ray_jobs.py runs one for real);
+    """With ray.address naming a cluster the form submits a Ray Job (tests/platform/test_ray_jobs.py runs one for real);
     the submitted config joins the cluster from its head node (address auto)."""
     import yaml
 

@@ -35,7 +35,7 @@ def _runs(uri):
 
 
 def test_two_steps_logged_to_mlflow(mlflow_store, tmp_path):
-    out = subprocess.run(populora_cmd("train", "--config", str(Path(__file__).parents[1] / "configs/smoke.yaml"),
+    out = subprocess.run(populora_cmd("train", "--config", str(Path(__file__).parents[2] / "configs/smoke.yaml"),
                                       "--set", "steps=2", "--set", "evolution.every=2", "--set", "checkpoint.log_adapters_every=1",
                                       *TINY, "--quiet"),
                          capture_output=True, text=True, timeout=600)
@@ -93,7 +93,7 @@ def test_two_steps_logged_to_mlflow(mlflow_store, tmp_path):
 
 
 def test_single_agent_baseline_runs_through_the_same_loop(mlflow_store):
-    out = subprocess.run(populora_cmd("train", "--config", str(Path(__file__).parents[1] / "configs/baseline.yaml"),
+    out = subprocess.run(populora_cmd("train", "--config", str(Path(__file__).parents[2] / "configs/baseline.yaml"),
                                       "--set", "steps=1", *TINY, "--quiet"), capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     parents, children = _runs(mlflow_store)

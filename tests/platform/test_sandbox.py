@@ -1,6 +1,6 @@
 """The sandbox against hostile programs: each test asserts the status AND that nothing escaped.
 
-Every test here must hold both as root and as an ordinary user (user namespaces): tests/test_sandbox_unprivileged.py
+Every test here must hold both as root and as an ordinary user (user namespaces): tests/platform/test_sandbox_unprivileged.py
 runs this file again as a freshly created unprivileged user when the session is root."""
 
 from __future__ import annotations

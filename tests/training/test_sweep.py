@@ -14,7 +14,7 @@ from populora.platform import jobs, queue
 from populora.platform import runlayout as rl
 from populora.training import sweep
 
-SMOKE = str(Path(__file__).parents[1] / "configs/smoke.yaml")
+SMOKE = str(Path(__file__).parents[2] / "configs/smoke.yaml")
 MIXES = ["--grid", "population.teachers,population.students=1:1,2:2"]
 TINY = ["--set", "steps=1", "--set", "evolution.every=0", "--set", "model.tiny_random=true", "--set", "model.lora_rank=4",
         "--set", "tasks.max_new_tokens_propose=16", "--set", "tasks.max_new_tokens_solve=8",

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-DOCKER = Path(__file__).parents[1] / "docker"
+DOCKER = Path(__file__).parents[2] / "docker"
 HADOLINT = shutil.which("hadolint") or shutil.which("hadolint", path=str(Path(sys.executable).parent))
 
 

@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-VIEWS = Path(__file__).resolve().parent.parent / "populora" / "ui" / "views"
+VIEWS = Path(__file__).resolve().parents[2] / "populora" / "ui" / "views"
 COLD_S, WARM_S = 15.0, 5.0
 
 

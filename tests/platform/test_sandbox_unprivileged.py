@@ -1,7 +1,7 @@
 """The adversarial sandbox suite again, as an ordinary user: the sandbox must hold without root (user namespaces).
 
-As root, this creates a system user (``useradd``) and runs tests/test_sandbox.py as that user; as an ordinary user
-the session itself is the unprivileged leg (tests/test_sandbox.py runs as it), so this test has nothing to add."""
+As root, this creates a system user (``useradd``) and runs tests/platform/test_sandbox.py as that user; as an ordinary user
+the session itself is the unprivileged leg (tests/platform/test_sandbox.py runs as it), so this test has nothing to add."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import pytest
 
 from populora.platform.sandbox.asuser import as_user_command, ensure_user
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -30,7 +30,7 @@ def user_dir():
 
 def test_adversarial_suite_holds_as_an_unprivileged_user(user_dir):
     if os.geteuid() != 0:
-        pytest.skip("this session already runs as an ordinary user: tests/test_sandbox.py is the unprivileged leg")
+        pytest.skip("this session already runs as an ordinary user: tests/platform/test_sandbox.py is the unprivileged leg")
     try:
         user = ensure_user()
     except (RuntimeError, subprocess.CalledProcessError) as e:
@@ -39,7 +39,7 @@ def test_adversarial_suite_holds_as_an_unprivileged_user(user_dir):
            "LANG": "C.UTF-8", "TMPDIR": str(user_dir)}
     cmd = as_user_command(user, [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--timeout=600",
                                  "-W", "ignore::pytest.PytestUnraisableExceptionWarning",
-                                 str(ROOT / "tests" / "test_sandbox.py")], env)
+                                 str(ROOT / "tests" / "platform" / "test_sandbox.py")], env)
     out = subprocess.run(cmd, capture_output=True, text=True, cwd=user_dir, timeout=900)
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
     assert " passed" in out.stdout and "skipped" not in out.stdout, out.stdout[-2000:]
