@@ -259,6 +259,23 @@ def test_a_crashed_run_is_shown_as_crashed(synthetic_store, monkeypatch, tmp_pat
         _ok(other.run())
 
 
+def test_run_header_names_the_tasks_format_and_an_unconfined_sandbox(app, store):
+    """The run header says what the run really trained: the direct format is named as a reduction, and a run whose
+    model code ran without confinement (sandbox.allow_unconfined) says so loudly."""
+    from mlflow import MlflowClient
+
+    at = _ok(app("runs", run=store["population"]))
+    assert "tasks format `direct`" in texts(at) and any("a reduction of AZR" in i.value for i in at.info)
+    assert not any("WITHOUT the sandbox" in e.value for e in at.error)
+    client = MlflowClient(store["uri"])
+    client.set_tag(store["population"], runlayout.SANDBOX_UNCONFINED, "true")
+    try:
+        at = _ok(app("runs", run=store["population"]))
+        assert any("WITHOUT the sandbox" in e.value for e in at.error)
+    finally:
+        client.delete_tag(store["population"], runlayout.SANDBOX_UNCONFINED)
+
+
 def test_compare_benchmark_table_with_deltas(synthetic_store, monkeypatch, tmp_path):
     import streamlit as st
     from mlflow import MlflowClient

@@ -81,6 +81,9 @@ def run_details(row, status: str) -> None:
     if tags.get(rl.SEED_FALLBACK, "none") != "none":
         st.warning(f"the base model proposed no valid {tags[rl.SEED_FALLBACK]} task at step 0: "
                    "those buffers were seeded with hand-written programs")
+    if tags.get(rl.SANDBOX_UNCONFINED) == "true":
+        st.error("sandbox.allow_unconfined: model-written code in this run ran WITHOUT the sandbox's confinement "
+                 "(no isolating layer was available and the config allowed it)", icon="⚠️")
     job = common.job_for_run(run_id)
     if job is not None:
         with st.expander(f"job log ({job.status})", expanded=status in ("crashed", "failed")):
