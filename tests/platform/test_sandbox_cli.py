@@ -81,8 +81,12 @@ def test_bench_json_last_line(capsys):
     assert bench_verifier_main(["--json", "-n", "200", "--naive-n", "3"]) == 0
     figures = _last_json(capsys)
     assert set(figures) == {"execs_per_s", "naive_execs_per_s", "ratio_vs_naive", "cpu_ms_per_exec",
-                            "idle_capacity_execs_per_s", "uid", "layers"}
+                            "idle_capacity_execs_per_s", "fork_exit_per_s", "fraction_of_fork_limit", "uid",
+                            "layers"}
     assert figures["execs_per_s"] > figures["naive_execs_per_s"] > 0
+    # a bare fork + exit does strictly less work than an isolated execution through the same workers
+    assert figures["fork_exit_per_s"] > 0
+    assert figures["fraction_of_fork_limit"] == round(figures["execs_per_s"] / figures["fork_exit_per_s"], 3)
     assert figures["uid"] == os.geteuid() and "seccomp" in figures["layers"].split(",")
 
 
