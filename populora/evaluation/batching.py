@@ -107,7 +107,7 @@ class Party:
         if len(prompts) > batch_size:  # several of its own batches: each merges with the other parties' in turn
             return [g for i in range(0, len(prompts), batch_size)
                     for g in self.generate(prompts[i:i + batch_size], adapters[i:i + batch_size], max_new_tokens,
-                                           temperature, top_p, None if seed is None else seed, stop, batch_size)]
+                                           temperature, top_p, seed, stop, batch_size)]
         key = (max_new_tokens, temperature, top_p, seed, tuple(stop))
         return self._shared.generate(_Request(self._index, list(prompts), list(adapters), key, batch_size))
 
