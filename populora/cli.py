@@ -143,16 +143,19 @@ BENCHES = ("lora", "step", "evolve", "verifier", "eval")
 def _bench(argv: list[str]) -> int:
     import json
 
-    p = argparse.ArgumentParser(prog="populora bench", description="speed ratios measured side by side in one run")
+    if argv[:1] in (["verifier"], ["eval"]):  # their own options (-n, --as-user, --targets, ...): their own parsers
+        from populora.evaluation.cli import bench_eval_main
+        from populora.platform.sandbox.cli import bench_verifier_main
+
+        if argv[0] == "verifier":
+            return bench_verifier_main([a for a in argv[1:] if a != "--tiny"])
+        return bench_eval_main(["--tiny-random" if a == "--tiny" else a for a in argv[1:]])
+    p = argparse.ArgumentParser(prog="populora bench", description="speed ratios measured side by side in one run; "
+                                "`populora bench verifier|eval --help` for theirs")
     p.add_argument("which", choices=[*BENCHES, "all"])
     p.add_argument("--json", action="store_true", help="last line: one JSON object of the figures")
     p.add_argument("--tiny", action="store_true", help="tiny random model instead of the embedded one (quick check)")
     args = p.parse_args(argv)
-    if args.which in ("verifier", "eval"):
-        from populora.evaluation.cli import bench_eval_main
-        from populora.platform.sandbox.cli import bench_verifier_main
-
-        return (bench_verifier_main if args.which == "verifier" else bench_eval_main)(["--json"] if args.json else [])
     figures = {}
     for name in ([b for b in BENCHES if b != "eval"] if args.which == "all" else [args.which]):
         figures[name] = _run_bench(name, args.tiny)

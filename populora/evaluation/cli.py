@@ -50,6 +50,7 @@ FLAGS = {
     "--model": ("model.base", {}), "--gguf-file": ("model.gguf_file", {}),
     "--tiny-random": ("model.tiny_random", {"action": "store_true"}), "--device": ("device", {}),
     "--backend": ("backend", {"choices": ["multilora", "peft"]}),
+    "--one-at-a-time": ("batched", {"action": "store_false"}),
     # ---- decoding: the same for every adapter
     "--max-new-tokens": ("generation.max_new_tokens", {"type": int}), "--temperature": ("generation.temperature", {"type": float}),
     "--top-p": ("generation.top_p", {"type": float}), "--n-samples": ("generation.n_samples", {"type": int}),
@@ -232,7 +233,8 @@ def _evaluate(cfg, names: list[str], root: Path, in_sweep: bool = False) -> int:
     lora = T.lora_spec(found) if kind == "multilora" else None
     print(f"evaluating {', '.join(t.label for t in found)} on {', '.join(names)}"
           f"{f' (first {cfg.limit} items each)' if cfg.limit else ''}; results in {out}", file=sys.stderr)
-    runner = Runner(_backend_factory(model, cfg.device, kind, lora), root, out, cfg.generation, cfg.limit, model.model_dump())
+    runner = Runner(_backend_factory(model, cfg.device, kind, lora), root, out, cfg.generation, cfg.limit, model.model_dump(),
+                    batched=cfg.batched)
     scores = runner.run(found, names)
     config = {"run": cfg.run, "data_dir": str(root.resolve()), "benchmarks": names, **runner.config}
     data = results.build(found, scores, config)

@@ -38,6 +38,9 @@ class EvalConfig(Section):
     backend: Literal["multilora", "peft"] | None = Field(
         None, description="model backend: batched multi-LoRA or PEFT, same greedy outputs (default: the run's "
         "model.backend; multilora for adapter / base_only)")
+    batched: bool = Field(True, description="Every target of a benchmark at once in mixed-adapter batches (same "
+                          "greedy scores, much faster); false: one (target, benchmark) pair at a time. Sampling "
+                          "(temperature > 0) always runs one at a time")
     model: ModelSource = Field(default_factory=ModelSource, description="The base model of `adapter` / `base_only` (a run's comes from its own config)")
     generation: GenConfig = Field(default_factory=GenConfig, description="Decoding, the same for every adapter")
 

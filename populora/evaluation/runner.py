@@ -1,4 +1,5 @@
-"""Score targets on benchmarks, one (target, benchmark) pair at a time, resumably.
+"""Score targets on benchmarks, resumably: one (target, benchmark) pair at a time, or (``batched``) every target
+of a benchmark at once in mixed-adapter batches (``evaluation/batching.py``), with the same scores.
 
 Each finished pair is written atomically to ``<out>/pairs/<target>/<benchmark>.json`` (its generations to
 ``<out>/samples/<target>/<benchmark>.jsonl``) and skipped on the next start if its config matches, so a killed
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Callable
 
 from populora.evaluation import benchmarks, evalplus_suite, livecodebench, math_suite
-from populora.evaluation.generation import GenConfig
+from populora.evaluation.generation import GenConfig, ensure_offline
 from populora.evaluation.targets import Target
 
 
@@ -56,8 +57,10 @@ class Runner:
     """Evaluates ``targets`` x ``names``; ``backend_factory()`` is called once, only when something is left to do."""
 
     def __init__(self, backend_factory: Callable, data_dir: Path, out_dir: Path, gen: GenConfig,
-                 limit: int | None, model: dict, log=None):
+                 limit: int | None, model: dict, log=None, batched: bool = True):
         self.backend_factory, self.backend = backend_factory, None
+        # sampling draws its noise per batch: merged batches would change it, so only greedy runs batched
+        self.batched = batched and gen.temperature == 0
         self.data_dir, self.out_dir, self.gen, self.limit = data_dir, out_dir, gen, limit
         self.config = pair_config(gen, limit, model)
         self.log = log or (lambda msg: print(msg, file=sys.stderr))
@@ -78,39 +81,120 @@ class Runner:
     def run(self, targets: list[Target], names: list[str]) -> dict[str, dict[str, dict]]:
         """{target label: {benchmark: result}}, computing only the missing pairs."""
         scores: dict[str, dict[str, dict]] = {}
+        if self.batched and len(targets) > 1:
+            return self._run_batched(targets, names, scores)
         for t in targets:
-            todo = []
-            for name in names:
-                prev = self.done(t, name)
-                if prev is not None:
-                    scores.setdefault(t.label, {})[name] = prev
-                    self.log(f"{t.label:>14} | {benchmarks.BENCHMARKS[name].label:<28} done earlier: {prev['score']:.3f}")
-                else:
-                    todo.append(name)
+            todo = self._todo(t, names, scores)
             if todo:
                 scores.setdefault(t.label, {}).update(self._run_target(t, todo))
         return scores
 
-    def _run_target(self, t: Target, names: list[str]) -> dict[str, dict]:
-        from tqdm import tqdm
+    def _todo(self, t: Target, names: list[str], scores: dict) -> list[str]:
+        """The benchmarks ``t`` still needs; finished pairs go straight into ``scores``."""
+        todo = []
+        for name in names:
+            prev = self.done(t, name)
+            if prev is not None:
+                scores.setdefault(t.label, {})[name] = prev
+                self.log(f"{t.label:>14} | {benchmarks.BENCHMARKS[name].label:<28} done earlier: {prev['score']:.3f}")
+            else:
+                todo.append(name)
+        return todo
 
+    def _run_batched(self, targets: list[Target], names: list[str], scores: dict) -> dict[str, dict[str, dict]]:
+        """Benchmark by benchmark, every target still missing it at once; each pair is stored as it finishes."""
+        todo = {t.label: self._todo(t, names, scores) for t in targets}
+        pending = [t for t in targets if todo[t.label]]
+        if not pending:
+            return scores
         if self.backend is None:
             self.backend = self.backend_factory()
-        adapter = None
-        if t.adapter_dir:
-            adapter = "eval_" + slug(t.label)
-            self.backend.add_adapter(adapter, from_dir=t.adapter_dir)
+        adapters = {t.label: self._load(t) for t in pending}
+        try:
+            for name in names:
+                group = [t for t in pending if name in todo[t.label]]
+                if group:
+                    self._run_group(group, name, adapters, scores)
+        finally:
+            for adapter in adapters.values():
+                if adapter is not None:
+                    self.backend.remove_adapter(adapter)
+        return scores
+
+    def _run_group(self, group: list[Target], name: str, adapters: dict, scores: dict) -> None:
+        """One thread per target runs the suite; their generation meets in :class:`SharedBackend`."""
+        import threading
+
+        from populora.evaluation.batching import SharedBackend
+
+        self._warm_up(name)
+        shared = SharedBackend(self.backend, len(group))
+        errors: list[BaseException] = []
+
+        def one(i: int, t: Target) -> None:
+            try:
+                # its own work dir: suites that export files there (lm-eval tasks) must not race each other
+                result, seconds = self._benchmark(shared.party(i), t, adapters[t.label], name,
+                                                  self.out_dir / "work" / slug(t.label))
+                scores.setdefault(t.label, {})[name] = self._finish(t, name, result, seconds)
+            except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread below
+                errors.append(e)
+            finally:
+                shared.leave()
+
+        threads = [threading.Thread(target=one, args=(i, t), name=f"eval-{slug(t.label)}") for i, t in enumerate(group)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        if errors:
+            raise errors[0]
+
+    def _warm_up(self, name: str) -> None:
+        """What the suites do once, lazily, done here before the threads start: importing the same module from
+        several threads at once races (a thread sees it half initialised), and so does filling a shared cache."""
+        ensure_offline()
+        if name in evalplus_suite.DATASETS:
+            evalplus_suite.expected_outputs(name, evalplus_suite.problems(name, self.data_dir, self.limit), self.data_dir)
+        elif name == livecodebench.NAME:
+            livecodebench.problems(self.data_dir, self.limit)
+        else:
+            import lm_eval  # noqa: F401
+            import lm_eval.tasks  # noqa: F401
+
+            from populora.evaluation import lm_eval_model  # noqa: F401
+
+    def _load(self, t: Target) -> str | None:
+        if not t.adapter_dir:
+            return None  # the bare base model: rows without adapter
+        adapter = "eval_" + slug(t.label)
+        self.backend.add_adapter(adapter, from_dir=t.adapter_dir)
+        return adapter
+
+    def _benchmark(self, backend, t: Target, adapter: str | None, name: str, work_dir: Path) -> tuple[dict, float]:
+        from tqdm import tqdm
+
+        rows = n_items(self.data_dir, name, self.limit) * (self.gen.n_samples if self.gen.temperature > 0 else 1)
+        desc = f"{t.label} | {benchmarks.BENCHMARKS[name].label}"
+        with tqdm(total=rows, desc=desc, unit="gen", file=sys.stderr, dynamic_ncols=True) as bar:
+            start = time.time()
+            result = run_benchmark(backend, adapter, name, self.data_dir, work_dir, self.gen, self.limit, bar.update)
+        return result, time.time() - start
+
+    def _finish(self, t: Target, name: str, result: dict, seconds: float) -> dict:
+        stored = self._store(t, name, result, seconds)
+        self.log(f"{t.label:>14} | {benchmarks.BENCHMARKS[name].label:<28} {stored['primary']} = {stored['score']:.3f}")
+        return stored
+
+    def _run_target(self, t: Target, names: list[str]) -> dict[str, dict]:
+        if self.backend is None:
+            self.backend = self.backend_factory()
+        adapter = self._load(t)
         out = {}
         try:
             for name in names:
-                rows = n_items(self.data_dir, name, self.limit) * (self.gen.n_samples if self.gen.temperature > 0 else 1)
-                desc = f"{t.label} | {benchmarks.BENCHMARKS[name].label}"
-                with tqdm(total=rows, desc=desc, unit="gen", file=sys.stderr, dynamic_ncols=True) as bar:
-                    start = time.time()
-                    result = run_benchmark(self.backend, adapter, name, self.data_dir, self.out_dir / "work",
-                                           self.gen, self.limit, bar.update)
-                out[name] = self._store(t, name, result, time.time() - start)
-                self.log(f"{t.label:>14} | {benchmarks.BENCHMARKS[name].label:<28} {out[name]['primary']} = {out[name]['score']:.3f}")
+                result, seconds = self._benchmark(self.backend, t, adapter, name, self.out_dir / "work")
+                out[name] = self._finish(t, name, result, seconds)
         finally:
             if adapter is not None:
                 self.backend.remove_adapter(adapter)

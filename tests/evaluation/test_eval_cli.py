@@ -186,3 +186,25 @@ def test_the_base_model_comes_from_the_runs_config(runs, capsys):
     assert f"run {other} has no config at" in capsys.readouterr().err
     assert eval_main(["--run", pop, "--model", "HuggingFaceTB/SmolLM2-135M", *FAST]) == 2
     assert "a run is scored on the base model its own config names" in capsys.readouterr().err
+
+
+def test_batched_population_scores_equal_one_at_a_time(runs, tmp_path):
+    """Every target of a benchmark in mixed-adapter batches (the default) scores exactly as one pair at a time:
+    the same metrics and the same completions, for members, the baseline and the bare base model."""
+    _, pop, _, _ = runs
+    args = ["--run", pop, "--benchmarks", BENCH, "--limit", "2", "--max-new-tokens", "8"]
+    assert eval_main([*args, "--out", str(tmp_path / "batched")]) == 0
+    assert eval_main([*args, "--out", str(tmp_path / "single"), "--one-at-a-time"]) == 0
+    def scores(d):  # all but where and how long: the output dir and the wall time differ by construction
+        res = json.loads((tmp_path / d / "results.json").read_text())["results"]
+        return {t: {b: {k: v for k, v in e.items() if k not in ("seconds", "samples_file")} for b, e in r.items()}
+                for t, r in res.items()}
+
+    batched, single = scores("batched"), scores("single")
+    assert set(batched) == set(single) == {"T0", "S0", "baseline (B0)", "base model"}
+    assert batched == single
+    for f in (tmp_path / "single" / "samples").glob("*/*.jsonl"):
+        assert (tmp_path / "batched" / "samples" / f.parent.name / f.name).read_text() == f.read_text(), f
+    # the members really differ from the base model, so a mix-up of adapters between rows would show
+    texts = {d.name: (d / "humaneval_plus.jsonl").read_text() for d in (tmp_path / "single" / "samples").iterdir()}
+    assert len(set(texts.values())) > 1, texts

@@ -117,6 +117,18 @@ def test_bench_eval_prints_rates(capsys):
         assert figures[key] > 0, key
 
 
+@needs_data
+def test_bench_eval_targets_times_both_paths_side_by_side(capsys):
+    from populora.evaluation.cli import bench_eval_main
+
+    assert bench_eval_main(["--tiny-random", "--targets", "3", "--n", "2", "--max-new-tokens", "4", "--json"]) == 0
+    figures = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert figures["targets"] == 3 and figures["problems"] == 2 and figures["identical"] is True
+    assert figures["sequential_s"] > 0 and figures["batched_s"] > 0
+    assert abs(figures["ratio"] - figures["batched_s"] / figures["sequential_s"]) < 0.01  # both printed rounded
+    assert figures["merged_generate_calls"] == 1  # 3 targets x 2 problems: one mixed-adapter batch
+
+
 @pytest.mark.slow
 @needs_data
 def test_embedded_model_evaluates_an_adapter(tmp_path, capsys):

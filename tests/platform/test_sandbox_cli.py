@@ -81,8 +81,12 @@ def test_bench_json_last_line(capsys):
     assert bench_verifier_main(["--json", "-n", "200", "--naive-n", "3"]) == 0
     figures = _last_json(capsys)
     assert set(figures) == {"execs_per_s", "naive_execs_per_s", "ratio_vs_naive", "cpu_ms_per_exec",
-                            "idle_capacity_execs_per_s", "uid", "layers"}
+                            "idle_capacity_execs_per_s", "fork_exit_per_s", "fraction_of_fork_limit", "uid",
+                            "layers"}
     assert figures["execs_per_s"] > figures["naive_execs_per_s"] > 0
+    # a bare fork + exit does strictly less work than an isolated execution through the same workers
+    assert figures["fork_exit_per_s"] > 0
+    assert figures["fraction_of_fork_limit"] == round(figures["execs_per_s"] / figures["fork_exit_per_s"], 3)
     assert figures["uid"] == os.geteuid() and "seccomp" in figures["layers"].split(",")
 
 
@@ -104,3 +108,13 @@ def test_check_through_the_populora_cli_as_subprocess(tmp_path):
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout.strip().splitlines()[-1])["status"] == "wrong"  # {1} is a set, not a frozenset
+
+
+def test_populora_bench_verifier_passes_its_options_through():
+    """``populora bench verifier -n N --json``: the top-level CLI hands the benchmark's own options to it."""
+    cmd = [sys.executable, "-m", "populora.cli", "bench", "verifier", "-n", "100", "--naive-n", "2", "--json"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "(100 x 'print(1 + 1)'" in out.stdout
+    figures = json.loads(out.stdout.strip().splitlines()[-1])
+    assert figures["fork_exit_per_s"] > 0 and figures["fraction_of_fork_limit"] > 0

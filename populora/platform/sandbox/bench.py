@@ -1,4 +1,5 @@
-"""``populora bench verifier``: isolated executions/s through the sandbox pool vs a naive ``subprocess.run``.
+"""``populora bench verifier``: isolated executions/s through the sandbox pool vs a naive ``subprocess.run``, and
+vs the limit of the same workers (bare fork + exit, no isolation, no program), measured in the same run.
 
 Every function returns a dict of figures; the CLI (``sandbox/cli.py``) prints them.
 """
@@ -9,6 +10,7 @@ import os
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from populora.platform.sandbox.pool import Sandbox
@@ -48,11 +50,24 @@ def bench_pool(n: int, workers: int | None = None, disable: tuple[str, ...] = ()
         dt = time.perf_counter() - t0
         cpu = sum(map(_tree_cpu_s, pids)) - cpu0 + time.process_time() - own0
         layers = {k: v for k, v in sb.layers.items()}
+        fork_exit = bench_fork_exit(sb, n)
     bad = [r for r in results if r.status != "ok" or r.stdout != "2\n"]
     if bad:
         raise RuntimeError(f"{len(bad)} of {n} pool executions failed, e.g. {bad[0]}")
-    return {"execs_per_s": n / dt, "cpu_ms_per_exec": cpu / n * 1000,
+    return {"execs_per_s": n / dt, "cpu_ms_per_exec": cpu / n * 1000, "fork_exit_per_s": fork_exit,
             "layers": ",".join(k for k, v in layers.items() if v == "on")}
+
+
+def bench_fork_exit(sb: Sandbox, n: int) -> float:
+    """The limit under the pool's rate, measured on the same warm workers right after it: every worker at once
+    forks itself and its child exits at once (no isolation, no program), ``n`` in all; forks + exits per second."""
+    procs = list(sb._all)
+    per = max(1, n // len(procs))
+    with ThreadPoolExecutor(len(procs)) as ex:
+        t0 = time.perf_counter()
+        list(ex.map(lambda p: p.fork_exit(per), procs))
+        dt = time.perf_counter() - t0
+    return per * len(procs) / dt
 
 
 def bench_naive(n: int) -> dict:
@@ -72,4 +87,6 @@ def bench_verifier(n: int = 3000, naive_n: int = 40, workers: int | None = None,
     return {"execs_per_s": round(pool["execs_per_s"], 1), "naive_execs_per_s": round(naive["naive_execs_per_s"], 1),
             "ratio_vs_naive": round(pool["execs_per_s"] / naive["naive_execs_per_s"], 1),
             "cpu_ms_per_exec": round(cpu_ms, 3), "idle_capacity_execs_per_s": round(cores * 1000 / cpu_ms, 1),
+            "fork_exit_per_s": round(pool["fork_exit_per_s"], 1),
+            "fraction_of_fork_limit": round(pool["execs_per_s"] / pool["fork_exit_per_s"], 3),
             "uid": os.geteuid(), "layers": pool["layers"]}

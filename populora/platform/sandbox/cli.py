@@ -113,6 +113,8 @@ def bench_verifier_main(argv: list[str]) -> int:
     print(f"naive        : {figures['naive_execs_per_s']:8.1f} execs/s  (subprocess.run([python, '-c', ...]) x "
           f"{args.naive_n})")
     print(f"ratio        : {figures['ratio_vs_naive']:8.1f}x")
+    print(f"fork limit   : {figures['fork_exit_per_s']:8.1f} bare fork+exit/s of the same workers -> pool at "
+          f"{figures['fraction_of_fork_limit']:.2f} of it")
     print(f"mode         : uid {figures['uid']}, layers {figures['layers']}")
     if args.json:
         print(json.dumps(figures))

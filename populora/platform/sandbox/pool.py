@@ -206,6 +206,15 @@ class _WorkerProc:
                     "returncode": None, "wall_s": 0.0}
         return self._collect(reply, req)
 
+    def fork_exit(self, n: int) -> float:
+        """Seconds the worker took for ``n`` bare fork + exit of itself (the benchmark's floor)."""
+        self.proc.stdin.write(json.dumps({"fork_exit": n}).encode() + b"\n")
+        self.proc.stdin.flush()
+        line = self._readline(60.0 + n * 0.1)
+        if line is None:
+            raise RuntimeError("sandbox worker died or hung during fork_exit")
+        return float(json.loads(line)["wall_s"])
+
     def _collect(self, reply: dict, req: dict) -> dict:
         """Read (and reset) the child's output files, and decide the status."""
         limit = int(req["max_output"])

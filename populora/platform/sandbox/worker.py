@@ -120,6 +120,17 @@ class Worker:
         finally:
             self._cleanup()
 
+    def fork_exit(self, n: int) -> dict:
+        """The floor under :meth:`run`: ``n`` bare forks of this same warm process whose child exits at once
+        (no isolation, no program), timed here. ``populora bench verifier`` divides its rate by this one."""
+        t0 = time.perf_counter()
+        for _ in range(n):
+            pid = iso.fork()
+            if pid == 0:
+                os._exit(0)
+            os.waitpid(pid, 0)
+        return {"how": "fork_exit", "code": 0, "wall_s": round(time.perf_counter() - t0, 6)}
+
     def _wait(self, pid: int, timeout_s: float) -> tuple[str, int]:
         deadline = time.monotonic() + timeout_s
         while True:
@@ -194,7 +205,8 @@ def _serve(worker: Worker) -> None:
     send({"ready": True, "layers": worker.layers, "uid": worker.uid})
     for line in proto_in:
         try:
-            reply = worker.run(json.loads(line))
+            req = json.loads(line)
+            reply = worker.fork_exit(int(req["fork_exit"])) if "fork_exit" in req else worker.run(req)
         except Exception:  # a sandbox bug, not a program failure: report it, keep serving
             reply = {"how": "error", "code": None, "wall_s": 0.0, "error": traceback.format_exc()}
         send(reply)
