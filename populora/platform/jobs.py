@@ -101,8 +101,11 @@ class Job:
             return "queued" if self.slots and not Path(self.dir, SLOT_FILE).exists() else "running"
         if code == 0:
             return "finished"
-        # 130 / -SIGINT: the trainer ended on KeyboardInterrupt (our stop); a SIGKILL (OOM killer) is a crash
-        return "stopped" if code in (130, -signal.SIGINT, -signal.SIGTERM) else "failed"
+        # 130 / -SIGINT: the trainer ended on KeyboardInterrupt (our stop); a SIGKILL (OOM killer) is a crash.
+        # A stop we sent counts whatever the exit code: a SIGINT during Python's own start-up exits 1.
+        if code in (130, -signal.SIGINT, -signal.SIGTERM) or Path(self.dir, STOP_FILE).exists():
+            return "stopped"
+        return "failed"
 
     def _sync_ray_log(self) -> None:
         text = ray_jobs.logs(self.ray_address, self.id) if self.ray_address else None
@@ -164,6 +167,7 @@ class Job:
 
 READY_FILE = "supervising"  # written by the supervisor once its signal handling is set: a stop is safe from then
 SLOT_FILE = "slot"  # written by the supervisor once it holds a slot: the job leaves the queue
+STOP_FILE = "stop_requested"  # written by stop() before it signals: the job ended because we stopped it
 START_TIME_TOLERANCE_S = 0.05  # psutil's create_time is exact to the clock tick (10 ms)
 
 
@@ -240,16 +244,17 @@ def _link_env(job: Job) -> dict[str, str]:
 
 
 def launch_training(config_yaml: str, name: str = "", env: dict[str, str] | None = None,
-                    root: str | Path | None = None, ray_address: str | None = None) -> Job:
+                    root: str | Path | None = None, ray_address: str | None = None, slotted: bool = True) -> Job:
     """Write the (already validated) config to the job dir and start ``populora train --config`` on it: here,
-    or as a Ray Job on the cluster at ``ray_address``."""
+    or as a Ray Job on the cluster at ``ray_address``. ``slotted``: wait for a launch slot (``max_parallel``);
+    a caller that bounds concurrency itself (the sweep's queue, platform/queue.py) passes False."""
     root = Path(root or jobs_dir())
     job_id = time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
     if ray_address:
         return _submit_ray(config_yaml, name, dict(env or {}), root, ray_address, f"populora-{job_id}")
     # the config is in place before the supervisor reads the argv that names it
     argv = [sys.executable, "-m", "populora.cli", "train", "--config", str(root / job_id / "config.yaml"), "--quiet"]
-    return start(argv, name=name, env=env, root=root, job_id=job_id, slots=max_parallel(),
+    return start(argv, name=name, env=env, root=root, job_id=job_id, slots=max_parallel() if slotted else None,
                  files={"config.yaml": config_yaml})
 
 
@@ -291,8 +296,11 @@ def stop(job: Job, timeout_s: float = 20.0) -> str:
     deadline = time.time() + 10
     while job.status == "starting" and time.time() < deadline:  # a SIGINT now would kill the supervisor itself
         time.sleep(0.1)
-    if job.status not in ("running", "starting", "queued") or not _signal_group(job, signal.SIGINT):
+    if job.status not in ("running", "starting", "queued"):
         return job.status  # lost or ended: nothing of ours to signal
+    Path(job.dir, STOP_FILE).touch()  # before the signal: however the process ends now, it was our stop
+    if not _signal_group(job, signal.SIGINT):
+        return job.status
     if _wait_stopped(job, timeout_s) in ("running", "starting", "queued"):
         _signal_group(job, signal.SIGKILL)
     return job.status
@@ -329,10 +337,15 @@ def get_job(job_id: str, root: str | Path | None = None) -> Job | None:
 
 
 # ====================================================================== the supervisor process
+STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+
+
 def _default_signals() -> None:
-    # the child must see SIGINT as KeyboardInterrupt again (Python skips its handler when SIGINT is ignored)
+    """In the child, before exec: default dispositions (so Python turns SIGINT into KeyboardInterrupt again), then
+    unblock, so a stop that arrived while the supervisor held the signals blocked is delivered now."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
 
 
 class _Stopped(Exception):
@@ -369,14 +382,17 @@ def supervise(job_dir: str | Path) -> int:
     code, slot = 1, None
     # a stop while queued ends the supervisor without running anything; once the child runs, SIGINT goes to the
     # whole group and the supervisor ignores it, to outlive the child and write its exit code
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, _raise_stopped if job.slots else signal.SIG_IGN)
+    # (blocked, not ignored: an ignored signal is inherited, so a stop arriving between fork and the child's reset
+    # would be lost; a blocked one stays pending and reaches the child the moment it unblocks, see _default_signals)
+    if not job.slots:
+        signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, _raise_stopped)  # while queued (signals not blocked yet): stop before anything ran
     Path(job_dir, READY_FILE).touch()
     try:
         if job.slots:
             slot = wait_for_slot(job)
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
         child = subprocess.Popen(job.argv, stdin=subprocess.DEVNULL, preexec_fn=_default_signals)
         code = child.wait()
     except _Stopped:

@@ -15,7 +15,7 @@ from typing import Callable
 
 from populora.platform import jobs
 
-ACTIVE = ("running", "starting")
+ACTIVE = ("running", "starting", "queued")  # queued: waiting for a launch slot (platform/jobs.py)
 
 
 @dataclass

@@ -202,7 +202,7 @@ class Driver:
                 return jobs.start(argv, name=r.name, env=self.env, root=self.dir / "jobs")
             self.log(f"  {r.key}: starting {r.name}")
             return jobs.launch_training(r.yaml, name=r.name, env=self.env, root=self.dir / "jobs",
-                                        ray_address=self.ray_address)
+                                        ray_address=self.ray_address, slotted=False)  # queue.run bounds it
         return start
 
     def run(self, parallel: int = 1) -> int:
