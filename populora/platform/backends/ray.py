@@ -11,6 +11,8 @@ storage every node sees (NFS, a mounted bucket).
 
 from __future__ import annotations
 
+import signal
+import threading
 from collections import defaultdict
 from pathlib import Path
 
@@ -29,10 +31,15 @@ def init_ray(address: str, num_cpus: int | None = None):
     except ImportError as err:
         raise RayError("Ray is not installed: pip install 'populora[ray]' (or pip install 'ray[default]')") from err
     if not ray.is_initialized():
+        # ray.init installs its own SIGTERM handler (SystemExit); keep the caller's (the trainer's: SIGTERM stops
+        # the run like Ctrl-C, ending it KILLED rather than FAILED)
+        on_sigterm = signal.getsignal(signal.SIGTERM) if threading.current_thread() is threading.main_thread() else None
         if address == "local":
             ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
         else:
             ray.init(address=address, log_to_driver=False)
+        if on_sigterm is not None:
+            signal.signal(signal.SIGTERM, on_sigterm)
     return ray
 
 
