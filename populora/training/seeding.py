@@ -87,6 +87,11 @@ def propose_with_base(backend, buffers: TaskBuffers, tc, counts: dict[str, int],
 
 def _add_validated(verifier, buffers: TaskBuffers, tasks: list[Task]) -> None:
     validate(verifier, tasks, buffers, set())
+    retry = [t for t in tasks if not t.valid]
+    if retry:  # known-good programs: a sandbox worker that died under them (replaced since) gets one more try
+        for t in retry:
+            t.valid, t.reason, t.output, t.outputs = False, "", "", []
+        validate(verifier, retry, buffers, set())
     bad = [f"{t.id} ({t.reason})" for t in tasks if not t.valid]
     if bad:
         raise SeedError(f"built-in seed tasks failed validation in the sandbox: {bad[:3]}")
