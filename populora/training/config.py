@@ -38,7 +38,7 @@ class MatchmakingConfig(Section):
     pfsp: Literal["even", "hard", "uniform"] = Field("even", description="PFSP weighting of P(student beats teacher): even favours 50/50 matches, hard favours stronger teachers")
     pfsp_power: float = Field(2.0, gt=0, description="Exponent p of the 'hard' weighting (1-P)^p")
     rate_unsolved: bool = Field(True, description="Rate tasks no student solved as teacher wins (two-sided, zero-sum); false: the older one-sided rule that leaves them unrated")
-    rate_invalid: bool = Field(True, description="An invalid task is a forfeit: its teacher loses to each matched student (only the teacher's rating moves)")
+    rate_invalid: bool = Field(True, description="An invalid task is a forfeit: its teacher loses one game to a fixed par rating (a new member's) per matched student; only the teacher's rating moves")
 
 
 class TasksConfig(Section):

@@ -67,7 +67,7 @@ class Trainer:
         with _timed(timings, "update"):     # 5. rewards, zero-sum TrueSkill, clipped PG mini-batch steps per adapter
             rates = assign_rewards(tasks, proposals, answers, cfg)
             games = update_ratings(tasks, answers, self.population, pairs, cfg.matchmaking.rate_unsolved,
-                                   cfg.matchmaking.rate_invalid, cfg.tasks.rollouts)
+                                   cfg.matchmaking.rate_invalid)
             train_stats = update(self.backend, proposals + answers, cfg)
 
         replaced = []

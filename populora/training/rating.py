@@ -58,8 +58,8 @@ def play(student, teacher, student_won: bool) -> tuple[Rating, Rating]:
     draw_probability to the observed draw rate barely helps (a draw still shrinks sigma to 6.5-6.6 for any rate
     from 0.05 to 0.7) and keeps the "equal" reading; per-rollout games need no calibration. Rollouts are
     exchangeable, so rating them in sampling order is unbiased (the two orders of a win and a loss mirror each
-    other). Sigma still shrinks with every game, as it should with evidence; every teacher plays its tasks'
-    rollouts (invalid ones as forfeits, see ``scoring.update_ratings``), so game counts stay comparable.
+    other). Sigma still shrinks with every game, as it should with evidence; every teacher is rated on each task it
+    wrote (invalid ones as forfeits, see ``scoring.update_ratings``).
 
     >>> s, t = play(new(), new(), True)
     >>> s.mu > MU > t.mu and s.sigma < SIGMA
@@ -77,16 +77,27 @@ def play(student, teacher, student_won: bool) -> tuple[Rating, Rating]:
     return s, t
 
 
-def forfeit(teacher, student) -> Rating:
-    """The teacher's new rating after forfeiting a game to ``student`` (its task was invalid). Only the teacher
-    moves: beating an invalid task says nothing about the student's skill.
+PAR = Rating(MU, SIGMA)  # the opponent an invalid task is forfeited to: a new member's rating, never updated
 
-    >>> t = forfeit(new(), new())
+
+def forfeit(teacher) -> Rating:
+    """The teacher's new rating after forfeiting one game (its task was invalid) to ``PAR``.
+
+    Why a fixed par opponent and not the matched student: the student did nothing, so the forfeit must not
+    depend on how the student fared in this step's games. Played against the student, a forfeit rated after the
+    teacher had just beaten that student in every rollout was a loss to a far weaker player, the largest surprise
+    TrueSkill knows: it cost more than all the wins had gained, and in the 2T2S demo every teacher's mu sank
+    below 25 whatever it proposed. Against par, a forfeit costs what losing to a new member costs. Only the
+    teacher moves.
+
+    >>> t = forfeit(new())
     >>> t.mu < MU and t.sigma < SIGMA
     True
+    >>> round(forfeit(new(40.0, 2.0)).mu, 1) < 40.0 and forfeit(new(40.0, 2.0)).mu > forfeit(new()).mu
+    True
     """
-    t, s = new(teacher.mu, teacher.sigma), new(student.mu, student.sigma)
-    return trueskill.rate_1vs1(s, t, env=ENV)[1]
+    t = new(teacher.mu, teacher.sigma)
+    return trueskill.rate_1vs1(PAR, t, env=ENV)[1]
 
 
 def inherit(parents: list, widen: float, weights: list[float] | None = None) -> tuple[float, float]:

@@ -27,7 +27,7 @@ def assign_rewards(tasks: list[Task], proposals: list[Rollout], answers: list[Ro
 
 
 def update_ratings(tasks: list[Task], answers: list[Rollout], population: Population, pairs: dict[str, list[str]],
-                   rate_unsolved: bool = True, rate_invalid: bool = True, forfeit_games: int = 1) -> int:
+                   rate_unsolved: bool = True, rate_invalid: bool = True) -> int:
     """Rate every teacher-vs-student outcome of the step (``rating.play``): one zero-sum game per rollout a
     matched student spent on a valid task, won by the student if the answer is correct, by the teacher if not.
     Returns the number of games.
@@ -36,10 +36,12 @@ def update_ratings(tasks: list[Task], answers: list[Rollout], population: Popula
     climb. ``rate_unsolved=False`` keeps the older one-sided rule (such a task may be impossible, so it is not
     rated), under which a teacher can only draw or lose.
 
-    An invalid task is a forfeit (``rate_invalid``): its teacher loses ``forfeit_games`` games (the rollouts the
-    student would have spent on it) to each student ``pairs`` matched it with, and only the teacher moves. Without
-    that, a teacher writing only invalid tasks is never rated and keeps a new member's rating, which evolution
-    (mu - k*sigma) cannot tell from a good teacher's. Self-play (the single-agent baseline plays itself) is not
+    An invalid task is a forfeit (``rate_invalid``): for each student ``pairs`` matched its teacher with, the
+    teacher loses one game to ``rating.PAR`` and only the teacher moves. Without that, a teacher writing only
+    invalid tasks is never rated and keeps a new member's rating, which evolution (mu - k*sigma) cannot tell from
+    a good teacher's. One game per invalid task, not one per rollout: rollouts are the student's samples of a
+    task, and an invalid task reached no student, so it is one fact about its teacher (the first version charged
+    ``rollouts`` forfeits per task: with half the tasks invalid no teacher could ever climb). Self-play (the single-agent baseline plays itself) is not
     rated: it has no opponent.
     """
     outcomes = defaultdict(list)  # (task id, student) -> correct flags, one per rollout
@@ -64,7 +66,6 @@ def update_ratings(tasks: list[Task], answers: list[Rollout], population: Popula
             for student_id in pairs.get(task.teacher, []):
                 if student_id == task.teacher:
                     continue
-                for _ in range(forfeit_games):
-                    teacher.rating = rating.forfeit(teacher, population[student_id])
-                    games += 1
+                teacher.rating = rating.forfeit(teacher)
+                games += 1
     return games

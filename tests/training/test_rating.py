@@ -94,8 +94,8 @@ def test_a_winning_teacher_outranks_one_that_only_plays_even(rate_unsolved):
 def test_an_invalid_task_is_a_forfeit_only_the_teacher_pays():
     pop = _population("T0", "S0", "S1")
     task = _task("t", "T0", valid=False)
-    games = update_ratings([task], [], pop, {"T0": ["S0", "S1"]}, forfeit_games=2)
-    assert games == 4
+    games = update_ratings([task], [], pop, {"T0": ["S0", "S1"]})
+    assert games == 2  # one forfeit per matched student, not one per rollout
     assert pop["T0"].mu < rating.MU and pop["T0"].sigma < rating.SIGMA
     for s in ("S0", "S1"):
         assert (pop[s].mu, pop[s].sigma) == (rating.MU, rating.SIGMA)
@@ -110,9 +110,30 @@ def test_a_teacher_of_only_invalid_tasks_ranks_below_one_whose_tasks_are_solved_
         invalid = [_task(f"x{step}{j}", "T0", valid=False) for j in range(3)]
         valid = [_task(f"v{step}{j}", "T1") for j in range(3)]
         answers = [a for t in valid for a in _answers(t, "S1", [True, False])]
-        update_ratings(invalid + valid, answers, pop, pairs, forfeit_games=2)
+        update_ratings(invalid + valid, answers, pop, pairs)
         assert pop["T0"].conservative(3.0) < pop["T1"].conservative(3.0)
         assert pop["T0"].mu < pop["T1"].mu
+
+
+def test_a_forfeit_costs_the_same_whoever_the_student_is():
+    """The student did nothing on an invalid task: its rating (here crushed by this step's games, or untouched)
+    must not change what the forfeit costs."""
+    crushed, fresh = _population("T0", "S0"), _population("T0", "S0")
+    crushed["S0"].rating = rating.new(10.0, 3.0)
+    for pop in (crushed, fresh):
+        update_ratings([_task("x", "T0", valid=False)], [], pop, {"T0": ["S0"]})
+    assert crushed["T0"].mu == fresh["T0"].mu < rating.MU
+
+
+def test_a_teacher_whose_valid_tasks_beat_the_student_climbs_despite_an_invalid_one():
+    """The demo's typical step: 3 tasks, 2 valid and answered twice each, 1 of the 4 rollouts solved, 1 task
+    invalid. The teacher won 3 of its 4 games and forfeited once: it must end above a new member's mu (before
+    the forfeit was charged per rollout against the just-beaten student, it ended near 21.9)."""
+    pop = _population("T0", "S0")
+    valid = [_task("a", "T0"), _task("b", "T0")]
+    answers = _answers(valid[0], "S0", [True, False]) + _answers(valid[1], "S0", [False, False])
+    update_ratings(valid + [_task("x", "T0", valid=False)], answers, pop, {"T0": ["S0"]})
+    assert pop["T0"].mu > rating.MU > pop["S0"].mu
 
 
 def test_self_play_is_not_rated():
