@@ -19,11 +19,12 @@ import functools
 import json
 import logging
 import os
-import random
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+import tenacity
 
 from populora.platform import runlayout
 
@@ -35,7 +36,10 @@ def tracking_uri() -> str:
 log = logging.getLogger(__name__)
 
 LOCK_TIMEOUT_S = 600.0  # creating a store takes seconds; a holder stuck this long is a bug worth an error
-RETRY_DELAYS_S = (0.1, 0.2, 0.5, 1.0, 2.0, 4.0, 8.0, 8.0, 8.0, 8.0)  # ~40 s in all before the error surfaces
+# Retries of a locked store (tenacity): 0.1 s doubling to 8 s, jittered so writers that collided do not collide
+# again, 11 attempts (~40 s in all) before the error surfaces.
+RETRY_WAIT = tenacity.wait_exponential_jitter(initial=0.1, max=8.0, jitter=0.05)
+RETRY_ATTEMPTS = 11
 _READY: set[str] = set()  # stores this process has already created or checked
 
 
@@ -78,14 +82,14 @@ def is_locked_error(err: BaseException) -> bool:
 
 
 def _retry(fn, *args, **kwargs):
-    for delay in (*RETRY_DELAYS_S, None):
-        try:
-            return fn(*args, **kwargs)
-        except Exception as err:
-            if delay is None or not is_locked_error(err):
-                raise
-            log.info("MLflow store busy (%s): retrying %s in %.1fs", str(err)[:80], getattr(fn, "__name__", fn), delay)
-            time.sleep(delay * (1 + random.random() / 2))  # jitter: writers that collided do not collide again
+    def before_sleep(state: tenacity.RetryCallState) -> None:
+        log.info("MLflow store busy (%s): retrying %s in %.1fs", str(state.outcome.exception())[:80],
+                 getattr(fn, "__name__", fn), state.next_action.sleep)
+
+    retrying = tenacity.Retrying(retry=tenacity.retry_if_exception(is_locked_error), wait=RETRY_WAIT,
+                                 stop=tenacity.stop_after_attempt(RETRY_ATTEMPTS), before_sleep=before_sleep,
+                                 reraise=True)
+    return retrying(fn, *args, **kwargs)
 
 
 class RetryingClient:

@@ -9,6 +9,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+import tenacity
 from conftest import populora_cmd
 
 from populora.platform import runlayout as rl
@@ -24,7 +25,7 @@ def test_locked_writes_are_retried_other_errors_are_not(monkeypatch):
 
     from mlflow.exceptions import MlflowException
 
-    monkeypatch.setattr(tracking, "RETRY_DELAYS_S", (0.0, 0.0, 0.0))
+    monkeypatch.setattr(tracking, "RETRY_WAIT", tenacity.wait_none())
     calls = []
 
     class Inner:
@@ -47,10 +48,12 @@ def test_locked_writes_are_retried_other_errors_are_not(monkeypatch):
     with pytest.raises(MlflowException, match="not found"):
         client.get_run("x")
     assert calls == ["x"]  # not a lock: raised at once
-    monkeypatch.setattr(Inner, "log_batch", lambda self, run_id: (_ for _ in ()).throw(
+    calls.clear()
+    monkeypatch.setattr(Inner, "log_batch", lambda self, run_id: calls.append(run_id) or (_ for _ in ()).throw(
         MlflowException("database is locked")))
     with pytest.raises(MlflowException, match="locked"):  # still locked after every retry: the error surfaces
         client.log_batch("r")
+    assert len(calls) == tracking.RETRY_ATTEMPTS
 
 
 def test_experiment_creation_loses_a_race_gracefully(tmp_path, monkeypatch):
