@@ -10,6 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
+import yaml
+
 from pydantic import Field, model_validator
 
 from populora.evaluation.generation import GenConfig
@@ -84,15 +86,26 @@ class ReportConfig(Section):
         return self
 
 
-def run_model(run_id: str, run_dir: str | Path) -> ModelSource:
-    """The base a training run was trained on: the ``model`` section of the run's own config, the
-    ``config.yaml`` that ``populora train`` writes into the run dir (raises ``ConfigError`` if it is not there)."""
+def run_model(run_id: str, run_dir: str | Path, store: str | None = None) -> ModelSource:
+    """The base a training run was trained on: the ``model`` section of the run's own config, the ``config.yaml``
+    that ``populora train`` writes into the run dir, else (given the run's MLflow ``store`` URI) the copy it logs
+    as an artifact of the run; ``ConfigError`` if neither is there."""
+    from populora.platform import runlayout as rl
     from populora.training import TrainConfig
 
-    path = Path(run_dir) / "config.yaml"
-    if not path.is_file():
+    path = Path(run_dir) / rl.CONFIG_FILE
+    if path.is_file():
+        text, source = path.read_text(), f"config of run {run_id} ({path})"
+    elif store:
+        try:
+            text, source = rl.read_text(store, run_id, rl.CONFIG_FILE), f"config artifact of run {run_id}"
+        except Exception as err:  # MLflow raises several types for a missing artifact
+            raise config_io.ConfigError(
+                f"run {run_id} has no config at {str(path)!r} nor a {rl.CONFIG_FILE} artifact ({str(err)[:100]}); "
+                f"score its adapters with --adapter DIR --model BASE instead") from None
+    else:
         raise config_io.ConfigError(f"run {run_id} has no config at {str(path)!r} (populora train writes <run dir>/"
-                                    f"config.yaml; is the run dir on another machine?); score its adapters with "
+                                    f"{rl.CONFIG_FILE}; is the run dir on another machine?); score its adapters with "
                                     f"--adapter DIR --model BASE instead")
-    cfg = config_io.build(TrainConfig, config_io.read_yaml(path), source=f"config of run {run_id} ({path})")
+    cfg = config_io.build(TrainConfig, yaml.safe_load(text), source=source)
     return ModelSource(**cfg.model.model_dump(include=set(ModelSource.model_fields)))

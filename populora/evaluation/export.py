@@ -110,7 +110,7 @@ def main(args) -> int:
             raise ExportError(f"{out} exists and is not empty; pick a new --out")
         tracker = Tracker()
         run = T.get_run(tracker, args.run)
-        spec = run_model(args.run, run.data.tags.get(rl.RUN_DIR) or ".")  # the base the run's own config names
+        spec = run_model(args.run, run.data.tags.get(rl.RUN_DIR) or ".", tracker.uri)  # the base the run's own config names
         (target,) = T.member_targets(tracker, args.run, args.member)
     except (T.TargetError, ExportError, ConfigError) as err:
         print(f"error: {err}", file=sys.stderr)

@@ -120,9 +120,10 @@ def baseline_targets(tracker, baseline_run: str) -> list[Target]:
             for t in member_targets(tracker, baseline_run, "all")]
 
 
-def _model(run) -> ModelSource:
-    """The base model a run was trained on, from the config in its run dir (``ConfigError`` if missing)."""
-    return run_model(run.info.run_id, run.data.tags.get(runlayout.RUN_DIR) or ".")
+def _model(run, store: str | None = None) -> ModelSource:
+    """The base model a run was trained on, from the config in its run dir or its config artifact in ``store``
+    (``ConfigError`` if neither is there)."""
+    return run_model(run.info.run_id, run.data.tags.get(runlayout.RUN_DIR) or ".", store)
 
 
 def run_targets(tracker, run_id: str, members: str = "all", baseline: str | None = None,
@@ -132,13 +133,13 @@ def run_targets(tracker, run_id: str, members: str = "all", baseline: str | None
     if run.data.tags.get(runlayout.KIND) not in (runlayout.POPULATION, runlayout.BASELINE):
         raise TargetError(f"run {run_id} is not a PopuLoRA training run (tag {runlayout.KIND} is missing); "
                           f"pass the parent run id shown by populora runs")
-    model = _model(run)
+    model = _model(run, getattr(tracker, "uri", None))
     out = member_targets(tracker, run_id, members)
     if run.data.tags.get(runlayout.KIND) == runlayout.BASELINE:
         out = [Target(f"baseline ({t.label})", BASELINE, t.adapter_dir, t.mlflow_run, t.info) for t in out]
     baseline = baseline or run.data.tags.get(runlayout.BASELINE_RUN) or None
     if baseline and baseline != run_id:
-        base_model = _model(get_run(tracker, baseline))
+        base_model = _model(get_run(tracker, baseline), getattr(tracker, "uri", None))
         if base_model != model:
             raise TargetError(f"baseline run {baseline} was trained on {base_model!r}, the population on {model!r}: "
                               f"not comparable")

@@ -112,6 +112,7 @@ EVAL_FOLDER = "eval"
 EVAL_RESULTS = "eval/results.json"
 EVAL_TABLE = "eval/table.json"
 EXPORT_FOLDER = "export"             # member runs: the dir ``populora export --register`` logged
+CONFIG_FILE = "config.yaml"          # the validated config a run trained with: in its run dir and as an artifact
 ERROR_FILE = "error.txt"             # a failed run: the traceback of the error that ended it
 
 # ====================================================================== jobs
@@ -261,6 +262,15 @@ def read_json(store: str, run_id: str, path: str) -> Any:
     with tempfile.TemporaryDirectory() as tmp:
         local = mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path=path, dst_path=tmp, tracking_uri=store)
         return json.loads(Path(local).read_text())
+
+
+def read_text(store: str, run_id: str, path: str) -> str:
+    """A text artifact of a run in the store at URI ``store``; raises if it is missing."""
+    import mlflow
+
+    with tempfile.TemporaryDirectory() as tmp:
+        local = mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path=path, dst_path=tmp, tracking_uri=store)
+        return Path(local).read_text()
 
 
 def table_rows(data: Any) -> tuple[list[str], list[list]]:

@@ -119,7 +119,8 @@ class Tracker:
     """Thin, explicit wrapper: every call names the run it writes to."""
 
     def __init__(self, uri: str | None = None):
-        self.client = client(uri)  # default: the store the environment names (tracking_uri())
+        self.uri = uri or tracking_uri()  # default: the store the environment names
+        self.client = client(self.uri)
 
     # -------------------------------------------------------------- runs
     def experiment_id(self, name: str) -> str:

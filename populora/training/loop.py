@@ -13,6 +13,7 @@ import torch
 import yaml
 
 from populora.platform import config as config_io
+from populora.platform import runlayout as rl
 from populora.platform.backends import BackendConfig, LoraSpec, RaySpec, make_backend
 from populora.training import checkpoint, curriculum, run_log
 from populora.training.buffers import TaskBuffers, buffer_kinds
@@ -120,7 +121,7 @@ class Trainer:
             run_dir = (Path(cfg.output_dir) / log.run_id).resolve()
             run_dir.mkdir(parents=True, exist_ok=True)
             log.describe(cfg, run_dir)
-            (run_dir / "config.yaml").write_text(config_io.dump(cfg))
+            (run_dir / rl.CONFIG_FILE).write_text(config_io.dump(cfg))
             trainer = cls(cfg, log, run_dir)
             trainer._init_population()
             trainer._seed_buffers()

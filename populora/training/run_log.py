@@ -144,11 +144,13 @@ class RunLog:
         return cls(tracker.start_run(cfg.experiment, cfg.name, tags=tags), cfg.experiment, tracker=tracker, new=True)
 
     def describe(self, cfg, run_dir: Path) -> None:
-        """The run's config (all of it, as params) and where its files are; tells the job which run it is."""
+        """The run's config (all of it, as params and as the ``config.yaml`` artifact) and where its files are;
+        tells the job which run it is."""
         self.tracker.set_tags(self.run_id, {rl.RUN_DIR: str(run_dir), rl.PROGRESS: rl.progress(0, cfg.steps),
                                             rl.BASE_MODEL: cfg.model.base, rl.BASELINE_RUN: cfg.baseline_run or "",
                                             rl.TASKS_FORMAT: cfg.tasks.format})
         self.tracker.log_params(self.run_id, config_io.flatten(cfg))
+        self.tracker.log_text(self.run_id, config_io.dump(cfg), rl.CONFIG_FILE)  # eval/export without the run dir
         rl.record_job_run(self.run_id)
 
     def seeded(self, report, buffers) -> None:

@@ -134,3 +134,18 @@ def test_a_runs_base_model_comes_from_its_own_config(tmp_path):
     assert run_model("r1", tmp_path) == ModelSource(base="some/hf-id", gguf_file="w.gguf", dtype="bfloat16")
     with pytest.raises(config_io.ConfigError, match="run r2 has no config at"):
         run_model("r2", tmp_path / "elsewhere")
+
+
+def test_without_its_run_dir_a_runs_config_comes_from_its_artifact(tmp_path):
+    """eval / export on a machine that has the MLflow store but not the run dir read the logged config.yaml."""
+    from populora.evaluation.config import run_model
+    from populora.platform.tracking import Tracker
+    from populora.training import load_config
+
+    tracker = Tracker(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    rid = tracker.start_run("cfg-test", "r")
+    with pytest.raises(config_io.ConfigError, match="nor a config.yaml artifact"):
+        run_model(rid, tmp_path / "gone", tracker.uri)
+    cfg = load_config(None, ["model.base=some/hf-id", "model.dtype=bfloat16"])
+    tracker.log_text(rid, config_io.dump(cfg), "config.yaml")
+    assert run_model(rid, tmp_path / "gone", tracker.uri).base == "some/hf-id"

@@ -82,6 +82,9 @@ def test_two_steps_logged_to_mlflow(mlflow_store, tmp_path):
     assert parent.data.tags["populora.tasks_format"] == "direct"
     assert parent.data.tags["populora.seed_fallback"] in ("none", "code_o", "code_i", "code_o,code_i")
     assert "seed/valid/code_o" in parent.data.metrics
+    # the validated config, as an artifact (eval / export without the run dir) equal to the run dir's copy
+    logged = Path(client.download_artifacts(parent.info.run_id, rl.CONFIG_FILE, str(tmp_path / "cfg"))).read_text()
+    assert logged == (Path(parent.data.tags[rl.RUN_DIR]) / rl.CONFIG_FILE).read_text() and "lora_rank" in logged
     # adapters are standard PEFT dirs, uploaded per member
     alive = [c for c in children if c.data.tags.get(rl.ALIVE) == "true"]
     assert len(alive) == 4
