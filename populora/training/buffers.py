@@ -10,13 +10,12 @@ from collections import deque
 
 import numpy as np
 
-from populora.training.tasks import Task
+from populora.training.tasks import PROGRAM_KINDS, Task
 
 # AZR's seed: the identity on "Hello world" (code_o / code_i), and for code_f the inputs AZR's seed shows.
 AZR_SEED = ("def f(a):\n    return a", "'Hello world'")
 AZR_SEED_CODE_F_INPUTS = ["'Hello world'", "1", "dict(a=1, b=2)", "(1.1, 1.2, 1.3)", "'[[1, 0, 0], [0, 0, 0], [0, 0, 0]]'",
                           "1001101100010001"]
-PROGRAM_KINDS = ("code_o", "code_i")  # kinds whose tasks are a program written by the teacher
 
 # The fallback when the base model proposes nothing valid: a few more shapes than AZR's one seed.
 SEED_PROGRAMS: list[tuple[str, str]] = [

@@ -15,10 +15,11 @@ from typing import TYPE_CHECKING
 
 from radon.complexity import cc_visit
 
+from populora.training.tasks import KINDS
+
 if TYPE_CHECKING:
     from populora.training.tasks import Task
 
-WRITES_PROGRAM = ("code_o", "code_i")  # kinds whose teacher writes the program (code_f: the inputs only)
 SEED_TEACHER = "seed"                  # Task.teacher of the seed buffer's tasks
 
 
@@ -96,7 +97,7 @@ def wrote_program(task: "Task") -> bool:
     ...  [("code_o", "T0"), ("code_i", "T1"), ("code_f", "T0"), ("code_o", "seed")]]
     [True, True, False, False]
     """
-    return task.kind in WRITES_PROGRAM and task.teacher != SEED_TEACHER
+    return KINDS[task.kind].writes_program and task.teacher != SEED_TEACHER
 
 
 def measure(program: str, seen_structures: set[str]) -> dict[str, float]:

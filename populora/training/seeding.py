@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from populora.platform.backends import BASE
-from populora.training.buffers import AZR_SEED, PROGRAM_KINDS, SEED_PROGRAMS, TaskBuffers, seed_tasks
-from populora.training.tasks import KINDS, Task
+from populora.training.buffers import AZR_SEED, SEED_PROGRAMS, TaskBuffers, seed_tasks
+from populora.training.tasks import KINDS, PROGRAM_KINDS, Task
 from populora.training.tasks.prompts import stop
 from populora.training.validate import validate
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from populora.platform.verifier import Validate
 from populora.training import curriculum
 from populora.training.buffers import TaskBuffers
-from populora.training.tasks import Task, code_f
+from populora.training.tasks import KINDS, Task
 
 
 def validate(verifier, tasks: list[Task], buffers: TaskBuffers, seen_structures: set[str]) -> None:
@@ -15,7 +15,7 @@ def validate(verifier, tasks: list[Task], buffers: TaskBuffers, seen_structures:
     for task in tasks:
         if task.reason:  # already a format failure
             continue
-        for x in (task.inputs if task.kind == "code_f" else [task.input]):
+        for x in KINDS[task.kind].validation_inputs(task):
             requests.append(Validate(task.program, x))
             owners.append((task, x))
     verdicts = verifier.check_many(requests) if requests else []
@@ -25,17 +25,9 @@ def validate(verifier, tasks: list[Task], buffers: TaskBuffers, seen_structures:
     for task in tasks:
         if task.reason:
             continue
-        _apply(task, results.get(task.id, []))
+        KINDS[task.kind].judge_validation(task, results.get(task.id, []))
         if task.valid:
             if curriculum.wrote_program(task):  # metrics of what the teacher wrote, not of re-sampled programs
                 task.metrics = curriculum.measure(task.program, seen_structures)
             buffers.add(task)
 
-
-def _apply(task: Task, checked: list) -> None:
-    if task.kind != "code_f":
-        (_, verdict), = checked
-        task.valid, task.output = verdict.valid, verdict.output or ""
-        task.reason = "ok" if verdict.valid else f"{verdict.status}: {verdict.reason}"[:300]
-        return
-    code_f.judge_inputs(task, checked)

@@ -7,5 +7,6 @@ from populora.training.tasks.code_o import CodeO
 from populora.training.tasks.task import Task, TaskKind
 
 KINDS: dict[str, TaskKind] = {k.name: k for k in (CodeO(), CodeI(), CodeF())}
+PROGRAM_KINDS = tuple(name for name, k in KINDS.items() if k.writes_program)  # code_o, code_i
 
-__all__ = ["KINDS", "Task", "TaskKind"]
+__all__ = ["KINDS", "PROGRAM_KINDS", "Task", "TaskKind"]

@@ -153,6 +153,7 @@ def check(program: str, inputs: list[str], answer: str, outputs: list[str] | Non
 
 class CodeF(TaskKind):
     name, json_keys = KIND, ("program", "inputs", "answer")
+    writes_program = False
 
     def teacher_prompt(self, task, buffers, rng, cfg) -> Prompt:
         source = buffers.programs(rng)  # the teacher writes inputs for a program from the buffers
@@ -173,3 +174,9 @@ class CodeF(TaskKind):
 
     def check_json(self, record) -> Check:
         return check(record["program"], list(record["inputs"]), record["answer"], record.get("outputs"))
+
+    def validation_inputs(self, task) -> list[str]:
+        return list(task.inputs)  # every input must run: the gold outputs of the shown and the held-out ones
+
+    def judge_validation(self, task, checked) -> None:
+        judge_inputs(task, checked)

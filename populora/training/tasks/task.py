@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import numpy as np
 
-    from populora.platform.verifier import Check
+    from populora.platform.verifier import Check, Verdict
     from populora.training.buffers import TaskBuffers
     from populora.training.config import TasksConfig
 
@@ -60,6 +60,7 @@ class TaskKind(ABC):
 
     name: str                    # code_o | code_i | code_f
     json_keys: tuple[str, ...]   # the fields of this kind's TASK.json (``populora sandbox check``)
+    writes_program: bool = True  # the teacher writes the program (code_f: it writes inputs for a buffered one)
 
     @abstractmethod
     def teacher_prompt(self, task: Task, buffers: TaskBuffers, rng: np.random.Generator,
@@ -87,3 +88,14 @@ class TaskKind(ABC):
     @abstractmethod
     def check_json(self, record: dict) -> Check:
         """The same job from a TASK.json record holding :attr:`json_keys`."""
+
+    def validation_inputs(self, task: Task) -> list[str]:
+        """The inputs the validate phase runs the proposed program on (one sandbox job each): the one input."""
+        return [task.input]
+
+    def judge_validation(self, task: Task, checked: list[tuple[str, Verdict]]) -> None:
+        """Validity and gold output(s) of ``task`` from the sandbox's verdict on each validation input: the
+        program ran, deterministically, and its output is the gold one."""
+        (_, verdict), = checked
+        task.valid, task.output = verdict.valid, verdict.output or ""
+        task.reason = "ok" if verdict.valid else f"{verdict.status}: {verdict.reason}"[:300]
