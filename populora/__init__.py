@@ -1,3 +1,7 @@
 """PopuLoRA: population-based self-play post-training of LLMs with LoRA adapters."""
 
+from populora.platform import threads as _threads
+
+_threads.configure()  # before anything imports torch: idle OpenMP threads sleep instead of spinning (see there)
+
 __version__ = "0.1.0"

@@ -6,7 +6,7 @@
     populora runs
     populora prompts --config FILE [--kind K] [--role teacher|student] [--json]
     populora sandbox exec PROGRAM.py | sandbox check TASK.json
-    populora bench lora|step|evolve|verifier|eval|all [--json]
+    populora bench lora|step|evolve|verifier|eval|threads|all [--json]
     populora eval --run RUN_ID | populora report --run RUN_ID | populora data verify|fetch
     populora ui [--host H] [--port P]
 """
@@ -137,7 +137,7 @@ def _sandbox(argv: list[str]) -> int:
     return sandbox_main(argv)
 
 
-BENCHES = ("lora", "step", "evolve", "verifier", "eval")
+BENCHES = ("lora", "step", "evolve", "verifier", "eval", "threads")
 
 
 def _bench(argv: list[str]) -> int:
@@ -174,6 +174,10 @@ def _run_bench(name: str, tiny: bool) -> dict:
         return bench.bench_step(tiny=tiny)
     if name == "evolve":
         return bench.bench_evolve()
+    if name == "threads":
+        from populora.platform.threads import bench_wait_policy
+
+        return bench_wait_policy()
     from populora.platform.sandbox.bench import bench_verifier
 
     return bench_verifier()
@@ -246,7 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("prompts", help="print the prompts a run would send (populora prompts --config FILE [--json])", add_help=False)
     sub.add_parser("data", help="benchmark data: populora data verify|fetch [--data-dir DIR]", add_help=False)
     sub.add_parser("sandbox", help="run or check a program in the sandbox (see: populora sandbox --help)", add_help=False)
-    sub.add_parser("bench", help="benchmarks: populora bench lora|step|evolve|verifier|eval|all [--json]", add_help=False)
+    sub.add_parser("bench", help="benchmarks: populora bench lora|step|evolve|verifier|eval|threads|all [--json]", add_help=False)
     sub.add_parser("eval", help="score a run's adapters on the ten benchmarks (populora eval --help)", add_help=False)
     sub.add_parser("report", help="member-vs-baseline table of an evaluated run", add_help=False)
     sub.add_parser("ui", help="serve the web UI on 127.0.0.1:8501 (populora ui --help)", add_help=False)
