@@ -56,7 +56,7 @@ def _lock_down(worker, req: dict) -> None:
     if os.getppid() != worker.pid:
         os._exit(122)
     if worker.fprog is not None:
-        iso.load_seccomp(worker.fprog)
+        iso.load_seccomp(worker.fprog, nnp=False)  # no_new_privs: set on the worker, inherited, never cleared
     else:
         iso.prctl(iso.PR_SET_NO_NEW_PRIVS, 1)
     sys.stdin, sys.stdout, sys.stderr = worker.streams

@@ -228,9 +228,12 @@ def make_fprog(bpf: bytes):
     return _SockFprog(len(bpf) // 8, ctypes.cast(buf, ctypes.c_void_p)), buf
 
 
-def load_seccomp(fprog) -> None:
-    """``fprog``: from :func:`make_fprog`, or its address (``ctypes.addressof``), as the worker pre-computes it."""
-    prctl(PR_SET_NO_NEW_PRIVS, 1)
+def load_seccomp(fprog, nnp: bool = True) -> None:
+    """``fprog``: from :func:`make_fprog`, or its address (``ctypes.addressof``), as the worker pre-computes it.
+    ``nnp=False`` when no_new_privs is already set (the worker sets it on itself once; children inherit it and
+    nothing can clear it): without it the kernel refuses the filter (EACCES), so a mistake fails closed."""
+    if nnp:
+        prctl(PR_SET_NO_NEW_PRIVS, 1)
     prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, fprog if type(fprog) is int else ctypes.addressof(fprog))
 
 

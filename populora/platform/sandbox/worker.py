@@ -263,6 +263,9 @@ def main() -> None:
     if layers.get("pidns") == "on":
         _lead_pid_namespace()
     signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGCHLD])
+    # once for the worker and, inherited, every child (the worker never execs): a child's seccomp load is then
+    # one prctl, and without it the kernel would refuse that filter, so the child fails closed
+    iso.prctl(iso.PR_SET_NO_NEW_PRIVS, 1)
     for name in preload:
         __import__(name)
     worker = Worker(scratch_base, io_dir, layers, uid, disable, slots)
