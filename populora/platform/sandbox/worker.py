@@ -3,16 +3,17 @@
 Started once by :class:`populora.platform.sandbox.pool.Sandbox` (never forked from the trainer, which holds torch and
 threads), it enters its own (user,) network, IPC, mount and pid namespaces, pre-imports the modules programs may use (the child
 is chrooted into an empty dir, so these are the only importable modules), compiles the seccomp filter, and
-then serves one JSON request per line, answering one JSON line.
+then serves one JSON request per line (one execution, or a batch of them, each in its own io slot and its own
+child), answering one JSON line.
 
 Per request: fork; the child sets rlimits, a new session, chroots into an empty scratch dir, drops to the
 worker's own unprivileged uid (root) or drops every capability (user namespace), loads seccomp and runs the program (``child.py``); the worker enforces
 the wall clock, SIGKILLs the child's process group and deletes the scratch dir.
 
 Speed: a fork costs ~0.5 ms of kernel time here, and every page the child touches costs a copy-on-write fault,
-so the worker prepares everything once (file descriptors 0-3 are the child's stdin/stdout/stderr/result files,
-the std streams are pre-built, the environment is already empty, the gc is frozen) and the child only runs
-syscalls.
+so the worker prepares everything once (file descriptors 0-4 are the child's stdin/stdout/stderr/result/program
+files, the std streams are pre-built, the environment is already empty, no_new_privs is set, the seccomp filter
+and the rlimits are built, the gc is frozen) and the child only runs syscalls.
 """
 
 from __future__ import annotations
