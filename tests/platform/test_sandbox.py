@@ -101,6 +101,19 @@ def test_recycling_and_reopen():
     assert get_sandbox() is get_sandbox()
 
 
+def test_a_worker_dying_under_a_batch_fails_that_batch_and_is_replaced():
+    with Sandbox(workers=1, batch=4, timeout_s=1.5) as s:
+        dying = s._all[0].proc
+        threading.Timer(0.5, dying.kill).start()  # the trainer's handle; the worker inside dies with it
+        # 4 executions, 1 worker: two batches of 2 (every worker gets about two); the first dies with its worker,
+        # the second runs on the replacement
+        results = s.execute_many([ExecRequest("while True:\n    pass")] * 4)
+        assert [r.status for r in results] == ["killed", "killed", "timeout", "timeout"]
+        assert all("worker died or hung; replaced" in r.stderr for r in results[:2])
+        assert s._all[0].proc is not dying
+        assert [r.stdout for r in s.run_many(["print(9)"] * 6)] == ["9\n"] * 6
+
+
 # --------------------------------------------------------------------------------------- adversarial
 
 
