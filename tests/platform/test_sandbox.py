@@ -101,6 +101,19 @@ def test_recycling_and_reopen():
     assert get_sandbox() is get_sandbox()
 
 
+def test_a_worker_dying_under_a_batch_fails_that_batch_and_is_replaced():
+    with Sandbox(workers=1, batch=4, timeout_s=1.5) as s:
+        dying = s._all[0].proc
+        threading.Timer(0.5, dying.kill).start()  # the trainer's handle; the worker inside dies with it
+        # 4 executions, 1 worker: two batches of 2 (every worker gets about two); the first dies with its worker,
+        # the second runs on the replacement
+        results = s.execute_many([ExecRequest("while True:\n    pass")] * 4)
+        assert [r.status for r in results] == ["killed", "killed", "timeout", "timeout"]
+        assert all("worker died or hung; replaced" in r.stderr for r in results[:2])
+        assert s._all[0].proc is not dying
+        assert [r.stdout for r in s.run_many(["print(9)"] * 6)] == ["9\n"] * 6
+
+
 # --------------------------------------------------------------------------------------- adversarial
 
 
@@ -268,6 +281,35 @@ def test_no_other_processes_visible(sb):
     r = sb.run("import os\nprint(os.getpid() > 1, os.getppid())\nfor pid in (2, 3, 4, 5):\n"
                "    try:\n        os.kill(pid, 0); print('SEEN', pid)\n    except OSError as e:\n        pass")
     assert r.stdout == "True 1\n" and "SEEN" not in r.stdout, r
+
+
+def test_a_batch_keeps_every_execution_apart(sb):
+    """execute_many sends several executions to a worker in one round trip (one io slot each): every one still
+    gets its own stdin, outputs, status and fresh child, and none can reach another's files."""
+    token = os.urandom(8).hex()
+    probe = ("import os\nopen_fds = []\nfor fd in range(3, 256):\n    try:\n        os.fstat(fd)\n"
+             "        open_fds.append(fd)\n    except OSError:\n        pass\nprint(open_fds, input())")
+    reqs = []
+    for i in range(12):
+        kind = i % 4
+        reqs.append(ExecRequest(probe, stdin=f"in{i}\n") if kind == 0 else
+                    ExecRequest(f"print('{token}{i}'); open('x', 'w').write('{token}')") if kind == 1 else
+                    ExecRequest("while True: pass", timeout_s=0.5) if kind == 2 else
+                    ExecRequest("def f(x):\n    return x * 2", call=str(i)))
+    sb_batched = sb.batch
+    results = sb.execute_many(reqs)
+    assert sb_batched > 1 and len(results) == len(reqs)
+    for i, r in enumerate(results):
+        kind = i % 4
+        if kind == 0:  # only stdin/stdout/stderr (+ the result file, fd 3): no other slot's files, its own stdin
+            assert (r.status, r.stdout) == ("ok", f"[3] in{i}\n"), r
+        elif kind == 1:
+            assert (r.status, r.stdout) == ("ok", f"{token}{i}\n"), r
+        elif kind == 2:
+            assert r.status == "timeout", r
+        else:
+            assert (r.status, r.value) == ("ok", str(2 * i)), r
+    assert_clean(sb)
 
 
 def test_execresult_json_roundtrip():

@@ -11,7 +11,6 @@ from __future__ import annotations
 import builtins
 import json
 import linecache
-import math
 import os
 import signal
 import sys
@@ -45,8 +44,7 @@ def _lock_down(worker, req: dict) -> None:
     os.setsid()  # own process group: the worker SIGKILLs the whole group afterwards
     req["program"] = os.pread(4, os.fstat(4).st_size, 0).decode("utf-8", errors="replace")
     os.closerange(4, 1 << 16)  # nothing of the worker (its pipes to the trainer) stays reachable
-    fsize = max(int(req["max_output"]), int(req.get("max_value", 1 << 20))) + 1
-    iso.set_limits(math.ceil(float(req["timeout_s"])) + 1, int(req["memory_mb"]), fsize)
+    iso.set_limits(worker.limits)  # built by the worker before the fork
     os.chdir(worker.root)
     if worker.root_ok or worker.userns:
         os.chroot(".")  # the empty scratch dir becomes "/": nothing outside it can be named
@@ -58,7 +56,7 @@ def _lock_down(worker, req: dict) -> None:
     if os.getppid() != worker.pid:
         os._exit(122)
     if worker.fprog is not None:
-        iso.load_seccomp(worker.fprog)
+        iso.load_seccomp(worker.fprog, nnp=False)  # no_new_privs: set on the worker, inherited, never cleared
     else:
         iso.prctl(iso.PR_SET_NO_NEW_PRIVS, 1)
     sys.stdin, sys.stdout, sys.stderr = worker.streams

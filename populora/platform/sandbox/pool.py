@@ -33,7 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from populora.platform.sandbox.worker import IO_FILES
+from populora.platform.sandbox.worker import IO_FILES, MAX_SLOTS
 
 log = logging.getLogger(__name__)
 
@@ -143,13 +143,15 @@ def _status(how: str, code: int, res: dict, over: bool) -> str:
 class _WorkerProc:
     """The trainer's handle on one worker process: send a request line, read the reply line."""
 
-    def __init__(self, tmpfs_mb: int, disable: tuple[str, ...] = (), preload: tuple[str, ...] = ()):
+    def __init__(self, tmpfs_mb: int, disable: tuple[str, ...] = (), preload: tuple[str, ...] = (),
+                 slots: int = 1):
         owner = f"{_PREFIX}{os.getpid()}-"  # lets a later sandbox remove these if we die without closing
         self.base = tempfile.mkdtemp(prefix=owner)  # the worker mounts its scratch tmpfs here
         os.chmod(self.base, 0o711)
         self.io_dir = tempfile.mkdtemp(prefix=owner + "io-")  # 0700: only we and the worker (root)
-        self.fds = {name: os.open(os.path.join(self.io_dir, name), os.O_RDWR | os.O_CREAT, 0o600)
-                    for name in IO_FILES}
+        self.slots = slots  # io slots: how many executions one request (a batch) may carry
+        self.fds = [{name: os.open(os.path.join(self.io_dir, f"{slot}{name}"), os.O_RDWR | os.O_CREAT, 0o600)
+                     for name in IO_FILES} for slot in range(slots)]
         env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0",  # same str hashes everywhere
                "MALLOC_ARENA_MAX": "2", "PYTHONDONTWRITEBYTECODE": "1",  # threads must not reserve 64 MB arenas
                # a preloaded numpy must not start BLAS threads: the worker forks, so it must stay single-threaded
@@ -158,7 +160,7 @@ class _WorkerProc:
         path = [_REPO_ROOT] + ([p for p in sys.path if p and os.path.isdir(p)] if preload else [])
         code = f"import sys; sys.path[:0] = {path!r}; from populora.platform.sandbox.worker import main; main()"
         self.proc = subprocess.Popen([sys.executable, "-S", "-s", "-c", code, self.base, self.io_dir, str(tmpfs_mb),
-                                      ",".join(disable), ",".join(preload)],
+                                      ",".join(disable), ",".join(preload), str(slots)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, cwd="/",
                                      start_new_session=True)
         self.buf, self.tasks, self.ready, self.sizes = b"", 0, None, {}
@@ -184,27 +186,45 @@ class _WorkerProc:
 
     def request(self, req: dict, program: str, stdin: str) -> dict | None:
         """Run one execution; the result fields, or None if the worker died or hung (the caller replaces it)."""
-        for name, text in (("prog", program), ("in", stdin)):
-            data = text.encode("utf-8", errors="surrogatepass")
-            # the child opens both read-only; fstat still checks, so no earlier run's text reaches this one
-            if data or self.sizes.get(name) or os.fstat(self.fds[name]).st_size:
-                os.ftruncate(self.fds[name], 0)
-                os.pwrite(self.fds[name], data, 0)
-                self.sizes[name] = len(data)
+        replies = self.request_batch([(req, program, stdin)])
+        return None if replies is None else replies[0]
+
+    def request_batch(self, items: list[tuple[dict, str, str]]) -> list[dict] | None:
+        """Run up to ``slots`` executions, each in its own fresh child, in one round trip; their result fields
+        in order, or None if the worker died or hung (the caller replaces it)."""
+        assert 0 < len(items) <= self.slots, (len(items), self.slots)
+        wire = []
+        for slot, (req, program, stdin) in enumerate(items):
+            fds = self.fds[slot]
+            for name, text in (("prog", program), ("in", stdin)):
+                data = text.encode("utf-8", errors="surrogatepass")
+                # the child opens both read-only; fstat still checks, so no earlier run's text reaches this one
+                if data or self.sizes.get((slot, name)) or os.fstat(fds[name]).st_size:
+                    os.ftruncate(fds[name], 0)
+                    os.pwrite(fds[name], data, 0)
+                    self.sizes[(slot, name)] = len(data)
+            wire.append(dict(req, slot=slot))
         try:
-            self.proc.stdin.write(json.dumps(req).encode() + b"\n")
+            self.proc.stdin.write(json.dumps({"batch": wire} if len(wire) > 1 else wire[0]).encode() + b"\n")
             self.proc.stdin.flush()
         except (BrokenPipeError, OSError):
             return None
-        self.tasks += 1
-        line = self._readline(float(req["timeout_s"]) + 30.0)  # the worker enforces the real deadline
+        self.tasks += len(items)
+        # the worker enforces the real deadlines, one after the other
+        line = self._readline(sum(float(r["timeout_s"]) for r in wire) + 30.0)
         if line is None:
             return None
         reply = json.loads(line)
-        if reply["how"] == "error":
-            return {"status": "killed", "stdout": "", "stderr": "[sandbox] worker error: " + reply["error"],
-                    "returncode": None, "wall_s": 0.0}
-        return self._collect(reply, req)
+        replies = reply["batch"] if len(wire) > 1 else [reply]
+        if len(replies) != len(wire):
+            return None
+        return [self._error(r) if r["how"] == "error" else self._collect(r, req, slot)
+                for slot, (r, req) in enumerate(zip(replies, wire))]
+
+    @staticmethod
+    def _error(reply: dict) -> dict:
+        return {"status": "killed", "stdout": "", "stderr": "[sandbox] worker error: " + reply["error"],
+                "returncode": None, "wall_s": 0.0}
 
     def fork_exit(self, n: int) -> float:
         """Seconds the worker took for ``n`` bare fork + exit of itself (the benchmark's floor)."""
@@ -215,11 +235,11 @@ class _WorkerProc:
             raise RuntimeError("sandbox worker died or hung during fork_exit")
         return float(json.loads(line)["wall_s"])
 
-    def _collect(self, reply: dict, req: dict) -> dict:
+    def _collect(self, reply: dict, req: dict, slot: int = 0) -> dict:
         """Read (and reset) the child's output files, and decide the status."""
-        limit = int(req["max_output"])
-        (out, out_over), (err, err_over) = _read(self.fds["out"], limit), _read(self.fds["err"], limit)
-        res_raw, _ = _read(self.fds["res"], int(req["max_value"]))
+        limit, fds = int(req["max_output"]), self.fds[slot]
+        (out, out_over), (err, err_over) = _read(fds["out"], limit), _read(fds["err"], limit)
+        res_raw, _ = _read(fds["res"], int(req["max_value"]))
         try:
             res = json.loads(res_raw) if res_raw else {}
         except ValueError:  # the program scribbled on the result file: it gets no value
@@ -246,8 +266,9 @@ class _WorkerProc:
             self.proc.wait()
         finally:
             self.proc.stdout.close()
-            for fd in self.fds.values():
-                os.close(fd)
+            for fds in self.fds:
+                for fd in fds.values():
+                    os.close(fd)
             shutil.rmtree(self.base, ignore_errors=True)
             shutil.rmtree(self.io_dir, ignore_errors=True)
 
@@ -258,17 +279,19 @@ class Sandbox:
     def __init__(self, workers: int | None = None, timeout_s: float = 5.0, memory_mb: int = 512,
                  max_output_bytes: int = 65536, *, max_value_bytes: int = 1 << 20,
                  max_tasks_per_worker: int = 10_000, scratch_mb: int = 64, disable_layers: tuple[str, ...] = (),
-                 allow_unconfined: bool | None = None, preload: tuple[str, ...] = ()):
+                 allow_unconfined: bool | None = None, preload: tuple[str, ...] = (), batch: int = 8):
         """``disable_layers=("seccomp",)`` (or ``"userns"``) exercises the fallback path (tests, debugging);
         ``allow_unconfined`` (default: :func:`allow_unconfined_default`) lets the pool run without an essential
         layer; ``preload``: extra modules the workers import for the programs (a chrooted program can import
-        nothing else), e.g. numpy for benchmark solutions."""
+        nothing else), e.g. numpy for benchmark solutions; ``batch``: at most this many executions of
+        :meth:`execute_many` go to a worker in one round trip (each still in its own fresh child)."""
         # two workers per core: while one waits on the trainer's pipe the other forks, so the cores stay busy
         self.n_workers = workers or 2 * (os.cpu_count() or 1)
         self.timeout_s, self.memory_mb = timeout_s, memory_mb
         self.max_output_bytes, self.max_value_bytes = max_output_bytes, max_value_bytes
         self.max_tasks_per_worker, self.scratch_mb = max_tasks_per_worker, scratch_mb
         self.disable_layers, self.preload = tuple(disable_layers), tuple(preload)
+        self.batch = max(1, min(MAX_SLOTS, int(batch)))
         self.allow_unconfined = allow_unconfined_default() if allow_unconfined is None else allow_unconfined
         self._idle: queue.Queue[_WorkerProc] = queue.Queue()
         self._all: list[_WorkerProc] = []
@@ -290,7 +313,7 @@ class Sandbox:
         self.unconfined = sorted(missing_essentials(self.layers))  # [] when fully confined
 
     def _spawn(self) -> _WorkerProc:
-        return _WorkerProc(self.scratch_mb, self.disable_layers, self.preload)
+        return _WorkerProc(self.scratch_mb, self.disable_layers, self.preload, self.batch)
 
     def _adopt(self, proc: _WorkerProc) -> None:
         layers = proc.wait_ready()["layers"]
@@ -318,21 +341,32 @@ class Sandbox:
                 "max_output": self.max_output_bytes, "max_value": self.max_value_bytes}
 
     def execute(self, request: ExecRequest) -> ExecResult:
+        return self._execute_batch([request])[0]
+
+    def _execute_batch(self, requests: list[ExecRequest]) -> list[ExecResult]:
         if self._closed:
             raise RuntimeError("Sandbox is closed")
         proc = self._idle.get()
-        reply = proc.request(self._wire(request), request.program, request.stdin)
-        if reply is None or proc.tasks >= self.max_tasks_per_worker:
+        replies = proc.request_batch([(self._wire(r), r.program, r.stdin) for r in requests])
+        if replies is None or proc.tasks >= self.max_tasks_per_worker:
             self._retire(proc)  # recycled, or dead/hung: a fresh worker takes its place
         else:
             self._idle.put(proc)
-        if reply is None:
-            return ExecResult("killed", "", "[sandbox] worker died or hung; replaced", None, 0.0)
-        values = reply.pop("values", None)
-        return ExecResult(**reply, value=values[0] if values else None, values=values)
+        if replies is None:
+            return [ExecResult("killed", "", "[sandbox] worker died or hung; replaced", None, 0.0) for _ in requests]
+        results = []
+        for reply in replies:
+            values = reply.pop("values", None)
+            results.append(ExecResult(**reply, value=values[0] if values else None, values=values))
+        return results
 
     def execute_many(self, requests: list[ExecRequest]) -> list[ExecResult]:
-        return list(self._pool.map(self.execute, requests))
+        """Concurrently across the workers, in batches of up to ``batch`` per round trip (small enough that every
+        worker gets about two); results in the order of ``requests``."""
+        requests = list(requests)
+        size = max(1, min(self.batch, -(-len(requests) // (2 * self.n_workers))))
+        chunks = [requests[i:i + size] for i in range(0, len(requests), size)]
+        return [r for chunk in self._pool.map(self._execute_batch, chunks) for r in chunk]
 
     def run(self, program: str, *, stdin: str = "", timeout_s: float | None = None,
             memory_mb: int | None = None) -> ExecResult:

@@ -3,23 +3,26 @@
 Started once by :class:`populora.platform.sandbox.pool.Sandbox` (never forked from the trainer, which holds torch and
 threads), it enters its own (user,) network, IPC, mount and pid namespaces, pre-imports the modules programs may use (the child
 is chrooted into an empty dir, so these are the only importable modules), compiles the seccomp filter, and
-then serves one JSON request per line, answering one JSON line.
+then serves one JSON request per line (one execution, or a batch of them, each in its own io slot and its own
+child), answering one JSON line.
 
 Per request: fork; the child sets rlimits, a new session, chroots into an empty scratch dir, drops to the
 worker's own unprivileged uid (root) or drops every capability (user namespace), loads seccomp and runs the program (``child.py``); the worker enforces
 the wall clock, SIGKILLs the child's process group and deletes the scratch dir.
 
 Speed: a fork costs ~0.5 ms of kernel time here, and every page the child touches costs a copy-on-write fault,
-so the worker prepares everything once (file descriptors 0-3 are the child's stdin/stdout/stderr/result files,
-the std streams are pre-built, the environment is already empty, the gc is frozen) and the child only runs
-syscalls.
+so the worker prepares everything once (file descriptors 0-4 are the child's stdin/stdout/stderr/result/program
+files, the std streams are pre-built, the environment is already empty, no_new_privs is set, the seccomp filter
+and the rlimits are built, the gc is frozen) and the child only runs syscalls.
 """
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import io
 import json
+import math
 import os
 import shutil
 import signal
@@ -42,11 +45,13 @@ UID_BASE = 1_000_000  # worker uid = UID_BASE + worker pid: unique among live wo
 _PROTO_IN, _PROTO_OUT, _LOG = 100, 101, 102  # the trainer's pipes, moved out of the child's way
 IO_FILES = ("in", "out", "err", "res", "prog")  # the child's fds 0-4, in this order
 _STDIN, _RESULT, PROGRAM_FD = 0, 3, 4
+SLOT_FD = 10  # the io slots' files: fds 10 .. 10 + 5 * slots - 1, below the trainer's pipes
+MAX_SLOTS = 16
 
 
 class Worker:
     def __init__(self, scratch_base: str, io_dir: str, layers: dict[str, str], uid: int,
-                 disable: tuple[str, ...] = ()):
+                 disable: tuple[str, ...] = (), slots: int = 1):
         self.base, self.pid = scratch_base, os.getpid()  # pid 1 when the worker leads its own pid namespace
         self.layers = layers
         self.root_ok = os.geteuid() == 0
@@ -59,28 +64,36 @@ class Worker:
         if "seccomp" in disable:
             self.layers["seccomp"] = "off: disabled by Sandbox(disable_layers=...)"
         self.root = os.path.join(scratch_base, "root")
-        self._open_io(io_dir)
+        self.limits, self._limits_key = (), None
+        self._open_io(io_dir, slots)
 
     def _seccomp(self):
         try:
             self._fprog_keep = iso.make_fprog(iso.compile_seccomp())
             self.layers["seccomp"] = "on"
-            return self._fprog_keep[0]
+            return ctypes.addressof(self._fprog_keep[0])  # what the child's prctl takes, computed once
         except (OSError, AttributeError) as e:
             self.layers["seccomp"] = f"off: {e}"
             return None
 
-    def _open_io(self, io_dir: str) -> None:
-        """fds 0-4 become the child's stdin, stdout, stderr, result and program files. The trainer writes the
-        program and stdin and reads the outputs itself, so no program text, output or value ever passes
-        through this long-lived process, where a later program could dig it out of memory."""
-        for fd, name in enumerate(IO_FILES):
-            # stdin and the program are read-only for the child: nothing it writes there reaches the next one
-            mode = os.O_RDONLY if fd in (_STDIN, PROGRAM_FD) else os.O_RDWR | (os.O_APPEND if fd in (1, 2) else 0)
-            opened = os.open(os.path.join(io_dir, name), mode)
-            if opened != fd:
-                os.dup2(opened, fd)
-                os.close(opened)
+    def _open_io(self, io_dir: str, slots: int) -> None:
+        """Each of the ``slots`` (one per execution of a batch) has its stdin, stdout, stderr, result and program
+        files, held at fds ``SLOT_FD + 5 * slot + (0..4)``; before each fork the slot's files become fds 0-4,
+        the child's stdin, stdout, stderr, result and program files, and the child closes every fd above 3
+        before the program runs. The trainer writes the program and stdin and reads the outputs itself, so no
+        program text, output or value ever passes through this long-lived process, where a later program could
+        dig it out of memory."""
+        for slot in range(slots):
+            for i, name in enumerate(IO_FILES):
+                # stdin and the program are read-only for the child: nothing it writes there reaches the next one
+                mode = os.O_RDONLY if i in (_STDIN, PROGRAM_FD) else os.O_RDWR | (os.O_APPEND if i in (1, 2) else 0)
+                opened = os.open(os.path.join(io_dir, f"{slot}{name}"), mode)
+                fd = SLOT_FD + len(IO_FILES) * slot + i
+                if opened != fd:
+                    os.dup2(opened, fd)
+                    os.close(opened)
+        self.slots, self.slot = slots, -1
+        self._use_slot(0)
         self.streams = (
             io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8", errors="replace"),
             io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="backslashreplace"),
@@ -88,7 +101,22 @@ class Worker:
                              line_buffering=True),
         )
 
+    def _use_slot(self, slot: int) -> None:
+        if slot != self.slot:
+            if not 0 <= slot < self.slots:
+                raise ValueError(f"no io slot {slot}")
+            base = SLOT_FD + len(IO_FILES) * slot
+            for i in range(len(IO_FILES)):
+                os.dup2(base + i, i)
+            self.slot = slot
+
     def _prepare(self, req: dict) -> None:
+        self._use_slot(int(req.get("slot", 0)))
+        key = (req["timeout_s"], req["memory_mb"], req["max_output"], req.get("max_value", 1 << 20))
+        if key != self._limits_key:  # the same for every request of a pool: built once
+            fsize = max(int(req["max_output"]), int(req.get("max_value", 1 << 20))) + 1
+            self.limits = iso.limits(math.ceil(float(req["timeout_s"])) + 1, int(req["memory_mb"]), fsize)
+            self._limits_key = key
         try:
             os.mkdir(self.root, 0o700)  # a fresh empty dir per run: nothing carries over, not even mtimes
         except FileExistsError:  # left over by a failed cleanup
@@ -203,19 +231,28 @@ def _serve(worker: Worker) -> None:
         proto_out.flush()
 
     send({"ready": True, "layers": worker.layers, "uid": worker.uid})
+    def one(req: dict) -> dict:
+        try:
+            return worker.fork_exit(int(req["fork_exit"])) if "fork_exit" in req else worker.run(req)
+        except Exception:  # a sandbox bug, not a program failure: report it, keep serving
+            return {"how": "error", "code": None, "wall_s": 0.0, "error": traceback.format_exc()}
+
     for line in proto_in:
         try:
             req = json.loads(line)
-            reply = worker.fork_exit(int(req["fork_exit"])) if "fork_exit" in req else worker.run(req)
-        except Exception:  # a sandbox bug, not a program failure: report it, keep serving
-            reply = {"how": "error", "code": None, "wall_s": 0.0, "error": traceback.format_exc()}
-        send(reply)
+        except ValueError:
+            send({"how": "error", "code": None, "wall_s": 0.0, "error": traceback.format_exc()})
+            continue
+        # a batch (one execution per io slot, each in its own fresh child, one after the other) saves the
+        # round trips through the trainer's pipe; the answer is one line either way
+        send({"batch": [one(r) for r in req["batch"]]} if "batch" in req else one(req))
 
 
 def main() -> None:
     scratch_base, io_dir, tmpfs_mb = sys.argv[1], sys.argv[2], int(sys.argv[3])
     disable = tuple(x for x in sys.argv[4].split(",") if x)
     preload = PRELOAD + tuple(x for x in (sys.argv[5] if len(sys.argv) > 5 else "").split(",") if x)
+    slots = min(MAX_SLOTS, max(1, int(sys.argv[6]) if len(sys.argv) > 6 else 1))
     iso.prctl(iso.PR_SET_PDEATHSIG, signal.SIGKILL)  # the trainer died: so do we
     for fd, target in ((0, _PROTO_IN), (1, _PROTO_OUT), (2, _LOG)):
         os.dup2(fd, target)
@@ -227,9 +264,12 @@ def main() -> None:
     if layers.get("pidns") == "on":
         _lead_pid_namespace()
     signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGCHLD])
+    # once for the worker and, inherited, every child (the worker never execs): a child's seccomp load is then
+    # one prctl, and without it the kernel would refuse that filter, so the child fails closed
+    iso.prctl(iso.PR_SET_NO_NEW_PRIVS, 1)
     for name in preload:
         __import__(name)
-    worker = Worker(scratch_base, io_dir, layers, uid, disable)
+    worker = Worker(scratch_base, io_dir, layers, uid, disable, slots)
     gc.collect()
     gc.freeze()  # the child's collections never walk (and copy-on-write) the worker's objects
     _serve(worker)
