@@ -22,7 +22,7 @@ demo: venv
 	$(BIN)/populora train --config configs/smoke.yaml
 	@echo ""
 	@echo "Next:  make ui                          # the web UI on http://127.0.0.1:8501"
-	@echo "       $(BIN)/populora runs          # list runs"
+	@echo "       $(BIN)/populora runs          # list runs; populora runs RUN_ID: its members, ratings, lineage"
 	@echo "       $(BIN)/mlflow ui --backend-store-uri sqlite:///$(CURDIR)/mlflow.db   # browse them in MLflow"
 
 test: venv

@@ -119,6 +119,18 @@ def _runs(args) -> int:
     from populora.platform import runlayout
     from populora.platform.tracking import client, tracking_uri
 
+    if args.run_id:
+        from mlflow.exceptions import MlflowException
+
+        from populora.platform.run_detail import render
+
+        try:
+            print(render(client(), args.run_id))
+        except MlflowException as err:
+            print(f"error: no run {args.run_id!r} in {tracking_uri()} ({err.message[:100]}); list them with: populora runs",
+                  file=sys.stderr)
+            return 2
+        return 0
     runs = runlayout.list_runs(client(), args.limit)  # the UI's Runs page reads the same rows
     if not runs:
         print(f"no PopuLoRA runs in {tracking_uri()} (start one with: populora train --config configs/smoke.yaml)")
@@ -243,7 +255,8 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--json", action="store_true", help="last line: the plan as one JSON object")
     pl.set_defaults(func=_plan)
 
-    r = sub.add_parser("runs", help="list training runs in the MLflow store")
+    r = sub.add_parser("runs", help="list training runs in the MLflow store, or one run's members (populora runs RUN_ID)")
+    r.add_argument("run_id", nargs="?", help="show this run's members: status, rating now and at its peak, origin, compute")
     r.add_argument("--limit", type=int, default=50)
     r.set_defaults(func=_runs)
 

@@ -1,0 +1,39 @@
+"""`populora runs RUN_ID`: every member of a run with its status, origin and ratings, and the checks a reader
+makes first (member runs left RUNNING, peak ratings, evolution's children), read from a store the trainer's own
+writers made (tests/synthetic_store.py)."""
+
+from __future__ import annotations
+
+import synthetic_store
+
+from populora import cli
+from populora.platform import runlayout as rl
+from populora.platform.tracking import Tracker
+
+
+def test_runs_run_id_shows_every_member_and_the_summary(tmp_path, monkeypatch, capsys):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    tracker = Tracker(uri)
+    rid = synthetic_store.make_run(tracker, "detail", members=4, steps=8, tasks_per_step=4)
+    children = rl.member_runs(tracker.client, rid)
+    assert cli.main(["runs", rid]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    for child in children:
+        member = child.data.tags[rl.MEMBER_ID]
+        (line,) = [l for l in lines if l.startswith(member + " ")]
+        assert child.info.status in line and child.data.tags[rl.ROLE] in line
+    peaks = {c.data.tags[rl.MEMBER_ID]: max(m.value for m in tracker.client.get_metric_history(c.info.run_id, "rating/mu"))
+             for c in children if c.data.tags[rl.ROLE] == "teacher"}
+    best = max(peaks, key=peaks.get)
+    assert f"peak teacher rating: mu {peaks[best]:.2f} ({best}, step" in out
+    assert "member runs still RUNNING: none" in out
+    ops = [c.data.tags.get(rl.OPERATOR, "init") for c in children]
+    assert f"children: {ops.count('crossover')} crossover, {ops.count('mutation')} mutation" in out
+
+
+def test_an_unknown_run_id_is_named(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    assert cli.main(["runs", "no-such-run"]) == 2
+    assert "no run 'no-such-run'" in capsys.readouterr().err
