@@ -6,13 +6,16 @@
 Without run ids it takes the newest finished population run and its ``populora.baseline_run`` (else the newest
 finished baseline). Run-level curves: validity, solve rate, AST depth, cyclomatic complexity, coverage per 100
 programs proposed; member curves: the mean TrueSkill mu of the teachers and of the students at each step (the
-baseline plays itself and is not rated). Needs matplotlib.
+baseline plays itself and is not rated). Also one figure with every curve (arms-race.png) and headline.md: each
+curve's mean over the first and last third of the steps and its slope per step with a 95% interval. Needs
+matplotlib and scipy.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 from collections import defaultdict
 from pathlib import Path
 
@@ -89,6 +92,67 @@ def draw(data: dict[str, dict[str, list]], out_dir: Path) -> list[Path]:
     return paths
 
 
+def headline(data: dict[str, dict[str, list]]) -> list[dict]:
+    """Per curve and arm: the mean over the first and the last third of the steps, and the least-squares slope
+    per step with its 95% interval (scipy.stats.linregress). One seed per arm and steps that depend on each other:
+    the interval says how straight the line is, not how a second seed would come out.
+
+    >>> rows = headline({"x": {"population": [(s, float(s)) for s in range(1, 10)]}})
+    >>> (rows[0]["first"], rows[0]["last"], round(rows[0]["slope"], 3))
+    (2.0, 8.0, 1.0)
+    """
+    from scipy import stats
+
+    rows = []
+    for title, arms in data.items():
+        for arm, points in arms.items():
+            if len(points) < 3:
+                continue
+            steps, values = [float(s) for s, _ in points], [float(v) for _, v in points]
+            third = max(1, len(values) // 3)
+            fit = stats.linregress(steps, values)
+            # a flat curve has no spread to fit: scipy returns a nan stderr, the slope is exactly 0
+            half = 0.0 if math.isnan(fit.stderr) else stats.t.ppf(0.975, len(values) - 2) * fit.stderr
+            rows.append({"curve": title, "arm": arm, "steps": len(values), "first": sum(values[:third]) / third,
+                         "last": sum(values[-third:]) / third, "slope": float(fit.slope),
+                         "slope_low": float(fit.slope - half), "slope_high": float(fit.slope + half)})
+    return rows
+
+
+def headline_markdown(rows: list[dict]) -> str:
+    lines = ["| curve | arm | steps | first third | last third | slope per step (95% CI) |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['curve']} | {r['arm']} | {r['steps']} | {r['first']:.3g} | {r['last']:.3g} | "
+                     f"{r['slope']:+.3g} ({r['slope_low']:+.3g} to {r['slope_high']:+.3g}) |")
+    return "\n".join(lines)
+
+
+def draw_grid(data: dict[str, dict[str, list]], path: Path) -> Path:
+    """Every curve in one figure (the one docs/arms-race.md shows)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cols = 3
+    rows = -(-len(data) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.0 * rows), squeeze=False)
+    for ax, (title, arms) in zip(axes.flat, data.items()):
+        for arm, points in arms.items():
+            if points:
+                ax.plot([s for s, _ in points], [v for _, v in points], marker=".", label=arm)
+        ax.set_title(title, fontsize=9)
+        ax.set_xlabel("step", fontsize=8)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    for ax in list(axes.flat)[len(data):]:
+        ax.axis("off")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--uri", required=True, help="MLflow tracking URI, e.g. sqlite:///mlflow.db")
@@ -102,9 +166,13 @@ def main(argv: list[str] | None = None) -> int:
     population, baseline = pick_runs(client, args.population, args.baseline)
     data = curves(client, population, baseline)
     out = Path(args.out)
-    paths = draw(data, out)
-    (out / "curves.json").write_text(json.dumps({"population": population, "baseline": baseline, "curves": data}, indent=1))
+    paths = draw(data, out) + [draw_grid(data, out / "arms-race.png")]
+    rows = headline(data)
+    (out / "curves.json").write_text(json.dumps({"population": population, "baseline": baseline, "curves": data,
+                                                 "headline": rows}, indent=1))
+    (out / "headline.md").write_text(headline_markdown(rows) + "\n")
     print("\n".join(str(x) for x in paths))
+    print(headline_markdown(rows))
     return 0
 
 
