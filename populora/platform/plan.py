@@ -87,16 +87,28 @@ class Architecture:
             raise PlanError(f"model.target_modules {unknown} are not linear modules of this architecture ({sorted(shapes)})")
         return self.num_hidden_layers * sum(rank * sum(shapes[t]) for t in targets)
 
-    def train_bytes_per_token(self, dtype_bytes: int, targets: list[str]) -> float:
-        """Activations kept for the backward pass, per token, with gradients flowing through the frozen base
-        (every layer holds LoRA) and SDPA attention (no s^2 term). Per layer: ~10 hidden-sized tensors (Korthikanti
-        et al.'s 7.5 for attention and norms, plus HF's fp32 RMSNorm and rotary copies) and 4 intermediate-sized ones (gate, up, act, product) in the
-        base dtype, plus the fp32 copy of each LoRA target's input (the LoRA path runs in fp32). Then the
-        logits: base dtype, their fp32 cast and the fp32 log-softmax."""
+    def layer_bytes_per_token(self, dtype_bytes: int, targets: list[str]) -> float:
+        """Activations one decoder layer keeps for the backward pass, per token, with gradients flowing through
+        the frozen base (every layer holds LoRA) and SDPA attention (no s^2 term): ~10 hidden-sized tensors
+        (Korthikanti et al.'s 7.5 for attention and norms, plus HF's fp32 RMSNorm and rotary copies) and 4
+        intermediate-sized ones (gate, up, act, product) in the base dtype, plus the fp32 copy of each LoRA
+        target's input (the LoRA path runs in fp32)."""
         h, i = self.hidden_size, self.intermediate_size
         lora_inputs = sum(self.linear_shapes()[t][0] for t in targets) * LORA_BYTES
-        per_layer = (10 * h + 4 * i) * dtype_bytes + lora_inputs
-        return self.num_hidden_layers * per_layer + self.vocab_size * (dtype_bytes + 8)
+        return (10 * h + 4 * i) * dtype_bytes + lora_inputs
+
+    def logit_bytes_per_token(self, dtype_bytes: int) -> float:
+        """The logits of one completion token: base dtype, their fp32 cast and the fp32 log-softmax (the backends
+        apply the LM head to completion positions only)."""
+        return self.vocab_size * (dtype_bytes + 8)
+
+    def train_bytes(self, dtype_bytes: int, targets: list[str], seq: int, completion: int, checkpointing: bool) -> float:
+        """Activations of one trained sequence of ``seq`` tokens, ``completion`` of them generated. Without
+        checkpointing every layer keeps its activations; with it (model.activation_checkpointing) each layer
+        keeps only its input and one layer's activations are rebuilt at a time in the backward pass."""
+        layer = self.layer_bytes_per_token(dtype_bytes, targets)
+        body = (self.num_hidden_layers * self.hidden_size * dtype_bytes + layer) if checkpointing else self.num_hidden_layers * layer
+        return seq * body + completion * self.logit_bytes_per_token(dtype_bytes)
 
     def kv_bytes_per_token(self, dtype_bytes: int) -> int:
         return 2 * self.num_hidden_layers * self.kv_dim * dtype_bytes
@@ -166,6 +178,12 @@ class Workload:
     kl_forward: bool             # the extra base forward for KL (optim.log_kl or kl_coef > 0)
     vllm: bool
     vllm_fraction: float
+    checkpointing: bool = False  # model.activation_checkpointing
+
+    @property
+    def completion_len(self) -> int:
+        """The longest completion trained on (the positions the LM head runs on)."""
+        return min(max(self.propose_new, self.solve_new), self.max_seq_len)
 
     def trained_len(self, prompt: int, new: int) -> int:
         return min(prompt + new, self.max_seq_len)
@@ -182,7 +200,8 @@ def memory_gb(arch: Architecture, work: Workload, dtype: str, targets: list[str]
         "base_weights": arch.params() * b / GB,
         "adapters": 2 * slots_per_gpu * lora / GB,          # weights + gradients
         "optimizer": 2 * slots_per_gpu * lora / GB,         # AdamW exp_avg + exp_avg_sq
-        "activations": work.micro_batch * work.max_seq_len * arch.train_bytes_per_token(b, targets) / GB,
+        "activations": work.micro_batch * arch.train_bytes(b, targets, work.max_seq_len, work.completion_len,
+                                                           work.checkpointing) / GB,
         "generation_kv": 0.0 if work.vllm else GEN_BATCH * longest * arch.kv_bytes_per_token(b) / GB,
         "vllm": work.vllm_fraction * gpu.memory_gib * 2**30 / GB if work.vllm else 0.0,
     }
@@ -194,13 +213,13 @@ def memory_gb(arch: Architecture, work: Workload, dtype: str, targets: list[str]
 def step_flops(arch: Architecture, work: Workload) -> dict:
     """FLOPs of one step, whole population: 2N per prompt and generated token (+ attention), and per trained
     token 2N forward + 2N backward (gradients w.r.t. activations; LoRA weight gradients are negligible) + 2N
-    for the KL base forward when it runs."""
+    for the KL base forward when it runs + 2N for the forward activation checkpointing repeats."""
     n = arch.params()
     gen = 0.0
     for rows, prompt, new in ((work.propose_rows, work.propose_prompt, work.propose_new),
                               (work.solve_rows, work.solve_prompt, work.solve_new)):
         gen += rows * (2 * n * (prompt + new) + new * arch.attention_flops(prompt + new / 2))
-    per_token = (4 + (2 if work.kl_forward else 0)) * n
+    per_token = (4 + (2 if work.kl_forward else 0) + (2 if work.checkpointing else 0)) * n
     train = sum(rows * work.trained_len(p, new) * (per_token + 1.5 * arch.attention_flops(work.trained_len(p, new) / 2))
                 for rows, p, new in ((work.propose_rows, work.propose_prompt, work.propose_new),
                                      (work.solve_rows, work.solve_prompt, work.solve_new)))
@@ -226,14 +245,21 @@ def verdict(memory: dict, gpu: Gpu, arch: Architecture, work: Workload, dtype: s
         if work.vllm:
             return False, f"{short}: lower model.vllm_gpu_memory ({work.vllm_fraction}) or train on a larger GPU"
         return False, f"{short}: the weights alone do not fit; use a GPU with more memory or a smaller model.base"
-    per_row = work.max_seq_len * arch.train_bytes_per_token(DTYPE_BYTES[dtype], targets) / GB
-    room = usable - fixed
+    b, room = DTYPE_BYTES[dtype], usable - fixed
+    if not work.checkpointing:
+        with_ckpt = work.micro_batch * arch.train_bytes(b, targets, work.max_seq_len, work.completion_len, True) / GB
+        if with_ckpt <= room:
+            return False, (f"{short}: set model.activation_checkpointing=true (activations {memory['activations']:.1f} "
+                           f"-> {with_ckpt:.1f} GB, ~1/3 more training compute)")
+    per_row = arch.train_bytes(b, targets, work.max_seq_len, work.completion_len, work.checkpointing) / GB
     if per_row <= room:
         return False, f"{short}: set optim.micro_batch={int(room // per_row)} (activations {per_row:.1f} GB per sequence)"
-    per_token = arch.train_bytes_per_token(DTYPE_BYTES[dtype], targets) / GB
-    seq = int(room // per_token) // 64 * 64
-    if seq >= 64:
-        return False, f"{short}: set optim.micro_batch=1 and optim.max_seq_len={seq} (or add activation checkpointing)"
+    seq = work.max_seq_len
+    while seq > 64 and arch.train_bytes(b, targets, seq, min(work.completion_len, seq), work.checkpointing) / GB > room:
+        seq -= 64
+    if arch.train_bytes(b, targets, seq, min(work.completion_len, seq), work.checkpointing) / GB <= room:
+        ckpt = "" if work.checkpointing else " (or set model.activation_checkpointing=true)"
+        return False, f"{short}: set optim.micro_batch=1 and optim.max_seq_len={seq}{ckpt}"
     return False, f"{short}: no micro-batch fits next to the weights; use a GPU with more memory"
 
 

@@ -46,7 +46,7 @@ def workload(cfg: TrainConfig, gpus: int = 1) -> plan.Workload:
         propose_prompt=PROPOSE_BASE + PER_REFERENCE * tc.references, solve_prompt=SOLVE_PROMPT,
         propose_new=tc.max_new_tokens_propose, solve_new=tc.max_new_tokens_solve,
         micro_batch=oc.micro_batch, max_seq_len=oc.max_seq_len, kl_forward=oc.log_kl or oc.kl_coef > 0,
-        vllm=mc.generation == "vllm", vllm_fraction=mc.vllm_gpu_memory,
+        vllm=mc.generation == "vllm", vllm_fraction=mc.vllm_gpu_memory, checkpointing=mc.activation_checkpointing,
     )
 
 

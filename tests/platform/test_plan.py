@@ -79,3 +79,14 @@ def test_unknown_base_names_the_flag(tmp_path):
                                     "num_key_value_heads": 2, "vocab_size": 1000, "model_type": "llama"}))
     p = _plan("paper-baseline", "model.base=someone/unknown-model", arch_config=str(cfg_json))
     assert p["architecture_from"] == str(cfg_json) and p["fits"]
+
+
+@pytest.mark.parametrize("name", ["paper-baseline", *PRESETS])
+def test_paper_presets_fit_one_80gb_gpu_with_activation_checkpointing(name):
+    on = _plan(name)
+    assert on["fits"], on["advice"]
+    off = _plan(name, "model.activation_checkpointing=false")
+    assert not off["fits"] and "set model.activation_checkpointing=true" in off["advice"]
+    assert on["memory_gb"]["activations"] < off["memory_gb"]["activations"] / 5
+    # the price: one more forward per trained token
+    assert on["step_time_s"] > off["step_time_s"]

@@ -35,6 +35,7 @@ class BackendConfig:
     slots: int = 8                     # adapters expected at once (multi-LoRA grows past it when needed)
     vllm_gpu_memory: float = 0.45      # fraction of GPU memory vLLM may take
     vllm_sync_dir: str = ".vllm-adapters"  # where changed adapters are written for vLLM to load
+    activation_checkpointing: bool = False  # recompute decoder layers in the backward (checkpointing.py)
     ray: RaySpec | None = None         # None: in this process
 
 
@@ -49,10 +50,15 @@ def make_backend(config: BackendConfig) -> Backend:
 
         rs = config.ray
         tok = load_tokenizer(cached_source(source, need_weights=False))
-        model = {k: v for k, v in asdict(config).items() if k in ("base", "gguf_file", "dtype", "device", "tiny_random")}
+        model = {k: v for k, v in asdict(config).items()
+                 if k in ("base", "gguf_file", "dtype", "device", "tiny_random", "activation_checkpointing")}
         return RayBackend(init_ray(rs.address, rs.num_cpus), model, tok, config.lora, rs.model_workers, config.slots,
                           rs.gpus_per_worker, rs.cpus_per_worker)
     base, tok = load_base(source, config.dtype, config.device, config.tiny_random)
+    if config.activation_checkpointing:
+        from populora.platform.backends.checkpointing import enable
+
+        enable(base)
     if config.kind == "multilora":
         from populora.platform.backends.multilora import MultiLoraBackend
 

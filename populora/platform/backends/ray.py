@@ -52,6 +52,10 @@ class _ModelWorker:
 
         base, tok = load_base(resolve_source(model["base"], model.get("gguf_file")), model["dtype"],
                               model["device"], model["tiny_random"])
+        if model.get("activation_checkpointing"):
+            from populora.platform.backends.checkpointing import enable
+
+            enable(base)
         self.backend = MultiLoraBackend(base, tok, spec, slots)
 
     def call(self, method: str, *args, **kwargs):
