@@ -13,8 +13,6 @@ torch is first imported (libgomp reads it once), so ``populora/__init__.py`` cal
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 ENV = "OMP_WAIT_POLICY"
 DEFAULT = "PASSIVE"
@@ -37,6 +35,9 @@ def configure() -> None:
 
 
 def _time_policy(policy: str | None, n: int) -> float:
+    import subprocess  # here, not at the top: every sandbox worker imports this package and should stay small
+    import sys
+
     env = {k: v for k, v in os.environ.items() if k != ENV}
     if policy:
         env[ENV] = policy
