@@ -363,3 +363,23 @@ def test_ui_imports_training_and_evaluation_only_through_their_public_api():
             assert used <= public[pkg], f"{path} uses {used - public[pkg]}, not in populora.{pkg}.__all__"
     for pkg in (populora.training, populora.evaluation):
         assert all(hasattr(pkg, name) for name in pkg.__all__)
+
+
+def test_a_run_before_its_first_checkpoint_says_when_its_curves_appear(monkeypatch, tmp_path):
+    """Steps reach MLflow with each checkpoint: a run still before its first one says so, naming checkpoint.every."""
+    import streamlit as st
+
+    from populora.platform.tracking import Tracker
+    from populora.training import load_config
+    from populora.training.run_log import RunLog
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    cfg = load_config(None, ["checkpoint.every=5"])
+    log = RunLog.start(cfg, Tracker(uri))
+    log.describe(cfg, tmp_path / "run")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    st.cache_data.clear()
+    at = AppTest.from_file(str(VIEWS / "arms_race.py"), default_timeout=60)
+    at.query_params["run"] = log.run_id
+    _ok(at.run())
+    assert any("has logged no step yet" in i.value and "checkpoint.every = 5" in i.value for i in at.info), texts(at)

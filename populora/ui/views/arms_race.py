@@ -15,7 +15,7 @@ HEADLINE = [("student/solve_rate", "student solve rate"), ("teacher/reward", "te
 CURRICULUM = [("curriculum/ast_depth", "AST depth"), ("curriculum/cyclomatic", "cyclomatic complexity"),
               ("curriculum/loc", "lines of code"), ("curriculum/variables", "variables"),
               # per 100 programs proposed, not raw: raw coverage grows with how much an arm proposes
-              (rl.COVERAGE_PER_100, "coverage per 100 programs proposed"), ("curriculum/novel_rate", "novel structure rate")]
+              (rl.COVERAGE_PER_100, "coverage per 100 proposed"), ("curriculum/novel_rate", "novel structure rate")]
 MEMBER_METRICS = ["student/solve_rate", "teacher/reward", "teacher/validity_rate", "teacher/task_solve_rate",
                   "student/reward", "rating/conservative", "train/loss", "train/kl", "train/grad_norm"]
 
@@ -73,16 +73,28 @@ def pick_baseline(runs: pd.DataFrame, run_id: str) -> str | None:
                         help="The run's populora.baseline_run tag is picked when set")
 
 
+def not_logged_yet(uri: str, runs: dict[str, str]) -> None:
+    """Say why a run has no curves yet: steps reach MLflow with each checkpoint (a resumed run re-runs the steps
+    after its last checkpoint, so only checkpointed steps are logged, each once)."""
+    for label, rid in runs.items():
+        info = store.run_info(uri, rid) if rid else None
+        if info and rl.STEP_SENTINEL not in info["metrics"] and info["status"] == "running":
+            every = info["params"].get("checkpoint.every", "?")
+            st.info(f"The {label} run has logged no step yet: steps reach MLflow with each checkpoint "
+                    f"(checkpoint.every = {every}), so its first curves appear after step {every}.")
+
+
 def body(run_id: str, baseline: str | None) -> None:
     uri = store.uri()
     runs = {"population" if baseline else "run": run_id, "baseline": baseline}
     st.subheader("Population vs baseline" if baseline else "Run")
+    not_logged_yet(uri, runs)
     grid(uri, runs, HEADLINE)
     st.subheader("Curriculum of the programs teachers wrote (valid ones)")
     grid(uri, runs, CURRICULUM, per_row=3)
     members = store.members(uri, run_id)
     if members.empty:
-        st.info("No member runs yet: the trainer logs them at its first checkpoint.")
+        st.info("No member runs yet: the trainer logs them with its first checkpoint.")
         return
     per_member(uri, run_id, members)
     with st.expander("solve and validity rate per task kind"):
