@@ -138,6 +138,7 @@ class MultiLoraBackend:
         self.slots: dict[str, int] = {}
         self.layers: dict[str, MultiLoraLinear] = {}
         self.optimizer: SlotAdam | None = None
+        self._decoder, self._head = logprobs.decoder_and_head(base_model)
         self._wrap(initial_slots + 1)  # + slot 0, the bare base
 
     # ------------------------------------------------------------------ layers
@@ -251,7 +252,7 @@ class MultiLoraBackend:
     def rows_logprobs(self, adapters: list[str | None], prompt_ids: list[list[int]], completion_ids: list[list[int]],
                       max_len: int = 1024) -> tuple[torch.Tensor, torch.Tensor]:
         """(logp, mask), both (B, T_completion), row i through adapter ``adapters[i]``: one forward for any mix."""
-        return logprobs.sequence_logprobs(lambda ids, attn: self._forward_rows(adapters, ids, attn),
+        return logprobs.sequence_logprobs(lambda ids, attn: self._forward_rows(adapters, ids, attn), self._head,
                                           self.tokenizer.pad_token_id, self.device, prompt_ids, completion_ids, max_len)
 
     def _slot_index(self, adapters: list[str | None]) -> torch.Tensor:
@@ -265,9 +266,11 @@ class MultiLoraBackend:
             self.router.index = None
 
     def _forward_rows(self, adapters, input_ids, attn):
+        """The decoder's final hidden states (B, T, H), row i through adapter ``adapters[i]`` (logprobs.py applies
+        the LM head to the positions it needs)."""
         self.router.index = self._slot_index(adapters)
         try:
-            return self.base_model(input_ids=input_ids, attention_mask=attn).logits
+            return self._decoder(input_ids=input_ids, attention_mask=attn, use_cache=False).last_hidden_state
         finally:
             self.router.index = None
 
@@ -317,8 +320,9 @@ class MultiLoraBackend:
         samples = [batches[n][i] for n, i in chunk]
         prompts, completions = [s.prompt_ids for s in samples], [s.completion_ids for s in samples]
         entropy = "grad" if spec.entropy_coef > 0 else "detached"
-        logp, ent, mask = logprobs.token_stats(lambda ids, attn: self._forward_rows(names, ids, attn), self.tokenizer.pad_token_id,
-                                               self.device, prompts, completions, spec.max_len, entropy)  # (B, T) each
+        logp, ent, mask = logprobs.token_stats(lambda ids, attn: self._forward_rows(names, ids, attn), self._head,
+                                               self.tokenizer.pad_token_id, self.device, prompts, completions, spec.max_len,
+                                               entropy)  # (B, T) each
         old_logp = logp.detach() if old is None else pad_rows([old[r] for r in chunk], logp.shape[1], logp.device)
         base_logp = None
         if spec.needs_base:
