@@ -1,5 +1,11 @@
 """Per-token log-probs (and entropies) of completions given prompts, from any forward pass: the update's, the
-KL's and the PPO ratio's input."""
+KL's and the PPO ratio's input.
+
+The forward returns the decoder's final hidden states and the LM head is applied to the completion positions
+only: prompts are long and completions short, and the (B, T, V) logits with their float32 log-softmax and
+entropy over every prompt position were most of the update's time and memory (docs/performance.md). Rows are
+right-padded, so every real token keeps the positions and attention of an unpadded forward.
+"""
 
 from __future__ import annotations
 
@@ -8,44 +14,60 @@ from typing import Callable
 import torch
 from torch.nn.utils.rnn import pad_sequence
 
-Forward = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (input_ids, attention_mask), both (B, T) -> logits (B, T, V)
+Forward = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (input_ids, attention_mask), both (B, T) -> hidden (B, T, H)
+Head = Callable[[torch.Tensor], torch.Tensor]                    # hidden (..., H) -> logits (..., V)
+
+# Configs whose causal-LM forward does more than lm_head(hidden): their logits need the model's own forward.
+_LOGIT_TRANSFORMS = ("final_logit_softcapping", "logit_scale", "logits_scaling")
 
 
-def sequence_logprobs(forward: Forward, pad_token_id: int, device, prompt_ids: list[list[int]],
+def decoder_and_head(model) -> tuple[torch.nn.Module, torch.nn.Module]:
+    """(decoder, lm_head) of a Hugging Face causal LM (or a PEFT model around one): ``decoder(input_ids=,
+    attention_mask=).last_hidden_state`` then ``lm_head`` is the model's own forward, logits = lm_head(hidden)."""
+    inner = model.get_base_model() if hasattr(model, "get_base_model") else model  # PeftModel: LoRA layers are in place
+    config = getattr(inner, "config", None)
+    transforms = [k for k in _LOGIT_TRANSFORMS if getattr(config, k, None) not in (None, 1, 1.0)]
+    if transforms:
+        raise NotImplementedError(f"{type(inner).__name__} transforms its logits ({', '.join(transforms)}); "
+                                  "completion-only log-probs apply lm_head(hidden) only")
+    return inner.get_decoder(), inner.get_output_embeddings()
+
+
+def sequence_logprobs(forward: Forward, head: Head, pad_token_id: int, device, prompt_ids: list[list[int]],
                       completion_ids: list[list[int]], max_len: int = 1024) -> tuple[torch.Tensor, torch.Tensor]:
     """(logp, mask), both (B, T_completion). Sequences longer than ``max_len`` lose tokens from the left (prompt first);
     gradients flow through ``forward`` when grad is enabled."""
-    logp, _, mask = token_stats(forward, pad_token_id, device, prompt_ids, completion_ids, max_len, entropy=None)
+    logp, _, mask = token_stats(forward, head, pad_token_id, device, prompt_ids, completion_ids, max_len, entropy=None)
     return logp, mask
 
 
-def token_stats(forward: Forward, pad_token_id: int, device, prompt_ids: list[list[int]], completion_ids: list[list[int]],
-                max_len: int = 1024, entropy: str | None = "detached") -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+def token_stats(forward: Forward, head: Head, pad_token_id: int, device, prompt_ids: list[list[int]],
+                completion_ids: list[list[int]], max_len: int = 1024,
+                entropy: str | None = "detached") -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
     """(logp, entropy, mask), each (B, T_completion): log-prob of each sampled token and the entropy of the
-    policy's distribution at that position. ``entropy``: None (not computed), "detached" (for logging only, no
-    graph kept: it costs a (B, T, V) temporary) or "grad" (the entropy bonus trains through it)."""
+    policy's distribution at that position (zero past a row's completion). ``entropy``: None (not computed),
+    "detached" (for logging only, no graph kept) or "grad" (the entropy bonus trains through it)."""
     seqs, starts = [], []
     for p, c in zip(prompt_ids, completion_ids):
         ids = (p + c)[-max_len:]
         seqs.append(torch.tensor(ids, dtype=torch.long))
-        starts.append(len(ids) - len(c))
+        starts.append(len(ids) - len(c))  # first completion token; position start - 1 predicts it
     input_ids = pad_sequence(seqs, batch_first=True, padding_value=pad_token_id).to(device)
     attn = pad_sequence([torch.ones(len(s), dtype=torch.long) for s in seqs], batch_first=True).to(device)
-    logits = forward(input_ids, attn)  # (B, T, V)
-    logp_all = torch.log_softmax(logits[:, :-1].float(), dim=-1)                   # (B, T-1, V)
-    token_logp = logp_all.gather(-1, input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)  # (B, T-1)
-    token_ent = None
+    T_c = max(len(c) for c in completion_ids)
+    # Positions padded to a multiple of 8: BLAS rounds a row of the head's matmuls alike whatever the batch around it
+    # only in full row blocks, and a row's log-probs must not depend on its batch-mates (multi-LoRA equals PEFT).
+    steps = torch.arange(-(-T_c // 8) * 8)                                                  # (Tp,)
+    mask = steps[None, :] < torch.tensor([len(c) for c in completion_ids])[:, None]         # (B, Tp)
+    pos = torch.tensor(starts)[:, None] - 1 + torch.where(mask, steps, 0)                   # (B, Tp): predicting positions
+    pos, mask = pos.to(device), mask.to(device)
+    hidden = forward(input_ids, attn)                                                       # (B, T, H)
+    h = hidden.gather(1, pos[..., None].expand(-1, -1, hidden.shape[-1]))                  # (B, Tp, H)
+    logp_all = torch.log_softmax(head(h).float(), dim=-1)                                   # (B, Tp, V)
+    token_logp = logp_all.gather(-1, input_ids.gather(1, pos + 1)[..., None]).squeeze(-1)   # (B, Tp)
+    logp = torch.where(mask, token_logp, 0.0)[:, :T_c]
+    ent = None
     if entropy is not None:
         with torch.set_grad_enabled(torch.is_grad_enabled() and entropy == "grad"):
-            token_ent = -(logp_all.exp() * logp_all).sum(-1)                       # (B, T-1)
-    T = max(len(c) for c in completion_ids)
-    logp = torch.zeros(len(seqs), T, device=device)
-    ent = torch.zeros(len(seqs), T, device=device) if token_ent is not None else None
-    mask = torch.zeros(len(seqs), T, device=device)
-    for i, (start, c) in enumerate(zip(starts, completion_ids)):
-        n = len(seqs[i]) - start
-        logp[i, :n] = token_logp[i, start - 1:start - 1 + n]
-        if ent is not None:
-            ent[i, :n] = token_ent[i, start - 1:start - 1 + n]
-        mask[i, :n] = 1.0
-    return logp, ent, mask
+            ent = torch.where(mask, -(logp_all.exp() * logp_all).sum(-1), 0.0)[:, :T_c]     # (B, T_c)
+    return logp, ent, mask[:, :T_c].float()

@@ -81,34 +81,45 @@ class SlotAdam:
         self.steps = pad(self.steps)
 
     def clip_(self, slots: list[int], max_norm: float) -> dict[int, float]:
-        """Clip each slot's gradient to ``max_norm`` over all layers (as clip_grad_norm_ per member); return norms."""
-        idx = torch.tensor(slots)
-        sq = sum(p.grad[idx].float().pow(2).flatten(1).sum(1) for p in self.params if p.grad is not None)  # (k,)
-        norms = sq.sqrt()
-        coef = (max_norm / (norms + 1e-6)).clamp(max=1.0)
-        for p in self.params:
-            if p.grad is not None:
-                p.grad[idx] *= coef.view(-1, *([1] * (p.dim() - 1))).to(p.grad.dtype)
-        return {s: float(n) for s, n in zip(slots, norms)}
+        """Clip each slot's gradient to ``max_norm`` over all layers (``clip_grad_norm_`` per member); return norms.
+        Works in place on each slot's views (a slot is a leading index: its views are contiguous, no copies)."""
+        norms = {}
+        for s in slots:
+            grads = [p.grad[s] for p in self.params if p.grad is not None]
+            if not grads:
+                norms[s] = 0.0
+                continue
+            total = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads, 2)), 2)
+            torch._foreach_mul_(grads, (max_norm / (total + 1e-6)).clamp(max=1.0))
+            norms[s] = float(total)
+        return norms
 
     @torch.no_grad()
     def step(self, slots: list[int]) -> None:
-        idx = torch.tensor(slots)
-        self.steps[idx] += 1
+        """torch.optim.AdamW's update (its single-tensor arithmetic), in place on the slots' views; slots with the
+        same step count share one foreach call per op."""
         b1, b2 = self.betas
-        t = self.steps[idx].double()  # step counts stay on the CPU (read without a device sync)
-        for p, m, v in zip(self.params, self.exp_avg, self.exp_avg_sq):
-            if p.grad is None:
+        self.steps[torch.tensor(slots)] += 1  # step counts stay on the CPU (read without a device sync)
+        by_step: dict[int, list[int]] = {}
+        for s in slots:
+            by_step.setdefault(int(self.steps[s]), []).append(s)
+        for t, group in by_step.items():
+            live = [(p, m, v) for p, m, v in zip(self.params, self.exp_avg, self.exp_avg_sq) if p.grad is not None]
+            params = [p.data[s] for p, _, _ in live for s in group]
+            grads = [p.grad[s] for p, _, _ in live for s in group]
+            ms = [m[s] for _, m, _ in live for s in group]
+            vs = [v[s] for _, _, v in live for s in group]
+            if not params:
                 continue
-            shape = (-1,) + (1,) * (p.dim() - 1)
-            g = p.grad[idx]
-            m[idx] = m[idx] * b1 + g * (1 - b1)
-            v[idx] = v[idx] * b2 + g * g * (1 - b2)
-            # (k, 1, ...) bias corrections: computed on the CPU, moved to the moments' device (CUDA refuses a mix)
-            bc1 = (1 - b1 ** t).to(device=p.device, dtype=p.dtype).view(shape)
-            bc2_sqrt = (1 - b2 ** t).sqrt().to(device=p.device, dtype=p.dtype).view(shape)
-            w = p.data[idx] * (1 - self.lr * self.wd)
-            p.data[idx] = w - (self.lr / bc1) * m[idx] / (v[idx].sqrt() / bc2_sqrt + self.eps)
+            torch._foreach_mul_(params, 1 - self.lr * self.wd)
+            torch._foreach_lerp_(ms, grads, 1 - b1)
+            torch._foreach_mul_(vs, b2)
+            torch._foreach_addcmul_(vs, grads, grads, 1 - b2)
+            step_size = self.lr / (1 - b1 ** t)
+            denom = torch._foreach_sqrt(vs)
+            torch._foreach_div_(denom, math.sqrt(1 - b2 ** t))
+            torch._foreach_add_(denom, self.eps)
+            torch._foreach_addcdiv_(params, ms, denom, -step_size)
 
     def reset(self, slot: int) -> None:
         for m, v in zip(self.exp_avg, self.exp_avg_sq):
@@ -138,6 +149,7 @@ class MultiLoraBackend:
         self.slots: dict[str, int] = {}
         self.layers: dict[str, MultiLoraLinear] = {}
         self.optimizer: SlotAdam | None = None
+        self._decoder, self._head = logprobs.decoder_and_head(base_model)
         self._wrap(initial_slots + 1)  # + slot 0, the bare base
 
     # ------------------------------------------------------------------ layers
@@ -251,7 +263,7 @@ class MultiLoraBackend:
     def rows_logprobs(self, adapters: list[str | None], prompt_ids: list[list[int]], completion_ids: list[list[int]],
                       max_len: int = 1024) -> tuple[torch.Tensor, torch.Tensor]:
         """(logp, mask), both (B, T_completion), row i through adapter ``adapters[i]``: one forward for any mix."""
-        return logprobs.sequence_logprobs(lambda ids, attn: self._forward_rows(adapters, ids, attn),
+        return logprobs.sequence_logprobs(lambda ids, attn: self._forward_rows(adapters, ids, attn), self._head,
                                           self.tokenizer.pad_token_id, self.device, prompt_ids, completion_ids, max_len)
 
     def _slot_index(self, adapters: list[str | None]) -> torch.Tensor:
@@ -265,9 +277,11 @@ class MultiLoraBackend:
             self.router.index = None
 
     def _forward_rows(self, adapters, input_ids, attn):
+        """The decoder's final hidden states (B, T, H), row i through adapter ``adapters[i]`` (logprobs.py applies
+        the LM head to the positions it needs)."""
         self.router.index = self._slot_index(adapters)
         try:
-            return self.base_model(input_ids=input_ids, attention_mask=attn).logits
+            return self._decoder(input_ids=input_ids, attention_mask=attn, use_cache=False).last_hidden_state
         finally:
             self.router.index = None
 
@@ -317,8 +331,9 @@ class MultiLoraBackend:
         samples = [batches[n][i] for n, i in chunk]
         prompts, completions = [s.prompt_ids for s in samples], [s.completion_ids for s in samples]
         entropy = "grad" if spec.entropy_coef > 0 else "detached"
-        logp, ent, mask = logprobs.token_stats(lambda ids, attn: self._forward_rows(names, ids, attn), self.tokenizer.pad_token_id,
-                                               self.device, prompts, completions, spec.max_len, entropy)  # (B, T) each
+        logp, ent, mask = logprobs.token_stats(lambda ids, attn: self._forward_rows(names, ids, attn), self._head,
+                                               self.tokenizer.pad_token_id, self.device, prompts, completions, spec.max_len,
+                                               entropy)  # (B, T) each
         old_logp = logp.detach() if old is None else pad_rows([old[r] for r in chunk], logp.shape[1], logp.device)
         base_logp = None
         if spec.needs_base:

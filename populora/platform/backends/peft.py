@@ -173,8 +173,8 @@ class PeftBackend:
 
     def _token_stats(self, name, prompts, completions, spec: UpdateSpec):
         entropy = "grad" if spec.entropy_coef > 0 else "detached"
-        return logprobs.token_stats(lambda ids, attn: self._forward(name, ids, attn), self.tokenizer.pad_token_id,
-                                    self.device, prompts, completions, spec.max_len, entropy)
+        return logprobs.token_stats(lambda ids, attn: self._forward(name, ids, attn), self._head(),
+                                    self.tokenizer.pad_token_id, self.device, prompts, completions, spec.max_len, entropy)
 
     def _run_generate(self, enc, adapters, kwargs):
         if self.model is None:
@@ -190,17 +190,23 @@ class PeftBackend:
 
         Gradients flow into ``adapter``'s LoRA weights when grad is enabled. ``adapter=None`` uses the bare base.
         """
-        return logprobs.sequence_logprobs(lambda ids, attn: self._forward(adapter, ids, attn), self.tokenizer.pad_token_id,
-                                          self.device, prompt_ids, completion_ids, max_len)
+        return logprobs.sequence_logprobs(lambda ids, attn: self._forward(adapter, ids, attn), self._head(),
+                                          self.tokenizer.pad_token_id, self.device, prompt_ids, completion_ids, max_len)
+
+    def _head(self):
+        return logprobs.decoder_and_head(self.model or self.base_model)[1]
 
     def _forward(self, adapter, input_ids, attn):
+        """The decoder's final hidden states (B, T, H) through ``adapter`` (logprobs.py applies the LM head to the
+        positions it needs); PEFT's LoRA layers sit inside the decoder, so its adapter switches apply."""
+        decoder = logprobs.decoder_and_head(self.model or self.base_model)[0]
         if self.model is None or adapter is BASE:
             ctx = self.model.disable_adapter() if self.model is not None else contextlib.nullcontext()
             with ctx:
-                return (self.model or self.base_model)(input_ids=input_ids, attention_mask=attn).logits
+                return decoder(input_ids=input_ids, attention_mask=attn, use_cache=False).last_hidden_state
         self.model.set_adapter(adapter)
         for p in self.parameters(adapter):  # set_adapter may freeze; the active adapter must train
             p.requires_grad_(True)
-        return self.model(input_ids=input_ids, attention_mask=attn).logits
+        return decoder(input_ids=input_ids, attention_mask=attn, use_cache=False).last_hidden_state
 
 
