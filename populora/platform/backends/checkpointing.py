@@ -11,6 +11,7 @@ as before. Every backend (PEFT, batched multi-LoRA, Ray actors) wraps the same l
 
 from __future__ import annotations
 
+import contextlib
 import functools
 
 import torch
@@ -18,6 +19,16 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 MARK = "_populora_checkpointed"
+STATE = "_populora_checkpoint_state"  # on the model: [(capture, restore)] of per-forward state (see register_state)
+
+
+def register_state(model: nn.Module, capture, restore) -> None:
+    """Per-forward state a backend keeps outside the tensors (the multi-LoRA slot of each row): ``capture()``
+    is called when a checkpointed layer runs forward, and ``restore(value)`` (a context manager) wraps its
+    recomputation in the backward pass, which may run after the backend has moved on to other rows."""
+    if not hasattr(model, STATE):
+        setattr(model, STATE, [])
+    getattr(model, STATE).append((capture, restore))
 
 
 def decoder_layers(model: nn.Module) -> list[nn.Module]:
@@ -38,21 +49,35 @@ def decoder_layers(model: nn.Module) -> list[nn.Module]:
 def enable(model: nn.Module) -> int:
     """Checkpoint every decoder layer of ``model`` (idempotent); returns how many layers are checkpointed."""
     layers = decoder_layers(model)
+    if not hasattr(model, STATE):
+        setattr(model, STATE, [])
     for layer in layers:
         if getattr(layer, MARK, False):
             continue
-        layer.forward = _checkpointed(layer.forward)
+        layer.forward = _checkpointed(layer.forward, getattr(model, STATE))
         setattr(layer, MARK, True)
     return len(layers)
 
 
-def _checkpointed(forward):
+def _checkpointed(forward, hooks: list):
     @functools.wraps(forward)
     def run(*args, **kwargs):
         # a KV cache is written by the forward: recomputing it would append the same keys twice
         caching = kwargs.get("past_key_values") is not None or kwargs.get("use_cache")
         if torch.is_grad_enabled() and not caching:
-            return checkpoint(forward, *args, use_reentrant=False, **kwargs)
+            captured = [(restore, capture()) for capture, restore in hooks]
+
+            @contextlib.contextmanager
+            def recomputing():  # entered only when the backward pass recomputes this layer
+                with contextlib.ExitStack() as stack:
+                    for restore, value in captured:
+                        stack.enter_context(restore(value))
+                    yield
+
+            def contexts():
+                return contextlib.nullcontext(), recomputing()
+
+            return checkpoint(forward, *args, use_reentrant=False, context_fn=contexts, **kwargs)
         return forward(*args, **kwargs)
 
     return run

@@ -16,13 +16,14 @@ that member alone, so a member that gets no rollouts in a step does not move, an
 
 from __future__ import annotations
 
+import contextlib
 import math
 from pathlib import Path
 
 import torch
 from torch import nn
 
-from populora.platform.backends import generation, logprobs
+from populora.platform.backends import checkpointing, generation, logprobs
 from populora.platform.backends.base import BASE, Generation, LoraSpec, TrainSample
 from populora.platform.backends.peft_dir import read_peft_dir, write_peft_dir
 from populora.platform.backends.policy_loss import Tally, UpdateSpec, mini_batch_slices, pad_rows, row_terms
@@ -33,6 +34,19 @@ class SlotRouter:
 
     def __init__(self):
         self.index: torch.Tensor | None = None  # (B,) long
+
+
+    def capture(self) -> torch.Tensor | None:
+        return self.index
+
+    @contextlib.contextmanager
+    def restored(self, index: torch.Tensor | None):
+        """The rows' slots as they were when a checkpointed layer ran forward, for its recomputation."""
+        current, self.index = self.index, index
+        try:
+            yield
+        finally:
+            self.index = current
 
 
 class MultiLoraLinear(nn.Module):
@@ -146,6 +160,7 @@ class MultiLoraBackend:
         self.base_model, self.tokenizer, self.lora = base_model, tokenizer, lora
         self.device = next(base_model.parameters()).device
         self.router = SlotRouter()
+        checkpointing.register_state(base_model, self.router.capture, self.router.restored)  # used if enabled
         self.slots: dict[str, int] = {}
         self.layers: dict[str, MultiLoraLinear] = {}
         self.optimizer: SlotAdam | None = None
