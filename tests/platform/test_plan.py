@@ -90,3 +90,12 @@ def test_paper_presets_fit_one_80gb_gpu_with_activation_checkpointing(name):
     assert on["memory_gb"]["activations"] < off["memory_gb"]["activations"] / 5
     # the price: one more forward per trained token
     assert on["step_time_s"] > off["step_time_s"]
+
+
+@pytest.mark.parametrize("population, baseline", [("smoke", "baseline"), ("arms-race-cpu", "arms-race-cpu-baseline")])
+def test_cpu_pairs_are_compute_matched_per_adapter(population, baseline):
+    """The demo and the arms race compare a population with its baseline: the same work per adapter (the rule of
+    the paper presets: the baseline proposes a teacher's share and answers with teachers_per_student x rollouts)."""
+    pop, base = _plan(population), _plan(baseline)
+    for key in ("generated_tokens", "trained_tokens"):
+        assert pop["per_adapter"][key] == pytest.approx(base["per_adapter"][key], rel=0.10), key
