@@ -16,7 +16,8 @@ from populora.training import sweep
 
 SMOKE = str(Path(__file__).parents[2] / "configs/smoke.yaml")
 MIXES = ["--grid", "population.teachers,population.students=1:1,2:2"]
-TINY = ["--set", "steps=1", "--set", "evolution.every=0", "--set", "model.tiny_random=true", "--set", "model.lora_rank=4",
+# smoke.yaml matches each student with 2 teachers: a 1-teacher mix needs 1 (the config refuses more than it has)
+TINY = ["--set", "steps=1", "--set", "evolution.every=0", "--set", "matchmaking.teachers_per_student=1", "--set", "model.tiny_random=true", "--set", "model.lora_rank=4",
         "--set", "tasks.max_new_tokens_propose=16", "--set", "tasks.max_new_tokens_solve=8",
         "--set", "tasks.tasks_per_teacher=1", "--set", "tasks.rollouts=1", "--set", "tasks.references=0",
         "--set", "optim.log_kl=false"]
@@ -30,7 +31,7 @@ def _last_json(stdout: str) -> dict:
 
 def test_grid_times_seeds_plus_one_baseline_per_seed():
     runs = sweep.plan(SMOKE, ["population.teachers,population.students=1:1,2:2", "optim.lr=0.0001,0.0002"], 2, True,
-                      ["evolution.every=0"])
+                      ["evolution.every=0", "matchmaking.teachers_per_student=1"])
     assert len(runs) == 2 * (4 + 1)
     assert [r.seed for r in runs if r.baseline] == [0, 1]
     assert {tuple(sorted(r.overrides.items())) for r in runs if not r.baseline} == {
@@ -39,12 +40,13 @@ def test_grid_times_seeds_plus_one_baseline_per_seed():
     base = next(r for r in runs if r.baseline and r.seed == 1)
     assert "single_agent: true" in base.yaml and "seed: 1" in base.yaml and "every: 0" in base.yaml
     assert sweep.sweep_id(runs) == sweep.sweep_id(sweep.plan(SMOKE, ["population.teachers,population.students=1:1,2:2",
-                                                                       "optim.lr=0.0001,0.0002"], 2, True, ["evolution.every=0"]))
+                                                                       "optim.lr=0.0001,0.0002"], 2, True, ["evolution.every=0", "matchmaking.teachers_per_student=1"]))
     assert sweep.sweep_id(runs) != sweep.sweep_id(runs[:-1])
 
 
 def test_dry_run_json_and_bad_grid(mlflow_store):
-    out = subprocess.run(populora_cmd("sweep", "--config", SMOKE, *MIXES, "--seeds", "2", "--baseline", "--dry-run", "--json"),
+    out = subprocess.run(populora_cmd("sweep", "--config", SMOKE, *MIXES, "--seeds", "2", "--baseline", "--dry-run", "--json",
+                                      "--set", "matchmaking.teachers_per_student=1"),
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     planned = _last_json(out.stdout)

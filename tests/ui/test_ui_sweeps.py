@@ -75,11 +75,11 @@ def test_launch_page_starts_a_sweep_driver(sweep_store, monkeypatch):
                         jobs.Job(id="fake", argv=argv, dir=os.environ["POPULORA_JOBS_DIR"], created=0.0, name=name))
     at = _page("launch")
     at.checkbox(key="f_smoke_sweep").check()
-    at.text_area(key="f_smoke_grid").input("population.teachers,population.students=1:1,2:2")
+    at.text_area(key="f_smoke_grid").input("population.teachers,population.students=2:2,2:4")
     at.checkbox(key="f_smoke_baseline").check()
     at.button[0].click().run()
     assert not at.exception, [e.value for e in at.exception]
     ((argv, name, env),) = started
     assert argv[argv.index("sweep") + 1:argv.index("sweep") + 2] == ["--config"] and "--wait" in argv and "--baseline" in argv
-    assert argv[argv.index("--grid") + 1] == "population.teachers,population.students=1:1,2:2"
+    assert argv[argv.index("--grid") + 1] == "population.teachers,population.students=2:2,2:4"
     assert "6 runs" in name and env["MLFLOW_TRACKING_URI"] == os.environ["MLFLOW_TRACKING_URI"]
