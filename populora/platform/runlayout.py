@@ -257,11 +257,7 @@ def member_order(member_id: str) -> tuple:
 # ====================================================================== reads: artifacts
 def read_json(store: str, run_id: str, path: str) -> Any:
     """A JSON artifact of a run in the store at URI ``store``; raises if it is missing."""
-    import mlflow
-
-    with tempfile.TemporaryDirectory() as tmp:
-        local = mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path=path, dst_path=tmp, tracking_uri=store)
-        return json.loads(Path(local).read_text())
+    return json.loads(read_text(store, run_id, path))
 
 
 def read_text(store: str, run_id: str, path: str) -> str:
