@@ -103,7 +103,9 @@ class OptimConfig(Section):
 class EvolutionConfig(Section):
     every: int = Field(2, ge=0, description="Evolve every N steps (0 = never)")
     replace_fraction: float = Field(0.25, ge=0, le=1, description="Fraction of each role replaced per evolution (at least 1 when > 0)")
-    conservative_k: float = Field(3.0, ge=0, description="Rank members by mu - k * sigma")
+    conservative_k: float = Field(0.0, ge=0, description="Rank members by mu - k * sigma; 0 = by mu. k = 3 (TrueSkill's "
+                                  "leaderboard score) ranks every child, whose sigma is widened, weakest at its first "
+                                  "evolution: docs/evolution.md")
     crossover_prob: float = Field(0.5, ge=0, le=1, description="Probability a child is a crossover (else a mutation)")
     crossover: Literal["svd", "swap"] = Field("svd", description="svd: best rank-r fit of the parents' weighted delta; swap: rank-component swap")
     mutation_scale: float = Field(0.05, ge=0, description="Mutation noise std relative to each tensor's RMS")
