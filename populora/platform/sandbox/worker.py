@@ -6,7 +6,7 @@ is chrooted into an empty dir, so these are the only importable modules), compil
 then serves one JSON request per line (one execution, or a batch of them, each in its own io slot and its own
 child), answering one JSON line.
 
-Per request: fork; the child sets rlimits, a new session, chroots into an empty scratch dir, drops to the
+Per request: fork; the child sets rlimits, a new process group, chroots into an empty scratch dir, drops to the
 worker's own unprivileged uid (root) or drops every capability (user namespace), loads seccomp and runs the program (``child.py``); the worker enforces
 the wall clock, SIGKILLs the child's process group and deletes the scratch dir.
 
