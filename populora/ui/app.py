@@ -16,13 +16,23 @@ from populora.ui.auth import require_login  # noqa: E402 - set_page_config must 
 
 require_login()  # before any page renders (a no-op unless POPULORA_UI_TOKEN is set)
 
+runs = st.Page(HERE / "views" / "runs.py", title="Runs", icon=":material/list:", url_path="runs-home", default=True)
+
+
+def _runs_by_name() -> None:
+    """``/runs`` typed or bookmarked: Streamlit serves the default page at ``/`` only and would answer "Page not
+    found", so this hidden page sends the visitor there, query (``?run=...``) included."""
+    st.switch_page(runs, query_params=st.query_params.to_dict())
+
+
 pages = [
-    st.Page(HERE / "views" / "runs.py", title="Runs", icon=":material/list:", url_path="runs", default=True),
+    runs,
     st.Page(HERE / "views" / "launch.py", title="Launch", icon=":material/rocket_launch:", url_path="launch"),
     st.Page(HERE / "views" / "arms_race.py", title="Arms race", icon=":material/monitoring:", url_path="arms_race"),
     st.Page(HERE / "views" / "lineage.py", title="Lineage", icon=":material/account_tree:", url_path="lineage"),
     st.Page(HERE / "views" / "tasks.py", title="Tasks", icon=":material/extension:", url_path="tasks"),
     st.Page(HERE / "views" / "compare.py", title="Compare", icon=":material/balance:", url_path="compare"),
+    st.Page(_runs_by_name, title="Runs", url_path="runs", visibility="hidden"),
 ]
 nav = st.navigation(pages)
 with st.sidebar:

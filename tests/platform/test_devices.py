@@ -119,6 +119,26 @@ def test_peft_generate_and_train_step_on_the_device(device_model, on_device):
     assert state and _all_on([t for s in state.values() for t in s.values() if t.dim() > 0], on_device)
 
 
+@pytest.mark.parametrize("backend_cls", [MultiLoraBackend, PeftBackend])
+def test_activation_checkpointing_recomputes_on_the_device(device_model, on_device, backend_cls):
+    """The checkpointed layers' recomputation (and the multi-LoRA slot restore around it) in the backward pass
+    creates no tensor off the device: what the paper presets run on a GPU."""
+    from populora.platform.backends import checkpointing
+
+    model, tok = device_model
+    assert checkpointing.enable(model) == len(checkpointing.decoder_layers(model))
+    backend = backend_cls(model, tok, LoraSpec(rank=4), **({"initial_slots": 2} if backend_cls is MultiLoraBackend else {}))
+    for i, name in enumerate(["a", "b"]):
+        backend.add_adapter(name, seed=i)
+        if on_device.type == "meta" and backend_cls is PeftBackend:
+            backend.model.to(on_device)  # see test_peft_generate_and_train_step_on_the_device
+        backend.init_optimizer(name, lr=1e-3)
+    stats = backend.train_step({"a": SAMPLES, "b": SAMPLES[:1]}, micro_batch=2)
+    assert set(stats) == {"a", "b"}
+    grads_seen = [p for n in ("a", "b") for p in backend.parameters(n)]
+    assert _all_on(grads_seen, on_device)
+
+
 def test_evolution_operators_keep_children_on_the_device(on_device):
     gen = torch.Generator().manual_seed(0)  # evolution's generator is a CPU one (the same children on any device)
     state = lambda: {"m.lora_A.weight": torch.randn(4, 6, device=on_device), "m.lora_B.weight": torch.randn(5, 4, device=on_device)}

@@ -371,6 +371,11 @@ def test_fallback_without_seccomp_warns_once_and_still_contains(monkeypatch, tmp
         # shields from SIGKILL sent inside it
         assert r.stdout.split("\n")[0] == "[]" and r.stdout.split("\n")[1] in ("no kill", "ignored"), r
         assert r.stdout.split("\n")[2] == "no read", r
+        # with seccomp off only the uid drop (root) or the capability drop (user namespace) refuses these (as a
+        # user, uid 0 is not even mapped: EINVAL)
+        r = s.run("import os\nfor act in (lambda: os.chroot('.'), lambda: os.setuid(0), lambda: os.setgroups([0])):\n"
+                  "    try:\n        act(); print('allowed')\n    except OSError:\n        print('refused')")
+        assert r.stdout.split() == ["refused"] * 3, r
         assert s.run("print(5)").stdout == "5\n" and s._all[0].proc.pid == worker  # the same worker serves on
 
 

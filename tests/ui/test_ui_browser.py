@@ -147,8 +147,9 @@ def test_launch_watch_and_browse_a_run(server, browser, tmp_path):
     browser.save_screenshot(str(shots / "runs_training.png"))
     _wait_for(browser, lambda: job.status in ("finished", "failed"), 240, "the run to end")
     assert job.status == "finished", job.log_tail()
-    _open(browser, f"{url}/?run={run_id}", "4/4", shots, "runs")
-    assert "finished" in _text(browser)
+    _open(browser, f"{url}/runs?run={run_id}", "4/4", shots, "runs")  # /runs: a bookmarked address of the Runs page
+    assert "finished" in _text(browser) and "Page not found" not in _text(browser)
+    assert browser.current_url.rstrip("/").endswith(f"?run={run_id}")  # sent to the default page, query kept
     _open(browser, f"{url}/arms_race?run={run_id}", "Per member", shots, "arms_race")
     _open(browser, f"{url}/lineage?run={run_id}", "Member T0", shots, "lineage")
     _open(browser, f"{url}/tasks?run={run_id}", "tasks match", shots, "tasks")

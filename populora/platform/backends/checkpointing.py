@@ -26,9 +26,14 @@ def register_state(model: nn.Module, capture, restore) -> None:
     """Per-forward state a backend keeps outside the tensors (the multi-LoRA slot of each row): ``capture()``
     is called when a checkpointed layer runs forward, and ``restore(value)`` (a context manager) wraps its
     recomputation in the backward pass, which may run after the backend has moved on to other rows."""
+    _hooks(model).append((capture, restore))
+
+
+def _hooks(model: nn.Module) -> list:
+    """The model's [(capture, restore)] list, made on first use: a backend may register before or after enable."""
     if not hasattr(model, STATE):
         setattr(model, STATE, [])
-    getattr(model, STATE).append((capture, restore))
+    return getattr(model, STATE)
 
 
 def decoder_layers(model: nn.Module) -> list[nn.Module]:
@@ -49,12 +54,10 @@ def decoder_layers(model: nn.Module) -> list[nn.Module]:
 def enable(model: nn.Module) -> int:
     """Checkpoint every decoder layer of ``model`` (idempotent); returns how many layers are checkpointed."""
     layers = decoder_layers(model)
-    if not hasattr(model, STATE):
-        setattr(model, STATE, [])
     for layer in layers:
         if getattr(layer, MARK, False):
             continue
-        layer.forward = _checkpointed(layer.forward, getattr(model, STATE))
+        layer.forward = _checkpointed(layer.forward, _hooks(model))
         setattr(layer, MARK, True)
     return len(layers)
 

@@ -272,11 +272,18 @@ class _CapData(ctypes.Structure):
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
 
 
+# capset's arguments, built once at import (the worker imports this before it forks): the child passes two
+# addresses and builds no ctypes object, so it touches (and copies on write) no more pages than it must
+_CAP_HEADER, _CAP_EMPTY = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0), (_CapData * 2)()
+_CAP_ARGS = (ctypes.addressof(_CAP_HEADER), ctypes.addressof(_CAP_EMPTY))
+_capset = _libc.capset
+_capset.argtypes, _capset.restype = [ctypes.c_void_p, ctypes.c_void_p], ctypes.c_int
+
+
 def drop_capabilities() -> None:
     """Empty effective, permitted and inheritable sets: what a user-namespace child does instead of a uid drop.
     Our uid is not 0 inside the namespace, so no later exec could give them back (exec is denied anyway)."""
-    data = (_CapData * 2)()
-    if _libc.capset(ctypes.byref(_CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)), data) != 0:
+    if _capset(*_CAP_ARGS) != 0:
         e = ctypes.get_errno()
         raise OSError(e, f"capset: {os.strerror(e)}")
 
