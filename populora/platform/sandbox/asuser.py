@@ -2,10 +2,10 @@
 benchmarked on a machine where we are root (``tests/platform/test_sandbox_unprivileged.py``, ``populora bench verifier
 --as-user``).
 
-``runuser`` drops to the user; when this interpreter lives below a directory the user cannot enter (pyenv in
-``/root``, mode 0700), the command first enters a private mount namespace in which that directory is replaced by
-a world-readable tmpfs holding only a bind mount of the interpreter's tree, so nothing else of it is exposed and
-the host is not changed.
+``runuser`` drops to the user; when this interpreter, its venv or the project on ``PYTHONPATH`` lives below a
+directory the user cannot enter (pyenv in ``/root``, a clone in a 0700 home or ``mktemp -d`` dir), the command
+first enters a private mount namespace in which that directory is replaced by a world-readable tmpfs holding only
+bind mounts of the trees needed, so nothing else of it is exposed and the host is not changed.
 """
 
 from __future__ import annotations
@@ -51,14 +51,21 @@ def as_user_command(user: str, argv: list[str], env: dict[str, str]) -> list[str
     if not shutil.which("runuser"):
         raise RuntimeError("runuser (util-linux) is needed to run as another user")
     run = ["runuser", "-u", user, "--", "env", "-i", *(f"{k}={v}" for k, v in env.items()), *argv]
-    closed = {c for p in (Path(sys.executable), Path(sys.base_prefix)) if (c := _closed_ancestor(p))}
+    # the interpreter's real tree (pyenv below /root), the venv (a clone below a 0700 home or mktemp dir) and
+    # what PYTHONPATH names (the project itself): the user must be able to reach each
+    paths = [Path(sys.executable), Path(sys.base_prefix), Path(sys.prefix)]
+    paths += [Path(p) for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and os.path.isabs(p)]
+    closed = {c for p in paths if os.path.exists(p) and (c := _closed_ancestor(p))}
     if not closed:
         return run
+    by_dir: dict[Path, set[Path]] = {}
+    for d, child in closed:
+        by_dir.setdefault(d, set()).add(child)
     script = ["set -e", "mount -t tmpfs -o size=1m tmpfs /mnt"]  # staging, private to the namespace: no litter
-    for i, (d, child) in enumerate(sorted(closed)):
-        keep = f"/mnt/{i}"
-        script += [f"mkdir -p {keep}", f"mount --bind {shlex.quote(str(child))} {keep}",
-                   f"mount -t tmpfs -o mode=0755,size=1m tmpfs {shlex.quote(str(d))}",
-                   f"mkdir -p {shlex.quote(str(child))}", f"mount --move {keep} {shlex.quote(str(child))}"]
+    for i, (d, children) in enumerate(sorted(by_dir.items())):
+        keeps = [(f"/mnt/{i}.{j}", shlex.quote(str(c))) for j, c in enumerate(sorted(children))]
+        script += [line for keep, c in keeps for line in (f"mkdir -p {keep}", f"mount --bind {c} {keep}")]
+        script.append(f"mount -t tmpfs -o mode=0755,size=1m tmpfs {shlex.quote(str(d))}")
+        script += [line for keep, c in keeps for line in (f"mkdir -p {c}", f"mount --move {keep} {c}")]
     script.append("exec " + shlex.join(run))
     return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", "\n".join(script)]
