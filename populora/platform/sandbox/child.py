@@ -43,7 +43,7 @@ def _lock_down(worker, req: dict) -> None:
     """fds 0-4 are already the stdin/stdout/stderr/result/program files; the environment is already empty."""
     # own process group: the worker SIGKILLs the whole group afterwards. Not setsid(): with the kernel's
     # sched_autogroup on (the default on desktop and many server kernels) every new session gets its own CFS task
-    # group, which cost ~0.15 ms CPU per child here, a quarter of the pool's rate. A session adds nothing: the
+    # group, torn down again at exit: 5-8% of an execution's CPU here (docs/performance.md). A session adds nothing: the
     # worker was started in a session of its own (no controlling terminal), and the chroot leaves no tty to open.
     os.setpgid(0, 0)
     req["program"] = os.pread(4, os.fstat(4).st_size, 0).decode("utf-8", errors="replace")
