@@ -82,12 +82,29 @@ def test_bench_json_last_line(capsys):
     figures = _last_json(capsys)
     assert set(figures) == {"execs_per_s", "naive_execs_per_s", "ratio_vs_naive", "cpu_ms_per_exec",
                             "idle_capacity_execs_per_s", "fork_exit_per_s", "fraction_of_fork_limit", "uid",
-                            "layers"}
+                            "layers", "fork_exit_cpu_ms", "faults_per_exec", "fork_exit_faults_per_exec",
+                            "cow_fault_us", "fault_bound_fraction"}
     assert figures["execs_per_s"] > figures["naive_execs_per_s"] > 0
     # a bare fork + exit does strictly less work than an isolated execution through the same workers
     assert figures["fork_exit_per_s"] > 0
     assert figures["fraction_of_fork_limit"] == round(figures["execs_per_s"] / figures["fork_exit_per_s"], 3)
     assert figures["uid"] == os.geteuid() and "seccomp" in figures["layers"].split(",")
+    # an isolated execution writes (copy-on-write faults) many more of the worker's pages than a bare fork + exit
+    assert figures["faults_per_exec"] > figures["fork_exit_faults_per_exec"] + 50 > 50
+    assert figures["cow_fault_us"] > 0 and 0 < figures["fault_bound_fraction"] < 1
+
+
+def test_copy_on_write_measurement_faults_once_per_written_page():
+    """The forks of ``bench_cow_fault`` differ by exactly the pages their children write: one fault each
+    (counted by the kernel, so this holds on a loaded machine too)."""
+    from populora.platform.sandbox.bench import bench_fork_exit
+    from populora.platform.sandbox.pool import Sandbox
+
+    with Sandbox(workers=1) as sb:
+        sb.run_many(["pass"] * 5)
+        one = bench_fork_exit(sb, 100, touch=(128, 1))
+        many = bench_fork_exit(sb, 100, touch=(128, 128))
+    assert 120 <= many["faults"] - one["faults"] <= 134, (one, many)  # 127 more pages written
 
 
 def test_module_entry_point_as_subprocess(tmp_path):

@@ -115,6 +115,10 @@ def bench_verifier_main(argv: list[str]) -> int:
     print(f"ratio        : {figures['ratio_vs_naive']:8.1f}x")
     print(f"fork limit   : {figures['fork_exit_per_s']:8.1f} bare fork+exit/s of the same workers -> pool at "
           f"{figures['fraction_of_fork_limit']:.2f} of it")
+    print(f"page faults  : {figures['faults_per_exec']:8.1f} per execution vs {figures['fork_exit_faults_per_exec']:.1f} "
+          f"per bare fork+exit; one copy-on-write fault costs {figures['cow_fault_us']:.2f} us of CPU here")
+    print(f"fault bound  : {figures['fault_bound_fraction']:8.2f} of the fork limit if those extra faults were the "
+          "pool's only extra cost (docs/performance.md)")
     print(f"mode         : uid {figures['uid']}, layers {figures['layers']}")
     if args.json:
         print(json.dumps(figures))

@@ -226,9 +226,11 @@ class _WorkerProc:
         return {"status": "killed", "stdout": "", "stderr": "[sandbox] worker error: " + reply["error"],
                 "returncode": None, "wall_s": 0.0}
 
-    def fork_exit(self, n: int) -> float:
-        """Seconds the worker took for ``n`` bare fork + exit of itself (the benchmark's floor)."""
-        self.proc.stdin.write(json.dumps({"fork_exit": n}).encode() + b"\n")
+    def fork_exit(self, n: int, touch: tuple[int, int] | None = None) -> float:
+        """Seconds the worker took for ``n`` bare fork + exit of itself (the benchmark's floor); ``touch``:
+        each child first writes to some of the worker's pages (see ``Worker.fork_exit``)."""
+        req = {"fork_exit": n} if touch is None else {"fork_exit": n, "touch": list(touch)}
+        self.proc.stdin.write(json.dumps(req).encode() + b"\n")
         self.proc.stdin.flush()
         line = self._readline(60.0 + n * 0.1)
         if line is None:

@@ -47,6 +47,7 @@ IO_FILES = ("in", "out", "err", "res", "prog")  # the child's fds 0-4, in this o
 _STDIN, _RESULT, PROGRAM_FD = 0, 3, 4
 SLOT_FD = 10  # the io slots' files: fds 10 .. 10 + 5 * slots - 1, below the trainer's pipes
 MAX_SLOTS = 16
+_PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
 class Worker:
@@ -148,13 +149,36 @@ class Worker:
         finally:
             self._cleanup()
 
-    def fork_exit(self, n: int) -> dict:
+    def fork_exit(self, n: int, touch: tuple[int, int] | None = None) -> dict:
         """The floor under :meth:`run`: ``n`` bare forks of this same warm process whose child exits at once
-        (no isolation, no program), timed here. ``populora bench verifier`` divides its rate by this one."""
+        (no isolation, no program), timed here. ``populora bench verifier`` divides its rate by this one.
+
+        ``touch=(pages, written)``: the worker first holds ``pages`` private pages of its own, and each child
+        writes one byte to ``written`` of them before it exits, so each write is one copy-on-write fault.
+        The same forks with ``written`` = 1 and = ``pages`` differ only by those faults: the bench divides
+        the CPU difference by their number, giving what one copy-on-write fault costs on this machine."""
+        if touch:
+            return self._fork_touch(n, int(touch[0]), int(touch[1]))
         t0 = time.perf_counter()
         for _ in range(n):
             pid = iso.fork()
             if pid == 0:
+                os._exit(0)
+            os.waitpid(pid, 0)
+        wall = time.perf_counter() - t0
+        return {"how": "fork_exit", "code": 0, "wall_s": round(wall, 6)}
+
+    @staticmethod
+    def _fork_touch(n: int, pages: int, written: int) -> dict:
+        written = max(1, min(pages, written))
+        buf = bytearray(pages * _PAGE)
+        buf[::_PAGE] = b"\x01" * pages  # present and private in the worker before any fork
+        where, ones = slice(0, written * _PAGE, _PAGE), b"\x02" * written  # built before the forks
+        t0 = time.perf_counter()
+        for _ in range(n):
+            pid = iso.fork()
+            if pid == 0:
+                buf[where] = ones  # one C loop: a byte on each of ``written`` pages
                 os._exit(0)
             os.waitpid(pid, 0)
         return {"how": "fork_exit", "code": 0, "wall_s": round(time.perf_counter() - t0, 6)}
@@ -233,7 +257,9 @@ def _serve(worker: Worker) -> None:
     send({"ready": True, "layers": worker.layers, "uid": worker.uid})
     def one(req: dict) -> dict:
         try:
-            return worker.fork_exit(int(req["fork_exit"])) if "fork_exit" in req else worker.run(req)
+            if "fork_exit" in req:
+                return worker.fork_exit(int(req["fork_exit"]), req.get("touch"))
+            return worker.run(req)
         except Exception:  # a sandbox bug, not a program failure: report it, keep serving
             return {"how": "error", "code": None, "wall_s": 0.0, "error": traceback.format_exc()}
 
