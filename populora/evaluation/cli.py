@@ -83,13 +83,16 @@ def _parser(prog: str, description: str, schema, flags: dict, exclusive: tuple, 
     src = p.add_mutually_exclusive_group()
     for flag, (key, kwargs) in flags.items():
         info, action = _field(schema, key), kwargs.get("action", "")
-        if action in ("store_true", "store_false"):  # a switch: say which value it sets
-            sets = f"{key}={str(action == 'store_true').lower()}"
+        if action == "store_false":  # a switch that turns a field off: say so first, the field's text describes "on"
+            help_text = f"sets {key}=false; {key}: {info.description}"
+        elif action == "store_true":  # a switch: say which value it sets
+            help_text = f"{info.description} [{key}=true]"
         else:
             kwargs = {"metavar": flag.lstrip("-").upper().replace("-", "_"), **kwargs}
             default = info.get_default(call_default_factory=True)
             sets = key + ("" if default in (None, []) else f" (default {default})")
-        (src if flag in exclusive else p).add_argument(flag, dest=key, help=f"{info.description} [{sets}]", **kwargs)
+            help_text = f"{info.description} [{sets}]"
+        (src if flag in exclusive else p).add_argument(flag, dest=key, help=help_text, **kwargs)
     return p
 
 

@@ -210,3 +210,14 @@ def test_batched_population_scores_equal_one_at_a_time(runs, tmp_path):
     # the members really differ from the base model, so a mix-up of adapters between rows would show
     texts = {d.name: (d / "humaneval_plus.jsonl").read_text() for d in (tmp_path / "single" / "samples").iterdir()}
     assert len(set(texts.values())) > 1, texts
+
+
+def test_switches_that_turn_a_field_off_say_so_in_their_help():
+    """``--one-at-a-time`` / ``--no-base`` set a field to false; their help must not read as the field's "on" text."""
+    from populora.evaluation.cli import _eval_parser
+
+    helps = {a.option_strings[0]: a.help for a in _eval_parser()._actions if a.option_strings}
+    assert helps["--one-at-a-time"].startswith("sets batched=false; batched: Every target of a benchmark at once")
+    assert helps["--no-base"].startswith("sets include_base=false; include_base: Also score the bare base model")
+    assert helps["--base-only"].endswith("[base_only=true]")
+    assert helps["--limit"].endswith("[limit]")
