@@ -88,7 +88,8 @@ def bench_fork_exit(sb: Sandbox, n: int, meter: _Meter | None = None,
                     touch: tuple[int, int] | None = None) -> dict:
     """The limit under the pool's rate, measured on the same warm workers right after it: every worker at once
     forks itself and its child exits at once (no isolation, no program), ``n`` in all: forks + exits per
-    second, and CPU ms and minor page faults per fork (workers, children and this process)."""
+    second, CPU ms per fork (workers, children and this process) and minor page faults per fork (workers and
+    children)."""
     procs, meter = list(sb._all), meter or _Meter(sb)
     per = max(1, n // len(procs))
     with ThreadPoolExecutor(len(procs)) as ex:
