@@ -51,6 +51,7 @@ FLAGS = {
     "--tiny-random": ("model.tiny_random", {"action": "store_true"}), "--device": ("device", {}),
     "--backend": ("backend", {"choices": ["multilora", "peft"]}),
     "--one-at-a-time": ("batched", {"action": "store_false"}),
+    "--protocol": ("protocol", {"choices": ["azr", "quick"]}), "--regrade": ("regrade", {"action": "store_true"}),
     # ---- decoding: the same for every adapter
     "--max-new-tokens": ("generation.max_new_tokens", {"type": int}), "--temperature": ("generation.temperature", {"type": float}),
     "--top-p": ("generation.top_p", {"type": float}), "--n-samples": ("generation.n_samples", {"type": int}),
@@ -151,7 +152,7 @@ def eval_main(argv: list[str]) -> int:
         cfg = eval_config(argv)
         root = benchmarks.data_dir(cfg.data_dir)
         if cfg.export_tasks:
-            return _export(root, Path(cfg.export_tasks))
+            return _export(root, Path(cfg.export_tasks), cfg.resolved_protocol(cfg.model))
         names = benchmarks.select(cfg.benchmarks)
         benchmarks.verify(root, names)
         require_packages(names)
@@ -162,11 +163,11 @@ def eval_main(argv: list[str]) -> int:
         return _fail(err)
 
 
-def _export(root: Path, out: Path) -> int:
+def _export(root: Path, out: Path, protocol=None) -> int:
     from populora.evaluation import math_suite
 
     benchmarks.verify(root, benchmarks.GROUPS["math"])
-    math_suite.export_tasks(out, root)
+    math_suite.export_tasks(out, root, protocol)
     print(f"wrote lm-eval tasks to {out}; run e.g.: lm_eval --model hf --model_args pretrained=HuggingFaceTB/"
           f"SmolLM2-135M-Instruct --apply_chat_template --include_path {out} --tasks populora_math")
     return 0
@@ -234,12 +235,20 @@ def _evaluate(cfg, names: list[str], root: Path, in_sweep: bool = False) -> int:
     found, model, out, configured = _targets(cfg, tracker, in_sweep)
     kind = cfg.backend or configured or "multilora"
     lora = T.lora_spec(found) if kind == "multilora" else None
+    protocol = cfg.resolved_protocol(model)
     print(f"evaluating {', '.join(t.label for t in found)} on {', '.join(names)}"
-          f"{f' (first {cfg.limit} items each)' if cfg.limit else ''}; results in {out}", file=sys.stderr)
+          f"{f' (first {cfg.limit} items each)' if cfg.limit else ''} under protocol {protocol.name}; results in {out}",
+          file=sys.stderr)
     runner = Runner(_backend_factory(model, cfg.device, kind, lora), root, out, cfg.generation, cfg.limit, model.model_dump(),
-                    batched=cfg.batched)
-    scores = runner.run(found, names)
-    config = {"run": cfg.run, "data_dir": str(root.resolve()), "benchmarks": names, **runner.config}
+                    batched=cfg.batched, protocol=protocol)
+    if cfg.regrade:
+        from populora.evaluation import regrade
+
+        scores = regrade.run(runner, found, names)
+    else:
+        scores = runner.run(found, names)
+    config = {"run": cfg.run, "data_dir": str(root.resolve()), "benchmarks": names, **runner.config,
+              "data_sha256": {n: runner.sums.get(benchmarks.BENCHMARKS[n].file) for n in names}}
     data = results.build(found, scores, config)
     paths = results.write_local(out, data)
     print("\n" + report.text(report.build(data)))

@@ -43,6 +43,19 @@ class EvalConfig(Section):
     batched: bool = Field(True, description="Every target of a benchmark at once in mixed-adapter batches (same "
                           "greedy scores, much faster); false: one (target, benchmark) pair at a time. Sampling "
                           "(temperature > 0) always runs one at a time")
+    protocol: Literal["azr", "quick"] | None = Field(
+        None, description="azr: AZR's evaluation (greedy; math 16,000 new tokens in AZR's plain template, LCB 8,096, "
+        "EvalPlus 768 with 10 s / 8x time limits): comparable with published numbers; quick: 512 tokens, chat "
+        "template, EvalPlus's 1 s / 4x, for CPU smoke checks. Default: quick for the embedded or a tiny random "
+        "model, azr for any other base")
+    budgets: dict[str, int] = Field(default_factory=dict, description="Max new tokens per benchmark, over the "
+                                    "protocol's (e.g. {gsm8k: 1024}); generation.max_new_tokens sets all at once")
+    evalplus_min_time_limit: float | None = Field(None, gt=0, description="EvalPlus: seconds per test at least "
+                                                  "(default: the protocol's)")
+    evalplus_time_factor: float | None = Field(None, gt=0, description="EvalPlus: time limit as a multiple of the "
+                                               "canonical solution's time (default: the protocol's)")
+    regrade: bool = Field(False, description="Re-score the saved samples of an earlier evaluation with today's "
+                          "graders (no generation, no model) and rewrite results.json; needs the same out dir")
     model: ModelSource = Field(default_factory=ModelSource, description="The base model of `adapter` / `base_only` (a run's comes from its own config)")
     generation: GenConfig = Field(default_factory=GenConfig, description="Decoding, the same for every adapter")
 
@@ -57,10 +70,24 @@ class EvalConfig(Section):
         if (self.run or self.sweep) and "model" in self.model_fields_set:
             raise ValueError("model.* is for adapter / base_only: a run is scored on the base model its own config "
                              "names; drop model.* (--model, --gguf-file, --tiny-random)")
+        from populora.evaluation import benchmarks
+
+        unknown = [b for b in self.budgets if b not in benchmarks.BENCHMARKS]
+        if unknown:
+            raise ValueError(f"budgets: unknown benchmark(s) {', '.join(unknown)}; valid: {', '.join(benchmarks.BENCHMARKS)}")
+        if any(v < 1 for v in self.budgets.values()):
+            raise ValueError("budgets: every budget must be a positive number of tokens")
         if self.sweep_base and not self.sweep:
             raise ValueError("sweep_base (--base) is for sweep; for a run, adapter or base_only set include_base "
                              "(default true; --no-base turns it off)")
         return self
+
+    def resolved_protocol(self, model: ModelSource):
+        """The protocol with this config's overrides, for the base model ``model`` (a run's own)."""
+        from populora.evaluation import protocol
+
+        return protocol.resolve(self.protocol, model, self.budgets, self.generation.max_new_tokens,
+                                self.evalplus_min_time_limit, self.evalplus_time_factor)
 
 
 class ReportConfig(Section):

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from populora.evaluation import benchmarks
-from populora.evaluation.generation import GenConfig, chat_prompt, complete, ensure_offline
+from populora.evaluation.generation import GenConfig, chat_prompt, complete_detail, ensure_offline
 
 DATASETS = {"humaneval_plus": ("humaneval", "HUMANEVAL_OVERRIDE_PATH"), "mbpp_plus": ("mbpp", "MBPP_OVERRIDE_PATH")}
 # EvalPlus's own instruct-model prompt (evalplus/codegen.py), so scores are comparable with its leaderboard.
@@ -90,18 +90,30 @@ def expected_outputs(name: str, probs: dict[str, dict], data_dir: Path) -> dict[
         return get_groundtruth(probs, key, special)
 
 
-def time_limits() -> tuple[float, float]:
+def time_limits(protocol=None) -> tuple[float, float]:
     """EvalPlus's per-test time limit is max(min_time_limit, gt_time_limit_factor x the canonical solution's
-    time): defaults 1 s and 4x (its own). On a loaded machine a correct solution can hit it: raise both with
-    POPULORA_EVALPLUS_MIN_TIME_LIMIT / POPULORA_EVALPLUS_TIME_FACTOR (evalplus.evaluate's --min_time_limit and
-    --gt_time_limit_factor), and use the same values for every adapter you compare."""
+    time): the protocol's (azr: 10 s and 8x, as AZR runs EvalPlus; quick: EvalPlus's defaults, 1 s and 4x), else
+    EvalPlus's defaults. POPULORA_EVALPLUS_MIN_TIME_LIMIT / POPULORA_EVALPLUS_TIME_FACTOR override both (they are
+    recorded with the results like any other setting)."""
     from evalplus.eval import DEFAULT_GT_TIME_LIMIT_FACTOR, DEFAULT_MIN_TIME_LIMIT
 
+    default = ((protocol.evalplus_min_time_limit, protocol.evalplus_time_factor) if protocol is not None
+               else (DEFAULT_MIN_TIME_LIMIT, DEFAULT_GT_TIME_LIMIT_FACTOR))
     try:
-        return (float(os.environ.get("POPULORA_EVALPLUS_MIN_TIME_LIMIT", DEFAULT_MIN_TIME_LIMIT)),
-                float(os.environ.get("POPULORA_EVALPLUS_TIME_FACTOR", DEFAULT_GT_TIME_LIMIT_FACTOR)))
+        return (float(os.environ.get("POPULORA_EVALPLUS_MIN_TIME_LIMIT", default[0])),
+                float(os.environ.get("POPULORA_EVALPLUS_TIME_FACTOR", default[1])))
     except ValueError as err:
         raise ValueError(f"POPULORA_EVALPLUS_MIN_TIME_LIMIT / POPULORA_EVALPLUS_TIME_FACTOR must be numbers: {err}") from err
+
+
+def make_sandbox(parallel: int | None = None):
+    """The sandbox EvalPlus solutions run in: a pool of ``parallel`` workers (default: half the CPUs). One per
+    evaluation, shared by every target of a batched run (a pool per target would oversubscribe the CPU under
+    wall-clock time limits, and correct solutions would time out differently per target)."""
+    from populora.platform.sandbox import Sandbox
+
+    return Sandbox(workers=parallel or max(1, (os.cpu_count() or 2) // 2), memory_mb=memory_mb(),
+                   max_output_bytes=4096, preload=PRELOAD)
 
 
 # What the sandbox workers import for the harness and for solutions (a chrooted program can import nothing
@@ -184,15 +196,13 @@ def memory_mb() -> int:
 
 def score_samples(name: str, probs: dict[str, dict], samples: list[dict], data_dir: Path,
                   parallel: int | None = None, min_time_limit: float | None = None,
-                  gt_time_limit_factor: float | None = None, sandbox=None) -> dict:
+                  gt_time_limit_factor: float | None = None, sandbox=None, protocol=None) -> dict:
     """Statuses per sample and pass@k (base, plus) for samples [{task_id, solution}], as evalplus.evaluate, with
     every solution run in the sandbox (``sandbox``, or a pool of ``parallel`` workers made for the call).
     Time limits: :func:`time_limits` unless given."""
     from evalplus.eval import PASS, estimate_pass_at_k
 
-    from populora.platform.sandbox import Sandbox
-
-    default_min, default_factor = time_limits()
+    default_min, default_factor = time_limits(protocol)
     limits = {"min_time_limit": default_min if min_time_limit is None else min_time_limit,
               "gt_time_limit_factor": default_factor if gt_time_limit_factor is None else gt_time_limit_factor}
 
@@ -202,8 +212,7 @@ def score_samples(name: str, probs: dict[str, dict], samples: list[dict], data_d
     jobs = [_request(dataset, probs[s["task_id"]], s["solution"], which, expected[s["task_id"]], limits)
             for s in work for which in ("base", "plus")]
     own = sandbox is None
-    sb = sandbox or Sandbox(workers=parallel or max(1, (os.cpu_count() or 2) // 2), memory_mb=memory_mb(),
-                            max_output_bytes=4096, preload=PRELOAD)
+    sb = sandbox or make_sandbox(parallel)
     try:
         results = sb.execute_many([req for req, _ in jobs])
     finally:
@@ -212,7 +221,7 @@ def score_samples(name: str, probs: dict[str, dict], samples: list[dict], data_d
     codes = [_status(r, n) for r, (_, n) in zip(results, jobs)]
     statuses = [{"task_id": s["task_id"], "base_status": codes[2 * i], "plus_status": codes[2 * i + 1]}
                 for i, s in enumerate(work)]
-    return {"metrics": _pass_at_k(probs, statuses, PASS, estimate_pass_at_k), "statuses": statuses}
+    return {"metrics": _pass_at_k(probs, statuses, PASS, estimate_pass_at_k), "statuses": statuses, "time_limits": limits}
 
 
 def _pass_at_k(probs: dict, statuses: list[dict], PASS: str, estimate_pass_at_k) -> dict:
@@ -235,14 +244,22 @@ def _pass_at_k(probs: dict, statuses: list[dict], PASS: str, estimate_pass_at_k)
 
 
 def evaluate(backend, adapter: str | None, name: str, data_dir: Path, gen: GenConfig, limit: int | None,
-             progress=None) -> dict:
-    """Generate with ``adapter`` and score with EvalPlus; returns metrics (base, plus = pass@1) and samples."""
+             progress=None, protocol=None, sandbox=None) -> dict:
+    """Generate with ``adapter`` and score with EvalPlus; returns metrics (base, plus = pass@1, the share of
+    truncated completions) and samples. ``sandbox``: a shared one (see :func:`make_sandbox`), else one for the call."""
     probs = problems(name, data_dir, limit)
     prompts = [prompt(backend, p) for p in probs.values()]
-    outs = complete(backend, adapter, prompts, gen, progress=progress)
-    samples = [{"task_id": t, "completion": c, "solution": solution(probs[t], c)}
-               for t, cs in zip(probs, outs) for c in cs]
-    scored = score_samples(name, probs, samples, data_dir)
+    outs, cut = complete_detail(backend, adapter, prompts, gen, progress=progress)
+    samples = [{"task_id": t, "completion": c, "solution": solution(probs[t], c), "truncated": k}
+               for t, cs, ks in zip(probs, outs, cut) for c, k in zip(cs, ks)]
+    scored = score_samples(name, probs, samples, data_dir, sandbox=sandbox, protocol=protocol)
     for s, st in zip(samples, scored["statuses"]):
         s.update(base_status=st["base_status"], plus_status=st["plus_status"])
-    return {"metrics": scored["metrics"], "primary": "plus", "n": len(probs), "samples": samples}
+    metrics = {**scored["metrics"], "truncated_rate": truncated_rate(samples)}
+    return {"metrics": metrics, "primary": "plus", "n": len(probs), "samples": samples,
+            "time_limits": scored["time_limits"]}
+
+
+def truncated_rate(samples: list[dict]) -> float:
+    """Share of completions that ran out of their token budget."""
+    return sum(bool(s.get("truncated")) for s in samples) / len(samples) if samples else 0.0

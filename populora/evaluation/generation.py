@@ -20,7 +20,8 @@ class GenConfig(Section):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    max_new_tokens: int = Field(512, ge=1, description="Token budget per completion")
+    max_new_tokens: int | None = Field(None, ge=1, description="Token budget per completion for every benchmark "
+                                       "(default: the protocol's per-benchmark budgets; see `budgets`)")
     temperature: float = Field(0.0, ge=0, description="0 = greedy (pass@1 greedy, the EvalPlus / lm-eval default)")
     top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling top-p when temperature > 0")
     n_samples: int = Field(1, ge=1, description="Samples per code problem (pass@k over n; needs temperature > 0)")
@@ -43,27 +44,66 @@ def ensure_offline() -> None:
         sys.modules["datasets"].config.HF_DATASETS_OFFLINE = True
 
 
-def complete(backend, adapter: str | None, prompts: list[str], gen: GenConfig, stop: tuple[str, ...] = (),
-             progress=None) -> list[list[str]]:
-    """``gen.n_samples`` completions for each (already chat-encoded) prompt: out[i][j] = sample j of prompt i.
+def end_ids(backend) -> set[int]:
+    """Token ids that end a completion (the tokenizer's EOS, one id or several)."""
+    eos = getattr(getattr(backend, "tokenizer", None), "eos_token_id", None)
+    return set(eos) if isinstance(eos, (list, tuple, set)) else ({eos} if isinstance(eos, int) else set())
+
+
+def is_truncated(gen, max_new_tokens: int, ends: set[int]) -> bool:
+    """The completion used its whole budget without ending (its last token is no end token).
+
+    >>> from types import SimpleNamespace as G
+    >>> is_truncated(G(completion_ids=[5, 6, 7]), 3, {2}), is_truncated(G(completion_ids=[5, 6, 2]), 3, {2})
+    (True, False)
+    """
+    ids = list(gen.completion_ids or [])
+    return len(ids) >= max_new_tokens and ids[-1] not in ends
+
+
+def complete_detail(backend, adapter: str | None, prompts: list[str], gen: GenConfig, stop: tuple[str, ...] = (),
+                    progress=None) -> tuple[list[list[str]], list[list[bool]]]:
+    """``gen.n_samples`` completions for each (already encoded) prompt, and whether each ran out of budget:
+    texts[i][j] = sample j of prompt i. ``gen.max_new_tokens`` must be resolved (the runner sets it per benchmark).
 
     Greedy decoding gives n identical samples, so it generates once and repeats the text.
     """
+    assert gen.max_new_tokens is not None, "resolve the protocol's budget first (Runner.gen_for)"
     n = gen.n_samples if gen.temperature > 0 else 1
     rows = [p for p in prompts for _ in range(n)]
     texts: list[str] = []
+    cut: list[bool] = []
+    ends = end_ids(backend)
     for i in range(0, len(rows), gen.batch_size):
         chunk = rows[i:i + gen.batch_size]
         # the seed depends on the chunk only, so a resumed or re-ordered evaluation samples the same noise
         outs = backend.generate(chunk, [adapter] * len(chunk), gen.max_new_tokens, temperature=gen.temperature,
                                 top_p=gen.top_p, seed=gen.seed + i, stop=stop, batch_size=gen.batch_size)
         texts += [g.text for g in outs]
+        cut += [is_truncated(g, gen.max_new_tokens, ends) for g in outs]
         if progress is not None:
             progress(len(chunk))  # in generated rows: len(prompts) * (n_samples if sampling else 1)
-    per_prompt = [texts[k * n:(k + 1) * n] for k in range(len(prompts))]
-    return [s * gen.n_samples if n == 1 else s for s in per_prompt]
+    reps = gen.n_samples if n == 1 else 1
+    return ([texts[k * n:(k + 1) * n] * reps for k in range(len(prompts))],
+            [cut[k * n:(k + 1) * n] * reps for k in range(len(prompts))])
+
+
+def complete(backend, adapter: str | None, prompts: list[str], gen: GenConfig, stop: tuple[str, ...] = (),
+             progress=None) -> list[list[str]]:
+    """The texts of :func:`complete_detail`."""
+    return complete_detail(backend, adapter, prompts, gen, stop, progress)[0]
 
 
 def chat_prompt(backend, user: str, prefill: str = "") -> str:
     """The one chat template every adapter gets: a single user turn, optional assistant prefill."""
     return backend.encode_chat([{"role": "user", "content": user}], prefill)
+
+
+def render(backend, template: str, user: str, prefill: str = "") -> str:
+    """``user`` in the benchmark's template: ``chat`` (the model's chat template) or ``azr`` (AZR's plain
+    R1-style text, no chat markup: protocol.AZR_MATH_TEMPLATE)."""
+    from populora.evaluation.protocol import AZR, AZR_MATH_TEMPLATE
+
+    if template == AZR:
+        return AZR_MATH_TEMPLATE.format(input=user) + prefill
+    return chat_prompt(backend, user, prefill)

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from populora.evaluation import benchmarks
-from populora.evaluation.generation import GenConfig, chat_prompt, complete
+from populora.evaluation.generation import GenConfig, chat_prompt, complete_detail
 
 NAME = "livecodebench"
 LABEL = "LiveCodeBench (public tests)"
@@ -140,10 +140,15 @@ def score(records: list[dict], completions: list[list[str]], sandbox=None, timeo
             "verdicts": verdicts}
 
 
-def evaluate(backend, adapter: str | None, data_dir: Path, gen: GenConfig, limit: int | None, progress=None) -> dict:
+def evaluate(backend, adapter: str | None, data_dir: Path, gen: GenConfig, limit: int | None, progress=None,
+             sandbox=None) -> dict:
+    from populora.evaluation.evalplus_suite import truncated_rate
+
     records = problems(data_dir, limit)
-    outs = complete(backend, adapter, [prompt(backend, r) for r in records], gen, progress=progress)
-    scored = score(records, outs)
-    flat = [(i, c) for i, cs in enumerate(outs) for c in cs]
-    samples = [{"task_id": f"lcb/{i}", "completion": c, "passed": ok} for (i, c), ok in zip(flat, scored["verdicts"])]
-    return {"metrics": scored["metrics"], "primary": "pass_at_1", "n": len(records), "samples": samples}
+    outs, cut = complete_detail(backend, adapter, [prompt(backend, r) for r in records], gen, progress=progress)
+    scored = score(records, outs, sandbox)
+    flat = [(i, c, k) for i, (cs, ks) in enumerate(zip(outs, cut)) for c, k in zip(cs, ks)]
+    samples = [{"task_id": f"lcb/{i}", "completion": c, "passed": ok, "truncated": k}
+               for (i, c, k), ok in zip(flat, scored["verdicts"])]
+    metrics = {**scored["metrics"], "truncated_rate": truncated_rate(samples)}
+    return {"metrics": metrics, "primary": "pass_at_1", "n": len(records), "samples": samples}

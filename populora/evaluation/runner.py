@@ -33,19 +33,45 @@ def write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def pair_config(gen: GenConfig, limit: int | None, model: dict) -> dict:
-    """What a stored result must match to be reused."""
-    return {"generation": gen.to_dict(), "limit": limit, "model": model}
+PACKAGES = ("evalplus", "lm_eval", "math-verify", "torch", "transformers", "peft", "vllm")
+
+
+def versions() -> dict[str, str | None]:
+    """Versions of the packages that can change a score (None: not installed)."""
+    from importlib import metadata
+
+    out = {}
+    for pkg in PACKAGES:
+        try:
+            out[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            out[pkg] = None
+    return out
+
+
+def pair_config(gen: GenConfig, limit: int | None, model: dict, protocol=None, name: str | None = None,
+                batched: bool = False, data_sha256: str | None = None, packages: dict | None = None) -> dict:
+    """What a stored result must match to be reused: everything that can change a score (decoding with the
+    benchmark's budget, template and time limits, the subset, the model, batched or not, the data file's checksum
+    and the package versions)."""
+    out = {"generation": gen.to_dict(), "limit": limit, "model": model}
+    if protocol is not None and name is not None:
+        out.update(protocol=protocol.name, template=protocol.template(name), batched=batched,
+                   data_sha256=data_sha256, versions=packages or versions())
+        if name in evalplus_suite.DATASETS:
+            limits = evalplus_suite.time_limits(protocol)
+            out["evalplus_time_limits"] = {"min_time_limit": limits[0], "gt_time_limit_factor": limits[1]}
+    return out
 
 
 def run_benchmark(backend, adapter: str | None, name: str, data_dir: Path, work_dir: Path, gen: GenConfig,
-                  limit: int | None, progress) -> dict:
+                  limit: int | None, progress, protocol=None, sandbox=None) -> dict:
     """Dispatch to the suite that owns ``name``."""
     if name in evalplus_suite.DATASETS:
-        return evalplus_suite.evaluate(backend, adapter, name, data_dir, gen, limit, progress)
+        return evalplus_suite.evaluate(backend, adapter, name, data_dir, gen, limit, progress, protocol, sandbox)
     if name == livecodebench.NAME:
         return livecodebench.evaluate(backend, adapter, data_dir, gen, limit, progress)
-    return math_suite.evaluate(backend, adapter, name, data_dir, work_dir, gen, limit, progress)
+    return math_suite.evaluate(backend, adapter, name, data_dir, work_dir, gen, limit, progress, protocol)
 
 
 def n_items(data_dir: Path, name: str, limit: int | None) -> int:
@@ -57,13 +83,35 @@ class Runner:
     """Evaluates ``targets`` x ``names``; ``backend_factory()`` is called once, only when something is left to do."""
 
     def __init__(self, backend_factory: Callable, data_dir: Path, out_dir: Path, gen: GenConfig,
-                 limit: int | None, model: dict, log=None, batched: bool = True):
+                 limit: int | None, model: dict, log=None, batched: bool = True, protocol=None):
+        from populora.evaluation import protocol as P
+
         self.backend_factory, self.backend = backend_factory, None
         # sampling draws its noise per batch: merged batches would change it, so only greedy runs batched
         self.batched = batched and gen.temperature == 0
-        self.data_dir, self.out_dir, self.gen, self.limit = data_dir, out_dir, gen, limit
-        self.config = pair_config(gen, limit, model)
+        self.data_dir, self.out_dir, self.gen, self.limit, self.model = data_dir, out_dir, gen, limit, model
+        self.protocol = protocol or P.resolve("quick", None, max_new_tokens=gen.max_new_tokens)
+        self.packages = versions()
+        self.sums = benchmarks.expected_checksums(data_dir) if (data_dir / benchmarks.CHECKSUMS).is_file() else {}
+        self.config = {"protocol": self.protocol.to_dict(), "limit": limit, "model": model,
+                       "generation": gen.to_dict(), "batched": self.batched, "versions": self.packages}
+        self.sandbox = None  # EvalPlus's, made on first use and shared by every target (closed by run())
         self.log = log or (lambda msg: print(msg, file=sys.stderr))
+
+    def gen_for(self, name: str) -> GenConfig:
+        """The decoding settings of benchmark ``name``: the shared ones with the protocol's token budget."""
+        return self.gen.model_copy(update={"max_new_tokens": self.protocol.budget(name)})
+
+    def pair_config(self, name: str) -> dict:
+        return pair_config(self.gen_for(name), self.limit, self.model, self.protocol, name, self.batched,
+                           self.sums.get(benchmarks.BENCHMARKS[name].file), self.packages)
+
+    def _sandbox(self, name: str):
+        if name not in evalplus_suite.DATASETS:
+            return None
+        if self.sandbox is None:
+            self.sandbox = evalplus_suite.make_sandbox()
+        return self.sandbox
 
     def pair_path(self, t: Target, name: str) -> Path:
         return self.out_dir / "pairs" / slug(t.label) / f"{name}.json"
@@ -76,18 +124,23 @@ class Runner:
             result = json.loads(path.read_text())
         except json.JSONDecodeError:
             return None
-        return result if result.get("config") == self.config else None
+        return result if result.get("config") == self.pair_config(name) else None
 
     def run(self, targets: list[Target], names: list[str]) -> dict[str, dict[str, dict]]:
         """{target label: {benchmark: result}}, computing only the missing pairs."""
         scores: dict[str, dict[str, dict]] = {}
-        if self.batched and len(targets) > 1:
-            return self._run_batched(targets, names, scores)
-        for t in targets:
-            todo = self._todo(t, names, scores)
-            if todo:
-                scores.setdefault(t.label, {}).update(self._run_target(t, todo))
-        return scores
+        try:
+            if self.batched and len(targets) > 1:
+                return self._run_batched(targets, names, scores)
+            for t in targets:
+                todo = self._todo(t, names, scores)
+                if todo:
+                    scores.setdefault(t.label, {}).update(self._run_target(t, todo))
+            return scores
+        finally:
+            if self.sandbox is not None:
+                self.sandbox.close()
+                self.sandbox = None
 
     def _todo(self, t: Target, names: list[str], scores: dict) -> list[str]:
         """The benchmarks ``t`` still needs; finished pairs go straight into ``scores``."""
@@ -154,6 +207,7 @@ class Runner:
         """What the suites do once, lazily, done here before the threads start: importing the same module from
         several threads at once races (a thread sees it half initialised), and so does filling a shared cache."""
         ensure_offline()
+        self._sandbox(name)  # one pool for every thread of the group
         if name in evalplus_suite.DATASETS:
             evalplus_suite.expected_outputs(name, evalplus_suite.problems(name, self.data_dir, self.limit), self.data_dir)
         elif name == livecodebench.NAME:
@@ -178,7 +232,8 @@ class Runner:
         desc = f"{t.label} | {benchmarks.BENCHMARKS[name].label}"
         with tqdm(total=rows, desc=desc, unit="gen", file=sys.stderr, dynamic_ncols=True) as bar:
             start = time.time()
-            result = run_benchmark(backend, adapter, name, self.data_dir, work_dir, self.gen, self.limit, bar.update)
+            result = run_benchmark(backend, adapter, name, self.data_dir, work_dir, self.gen_for(name), self.limit,
+                                   bar.update, self.protocol, self._sandbox(name))
         return result, time.time() - start
 
     def _finish(self, t: Target, name: str, result: dict, seconds: float) -> dict:
@@ -206,6 +261,7 @@ class Runner:
         write_atomic(samples_path, "".join(json.dumps(s) + "\n" for s in samples))
         result.update(target=t.label, kind=t.kind, benchmark=name, alias=benchmarks.BENCHMARKS[name].label,
                       score=result["metrics"][result["primary"]], seconds=round(seconds, 2),
-                      samples_file=str(samples_path), config=self.config)
+                      samples_file=str(samples_path), config=self.pair_config(name),
+                      truncated_rate=result["metrics"].get("truncated_rate"))
         write_atomic(self.pair_path(t, name), json.dumps(result, indent=1))  # last: marks the pair finished
         return result
