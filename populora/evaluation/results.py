@@ -18,7 +18,7 @@ from populora.evaluation.runner import write_atomic
 from populora.evaluation.targets import BASE, Target
 from populora.platform import runlayout
 
-PAIR_FIELDS = ("alias", "metrics", "primary", "score", "n", "seconds", "samples_file")
+PAIR_FIELDS = ("alias", "metrics", "primary", "score", "n", "seconds", "samples_file", "lm_eval_config")
 
 
 def build(targets: list[Target], scores: dict[str, dict[str, dict]], config: dict) -> dict:
@@ -27,7 +27,11 @@ def build(targets: list[Target], scores: dict[str, dict[str, dict]], config: dic
         per = {}
         for name, r in scores.get(t.label, {}).items():
             entry = {k: r[k] for k in PAIR_FIELDS if k in r}
-            entry.update(entry.pop("metrics"))  # flat metric keys next to their _stderr twins, as lm-eval does
+            entry.update(entry.pop("metrics"))
+            if "config" in r:  # what this pair was made with (a resumed pair can predate this evaluation)
+                entry["pair_config"] = {k: r["config"].get(k) for k in ("protocol", "template", "batched",
+                                        "evalplus_time_limits", "regraded") if k in r["config"]}
+                entry["max_new_tokens"] = r["config"].get("generation", {}).get("max_new_tokens")  # flat metric keys next to their _stderr twins, as lm-eval does
             per[name] = entry
         results[t.label] = per
     names = list(dict.fromkeys(n for per in scores.values() for n in per))
@@ -36,6 +40,31 @@ def build(targets: list[Target], scores: dict[str, dict[str, dict]], config: dic
     return {"results": results, "configs": configs, "config": config, "date": time.strftime("%Y-%m-%dT%H:%M:%S"),
             "targets": {t.label: {"kind": t.kind, "mlflow_run": t.mlflow_run, "adapter_dir": t.adapter_dir, **t.info}
                         for t in targets}}
+
+
+HIGHER_IS_BETTER = {"grading_fallback": False, "truncated_rate": False}
+
+
+def lm_eval_schema(data: dict) -> dict:
+    """The results in lm-eval's own layout (``results_lm_eval.json``), one task per (target, benchmark) named
+    ``<target>/<benchmark>``: ``"<metric>,none"`` and ``"<metric>_stderr,none"`` keys, ``versions``,
+    ``n-samples`` and ``higher_is_better``, so lm-eval's tooling reads it."""
+    out: dict = {"results": {}, "versions": {}, "n-samples": {}, "higher_is_better": {}, "config": data["config"]}
+    totals = {n: len(benchmarks.read_records(Path(data["config"]["data_dir"]), n)) for n in data["configs"]} \
+        if Path(data["config"].get("data_dir") or "/nonexistent").is_dir() else {}
+    for label, per in data["results"].items():
+        for name, entry in per.items():
+            task = f"{label}/{name}"
+            row = {"alias": f"{label} / {entry.get('alias', name)}"}
+            metrics = {k: v for k, v in entry.items() if k not in PAIR_FIELDS + ("max_new_tokens",)
+                       and (v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)))}
+            for key, value in metrics.items():
+                row[f"{key},none"] = "N/A" if value is None else value
+            out["results"][task] = row
+            out["versions"][task] = entry.get("lm_eval_config", {}).get("version") or 1.0
+            out["n-samples"][task] = {"original": totals.get(name, entry.get("n")), "effective": entry.get("n")}
+            out["higher_is_better"][task] = {k: HIGHER_IS_BETTER.get(k, True) for k in metrics if not k.endswith("_stderr")}
+    return out
 
 
 def metric_keys(prefix: str, per: dict[str, dict]) -> dict[str, float]:
@@ -51,8 +80,10 @@ def metric_keys(prefix: str, per: dict[str, dict]) -> dict[str, float]:
 def write_local(out_dir: Path, data: dict) -> dict[str, Path]:
     """results.json, report.md and report.csv in ``out_dir``; returns their paths."""
     table = report.build(data)
-    paths = {"results": out_dir / "results.json", "md": out_dir / "report.md", "csv": out_dir / "report.csv"}
+    paths = {"results": out_dir / "results.json", "md": out_dir / "report.md", "csv": out_dir / "report.csv",
+             "lm_eval": out_dir / "results_lm_eval.json"}
     write_atomic(paths["results"], json.dumps(data, indent=1))
+    write_atomic(paths["lm_eval"], json.dumps(lm_eval_schema(data), indent=1))
     write_atomic(paths["md"], report.markdown(table))
     write_atomic(paths["csv"], report.csv_text(table))
     return paths
@@ -73,7 +104,7 @@ def log_mlflow(tracker, run_id: str | None, targets: list[Target], data: dict, p
     table = report.build(data)
     header, rows = report.with_compute(table)
     tracker.log_table(run_id, [dict(zip(header, r)) for r in rows], runlayout.EVAL_TABLE)
-    for key in ("results", "md", "csv"):
+    for key in ("results", "md", "csv", "lm_eval"):
         tracker.client.log_artifact(run_id, str(paths[key]), runlayout.EVAL_FOLDER)
     tracker.set_tags(run_id, {runlayout.EVAL_DIR: str(Path(paths["results"]).parent)})
 
