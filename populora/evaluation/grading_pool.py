@@ -18,6 +18,7 @@ import os
 import queue
 import threading
 
+START_TIMEOUT_S = 120.0  # a loaded 2-core machine can take seconds to start Python and import the grader
 TIMEOUT = "timeout"
 CRASH = "crash"
 
@@ -30,6 +31,7 @@ def _serve(fd: int, target: str) -> None:
     module, _, name = target.partition(":")
     fn = getattr(importlib.import_module(module), name)
     conn = Connection(fd)
+    conn.send("ready")  # the caller's time limit starts with the first call, not with our start-up
     while True:
         try:
             args = conn.recv()
@@ -61,6 +63,13 @@ class _Worker:
                                      pass_fds=(theirs.fileno(),), env=env, stdin=subprocess.DEVNULL)
         theirs.close()
         self.conn = Connection(mine.detach())
+        try:
+            ready = self.conn.poll(START_TIMEOUT_S) and self.conn.recv() == "ready"
+        except (EOFError, OSError):  # it died while importing
+            ready = False
+        if not ready:
+            self.stop(kill=True)
+            raise RuntimeError(f"a grading worker for {target} did not start within {START_TIMEOUT_S:.0f} s")
 
     def stop(self, kill: bool = False) -> None:
         try:

@@ -77,3 +77,42 @@ def test_exported_tasks_run_with_the_lm_eval_cli(tmp_path):
                           cwd=tmp_path, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "populora_gsm8k" in proc.stdout and "exact_match" in proc.stdout
+
+
+def test_grading_is_the_same_in_the_main_thread_and_in_a_worker_thread():
+    """Gold answers as given and harmlessly rewritten (27 <-> 27.0, \\frac <-> \\dfrac, \\left( \\right)), first
+    40 items of every math benchmark: the same verdicts in the main thread and in a worker thread (batched
+    evaluation grades there), all correct, none by a fallback. On the old grader the worker thread fell back to
+    text match: AMC23's rewritten golds scored 0/40 there."""
+    import threading
+
+    from oracle_backend import rewrite_gold
+
+    cases = []
+    for name in B.GROUPS["math"]:
+        for r in B.read_records(ROOT, name, 40):
+            gold = G.gold_answer(name, r)
+            cases += [(name, f"So \\boxed{{{form}}}.", gold) for form in (gold, rewrite_gold(gold))]
+    assert sum(rewrite_gold(g) != g for _, _, g in cases) > 150  # the rewrites are real
+
+    main = [G.grade_verdict(out, gold) for _, out, gold in cases]
+    threaded: list = []
+    worker = threading.Thread(target=lambda: threaded.extend(G.grade_verdict(out, gold) for _, out, gold in cases))
+    worker.start()
+    worker.join()
+    assert threaded == main
+    wrong = [(name, out, gold, v) for (name, out, gold), v in zip(cases, main) if not v.correct or v.fallback]
+    assert not wrong, wrong[:5]
+
+
+def test_grading_timeout_is_bounded_and_counted():
+    """A grading call over its time limit is cut, counted and wrong (never a hang, never a silent pass)."""
+    from populora.evaluation import grading_pool
+
+    pool = grading_pool.BoundedPool("time:sleep", workers=1, timeout_s=0.5)
+    try:
+        assert pool.call(5) == (grading_pool.TIMEOUT, None) and pool.timeouts == 1
+        assert pool.call(0) == ("ok", None)  # a fresh worker took the killed one's place
+        assert pool.call("x")[0] == "error"  # an exception in the worker is reported, the worker lives on
+    finally:
+        pool.close()
