@@ -116,3 +116,32 @@ def test_grading_timeout_is_bounded_and_counted():
         assert pool.call("x")[0] == "error"  # an exception in the worker is reported, the worker lives on
     finally:
         pool.close()
+
+
+def test_grading_in_a_ray_actor_gives_the_main_threads_verdicts():
+    """Evaluation scaled out on Ray grades in an actor's worker thread: same verdicts as the main thread."""
+    ray = pytest.importorskip("ray", reason="Ray is an optional extra: pip install 'populora[ray]'")
+    from oracle_backend import rewrite_gold
+
+    cases = []
+    for name in ("amc23", "math500", "olympiadbench"):
+        for r in B.read_records(ROOT, name, 8):
+            gold = G.gold_answer(name, r)
+            cases += [(f"\\boxed{{{rewrite_gold(gold)}}}", gold), ("\\boxed{-7919.5}", gold)]
+
+    @ray.remote(num_cpus=0.5)
+    class Grader:
+        def grade(self, batch):
+            return [tuple(G.grade_verdict(out, gold)) for out, gold in batch]
+
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    try:
+        in_ray = ray.get(Grader.remote().grade.remote(cases), timeout=600)
+    finally:
+        if started:
+            ray.shutdown()
+    main = [tuple(G.grade_verdict(out, gold)) for out, gold in cases]
+    assert [tuple(v) for v in in_ray] == main
+    assert [v[0] for v in main] == [True, False] * (len(cases) // 2)
