@@ -393,3 +393,26 @@ def test_stale_dirs_of_dead_sandboxes_are_swept(tmp_path):
     sweep_stale_dirs()
     assert not stale.exists() and mine.exists()
     mine.rmdir()
+
+
+def test_workers_outlive_the_threads_that_started_them():
+    """A worker dies with the thread that started it (PR_SET_PDEATHSIG follows the parent thread): a pool made,
+    or a worker recycled, in a short-lived thread (an evaluation's per-target thread, a caller's thread pool)
+    must still run programs once that thread has ended. Before the fix these came back "killed"."""
+    made = {}
+    maker = threading.Thread(target=lambda: made.update(sb=Sandbox(workers=2, max_tasks_per_worker=1)))
+    maker.start()
+    maker.join()
+    sb = made["sb"]
+    try:
+        time.sleep(0.3)  # SIGKILL is asynchronous
+        assert [r.status for r in sb.run_many(["print(1)"] * 4)] == ["ok"] * 4
+        # every execution recycled a worker (max_tasks_per_worker=1) inside sb's own thread pool; one more
+        # round, from a thread that ends before the next use
+        user = threading.Thread(target=lambda: sb.run("print(2)"))
+        user.start()
+        user.join()
+        time.sleep(0.3)
+        assert [r.stdout.strip() for r in sb.run_many(["print(3)"] * 4)] == ["3"] * 4
+    finally:
+        sb.close()

@@ -299,6 +299,11 @@ class Sandbox:
         self._all: list[_WorkerProc] = []
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(self.n_workers, thread_name_prefix="sandbox")
+        # Every worker is started from this one thread, which lives as long as the pool: a worker dies with the
+        # thread that started it (PR_SET_PDEATHSIG is sent when the parent *thread* ends, not the process), so a
+        # worker started from a short-lived thread (a caller's ThreadPoolExecutor, an evaluation's per-target
+        # thread) was killed when that thread ended, and its next executions came back "killed".
+        self._spawner = ThreadPoolExecutor(1, thread_name_prefix="sandbox-spawn")
         self._closed = False
         sweep_stale_dirs()
         procs = [self._spawn() for _ in range(self.n_workers)]  # start all, then wait: in parallel
@@ -308,6 +313,7 @@ class Sandbox:
         except BaseException:
             self._closed = True
             self._pool.shutdown(wait=False)
+            self._spawner.shutdown(wait=False)
             for p in procs:
                 p.close()
             raise
@@ -315,7 +321,7 @@ class Sandbox:
         self.unconfined = sorted(missing_essentials(self.layers))  # [] when fully confined
 
     def _spawn(self) -> _WorkerProc:
-        return _WorkerProc(self.scratch_mb, self.disable_layers, self.preload, self.batch)
+        return self._spawner.submit(_WorkerProc, self.scratch_mb, self.disable_layers, self.preload, self.batch).result()
 
     def _adopt(self, proc: _WorkerProc) -> None:
         layers = proc.wait_ready()["layers"]
@@ -387,6 +393,7 @@ class Sandbox:
             procs, self._all = list(self._all), []
         for p in procs:
             p.close()
+        self._spawner.shutdown(wait=True)
 
     def __enter__(self) -> Sandbox:
         return self
