@@ -21,7 +21,7 @@ from populora.evaluation.targets import BASE, MEMBER, Target
 
 ROOT = B.data_dir()
 pytestmark = pytest.mark.skipif(not (ROOT / B.CHECKSUMS).is_file(), reason=f"no benchmark data at {ROOT}")
-LIMIT = 3
+LIMIT = 2
 EXPECTED = {"reference": 1.0, "rewritten": 1.0, "wrong": 0.0, "truncated": 0.0}
 
 
