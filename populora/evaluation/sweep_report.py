@@ -24,9 +24,16 @@ from populora.platform import runlayout as rl
 from populora.platform import sweep as S
 
 ARMS = ("population mean", "weakest", "best")
+TEXT_COLUMNS = {"code avg": "code avg", "math avg": "math avg (7 incl. GSM8K)", "overall": "overall (mean of 10)",
+                "math avg (AZR)": "math avg (AZR: 6)", "total (AZR)": "total (AZR)"}
+DEFINITIONS = ("Averages: ours are unweighted means of the benchmarks scored (code avg: HumanEval+, MBPP+, "
+               "LiveCodeBench, the same as AZR's; math avg: the 7 math benchmarks incl. GSM8K; overall: all); AZR's "
+               "math avg leaves out GSM8K and its total is (code avg + math avg) / 2. The comparisons with the "
+               "baseline are on overall (ours).")
 SELECTION_NOTE = ("weakest / best: cross-fit (per seed, the member chosen on one half of each benchmark's problems "
                   "is scored on the other half, so the choice does not bias the score)")
-AVERAGES = {"code avg": "code", "math avg": "math", "overall": None}
+AVERAGES = {"code avg": "code", "math avg": "math", "overall": None}  # ours, as in report.py
+AZR_MATH = ("aime24", "aime25", "amc23", "math500", "minerva_math", "olympiadbench")  # AZR's math avg: no GSM8K
 
 
 class ReportError(ValueError):
@@ -114,14 +121,23 @@ def same_problems(arms: dict[str, dict[str, dict[str, float]]]) -> dict[str, lis
     return {b: sorted(first[b]) for b in benchmarks.BENCHMARKS if b in first}
 
 
-def _groups(problems: dict[str, list[str]]) -> dict[str, list[str]]:
-    """Each benchmark alone, then code avg / math avg / overall over the benchmarks scored."""
+def _groups(problems: dict[str, list[str]]) -> dict[str, tuple[list[str], list[float] | None]]:
+    """{name: (benchmarks, weights)}: each benchmark alone, then ours (code avg / math avg / overall, unweighted
+    means of the benchmarks scored) and AZR's: math avg (AZR) over AIME24/25, AMC23, MATH-500, Minerva and
+    OlympiadBench, and total (AZR) = (code avg + math avg (AZR)) / 2, each benchmark weighted 1 / (2 x its group's
+    size) (only when both groups were scored)."""
     names = [b for b in problems if problems[b]]
-    out = {b: [b] for b in names}
+    out: dict[str, tuple[list[str], list[float] | None]] = {b: ([b], None) for b in names}
     for avg, group in AVERAGES.items():
         members = [b for b in names if group is None or benchmarks.BENCHMARKS[b].group == group]
         if members:
-            out[avg] = members
+            out[avg] = (members, None)
+    code = [b for b in names if benchmarks.BENCHMARKS[b].group == "code"]
+    math = [b for b in names if b in AZR_MATH]
+    if math:
+        out["math avg (AZR)"] = (math, None)
+    if code and math:
+        out["total (AZR)"] = (code + math, [1 / (2 * len(code))] * len(code) + [1 / (2 * len(math))] * len(math))
     return out
 
 
@@ -150,7 +166,8 @@ def build(configs: dict[str, dict[int, dict]], between: list[tuple[str, str]] = 
             same_problems({f"{lab} seed {s}: {a}": by_seed[s][a] for a in ARMS})
         for arm in ARMS:
             data = [by_seed[s][arm] for s in seeds]
-            row[arm] = {g: stats.estimate(strata(data, names, problems)).to_dict() for g, names in _groups(problems).items()}
+            row[arm] = {g: stats.estimate(strata(data, names, problems), weights=w).to_dict()
+                        for g, (names, w) in _groups(problems).items()}
         row["overall"] = row["population mean"].get("overall")
         rows.append(row)
     comparisons = []
@@ -198,13 +215,14 @@ def _cell(e: dict | None) -> str:
 
 
 def text(report: dict) -> str:
-    head = ["config", "seeds", "arm", "code avg", "math avg", "overall"]
-    lines = [[r["label"], ",".join(map(str, r["seeds"])), arm, *(_cell(r[arm].get(k)) for k in AVERAGES)]
+    head = ["config", "seeds", "arm", *TEXT_COLUMNS.values()]
+    lines = [[r["label"], ",".join(map(str, r["seeds"])), arm, *(_cell(r[arm].get(k)) for k in TEXT_COLUMNS)]
              for r in report["configs"] for arm in (ARMS if r["label"] != S.BASELINE_LABEL else ARMS[:1])]
     widths = [max(len(str(x)) for x in col) for col in zip(head, *lines)]
     fmt = lambda cells: "  ".join(f"{str(c):<{w}}" for c, w in zip(cells, widths))  # noqa: E731
     out = [fmt(head), fmt(["-" * w for w in widths])] + [fmt(line) for line in lines]
-    out += ["", "Scores in % with 95% bootstrap intervals (over problems, and over seeds when there are several).", SELECTION_NOTE]
+    out += ["", "Scores in % with 95% bootstrap intervals (over problems, and over seeds when there are several).",
+            DEFINITIONS, SELECTION_NOTE]
     out += [f"- {c['words']}" for c in report["comparisons"]] or ["- no baseline evaluated: nothing to compare with"]
     return "\n".join(out) + "\n"
 
@@ -218,7 +236,8 @@ def markdown(report: dict) -> str:
         out += [f"| {r['label']} | {len(r['seeds'])} | " + " | ".join(_cell(r[arm].get(n)) for n in names) + " |"
                 for r in report["configs"]]
         out.append("")
-    return "\n".join(out) + "\n" + SELECTION_NOTE + "\n\n" + "\n".join(f"- {c['words']}" for c in report["comparisons"]) + "\n"
+    return "\n".join(out) + "\n" + DEFINITIONS + "\n\n" + SELECTION_NOTE + "\n\n" \
+        + "\n".join(f"- {c['words']}" for c in report["comparisons"]) + "\n"
 
 
 # ====================================================================== reading a sweep from MLflow

@@ -98,3 +98,17 @@ def test_arms_on_different_problem_sets_are_refused_not_intersected(tmp_path):
     mixed = _results(tmp_path, "m", {"T0": ([1, 0, 1, 0], [1, 0]), "S0": ([0, 0], [1, 1])})
     with pytest.raises(R.ReportError, match=r"different problems of humaneval_plus \(T0: n=4, S0: n=2\)"):
         R.run_arms(mixed)
+
+
+def test_rows_carry_azr_averages_beside_ours():
+    rng = np.random.default_rng(1)
+    problems = {"humaneval_plus": 40, "aime24": 30, "gsm8k": 50}
+    arm = {b: {f"{b}/{i}": float(rng.random() < 0.5) for i in range(n)} for b, n in problems.items()}
+    report = R.build({"run": {0: {"population mean": arm, "weakest": arm, "best": arm}}})
+    row = report["configs"][0]["population mean"]
+    mean = {b: np.mean(list(arm[b].values())) for b in problems}
+    assert row["math avg"]["mean"] == pytest.approx((mean["aime24"] + mean["gsm8k"]) / 2)  # ours: incl. GSM8K
+    assert row["math avg (AZR)"]["mean"] == pytest.approx(mean["aime24"])                   # AZR's: without
+    assert row["total (AZR)"]["mean"] == pytest.approx((mean["humaneval_plus"] + mean["aime24"]) / 2)
+    assert row["overall"]["mean"] == pytest.approx(np.mean(list(mean.values())))
+    assert "total (AZR)" in R.text(report) and "AZR's math avg leaves out GSM8K" in R.markdown(report)
