@@ -253,6 +253,8 @@ def gather(tracker, sweep_id: str) -> tuple[dict[str, dict[int, dict]], list[str
     for key, run in sorted(runs.items()):
         try:
             arms = run_arms(results.load(tracker, run.info.run_id))
+        except ReportError as err:  # evaluated, but its members answered different problems: refuse, say where
+            raise ReportError(f"run {run.info.run_id} ({key}): {err}") from err
         except Exception:  # noqa: BLE001 - not evaluated (yet): listed, not fatal
             missing.append(key)
             continue
