@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from populora.evaluation import benchmarks, selection, sweep_report
+from populora.evaluation import benchmarks, selection
 
 AVERAGES = ("code avg", "math avg", "overall")  # ours: the keys of ``averages`` (the UI's Compare page too)
 AZR_AVERAGES = ("math avg (AZR)", "total (AZR)")
@@ -157,7 +157,9 @@ def build(results: dict) -> Table:
     notes = []
     if len(members) > 1:
         named["population mean"] = row("population mean", population_mean({m: per[m] for m in members}))
-        ends, cross_fit = extremes(per, members, sweep_report.target_tables(results))
+        from populora.evaluation.sweep_report import target_tables  # here: sweep_report reads report's definitions
+
+        ends, cross_fit = extremes(per, members, target_tables(results))
         for which, (label, scores, made_of) in ends.items():
             named[which] = row(label, scores)
             picked[label] = made_of

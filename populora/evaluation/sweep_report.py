@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from populora.evaluation import benchmarks, selection, stats
+from populora.evaluation.report import AZR_MATH
 from populora.platform import config as config_io
 from populora.platform import runlayout as rl
 from populora.platform import sweep as S
@@ -33,7 +34,6 @@ DEFINITIONS = ("Averages: ours are unweighted means of the benchmarks scored (co
 SELECTION_NOTE = ("weakest / best: cross-fit (per seed, the member chosen on one half of each benchmark's problems "
                   "is scored on the other half, so the choice does not bias the score)")
 AVERAGES = {"code avg": "code", "math avg": "math", "overall": None}  # ours, as in report.py
-AZR_MATH = ("aime24", "aime25", "amc23", "math500", "minerva_math", "olympiadbench")  # AZR's math avg: no GSM8K
 
 
 class ReportError(ValueError):
