@@ -48,8 +48,9 @@ CROSS_FIT = (
     "chosen on half B on half A, so the choice does not bias the score (chosen and scored on the same problems, "
     "8 equally skilled members on 500 problems read about 3 points low / high).")
 BIASED = (
-    "Weakest / best member: the samples files (per-problem verdicts) were not found, so the member was selected "
-    "on the same problems it is scored on: biased low (weakest) / high (best).")
+    "Weakest / best member: no per-problem verdicts to cross-fit with (samples files not found, or members "
+    "evaluated on different problems), so the member was selected on the same problems it is scored on: biased "
+    "low (weakest) / high (best).")
 
 
 @dataclass
