@@ -48,9 +48,9 @@ CROSS_FIT = (
     "chosen on half B on half A, so the choice does not bias the score (chosen and scored on the same problems, "
     "8 equally skilled members on 500 problems read about 3 points low / high).")
 BIASED = (
-    "Weakest / best member: no per-problem verdicts to cross-fit with (samples files not found, or members "
-    "evaluated on different problems), so the member was selected on the same problems it is scored on: biased "
-    "low (weakest) / high (best).")
+    "Weakest / best member: no per-problem verdicts to cross-fit with (samples files not found, members "
+    "evaluated on different problems, or no benchmark with two problems), so the member was selected on the same "
+    "problems it is scored on: biased low (weakest) / high (best).")
 
 
 @dataclass
@@ -130,7 +130,7 @@ def extremes(per: dict[str, dict[str, float]], members: list[str], tables: dict[
     if all(tables.get(m) and set(tables[m]) >= set(per[m]) for m in members):
         try:
             picks = [selection.cross_fit({m: tables[m] for m in members}, w) for w in ("weakest", "best")]
-        except ValueError:  # members on different problems: only the biased pick is possible
+        except ValueError:  # too few problems to split, or members on different problems: the biased pick
             picks = []
         if picks:
             return {p.which: (p.label(), {b: float(np.mean(list(ps.values()))) for b, ps in p.scores.items()},

@@ -24,6 +24,10 @@ WHICH = {"weakest": min, "best": max}
 BIASED = "selected on the same problems: biased"
 
 
+class TooFewProblems(ValueError):
+    """Half B is empty (every benchmark has at most one problem): nothing to choose on for half A."""
+
+
 def halves(problems) -> tuple[list[str], list[str]]:
     """Half A and half B of one benchmark's problem ids: sorted, then alternating.
 
@@ -70,6 +74,7 @@ class Selection:
     scores: Table  # {benchmark: {problem id: score}} over every problem
     on_a: str      # the member chosen on half A (its scores on half B are used)
     on_b: str      # the member chosen on half B (its scores on half A are used)
+    cross_fitted: bool = True  # False: chosen on the same problems it is scored on (``same_problems``), biased
 
     @property
     def members(self) -> list[str]:
@@ -82,7 +87,11 @@ class Selection:
         'weakest member (cross-fit: S0 chosen on half A, S2 chosen on half B)'
         >>> Selection("best", {}, "T1", "T1").label()
         'best member (T1, cross-fit)'
+        >>> Selection("best", {}, "T1", "T1", cross_fitted=False).label()
+        'best member (T1, selected on the same problems: biased)'
         """
+        if not self.cross_fitted:
+            return f"{self.which} member ({self.on_a}, {BIASED})"
         if self.on_a == self.on_b:
             return f"{self.which} member ({self.on_a}, cross-fit)"
         return f"{self.which} member (cross-fit: {self.on_a} chosen on half A, {self.on_b} chosen on half B)"
@@ -90,7 +99,8 @@ class Selection:
 
 def cross_fit(tables: dict[str, Table], which: str = "weakest") -> Selection:
     """The weakest (``min``) or best (``max``) member by overall score, chosen on one half of each benchmark's
-    problems and scored on the other; ties go to the member listed first.
+    problems and scored on the other; ties go to the member listed first. TooFewProblems when no benchmark has
+    two problems.
 
     >>> t = {"S0": {"x": {"1": 0.0, "2": 1.0}}, "S1": {"x": {"1": 1.0, "2": 0.0}}}
     >>> s = cross_fit(t, "weakest")  # half A = ["1"]: S0 is weakest there; half B = ["2"]: S1
@@ -103,10 +113,10 @@ def cross_fit(tables: dict[str, Table], which: str = "weakest") -> Selection:
     half_a = {b: a for b, (a, _) in split.items()}
     half_b = {b: h for b, (_, h) in split.items()}
     members = list(tables)
+    if not any(half_b.values()):
+        raise TooFewProblems(f"cannot cross-fit: no benchmark has two problems ({', '.join(problems)})")
 
     def chosen(half):
-        if not any(half.values()):  # one problem per benchmark: nothing to choose on, keep the order
-            return members[0]
         score = {m: overall(tables[m], half) for m in members}
         return pick(members, key=score.get)  # min / max keep the first of equals
 
@@ -114,3 +124,23 @@ def cross_fit(tables: dict[str, Table], which: str = "weakest") -> Selection:
     scores = {b: {**{p: tables[on_b][b][p] for p in half_a[b]}, **{p: tables[on_a][b][p] for p in half_b[b]}}
               for b in problems}
     return Selection(which, {b: dict(sorted(s.items())) for b, s in scores.items()}, on_a, on_b)
+
+
+def same_problems(tables: dict[str, Table], which: str = "weakest") -> Selection:
+    """The biased pick, for when cross-fitting is impossible: the member with the lowest (highest) overall score
+    on all problems, scored on those same problems.
+
+    >>> same_problems({"S0": {"x": {"1": 0.0, "2": 1.0}}, "S1": {"x": {"1": 0.0, "2": 0.0}}}).label()
+    'weakest member (S1, selected on the same problems: biased)'
+    """
+    problems = common_problems(tables)
+    m = WHICH[which](tables, key=lambda m: overall(tables[m], problems))
+    return Selection(which, {b: {p: tables[m][b][p] for p in ps} for b, ps in problems.items()}, m, m, cross_fitted=False)
+
+
+def pick(tables: dict[str, Table], which: str = "weakest") -> Selection:
+    """``cross_fit``, else (too few problems to split) ``same_problems``, whose label says it is biased."""
+    try:
+        return cross_fit(tables, which)
+    except TooFewProblems:
+        return same_problems(tables, which)

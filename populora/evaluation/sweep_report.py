@@ -32,7 +32,8 @@ DEFINITIONS = ("Averages: ours are unweighted means of the benchmarks scored (co
                "math avg leaves out GSM8K and its total is (code avg + math avg) / 2. The comparisons with the "
                "baseline are on overall (ours).")
 SELECTION_NOTE = ("weakest / best: cross-fit (per seed, the member chosen on one half of each benchmark's problems "
-                  "is scored on the other half, so the choice does not bias the score)")
+                  "is scored on the other half, so the choice does not bias the score; where no benchmark has two "
+                  "problems, the member is chosen on the problems it is scored on: biased)")
 AVERAGES = {"code avg": "code", "math avg": "math", "overall": None}  # ours, as in report.py
 
 
@@ -87,8 +88,8 @@ def run_arms(results: dict) -> dict[str, dict[str, dict[str, float]]]:
             raise ReportError(str(err)) from err
         arms["population mean"] = {b: {p: float(np.mean([tables[m][b][p] for m in alive])) for p in ps}
                                    for b, ps in problems.items()}
-        for which in ("weakest", "best"):
-            arms[which] = selection.cross_fit(tables, which).scores
+        for which in ("weakest", "best"):  # cross-fitted unless no benchmark has two problems (then biased)
+            arms[which] = selection.pick(tables, which).scores
     baselines = [t for t in per_target if kind[t] == "baseline" and per_target[t]]
     if baselines:
         arms["baseline"] = per_target[baselines[0]]

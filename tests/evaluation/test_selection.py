@@ -54,6 +54,15 @@ def test_cross_fit_scores_every_problem_with_a_member_chosen_on_the_other_half()
     assert (best.on_a, best.on_b) == ("S2", "S1") and best.scores == {"x": {"1": 0.0, "2": 0.0, "3": 0.0, "4": 0.0}}
 
 
+def test_too_few_problems_to_split_falls_back_to_the_biased_pick_and_says_so():
+    tables = {"S0": {"gsm8k": {"a": 1.0}, "aime24": {"a": 0.0}}, "S1": {"gsm8k": {"a": 0.0}, "aime24": {"a": 0.0}}}
+    with pytest.raises(selection.TooFewProblems):
+        selection.cross_fit(tables)
+    weakest = selection.pick(tables, "weakest")
+    assert weakest.on_a == "S1" and weakest.scores == tables["S1"] and not weakest.cross_fitted
+    assert weakest.label() == "weakest member (S1, selected on the same problems: biased)"
+
+
 def test_members_on_different_problems_are_refused():
     tables = {"S0": {"gsm8k": {"a": 1.0, "b": 0.0}}, "S1": {"gsm8k": {"a": 1.0}}}
     with pytest.raises(ValueError, match=r"different problems of gsm8k \(S0: n=2, S1: n=1\)"):
