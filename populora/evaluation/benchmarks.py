@@ -31,7 +31,7 @@ class Benchmark:
 BENCHMARKS = {b.name: b for b in [
     Benchmark("humaneval_plus", "code", "humaneval_plus/HumanEvalPlus-v0.1.10.jsonl", "HumanEval+"),
     Benchmark("mbpp_plus", "code", "mbpp_plus/MbppPlus-v0.2.0.jsonl", "MBPP+"),
-    Benchmark("livecodebench", "code", "livecodebench_public/livecodebench_2408_2501_public_tests.json", "LiveCodeBench (public tests)"),
+    Benchmark("livecodebench", "code", "livecodebench_public/livecodebench_2408_2501_public_tests.json", "LiveCodeBench 2408-2501 (public tests)"),
     Benchmark("aime24", "math", "aime24/test.jsonl", "AIME24"),
     Benchmark("aime25", "math", "aime25/test.jsonl", "AIME25"),
     Benchmark("amc23", "math", "amc23/test.jsonl", "AMC23"),

@@ -1,6 +1,6 @@
 """Figures of a sweep, as PNG files (the report) and as matplotlib figures (the UI's Compare page):
 
-- ``intervals``: per benchmark (and code avg / math avg / overall), a dot-and-interval plot of every
+- ``intervals``: per benchmark (and the averages, ours and AZR's), a dot-and-interval plot of every
   configuration's population mean and the baseline, 95% intervals as bars;
 - ``arms_race``: per configuration, a training curve (student solve rate by default) of each seed, thin, with
   their mean over seeds, thick.
@@ -31,7 +31,8 @@ def intervals(report: dict, arm: str = "population mean"):
     plt = _plt()
     rows = report["configs"]
     groups = list(dict.fromkeys(g for r in rows for g in r[arm]))
-    groups = [g for g in ("overall", "code avg", "math avg") if g in groups] + [g for g in groups if " avg" not in g and g != "overall"]
+    averages = ("overall", "code avg", "math avg", "total (AZR)", "math avg (AZR)")
+    groups = [g for g in averages if g in groups] + [g for g in groups if g not in averages]
     cols = min(4, max(1, len(groups)))
     fig, axes = plt.subplots(-(-len(groups) // cols), cols, figsize=(4 * cols, 0.5 + 0.45 * len(rows) * -(-len(groups) // cols) + 1),
                              squeeze=False, sharey=True)

@@ -1,18 +1,24 @@
-"""LiveCodeBench (public tests), problems 2024-08..2025-01, graded in the platform's sandbox.
+"""LiveCodeBench 2408-2501 (public tests): problems 2024-08..2025-01, graded in the platform's sandbox as LCB grades.
 
 Our copy has only the public tests (about 2.6 per problem, not LCB's hidden ones), so the score is more lenient
-than the official one: it is labelled "LiveCodeBench (public tests)" wherever it is shown.
+than the official one; AZR evaluates release_v5 (880 problems, 2023-05..2025-01, public and hidden tests). It is
+labelled "LiveCodeBench 2408-2501 (public tests)" (``benchmarks.BENCHMARKS``) wherever it is shown.
 
-Two test styles, as in LCB's own runner: ``stdin`` (a program reads stdin, its stdout is compared line by line,
-numbers with a tolerance) and ``functional`` (LeetCode style: ``Solution().<method>(*args)`` with one JSON
-argument per input line, the return value compared as JSON).
+Grading follows LCB's ``lcb_runner/evaluation/testing_util.py`` (LiveCodeBench/LiveCodeBench @28fef95, read for
+issue 23): the same import prelude (``import_string``) before the program, and its two test styles:
+``stdin`` (``grade_stdio``: the program reads stdin; its stdout and the expected output are compared line by line
+after stripping, each line equal as a string or else its whitespace-separated tokens equal as ``Decimal``
+exactly, with no tolerance) and ``functional`` (``grade_call_based``: LeetCode style, ``Solution().<method>(*args)``
+with one JSON argument per input line, a tuple result read as a list, compared with ``==`` to the JSON-decoded
+expected value, inside the program as LCB does). LCB runs the stdin program wrapped in a function with a mocked
+stdin; we run it as ``__main__`` with a real stdin (the same effect as LCB stripping ``if __name__ == ...``).
 """
 
 from __future__ import annotations
 
 import ast
-import json
 import re
+from decimal import Decimal
 from pathlib import Path
 
 import numpy as np
@@ -21,19 +27,32 @@ from populora.evaluation import benchmarks
 from populora.evaluation.generation import GenConfig, chat_prompt, complete_detail
 
 NAME = "livecodebench"
-LABEL = "LiveCodeBench (public tests)"
-# LCB's own imports for generated code (lcb_runner/evaluation/testing_util.py), so "List" etc. resolve.
-PRELUDE = ("from typing import *\nimport collections, heapq, math, itertools, bisect, functools, string, re, sys\n"
-           "from collections import *\nfrom functools import *\nfrom itertools import *\nfrom heapq import *\n"
-           "from bisect import *\nfrom math import *\nsys.setrecursionlimit(1 << 16)\n")
+LABEL = benchmarks.BENCHMARKS[NAME].label
+# LCB's ``import_string`` (testing_util.py), line for line, so code that uses deepcopy, Counter, List, ... without
+# importing them runs as it does under LCB. Left out: "from datetime import *" and "import datetime", the only
+# ones the sandbox cannot import: its child is chrooted into an empty dir, so only the modules the worker
+# pre-imports resolve (``populora/platform/sandbox/worker.py``, PRELOAD), and datetime is not among them. A
+# program that uses datetime (or timedelta) without importing it fails here as one that imports it would.
+PRELUDE = ("from string import *\nfrom re import *\nfrom collections import *\nfrom heapq import *\n"
+           "from bisect import *\nfrom copy import *\nfrom math import *\nfrom random import *\nfrom statistics import *\n"
+           "from itertools import *\nfrom functools import *\nfrom operator import *\nfrom io import *\nfrom sys import *\n"
+           "from json import *\nfrom builtins import *\nfrom typing import *\nimport string\nimport re\nimport collections\n"
+           "import heapq\nimport bisect\nimport copy\nimport math\nimport random\nimport statistics\nimport itertools\n"
+           "import functools\nimport operator\nimport io\nimport sys\nimport json\nsys.setrecursionlimit(50000)\n")
 SYSTEM_STDIN = ("Read the inputs from stdin, solve the problem and write the answer to stdout. "
                 "Enclose your code within delimiters as follows.\n```python\n# YOUR CODE HERE\n```")
 SYSTEM_CALL = "Use the following starter code and enclose your code within delimiters.\n```python\n{starter}\n```"
+VERDICT = "__populora_lcb_verdict__"  # the functional harness's last line: VERDICT True|False
+# grade_call_based: inputs = [json.loads(line) for line in input.split("\n")]; a tuple result becomes a list;
+# passed = prediction == json.loads(output). The comparison runs in the program, so it is Python's == on the
+# returned value itself (a dict with int keys does not equal the JSON's string keys, as in LCB).
 FUNCTIONAL_HARNESS = """
 import json as _json, sys as _sys
-_args = [_json.loads(_l) for _l in _sys.stdin.read().split("\\n") if _l.strip()]
-_out = getattr(Solution(), {method!r})(*_args)
-print(_json.dumps(_out))
+_args = [_json.loads(_l) for _l in _sys.stdin.read().split("\\n")]
+_out = {function}(*_args)
+if isinstance(_out, tuple):
+    _out = list(_out)
+print("\\n{verdict}", _out == _json.loads({expected!r}))
 """
 
 
@@ -66,32 +85,54 @@ def method_name(starter: str) -> str | None:
     return names[-1] if names else None
 
 
+def stripped_lines(text: str) -> list[str]:
+    """LCB's ``get_stripped_lines``: strip the whole text, split on newlines, strip each line.
+
+    >>> stripped_lines(" 1 2 \\r\\n3\\n\\n")
+    ['1 2', '3']
+    """
+    return [line.strip() for line in text.strip().split("\n")]
+
+
+def decimals(line: str) -> list[Decimal] | None:
+    """LCB's ``convert_line_to_decimals``: every whitespace-separated token as a Decimal; None if one is not a
+    number."""
+    try:
+        return [Decimal(token) for token in line.split()]
+    except ArithmeticError:  # decimal.InvalidOperation: not a number
+        return None
+
+
 def same_output(got: str, want: str) -> bool:
-    """LCB's stdin comparison: line by line after stripping, tokens equal or numerically close (1e-6)."""
-    g = [ln.strip() for ln in got.strip().splitlines()]
-    w = [ln.strip() for ln in want.strip().splitlines()]
-    if g == w:
-        return True
+    """LCB's stdin comparison (``grade_stdio``): the same number of stripped lines, each equal as a string or else
+    its tokens equal as Decimals, exactly: "1.0" equals "1" and "1e3" equals "1000", but "0.3333333" is not
+    "0.33333333", and integers above 2**53 that differ stay different (LCB's comment: np.isclose would call
+    50000000000000000 and 50000000000000001 equal).
+
+    >>> same_output("1.0  2\\n", "1 2"), same_output("0.3333333", "0.33333333")
+    (True, False)
+    >>> same_output("9007199254740993", "9007199254740992")
+    False
+    """
+    g, w = stripped_lines(got), stripped_lines(want)
     if len(g) != len(w):
         return False
     for a, b in zip(g, w):
-        ta, tb = a.split(), b.split()
-        if ta == tb:
+        if a == b:
             continue
+        da, db = decimals(a), decimals(b)
         try:
-            if len(ta) != len(tb) or not np.allclose([float(x) for x in ta], [float(x) for x in tb], rtol=0, atol=1e-6):
+            if da is None or db is None or da != db:
                 return False
-        except ValueError:
+        except ArithmeticError:  # a signalling NaN cannot be compared (LCB would raise): not the answer
             return False
     return True
 
 
-def same_value(got: str, want: str) -> bool:
-    """LCB's functional comparison: the printed JSON value equals the expected one (tuples read as lists)."""
-    try:
-        return json.loads(got.strip().splitlines()[-1]) == json.loads(want)
-    except (ValueError, IndexError):
-        return False
+def functional_passed(stdout: str) -> bool:
+    """The functional harness's verdict: its last line says whether the return value == the expected one."""
+    lines = [line for line in stdout.strip().split("\n") if line.strip()]
+    return bool(lines) and lines[-1].strip() == f"{VERDICT} True"
 
 
 def programs(record: dict, code: str) -> list[tuple[str, str, str, str]]:
@@ -102,7 +143,10 @@ def programs(record: dict, code: str) -> list[tuple[str, str, str, str]]:
         if t["testtype"] == "functional":
             if method is None:
                 continue
-            out.append((PRELUDE + code + FUNCTIONAL_HARNESS.format(method=method), t["input"], t["output"], "functional"))
+            # as LCB's compile_code: an instance of Solution if the code defines one, else the module's function
+            function = f"Solution().{method}" if "class Solution" in code else f"globals()[{method!r}]"
+            harness = FUNCTIONAL_HARNESS.format(function=function, verdict=VERDICT, expected=t["output"])
+            out.append((PRELUDE + code + harness, t["input"], t["output"], "functional"))
         else:
             out.append((PRELUDE + code, t["input"], t["output"], "stdin"))
     return out
@@ -116,7 +160,7 @@ def grade(sandbox, record: dict, completion: str, timeout_s: float = 6.0) -> boo
         return False
     for program, stdin, want, style in runs:  # stop at the first failure, as LCB does
         r = sandbox.run(program, stdin=stdin, timeout_s=timeout_s)
-        ok = r.status == "ok" and (same_value(r.stdout, want) if style == "functional" else same_output(r.stdout, want))
+        ok = r.status == "ok" and (functional_passed(r.stdout) if style == "functional" else same_output(r.stdout, want))
         if not ok:
             return False
     return True

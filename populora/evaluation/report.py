@@ -2,33 +2,64 @@
 
 Rows: each member, population mean, weakest member, best member, baseline, base model. Mean, weakest and best
 are over the final population (members alive at the end of training); members that evolution replaced are
-listed as "(retired)". Columns: the ten
-benchmarks (each its primary score: pass@1 on the plus tests for HumanEval+/MBPP+, pass@1 on the public tests for
-LiveCodeBench, accuracy for math), code average, math average, overall (the unweighted mean of the benchmarks
-scored). Beside each row: the compute it cost, per adapter (tokens generated + trained over the whole run, from
-the training run's compute ledger; the population mean is the run's total over its adapters), so a reader sees
-whether the comparison with the baseline is compute-matched. Pure functions of the results dict
-(``results.build``'s layout), so ``populora report`` needs no model.
+listed as "(retired)". The weakest / best member is cross-fitted (``selection.py``): it is chosen on one half of
+each benchmark's problems and scored on the other half, from the per-problem verdicts in the samples files, so
+choosing it does not bias its score. Without samples files (old results) it is chosen on the same problems and
+its label says "biased".
+
+Columns: the ten benchmarks (each its primary score: pass@1 on the plus tests for HumanEval+/MBPP+, pass@1 on
+the public tests for LiveCodeBench, accuracy for math), then the averages under both definitions: ours (code
+avg; math avg over the 7 math benchmarks including GSM8K; overall, the unweighted mean of the 10) and AZR's
+(code avg is the same; math avg over AIME24/25, AMC23, MATH-500, Minerva and OlympiadBench, without GSM8K;
+total = (code avg + math avg) / 2). Beside each row: the compute it cost, per adapter (tokens generated +
+trained over the whole run, from the training run's compute ledger; the population mean is the run's total
+over its adapters), so a reader sees whether the comparison with the baseline is compute-matched. Below the
+table: ``--limit`` when the run used it and n per benchmark. Pure functions of the results dict
+(``results.build``'s layout) and its samples files, so ``populora report`` needs no model.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from populora.evaluation import benchmarks
+from populora.evaluation import benchmarks, selection
 
-AVERAGES = ("code avg", "math avg", "overall")
+AVERAGES = ("code avg", "math avg", "overall")  # ours: the keys of ``averages`` (the UI's Compare page too)
+AZR_AVERAGES = ("math avg (AZR)", "total (AZR)")
+ALL_AVERAGES = AVERAGES + AZR_AVERAGES
+AZR_MATH = ("aime24", "aime25", "amc23", "math500", "minerva_math", "olympiadbench")  # AZR's math avg: no GSM8K
+COLUMNS = {"code avg": "code avg (= AZR)", "math avg": "math avg (7 incl. GSM8K)", "overall": "overall (mean of 10)",
+           "math avg (AZR)": "math avg (AZR: 6 no GSM8K)", "total (AZR)": "total (AZR)"}  # the table's headers
 COMPUTE = "tokens/adapter"  # generated + trained tokens per adapter over the training run (compute ledger)
+LCB_LABEL = benchmarks.BENCHMARKS["livecodebench"].label
+SHORT = {LCB_LABEL: "LCB(pub)", "OlympiadBench": "Olymp", "Minerva Math": "Minerva", COMPUTE: "tok/adptr",
+         COLUMNS["code avg"]: "code", COLUMNS["math avg"]: "math7", COLUMNS["overall"]: "overall10",
+         COLUMNS["math avg (AZR)"]: "math6 AZR", COLUMNS["total (AZR)"]: "total AZR"}  # the terminal's headers
+DEFINITIONS = (
+    "Averages, ours: code avg (= AZR) = HumanEval+, MBPP+, LiveCodeBench (AZR's code avg is the same); math avg "
+    "(7 incl. GSM8K) = the seven math benchmarks; overall (mean of 10) = the unweighted mean of all benchmarks. "
+    "AZR's: math avg (AZR: 6 no GSM8K) = AIME24, AIME25, AMC23, MATH-500, Minerva Math, OlympiadBench; total (AZR) = "
+    "(code avg + math avg (AZR)) / 2. Each average is over the benchmarks of its definition that were scored.")
+CROSS_FIT = (
+    "Weakest / best member: cross-fit. Each benchmark's problems are split into halves A and B (sorted ids, "
+    "alternating); the member with the lowest (highest) overall score on half A is scored on half B and the one "
+    "chosen on half B on half A, so the choice does not bias the score (chosen and scored on the same problems, "
+    "8 equally skilled members on 500 problems read about 3 points low / high).")
+BIASED = (
+    "Weakest / best member: no per-problem verdicts to cross-fit with (samples files not found, members "
+    "evaluated on different problems, or no benchmark with two problems), so the member was selected on the same "
+    "problems it is scored on: biased low (weakest) / high (best).")
 
 
 @dataclass
 class Table:
     header: list[str]
-    rows: list[list]               # [label, v1, ..., v10, code avg, math avg, overall]; None = not scored
+    rows: list[list]               # [label, v1, ..., v10, *ALL_AVERAGES]; None = not scored
     deltas: list[str]              # the call-outs: population mean vs baseline, weakest vs baseline, compute
     compute: list[float | None] | None = None  # per row: tokens/adapter (None = not measured, e.g. the base model)
+    notes: list[str] = field(default_factory=list)  # how the weakest / best was chosen, --limit, n per benchmark
 
 
 def _avg(values: list[float | None]) -> float | None:
@@ -37,14 +68,25 @@ def _avg(values: list[float | None]) -> float | None:
 
 
 def averages(scores: dict[str, float]) -> dict[str, float | None]:
-    """Code average, math average and overall (the unweighted mean of the benchmarks scored) of one adapter's
-    primary scores, {benchmark name: score}; None where nothing of that group was scored.
+    """Code average, math average (7, incl. GSM8K) and overall (the unweighted mean of the benchmarks scored) of
+    one adapter's primary scores, {benchmark name: score}; None where nothing of that group was scored.
 
     >>> averages({"humaneval_plus": 0.5, "mbpp_plus": 0.3, "gsm8k": 0.2})
     {'code avg': 0.4, 'math avg': 0.2, 'overall': 0.3333333333333333}
     """
     groups = (benchmarks.GROUPS["code"], benchmarks.GROUPS["math"], list(benchmarks.BENCHMARKS))
     return {name: _avg([scores.get(n) for n in names]) for name, names in zip(AVERAGES, groups)}
+
+
+def azr_averages(scores: dict[str, float]) -> dict[str, float | None]:
+    """AZR's math avg (the six math benchmarks without GSM8K) and total ((code avg + math avg) / 2; None unless
+    both are scored).
+
+    >>> azr_averages({"humaneval_plus": 0.5, "gsm8k": 0.9, "aime24": 0.1, "math500": 0.3})
+    {'math avg (AZR)': 0.2, 'total (AZR)': 0.35}
+    """
+    code, math = averages(scores)["code avg"], _avg([scores.get(n) for n in AZR_MATH])
+    return {"math avg (AZR)": math, "total (AZR)": None if code is None or math is None else (code + math) / 2}
 
 
 def population_mean(per: dict[str, dict[str, float]]) -> dict[str, float]:
@@ -59,7 +101,8 @@ def population_mean(per: dict[str, dict[str, float]]) -> dict[str, float]:
 
 
 def weakest_best(rank: dict[str, float | None]) -> tuple[str, str] | None:
-    """(weakest, best) member by ``rank`` (the overall score); members without one are left out.
+    """(weakest, best) member by ``rank`` (the overall score); members without one are left out. Selected on the
+    same problems they are scored on (biased: the fallback when there are no per-problem verdicts).
 
     >>> weakest_best({"T0": 0.4, "S0": 0.2, "S1": None})
     ('S0', 'T0')
@@ -72,14 +115,38 @@ def weakest_best(rank: dict[str, float | None]) -> tuple[str, str] | None:
 
 def row(label: str, scores: dict[str, float]) -> list:
     cells = [scores.get(n) for n in benchmarks.BENCHMARKS]
-    return [label] + cells + list(averages(scores).values())
+    return [label] + cells + list({**averages(scores), **azr_averages(scores)}.values())
+
+
+def row_averages(r: list) -> dict[str, float | None]:
+    """{average name: value} of a table row."""
+    return dict(zip(ALL_AVERAGES, r[1 + len(benchmarks.BENCHMARKS):]))
+
+
+def extremes(per: dict[str, dict[str, float]], members: list[str], tables: dict[str, selection.Table]
+             ) -> tuple[dict[str, tuple[str, dict[str, float], list[str]]], bool]:
+    """({"weakest"/"best": (row label, per-benchmark scores, members it is made of)}, cross-fitted?). Cross-fit
+    when every member has per-problem scores for the benchmarks it scored; else the biased same-problems pick."""
+    if all(tables.get(m) and set(tables[m]) >= set(per[m]) for m in members):
+        try:
+            picks = [selection.cross_fit({m: tables[m] for m in members}, w) for w in ("weakest", "best")]
+        except ValueError:  # too few problems to split, or members on different problems: the biased pick
+            picks = []
+        if picks:
+            return {p.which: (p.label(), {b: float(np.mean(list(ps.values()))) for b, ps in p.scores.items()},
+                              p.members) for p in picks}, True
+    ends = weakest_best({m: averages(per[m])["overall"] for m in members})
+    if not ends:
+        return {}, False
+    return {w: (f"{w} member ({m}, {selection.BIASED})", per[m], [m]) for w, m in zip(("weakest", "best"), ends)}, False
 
 
 def build(results: dict) -> Table:
-    """``results``: {"results": {label: {benchmark: {"score": x, ...}}}, "targets": {label: {"kind": ...}}}."""
+    """``results``: {"results": {label: {benchmark: {"score": x, "n": n, "samples_file": path, ...}}},
+    "targets": {label: {"kind": ...}}, "config": {"limit": N, ...}}."""
     per = {label: {b: r["score"] for b, r in by.items()} for label, by in results["results"].items()}
     kinds = {label: results["targets"].get(label, {}).get("kind", "member") for label in per}
-    header = ["adapter"] + [benchmarks.BENCHMARKS[n].label for n in benchmarks.BENCHMARKS] + list(AVERAGES)
+    header = ["adapter"] + [benchmarks.BENCHMARKS[n].label for n in benchmarks.BENCHMARKS] + [COLUMNS[a] for a in ALL_AVERAGES]
     scored = [label for label in per if kinds[label] == "member"]
     retired = {m for m in scored if str(results["targets"].get(m, {}).get("alive", "true")).lower() == "false"}
     # the summary rows describe the final population (the paper's comparison); members replaced by evolution
@@ -87,22 +154,43 @@ def build(results: dict) -> Table:
     members = [m for m in scored if m not in retired] or scored
     rows = [row(f"{m} (retired)" if m in retired else m, per[m]) for m in scored]
     named: dict[str, list] = {}
+    picked: dict[str, list[str]] = {}  # summary row label -> the members its compute is of
+    notes = []
     if len(members) > 1:
         named["population mean"] = row("population mean", population_mean({m: per[m] for m in members}))
-        ends = weakest_best({m: averages(per[m])["overall"] for m in members})
-        if ends:
-            named["weakest"] = row(f"weakest member ({ends[0]})", per[ends[0]])
-            named["best"] = row(f"best member ({ends[1]})", per[ends[1]])
+        from populora.evaluation.sweep_report import target_tables  # here: sweep_report reads report's definitions
+
+        ends, cross_fit = extremes(per, members, target_tables(results))
+        for which, (label, scores, made_of) in ends.items():
+            named[which] = row(label, scores)
+            picked[label] = made_of
+        notes += [CROSS_FIT if cross_fit else BIASED] if ends else []
         rows += list(named.values())
     baselines = [row(label, per[label]) for label in per if kinds[label] == "baseline"]
     rows += baselines + [row(label, per[label]) for label in per if kinds[label] == "base"]
     if len(members) == 1:  # a one-member population is its own mean and weakest member
         only = row(members[0], per[members[0]])
         named = {"population mean": only, "weakest": only}
-    compute = [row_compute(r[0], results["targets"], members) for r in rows]
-    table = Table(header, rows, call_outs(named, baselines[0] if baselines else None), compute)
+    compute = [row_compute(r[0], results["targets"], members, picked) for r in rows]
+    table = Table(header, rows, call_outs(named, baselines[0] if baselines else None), compute,
+                  notes + subset_notes(results))
     table.deltas += compute_call_out(table)
     return table
+
+
+def subset_notes(results: dict) -> list[str]:
+    """The ``--limit`` of the run (if any) and n per benchmark (flagged where targets differ)."""
+    limit = (results.get("config") or {}).get("limit")
+    out = [f"--limit {limit}: first {limit} items of each benchmark: not comparable with full-benchmark scores"] if limit else []
+    ns: dict[str, list] = {}
+    for by in results["results"].values():
+        for b, entry in by.items():
+            if entry.get("n") is not None and entry["n"] not in ns.setdefault(b, []):
+                ns[b].append(entry["n"])
+    cells = [f"{benchmarks.BENCHMARKS[b].label} {' / '.join(map(str, ns[b]))}"
+             + (" (differs between targets: not comparable)" if len(ns[b]) > 1 else "")
+             for b in benchmarks.BENCHMARKS if ns.get(b)]
+    return out + (["n per benchmark: " + ", ".join(cells)] if cells else [])
 
 
 def _tokens(info: dict) -> float | None:
@@ -110,9 +198,10 @@ def _tokens(info: dict) -> float | None:
     return None if value in (None, "") else float(value)
 
 
-def row_compute(label: str, targets: dict, members: list[str]) -> float | None:
+def row_compute(label: str, targets: dict, members: list[str], picked: dict[str, list[str]] | None = None) -> float | None:
     """Tokens per adapter of a row: a member's own; the population's total over its adapters (the run's
-    ``compute/per_adapter/*``, else the members' mean); the weakest / best member's own."""
+    ``compute/per_adapter/*``, else the members' mean); the weakest / best member's own (the mean of the two
+    members a cross-fitted row is made of, ``picked[label]``)."""
     if label in targets:
         return _tokens(targets[label])
     if label.endswith(" (retired)"):
@@ -121,8 +210,8 @@ def row_compute(label: str, targets: dict, members: list[str]) -> float | None:
         run = [targets[m].get("run_compute_tokens_per_adapter") for m in members]
         run = [float(v) for v in run if v not in (None, "")]
         return run[0] if run else _avg([_tokens(targets[m]) for m in members])
-    if label.endswith(")") and "(" in label:  # weakest member (S0), best member (T1)
-        return _tokens(targets.get(label[label.rindex("(") + 1:-1], {}))
+    if picked and label in picked:
+        return _avg([_tokens(targets.get(m, {})) for m in picked[label]])
     return None
 
 
@@ -136,6 +225,7 @@ def compute_call_out(t: Table) -> list[str]:
 
 
 def call_outs(named: dict[str, list], baseline: list | None) -> list[str]:
+    """Population mean and weakest member minus the baseline, in points: our averages, then AZR's."""
     if baseline is None:
         return ["no baseline scored: train one (configs/baseline.yaml) and pass --baseline RUN_ID "
                 "(or tag the run populora.baseline_run)"]
@@ -144,8 +234,11 @@ def call_outs(named: dict[str, list], baseline: list | None) -> list[str]:
         r = named.get(key)
         if r is None:
             continue
-        parts = [f"{name} {_points(r[-3 + i], baseline[-3 + i])}" for i, name in enumerate(AVERAGES)]
-        out.append(f"{what} vs baseline: " + ", ".join(parts))
+        mine, base = row_averages(r), row_averages(baseline)
+        ours = [f"{COLUMNS[a]} {_points(mine[a], base[a])}" for a in AVERAGES]
+        azr = [f"math avg (6) {_points(mine['math avg (AZR)'], base['math avg (AZR)'])}",
+               f"total {_points(mine['total (AZR)'], base['total (AZR)'])}"]
+        out.append(f"{what} vs baseline: " + ", ".join(ours) + "; AZR's definitions: " + ", ".join(azr))
     return out
 
 
@@ -168,19 +261,21 @@ def markdown(t: Table) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(_fmt(v) for v in r) + " |" for r in rows]
     return "\n".join(lines) + "\n\nScores in % (pass@1; HumanEval+/MBPP+ on base + extra tests). " \
-        "LiveCodeBench (public tests) uses only the public tests, so it is more lenient than official LiveCodeBench.\n\n" \
-        + "\n".join(f"- {d}" for d in t.deltas) + "\n"
+        f"{LCB_LABEL}: problems of 2024-08..2025-01, graded on their public tests only, so it is more lenient than " \
+        "official LiveCodeBench (AZR's is release_v5, 880 problems, with hidden tests).\n\n" + DEFINITIONS + "\n\n" \
+        + "\n".join(f"- {d}" for d in t.notes + t.deltas) + "\n"
 
 
 def text(t: Table) -> str:
-    """A fixed-width table for the terminal (short column names; the Markdown file has the full ones)."""
-    short = {"LiveCodeBench (public tests)": "LCB(pub)", "OlympiadBench": "Olymp", "Minerva Math": "Minerva", COMPUTE: "tok/adptr"}
+    """A fixed-width table for the terminal (short column names, explained below it; the Markdown file has the
+    full ones)."""
     full_header, rows = with_compute(t)
-    header = [short.get(h, h) for h in full_header]
+    header = [SHORT.get(h, h) for h in full_header]
     width = max(len(str(r[0])) for r in rows + [full_header])
     lines = [f"{header[0]:<{width}} " + " ".join(f"{h:>9}" for h in header[1:])]
     lines += [f"{str(r[0]):<{width}} " + " ".join(f"{_fmt(v):>9}" for v in r[1:]) for r in rows]
-    return "\n".join(lines) + "\n" + "\n".join(t.deltas) + "\n"
+    legend = "columns: " + ", ".join(f"{SHORT[h]} = {h}" for h in full_header if h in SHORT and h != COMPUTE)
+    return "\n".join(lines + [legend] + t.notes + t.deltas) + "\n"
 
 
 def csv_text(t: Table) -> str:

@@ -4,7 +4,8 @@ The data of one arm (a population's mean member, its weakest member, the baselin
 (seeds, problems) array of per-problem scores (pass@1 or accuracy of each problem). Every adapter answers the
 same problems, so two arms are compared problem by problem (paired), and seed s of a configuration with seed s
 of the other. An average over several benchmarks (code avg, math avg, overall: the unweighted mean of the
-benchmark scores, as in ``report.py``) is stratified: each benchmark's problems are resampled within it.
+benchmark scores, as in ``report.py``; AZR's total, (code avg + math avg) / 2, a weighted one) is stratified:
+each benchmark's problems are resampled within it.
 
 The bootstrap resamples problems (and, with more than one seed, seeds too: a two-level bootstrap, since a
 training seed is itself a draw). With one seed this is exactly ``scipy.stats.bootstrap`` with one sample per
@@ -66,29 +67,42 @@ def _check(strata: list[np.ndarray]) -> list[np.ndarray]:
     return strata
 
 
-def point(strata: list[np.ndarray]) -> float:
-    """The unweighted mean over strata of each stratum's mean over seeds and problems."""
-    return float(np.mean([x.mean() for x in _check(strata)]))
+def _weights(strata: list[np.ndarray], weights) -> np.ndarray:
+    w = np.ones(len(strata)) if weights is None else np.asarray(weights, dtype=float)
+    if w.shape != (len(strata),) or (w < 0).any() or w.sum() <= 0:
+        raise ValueError(f"need one non-negative weight per stratum ({len(strata)}), got {weights}")
+    return w / w.sum()
+
+
+def point(strata: list[np.ndarray], weights=None) -> float:
+    """The mean over strata (unweighted, or with ``weights``) of each stratum's mean over seeds and problems.
+
+    >>> point([np.ones(3), np.zeros(5)]), point([np.ones(3), np.zeros(5)], weights=[3, 1])
+    (0.5, 0.75)
+    """
+    strata = _check(strata)
+    return float(np.dot(_weights(strata, weights), [x.mean() for x in strata]))
 
 
 def bootstrap_distribution(strata: list[np.ndarray], n_resamples: int = N_RESAMPLES, seed: int = 0,
-                           confidence: float = CONFIDENCE) -> tuple[tuple[float, float], np.ndarray]:
-    """(95% percentile interval, resampled statistics) of ``point(strata)``."""
+                           confidence: float = CONFIDENCE, weights=None) -> tuple[tuple[float, float], np.ndarray]:
+    """(95% percentile interval, resampled statistics) of ``point(strata, weights)``."""
     strata = _check(strata)
+    w = _weights(strata, weights)
     if strata[0].shape[0] == 1 and all(x.shape[1] > 1 for x in strata):
-        return _scipy(strata, n_resamples, seed, confidence)
-    dist = _two_level(strata, n_resamples, np.random.default_rng(seed))
+        return _scipy(strata, n_resamples, seed, confidence, w)
+    dist = _two_level(strata, n_resamples, np.random.default_rng(seed), w)
     alpha = (1 - confidence) / 2
     return (float(np.quantile(dist, alpha)), float(np.quantile(dist, 1 - alpha))), dist
 
 
-def _scipy(strata, n_resamples, seed, confidence):
+def _scipy(strata, n_resamples, seed, confidence, w):
     import warnings
 
     from scipy import stats
 
     def statistic(*samples, axis=-1):
-        return np.mean([s.mean(axis=axis) for s in samples], axis=0)
+        return np.tensordot(w, [s.mean(axis=axis) for s in samples], axes=1)
 
     with warnings.catch_warnings():  # identical scores (e.g. all 0) give a degenerate interval: fine, it is [x, x]
         warnings.simplefilter("ignore", stats.DegenerateDataWarning)
@@ -99,25 +113,28 @@ def _scipy(strata, n_resamples, seed, confidence):
     return (float(low), float(high)), np.asarray(res.bootstrap_distribution)
 
 
-def _two_level(strata: list[np.ndarray], n: int, rng, chunk: int = 250) -> np.ndarray:
-    """Resample seeds (jointly for all strata: seed s is one training run) then problems within each stratum."""
+def _two_level(strata: list[np.ndarray], n: int, rng, w=None, chunk: int = 250) -> np.ndarray:
+    """Resample seeds (jointly for all strata: seed s is one training run) then problems within each stratum;
+    ``w``: the strata's weights (summing to 1; None: equal)."""
+    w = np.full(len(strata), 1 / len(strata)) if w is None else w
     n_seeds = strata[0].shape[0]
     out = np.empty(n)
     for start in range(0, n, chunk):
         b = min(chunk, n - start)
         seeds = rng.integers(n_seeds, size=(b, n_seeds))                      # (b, S)
         total = np.zeros(b)
-        for x in strata:
+        for x, wx in zip(strata, w):
             probs = rng.integers(x.shape[1], size=(b, x.shape[1]))            # (b, P)
-            total += x[seeds[:, :, None], probs[:, None, :]].mean(axis=(1, 2))  # (b, S, P) -> (b,)
-        out[start:start + b] = total / len(strata)
+            total += wx * x[seeds[:, :, None], probs[:, None, :]].mean(axis=(1, 2))  # (b, S, P) -> (b,)
+        out[start:start + b] = total
     return out
 
 
-def estimate(strata: list[np.ndarray], seed: int = 0) -> Estimate:
-    """Mean and 95% interval of an arm's score (one benchmark: one stratum; an average: several)."""
-    ci, _ = bootstrap_distribution(strata, seed=seed)
-    return Estimate(point(strata), ci)
+def estimate(strata: list[np.ndarray], seed: int = 0, weights=None) -> Estimate:
+    """Mean and 95% interval of an arm's score (one benchmark: one stratum; an average: several, weighted by
+    ``weights`` if given)."""
+    ci, _ = bootstrap_distribution(strata, seed=seed, weights=weights)
+    return Estimate(point(strata, weights), ci)
 
 
 def compare(name: str, a: list[np.ndarray], b: list[np.ndarray], seed: int = 0) -> Comparison:

@@ -4,7 +4,11 @@ comparisons with the baseline (``populora report --sweep ID``, ``populora report
 Per-problem scores come from the samples files ``populora eval`` writes next to results.json (one line per
 generation, with its verdict), so every arm is compared problem by problem. Arms of one run: "population mean"
 (the per-problem mean over the final population's members), "weakest" and "best" member (by their overall score,
-as in ``report.py``), and "baseline" (a baseline run's one member, or a population run's linked baseline).
+as in ``report.py``, cross-fitted: chosen on one half of each benchmark's problems and scored on the other, see
+``selection.py``), and "baseline" (a baseline run's one member, or a population run's linked baseline).
+
+Arms are compared only over the same problems: runs evaluated on different problem sets (a ``--limit`` run
+beside a full one) are refused with an error naming the benchmarks and their n, never silently intersected.
 """
 
 from __future__ import annotations
@@ -14,13 +18,23 @@ from pathlib import Path
 
 import numpy as np
 
-from populora.evaluation import benchmarks, stats
+from populora.evaluation import benchmarks, selection, stats
+from populora.evaluation.report import AZR_MATH
 from populora.platform import config as config_io
 from populora.platform import runlayout as rl
 from populora.platform import sweep as S
 
 ARMS = ("population mean", "weakest", "best")
-AVERAGES = {"code avg": "code", "math avg": "math", "overall": None}
+TEXT_COLUMNS = {"code avg": "code avg", "math avg": "math avg (7 incl. GSM8K)", "overall": "overall (mean of 10)",
+                "math avg (AZR)": "math avg (AZR: 6)", "total (AZR)": "total (AZR)"}
+DEFINITIONS = ("Averages: ours are unweighted means of the benchmarks scored (code avg: HumanEval+, MBPP+, "
+               "LiveCodeBench, the same as AZR's; math avg: the 7 math benchmarks incl. GSM8K; overall: all); AZR's "
+               "math avg leaves out GSM8K and its total is (code avg + math avg) / 2. The comparisons with the "
+               "baseline are on overall (ours).")
+SELECTION_NOTE = ("weakest / best: cross-fit (per seed, the member chosen on one half of each benchmark's problems "
+                  "is scored on the other half, so the choice does not bias the score; where no benchmark has two "
+                  "problems, the member is chosen on the problems it is scored on: biased)")
+AVERAGES = {"code avg": "code", "math avg": "math", "overall": None}  # ours, as in report.py
 
 
 class ReportError(ValueError):
@@ -45,32 +59,41 @@ def problem_scores(samples_file: str | Path) -> dict[str, float]:
     return {k: float(np.mean(v)) for k, v in per.items()}
 
 
+def target_tables(results: dict) -> dict[str, selection.Table]:
+    """{target: {benchmark: {problem: score}}} of one results.json, from the samples files that are on disk
+    (benchmarks whose file is missing are left out)."""
+    return {label: {b: problem_scores(e["samples_file"]) for b, e in by.items()
+                    if e.get("samples_file") and Path(e["samples_file"]).is_file()}
+            for label, by in results["results"].items()}
+
+
+def final_members(results: dict, labels) -> list[str]:
+    """The members in ``labels`` alive at the end of training (all of them when none is marked alive)."""
+    targets = results.get("targets", {})
+    members = [m for m in labels if targets.get(m, {}).get("kind", "member") == "member"]
+    return [m for m in members if str(targets.get(m, {}).get("alive", "true")).lower() != "false"] or members
+
+
 def run_arms(results: dict) -> dict[str, dict[str, dict[str, float]]]:
     """{arm: {benchmark: {problem: score}}} of one results.json (arms without data are left out)."""
-    per_target: dict[str, dict[str, dict[str, float]]] = {}
-    for label, by in results["results"].items():
-        per_target[label] = {b: problem_scores(e["samples_file"]) for b, e in by.items()
-                             if e.get("samples_file") and Path(e["samples_file"]).is_file()}
-    targets = results.get("targets", {})
-    kind = {label: targets.get(label, {}).get("kind", "member") for label in per_target}
-    members = [m for m in per_target if kind[m] == "member" and per_target[m]]
-    alive = [m for m in members if str(targets.get(m, {}).get("alive", "true")).lower() != "false"] or members
+    per_target = target_tables(results)
+    kind = {label: results.get("targets", {}).get(label, {}).get("kind", "member") for label in per_target}
+    alive = final_members(results, [t for t in per_target if per_target[t]])
     arms: dict[str, dict[str, dict[str, float]]] = {}
     if alive:
-        overall = {m: np.mean([np.mean(list(p.values())) for p in per_target[m].values()]) for m in alive}
-        ranked = sorted(alive, key=overall.get)
-        benches = sorted(set.intersection(*(set(per_target[m]) for m in alive)))
-        arms["population mean"] = {b: _mean_over([per_target[m][b] for m in alive]) for b in benches}
-        arms["weakest"], arms["best"] = per_target[ranked[0]], per_target[ranked[-1]]
+        tables = {m: per_target[m] for m in alive}
+        try:
+            problems = selection.common_problems(tables)
+        except ValueError as err:
+            raise ReportError(str(err)) from err
+        arms["population mean"] = {b: {p: float(np.mean([tables[m][b][p] for m in alive])) for p in ps}
+                                   for b, ps in problems.items()}
+        for which in ("weakest", "best"):  # cross-fitted unless no benchmark has two problems (then biased)
+            arms[which] = selection.pick(tables, which).scores
     baselines = [t for t in per_target if kind[t] == "baseline" and per_target[t]]
     if baselines:
         arms["baseline"] = per_target[baselines[0]]
     return arms
-
-
-def _mean_over(tables: list[dict[str, float]]) -> dict[str, float]:
-    common = set.intersection(*(set(t) for t in tables))
-    return {p: float(np.mean([t[p] for t in tables])) for p in common}
 
 
 # ====================================================================== arrays: (seeds, problems) per benchmark
@@ -79,20 +102,43 @@ def strata(by_seed: list[dict[str, dict[str, float]]], names: list[str], problem
     return [np.array([[seed_arm[b][p] for p in problems[b]] for seed_arm in by_seed]) for b in names]
 
 
-def shared_problems(arms: list[dict[str, dict[str, float]]]) -> dict[str, list[str]]:
-    """Benchmarks every arm scored, each with the problems every arm answered (sorted, so rows line up)."""
-    names = set.intersection(*(set(a) for a in arms)) if arms else set()
-    return {b: sorted(set.intersection(*(set(a[b]) for a in arms))) for b in benchmarks.BENCHMARKS if b in names}
+def same_problems(arms: dict[str, dict[str, dict[str, float]]]) -> dict[str, list[str]]:
+    """{benchmark: sorted problems} of arms that were all evaluated on the same problems, in the canonical order.
+    ``arms``: {name (e.g. "baseline seed 0"): {benchmark: {problem: score}}}. Arms that differ (a benchmark
+    missing from some, or a benchmark with other problems: a ``--limit`` run beside a full one) are refused
+    with a ReportError naming the benchmarks and each arm's n, rather than compared on an intersection."""
+    names = {b for a in arms.values() for b in a}
+    diffs = []
+    for b in [b for b in benchmarks.BENCHMARKS if b in names]:
+        sets = {name: frozenset(a.get(b, ())) for name, a in arms.items()}
+        if len(set(sets.values())) > 1:
+            sizes = ", ".join(f"{name} n={len(s)}" if s else f"{name} not evaluated" for name, s in sets.items())
+            diffs.append(f"{b} ({sizes})" if len({len(s) for s in sets.values()}) > 1
+                         else f"{b} (same n, different problems: {sizes})")
+    if diffs:
+        raise ReportError("refusing to compare arms evaluated on different problem sets: " + "; ".join(diffs)
+                          + ". Evaluate them with the same --benchmarks and --limit")
+    first = next(iter(arms.values()), {})
+    return {b: sorted(first[b]) for b in benchmarks.BENCHMARKS if b in first}
 
 
-def _groups(problems: dict[str, list[str]]) -> dict[str, list[str]]:
-    """Each benchmark alone, then code avg / math avg / overall over the benchmarks scored."""
+def _groups(problems: dict[str, list[str]]) -> dict[str, tuple[list[str], list[float] | None]]:
+    """{name: (benchmarks, weights)}: each benchmark alone, then ours (code avg / math avg / overall, unweighted
+    means of the benchmarks scored) and AZR's: math avg (AZR) over AIME24/25, AMC23, MATH-500, Minerva and
+    OlympiadBench, and total (AZR) = (code avg + math avg (AZR)) / 2, each benchmark weighted 1 / (2 x its group's
+    size) (only when both groups were scored)."""
     names = [b for b in problems if problems[b]]
-    out = {b: [b] for b in names}
+    out: dict[str, tuple[list[str], list[float] | None]] = {b: ([b], None) for b in names}
     for avg, group in AVERAGES.items():
         members = [b for b in names if group is None or benchmarks.BENCHMARKS[b].group == group]
         if members:
-            out[avg] = members
+            out[avg] = (members, None)
+    code = [b for b in names if benchmarks.BENCHMARKS[b].group == "code"]
+    math = [b for b in names if b in AZR_MATH]
+    if math:
+        out["math avg (AZR)"] = (math, None)
+    if code and math:
+        out["total (AZR)"] = (code + math, [1 / (2 * len(code))] * len(code) + [1 / (2 * len(math))] * len(math))
     return out
 
 
@@ -116,10 +162,13 @@ def build(configs: dict[str, dict[int, dict]], between: list[tuple[str, str]] = 
         if not seeds:
             continue
         row = {"config": config_overrides(lab), "label": lab, "seeds": seeds}
-        problems = shared_problems([by_seed[s][a] for s in seeds for a in ARMS])
+        problems = same_problems({f"{lab} seed {s}": by_seed[s]["population mean"] for s in seeds})
+        for s in seeds:  # a run's arms share its problems by construction (the selection's halves are of them)
+            same_problems({f"{lab} seed {s}: {a}": by_seed[s][a] for a in ARMS})
         for arm in ARMS:
             data = [by_seed[s][arm] for s in seeds]
-            row[arm] = {g: stats.estimate(strata(data, names, problems)).to_dict() for g, names in _groups(problems).items()}
+            row[arm] = {g: stats.estimate(strata(data, names, problems), weights=w).to_dict()
+                        for g, (names, w) in _groups(problems).items()}
         row["overall"] = row["population mean"].get("overall")
         rows.append(row)
     comparisons = []
@@ -127,21 +176,25 @@ def build(configs: dict[str, dict[int, dict]], between: list[tuple[str, str]] = 
         if lab == S.BASELINE_LABEL:
             continue
         for arm, what in (("population mean", "population mean"), ("weakest", "weakest member")):
-            c = _compare(f"{lab}: {what} vs baseline", by_seed, arm, baseline, "population mean")
+            c = _compare(f"{lab}: {what} vs baseline", (lab, by_seed, arm), (S.BASELINE_LABEL, baseline, "population mean"))
             comparisons += [c] if c else []
     for a, b in between:
-        c = _compare(f"{a} vs {b}: population mean", configs.get(a, {}), "population mean", configs.get(b, {}), "population mean")
+        c = _compare(f"{a} vs {b}: population mean", (a, configs.get(a, {}), "population mean"),
+                     (b, configs.get(b, {}), "population mean"))
         comparisons += [c] if c else []
     return {"configs": rows, "comparisons": [c.to_dict() for c in comparisons]}
 
 
-def _compare(name: str, left: dict[int, dict], left_arm: str, right: dict[int, dict], right_arm: str):
-    """Paired over the seeds both sides have and the problems both answered; None without common seeds."""
+def _compare(name: str, left: tuple[str, dict[int, dict], str], right: tuple[str, dict[int, dict], str]):
+    """``left`` - ``right``, each (config label, {seed: arms}, arm), paired over the seeds both have; None without
+    common seeds. Both sides must have answered the same problems (else a ReportError names the difference)."""
+    (left_label, left, left_arm), (right_label, right, right_arm) = left, right
     seeds = sorted(s for s in left if s in right and left_arm in left[s] and right_arm in right[s])
     if not seeds:
         return None
     a, b = [left[s][left_arm] for s in seeds], [right[s][right_arm] for s in seeds]
-    problems = shared_problems(a + b)
+    problems = same_problems({**{f"{left_label} seed {s}": x for s, x in zip(seeds, a)},
+                              **{f"{right_label} seed {s}": x for s, x in zip(seeds, b)}})
     names = [n for n in problems if problems[n]]
     if not names:
         return None
@@ -163,13 +216,14 @@ def _cell(e: dict | None) -> str:
 
 
 def text(report: dict) -> str:
-    head = ["config", "seeds", "arm", "code avg", "math avg", "overall"]
-    lines = [[r["label"], ",".join(map(str, r["seeds"])), arm, *(_cell(r[arm].get(k)) for k in AVERAGES)]
+    head = ["config", "seeds", "arm", *TEXT_COLUMNS.values()]
+    lines = [[r["label"], ",".join(map(str, r["seeds"])), arm, *(_cell(r[arm].get(k)) for k in TEXT_COLUMNS)]
              for r in report["configs"] for arm in (ARMS if r["label"] != S.BASELINE_LABEL else ARMS[:1])]
     widths = [max(len(str(x)) for x in col) for col in zip(head, *lines)]
     fmt = lambda cells: "  ".join(f"{str(c):<{w}}" for c, w in zip(cells, widths))  # noqa: E731
     out = [fmt(head), fmt(["-" * w for w in widths])] + [fmt(line) for line in lines]
-    out += ["", "Scores in % with 95% bootstrap intervals (over problems, and over seeds when there are several)."]
+    out += ["", "Scores in % with 95% bootstrap intervals (over problems, and over seeds when there are several).",
+            DEFINITIONS, SELECTION_NOTE]
     out += [f"- {c['words']}" for c in report["comparisons"]] or ["- no baseline evaluated: nothing to compare with"]
     return "\n".join(out) + "\n"
 
@@ -183,7 +237,8 @@ def markdown(report: dict) -> str:
         out += [f"| {r['label']} | {len(r['seeds'])} | " + " | ".join(_cell(r[arm].get(n)) for n in names) + " |"
                 for r in report["configs"]]
         out.append("")
-    return "\n".join(out) + "\n" + "\n".join(f"- {c['words']}" for c in report["comparisons"]) + "\n"
+    return "\n".join(out) + "\n" + DEFINITIONS + "\n\n" + SELECTION_NOTE + "\n\n" \
+        + "\n".join(f"- {c['words']}" for c in report["comparisons"]) + "\n"
 
 
 # ====================================================================== reading a sweep from MLflow
@@ -199,6 +254,8 @@ def gather(tracker, sweep_id: str) -> tuple[dict[str, dict[int, dict]], list[str
     for key, run in sorted(runs.items()):
         try:
             arms = run_arms(results.load(tracker, run.info.run_id))
+        except ReportError as err:  # evaluated, but its members answered different problems: refuse, say where
+            raise ReportError(f"run {run.info.run_id} ({key}): {err}") from err
         except Exception:  # noqa: BLE001 - not evaluated (yet): listed, not fatal
             missing.append(key)
             continue

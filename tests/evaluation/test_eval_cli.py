@@ -108,9 +108,11 @@ def test_eval_run_logs_metrics_table_and_report(runs, capsys):
                   "compute per adapter: population 400 vs baseline 200 tokens (ratio 2.00)"):
         assert label in out, label
     md = (tmp / "run_population" / "eval" / "report.md").read_text()
-    assert "LiveCodeBench (public tests)" in md and "HumanEval+" in md
+    assert "LiveCodeBench 2408-2501 (public tests)" in md and "HumanEval+" in md
+    assert "--limit 1: first 1 items of each benchmark: not comparable with full-benchmark scores" in md
     header = (tmp / "run_population" / "eval" / "report.csv").read_text().splitlines()[0].split(",")
-    assert len(header) == 1 + 10 + 3 + 1 and header[-4:] == ["code avg", "math avg", "overall", "tokens/adapter"]
+    assert len(header) == 1 + 10 + 5 + 1 and header[-6:] == ["code avg (= AZR)", "math avg (7 incl. GSM8K)", "overall (mean of 10)",
+                                                            "math avg (AZR: 6 no GSM8K)", "total (AZR)", "tokens/adapter"]
 
 
 def test_finished_pairs_are_not_redone(runs, capsys, monkeypatch):

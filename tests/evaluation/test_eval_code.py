@@ -118,12 +118,47 @@ def test_livecodebench_grades_both_styles_in_the_sandbox():
                                                         ["while True: pass"]], sandbox=sb, timeout_s=1.0)
     assert r["verdicts"] == [True, True, False, False, False]
     assert r["metrics"]["pass_at_1"] == pytest.approx(0.4)
-    assert L.LABEL == "LiveCodeBench (public tests)" == B.BENCHMARKS["livecodebench"].label
+    assert L.LABEL == "LiveCodeBench 2408-2501 (public tests)" == B.BENCHMARKS["livecodebench"].label
 
 
-def test_stdout_comparison_is_lcb_like():
-    assert L.same_output("1 2\n3\n", "1 2\n3")
-    assert L.same_output("0.3333333\n", "0.33333333")
-    assert not L.same_output("1 2\n", "1 3\n")
-    assert not L.same_output("", "1")
-    assert L.same_value("[1, 2]\n", "[1, 2]") and not L.same_value("oops", "[1]")
+# LCB's import_string, verbatim from lcb_runner/evaluation/testing_util.py (LiveCodeBench/LiveCodeBench @28fef95)
+LCB_IMPORT_STRING = "from string import *\nfrom re import *\nfrom datetime import *\nfrom collections import *\nfrom heapq import *\nfrom bisect import *\nfrom copy import *\nfrom math import *\nfrom random import *\nfrom statistics import *\nfrom itertools import *\nfrom functools import *\nfrom operator import *\nfrom io import *\nfrom sys import *\nfrom json import *\nfrom builtins import *\nfrom typing import *\nimport string\nimport re\nimport datetime\nimport collections\nimport heapq\nimport bisect\nimport copy\nimport math\nimport random\nimport statistics\nimport itertools\nimport functools\nimport operator\nimport io\nimport sys\nimport json\nsys.setrecursionlimit(50000)\n"  # noqa: E501
+
+
+def test_prelude_is_lcbs_import_string_but_datetime():
+    # datetime is the one module of LCB's prelude the sandbox cannot import (not in worker.PRELOAD, chroot)
+    lcb = [line for line in LCB_IMPORT_STRING.splitlines() if "datetime" not in line]
+    assert L.PRELUDE.splitlines() == lcb
+
+
+def test_stdout_comparison_is_lcbs_exact_decimal_rule():
+    """grade_stdio: stripped lines; equal strings, else tokens equal as Decimal, exactly (no tolerance)."""
+    assert L.same_output("1 2\n3\n", "1 2\n3") and L.same_output("  1   2 \r\n3", "1 2\n3")
+    assert L.same_output("1.0 2.50\n", "1 2.5") and L.same_output("1e3", "1000")  # Decimal equality
+    assert not L.same_output("0.3333333\n", "0.33333333")  # np.allclose(atol=1e-6) called this equal
+    assert not L.same_output("9007199254740993", "9007199254740992")  # 2**53 + 1: equal as floats
+    assert not L.same_output("50000000000000001", "50000000000000000")  # LCB's own example
+    assert not L.same_output("1 2\n", "1 3\n") and not L.same_output("", "1") and not L.same_output("1\n2", "1")
+    assert not L.same_output("Yes", "yes") and L.same_output("nan", "nan ")  # equal strings pass before any Decimal
+    assert not L.same_output("nan", "NaN")  # as Decimals, NaN equals nothing
+    assert not L.same_output("1 2", "1 2 0") and not L.same_output("sNaN", "1") and not L.same_output("NaN", "1")
+
+
+def test_lcb_prelude_and_functional_comparison_in_the_sandbox():
+    from populora.platform.sandbox import Sandbox
+
+    stdin_record = {"starter_code": "", "tests": [{"testtype": "stdin", "input": "3\n", "output": "[1, 2, 3]\n"}]}
+
+    def call_record(output):
+        return {"starter_code": "class Solution:\n    def f(self, n: int) -> List[int]:\n",
+                "tests": [{"testtype": "functional", "input": "3", "output": output}]}
+
+    deepcopy = "n = int(input())\nx = deepcopy(list(range(1, n + 1)))\nprint(x)\n```"  # deepcopy: LCB's prelude
+    as_tuple = "class Solution:\n    def f(self, n):\n        return tuple(range(1, n + 1))\n```"
+    int_keys = "class Solution:\n    def f(self, n):\n        return {1: n}\n```"
+    chatty = "class Solution:\n    def f(self, n):\n        print('True', end='')\n        return n\n```"
+    with Sandbox(workers=1) as sb:
+        assert L.grade(sb, stdin_record, deepcopy)
+        assert L.grade(sb, call_record("[1, 2, 3]"), as_tuple)  # a tuple result reads as a list, as in LCB
+        assert not L.grade(sb, call_record('{"1": 3}'), int_keys)  # Python ==: {1: 3} != {"1": 3}, as in LCB
+        assert L.grade(sb, call_record("3"), chatty) and not L.grade(sb, call_record("4"), chatty)

@@ -76,15 +76,22 @@ def test_report_rows_averages_and_call_outs():
     kinds = {"T0": "member", "S0": "member", "baseline (B0)": "baseline", "base model": "base"}
     t = report.build(_results(scores, kinds))
     labels = [r[0] for r in t.rows]
-    assert labels == ["T0", "S0", "population mean", "weakest member (S0)", "best member (T0)", "baseline (B0)", "base model"]
-    mean = t.rows[2]
-    assert mean[1] == pytest.approx(0.4) and mean[-3] == pytest.approx(0.4) and mean[-2] == pytest.approx(0.15)
-    assert mean[-1] == pytest.approx(0.275)  # overall = mean of the benchmarks scored
-    assert t.deltas[0] == "population mean vs baseline: code avg +5.0 pts, math avg -10.0 pts, overall -2.5 pts"
-    assert t.deltas[1].startswith("weakest member vs baseline: code avg -5.0 pts")
+    # no samples files: the weakest / best member is chosen on the problems it is scored on, and says so
+    assert labels == ["T0", "S0", "population mean", "weakest member (S0, selected on the same problems: biased)", "best member (T0, selected on the same problems: biased)",
+                      "baseline (B0)", "base model"]
+    mean = report.row_averages(t.rows[2])
+    assert t.rows[2][1] == pytest.approx(0.4) and mean["code avg"] == pytest.approx(0.4) and mean["math avg"] == pytest.approx(0.15)
+    assert mean["overall"] == pytest.approx(0.275)  # overall = mean of the benchmarks scored
+    assert mean["math avg (AZR)"] is None and mean["total (AZR)"] is None  # GSM8K is not in AZR's math avg
+    assert t.deltas[0] == ("population mean vs baseline: code avg (= AZR) +5.0 pts, math avg (7 incl. GSM8K) -10.0 pts, "
+                           "overall (mean of 10) -2.5 pts; AZR's definitions: math avg (6) n/a, total n/a")
+    assert t.deltas[1].startswith("weakest member vs baseline: code avg (= AZR) -5.0 pts")
     md = report.markdown(t)
-    assert "| population mean | 40.0 |" in md and "LiveCodeBench (public tests)" in md
-    assert report.csv_text(t).splitlines()[0].startswith("adapter,HumanEval+,MBPP+,LiveCodeBench (public tests),AIME24")
+    assert "| population mean | 40.0 |" in md and "LiveCodeBench 2408-2501 (public tests)" in md
+    assert "selected on the same problems it is scored on: biased" in md and "total (AZR) = (code avg" in md
+    csv_header = report.csv_text(t).splitlines()[0]
+    assert csv_header.startswith("adapter,HumanEval+,MBPP+,LiveCodeBench 2408-2501 (public tests),AIME24")
+    assert csv_header.endswith(",code avg (= AZR),math avg (7 incl. GSM8K),overall (mean of 10),math avg (AZR: 6 no GSM8K),total (AZR),tokens/adapter")
 
 
 def test_summary_rows_are_over_the_final_population():
@@ -94,10 +101,11 @@ def test_summary_rows_are_over_the_final_population():
     results["targets"]["T0"]["alive"] = "false"
     results["targets"]["T2"]["alive"] = results["targets"]["S2"]["alive"] = "true"
     t = report.build(results)
-    assert [r[0] for r in t.rows] == ["T0 (retired)", "T2", "S2", "population mean", "weakest member (S2)",
-                                      "best member (T2)", "baseline (B0)"]
-    assert t.rows[3][-2] == pytest.approx(0.3)  # math avg of the survivors only
-    assert t.deltas[1] == "weakest member vs baseline: code avg n/a, math avg +10.0 pts, overall +10.0 pts"
+    assert [r[0] for r in t.rows] == ["T0 (retired)", "T2", "S2", "population mean", "weakest member (S2, selected on the same problems: biased)",
+                                      "best member (T2, selected on the same problems: biased)", "baseline (B0)"]
+    assert report.row_averages(t.rows[3])["math avg"] == pytest.approx(0.3)  # math avg of the survivors only
+    assert t.deltas[1] == ("weakest member vs baseline: code avg (= AZR) n/a, math avg (7 incl. GSM8K) +10.0 pts, "
+                           "overall (mean of 10) +10.0 pts; AZR's definitions: math avg (6) n/a, total n/a")
 
 
 def test_report_without_baseline_says_how_to_get_one():
@@ -162,10 +170,50 @@ def test_report_shows_per_adapter_compute_beside_each_row():
     results["targets"]["baseline (B0)"].update(compute_tokens=200.0)
     t = report.build(results)
     by_label = dict(zip([r[0] for r in t.rows], t.compute))
-    assert by_label == {"T0": 100.0, "S0": 340.0, "population mean": 220.0, "weakest member (S0)": 340.0,
-                        "best member (T0)": 100.0, "baseline (B0)": 200.0, "base model": None}
+    assert by_label == {"T0": 100.0, "S0": 340.0, "population mean": 220.0, "weakest member (S0, selected on the same problems: biased)": 340.0,
+                        "best member (T0, selected on the same problems: biased)": 100.0, "baseline (B0)": 200.0, "base model": None}
     assert t.deltas[-1] == "compute per adapter: population 220 vs baseline 200 tokens (ratio 1.10)"
     mean_line = next(line for line in report.markdown(t).splitlines() if line.startswith("| population mean |"))
-    assert mean_line.endswith("| 15.0 | 220 |")  # overall, then tokens/adapter
-    assert report.csv_text(t).splitlines()[0].endswith(",overall,tokens/adapter")
+    assert mean_line.endswith("| 15.0 |  |  | 220 |")  # overall, the AZR averages (no AZR math), tokens/adapter
+    assert report.csv_text(t).splitlines()[0].endswith(",overall (mean of 10),math avg (AZR: 6 no GSM8K),total (AZR),tokens/adapter")
     assert "tok/adptr" in report.text(t)
+
+
+def _with_samples(tmp_path, verdicts: dict[str, list[int]], kinds: dict[str, str], limit=None) -> dict:
+    """A results.json whose targets answered gsm8k problems with the given verdicts (samples files on disk)."""
+    results = {}
+    for label, oks in verdicts.items():
+        path = tmp_path / f"{label.replace(' ', '_')}.jsonl"
+        path.write_text("".join(json.dumps({"task_id": f"gsm8k/{i}", "correct": bool(ok)}) + "\n" for i, ok in enumerate(oks)))
+        results[label] = {"gsm8k": {"score": sum(oks) / len(oks), "n": len(oks), "samples_file": str(path)}}
+    return {"results": results, "targets": {t: {"kind": k} for t, k in kinds.items()}, "config": {"limit": limit}}
+
+
+def test_weakest_and_best_rows_are_cross_fitted_from_the_samples_files(tmp_path):
+    # half A = problems 0, 2; half B = 1, 3. S0 is weakest on A (0 of 2), S1 on B (0 of 2); each is scored on the
+    # other half, where it solved 1 of 2: 50%, not the 25% both score on all four (what the same-problems pick reads)
+    verdicts = {"S0": [0, 1, 0, 0], "S1": [0, 0, 1, 0], "S2": [1, 1, 1, 1], "baseline (B0)": [1, 0, 0, 0]}
+    kinds = {"S0": "member", "S1": "member", "S2": "member", "baseline (B0)": "baseline"}
+    results = _with_samples(tmp_path, verdicts, kinds, limit=4)
+    results["targets"]["S0"]["compute_tokens"], results["targets"]["S1"]["compute_tokens"] = 100.0, 300.0
+    t = report.build(results)
+    rows = {r[0]: r for r in t.rows}
+    weakest = "weakest member (cross-fit: S0 chosen on half A, S1 chosen on half B)"
+    gsm8k = t.header.index("GSM8K")
+    assert rows[weakest][gsm8k] == pytest.approx(0.5)
+    assert rows["best member (S2, cross-fit)"][gsm8k] == pytest.approx(1.0)
+    assert dict(zip([r[0] for r in t.rows], t.compute))[weakest] == pytest.approx(200.0)  # the two members' mean
+    md = report.markdown(t)
+    assert "Weakest / best member: cross-fit." in md and "biased" not in md.split("Weakest / best member")[0]
+    assert "- --limit 4: first 4 items of each benchmark: not comparable with full-benchmark scores" in md
+    assert "- n per benchmark: GSM8K 4" in md
+    assert "n per benchmark: GSM8K 4" in report.text(t) and "math7 = math avg (7 incl. GSM8K)" in report.text(t)
+
+
+def test_targets_on_different_n_are_flagged_and_missing_samples_fall_back(tmp_path):
+    results = _with_samples(tmp_path, {"S0": [0, 1], "S1": [1, 1, 0], "baseline (B0)": [1, 0]},
+                            {"S0": "member", "S1": "member", "baseline (B0)": "baseline"})
+    t = report.build(results)  # members on different problems: no cross-fit possible, the biased pick says so
+    assert "weakest member (S0, selected on the same problems: biased)" in [r[0] for r in t.rows]
+    assert "n per benchmark: GSM8K 2 / 3 (differs between targets: not comparable)" in t.notes
+    assert not any(n.startswith("--limit") for n in t.notes)

@@ -77,3 +77,21 @@ def test_degenerate_and_bad_inputs():
         stats.compare("x", [np.ones(3)], [np.ones(4)])
     with pytest.raises(ValueError, match="same seeds"):
         stats.point([np.ones((1, 3)), np.ones((2, 3))])
+
+
+def test_weighted_average_of_strata():
+    # AZR's total = (code avg + math avg) / 2: with one code and two math benchmarks the weights are 1/2, 1/4, 1/4
+    rng = np.random.default_rng(5)
+    code, m1, m2 = (rng.binomial(1, p, size=(1, n)).astype(float) for p, n in ((0.6, 400), (0.2, 300), (0.4, 300)))
+    w = [0.5, 0.25, 0.25]
+    est = stats.estimate([code, m1, m2], weights=w)
+    assert est.mean == pytest.approx(0.5 * code.mean() + 0.25 * (m1.mean() + m2.mean()))
+    # the known answer: the variance of a weighted sum of independent means
+    half = 1.96 * np.sqrt(sum(wi ** 2 * x.var(ddof=1) / x.size for wi, x in zip(w, (code, m1, m2))))
+    assert est.ci95[0] == pytest.approx(est.mean - half, abs=0.1 * half)
+    assert est.ci95[1] == pytest.approx(est.mean + half, abs=0.1 * half)
+    dist = stats._two_level([code, m1, m2], 4000, np.random.default_rng(0), np.array(w))  # numpy path agrees
+    assert np.quantile(dist, 0.025) == pytest.approx(est.ci95[0], abs=0.01)
+    assert stats.point([code, m1, m2]) == pytest.approx((code.mean() + m1.mean() + m2.mean()) / 3)
+    with pytest.raises(ValueError, match="one non-negative weight per stratum"):
+        stats.point([code, m1], weights=[1.0])

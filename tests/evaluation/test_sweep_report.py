@@ -75,3 +75,40 @@ def test_sweep_report_rows_and_paired_comparisons():
     table = R.text(report)
     assert "overall" in table and "baseline" in table and "95%" in table
     assert "| baseline | 2 |" in R.markdown(report)
+
+
+def test_run_arms_weakest_and_best_are_cross_fitted(tmp_path):
+    # half A of 4 problems = ids 0, 2; half B = 1, 3. On half A, S0 is weakest (0 solved) and T0 best (2); on
+    # half B, T0 is weakest (0) and S0 best (2). The weakest arm scores half B with S0 and half A with T0.
+    data = _results(tmp_path, "x", {"T0": ([1, 0, 1, 0], [1, 0]), "S0": ([0, 1, 0, 1], [1, 0])})
+    arms = R.run_arms(data)
+    code = {f"HumanEval/{i}": v for i, v in enumerate([1.0, 1.0, 1.0, 1.0])}
+    assert arms["weakest"]["humaneval_plus"] == code  # selected on the same problems both would score 0.5
+    assert arms["best"]["humaneval_plus"] == {k: 0.0 for k in code}
+
+
+def test_arms_on_different_problem_sets_are_refused_not_intersected(tmp_path):
+    full = R.run_arms(_results(tmp_path, "f", {"T0": ([1, 0, 1, 0], [1, 0]), "S0": ([0, 0, 0, 1], [1, 1])}))
+    limited = R.run_arms(_results(tmp_path, "l", {"T0": ([1, 0], [1, 0]), "S0": ([0, 0], [1, 1])}))
+    with pytest.raises(R.ReportError, match=r"different problem sets: humaneval_plus \(a seed 0 n=4, b seed 0 n=2\)"):
+        R.build({"a": {0: full}, "b": {0: limited}}, [("a", "b")])
+    with pytest.raises(R.ReportError, match=r"humaneval_plus \(run seed 0 n=4, run seed 1 n=2\)"):
+        R.build({"run": {0: full, 1: limited}})
+    # members of one run evaluated on different problems: refused too
+    mixed = _results(tmp_path, "m", {"T0": ([1, 0, 1, 0], [1, 0]), "S0": ([0, 0], [1, 1])})
+    with pytest.raises(R.ReportError, match=r"different problems of humaneval_plus \(T0: n=4, S0: n=2\)"):
+        R.run_arms(mixed)
+
+
+def test_rows_carry_azr_averages_beside_ours():
+    rng = np.random.default_rng(1)
+    problems = {"humaneval_plus": 40, "aime24": 30, "gsm8k": 50}
+    arm = {b: {f"{b}/{i}": float(rng.random() < 0.5) for i in range(n)} for b, n in problems.items()}
+    report = R.build({"run": {0: {"population mean": arm, "weakest": arm, "best": arm}}})
+    row = report["configs"][0]["population mean"]
+    mean = {b: np.mean(list(arm[b].values())) for b in problems}
+    assert row["math avg"]["mean"] == pytest.approx((mean["aime24"] + mean["gsm8k"]) / 2)  # ours: incl. GSM8K
+    assert row["math avg (AZR)"]["mean"] == pytest.approx(mean["aime24"])                   # AZR's: without
+    assert row["total (AZR)"]["mean"] == pytest.approx((mean["humaneval_plus"] + mean["aime24"]) / 2)
+    assert row["overall"]["mean"] == pytest.approx(np.mean(list(mean.values())))
+    assert "total (AZR)" in R.text(report) and "AZR's math avg leaves out GSM8K" in R.markdown(report)
