@@ -100,7 +100,7 @@ def _parser(prog: str, description: str, schema, flags: dict, exclusive: tuple, 
 def _eval_parser() -> argparse.ArgumentParser:
     from populora.evaluation.config import EvalConfig
 
-    return _parser("populora eval", "score adapters on HumanEval+, MBPP+, LiveCodeBench (public tests) and the math "
+    return _parser("populora eval", "score adapters on HumanEval+, MBPP+, LiveCodeBench 2408-2501 (public tests) and the math "
                    "suite. Every flag sets one field of the evaluation config (EvalConfig); --config / --set set any "
                    "field.", EvalConfig, FLAGS, EXCLUSIVE, "generation.top_p=0.9")
 
@@ -295,7 +295,10 @@ def report_main(argv: list[str]) -> int:
     print(f"written: {out / 'report.md'}, {out / 'report.csv'}", file=sys.stderr)
     from populora.evaluation import sweep_report
 
-    stats = sweep_report.single_run(sweep_report.run_arms(data))  # paired intervals over problems
+    try:
+        stats = sweep_report.single_run(sweep_report.run_arms(data))  # paired intervals over problems
+    except sweep_report.ReportError as err:
+        return _fail(err)
     print("\n".join(f"- {c['words']}" for c in stats["comparisons"]))
     if args.as_json:
         print(json.dumps(stats))

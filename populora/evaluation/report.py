@@ -173,9 +173,42 @@ def build(results: dict) -> Table:
         named = {"population mean": only, "weakest": only}
     compute = [row_compute(r[0], results["targets"], members, picked) for r in rows]
     table = Table(header, rows, call_outs(named, baselines[0] if baselines else None), compute,
-                  notes + subset_notes(results))
+                  notes + protocol_notes(results) + subset_notes(results) + quality_notes(results))
     table.deltas += compute_call_out(table)
     return table
+
+
+def protocol_notes(results: dict) -> list[str]:
+    """Which evaluation protocol, budgets and EvalPlus limits the scores were made under."""
+    proto = (results.get("config") or {}).get("protocol")
+    if not isinstance(proto, dict):
+        return ["protocol: not recorded (results made before protocols; regrade or re-run to compare)"]
+    budgets = proto.get("budgets", {})
+    by_value: dict[int, list[str]] = {}
+    for b, v in budgets.items():
+        by_value.setdefault(v, []).append(benchmarks.BENCHMARKS[b].label if b in benchmarks.BENCHMARKS else b)
+    text = "; ".join(f"{v:,} new tokens: {', '.join(names)}" for v, names in sorted(by_value.items()))
+    changed = f" (changed: {', '.join(proto['overridden'])})" if proto.get("overridden") else ""
+    return [f"protocol {proto.get('name')}{changed}: {text}; math template {proto.get('math_template')}; EvalPlus "
+            f"time limits {proto.get('evalplus_min_time_limit')} s / {proto.get('evalplus_time_factor')}x"]
+
+
+def quality_notes(results: dict) -> list[str]:
+    """Pairs whose completions ran out of budget, and math verdicts that were not math-verify's: both move scores."""
+    cut, fell = [], []
+    for label, by in results["results"].items():
+        for b, entry in by.items():
+            name = benchmarks.BENCHMARKS[b].label if b in benchmarks.BENCHMARKS else b
+            if entry.get("truncated_rate"):
+                cut.append(f"{label} {name} {100 * entry['truncated_rate']:.0f}%")
+            if entry.get("grading_fallback"):
+                fell.append(f"{label} {name} {100 * entry['grading_fallback']:.0f}%")
+    out = []
+    if cut:
+        out.append("completions cut by the token budget (raise budgets.<benchmark>): " + ", ".join(cut))
+    if fell:
+        out.append("math verdicts by exact text match, timeout or error instead of math-verify: " + ", ".join(fell))
+    return out
 
 
 def subset_notes(results: dict) -> list[str]:

@@ -106,7 +106,11 @@ def log_mlflow(tracker, run_id: str | None, targets: list[Target], data: dict, p
     tracker.log_table(run_id, [dict(zip(header, r)) for r in rows], runlayout.EVAL_TABLE)
     for key in ("results", "md", "csv", "lm_eval"):
         tracker.client.log_artifact(run_id, str(paths[key]), runlayout.EVAL_FOLDER)
-    tracker.set_tags(run_id, {runlayout.EVAL_DIR: str(Path(paths["results"]).parent)})
+    proto = data["config"].get("protocol") or {}
+    tracker.set_tags(run_id, {runlayout.EVAL_DIR: str(Path(paths["results"]).parent),
+                              # what the scores are comparable with, readable in MLflow's own UI
+                              "populora.eval_protocol": str(proto.get("name")),
+                              "populora.eval_limit": str(data["config"].get("limit") or "none")})
 
 
 def load(tracker, run_id: str) -> dict:

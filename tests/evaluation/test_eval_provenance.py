@@ -18,7 +18,7 @@ NAMES = ["humaneval_plus", "amc23", "gsm8k"]
 
 @pytest.fixture
 def oracle_eval(tmp_path, monkeypatch):
-    backend = OracleBackend(ROOT, NAMES, base_mode="wrong")
+    backend = OracleBackend(ROOT, NAMES, base_mode="truncated")
     monkeypatch.setattr(cli, "_backend_factory", lambda *a, **k: (lambda: backend))
     (tmp_path / "reference").mkdir()
     (tmp_path / "reference" / "adapter_config.json").write_text('{"peft_type": "LORA", "r": 8}')
@@ -50,6 +50,18 @@ def test_results_record_protocol_limit_budgets_truncation_and_versions(oracle_ev
     assert lm["n-samples"]["reference/amc23"] == {"original": 40, "effective": 2}
     assert lm["higher_is_better"]["reference/amc23"]["accuracy"] is True
     assert lm["higher_is_better"]["reference/amc23"]["truncated_rate"] is False
+    assert base["gsm8k"]["truncated_rate"] == 1.0
+
+
+def test_report_shows_protocol_limit_and_truncation(oracle_eval, capsys):
+    args, out, _ = oracle_eval
+    assert cli.eval_main(args) == 0
+    capsys.readouterr()
+    assert cli.report_main(["--results", str(out / "results.json")]) == 0
+    text = capsys.readouterr().out + (out / "report.md").read_text()
+    assert "--limit 2: first 2 items of each benchmark" in text
+    assert "protocol quick: 512 new tokens: HumanEval+" in text and "EvalPlus time limits 1.0 s / 4.0x" in text
+    assert "completions cut by the token budget (raise budgets.<benchmark>): base model HumanEval+ 100%" in text
 
 
 def test_regrade_rescores_saved_samples_without_a_model(oracle_eval):
