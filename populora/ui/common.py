@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pandas as pd
 import streamlit as st
 
@@ -98,3 +100,19 @@ def live_interval(status: str) -> str | None:
 
 def fmt_rate(value) -> str:
     return "–" if value is None or pd.isna(value) else f"{100 * value:.0f}%"
+
+
+def mlflow_ui_url() -> str:
+    """Where MLflow's own UI is: the tracking server itself, else ``POPULORA_MLFLOW_UI`` (default: what
+    ``mlflow ui`` serves)."""
+    uri = store.uri()
+    if uri.startswith(("http://", "https://")):
+        return uri.rstrip("/")
+    return os.environ.get("POPULORA_MLFLOW_UI", "http://127.0.0.1:5000").rstrip("/")
+
+
+def mlflow_link(run_id: str, experiment_id: str | None) -> str:
+    """Markdown: the run id as a link to its page in MLflow's UI."""
+    if not experiment_id:
+        return f"`{run_id}`"
+    return f"[`{run_id}`]({mlflow_ui_url()}/#/experiments/{experiment_id}/runs/{run_id}) (in MLflow's UI)"
