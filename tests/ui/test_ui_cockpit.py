@@ -101,3 +101,21 @@ def test_arms_race_without_a_baseline_says_how_to_link_one(store, monkeypatch, t
     at = _page("arms_race", store, monkeypatch, tmp_path, run=store["run"])
     assert at.selectbox(key="ar_baseline").value is None
     assert any("No baseline run in this store" in c.value and "baseline_run=" in c.value for c in at.caption)
+
+
+# ====================================================================== tasks
+def test_tasks_explain_invalid_tasks(store, monkeypatch, tmp_path):
+    at = _page("tasks", store, monkeypatch, tmp_path, run=store["run"])
+    assert at.select_slider(key="tk_steps").value == (1, 4), "every step shown by default on a short run"
+    counts = at.dataframe[0].value  # the count per reason, grouped by kind of failure
+    assert {"reason", "kind", "tasks", "share"} <= set(counts.columns)
+    assert "error: SyntaxError" in set(counts["reason"]) and "no program parsed" in set(counts["reason"])
+    table = at.dataframe[1].value
+    assert "reason" in table.columns
+    at.multiselect(key="tk_reason").set_value(["error: SyntaxError"]).run()
+    _ok(at)
+    assert at.expander and all("invalid: error: SyntaxError" in e.label for e in at.expander)
+    # the first task is open: its verifier reason and the teacher's raw completion (shown for an invalid task)
+    codes = [c.value for c in at.code]
+    assert any(c.startswith("error: SyntaxError") for c in codes), codes
+    assert "<task>...</task>" in codes, "the teacher's raw completion"
