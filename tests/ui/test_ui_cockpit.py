@@ -119,3 +119,29 @@ def test_tasks_explain_invalid_tasks(store, monkeypatch, tmp_path):
     codes = [c.value for c in at.code]
     assert any(c.startswith("error: SyntaxError") for c in codes), codes
     assert "<task>...</task>" in codes, "the teacher's raw completion"
+
+
+# ====================================================================== compare
+def test_compare_separates_rating_and_rate_axes_and_skips_unplayed_members(store, monkeypatch, tmp_path):
+    from populora.ui import store as ui_store
+
+    at = _page("compare", store, monkeypatch, tmp_path, run=store["run"])
+    titles = set(_chart_titles(at))
+    assert {"Training scores: ratings (TrueSkill)", "Training scores: rates"} <= titles, titles
+    members = ui_store.members(store["uri"], store["run"])
+    newborn = set(members.loc[members["born_step"] == 4, "member"])  # evolution at step 4 of 4
+    assert newborn, "the synthetic run evolves at its last step"
+    table = at.dataframe[-1].value
+    ends = [r for r in table.index if r.startswith(("weakest member", "best member"))]
+    assert len(ends) == 2 and not any(m in e for e in ends for m in newborn), ends
+    assert any("never played a game" in c.value and sorted(newborn)[0] in c.value for c in at.caption)
+
+
+def test_compare_names_tied_members():
+    import pandas as pd
+
+    from populora.ui.compare_table import summarize
+
+    s = pd.DataFrame({"rating/conservative": [23.0691, 23.0694, 20.0]}, index=["T1", "T3", "S0"])
+    table = summarize(s, ["T1", "T3", "S0"], None, None, s["rating/conservative"])
+    assert "best member (T3; tied: T1)" in table.index and "weakest member (S0)" in table.index
