@@ -88,6 +88,7 @@ MLFLOW_STATUS = {RUNNING: "RUNNING", FINISHED: "FINISHED", FAILED: "FAILED", STO
 # ====================================================================== params (the flattened config, per member)
 PARAM_STEPS = "steps"
 PARAM_BASE_MODEL = "model.base"
+PARAM_TINY_RANDOM = "model.tiny_random"
 PARAM_TEACHERS = "population.teachers"
 PARAM_STUDENTS = "population.students"
 PARAM_BORN_STEP = "born_step"
@@ -226,11 +227,22 @@ def run_row(run, exps: dict[str, str]) -> dict:
     step, steps = parse_progress(text)
     return {"run_id": run.info.run_id, "name": run.info.run_name, "kind": t.get(KIND, "?"), "status": status(run),
             "mlflow_status": run.info.status, "progress": text, "step": step, "steps": steps or to_int(p.get(PARAM_STEPS)),
-            "start_time": run.info.start_time, "base_model": t.get(BASE_MODEL, p.get(PARAM_BASE_MODEL, "")),
+            "start_time": run.info.start_time, "base_model": base_model_label(t.get(BASE_MODEL, p.get(PARAM_BASE_MODEL, "")), p),
             "teachers": to_int(p.get(PARAM_TEACHERS)), "students": to_int(p.get(PARAM_STUDENTS)),
             "solve_rate": m.get(SOLVE_RATE), "validity_rate": m.get(VALIDITY_RATE),
             "baseline_run": t.get(BASELINE_RUN, ""), "run_dir": t.get(RUN_DIR, ""),
             "experiment": exps.get(run.info.experiment_id, run.info.experiment_id)}
+
+
+def base_model_label(base: str, params: dict) -> str:
+    """The base model as lists show it: a ``model.tiny_random`` run trained a tiny random model, not ``base``.
+
+    >>> base_model_label("embedded", {"model.tiny_random": "True"})
+    'tiny random model shaped like embedded'
+    """
+    if str(params.get(PARAM_TINY_RANDOM, "")).lower() == "true":
+        return f"tiny random model shaped like {base}"
+    return base
 
 
 def list_runs(client, limit: int = 500) -> list[dict]:

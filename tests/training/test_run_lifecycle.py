@@ -108,7 +108,7 @@ def test_ctrl_c_mid_run_says_how_to_resume_and_exits_130(mlflow_store, tmp_path)
         proc.kill()
     last = out.rstrip().splitlines()[-1]
     assert proc.returncode == 130 and "Traceback" not in out, out[-2000:]
-    assert last.startswith("stopped at step ") and last.split()[3].endswith("/30"), last
+    assert last.startswith("stopped at step ") and last.split()[3].endswith("/30;"), last
     assert f"resume with `populora train --resume {run_id}`" in last
     run = client.get_run(run_id)
     assert run.info.status == "KILLED" and run.data.tags[rl.STATUS] == rl.STOPPED

@@ -145,3 +145,52 @@ def test_compare_names_tied_members():
     s = pd.DataFrame({"rating/conservative": [23.0691, 23.0694, 20.0]}, index=["T1", "T3", "S0"])
     table = summarize(s, ["T1", "T3", "S0"], None, None, s["rating/conservative"])
     assert "best member (T3; tied: T1)" in table.index and "weakest member (S0)" in table.index
+
+
+# ====================================================================== launch
+@pytest.fixture()
+def launch_page(monkeypatch, tmp_path):
+    """The Launch page on an empty store, with job starts recorded instead of run."""
+    import streamlit as st
+
+    from populora.platform import jobs
+
+    started = []
+    monkeypatch.setattr(jobs, "launch_training", lambda text, name="", env=None, ray_address=None: started.append(
+        (text, name)) or jobs.Job(id=f"fake{len(started)}", argv=[], dir=str(tmp_path), created=0.0, name=name))
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    monkeypatch.setenv("POPULORA_JOBS_DIR", str(tmp_path / "jobs"))
+    st.cache_data.clear()
+    return AppTest.from_file(str(VIEWS / "launch.py"), default_timeout=90).run(), started
+
+
+def test_launch_warns_when_an_override_shadows_a_field_and_names_the_run_after_it(launch_page):
+    import yaml
+
+    at, started = launch_page
+    at.text_area(key="f_smoke_overrides").set_value("steps=2\nmodel.tiny_random=true")
+    at.button[0].click().run()
+    _ok(at)
+    assert any("`steps`" in w.value and "steps=2" in w.value and "the run uses 2" in w.value for w in at.warning), \
+        [w.value for w in at.warning]
+    (text, name), = started
+    assert yaml.safe_load(text)["steps"] == 2
+    assert name == "smoke steps=2 model.tiny_random=true"
+
+
+def test_launch_shows_field_errors_with_override_errors(launch_page):
+    at, started = launch_page
+    at.number_input(key="f_smoke_population.teachers").set_value(0)
+    at.text_area(key="f_smoke_overrides").set_value("population.teacher=3")
+    at.button[0].click().run()
+    errors = [e.value for e in _ok(at).error]
+    assert any("population.teachers" in e and "greater than or equal to 1" in e for e in errors), errors
+    assert any("unknown config key 'population.teacher'" in e for e in errors), errors
+    assert started == []
+
+
+def test_plan_of_a_tiny_random_run_says_it_is_not_for_this_run(launch_page):
+    at, _ = launch_page
+    at.text_area(key="f_smoke_overrides").set_value("model.tiny_random=true")
+    at.button[1].click().run()
+    assert any("tiny_random" in i.value and "not for this run" in i.value for i in _ok(at).info)

@@ -81,14 +81,20 @@ def draw_form(preset: str, values: dict, errors: dict) -> dict | None:
         cols = st.columns([1, 1, 2])
         submitted = cols[0].form_submit_button("Launch", type="primary")
         planned = cols[1].form_submit_button("Show plan", help="Memory per GPU, compute per step and whether it fits")
-        gpu = cols[2].selectbox("GPU to plan for", list(GPUS), key=f"f_{preset}_plan_gpu", label_visibility="collapsed")
+        gpu = cols[2].selectbox("GPU to plan for (Show plan)", list(GPUS), key=f"f_{preset}_plan_gpu",
+                                help="The plan estimates memory and step time of the configured base model on this GPU")
     if not (submitted or planned):
         return None
-    return {"flat": flat, "overrides": overrides, "baseline": with_baseline, "plan": planned, "gpu": gpu, "sweep": sweep}
+    return {"flat": flat, "overrides": overrides, "baseline": with_baseline, "plan": planned, "gpu": gpu, "sweep": sweep,
+            "preset": values}
 
 
 def show_plan(cfg, gpu: str) -> None:
-
+    if cfg.model.tiny_random:
+        st.info(f"`model.tiny_random` is on: this run uses a tiny randomly initialised model (a few MB; seconds per step "
+                f"on a CPU), not {cfg.model.base}. The plan below is for the real {cfg.model.base} on a {gpu}, not for this run.")
+    elif not cuda_here():
+        st.caption(f"This machine has no CUDA GPU: the plan is for a {gpu} you would run this config on.")
     try:
         p = make_plan(cfg, gpu)
     except PlanError as err:
@@ -98,9 +104,24 @@ def show_plan(cfg, gpu: str) -> None:
     st.code(render_plan(p), language=None)
 
 
+def cuda_here() -> bool:
+    try:
+        import torch
+
+        return torch.cuda.is_available()
+    except Exception:  # noqa: BLE001 - no torch in the UI's environment: no GPU to speak of
+        return False
+
+
+def shadow_warnings(flat: dict, overrides: str) -> list[str]:
+    return [f"`{path}`: the override `{path}={new}` replaces the form's value `{old}`: the run uses {new}."
+            for path, (old, new) in form.shadowed(flat, overrides).items()]
+
+
 def launch(submission: dict) -> None:
     cfg, errors = form.validate(submission["flat"], submission["overrides"])
     st.session_state["launch_errors"] = errors
+    st.session_state["launch_warnings"] = shadow_warnings(submission["flat"], submission["overrides"])
     if errors:
         st.rerun()  # redraw the form with each message under its field
     if submission.get("plan"):
@@ -127,6 +148,13 @@ def launch(submission: dict) -> None:
             return
         st.session_state["launched"] = [job.id]
         return
+    preset = submission.get("preset") or {}
+    try:
+        taken = set(store.list_runs(store.uri())["name"].dropna())
+    except store.StoreError:
+        taken = set()
+    taken |= {j.name for j in jobs.list_jobs() if j.name}
+    cfg.name = form.run_name(cfg.name, preset.get("name", cfg.name), form.changes(submission["flat"], preset, submission["overrides"]), taken)
     runs = [cfg]
     if submission["baseline"] and not cfg.population.single_agent:
         base = cfg.model_copy(deep=True)
@@ -194,6 +222,8 @@ def main() -> None:
     submission = draw_form(preset, values, errors)
     if submission is not None:
         launch(submission)
+    for warning in st.session_state.get("launch_warnings", []):
+        st.warning(warning, icon="⚠️")
     if st.session_state.get("launched"):
         st.success(f"Started job(s): {', '.join(st.session_state['launched'])}. The run id appears below once "
                    "the trainer has created its MLflow run.")
