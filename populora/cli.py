@@ -246,7 +246,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config value, e.g. --set steps=10")
     t.add_argument("--resume", metavar="RUN_ID", help="continue a killed run from its last checkpoint")
     t.add_argument("--ray", metavar="ADDRESS", help="run on Ray: 'local' (start one here), 'auto' or ray://host:port (a cluster)")
-    t.add_argument("--quiet", action="store_true", help="no progress bar")
+    t.add_argument("--quiet", action="store_true", help="no progress bar: one plain line per step instead (for logs)")
     t.set_defaults(func=_train)
 
     sw = sub.add_parser("sweep", help="grid x seeds (+ baselines) of training runs, K at a time, resumable")

@@ -227,7 +227,7 @@ def run_row(run, exps: dict[str, str]) -> dict:
     step, steps = parse_progress(text)
     return {"run_id": run.info.run_id, "name": run.info.run_name, "kind": t.get(KIND, "?"), "status": status(run),
             "mlflow_status": run.info.status, "progress": text, "step": step, "steps": steps or to_int(p.get(PARAM_STEPS)),
-            "start_time": run.info.start_time, "base_model": base_model_label(t.get(BASE_MODEL, p.get(PARAM_BASE_MODEL, "")), p),
+            "start_time": run.info.start_time, "end_time": run.info.end_time, "base_model": base_model_label(t.get(BASE_MODEL, p.get(PARAM_BASE_MODEL, "")), p),
             "teachers": to_int(p.get(PARAM_TEACHERS)), "students": to_int(p.get(PARAM_STUDENTS)),
             "solve_rate": m.get(SOLVE_RATE), "validity_rate": m.get(VALIDITY_RATE),
             "baseline_run": t.get(BASELINE_RUN, ""), "run_dir": t.get(RUN_DIR, ""),

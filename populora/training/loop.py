@@ -99,7 +99,7 @@ class Trainer:
                 record = self.step()
                 bar.update(1)
                 line = run_log.summary_line(record, self.cfg.steps, self.population)
-                bar.write(line) if progress else log.info(line)
+                bar.write(line) if progress else print(line, flush=True)  # no bar: one plain line per step (job logs)
                 if on_step:
                     on_step(record)
             self.finish()

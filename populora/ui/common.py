@@ -116,3 +116,38 @@ def mlflow_link(run_id: str, experiment_id: str | None) -> str:
     if not experiment_id:
         return f"`{run_id}`"
     return f"[`{run_id}`]({mlflow_ui_url()}/#/experiments/{experiment_id}/runs/{run_id}) (in MLflow's UI)"
+
+
+def fmt_duration(seconds) -> str:
+    """
+    >>> fmt_duration(42), fmt_duration(3 * 3600 + 125), fmt_duration(None)
+    ('42s', '3h 02m', '–')
+    """
+    if seconds is None or pd.isna(seconds) or seconds < 0:
+        return "–"
+    seconds = int(seconds)
+    if seconds < 60:
+        return f"{seconds}s"
+    minutes, s = divmod(seconds, 60)
+    return f"{minutes}m {s:02d}s" if minutes < 60 else f"{minutes // 60}h {minutes % 60:02d}m"
+
+
+def timing(started, ended, step, steps, status: str, now: pd.Timestamp | None = None) -> tuple[str, str]:
+    """(duration, ETA) of a run: time from start to end (or now, while it trains), and for a running run the time
+    its remaining steps take at its pace so far (which includes model loading and seeding: a slight over-estimate).
+
+    >>> t0 = pd.Timestamp("2026-01-01 00:00")
+    >>> timing(t0, pd.NaT, 2, 10, "running", now=t0 + pd.Timedelta(minutes=4))
+    ('4m 00s', '16m 00s')
+    >>> timing(t0, t0 + pd.Timedelta(seconds=30), 2, 2, "finished")
+    ('30s', '–')
+    """
+    now = now if now is not None else pd.Timestamp.now(tz="UTC").tz_localize(None)
+    if started is None or pd.isna(started):
+        return "–", "–"
+    end = ended if ended is not None and not pd.isna(ended) and status not in ("running", "starting") else now
+    elapsed = (end - started).total_seconds()
+    eta = "–"
+    if status == "running" and step and steps and steps > step:
+        eta = fmt_duration(elapsed / step * (steps - step))
+    return fmt_duration(elapsed), eta

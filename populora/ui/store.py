@@ -22,7 +22,7 @@ from populora.platform import tracking
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
 TTL = 5  # seconds: live enough for a run that logs every step, light enough for 50 runs
-RUN_COLUMNS = ["run_id", "name", "kind", "status", "mlflow_status", "progress", "step", "steps", "started",
+RUN_COLUMNS = ["run_id", "name", "kind", "status", "mlflow_status", "progress", "step", "steps", "started", "ended",
                "base_model", "teachers", "students", "solve_rate", "validity_rate", "baseline_run", "run_dir", "experiment"]
 
 
@@ -49,7 +49,8 @@ def list_runs(store: str, limit: int = 500) -> pd.DataFrame:
         rows = rl.list_runs(_client(store), limit)
     except Exception as err:  # noqa: BLE001 - any store failure becomes one readable message
         raise StoreError(f"cannot read the MLflow store {store}: {type(err).__name__}: {str(err)[:300]}") from None
-    rows = [dict(r, started=pd.to_datetime(r["start_time"], unit="ms")) for r in rows]
+    rows = [dict(r, started=pd.to_datetime(r["start_time"], unit="ms"),
+                 ended=pd.to_datetime(r.get("end_time"), unit="ms") if r.get("end_time") else pd.NaT) for r in rows]
     return pd.DataFrame(rows, columns=RUN_COLUMNS)
 
 
@@ -186,6 +187,15 @@ def artifact_files(store: str, run_id: str, folder: str) -> list[str]:
         return sorted(f.path for f in _client(store).list_artifacts(run_id, folder) if not f.is_dir)
     except Exception:  # noqa: BLE001
         return []
+
+
+@st.cache_data(ttl=60, show_spinner=False)
+def artifact_text(store: str, run_id: str, path: str) -> str | None:
+    """A text artifact of a run (the run's config.yaml), or None if it is not there."""
+    try:
+        return rl.read_text(store, run_id, path)
+    except Exception:  # noqa: BLE001
+        return None
 
 
 def table_steps(store: str, run_id: str, folder: str = rl.TASKS) -> list[int]:

@@ -194,3 +194,25 @@ def test_plan_of_a_tiny_random_run_says_it_is_not_for_this_run(launch_page):
     at.text_area(key="f_smoke_overrides").set_value("model.tiny_random=true")
     at.button[1].click().run()
     assert any("tiny_random" in i.value and "not for this run" in i.value for i in _ok(at).info)
+
+
+# ====================================================================== runs
+def test_runs_page_shows_duration_typed_config_and_respects_filters(store, monkeypatch, tmp_path):
+    at = _page("runs", store, monkeypatch, tmp_path, run=store["run"])
+    table = at.dataframe[0].value
+    assert {"duration", "eta"} <= set(table.columns) and table["duration"].iloc[0] != "–"
+    assert "None" not in set(table["solve_rate"].astype(str)), "a missing rate reads '–' as in the header"
+    assert any(m.label == "duration" for m in at.metric)
+    config = json.loads(at.json[0].proto.body)
+    assert config["seed"] == 0 and config["steps"] == 4 and config["population"]["single_agent"] is False
+    at.text_input[0].set_value("no run has this name").run()
+    _ok(at)
+    assert any("No run matches these filters" in i.value for i in at.info)
+    assert not any(m.label == "progress" for m in at.metric), "no hidden run's details"
+
+
+def test_ui_hides_the_developer_toolbar():
+    from populora.ui.cli import build_argv
+
+    argv = build_argv()
+    assert dict(zip(argv[5::2], argv[6::2]))["--client.toolbarMode"] == "viewer"
