@@ -84,11 +84,12 @@ def pick_run(runs: pd.DataFrame, label: str = "Run", kinds: tuple[str, ...] | No
     return chosen
 
 
-def link(page: str, label: str, run_id: str | None = None, icon: str | None = None) -> None:
-    """A link to another page of the app carrying the run; falls back to plain text outside the app's navigation
-    (a page run on its own, as in AppTest)."""
+def link(page: str, label: str, run_id: str | None = None, icon: str | None = None, query: dict | None = None) -> None:
+    """A link to another page of the app carrying the run (and ``query``); falls back to plain text outside the
+    app's navigation (a page run on its own, as in AppTest)."""
+    params = ({"run": run_id} if run_id else {}) | (query or {})
     try:
-        st.page_link(PAGES[page], label=label, icon=icon, query_params={"run": run_id} if run_id else None)
+        st.page_link(PAGES[page], label=label, icon=icon, query_params=params or None)
     except Exception:  # noqa: BLE001 - StreamlitPageNotFoundError and friends when the page is not registered
         st.caption(f"{label}: open the {page.replace('_', ' ')} page" + (f" with run `{run_id}`" if run_id else ""))
 

@@ -114,7 +114,8 @@ def _launch(driver, url: str, shots: Path, name_text: str = "browser-e2e", overr
     _open(driver, f"{url}/launch", "Launch a run", shots)
     from selenium.webdriver.common.keys import Keys
 
-    name = driver.find_element(By.CSS_SELECTOR, 'input[aria-label="name"]')
+    # the title draws before the form: on a busy machine the form's inputs come seconds later
+    name = _wait_for(driver, lambda: next(iter(driver.find_elements(By.CSS_SELECTOR, 'input[aria-label="name"]')), None), 60, "the launch form")
     name.send_keys(Keys.CONTROL, "a")  # clear() does not reach Streamlit's React state
     name.send_keys(Keys.BACKSPACE, name_text)
     driver.find_element(By.TAG_NAME, "textarea").send_keys(overrides)

@@ -61,10 +61,16 @@ def _ok(at: AppTest) -> AppTest:
     return at
 
 
-def _chart_titles(at: AppTest) -> dict[str, dict]:
+def _chart_titles(at: AppTest, data: bool = False) -> dict[str, dict]:
+    """{title: Vega-Lite spec} of the page's charts; ``data``: each spec's rows under "rows" (a DataFrame)."""
+    import pyarrow as pa
+
     out = {}
     for chart in at.get("vega_lite_chart"):
         spec = json.loads(chart.proto.spec)
+        if data:
+            frames = [pa.ipc.open_stream(d.data.data).read_all().to_pandas() for d in chart.proto.datasets]
+            spec["rows"] = frames[0] if frames else None
         title = spec.get("title")
         out[title if isinstance(title, str) else (title or {}).get("text", "")] = spec
     return out
@@ -216,3 +222,23 @@ def test_ui_hides_the_developer_toolbar():
 
     argv = build_argv()
     assert dict(zip(argv[5::2], argv[6::2]))["--client.toolbarMode"] == "viewer"
+
+
+def test_launch_again_with_a_runs_config(store, monkeypatch, tmp_path):
+    at = _page("launch", store, monkeypatch, tmp_path, from_run=store["run"])
+    preset = at.selectbox(key="preset").value
+    assert preset == f"config of run {store['run'][:8]}"
+    assert at.number_input(key=f"f_{preset}_steps").value == 4 and at.text_input(key=f"f_{preset}_name").value == "cockpit"
+
+
+def test_arms_race_overlays_other_runs(store, monkeypatch, tmp_path):
+    import synthetic_store
+
+    from populora.platform.tracking import Tracker
+
+    other = synthetic_store.make_run(Tracker(store["uri"]), "other", members=2, steps=2, tasks_per_step=3, seed=5)
+    at = _page("arms_race", store, monkeypatch, tmp_path, run=store["run"])
+    label = next(o for o in at.multiselect(key="ar_overlay").options if o.startswith("other"))
+    at.multiselect(key="ar_overlay").set_value([other]).run()
+    rows = _chart_titles(_ok(at), data=True)["student solve rate"]["rows"]
+    assert set(rows["series"]) == {"run", label}, rows

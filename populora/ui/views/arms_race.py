@@ -118,9 +118,9 @@ def not_logged_yet(uri: str, runs: dict[str, str]) -> None:
                     f"(checkpoint.every = {every}), so its first curves appear after step {every}.")
 
 
-def body(run_id: str, baseline: str | None, status: str = "running") -> None:
+def body(run_id: str, baseline: str | None, status: str = "running", others: dict[str, str] | None = None) -> None:
     uri = store.uri()
-    runs = {"population" if baseline else "run": run_id, "baseline": baseline}
+    runs = {"population" if baseline else "run": run_id, "baseline": baseline, **(others or {})}
     empty = empty_text(status)
     st.subheader("Population vs baseline" if baseline else "Run")
     not_logged_yet(uri, runs)
@@ -152,7 +152,17 @@ def main() -> None:
     status = runs.set_index("run_id").loc[run_id, "status"]
     if status in ("crashed", "failed"):
         st.warning(f"This run {status}: the charts show the steps it logged before stopping.")
-    st.fragment(body, run_every=common.live_interval(status))(run_id, baseline, status)
+    others = overlay_runs(runs, {run_id, baseline})
+    st.fragment(body, run_every=common.live_interval(status))(run_id, baseline, status, others)
+
+
+def overlay_runs(runs: pd.DataFrame, shown: set) -> dict[str, str]:
+    """Other runs whose run-level curves are drawn on the same charts (run-to-run comparison)."""
+    rest = runs[~runs["run_id"].isin(shown)]
+    labels = {r.run_id: f"{r.name} · {r.run_id[:6]}" for r in rest.itertuples()}
+    picked = st.multiselect("Overlay other runs", list(labels), format_func=labels.get, key="ar_overlay",
+                            placeholder="none", help="Their run-level curves (top charts) are drawn next to this run's")
+    return {labels[r]: r for r in picked}
 
 
 main()

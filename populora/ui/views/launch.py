@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import streamlit as st
 
+import tempfile
+from pathlib import Path
+
 from populora.platform import config as config_io
 from populora.platform import jobs, ray_jobs
+from populora.platform import runlayout as rl
 from populora.platform.plan import GPUS, PlanError
 from populora.training import make_plan, preflight_problems, render_plan
 from populora.ui import common, form, store, sweeps
@@ -15,10 +19,23 @@ st.caption("The run starts as a background process: closing this page does not s
            "Every value is checked against the training config schema before anything starts.")
 
 
+def run_config(run_id: str) -> Path | None:
+    """The config.yaml a run trained with, as a file the form can load (``?from_run=ID``: "launch again")."""
+    text = store.artifact_text(store.uri(), run_id, rl.CONFIG_FILE)
+    if not text:
+        return None
+    path = Path(tempfile.gettempdir()) / f"populora-relaunch-{run_id}.yaml"
+    path.write_text(text)
+    return path
+
+
 def pick_preset() -> tuple[str, dict] | None:
     presets = form.presets()
+    from_run = st.query_params.get("from_run")
+    if from_run and (path := run_config(from_run)) is not None:
+        presets = {f"config of run {from_run[:8]}": path, **presets}
     names = ["(defaults)"] + list(presets)
-    default = names.index("smoke") if "smoke" in names else 0
+    default = 1 if from_run and len(names) > 1 and names[1].startswith("config of run") else (names.index("smoke") if "smoke" in names else 0)
     name = st.selectbox("Preset (configs/*.yaml)", names, index=default, key="preset",
                         help="Fills the form; you can change any value before launching")
     try:

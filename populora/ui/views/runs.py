@@ -134,9 +134,12 @@ def run_details(row, status: str) -> None:
     with st.expander("config"):
         yaml_text = store.artifact_text(store.uri(), run_id, rl.CONFIG_FILE)
         if yaml_text:
-            st.download_button("Download config.yaml", yaml_text, file_name=f"{row['name'] or run_id}.yaml",
-                               mime="application/x-yaml", key=f"yaml_{run_id}",
-                               help=f"Train again with it: populora train --config {row['name'] or run_id}.yaml")
+            cols = st.columns(2)
+            cols[0].download_button("Download config.yaml", yaml_text, file_name=f"{row['name'] or run_id}.yaml",
+                                    mime="application/x-yaml", key=f"yaml_{run_id}",
+                                    help=f"Train again with it: populora train --config {row['name'] or run_id}.yaml")
+            with cols[1]:
+                common.link("launch", "Launch again with this config", icon="🔁", query={"from_run": run_id})
         st.json(config_tree(info["params"]), expanded=1)
 
 
