@@ -158,7 +158,7 @@ def test_launch_watch_and_browse_a_run(server, browser, tmp_path):
     url, shots = server["url"], tmp_path / "screenshots"
     shots.mkdir()
     _launch(browser, url, shots)
-    assert "the override `steps=3` replaces the form's value `4`" in _text(browser), "a shadowed field is warned"
+    assert "the override steps=3 replaces the form's value 4" in _text(browser), "a shadowed field is warned"
     job = _wait_for(browser, lambda: next(iter(jobs.list_jobs(server["dir"] / "jobs")), None), 10, "the job on disk")
     run_id = _wait_for(browser, lambda: job.run_id or (job.status == "failed" and pytest.fail(job.log_tail())), 120, "the run id in the job log")
     _wait_for(browser, lambda: f"run {run_id[:12]}" in _text(browser), 30, "the run in the jobs panel")
