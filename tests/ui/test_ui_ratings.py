@@ -42,8 +42,9 @@ def _page(page: str, uri: str, **query) -> AppTest:
     return at
 
 
-def assert_recorded_ratings(uri: str, run_id: str) -> None:
-    """Member runs, Lineage, Compare and Arms race: each member's rating at its last step is population.json's."""
+def assert_recorded_ratings(uri: str, run_id: str, logged: bool = True) -> None:
+    """Member runs (``logged``), Lineage, Compare and Arms race: each member's rating at its last step is
+    population.json's."""
     import streamlit as st
     from mlflow import MlflowClient
 
@@ -59,7 +60,7 @@ def assert_recorded_ratings(uri: str, run_id: str) -> None:
     lineage = rl.lineage_of(rl.read_json(uri, run_id, rl.LINEAGE))
     died_at = {e["replaced"]: e["step"] for e in lineage["events"] if e.get("replaced")}
     for m, t in truth.items():
-        for key in ("mu", "sigma"):
+        for key in ("mu", "sigma") if logged else ():
             points = client.get_metric_history(children[m].info.run_id, f"rating/{key}")
             last = max(points, key=lambda p: p.step)
             assert last.value == pytest.approx(t[key]), (m, key, last.step, last.value, t[key])
@@ -116,6 +117,25 @@ def test_recorded_ratings_on_a_synthetic_run_with_evolution(tmp_path, monkeypatc
     monkeypatch.setenv("POPULORA_JOBS_DIR", str(tmp_path / "jobs"))
     run_id = synthetic_store.make_run(Tracker(uri), "evolving", members=4, steps=8, tasks_per_step=6)
     assert_recorded_ratings(uri, run_id)
+
+
+def test_a_store_from_before_the_fix_reads_right_from_population_json(tmp_path, monkeypatch):
+    """A store whose replaced members' runs stop at the step before their replacement (the trainer before issue 26):
+    the pages still show the recorded ratings, read from population.json."""
+    import synthetic_store
+
+    from populora.platform.tracking import Tracker
+    from populora.training import run_log
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.setenv("POPULORA_JOBS_DIR", str(tmp_path / "jobs"))
+    member_metrics = run_log.member_metrics
+    monkeypatch.setattr(run_log, "member_metrics", lambda *a, dead=(), **k: member_metrics(*a, **k))  # the old trainer
+    run_id = synthetic_store.make_run(Tracker(uri), "old", members=4, steps=8, tasks_per_step=6)
+    with pytest.raises(AssertionError):
+        assert_recorded_ratings(uri, run_id)  # the member runs lack the replacement step's rating...
+    assert_recorded_ratings(uri, run_id, logged=False)  # ...and the pages show it all the same
 
 
 def test_recorded_ratings_on_a_real_tiny_run(tmp_path, monkeypatch):
