@@ -72,12 +72,15 @@ def rating_band(df: pd.DataFrame, height: int = 300) -> None:
     st.altair_chart((band + line).properties(height=height), width="stretch", height=height + 90)
 
 
-def bars(df: pd.DataFrame, x: str, y: str, color: str, title: str, height: int = 260) -> None:
+def bars(df: pd.DataFrame, x: str, y: str, color: str, title: str, height: int = 260, percent: bool = False) -> None:
+    """Grouped bars; ``percent``: rates, drawn in % on [0, 1] as on every other chart."""
     if df.empty:
         st.caption(f"{title}: no data")
         return
+    y_enc = (alt.Y(f"{y}:Q", title=None, axis=alt.Axis(format=".0%"), scale=alt.Scale(domain=[0.0, 1.0]))
+             if percent else alt.Y(f"{y}:Q", title=None))
     chart = (alt.Chart(df, title=title).mark_bar()
-             .encode(x=alt.X(f"{x}:N", title=None), y=alt.Y(f"{y}:Q", title=None), color=f"{color}:N",
+             .encode(x=alt.X(f"{x}:N", title=None), y=y_enc, color=f"{color}:N",
                      xOffset=f"{color}:N", tooltip=[x, color, alt.Tooltip(f"{y}:Q", format=".3f")])
              .properties(height=height))
     st.altair_chart(chart, width="stretch", height=height + 40)

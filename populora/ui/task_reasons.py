@@ -7,7 +7,7 @@ import re
 
 import pandas as pd
 
-_EXCEPTION = re.compile(r"^(\w+): (\w+(?:Error|Exception|Exit|Interrupt|Warning))\b")
+_EXCEPTION = re.compile(r"^(\w+): (?:\1: )?(\w+(?:Error|Exception|Exit|Interrupt|Warning))\b")  # "error: error: X" too
 _INPUT = re.compile(r"^input .* does not run \((\w+)")
 
 
@@ -16,6 +16,8 @@ def reason_kind(reason) -> str:
 
     >>> reason_kind("error: NameError: name 'y' is not defined")
     'error: NameError'
+    >>> reason_kind("error: error: UnboundLocalError: cannot access local variable 'a'")
+    'error: UnboundLocalError'
     >>> reason_kind("format: 1 distinct valid inputs, need 3")
     'format: N distinct valid inputs, need N'
     >>> reason_kind("input [1, 2] does not run (timeout: took longer than 2s)")

@@ -90,7 +90,7 @@ def assert_recorded_ratings(uri: str, run_id: str, logged: bool = True) -> None:
     victim = dead[0]
     at = _page("lineage", uri, run=run_id, member=victim)
     shown = {m.label: m.value for m in at.metric}
-    assert shown["rating mu ± sigma (at its replacement)"] == f"{truth[victim]['mu']:.2f} ± {truth[victim]['sigma']:.2f}"
+    assert shown["rating μ ± σ (at replacement)"] == f"{truth[victim]['mu']:.2f} ± {truth[victim]['sigma']:.2f}"
     assert shown["status"] == "replaced"
     text = "\n".join(str(e.value) for e in at.markdown)
     assert f"**replaced** at step {died_at[victim]} by" in text

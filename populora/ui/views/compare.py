@@ -66,7 +66,8 @@ def show_table(table: pd.DataFrame, title: str, fmt: str = "{:.3f}", split_axes:
     cols = st.columns(len(groups))
     for col, (group, part) in zip(cols, groups):
         with col:
-            charts.bars(part, "metric", "score", "who", f"{title}: {group}" if group else f"{title} by metric")
+            charts.bars(part, "metric", "score", "who", f"{title}: {group}" if group else f"{title} by metric",
+                        percent=group == "rates")
 
 
 def unplayed_members(members: pd.DataFrame, last_step: int | None) -> set[str]:

@@ -16,8 +16,8 @@ def member_panel(uri: str, run_id: str, node: dict, nodes: list[dict], members: 
     cols = st.columns(4)
     cols[0].metric("role", node["role"])
     cols[1].metric("generation", node["generation"])
-    last = "at its replacement" if not node["alive"] else "latest"
-    cols[2].metric(f"rating mu ± sigma ({last})", "–" if node["mu"] is None else f"{node['mu']:.2f} ± {node['sigma'] or 0:.2f}",
+    last = "at replacement" if not node["alive"] else "latest"
+    cols[2].metric(f"rating μ ± σ ({last})", "–" if node["mu"] is None else f"{node['mu']:.2f} ± {node['sigma'] or 0:.2f}",
                    help="The trainer's own record (population.json): a replaced member keeps the rating it had when "
                         "evolution replaced it")
     fate = "alive" if node["alive"] else "replaced"
