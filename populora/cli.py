@@ -27,15 +27,44 @@ warnings.filterwarnings("ignore", category=UserWarning, module=r"(peft|transform
 warnings.filterwarnings("ignore", category=FutureWarning, module=r"(peft|transformers)\.")
 
 
+class Stopped(KeyboardInterrupt):
+    """SIGTERM turned into the KeyboardInterrupt the trainer treats as a stop; remembers its signal."""
+
+    def __init__(self, signum: int):
+        super().__init__(f"signal {signum}")
+        self.signum = signum
+
+
 def _stop_on_sigterm() -> None:
     """SIGTERM (``kill``, ``docker stop``, Ray's stop_job) stops a run like Ctrl-C: tagged stopped, ended KILLED."""
     def interrupt(signum, frame):
-        raise KeyboardInterrupt(f"signal {signum}")
+        raise Stopped(signum)
 
     signal.signal(signal.SIGTERM, interrupt)
 
 
+def stop_code(err: KeyboardInterrupt) -> int:
+    """The shell's exit code of the stop: 128 + the signal (130 for Ctrl-C / SIGINT, 143 for SIGTERM)."""
+    return 128 + getattr(err, "signum", signal.SIGINT)
+
+
 def _train(args) -> int:
+    """Train; a stop (Ctrl-C, SIGTERM, the UI's Stop) ends with one line saying how to resume, no traceback, and
+    the stop's exit code. The run is already ended KILLED in MLflow by the trainer."""
+    trainer = None
+    try:
+        trainer = _start_trainer(args)
+        if trainer is None:
+            return 2
+        trainer.train(progress=not args.quiet)
+    except KeyboardInterrupt as err:
+        print("\n" + (trainer.stop_line() if trainer is not None else "stopped before the first step"), flush=True)
+        return stop_code(err)
+    _where(trainer)
+    return 0
+
+
+def _start_trainer(args):
     from populora.platform import config as config_io
     from populora.training.config import TrainConfig
     from populora.training.loop import Trainer
@@ -43,7 +72,7 @@ def _train(args) -> int:
     if args.resume:
         if args.config or args.set:
             print("error: --resume continues a run with its own config; drop --config/--set", file=sys.stderr)
-            return 2
+            return None
         trainer = Trainer.resume(args.resume)
         print(f"resuming run {trainer.run_id} at step {trainer.step_index}/{trainer.cfg.steps}", flush=True)
     else:
@@ -54,9 +83,7 @@ def _train(args) -> int:
             print(trainer.seed_report.summary(), flush=True)
         print(f"run {trainer.run_id}: {cfg.name} ({'single-agent baseline' if cfg.population.single_agent else f'{cfg.population.teachers} teachers + {cfg.population.students} students'}), "
               f"{cfg.steps} steps, run dir {trainer.run_dir}", flush=True)
-    trainer.train(progress=not args.quiet)
-    _where(trainer)
-    return 0
+    return trainer
 
 
 def _where(trainer) -> None:
@@ -219,7 +246,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config value, e.g. --set steps=10")
     t.add_argument("--resume", metavar="RUN_ID", help="continue a killed run from its last checkpoint")
     t.add_argument("--ray", metavar="ADDRESS", help="run on Ray: 'local' (start one here), 'auto' or ray://host:port (a cluster)")
-    t.add_argument("--quiet", action="store_true", help="no progress bar")
+    t.add_argument("--quiet", action="store_true", help="no progress bar: one plain line per step instead (for logs)")
     t.set_defaults(func=_train)
 
     sw = sub.add_parser("sweep", help="grid x seeds (+ baselines) of training runs, K at a time, resumable")

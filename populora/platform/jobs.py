@@ -101,9 +101,9 @@ class Job:
             return "queued" if self.slots and not Path(self.dir, SLOT_FILE).exists() else "running"
         if code == 0:
             return "finished"
-        # 130 / -SIGINT: the trainer ended on KeyboardInterrupt (our stop); a SIGKILL (OOM killer) is a crash.
+        # 130 / 143 / -SIGINT: the trainer ended on KeyboardInterrupt (our stop, or SIGTERM); a SIGKILL (OOM killer) is a crash.
         # A stop we sent counts whatever the exit code: a SIGINT during Python's own start-up exits 1.
-        if code in (130, -signal.SIGINT, -signal.SIGTERM) or Path(self.dir, STOP_FILE).exists():
+        if code in (130, 143, -signal.SIGINT, -signal.SIGTERM) or Path(self.dir, STOP_FILE).exists():
             return "stopped"
         return "failed"
 

@@ -12,7 +12,8 @@ A training run is one parent run plus one child run per member (``mlflow.parentR
     parent artifacts lineage.json, population.json, tasks/step_NNNNNN.json, answers/step_NNNNNN.json
                      (MLflow table layout), eval/results.json, eval/table.json, eval/report.{md,csv}
     member tags      populora.member_id, .role, .rank, .generation, .parents ("T0,T1" or "-"), .operator,
-                     .born_step, .alive ("true"/"false"), .replaced_by, .adapter_dir; after eval: .evaluated
+                     .born_step, .alive ("true"/"false"), .replaced_by, .replaced_at (step), .adapter_dir;
+                     after eval: .evaluated. The run name says the same: "T1 (teacher) · replaced by T2 @2"
     member params    member_id, role, rank, generation, parents, operator, born_step
     member metrics   teacher/*, student/*, train/*, rating/mu|sigma|conservative, eval/<benchmark>/<metric>
     member artifacts adapter/ (final PEFT dir), checkpoints/step_NNNNNN/adapter/; after ``populora export
@@ -68,6 +69,9 @@ PARENTS = "populora.parents"            # comma-separated member ids, "-" for no
 OPERATOR = "populora.operator"          # init | mutation | crossover
 ALIVE = "populora.alive"                # "true" | "false"
 REPLACED_BY = "populora.replaced_by"
+REPLACED_AT = "populora.replaced_at"    # the step evolution replaced the member at
+RUN_NAME = "mlflow.runName"             # MLflow's own: renaming a member run when it dies or the run ends
+NOTE = "mlflow.note.content"            # MLflow's own: the run's description (why a run was stopped, how to resume)
 ADAPTER_DIR = "populora.adapter_dir"
 EVALUATED = "populora.evaluated"
 
@@ -84,6 +88,7 @@ MLFLOW_STATUS = {RUNNING: "RUNNING", FINISHED: "FINISHED", FAILED: "FAILED", STO
 # ====================================================================== params (the flattened config, per member)
 PARAM_STEPS = "steps"
 PARAM_BASE_MODEL = "model.base"
+PARAM_TINY_RANDOM = "model.tiny_random"
 PARAM_TEACHERS = "population.teachers"
 PARAM_STUDENTS = "population.students"
 PARAM_BORN_STEP = "born_step"
@@ -126,6 +131,21 @@ RAY_JOB_NAME = "populora.name"    # Ray Job metadata key holding the run name
 def member_tags(params: dict[str, Any]) -> dict[str, Any]:
     """A member run's tags from its params (``member_id`` -> ``populora.member_id``, ...)."""
     return {TAG_PREFIX + k: v for k, v in params.items()}
+
+
+def member_run_name(member_id: str, role: str, state: str = "", replaced_by: str = "", step: int | None = None) -> str:
+    """What MLflow's run list calls a member run: its id and role, then alive or by whom and when it was replaced,
+    so MLflow's own UI reads right too.
+
+    >>> member_run_name("T1", "teacher", "replaced", "T2", 2)
+    'T1 (teacher) · replaced by T2 @2'
+    >>> member_run_name("S0", "student", "alive")
+    'S0 (student) · alive'
+    """
+    name = f"{member_id} ({role})"
+    if state == "replaced":
+        return f"{name} · replaced by {replaced_by} @{step}"
+    return f"{name} · {state}" if state else name
 
 
 def progress(done: int, total: int) -> str:
@@ -207,11 +227,22 @@ def run_row(run, exps: dict[str, str]) -> dict:
     step, steps = parse_progress(text)
     return {"run_id": run.info.run_id, "name": run.info.run_name, "kind": t.get(KIND, "?"), "status": status(run),
             "mlflow_status": run.info.status, "progress": text, "step": step, "steps": steps or to_int(p.get(PARAM_STEPS)),
-            "start_time": run.info.start_time, "base_model": t.get(BASE_MODEL, p.get(PARAM_BASE_MODEL, "")),
+            "start_time": run.info.start_time, "end_time": run.info.end_time, "base_model": base_model_label(t.get(BASE_MODEL, p.get(PARAM_BASE_MODEL, "")), p),
             "teachers": to_int(p.get(PARAM_TEACHERS)), "students": to_int(p.get(PARAM_STUDENTS)),
             "solve_rate": m.get(SOLVE_RATE), "validity_rate": m.get(VALIDITY_RATE),
             "baseline_run": t.get(BASELINE_RUN, ""), "run_dir": t.get(RUN_DIR, ""),
             "experiment": exps.get(run.info.experiment_id, run.info.experiment_id)}
+
+
+def base_model_label(base: str, params: dict) -> str:
+    """The base model as lists show it: a ``model.tiny_random`` run trained a tiny random model, not ``base``.
+
+    >>> base_model_label("embedded", {"model.tiny_random": "True"})
+    'tiny random model shaped like embedded'
+    """
+    if str(params.get(PARAM_TINY_RANDOM, "")).lower() == "true":
+        return f"tiny random model shaped like {base}"
+    return base
 
 
 def list_runs(client, limit: int = 500) -> list[dict]:

@@ -99,12 +99,12 @@ class Trainer:
                 record = self.step()
                 bar.update(1)
                 line = run_log.summary_line(record, self.cfg.steps, self.population)
-                bar.write(line) if progress else log.info(line)
+                bar.write(line) if progress else print(line, flush=True)  # no bar: one plain line per step (job logs)
                 if on_step:
                     on_step(record)
             self.finish()
         except BaseException as err:  # Ctrl-C / SIGTERM: stopped; anything else (a full disk too): failed
-            self.log.ended_by(err)
+            self.log.ended_by(err, note=self.stop_line())
             raise
         finally:
             bar.close()
@@ -216,6 +216,10 @@ class Trainer:
         every = self.cfg.checkpoint.log_adapters_every
         self.log.write_state(self.step_index, self.cfg.steps, self.lineage, self.population,
                              adapters=bool(every) and self.step_index % every == 0)
+
+    def stop_line(self) -> str:
+        """"stopped at step N/M; resume with ..." (pending records: the steps after the last checkpoint)."""
+        return run_log.stop_line(self.run_id, self.step_index, self.cfg.steps, self.step_index - len(self.pending))
 
     def finish(self) -> None:
         adapters = self.run_dir / "adapters"

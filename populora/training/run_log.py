@@ -63,7 +63,8 @@ def step_record(step: int, tasks: list[Task], proposals: list[Rollout], answers:
     return {
         "step": step,
         "run_metrics": {k: v for k, v in run_metrics.items() if v is not None},
-        "member_metrics": member_metrics(tasks, proposals, answers, rates, train_stats, population, conservative_k),
+        "member_metrics": member_metrics(tasks, proposals, answers, rates, train_stats, population, conservative_k,
+                                         dead=[d for d, _ in replaced]),
         "tasks": [dict(task_row(t, rates), completion=texts.get(t.id, "")) for t in tasks],
         "answers": [dict(a.summary(), step=step) for a in answers],
         "events": [{"dead": d.id, "child": c.id, "parents": c.parents, "operator": c.operator} for d, c in replaced],
@@ -71,7 +72,10 @@ def step_record(step: int, tasks: list[Task], proposals: list[Rollout], answers:
 
 
 def member_metrics(tasks, proposals, answers, rates, train_stats, population: Population,
-                   conservative_k: float) -> dict[str, dict]:
+                   conservative_k: float, dead: list[Member] = ()) -> dict[str, dict]:
+    """Each member's metrics of one step. ``dead``: the members evolution replaced at this step; their rating at
+    the step they died is logged too (it is what evolution ranked them by), so a replaced member's last
+    ``rating/*`` point is the rating it had when it was replaced, not the one of the step before."""
     out: dict[str, dict] = defaultdict(dict)
     by_teacher = defaultdict(list)
     for t in tasks:
@@ -94,7 +98,7 @@ def member_metrics(tasks, proposals, answers, rates, train_stats, population: Po
         })
     for member_id, stats in train_stats.items():
         out[member_id].update({f"train/{k}": v for k, v in stats.items()})
-    for m in population.alive():
+    for m in [*population.alive(), *dead]:
         out[m.id].update({"rating/mu": m.mu, "rating/sigma": m.sigma, "rating/conservative": m.conservative(conservative_k)})
     return {k: {mk: mv for mk, mv in v.items() if mv is not None} for k, v in out.items()}
 
@@ -115,6 +119,20 @@ def summary_line(record: dict, total_steps: int, population: Population) -> str:
             f"({100 * m['tasks/validity_rate']:.0f}%) | solve {'n/a' if solve is None else f'{100 * solve:.0f}%'} "
             f"| teacher reward {m.get('teacher/reward', 0):+.2f} | coverage {m['curriculum/coverage']} "
             f"| {m.get('time/step_s', 0):.1f}s | {ratings}")
+
+
+def stop_line(run_id: str, step: int, steps: int, checkpoint_step: int | None = None) -> str:
+    """What a stopped run prints last (and keeps as its MLflow description).
+
+    >>> stop_line("abc", 2, 30)
+    'stopped at step 2/30; resume with `populora train --resume abc`'
+    >>> stop_line("abc", 3, 30, 2)
+    'stopped at step 3/30; resume with `populora train --resume abc` (it restarts after the checkpoint of step 2)'
+    """
+    line = f"stopped at step {step}/{steps}; resume with `populora train --resume {run_id}`"
+    if checkpoint_step is not None and checkpoint_step != step:
+        line += f" (it restarts after the checkpoint of step {checkpoint_step})"
+    return line
 
 
 def member_params(m: Member) -> dict:
@@ -207,10 +225,13 @@ class RunLog:
             except Exception as second:  # noqa: BLE001 - never mask the original error
                 log.warning("could not record the failure of run %s in MLflow: %s", self.run_id, second)
 
-    def ended_by(self, err: BaseException) -> None:
-        """End the run for ``err``: stopped on Ctrl-C / SIGTERM (KeyboardInterrupt), failed on anything else."""
+    def ended_by(self, err: BaseException, note: str = "") -> None:
+        """End the run for ``err``: stopped on Ctrl-C / SIGTERM (KeyboardInterrupt), failed on anything else.
+        ``note`` (a stop): the run's MLflow description, so MLflow's UI says why a KILLED run ended."""
         if isinstance(err, KeyboardInterrupt):
             try:
+                if note:
+                    self.tracker.set_tags(self.run_id, {rl.NOTE: note})
                 self.end(rl.STOPPED)
             except Exception as second:  # noqa: BLE001
                 log.warning("could not mark run %s stopped in MLflow: %s", self.run_id, second)
@@ -226,7 +247,7 @@ class RunLog:
                 self.member_runs[m.id] = found[0].info.run_id
             else:
                 params = member_params(m)
-                rid = self.tracker.start_run(self.experiment, f"{m.id} ({m.role})", tags=rl.member_tags(params), parent=self.run_id)
+                rid = self.tracker.start_run(self.experiment, rl.member_run_name(m.id, m.role), tags=rl.member_tags(params), parent=self.run_id)
                 self.tracker.log_params(rid, params)
                 self.member_runs[m.id] = rid
         m.mlflow_run_id = self.member_runs[m.id]
@@ -256,7 +277,9 @@ class RunLog:
             s = record["step"]
             for event in record["events"]:  # a replaced member's run ends when it dies
                 dead_run = self.member_run(population[event["dead"]])
-                self.tracker.set_tags(dead_run, {rl.ALIVE: "false", rl.REPLACED_BY: event["child"]})
+                dead = population[event["dead"]]
+                self.tracker.set_tags(dead_run, {rl.ALIVE: "false", rl.REPLACED_BY: event["child"], rl.REPLACED_AT: s,
+                                                 rl.RUN_NAME: rl.member_run_name(dead.id, dead.role, "replaced", event["child"], s)})
                 self.tracker.end_run(dead_run, rl.MLFLOW_STATUS[rl.FINISHED])
             self.tracker.log_table(self.run_id, record["tasks"], rl.step_table(rl.TASKS, s))
             self.tracker.log_table(self.run_id, record["answers"], rl.step_table(rl.ANSWERS, s))
@@ -277,7 +300,10 @@ class RunLog:
         """Every member's final adapter dir and alive flag (adapters uploaded), the population, status finished."""
         for m in population.members.values():
             rid = self.member_run(m)
-            self.tracker.set_tags(rid, {rl.ADAPTER_DIR: m.adapter_dir, rl.ALIVE: str(m.alive).lower()})
+            tags = {rl.ADAPTER_DIR: m.adapter_dir, rl.ALIVE: str(m.alive).lower()}
+            if m.alive:  # a replaced member's run was renamed when it died
+                tags[rl.RUN_NAME] = rl.member_run_name(m.id, m.role, "alive")
+            self.tracker.set_tags(rid, tags)
             if m.adapter_dir and Path(m.adapter_dir).is_dir():
                 self.tracker.log_dir(rid, m.adapter_dir, rl.ADAPTER)
         self.tracker.log_json(self.run_id, population.to_dict(), rl.POPULATION_FILE)

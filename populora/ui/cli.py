@@ -50,7 +50,8 @@ def build_argv(host: str = "127.0.0.1", port: int = 8501, extra: list[str] | Non
         guards += ["--server.allowedHosts", name]
     return [sys.executable, "-m", "streamlit", "run", str(APP),
             "--server.address", host, "--server.port", str(port), "--server.headless", "true",
-            "--browser.gatherUsageStats", "false", *guards, *(extra or [])]
+            "--browser.gatherUsageStats", "false", "--client.toolbarMode", "viewer",  # no Deploy / developer menu
+            *guards, *(extra or [])]
 
 
 def parser() -> argparse.ArgumentParser:

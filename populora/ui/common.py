@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pandas as pd
 import streamlit as st
 
@@ -82,11 +84,12 @@ def pick_run(runs: pd.DataFrame, label: str = "Run", kinds: tuple[str, ...] | No
     return chosen
 
 
-def link(page: str, label: str, run_id: str | None = None, icon: str | None = None) -> None:
-    """A link to another page of the app carrying the run; falls back to plain text outside the app's navigation
-    (a page run on its own, as in AppTest)."""
+def link(page: str, label: str, run_id: str | None = None, icon: str | None = None, query: dict | None = None) -> None:
+    """A link to another page of the app carrying the run (and ``query``); falls back to plain text outside the
+    app's navigation (a page run on its own, as in AppTest)."""
+    params = ({"run": run_id} if run_id else {}) | (query or {})
     try:
-        st.page_link(PAGES[page], label=label, icon=icon, query_params={"run": run_id} if run_id else None)
+        st.page_link(PAGES[page], label=label, icon=icon, query_params=params or None)
     except Exception:  # noqa: BLE001 - StreamlitPageNotFoundError and friends when the page is not registered
         st.caption(f"{label}: open the {page.replace('_', ' ')} page" + (f" with run `{run_id}`" if run_id else ""))
 
@@ -98,3 +101,54 @@ def live_interval(status: str) -> str | None:
 
 def fmt_rate(value) -> str:
     return "–" if value is None or pd.isna(value) else f"{100 * value:.0f}%"
+
+
+def mlflow_ui_url() -> str:
+    """Where MLflow's own UI is: the tracking server itself, else ``POPULORA_MLFLOW_UI`` (default: what
+    ``mlflow ui`` serves)."""
+    uri = store.uri()
+    if uri.startswith(("http://", "https://")):
+        return uri.rstrip("/")
+    return os.environ.get("POPULORA_MLFLOW_UI", "http://127.0.0.1:5000").rstrip("/")
+
+
+def mlflow_link(run_id: str, experiment_id: str | None) -> str:
+    """Markdown: the run id as a link to its page in MLflow's UI."""
+    if not experiment_id:
+        return f"`{run_id}`"
+    return f"[`{run_id}`]({mlflow_ui_url()}/#/experiments/{experiment_id}/runs/{run_id}) (in MLflow's UI)"
+
+
+def fmt_duration(seconds) -> str:
+    """
+    >>> fmt_duration(42), fmt_duration(3 * 3600 + 125), fmt_duration(None)
+    ('42s', '3h 02m', '–')
+    """
+    if seconds is None or pd.isna(seconds) or seconds < 0:
+        return "–"
+    seconds = int(seconds)
+    if seconds < 60:
+        return f"{seconds}s"
+    minutes, s = divmod(seconds, 60)
+    return f"{minutes}m {s:02d}s" if minutes < 60 else f"{minutes // 60}h {minutes % 60:02d}m"
+
+
+def timing(started, ended, step, steps, status: str, now: pd.Timestamp | None = None) -> tuple[str, str]:
+    """(duration, ETA) of a run: time from start to end (or now, while it trains), and for a running run the time
+    its remaining steps take at its pace so far (which includes model loading and seeding: a slight over-estimate).
+
+    >>> t0 = pd.Timestamp("2026-01-01 00:00")
+    >>> timing(t0, pd.NaT, 2, 10, "running", now=t0 + pd.Timedelta(minutes=4))
+    ('4m 00s', '16m 00s')
+    >>> timing(t0, t0 + pd.Timedelta(seconds=30), 2, 2, "finished")
+    ('30s', '–')
+    """
+    now = now if now is not None else pd.Timestamp.now(tz="UTC").tz_localize(None)
+    if started is None or pd.isna(started):
+        return "–", "–"
+    end = ended if ended is not None and not pd.isna(ended) and status not in ("running", "starting") else now
+    elapsed = (end - started).total_seconds()
+    eta = "–"
+    if status == "running" and step and steps and steps > step:
+        eta = fmt_duration(elapsed / step * (steps - step))
+    return fmt_duration(elapsed), eta

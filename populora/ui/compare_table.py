@@ -19,10 +19,32 @@ def _values(row: pd.Series) -> dict[str, float]:
     return {k: float(v) for k, v in numbers.items() if not math.isnan(v)}
 
 
+def ends(rank: dict[str, float | None], unplayed: set[str] = frozenset(), places: int = 3) -> tuple[str, str] | None:
+    """Labels of the weakest and best member by ``rank`` (``weakest_best``, the evaluation report's), naming the
+    members tied with them (equal at ``places`` decimals, as the tables show them) and leaving out the members
+    that never played a game (a rating they were born with says nothing of their skill).
+
+    >>> ends({"T1": 23.0691, "T3": 23.0694, "S0": 20.0, "S3": 19.0}, unplayed={"S3"})
+    ('weakest member (S0)', 'best member (T3; tied: T1)')
+    >>> ends({"S3": 19.0}, unplayed={"S3"}) is None
+    True
+    """
+    played = {m: v for m, v in rank.items() if m not in unplayed and v is not None and not math.isnan(v)}
+    picked = weakest_best(played)
+    if picked is None:
+        return None
+    labels = []
+    for word, member in zip(("weakest", "best"), picked):
+        tied = [m for m, v in played.items() if m != member and round(v, places) == round(played[member], places)]
+        labels.append(f"{word} member ({member}" + (f"; tied: {', '.join(sorted(tied))})" if tied else ")"))
+    return labels[0], labels[1]
+
+
 def summarize(scores: pd.DataFrame, members: list[str], baseline: pd.Series | None, base: pd.Series | None,
-              rank: pd.Series | None = None) -> pd.DataFrame:
+              rank: pd.Series | None = None, unplayed: set[str] = frozenset()) -> pd.DataFrame:
     """Rows: each member, the population mean, the weakest and best member by ``rank`` (e.g. the overall score;
-    left out without one), the baseline, the base model, and the mean and weakest member minus the baseline.
+    left out without one; ties named, members in ``unplayed`` left out, see ``ends``), the baseline, the base
+    model, and the mean and weakest member minus the baseline.
 
     >>> s = pd.DataFrame({"x": [0.2, 0.4]}, index=["T0", "S0"])
     >>> t = summarize(s, ["T0", "S0"], pd.Series({"x": 0.25}), None, rank=s["x"])
@@ -38,10 +60,10 @@ def summarize(scores: pd.DataFrame, members: list[str], baseline: pd.Series | No
     if per:
         rows["population mean"] = pd.Series(population_mean(per), dtype=float)
         ranks = {m: _values(rank).get(m) for m in per} if rank is not None else {}
-        ends = weakest_best(ranks)
-        if ends:
-            weakest = f"weakest member ({ends[0]})"
-            rows[weakest], rows[f"best member ({ends[1]})"] = pop.loc[ends[0]], pop.loc[ends[1]]
+        labels = ends(ranks, unplayed)
+        if labels:
+            weakest = labels[0]
+            rows[labels[0]], rows[labels[1]] = (pop.loc[_member_of(label)] for label in labels)
     if baseline is not None:
         rows["baseline"] = baseline
     if base is not None:
@@ -52,6 +74,11 @@ def summarize(scores: pd.DataFrame, members: list[str], baseline: pd.Series | No
         if weakest:
             table.loc["weakest - baseline"] = table.loc[weakest] - table.loc["baseline"]
     return table
+
+
+def _member_of(label: str) -> str:
+    """The member a weakest/best label names: ``best member (T3; tied: T1)`` -> T3."""
+    return label.split("(", 1)[1].split(";")[0].rstrip(")")
 
 
 def headline(scores: pd.DataFrame | pd.Series | None) -> pd.DataFrame | pd.Series | None:

@@ -92,23 +92,84 @@ def get_path(data: dict, path: str) -> Any:
     return data
 
 
+def _override_lines(overrides: str) -> list[str]:
+    return [line.strip() for line in overrides.splitlines() if line.strip() and not line.strip().startswith("#")]
+
+
 def validate(flat: dict[str, Any], overrides: str = "") -> tuple[TrainConfig | None, dict[str, str]]:
-    """(config, {}) or (None, {dotted field or "": message}); ``overrides`` holds ``key=value`` lines."""
+    """(config, {}) or (None, {dotted field or "": message}); ``overrides`` holds ``key=value`` lines.
+
+    Every error at once: a bad override line does not hide the fields' own errors (the valid lines are applied
+    and the fields validated all the same)."""
     data = nest(flat)
     errors: dict[str, str] = {}
-    for line in overrides.splitlines():
-        if line.strip() and not line.strip().startswith("#"):
-            try:
-                key_path, value = config_io.parse_override(line.strip())
-                config_io.apply_override(data, key_path, value, TrainConfig)
-            except config_io.ConfigError as err:
-                errors["overrides"] = str(err)
-    if errors:
-        return None, errors
+    bad_lines = []
+    for line in _override_lines(overrides):
+        try:
+            key_path, value = config_io.parse_override(line)
+            config_io.apply_override(data, key_path, value, TrainConfig)
+        except config_io.ConfigError as err:
+            bad_lines.append(str(err))
+    if bad_lines:
+        errors["overrides"] = "\n\n".join(bad_lines)
     try:
-        return TrainConfig.model_validate(data), {}
+        cfg = TrainConfig.model_validate(data)
     except ValidationError as err:
-        return None, _errors_by_field(err, flat)
+        return None, {**_errors_by_field(err, flat), **errors}
+    return (None, errors) if errors else (cfg, {})
+
+
+def shadowed(flat: dict[str, Any], overrides: str) -> dict[str, tuple[Any, Any]]:
+    """{field: (form value, override value)} for each override line that sets a form field to another value: the
+    override wins, so the form no longer shows what will run.
+
+    >>> shadowed({"steps": 4, "name": "smoke"}, "steps=2\\nname=smoke\\nmodel.tiny_random=true")
+    {'steps': (4, 2)}
+    """
+    out = {}
+    for line in _override_lines(overrides):
+        try:
+            key_path, value = config_io.parse_override(line)
+        except config_io.ConfigError:
+            continue
+        path = ".".join(key_path)
+        if path in flat and flat[path] != value:
+            out[path] = (flat[path], value)
+    return out
+
+
+def run_name(name: str, preset_name: str, changes: list[str], taken: set[str]) -> str:
+    """A run name that tells launched runs apart: a name left as the preset's gets what was changed (overrides
+    first); a name already used in the store gets ``#2``, ``#3``...
+
+    >>> run_name("smoke", "smoke", ["steps=2", "model.tiny_random=true"], set())
+    'smoke steps=2 model.tiny_random=true'
+    >>> run_name("smoke", "smoke", [], {"smoke", "smoke #2"})
+    'smoke #3'
+    >>> run_name("mine", "smoke", ["steps=2"], set())
+    'mine'
+    """
+    if name == preset_name and changes:
+        name = f"{name} {' '.join(changes)}"
+        name = name if len(name) <= 80 else name[:79] + "…"
+    candidate, i = name, 2
+    while candidate in taken:
+        candidate, i = f"{name} #{i}", i + 1
+    return candidate
+
+
+def changes(flat: dict[str, Any], preset: dict, overrides: str) -> list[str]:
+    """``key=value`` of the override lines, then of the form fields that differ from the preset (name aside).
+
+    >>> changes({"name": "x", "steps": 2, "seed": 0}, {"name": "smoke", "steps": 4, "seed": 0}, "model.tiny_random=true")
+    ['model.tiny_random=true', 'steps=2']
+    """
+    out = [line.replace(" ", "") for line in _override_lines(overrides)]
+    set_by_override = {line.split("=", 1)[0] for line in out}
+    for path, value in flat.items():
+        if path != "name" and path not in set_by_override and get_path(preset, path) != value:
+            out.append(f"{path}={value}")
+    return out
 
 
 def _errors_by_field(err: ValidationError, flat: dict) -> dict[str, str]:

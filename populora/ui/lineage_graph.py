@@ -10,28 +10,31 @@ OPERATOR_STYLE = {"mutation": 'color="#555555"', "crossover": 'color="#b07aa1", 
 
 
 def graph_data(uri: str, run_id: str, members: pd.DataFrame) -> list[dict]:
-    """One dict per member: id, role, parents, operator, step, generation, alive, mu, sigma.
+    """One dict per member: id, role, parents, operator, step, generation, alive, replaced (whom it replaced),
+    replaced_by and replaced_at (who replaced it, at which step), mu, sigma.
 
     lineage.json is the source of truth (the trainer's own record); before its first checkpoint the member runs'
-    tags carry the same facts."""
+    tags carry the same facts. Ratings are the trainer's record (``store.members``: population.json first, so a
+    replaced member shows the rating it had when it was replaced)."""
     events = store.lineage(uri, run_id).get("events", [])
-    pop = {m["id"]: m for m in store.population(uri, run_id)}
+    rec = store.recorded(uri, run_id)
     by_member = members.set_index("member") if not members.empty else pd.DataFrame()
     if not events:
         events = [{"child": r.member, "parents": r.parents, "operator": r.operator, "step": r.born_step,
                    "generation": r.generation, "role": r.role, "replaced": ""} for r in members.itertuples()]
     nodes = []
     for e in events:
-        m, p = e["child"], pop.get(e["child"], {})
+        m, p = e["child"], rec.get(e["child"], {})
         row = by_member.loc[m] if m in by_member.index else {}
-        # a member replaced before its first checkpoint has no logged rating: population.json still has it
+        # a member replaced before its first checkpoint has no member run yet: population.json still has it
         mu = _num(row.get("rating/mu")) if len(row) else None
         sigma = _num(row.get("rating/sigma")) if len(row) else None
         mu, sigma = (mu, sigma) if mu is not None else (p.get("mu"), p.get("sigma"))
         alive = bool(row.get("alive", p.get("alive", True))) if len(row) else p.get("alive", True)
         nodes.append({"id": m, "role": e.get("role", "?"), "parents": list(e.get("parents") or []), "operator": e.get("operator", "init"),
                       "step": e.get("step", 0), "generation": e.get("generation", 0), "alive": alive,
-                      "replaced": e.get("replaced", ""), "mu": _num(mu), "sigma": _num(sigma)})
+                      "replaced": e.get("replaced", ""), "replaced_by": p.get("replaced_by", ""),
+                      "replaced_at": p.get("replaced_at"), "mu": _num(mu), "sigma": _num(sigma)})
     return nodes
 
 
@@ -43,8 +46,9 @@ def _num(value) -> float | None:
     return None if pd.isna(value) else value
 
 
-def lineage_dot(nodes: list[dict], selected: str | None = None, show_dead: bool = True) -> str:
-    """Graphviz DOT: generations left to right, colour = role, label = id and rating, dashed = replaced."""
+def lineage_dot(nodes: list[dict], selected: str | None = None, show_dead: bool = True, href: str | None = None) -> str:
+    """Graphviz DOT: generations left to right, colour = role, label = id and rating, dashed = replaced.
+    ``href``: a link template with ``{member}`` (e.g. ``?run=ID&member={member}``): clicking a node opens it."""
     shown = {n["id"] for n in nodes if show_dead or n["alive"] or n["id"] == selected}
     lines = ["digraph lineage {", "rankdir=LR; nodesep=0.25; ranksep=0.6;",
              'node [shape=box, style="rounded,filled", fontname="Helvetica", fontsize=11, fontcolor="white"];',
@@ -60,8 +64,10 @@ def lineage_dot(nodes: list[dict], selected: str | None = None, show_dead: bool 
         style = '"rounded,filled"' if n["alive"] else '"rounded,filled,dashed"'
         color = common.ROLE_COLORS.get(n["role"], "#999999") if n["alive"] else "#bbbbbb"
         border = ', penwidth=3, color="black"' if n["id"] == selected else ""
-        tooltip = f'{n["role"]}, generation {n["generation"]}, {"alive" if n["alive"] else "replaced"}'
-        lines.append(f'"{n["id"]}" [label="{n["id"]}{rating}", fillcolor="{color}", style={style}, tooltip="{tooltip}"{border}];')
+        fate = "alive" if n["alive"] else "replaced" + (f' by {n["replaced_by"]} at step {n["replaced_at"]}' if n.get("replaced_by") else "")
+        tooltip = f'{n["role"]}, generation {n["generation"]}, {fate}' + (" (click to open)" if href else "")
+        link = f', href="{href.format(member=n["id"])}", target="_self"' if href else ""
+        lines.append(f'"{n["id"]}" [label="{n["id"]}{rating}", fillcolor="{color}", style={style}, tooltip="{tooltip}"{border}{link}];')
     for n in nodes:
         for parent in n["parents"]:
             if parent in shown and n["id"] in shown:

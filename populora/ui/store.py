@@ -22,7 +22,7 @@ from populora.platform import tracking
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
 TTL = 5  # seconds: live enough for a run that logs every step, light enough for 50 runs
-RUN_COLUMNS = ["run_id", "name", "kind", "status", "mlflow_status", "progress", "step", "steps", "started",
+RUN_COLUMNS = ["run_id", "name", "kind", "status", "mlflow_status", "progress", "step", "steps", "started", "ended",
                "base_model", "teachers", "students", "solve_rate", "validity_rate", "baseline_run", "run_dir", "experiment"]
 
 
@@ -49,7 +49,8 @@ def list_runs(store: str, limit: int = 500) -> pd.DataFrame:
         rows = rl.list_runs(_client(store), limit)
     except Exception as err:  # noqa: BLE001 - any store failure becomes one readable message
         raise StoreError(f"cannot read the MLflow store {store}: {type(err).__name__}: {str(err)[:300]}") from None
-    rows = [dict(r, started=pd.to_datetime(r["start_time"], unit="ms")) for r in rows]
+    rows = [dict(r, started=pd.to_datetime(r["start_time"], unit="ms"),
+                 ended=pd.to_datetime(r.get("end_time"), unit="ms") if r.get("end_time") else pd.NaT) for r in rows]
     return pd.DataFrame(rows, columns=RUN_COLUMNS)
 
 
@@ -70,7 +71,11 @@ def run_info(store: str, run_id: str) -> dict | None:
 
 @st.cache_data(ttl=TTL, show_spinner=False)
 def members(store: str, run_id: str) -> pd.DataFrame:
-    """One row per member (child run): identity tags, then the latest value of every metric as a column."""
+    """One row per member (child run): identity tags, then the latest value of every metric as a column.
+
+    Ratings are the trainer's own record (``recorded``): a replaced member's are those it had when it was replaced,
+    also in stores written before the trainer logged that step on the member's run. ``replaced_by`` and
+    ``replaced_at`` say by whom and at which step ("" and None for a living member)."""
     try:
         runs = rl.member_runs(_client(store), run_id, max_results=5000)
     except Exception:  # noqa: BLE001 - unknown run: no members
@@ -78,8 +83,47 @@ def members(store: str, run_id: str) -> pd.DataFrame:
     df = pd.DataFrame([rl.member_row(r) for r in runs])
     if df.empty:
         return pd.DataFrame(columns=["member", "role"])
+    df = _with_recorded(df, recorded(store, run_id), conservative_k(store, run_id))
     order = df["member"].map(rl.member_order)
     return df.assign(_order=order).sort_values(["role", "_order"]).drop(columns="_order").reset_index(drop=True)
+
+
+def conservative_k(store: str, run_id: str) -> float:
+    """The k of the run's ``rating/conservative`` = mu - k * sigma (``evolution.conservative_k``)."""
+    info = run_info(store, run_id) or {}
+    try:
+        return float(info.get("params", {}).get("evolution.conservative_k", 0.0))
+    except ValueError:
+        return 0.0
+
+
+def recorded(store: str, run_id: str) -> dict[str, dict]:
+    """{member: {mu, sigma, alive, replaced_by, replaced_at}}: population.json (the trainer's state at its last
+    checkpoint: a replaced member's rating is frozen at its replacement) and lineage.json (who replaced whom,
+    when). Empty before the first checkpoint."""
+    out = {m["id"]: {"mu": m.get("mu"), "sigma": m.get("sigma"), "alive": m.get("alive", True), "replaced_by": "",
+                     "replaced_at": None} for m in population(store, run_id) if "id" in m}
+    for e in lineage(store, run_id).get("events", []):
+        if e.get("replaced") in out:
+            out[e["replaced"]].update(replaced_by=e["child"], replaced_at=e.get("step"))
+    return out
+
+
+def _with_recorded(df: pd.DataFrame, rec: dict[str, dict], k: float) -> pd.DataFrame:
+    """Member rows with the recorded ratings and replacement facts (rows of members not in ``rec`` unchanged)."""
+    df = df.copy()
+    for col in ("rating/mu", "rating/sigma", "rating/conservative"):
+        if col not in df.columns:
+            df[col] = float("nan")
+    df["replaced_by"] = [rec.get(m, {}).get("replaced_by", "") for m in df["member"]]
+    df["replaced_at"] = [rec.get(m, {}).get("replaced_at") for m in df["member"]]
+    for i, m in zip(df.index, df["member"]):
+        r = rec.get(m)
+        if r and r["mu"] is not None and r["sigma"] is not None:
+            df.loc[i, ["rating/mu", "rating/sigma", "rating/conservative"]] = [r["mu"], r["sigma"], r["mu"] - k * r["sigma"]]
+        if r and not r["alive"]:
+            df.loc[i, "alive"] = False
+    return df
 
 
 # ====================================================================== metric histories
@@ -98,17 +142,32 @@ def histories(store: str, run_id: str, keys: list[str]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["step", "value", "metric"])
 
 
+def member_history(store: str, row: dict, key: str) -> pd.DataFrame:
+    """(step, value) of one member's metric (``row``: its row of ``members``); a replaced member's rating ends at
+    its replacement step with the rating it had then, also in stores written before the trainer logged that point
+    (read from population.json)."""
+    h = history(store, row["member_run_id"], key)
+    died, value = row.get("replaced_at"), row.get(key)
+    if key.startswith(rl.RATING_PREFIX) and _known(died) and _known(value) and (h.empty or h["step"].max() < died):
+        h = pd.concat([h, pd.DataFrame({"step": [int(died)], "value": [float(value)]})], ignore_index=True)
+    return h
+
+
+def _known(value) -> bool:
+    return value is not None and not pd.isna(value)
+
+
 def member_histories(store: str, run_id: str, key: str, member_ids: list[str] | None = None) -> pd.DataFrame:
     """Long frame (member, role, step, value) of one metric over every (or the chosen) member."""
     mdf = members(store, run_id)
     if mdf.empty:
         return pd.DataFrame(columns=["member", "role", "step", "value"])
     frames = []
-    for row in mdf.itertuples():
-        if member_ids is None or row.member in member_ids:
-            h = history(store, row.member_run_id, key)
+    for row in mdf.to_dict("records"):
+        if member_ids is None or row["member"] in member_ids:
+            h = member_history(store, row, key)
             if not h.empty:
-                frames.append(h.assign(member=row.member, role=row.role))
+                frames.append(h.assign(member=row["member"], role=row["role"]))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["member", "role", "step", "value"])
 
 
@@ -128,6 +187,15 @@ def artifact_files(store: str, run_id: str, folder: str) -> list[str]:
         return sorted(f.path for f in _client(store).list_artifacts(run_id, folder) if not f.is_dir)
     except Exception:  # noqa: BLE001
         return []
+
+
+@st.cache_data(ttl=60, show_spinner=False)
+def artifact_text(store: str, run_id: str, path: str) -> str | None:
+    """A text artifact of a run (the run's config.yaml), or None if it is not there."""
+    try:
+        return rl.read_text(store, run_id, path)
+    except Exception:  # noqa: BLE001
+        return None
 
 
 def table_steps(store: str, run_id: str, folder: str = rl.TASKS) -> list[int]:

@@ -80,8 +80,36 @@ def test_sigterm_while_the_model_loads_stops_the_run(mlflow_store, tmp_path):
         out, _ = proc.communicate(timeout=120)
     finally:
         proc.kill()
-    assert proc.returncode != 0, out[-2000:]
+    assert proc.returncode == 128 + signal.SIGTERM, out[-2000:]
+    assert "Traceback" not in out and out.rstrip().endswith("stopped before the first step"), out[-2000:]
     client, parents = _parent_runs(mlflow_store)
     run = client.get_run(run_id)
     assert run.info.status == "KILLED" and run.data.tags[rl.STATUS] == rl.STOPPED, out[-2000:]
     assert rl.ERROR not in run.data.tags  # a stop is not a failure
+
+
+def test_ctrl_c_mid_run_says_how_to_resume_and_exits_130(mlflow_store, tmp_path):
+    """Ctrl-C (the UI's Stop sends SIGINT) after a step: one last line naming the step and the resume command, no
+    traceback, exit code 130 (the shell's code for SIGINT), the run KILLED in MLflow with that line as its note."""
+    from mlflow import MlflowClient
+
+    job_dir = tmp_path / "job"
+    job_dir.mkdir()
+    env = {**os.environ, rl.ENV_JOB_DIR: str(job_dir), rl.ENV_JOB_ID: "j1"}
+    proc = subprocess.Popen(populora_cmd("train", "--set", "steps=30", "--set", "checkpoint.every=1", *TINY, "--quiet"),
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        run_id = wait_for(lambda: rl.read_run_id(job_dir), 300, "the trainer to create its run")
+        client = MlflowClient(mlflow_store)
+        wait_for(lambda: client.get_run(run_id).data.tags.get(rl.PROGRESS, "0/30") != "0/30", 300, "a first logged step")
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    last = out.rstrip().splitlines()[-1]
+    assert proc.returncode == 130 and "Traceback" not in out, out[-2000:]
+    assert last.startswith("stopped at step ") and last.split()[3].endswith("/30;"), last
+    assert f"resume with `populora train --resume {run_id}`" in last
+    run = client.get_run(run_id)
+    assert run.info.status == "KILLED" and run.data.tags[rl.STATUS] == rl.STOPPED
+    assert run.data.tags[rl.NOTE].startswith("stopped at step ")

@@ -25,7 +25,8 @@ ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM, CHROMEDRIVER = shutil.which("chromium") or "/usr/bin/chromium", shutil.which("chromedriver") or "/usr/bin/chromedriver"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
          "--disable-component-update", "--disable-sync", "--disable-quic", "--window-size=1400,1500"]
-TINY = ("model.tiny_random=true\nsteps=4\nevolution.every=1\ntasks.tasks_per_teacher=2\n"
+# steps=3 shadows the form's steps (4, from the smoke preset): the page must warn that the override wins
+TINY = ("model.tiny_random=true\nsteps=3\nevolution.every=1\ntasks.tasks_per_teacher=2\n"
         "tasks.max_new_tokens_propose=24\ntasks.max_new_tokens_solve=8")
 
 pytestmark = [
@@ -107,20 +108,48 @@ def _open(driver, url: str, ready_text: str, shots: Path, name: str | None = Non
         driver.save_screenshot(str(shots / f"{name}.png"))
 
 
-def _launch(driver, url: str, shots: Path) -> None:
+def _launch(driver, url: str, shots: Path, name_text: str = "browser-e2e", overrides: str = TINY) -> None:
     from selenium.webdriver.common.by import By
 
     _open(driver, f"{url}/launch", "Launch a run", shots)
     from selenium.webdriver.common.keys import Keys
 
-    name = driver.find_element(By.CSS_SELECTOR, 'input[aria-label="name"]')
+    # the title draws before the form: on a busy machine the form's inputs come seconds later
+    name = _wait_for(driver, lambda: next(iter(driver.find_elements(By.CSS_SELECTOR, 'input[aria-label="name"]')), None), 60, "the launch form")
     name.send_keys(Keys.CONTROL, "a")  # clear() does not reach Streamlit's React state
-    name.send_keys(Keys.BACKSPACE, "browser-e2e")
-    driver.find_element(By.TAG_NAME, "textarea").send_keys(TINY)
+    name.send_keys(Keys.BACKSPACE, name_text)
+    driver.find_element(By.TAG_NAME, "textarea").send_keys(overrides)
     button = driver.find_element(By.XPATH, "//button[.//p[normalize-space()='Launch']]")
     driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", button)
     button.click()
     _wait_for(driver, lambda: "Started job(s)" in _text(driver), 30, "the launch confirmation")
+
+
+def _stop_a_run(browser, server, shots: Path) -> None:
+    """Launch a 30-step run, press its Stop button once a step is logged: the job ends stopped, its log ends with
+    how to resume and holds no traceback, and MLflow has the run KILLED."""
+    from mlflow import MlflowClient
+    from selenium.webdriver.common.by import By
+
+    from populora.platform import jobs
+
+    url = server["url"]
+    _launch(browser, url, shots, "browser-stop", TINY.replace("steps=3", "steps=30"))
+    job = _wait_for(browser, lambda: next((j for j in jobs.list_jobs(server["dir"] / "jobs") if j.name == "browser-stop"), None),
+                    10, "the second job on disk")
+    _wait_for(browser, lambda: "step 1/30" in job.log_tail(), 240, "a first step in the job log")
+    _wait_for(browser, lambda: browser.find_elements(By.XPATH, "//button[.//p[normalize-space()='Stop']]"), 30, "the Stop button")
+    button = browser.find_element(By.XPATH, "//button[.//p[normalize-space()='Stop']]")
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", button)
+    button.click()
+    _wait_for(browser, lambda: job.status == "stopped", 120, "the job to stop")
+    log = job.log_tail(400)
+    last = log.rstrip().splitlines()[-1]
+    assert "Traceback" not in log and last.startswith("stopped at step ") and f"populora train --resume {job.run_id}" in last, log[-2000:]
+    run = MlflowClient(f"sqlite:///{server['dir'] / 'mlflow.db'}").get_run(job.run_id)
+    assert run.info.status == "KILLED"
+    _open(browser, f"{url}/?run={job.run_id}", "Details of run", shots, "runs_stopped")
+    assert f"populora train --resume {job.run_id}" in _text(browser)
 
 
 def test_launch_watch_and_browse_a_run(server, browser, tmp_path):
@@ -129,6 +158,7 @@ def test_launch_watch_and_browse_a_run(server, browser, tmp_path):
     url, shots = server["url"], tmp_path / "screenshots"
     shots.mkdir()
     _launch(browser, url, shots)
+    assert "the override steps=3 replaces the form's value 4" in _text(browser), "a shadowed field is warned"
     job = _wait_for(browser, lambda: next(iter(jobs.list_jobs(server["dir"] / "jobs")), None), 10, "the job on disk")
     run_id = _wait_for(browser, lambda: job.run_id or (job.status == "failed" and pytest.fail(job.log_tail())), 120, "the run id in the job log")
     _wait_for(browser, lambda: f"run {run_id[:12]}" in _text(browser), 30, "the run in the jobs panel")
@@ -138,23 +168,28 @@ def test_launch_watch_and_browse_a_run(server, browser, tmp_path):
     def progress() -> str | None:
         browser.get(f"{url}/?run={run_id}")
         _wait_for(browser, lambda: "Details of run" in _text(browser), 60, "the runs page")
-        found = re.search(r"\b([1-4])/4\b", _text(browser))
+        found = re.search(r"\b([1-3])/3\b", _text(browser))
         return found.group(1) if found else None
 
-    # the run's progress on the Runs page: the tiny model's 4 steps can all end between two polls of the page (a
+    # the run's progress on the Runs page: the tiny model's 3 steps can all end between two polls of the page (a
     # page load takes seconds), so any step counts; watching a live run is covered by the AppTest of the Runs page
-    _wait_for(browser, lambda: progress() is not None, 240, "the run's progress (n/4) on the Runs page")
+    _wait_for(browser, lambda: progress() is not None, 240, "the run's progress (n/3) on the Runs page")
     browser.save_screenshot(str(shots / "runs_training.png"))
     _wait_for(browser, lambda: job.status in ("finished", "failed"), 240, "the run to end")
     assert job.status == "finished", job.log_tail()
-    _open(browser, f"{url}/runs?run={run_id}", "4/4", shots, "runs")  # /runs: a bookmarked address of the Runs page
+    _open(browser, f"{url}/runs?run={run_id}", "3/3", shots, "runs")  # /runs: a bookmarked address of the Runs page
     assert "finished" in _text(browser) and "Page not found" not in _text(browser)
     assert browser.current_url.rstrip("/").endswith(f"?run={run_id}")  # sent to the default page, query kept
     _open(browser, f"{url}/arms_race?run={run_id}", "Per member", shots, "arms_race")
     _open(browser, f"{url}/lineage?run={run_id}", "Member T0", shots, "lineage")
     _open(browser, f"{url}/tasks?run={run_id}", "tasks match", shots, "tasks")
+    text = _text(browser)
+    assert "Why tasks were invalid" in text
+    invalid = int(re.search(r"Why tasks were invalid: (\d+) of", text).group(1))
+    assert invalid == 0 or "invalid: " in text, "an invalid task's title names its reason"
     _open(browser, f"{url}/compare?run={run_id}", "Training scores", shots, "compare")
     assert "->" not in _text(browser)  # sanity: page text, not DOT source
+    _stop_a_run(browser, server, shots)
     print(f"screenshots: {shots}")
     if os.environ.get("POPULORA_UPDATE_SCREENSHOTS"):  # opt-in: a test run must not change tracked files
         out = ROOT / "docs" / "screenshots"

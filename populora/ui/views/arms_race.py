@@ -16,8 +16,14 @@ CURRICULUM = [("curriculum/ast_depth", "AST depth"), ("curriculum/cyclomatic", "
               ("curriculum/loc", "lines of code"), ("curriculum/variables", "variables"),
               # per 100 programs proposed, not raw: raw coverage grows with how much an arm proposes
               (rl.COVERAGE_PER_100, "coverage per 100 proposed"), ("curriculum/novel_rate", "novel structure rate")]
-MEMBER_METRICS = ["student/solve_rate", "teacher/reward", "teacher/validity_rate", "teacher/task_solve_rate",
-                  "student/reward", "rating/conservative", "train/loss", "train/kl", "train/grad_norm"]
+FIRST_MEMBER_METRICS = ["student/solve_rate", "teacher/reward", "teacher/validity_rate", "teacher/task_solve_rate",
+                        "student/reward", "rating/mu", "rating/conservative", "train/loss", "train/kl", "train/grad_norm"]
+
+
+def member_metrics(members: pd.DataFrame) -> list[str]:
+    """Every metric any member run logged (train/entropy, clip_frac, compute/*, eval/*, ...), the usual ones first."""
+    logged = {c for c in members.columns if isinstance(c, str) and "/" in c and members[c].notna().any()}
+    return [m for m in FIRST_MEMBER_METRICS if m in logged] + sorted(logged - set(FIRST_MEMBER_METRICS))
 
 
 def compared(uri: str, runs: dict[str, str], key: str) -> pd.DataFrame:
@@ -27,12 +33,31 @@ def compared(uri: str, runs: dict[str, str], key: str) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["step", "value", "series"])
 
 
-def grid(uri: str, runs: dict[str, str], metrics: list[tuple[str, str]], per_row: int = 2) -> None:
+def grid(uri: str, runs: dict[str, str], metrics: list[tuple[str, str]], per_row: int = 2, empty: str = "no data yet") -> None:
     for i in range(0, len(metrics), per_row):
         cols = st.columns(per_row)
         for col, (key, title) in zip(cols, metrics[i:i + per_row]):
             with col:
-                charts.lines(compared(uri, runs, key), title, color="series")
+                charts.lines(compared(uri, runs, key), title, color="series", key=key, empty=empty)
+
+
+def empty_text(status: str) -> str:
+    """What an empty chart says: a live run may log it later; an ended one never did (e.g. no valid task, so no
+    student answered and there is no solve rate or complexity of valid programs)."""
+    if status in ("running", "starting"):
+        return "no data yet (steps reach MLflow with each checkpoint)"
+    return "never logged in this run (no valid task or no answer at any logged step)"
+
+
+def kinds_logged(metrics: dict) -> list[str]:
+    """Task kinds with a per-kind metric: validity is logged for every kind proposed, solve rate only for kinds
+    that had a valid task, so a kind that never produced one (validity 0%) still gets its chart.
+
+    >>> kinds_logged({"tasks/validity_rate/code_f": 0.0, "student/solve_rate/code_o": 0.5, "tasks/validity_rate": 0.2})
+    ['code_f', 'code_o']
+    """
+    prefixes = ("student/solve_rate/", "tasks/validity_rate/")
+    return sorted({k.rsplit("/", 1)[1] for k in metrics if k.startswith(prefixes)})
 
 
 def ratings(uri: str, run_id: str, member_ids: list[str]) -> None:
@@ -55,9 +80,12 @@ def per_member(uri: str, run_id: str, members: pd.DataFrame) -> None:
     chosen = cols[1].multiselect("members", list(pool["member"]), default=list(pool["member"])[:16], key="ar_members",
                                  help="Only the chosen members' histories are loaded")
     ratings(uri, run_id, chosen)
-    metric = st.selectbox("member metric", MEMBER_METRICS, key="ar_metric")
-    df = store.member_histories(uri, run_id, metric, chosen)
-    charts.lines(df, metric, color="member", title=f"{metric} per member")
+    options = member_metrics(members)
+    metric = st.selectbox("member metric", options, key="ar_metric", help=f"Every metric the member runs logged ({len(options)})")
+    if metric:
+        df = store.member_histories(uri, run_id, metric, chosen)
+        charts.lines(df, metric, color="member", title=f"{metric} per member", key=metric,
+                     empty="not logged by the chosen members (teacher metrics are logged on teachers, student ones on students)")
 
 
 def pick_baseline(runs: pd.DataFrame, run_id: str) -> str | None:
@@ -68,9 +96,15 @@ def pick_baseline(runs: pd.DataFrame, run_id: str) -> str | None:
     linked = row["baseline_run"] if row["baseline_run"] in set(baselines["run_id"]) else None
     options = [None] + list(baselines["run_id"])
     labels = {r.run_id: common.run_label(r) for r in baselines.itertuples()}
-    return st.selectbox("Baseline to compare with", options, index=options.index(linked) if linked else (1 if len(options) > 1 else 0),
-                        format_func=lambda i: "(none)" if i is None else labels[i], key="ar_baseline",
-                        help="The run's populora.baseline_run tag is picked when set")
+    chosen = st.selectbox("Baseline to compare with", options, index=options.index(linked) if linked else (1 if len(options) > 1 else 0),
+                          format_func=lambda i: "(none)" if i is None else labels[i], key="ar_baseline", help=BASELINE_HELP)
+    if len(options) == 1:
+        st.caption("No baseline run in this store. " + BASELINE_HELP)
+    return chosen
+
+
+BASELINE_HELP = ("A baseline is a single-agent run (`configs/baseline.yaml`; on the Launch page tick *Also launch the compute-matched "
+                 "single-agent baseline*). A run started with `--set baseline_run=<baseline run id>` picks it here by itself.")
 
 
 def not_logged_yet(uri: str, runs: dict[str, str]) -> None:
@@ -84,23 +118,25 @@ def not_logged_yet(uri: str, runs: dict[str, str]) -> None:
                     f"(checkpoint.every = {every}), so its first curves appear after step {every}.")
 
 
-def body(run_id: str, baseline: str | None) -> None:
+def body(run_id: str, baseline: str | None, status: str = "running", others: dict[str, str] | None = None) -> None:
     uri = store.uri()
-    runs = {"population" if baseline else "run": run_id, "baseline": baseline}
+    runs = {"population" if baseline else "run": run_id, "baseline": baseline, **(others or {})}
+    empty = empty_text(status)
     st.subheader("Population vs baseline" if baseline else "Run")
     not_logged_yet(uri, runs)
-    grid(uri, runs, HEADLINE)
+    grid(uri, runs, HEADLINE, empty=empty)
     st.subheader("Curriculum of the programs teachers wrote (valid ones)")
-    grid(uri, runs, CURRICULUM, per_row=3)
+    grid(uri, runs, CURRICULUM, per_row=3, empty=empty)
     members = store.members(uri, run_id)
     if members.empty:
         st.info("No member runs yet: the trainer logs them with its first checkpoint.")
         return
     per_member(uri, run_id, members)
-    with st.expander("solve and validity rate per task kind"):
-        kinds = sorted({k.rsplit("/", 1)[1] for k in store.run_info(uri, run_id)["metrics"] if k.startswith("student/solve_rate/")})
-        grid(uri, {"run": run_id}, [(f"student/solve_rate/{k}", f"solve rate {k}") for k in kinds]
-             + [(f"tasks/validity_rate/{k}", f"validity {k}") for k in kinds], per_row=3)
+    kinds = kinds_logged(store.run_info(uri, run_id)["metrics"])
+    with st.expander(f"solve and validity rate per task kind ({', '.join(kinds) or 'none logged'})", expanded=True):
+        grid(uri, {"run": run_id}, [(f"tasks/validity_rate/{k}", f"validity rate {k}") for k in kinds]
+             + [(f"student/solve_rate/{k}", f"solve rate {k}") for k in kinds], per_row=max(1, len(kinds)),
+             empty="no valid task of this kind, so nothing to solve" if status not in ("running", "starting") else empty)
 
 
 def main() -> None:
@@ -116,7 +152,17 @@ def main() -> None:
     status = runs.set_index("run_id").loc[run_id, "status"]
     if status in ("crashed", "failed"):
         st.warning(f"This run {status}: the charts show the steps it logged before stopping.")
-    st.fragment(body, run_every=common.live_interval(status))(run_id, baseline)
+    others = overlay_runs(runs, {run_id, baseline})
+    st.fragment(body, run_every=common.live_interval(status))(run_id, baseline, status, others)
+
+
+def overlay_runs(runs: pd.DataFrame, shown: set) -> dict[str, str]:
+    """Other runs whose run-level curves are drawn on the same charts (run-to-run comparison)."""
+    rest = runs[~runs["run_id"].isin(shown)]
+    labels = {r.run_id: f"{r.name} · {r.run_id[:6]}" for r in rest.itertuples()}
+    picked = st.multiselect("Overlay other runs", list(labels), format_func=labels.get, key="ar_overlay",
+                            placeholder="none", help="Their run-level curves (top charts) are drawn next to this run's")
+    return {labels[r]: r for r in picked}
 
 
 main()

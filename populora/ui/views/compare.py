@@ -43,7 +43,16 @@ def base_row(uri: str, run_id: str, evals: pd.DataFrame) -> pd.Series | None:
     return evals.loc[ids].mean(numeric_only=True) if ids else None
 
 
-def show_table(table: pd.DataFrame, title: str, fmt: str = "{:.3f}") -> None:
+def axis_group(metric: str) -> str:
+    """Metrics sharing a chart share a scale: TrueSkill ratings (~25), rates (0-1) and anything else apart."""
+    if metric.startswith("rating/"):
+        return "ratings (TrueSkill)"
+    return "rates" if charts.is_rate(metric) else "other scores"
+
+
+def show_table(table: pd.DataFrame, title: str, fmt: str = "{:.3f}", split_axes: bool = False) -> None:
+    """The table, then its bars; ``split_axes``: one chart per kind of scale (``axis_group``), so rates next to
+    ratings are not flattened to nothing."""
     st.markdown(f"**{title}**")
     delta_rows = [r for r in table.index if r.endswith("- baseline")]
     styled = table.style.format(fmt, na_rep="–")
@@ -51,8 +60,22 @@ def show_table(table: pd.DataFrame, title: str, fmt: str = "{:.3f}") -> None:
         styled = styled.map(lambda v: "color: #2e7d32" if v > 0 else ("color: #c62828" if v < 0 else ""), subset=pd.IndexSlice[delta_rows, :])
     st.dataframe(styled, width="stretch")
     long = table.drop(index=delta_rows).reset_index(names="who").melt(id_vars="who", var_name="metric", value_name="score").dropna()
-    if not long.empty and table.shape[1] <= 40:
-        charts.bars(long, "metric", "score", "who", f"{title} by metric")
+    if long.empty or table.shape[1] > 40:
+        return
+    groups = long.groupby(long["metric"].map(axis_group) if split_axes else pd.Series("", index=long.index), sort=False)
+    cols = st.columns(len(groups))
+    for col, (group, part) in zip(cols, groups):
+        with col:
+            charts.bars(part, "metric", "score", "who", f"{title}: {group}" if group else f"{title} by metric",
+                        percent=group == "rates")
+
+
+def unplayed_members(members: pd.DataFrame, last_step: int | None) -> set[str]:
+    """Members born at the last logged step: their rating is the one they inherited, no game has moved it yet."""
+    if members.empty or not last_step:
+        return set()
+    born = pd.to_numeric(members["born_step"], errors="coerce").fillna(0)
+    return set(members.loc[(born > 0) & (born >= last_step), "member"])
 
 
 def pickers(runs: pd.DataFrame) -> tuple[str, list[str], str | None, bool]:
@@ -86,7 +109,11 @@ def main() -> None:
     if evals.empty or not len(evals.columns):
         st.info(f"No benchmark scores for this run yet. Score its members (and the baseline) with\n\n"
                 f"`populora eval --run {run_id}`" + (f"  and  `populora eval --run {baseline}`" if baseline else "")
-                + "\n\nScores are logged as `eval/<benchmark>/<metric>` on each member's MLflow run and show up here.")
+                + "\n\nA full evaluation takes about 25 min per run on one GPU; `--limit 20` scores the first 20 "
+                "items of each benchmark for a quick look (not comparable to full scores). Scores are logged as "
+                "`eval/<benchmark>/<metric>` on each member's MLflow run and show up here."
+                + ("" if baseline else "\n\nNo baseline picked: train one with `configs/baseline.yaml` (or tick the "
+                   "baseline box on the Launch page) and pick it above."))
     else:
         base = base_row(uri, run_id, evals) if with_base else None
         base_line = baseline_row(uri, baseline, "eval/", None)
@@ -99,13 +126,20 @@ def main() -> None:
                    "are the members with the lowest and highest overall score.")
         if st.toggle("Every logged metric (base / plus, stderr, ...)", key="cmp_all_metrics"):
             show_table(summarize(evals, chosen, base_line, base, overall), "All benchmark metrics")
-    st.subheader("Training scores (latest logged value)")
+    st.subheader("Training scores (each member's last logged step)")
     train = metric_frame(uri, run_id, None, TRAINING_METRICS)
     if train.empty or not len(train.columns):
         st.caption("no member metrics logged yet")
         return
     rank = train["rating/conservative"] if "rating/conservative" in train.columns else None  # what evolution ranks by
-    show_table(summarize(train, chosen, baseline_row(uri, baseline, None, TRAINING_METRICS), None, rank), "Training scores")
+    last_step = runs.set_index("run_id").loc[run_id, "step"]
+    unplayed = unplayed_members(store.members(uri, run_id), None if pd.isna(last_step) else int(last_step))
+    show_table(summarize(train, chosen, baseline_row(uri, baseline, None, TRAINING_METRICS), None, rank, unplayed),
+               "Training scores", split_axes=True)
+    picked_unplayed = sorted(unplayed & set(chosen))
+    if picked_unplayed:
+        st.caption(f"{', '.join(picked_unplayed)}: born at the last step, never played a game: left out of weakest "
+                   "and best (their rating is the one they inherited).")
     st.caption("Ratings of a population and of the baseline live on separate TrueSkill scales: compare them within a run, "
                "and use benchmark scores to compare runs.")
     sweeps.compare_panel()

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import streamlit as st
 
+import tempfile
+from pathlib import Path
+
 from populora.platform import config as config_io
 from populora.platform import jobs, ray_jobs
+from populora.platform import runlayout as rl
 from populora.platform.plan import GPUS, PlanError
 from populora.training import make_plan, preflight_problems, render_plan
 from populora.ui import common, form, store, sweeps
@@ -15,10 +19,23 @@ st.caption("The run starts as a background process: closing this page does not s
            "Every value is checked against the training config schema before anything starts.")
 
 
+def run_config(run_id: str) -> Path | None:
+    """The config.yaml a run trained with, as a file the form can load (``?from_run=ID``: "launch again")."""
+    text = store.artifact_text(store.uri(), run_id, rl.CONFIG_FILE)
+    if not text:
+        return None
+    path = Path(tempfile.gettempdir()) / f"populora-relaunch-{run_id}.yaml"
+    path.write_text(text)
+    return path
+
+
 def pick_preset() -> tuple[str, dict] | None:
     presets = form.presets()
+    from_run = st.query_params.get("from_run")
+    if from_run and (path := run_config(from_run)) is not None:
+        presets = {f"config of run {from_run[:8]}": path, **presets}
     names = ["(defaults)"] + list(presets)
-    default = names.index("smoke") if "smoke" in names else 0
+    default = 1 if from_run and len(names) > 1 and names[1].startswith("config of run") else (names.index("smoke") if "smoke" in names else 0)
     name = st.selectbox("Preset (configs/*.yaml)", names, index=default, key="preset",
                         help="Fills the form; you can change any value before launching")
     try:
@@ -81,14 +98,20 @@ def draw_form(preset: str, values: dict, errors: dict) -> dict | None:
         cols = st.columns([1, 1, 2])
         submitted = cols[0].form_submit_button("Launch", type="primary")
         planned = cols[1].form_submit_button("Show plan", help="Memory per GPU, compute per step and whether it fits")
-        gpu = cols[2].selectbox("GPU to plan for", list(GPUS), key=f"f_{preset}_plan_gpu", label_visibility="collapsed")
+        gpu = cols[2].selectbox("GPU to plan for (Show plan)", list(GPUS), key=f"f_{preset}_plan_gpu",
+                                help="The plan estimates memory and step time of the configured base model on this GPU")
     if not (submitted or planned):
         return None
-    return {"flat": flat, "overrides": overrides, "baseline": with_baseline, "plan": planned, "gpu": gpu, "sweep": sweep}
+    return {"flat": flat, "overrides": overrides, "baseline": with_baseline, "plan": planned, "gpu": gpu, "sweep": sweep,
+            "preset": values}
 
 
 def show_plan(cfg, gpu: str) -> None:
-
+    if cfg.model.tiny_random:
+        st.info(f"`model.tiny_random` is on: this run uses a tiny randomly initialised model (a few MB; seconds per step "
+                f"on a CPU), not {cfg.model.base}. The plan below is for the real {cfg.model.base} on a {gpu}, not for this run.")
+    elif not cuda_here():
+        st.caption(f"This machine has no CUDA GPU: the plan is for a {gpu} you would run this config on.")
     try:
         p = make_plan(cfg, gpu)
     except PlanError as err:
@@ -98,9 +121,24 @@ def show_plan(cfg, gpu: str) -> None:
     st.code(render_plan(p), language=None)
 
 
+def cuda_here() -> bool:
+    try:
+        import torch
+
+        return torch.cuda.is_available()
+    except Exception:  # noqa: BLE001 - no torch in the UI's environment: no GPU to speak of
+        return False
+
+
+def shadow_warnings(flat: dict, overrides: str) -> list[str]:
+    return [f"`{path}`: the override `{path}={new}` replaces the form's value `{old}`: the run uses {new}."
+            for path, (old, new) in form.shadowed(flat, overrides).items()]
+
+
 def launch(submission: dict) -> None:
     cfg, errors = form.validate(submission["flat"], submission["overrides"])
     st.session_state["launch_errors"] = errors
+    st.session_state["launch_warnings"] = shadow_warnings(submission["flat"], submission["overrides"])
     if errors:
         st.rerun()  # redraw the form with each message under its field
     if submission.get("plan"):
@@ -127,6 +165,13 @@ def launch(submission: dict) -> None:
             return
         st.session_state["launched"] = [job.id]
         return
+    preset = submission.get("preset") or {}
+    try:
+        taken = set(store.list_runs(store.uri())["name"].dropna())
+    except store.StoreError:
+        taken = set()
+    taken |= {j.name for j in jobs.list_jobs() if j.name}
+    cfg.name = form.run_name(cfg.name, preset.get("name", cfg.name), form.changes(submission["flat"], preset, submission["overrides"]), taken)
     runs = [cfg]
     if submission["baseline"] and not cfg.population.single_agent:
         base = cfg.model_copy(deep=True)
@@ -194,6 +239,8 @@ def main() -> None:
     submission = draw_form(preset, values, errors)
     if submission is not None:
         launch(submission)
+    for warning in st.session_state.get("launch_warnings", []):
+        st.warning(warning, icon="⚠️")
     if st.session_state.get("launched"):
         st.success(f"Started job(s): {', '.join(st.session_state['launched'])}. The run id appears below once "
                    "the trainer has created its MLflow run.")

@@ -16,24 +16,45 @@ def member_panel(uri: str, run_id: str, node: dict, nodes: list[dict], members: 
     cols = st.columns(4)
     cols[0].metric("role", node["role"])
     cols[1].metric("generation", node["generation"])
-    cols[2].metric("rating mu ± sigma", "–" if node["mu"] is None else f"{node['mu']:.2f} ± {node['sigma'] or 0:.2f}")
-    cols[3].metric("status", "alive" if node["alive"] else "replaced")
-    st.markdown(f"**born** at step {node['step']} by **{node['operator']}**"
-                + (f" of {', '.join(node['parents'])}" if node["parents"] else "")
-                + (f", replacing {node['replaced']}" if node["replaced"] else "")
-                + f"  \n**children**: {', '.join(children) or 'none'}")
+    last = "at replacement" if not node["alive"] else "latest"
+    cols[2].metric(f"rating μ ± σ ({last})", "–" if node["mu"] is None else f"{node['mu']:.2f} ± {node['sigma'] or 0:.2f}",
+                   help="The trainer's own record (population.json): a replaced member keeps the rating it had when "
+                        "evolution replaced it")
+    fate = "alive" if node["alive"] else "replaced"
+    cols[3].metric("status", fate)
+    born = (f"**born** at step {node['step']} by **{node['operator']}**"
+            + (f" of {', '.join(node['parents'])}" if node["parents"] else "")
+            + (f", replacing {node['replaced']}" if node["replaced"] else ""))
+    died = ""
+    if not node["alive"] and node.get("replaced_by"):
+        died = (f"  \n**replaced** at step {node['replaced_at']} by **{node['replaced_by']}**"
+                + ("" if node["mu"] is None else f", with rating μ {node['mu']:.2f} ± {node['sigma'] or 0:.2f} then"))
+    st.markdown(born + died + f"  \n**children**: {', '.join(children) or 'none'}")
     if row is None:
         st.caption("no member run logged yet")
         return
-    st.markdown(f"**adapter**: `{row['adapter_dir'] or '(saved at the end of the run)'}`  \n**member run**: `{row['member_run_id']}`")
+    st.markdown(f"**adapter**: `{row['adapter_dir'] or '(saved at the end of the run)'}`  \n"
+                f"**member run**: {common.mlflow_link(row['member_run_id'], (store.run_info(uri, run_id) or {}).get('experiment_id'))}")
     if row["adapter_dir"]:
         sweeps.export_form(run_id, node["id"])
-    mu = store.history(uri, row["member_run_id"], "rating/mu").rename(columns={"value": "mu"})
-    sigma = store.history(uri, row["member_run_id"], "rating/sigma").rename(columns={"value": "sigma"})
+    record = row.to_dict() | {"member": node["id"]}
+    mu = store.member_history(uri, record, "rating/mu").rename(columns={"value": "mu"})
+    sigma = store.member_history(uri, record, "rating/sigma").rename(columns={"value": "sigma"})
     charts.rating_band(mu.merge(sigma, on="step", how="left").fillna({"sigma": 0.0}).assign(member=node["id"]) if not mu.empty else mu, height=220)
     scores = {k: v for k, v in row.items() if isinstance(k, str) and "/" in k and not pd.isna(v)}
     if scores:
         st.dataframe(pd.DataFrame({"metric": list(scores), "latest": list(scores.values())}), hide_index=True, width="stretch")
+
+
+def pick_member(ids: list[str], column) -> str:
+    """The member selectbox, mirrored in the URL (``?member=T1``): a link, a refresh or a click on a node (a link
+    to the same page with that member) opens that member."""
+    wanted = st.query_params.get("member")
+    selected = column.selectbox("Member", ids, index=ids.index(wanted) if wanted in ids else 0, key="lin_member",
+                                help="Or click a node of the graph")
+    if st.query_params.get("member") != selected:
+        st.query_params["member"] = selected
+    return selected
 
 
 def main() -> None:
@@ -50,13 +71,13 @@ def main() -> None:
         return
     ids = [n["id"] for n in nodes]
     cols = st.columns([2, 1, 3])
-    selected = cols[0].selectbox("Member", ids, key="lin_member", help="Its parents, children and history are shown below")
+    selected = pick_member(ids, cols[0])
     show_dead = cols[1].toggle("show replaced", value=len(nodes) <= 40, key="lin_dead")
     n_cross = sum(n["operator"] == "crossover" for n in nodes)
     cols[2].caption(f"{len(nodes)} members, {sum(n['alive'] for n in nodes)} alive, "
                     f"{sum(n['operator'] == 'mutation' for n in nodes)} mutations, {n_cross} crossovers · "
                     "orange = teacher, blue = student, green = baseline (both roles); dashed grey = replaced")
-    st.graphviz_chart(lineage_dot(nodes, selected, show_dead))
+    st.graphviz_chart(lineage_dot(nodes, selected, show_dead, href=f"?run={run_id}&member={{member}}"))
     st.subheader(f"Member {selected}")
     member_panel(uri, run_id, next(n for n in nodes if n["id"] == selected), nodes, members)
 

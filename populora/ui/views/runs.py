@@ -12,22 +12,53 @@ from populora.ui import common, store, sweeps
 st.title("Runs")
 
 
+def with_timing(runs: pd.DataFrame) -> pd.DataFrame:
+    times = [common.timing(r.started, r.ended, r.step, r.steps, r.status) for r in runs.itertuples()]
+    return runs.assign(duration=[t[0] for t in times], eta=[t[1] for t in times])
+
+
 def run_table(runs: pd.DataFrame) -> None:
-    shown = runs.assign(state=[f"{common.STATUS_ICONS.get(s, '•')} {s}" for s in runs["status"]],
-                        done=[(r.step or 0) / r.steps if r.steps else 0.0 for r in runs.itertuples()],
-                        solve_rate=runs["solve_rate"].astype(float), validity_rate=runs["validity_rate"].astype(float))
+    # rates as text, "–" when not logged: the same as the run's header (a NaN number cell reads "None")
+    shown = with_timing(runs).assign(
+        state=[f"{common.STATUS_ICONS.get(s, '•')} {s}" for s in runs["status"]],
+        done=[(r.step or 0) / r.steps if r.steps else 0.0 for r in runs.itertuples()],
+        solve_rate=runs["solve_rate"].map(common.fmt_rate), validity_rate=runs["validity_rate"].map(common.fmt_rate))
     st.dataframe(
-        shown[["state", "name", "kind", "done", "progress", "solve_rate", "validity_rate", "teachers", "students",
-               "base_model", "started", "experiment", "run_id"]],
+        shown[["state", "name", "kind", "done", "progress", "duration", "eta", "solve_rate", "validity_rate", "teachers",
+               "students", "base_model", "started", "experiment", "run_id"]],
         hide_index=True, width="stretch",
         column_config={
             "done": st.column_config.ProgressColumn("progress", min_value=0.0, max_value=1.0, format="percent"),
             "progress": st.column_config.TextColumn("steps"),
-            "solve_rate": st.column_config.NumberColumn("solve rate", format="percent"),
-            "validity_rate": st.column_config.NumberColumn("valid tasks", format="percent"),
-            "started": st.column_config.DatetimeColumn("started", format="YYYY-MM-DD HH:mm"),
+            "duration": st.column_config.TextColumn("duration", help="start to end (to now while it trains)"),
+            "eta": st.column_config.TextColumn("ETA", help="the remaining steps at the run's pace so far"),
+            "solve_rate": st.column_config.TextColumn("solve rate"),
+            "validity_rate": st.column_config.TextColumn("valid tasks"),
+            "started": st.column_config.DatetimeColumn("started (UTC)", format="YYYY-MM-DD HH:mm"),
         },
     )
+
+
+def typed(value: str):
+    """A logged param (MLflow keeps strings) as the config value it was: "0" -> 0, "True" -> True, "None" -> None.
+
+    >>> [typed(v) for v in ("0", "0.5", "1e-5", "True", "None", "['q_proj', 'v_proj']", "smoke")]
+    [0, 0.5, 1e-05, True, None, ['q_proj', 'v_proj'], 'smoke']
+    """
+    import yaml
+
+    if value == "None":
+        return None
+    try:
+        parsed = yaml.safe_load(value)
+    except yaml.YAMLError:
+        return value
+    if isinstance(parsed, str) and parsed.lower() not in ("nan", "inf", "-inf", "infinity"):
+        try:  # YAML 1.1 reads 1e-5 as a string
+            return float(parsed)
+        except ValueError:
+            return value
+    return parsed if isinstance(parsed, (int, float, bool, list)) else value
 
 
 def config_tree(params: dict) -> dict:
@@ -38,7 +69,7 @@ def config_tree(params: dict) -> dict:
         *parents, leaf = key.split(".")
         for part in parents:
             node = node.setdefault(part, {})
-        node[leaf] = params[key]
+        node[leaf] = typed(params[key])
     return tree
 
 
@@ -54,11 +85,18 @@ def run_details(row, status: str) -> None:
         st.warning(f"run {run_id} is not in the store any more")
         return
     tags = info["tags"]
-    cols = st.columns(4)
+    cols = st.columns(5)
     cols[0].metric("status", f"{common.STATUS_ICONS.get(status, '')} {status}")
     cols[1].metric("progress", row["progress"] or "?")
-    cols[2].metric("student solve rate", common.fmt_rate(row["solve_rate"]))
-    cols[3].metric("task validity", common.fmt_rate(row["validity_rate"]))
+    duration, eta = common.timing(row["started"], row["ended"], row["step"], row["steps"], status)
+    cols[2].metric("duration", duration, help=f"ETA {eta}" if eta != "–" else None)
+    cols[3].metric("student solve rate", common.fmt_rate(row["solve_rate"]))
+    cols[4].metric("task validity", common.fmt_rate(row["validity_rate"]))
+    if eta != "–":
+        st.caption(f"ETA {eta} at this run's pace so far")
+    if status == "stopped":
+        st.info(f"Stopped{' at step ' + row['progress'] if row['progress'] else ''}. Resume it from its last checkpoint with "
+                f"`populora train --resume {run_id}`.")
     if status == "crashed":
         st.error("The trainer process died without ending this run. Resume it from its last checkpoint with "
                  f"`populora train --resume {run_id}`.")
@@ -90,7 +128,18 @@ def run_details(row, status: str) -> None:
             st.code(job.log_tail(60) or "(empty)", language="text")
             if job.status == "running" and st.button("Stop this run", key=f"stop_{job.id}"):
                 st.toast(f"stopping: {jobs.stop(job)}")
+    else:
+        st.caption("no job log: this run was not launched from this UI (a terminal's `populora train` prints its "
+                   "steps there; its metrics are all here)")
     with st.expander("config"):
+        yaml_text = store.artifact_text(store.uri(), run_id, rl.CONFIG_FILE)
+        if yaml_text:
+            cols = st.columns(2)
+            cols[0].download_button("Download config.yaml", yaml_text, file_name=f"{row['name'] or run_id}.yaml",
+                                    mime="application/x-yaml", key=f"yaml_{run_id}",
+                                    help=f"Train again with it: populora train --config {row['name'] or run_id}.yaml")
+            with cols[1]:
+                common.link("launch", "Launch again with this config", icon="🔁", query={"from_run": run_id})
         st.json(config_tree(info["params"]), expanded=1)
 
 
@@ -117,7 +166,10 @@ def body() -> None:
     shown = filters(sweeps.sweeps_panel(runs))
     run_table(shown)
     st.caption(f"{len(shown)} of {len(runs)} runs · refreshes every 5 s while a run trains")
-    run_id = common.pick_run(shown if not shown.empty else runs, "Details of run")
+    if shown.empty:
+        st.info("No run matches these filters.")
+        return
+    run_id = common.pick_run(shown, "Details of run")
     if run_id:
         row = runs.set_index("run_id").loc[run_id]
         run_details(row, row["status"])

@@ -10,17 +10,23 @@ import pandas as pd
 import streamlit as st
 
 from populora.ui import common, store
+from populora.ui.task_reasons import reason_counts, reason_kind
 
 st.title("Tasks")
 
 METRIC_COLUMNS = ["metric_ast_depth", "metric_cyclomatic", "metric_loc", "metric_variables", "metric_novel_structure"]
 
 
+ALL_STEPS_AT_ONCE = 20  # up to this many steps are all shown by default; longer runs start on the last step
+
+
 def pick_steps(steps: list[int]) -> list[int]:
+    """A range of steps, every logged step available (default: all of them, or the last one on a long run)."""
     if len(steps) == 1:
         st.caption(f"step {steps[0]} (the only step logged so far)")
         return steps
-    lo, hi = st.select_slider("Steps", options=steps, value=(steps[-1], steps[-1]), key="tk_steps",
+    default = (steps[0], steps[-1]) if len(steps) <= ALL_STEPS_AT_ONCE else (steps[-1], steps[-1])
+    lo, hi = st.select_slider(f"Steps ({len(steps)} logged: {steps[0]}–{steps[-1]})", options=steps, value=default, key="tk_steps",
                               help="Only the chosen steps' tables are read from the store")
     return [s for s in steps if lo <= s <= hi]
 
@@ -32,10 +38,12 @@ def filters(tasks: pd.DataFrame, answers: pd.DataFrame) -> pd.DataFrame:
     students = cols[2].multiselect("answered by student", sorted(answers["member"].unique()) if not answers.empty else [],
                                    placeholder="any student", key="tk_student")
     validity = cols[3].radio("validity", ["all", "valid", "invalid"], horizontal=True, key="tk_valid")
-    cols = st.columns([3, 1, 3])
+    cols = st.columns([3, 2, 3, 3])
     lo, hi = cols[0].slider("solve rate", 0.0, 1.0, (0.0, 1.0), step=0.05, key="tk_rate")
-    unrated = cols[1].checkbox("include unrated", value=True, key="tk_unrated", help="Invalid or unanswered tasks have no solve rate")
+    unrated = cols[1].checkbox("unrated too", value=True, key="tk_unrated", help="Invalid or unanswered tasks have no solve rate")
     text = cols[2].text_input("program contains", key="tk_text")
+    reasons = cols[3].multiselect("invalid because", sorted(tasks["reason_kind"].unique()) if "reason_kind" in tasks else [],
+                                  placeholder="any reason", key="tk_reason")
     shown = tasks
     if kinds:
         shown = shown[shown["kind"].isin(kinds)]
@@ -50,7 +58,25 @@ def filters(tasks: pd.DataFrame, answers: pd.DataFrame) -> pd.DataFrame:
     shown = shown[in_range | (rate.isna() & unrated)]
     if text:
         shown = shown[shown["program"].fillna("").str.contains(text, regex=False)]
+    if reasons:
+        shown = shown[shown["reason_kind"].isin(reasons)]
     return shown
+
+
+def why_invalid(tasks: pd.DataFrame) -> None:
+    """How many of the chosen steps' tasks were invalid, and why, grouped by kind of failure."""
+    counts = reason_counts(tasks)
+    n_invalid = int((~tasks["valid"].astype(bool)).sum())
+    with st.container(border=True):
+        st.markdown(f"**Why tasks were invalid**: {n_invalid} of {len(tasks)} tasks of these steps")
+        if counts.empty:
+            st.caption("every task of these steps was valid")
+            return
+        st.dataframe(counts, hide_index=True, width="stretch",
+                     column_config={"reason": st.column_config.TextColumn("reason (the verifier's, grouped)", width="large"),
+                                    "share": st.column_config.NumberColumn("share of invalid", format="percent")})
+        st.caption("Pick a reason under *invalid because* to list those tasks; each task shows the verifier's full "
+                   "reason and the teacher's raw completion.")
 
 
 def paginate(df: pd.DataFrame) -> pd.DataFrame:
@@ -74,7 +100,7 @@ def _list(cell) -> list:
 
 def task_view(task, answers: pd.DataFrame) -> None:
     left, right = st.columns([3, 2])
-    left.code(task.get("program") or "(no program parsed)", language="python")
+    left.code(task.get("program") or "(no program parsed)", language="python", wrap_lines=True)
     with right:
         if task.get("kind") == "code_f":
             pairs = list(zip(_list(task.get("inputs")), _list(task.get("outputs"))))
@@ -87,10 +113,16 @@ def task_view(task, answers: pd.DataFrame) -> None:
             st.code(str(task.get("input", "")), language="text")
             st.markdown("**output** (computed in the sandbox)")
             st.code(str(task.get("output", "")), language="text")
-        st.markdown(f"**verifier**: {task.get('reason', '')}")
+        st.markdown("**verifier**")
+        st.code(str(task.get("reason", "") or "(no reason logged)"), language="text", wrap_lines=True)
         metrics = {c.removeprefix("metric_"): task.get(c) for c in METRIC_COLUMNS if c in task and not pd.isna(task.get(c))}
         if metrics:
             st.caption(" · ".join(f"{k} {v:g}" for k, v in metrics.items()))
+    completion = task.get("completion")
+    if isinstance(completion, str) and completion and st.toggle("show the teacher's raw completion", key=f"cmp_{task['task_id']}",
+                                                                 value=not task.get("valid")):
+        st.caption("what the teacher wrote, before parsing (reasoning included)")
+        st.code(completion, language="text", wrap_lines=True)
     mine = answers[answers["task_id"] == task["task_id"]] if not answers.empty else answers
     if mine.empty:
         st.caption("no student answers (invalid tasks are not solved)")
@@ -100,12 +132,14 @@ def task_view(task, answers: pd.DataFrame) -> None:
     if st.toggle("show answer texts", key=f"txt_{task['task_id']}"):
         for a in mine.itertuples():
             st.caption(f"{a.member} · {'correct' if a.correct else 'wrong'} · {a.verdict}")
-            st.code(str(getattr(a, "text", "")), language="text")
+            st.code(str(getattr(a, "text", "")), language="text", wrap_lines=True)
 
 
 def task_title(task) -> str:
     rate = task.get("solve_rate")
     rate_text = "unrated" if rate is None or pd.isna(rate) else f"solve {100 * float(rate):.0f}%"
+    if not task.get("valid"):
+        rate_text = f"invalid: {task.get('reason_kind') or reason_kind(task.get('reason'))}"
     return f"{'✅' if task.get('valid') else '❌'} step {task.get('step')} · {task.get('kind')} · by {task.get('teacher')} · {rate_text} · {task.get('task_id')}"
 
 
@@ -126,12 +160,16 @@ def main() -> None:
     if tasks.empty:
         st.info("These steps logged no tasks.")
         return
-    tasks = tasks.assign(solve_rate=pd.to_numeric(tasks["solve_rate"], errors="coerce").astype(float))
+    tasks = tasks.assign(solve_rate=pd.to_numeric(tasks["solve_rate"], errors="coerce").astype(float),
+                         reason=tasks["reason"] if "reason" in tasks else "")
+    tasks = tasks.assign(reason_kind=[reason_kind(r) if not v else "" for r, v in zip(tasks["reason"], tasks["valid"].astype(bool))])
+    why_invalid(tasks)
     shown = filters(tasks, answers)
     page = paginate(shown)
-    st.dataframe(page[[c for c in ["task_id", "step", "kind", "teacher", "valid", "solve_rate", *METRIC_COLUMNS] if c in page.columns]],
+    st.dataframe(page[[c for c in ["task_id", "step", "kind", "teacher", "valid", "reason", "solve_rate", *METRIC_COLUMNS] if c in page.columns]],
                  hide_index=True, width="stretch",
                  column_config={"solve_rate": st.column_config.NumberColumn("solve rate", format="percent"),
+                                "reason": st.column_config.TextColumn("verifier's reason", width="large"),
                                 **{c: c.removeprefix("metric_").replace("_", " ") for c in METRIC_COLUMNS}})
     for i, (_, task) in enumerate(page.iterrows()):
         with st.expander(task_title(task), expanded=i == 0):

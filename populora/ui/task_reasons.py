@@ -1,0 +1,52 @@
+"""Why tasks were invalid, grouped: the verifier's reasons carry details (a number, a variable name, an input)
+that make every reason unique, so the Tasks page counts them by kind of failure (pure functions)."""
+
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+
+_EXCEPTION = re.compile(r"^(\w+): (?:\1: )?(\w+(?:Error|Exception|Exit|Interrupt|Warning))\b")  # "error: error: X" too
+_INPUT = re.compile(r"^input .* does not run \((\w+)")
+
+
+def reason_kind(reason) -> str:
+    """The kind of a verifier's reason: the exception type, not its message; numbers as N.
+
+    >>> reason_kind("error: NameError: name 'y' is not defined")
+    'error: NameError'
+    >>> reason_kind("error: error: UnboundLocalError: cannot access local variable 'a'")
+    'error: UnboundLocalError'
+    >>> reason_kind("format: 1 distinct valid inputs, need 3")
+    'format: N distinct valid inputs, need N'
+    >>> reason_kind("input [1, 2] does not run (timeout: took longer than 2s)")
+    'input does not run (timeout)'
+    >>> reason_kind(""), reason_kind(None)
+    ('(no reason logged)', '(no reason logged)')
+    """
+    text = str(reason or "").strip()
+    if not text or text == "nan":
+        return "(no reason logged)"
+    for pattern, fmt in ((_EXCEPTION, "{0}: {1}"), (_INPUT, "input does not run ({0})")):
+        found = pattern.match(text)
+        if found:
+            return fmt.format(*found.groups())
+    text = re.sub(r"\d+", "N", text)
+    return text if len(text) <= 70 else text[:69] + "…"
+
+
+def reason_counts(tasks: pd.DataFrame) -> pd.DataFrame:
+    """Invalid tasks per reason kind (and task kind), most frequent first: columns reason, kind, tasks, share.
+
+    >>> t = pd.DataFrame({"valid": [False, False, True], "kind": ["code_f"] * 3,
+    ...                   "reason": ["error: NameError: x", "error: NameError: y", "ok"]})
+    >>> reason_counts(t).to_dict("records")
+    [{'reason': 'error: NameError', 'kind': 'code_f', 'tasks': 2, 'share': 1.0}]
+    """
+    invalid = tasks[~tasks["valid"].astype(bool)]
+    if invalid.empty:
+        return pd.DataFrame(columns=["reason", "kind", "tasks", "share"])
+    counts = (invalid.assign(reason=invalid["reason"].map(reason_kind)).groupby(["reason", "kind"]).size()
+              .rename("tasks").reset_index().sort_values(["tasks", "reason"], ascending=[False, True], ignore_index=True))
+    return counts.assign(share=counts["tasks"] / len(invalid))

@@ -1,0 +1,244 @@
+"""Issue 26 on synthetic stores (fast, no model): the Arms race page charts every task kind logged (a kind whose
+tasks were never valid included), offers every logged member metric and says why a chart is empty; the Tasks page
+explains invalid tasks; Compare keeps ratings and rates on separate axes and handles ties and members that never
+played; Launch warns when an override shadows a form field."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("streamlit")
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+VIEWS = Path(__file__).resolve().parents[2] / "populora" / "ui" / "views"
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> dict:
+    """One finished population run whose code_f tasks are never valid (the demo's failing kind)."""
+    import synthetic_store
+
+    from populora.platform.tracking import Tracker
+
+    tmp = tmp_path_factory.mktemp("cockpit")
+    uri = f"sqlite:///{tmp / 'mlflow.db'}"
+    make_tasks = synthetic_store._tasks
+
+    def no_valid_code_f(step, n, teachers, rng):
+        tasks = make_tasks(step, n, teachers, rng)
+        for t in tasks:
+            if t.kind == "code_f":
+                t.valid, t.output = False, ""
+                t.reason = "error: SyntaxError: invalid syntax" if t.id.endswith(("0", "2", "4", "6", "8")) else "no program parsed"
+        return tasks
+
+    synthetic_store._tasks = no_valid_code_f
+    try:
+        run_id = synthetic_store.make_run(Tracker(uri), "cockpit", members=4, steps=4, tasks_per_step=9)
+    finally:
+        synthetic_store._tasks = make_tasks
+    return {"uri": uri, "run": run_id}
+
+
+def _page(page: str, store: dict, monkeypatch, tmp_path, **query) -> AppTest:
+    import streamlit as st
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", store["uri"])
+    monkeypatch.setenv("POPULORA_JOBS_DIR", str(tmp_path / "jobs"))
+    st.cache_data.clear()
+    at = AppTest.from_file(str(VIEWS / f"{page}.py"), default_timeout=90)
+    for k, v in query.items():
+        at.query_params[k] = v
+    return _ok(at.run())
+
+
+def _ok(at: AppTest) -> AppTest:
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def _chart_titles(at: AppTest, data: bool = False) -> dict[str, dict]:
+    """{title: Vega-Lite spec} of the page's charts; ``data``: each spec's rows under "rows" (a DataFrame)."""
+    import pyarrow as pa
+
+    out = {}
+    for chart in at.get("vega_lite_chart"):
+        spec = json.loads(chart.proto.spec)
+        if data:
+            frames = [pa.ipc.open_stream(d.data.data).read_all().to_pandas() for d in chart.proto.datasets]
+            spec["rows"] = frames[0] if frames else None
+        title = spec.get("title")
+        out[title if isinstance(title, str) else (title or {}).get("text", "")] = spec
+    return out
+
+
+# ====================================================================== arms race
+def test_arms_race_charts_every_kind_with_percent_axes(store, monkeypatch, tmp_path):
+    at = _page("arms_race", store, monkeypatch, tmp_path, run=store["run"])
+    charts = _chart_titles(at)
+    for kind in ("code_o", "code_i", "code_f"):
+        assert f"validity rate {kind}" in charts, sorted(charts)
+    # a rate is drawn in % on [0, 1] whatever its title says; steps are integers
+    for title in ("validity rate code_f", "validity rate code_o", "student solve rate", "task validity rate"):
+        spec = charts[title]
+        y, x = spec["encoding"]["y"], spec["encoding"]["x"]
+        assert y["axis"]["format"] == ".0%" and y["scale"]["domain"][0] == 0 and y["scale"]["domain"][1] >= 1, (title, y)
+        assert x["axis"]["format"] == "d"
+    captions = [c.value for c in at.caption]
+    assert any(c.startswith("solve rate code_f: no valid task of this kind") for c in captions), captions
+    assert not any("no data yet" in c for c in captions), "a finished run never says 'no data yet'"
+
+
+def test_arms_race_offers_every_logged_member_metric(store, monkeypatch, tmp_path):
+    at = _page("arms_race", store, monkeypatch, tmp_path, run=store["run"])
+    options = at.selectbox(key="ar_metric").options
+    for metric in ("student/solve_rate", "rating/mu", "rating/sigma", "train/loss", "train/kl", "train/tokens",
+                   "train/rollouts", "curriculum/ast_depth"):  # the synthetic store has no compute/* (the trainer's ledger)
+        assert metric in options, options
+    at.selectbox(key="ar_metric").set_value("train/tokens").run()
+    assert "train/tokens per member" in _chart_titles(_ok(at))
+
+
+def test_arms_race_without_a_baseline_says_how_to_link_one(store, monkeypatch, tmp_path):
+    at = _page("arms_race", store, monkeypatch, tmp_path, run=store["run"])
+    assert at.selectbox(key="ar_baseline").value is None
+    assert any("No baseline run in this store" in c.value and "baseline_run=" in c.value for c in at.caption)
+
+
+# ====================================================================== tasks
+def test_tasks_explain_invalid_tasks(store, monkeypatch, tmp_path):
+    at = _page("tasks", store, monkeypatch, tmp_path, run=store["run"])
+    assert at.select_slider(key="tk_steps").value == (1, 4), "every step shown by default on a short run"
+    counts = at.dataframe[0].value  # the count per reason, grouped by kind of failure
+    assert {"reason", "kind", "tasks", "share"} <= set(counts.columns)
+    assert "error: SyntaxError" in set(counts["reason"]) and "no program parsed" in set(counts["reason"])
+    table = at.dataframe[1].value
+    assert "reason" in table.columns
+    at.multiselect(key="tk_reason").set_value(["error: SyntaxError"]).run()
+    _ok(at)
+    assert at.expander and all("invalid: error: SyntaxError" in e.label for e in at.expander)
+    # the first task is open: its verifier reason and the teacher's raw completion (shown for an invalid task)
+    codes = [c.value for c in at.code]
+    assert any(c.startswith("error: SyntaxError") for c in codes), codes
+    assert "<task>...</task>" in codes, "the teacher's raw completion"
+
+
+# ====================================================================== compare
+def test_compare_separates_rating_and_rate_axes_and_skips_unplayed_members(store, monkeypatch, tmp_path):
+    from populora.ui import store as ui_store
+
+    at = _page("compare", store, monkeypatch, tmp_path, run=store["run"])
+    titles = set(_chart_titles(at))
+    assert {"Training scores: ratings (TrueSkill)", "Training scores: rates"} <= titles, titles
+    members = ui_store.members(store["uri"], store["run"])
+    newborn = set(members.loc[members["born_step"] == 4, "member"])  # evolution at step 4 of 4
+    assert newborn, "the synthetic run evolves at its last step"
+    table = at.dataframe[-1].value
+    ends = [r for r in table.index if r.startswith(("weakest member", "best member"))]
+    assert len(ends) == 2 and not any(m in e for e in ends for m in newborn), ends
+    assert any("never played a game" in c.value and sorted(newborn)[0] in c.value for c in at.caption)
+
+
+def test_compare_names_tied_members():
+    import pandas as pd
+
+    from populora.ui.compare_table import summarize
+
+    s = pd.DataFrame({"rating/conservative": [23.0691, 23.0694, 20.0]}, index=["T1", "T3", "S0"])
+    table = summarize(s, ["T1", "T3", "S0"], None, None, s["rating/conservative"])
+    assert "best member (T3; tied: T1)" in table.index and "weakest member (S0)" in table.index
+
+
+# ====================================================================== launch
+@pytest.fixture()
+def launch_page(monkeypatch, tmp_path):
+    """The Launch page on an empty store, with job starts recorded instead of run."""
+    import streamlit as st
+
+    from populora.platform import jobs
+
+    started = []
+    monkeypatch.setattr(jobs, "launch_training", lambda text, name="", env=None, ray_address=None: started.append(
+        (text, name)) or jobs.Job(id=f"fake{len(started)}", argv=[], dir=str(tmp_path), created=0.0, name=name))
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    monkeypatch.setenv("POPULORA_JOBS_DIR", str(tmp_path / "jobs"))
+    st.cache_data.clear()
+    return AppTest.from_file(str(VIEWS / "launch.py"), default_timeout=90).run(), started
+
+
+def test_launch_warns_when_an_override_shadows_a_field_and_names_the_run_after_it(launch_page):
+    import yaml
+
+    at, started = launch_page
+    at.text_area(key="f_smoke_overrides").set_value("steps=2\nmodel.tiny_random=true")
+    at.button[0].click().run()
+    _ok(at)
+    assert any("`steps`" in w.value and "steps=2" in w.value and "the run uses 2" in w.value for w in at.warning), \
+        [w.value for w in at.warning]
+    (text, name), = started
+    assert yaml.safe_load(text)["steps"] == 2
+    assert name == "smoke steps=2 model.tiny_random=true"
+
+
+def test_launch_shows_field_errors_with_override_errors(launch_page):
+    at, started = launch_page
+    at.number_input(key="f_smoke_population.teachers").set_value(0)
+    at.text_area(key="f_smoke_overrides").set_value("population.teacher=3")
+    at.button[0].click().run()
+    errors = [e.value for e in _ok(at).error]
+    assert any("population.teachers" in e and "greater than or equal to 1" in e for e in errors), errors
+    assert any("unknown config key 'population.teacher'" in e for e in errors), errors
+    assert started == []
+
+
+def test_plan_of_a_tiny_random_run_says_it_is_not_for_this_run(launch_page):
+    at, _ = launch_page
+    at.text_area(key="f_smoke_overrides").set_value("model.tiny_random=true")
+    at.button[1].click().run()
+    assert any("tiny_random" in i.value and "not for this run" in i.value for i in _ok(at).info)
+
+
+# ====================================================================== runs
+def test_runs_page_shows_duration_typed_config_and_respects_filters(store, monkeypatch, tmp_path):
+    at = _page("runs", store, monkeypatch, tmp_path, run=store["run"])
+    table = at.dataframe[0].value
+    assert {"duration", "eta"} <= set(table.columns) and table["duration"].iloc[0] != "–"
+    assert "None" not in set(table["solve_rate"].astype(str)), "a missing rate reads '–' as in the header"
+    assert any(m.label == "duration" for m in at.metric)
+    config = json.loads(at.json[0].proto.body)
+    assert config["seed"] == 0 and config["steps"] == 4 and config["population"]["single_agent"] is False
+    at.text_input[0].set_value("no run has this name").run()
+    _ok(at)
+    assert any("No run matches these filters" in i.value for i in at.info)
+    assert not any(m.label == "progress" for m in at.metric), "no hidden run's details"
+
+
+def test_ui_hides_the_developer_toolbar():
+    from populora.ui.cli import build_argv
+
+    argv = build_argv()
+    assert dict(zip(argv[5::2], argv[6::2]))["--client.toolbarMode"] == "viewer"
+
+
+def test_launch_again_with_a_runs_config(store, monkeypatch, tmp_path):
+    at = _page("launch", store, monkeypatch, tmp_path, from_run=store["run"])
+    preset = at.selectbox(key="preset").value
+    assert preset == f"config of run {store['run'][:8]}"
+    assert at.number_input(key=f"f_{preset}_steps").value == 4 and at.text_input(key=f"f_{preset}_name").value == "cockpit"
+
+
+def test_arms_race_overlays_other_runs(store, monkeypatch, tmp_path):
+    import synthetic_store
+
+    from populora.platform.tracking import Tracker
+
+    other = synthetic_store.make_run(Tracker(store["uri"]), "other", members=2, steps=2, tasks_per_step=3, seed=5)
+    at = _page("arms_race", store, monkeypatch, tmp_path, run=store["run"])
+    label = next(o for o in at.multiselect(key="ar_overlay").options if o.startswith("other"))
+    at.multiselect(key="ar_overlay").set_value([other]).run()
+    rows = _chart_titles(_ok(at), data=True)["student solve rate"]["rows"]
+    assert set(rows["series"]) == {"run", label}, rows
