@@ -182,7 +182,12 @@ def load_base(source: ModelSource, dtype: str = "float32", device: str = "auto",
                 torch.manual_seed(0)
                 model = AutoModelForCausalLM.from_config(tiny_config(config), dtype=torch_dtype)
         else:
-            model = AutoModelForCausalLM.from_pretrained(use.path_or_id, gguf_file=use.gguf_file, dtype=torch_dtype)
+            # device_map puts each weight on the GPU as it is read: a 7B model never passes whole through host
+            # RAM (8 Ray workers on one node would need ~120 GB of it at once)
+            placed = pick_device(device)
+            where = {"device_map": {"": str(placed)}} if placed.type == "cuda" else {}
+            model = AutoModelForCausalLM.from_pretrained(use.path_or_id, gguf_file=use.gguf_file, dtype=torch_dtype,
+                                                         **where)
     except (OSError, ValueError) as err:
         raise ModelError(f"cannot load the base model from {source.label!r}: {err}") from err
     if use is source and not tiny_random:

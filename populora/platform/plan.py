@@ -191,7 +191,9 @@ class Workload:
 
 def memory_gb(arch: Architecture, work: Workload, dtype: str, targets: list[str], rank: int, gpu: Gpu) -> dict:
     """Peak memory per GPU. Generation and the update run one after the other, so the peak holds the larger of
-    their working sets; vLLM pre-allocates its fraction of the GPU (its own copy of the base included)."""
+    their working sets: torch generation's KV cache, vLLM's pre-allocated fraction of the GPU (its own copy of the
+    base included; it sleeps, weights in CPU RAM, while torch trains: backends/vllm.py), or the update's
+    activations. The trainer's base, adapters and optimizer stay on the GPU throughout."""
     b = DTYPE_BYTES[dtype]
     lora = arch.lora_params(rank, targets) * LORA_BYTES
     slots_per_gpu = math.ceil(work.lora_slots * work.adapters_per_gpu / max(work.adapters, 1))
@@ -206,7 +208,7 @@ def memory_gb(arch: Architecture, work: Workload, dtype: str, targets: list[str]
         "vllm": work.vllm_fraction * gpu.memory_gib * 2**30 / GB if work.vllm else 0.0,
     }
     out["total"] = (out["base_weights"] + out["adapters"] + out["optimizer"]
-                    + max(out["activations"], out["generation_kv"]) + out["vllm"])
+                    + max(out["activations"], out["generation_kv"], out["vllm"]))
     return out
 
 
@@ -226,11 +228,37 @@ def step_flops(arch: Architecture, work: Workload) -> dict:
     return {"generate": gen, "train": train}
 
 
-def step_time_s(flops: dict, work: Workload, dtype: str, gpu: Gpu, gpus: int) -> dict:
-    peak = (gpu.tflops_fp32 if dtype == "float32" else gpu.tflops_bf16) * 1e12 * gpus
+def step_time_s(flops: dict, work: Workload, dtype: str, gpu: Gpu, speedup: dict | None = None) -> dict:
+    """Seconds per step at the stated utilisation; ``speedup`` {generate, train}: how much faster the busiest of
+    several GPUs finishes than one GPU would (``placement_speedup``; 1 on one GPU)."""
+    speedup = speedup or {"generate": 1.0, "train": 1.0}
+    peak = (gpu.tflops_fp32 if dtype == "float32" else gpu.tflops_bf16) * 1e12
     gen_mfu = MFU["generate_vllm" if work.vllm else "generate_torch"]
-    out = {"generate": flops["generate"] / (peak * gen_mfu), "train": flops["train"] / (peak * MFU["train"])}
+    out = {"generate": flops["generate"] / (peak * gen_mfu * speedup["generate"]),
+           "train": flops["train"] / (peak * MFU["train"] * speedup["train"])}
     out["total"] = out["generate"] + out["train"]
+    return out
+
+
+def placement_speedup(member_flops: list[dict], gpus: int) -> dict:
+    """{generate, train}: total work over the busiest GPU's, with members placed as ``RayBackend.add_adapter``
+    places them (in creation order, each on the worker holding the fewest). A member never spans GPUs, so N GPUs
+    give N x only when the members' work splits evenly: paper-4t4s on 8 GPUs, one member each, waits for the
+    busiest student (~4.5x), not 8x.
+
+    >>> placement_speedup([{"generate": 1, "train": 1}] * 4, 2)
+    {'generate': 2.0, 'train': 2.0}
+    >>> placement_speedup([{"generate": 1, "train": 1}, {"generate": 3, "train": 3}], 2)
+    {'generate': 1.3333333333333333, 'train': 1.3333333333333333}
+    """
+    load = [[] for _ in range(max(1, gpus))]
+    for m in member_flops:
+        min(load, key=len).append(m)
+    out = {}
+    for phase in ("generate", "train"):
+        total = sum(m[phase] for m in member_flops)
+        busiest = max(sum(m[phase] for m in worker) for worker in load)
+        out[phase] = total / busiest if busiest else 1.0
     return out
 
 
@@ -239,9 +267,9 @@ def verdict(memory: dict, gpu: Gpu, arch: Architecture, work: Workload, dtype: s
     usable = gpu.usable_gb
     if memory["total"] <= usable:
         return True, f"fits: {memory['total']:.1f} of {usable:.1f} usable GB per {gpu.name}"
-    fixed = memory["total"] - max(memory["activations"], memory["generation_kv"])
+    fixed = memory["total"] - max(memory["activations"], memory["generation_kv"], memory["vllm"])
     short = f"needs {memory['total']:.1f} GB per GPU, {gpu.name} has {usable:.1f} usable"
-    if fixed + memory["generation_kv"] > usable:
+    if fixed + max(memory["generation_kv"], memory["vllm"]) > usable:
         if work.vllm:
             return False, f"{short}: lower model.vllm_gpu_memory ({work.vllm_fraction}) or train on a larger GPU"
         return False, f"{short}: the weights alone do not fit; use a GPU with more memory or a smaller model.base"

@@ -11,6 +11,7 @@ Every rollout is trained on, so trained tokens are the generated rows at prompt 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from populora.platform import plan
@@ -50,6 +51,17 @@ def workload(cfg: TrainConfig, gpus: int = 1) -> plan.Workload:
     )
 
 
+def member_flops(arch: plan.Architecture, cfg: TrainConfig, work: plan.Workload) -> list[dict]:
+    """FLOPs of one step per member, in creation order (teachers, then students; the Trainer's order): a teacher
+    generates and trains its proposals, a student its share of the answers."""
+    one = lambda propose, solve: plan.step_flops(arch, dataclasses.replace(work, propose_rows=propose, solve_rows=solve))
+    pc = cfg.population
+    if pc.single_agent:
+        return [one(work.propose_rows, work.solve_rows)]
+    return ([one(work.propose_rows / pc.teachers, 0)] * pc.teachers
+            + [one(0, work.solve_rows / pc.students)] * pc.students)
+
+
 def make_plan(cfg: TrainConfig, gpu: str = "h100-80gb", gpus: int = 1, arch_config: str | None = None) -> dict:
     """The whole plan as one JSON-able dict (the keys ``populora plan --json`` promises)."""
     if gpu not in plan.GPUS:
@@ -59,7 +71,8 @@ def make_plan(cfg: TrainConfig, gpu: str = "h100-80gb", gpus: int = 1, arch_conf
     g, work = plan.GPUS[gpu], workload(cfg, gpus)
     memory = plan.memory_gb(arch, work, mc.dtype, mc.target_modules, mc.lora_rank, g)
     flops = plan.step_flops(arch, work)
-    times = plan.step_time_s(flops, work, mc.dtype, g, gpus)
+    speedup = plan.placement_speedup(member_flops(arch, cfg, work), gpus)
+    times = plan.step_time_s(flops, work, mc.dtype, g, speedup)
     fits, advice = plan.verdict(memory, g, arch, work, mc.dtype, mc.target_modules)
     rows = {"propose": (work.propose_rows, work.propose_prompt, work.propose_new),
             "solve": (work.solve_rows, work.solve_prompt, work.solve_new)}
@@ -76,7 +89,7 @@ def make_plan(cfg: TrainConfig, gpu: str = "h100-80gb", gpus: int = 1, arch_conf
         "per_adapter": {"generated_tokens": sum(generated.values()) / n, "propose_tokens": generated["propose"] / n,
                         "solve_tokens": generated["solve"] / n, "trained_tokens": trained / n,
                         "tflops": (flops["generate"] + flops["train"]) / n / 1e12},
-        "step_time_s": times["total"], "step_time_split_s": times,
+        "step_time_s": times["total"], "step_time_split_s": times, "gpu_speedup": speedup,
         "utilisation": {k: v for k, v in plan.MFU.items()},
     }
 
@@ -96,4 +109,8 @@ def render(p: dict) -> str:
               f"step time: ~{p['step_time_s']:.0f} s (generate {p['step_time_split_s']['generate']:.0f} s, "
               f"train {p['step_time_split_s']['train']:.0f} s; utilisation {p['utilisation']})",
               ("FITS: " if p["fits"] else "DOES NOT FIT: ") + p["advice"]]
+    if p["gpus"] > 1:
+        sp = p["gpu_speedup"]
+        lines.insert(-1, f"{p['gpus']} GPUs, members placed as Ray places them: {sp['generate']:.2f}x generate, "
+                         f"{sp['train']:.2f}x train (a member never spans GPUs)")
     return "\n".join(lines)
