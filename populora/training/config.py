@@ -158,6 +158,11 @@ class TrainConfig(Section):
             self.tasks.format = "direct"  # the 135M embedded model cannot follow the azr layout; named as a reduction
         if not self.tasks.kinds:
             raise ValueError("tasks.kinds is empty; list at least one of code_o, code_i, code_f")
+        if self.ray.address:
+            from populora.platform.backends.ray import check_ray
+
+            m = self.model
+            check_ray(m.generation, m.backend, m.device, self.ray.gpus_per_worker)
         return self
 
 

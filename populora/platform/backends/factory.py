@@ -49,8 +49,8 @@ def make_backend(config: BackendConfig) -> Backend:
     if config.ray is not None:
         from populora.platform.backends.ray import RayBackend, check_ray, init_ray
 
-        check_ray(config)
         rs = config.ray
+        check_ray(config.generation, config.kind, config.device, rs.gpus_per_worker)
         tok = load_tokenizer(cached_source(source, need_weights=False))
         model = {k: v for k, v in asdict(config).items()
                  if k in ("base", "gguf_file", "dtype", "device", "tiny_random", "activation_checkpointing")}

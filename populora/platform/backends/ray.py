@@ -24,24 +24,27 @@ class RayError(RuntimeError):
     pass
 
 
-def check_ray(config) -> None:
-    """Refuse, naming the field, what model workers would silently ignore or get wrong (``config``: a
-    ``BackendConfig`` with ``ray`` set). Workers run batched multi-LoRA with torch generation, each on the GPU(s)
+class RaySettingError(RayError, ValueError):
+    """A setting Ray's model workers cannot honour (a ValueError, so config validation reports it per field)."""
+
+
+def check_ray(generation: str, kind: str, device: str, gpus_per_worker: float) -> None:
+    """Refuse, naming the field, what model workers would silently ignore or get wrong (the factory and the
+    training config's validation both ask here). Workers run batched multi-LoRA with torch generation, each on the GPU(s)
     Ray reserves for it: Ray 2.60 leaves CUDA_VISIBLE_DEVICES alone for an actor that reserves no GPU
     (ray/_private/accelerators/accelerator.py:4-13, _private/utils.py:285, ray issue 54868), so with
     ``gpus_per_worker=0`` every worker would see every GPU and load its 15 GB base onto cuda:0."""
-    if config.generation != "torch":
-        raise RayError(f"model.generation={config.generation} is not supported with ray.address: model workers "
+    if generation != "torch":
+        raise RaySettingError(f"model.generation={generation} is not supported with ray.address: model workers "
                        "generate with torch (multi-LoRA); set model.generation=torch, or drop ray.address to use vLLM")
-    if config.kind != "multilora":
-        raise RayError(f"model.backend={config.kind} is not supported with ray.address: model workers run batched "
+    if kind != "multilora":
+        raise RaySettingError(f"model.backend={kind} is not supported with ray.address: model workers run batched "
                        "multi-LoRA; set model.backend=multilora, or drop ray.address")
-    device, gpus = config.device, config.ray.gpus_per_worker
-    if device.startswith("cuda") and gpus <= 0:
-        raise RayError(f"model.device={device} with ray.gpus_per_worker=0: every model worker would load onto the "
+    if device.startswith("cuda") and gpus_per_worker <= 0:
+        raise RaySettingError(f"model.device={device} with ray.gpus_per_worker=0: every model worker would load onto the "
                        "same GPU (Ray hides no GPU from an actor that reserves none); set ray.gpus_per_worker=1")
     if device.startswith("cuda:") and device != "cuda:0":
-        raise RayError(f"model.device={device} with ray.address: each worker sees only the GPU Ray gave it (as "
+        raise RaySettingError(f"model.device={device} with ray.address: each worker sees only the GPU Ray gave it (as "
                        "cuda:0); set model.device=cuda")
 
 
