@@ -84,6 +84,15 @@ class _ModelWorker:
             enable(base)
         self.backend = MultiLoraBackend(base, tok, spec, slots)
 
+    def where(self) -> dict:
+        """Which GPU(s) Ray gave this worker and where its model is (scripts/gpu-smoke.sh check d)."""
+        import os
+
+        import ray
+
+        return {"gpu_ids": [str(g) for g in ray.get_gpu_ids()], "device": str(self.backend.device),
+                "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
+
     def call(self, method: str, *args, **kwargs):
         # results leave the worker on the CPU: Ray pickles a CUDA tensor as CUDA storage, which lands on the
         # driver's cuda:0 (a CUDA context beside worker 0's) or fails to load on a head without a GPU
