@@ -18,6 +18,7 @@ GB = 1e9
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 LORA_BYTES = 4          # LoRA weights, their gradients and both AdamW moments are fp32 on every backend
 GEN_BATCH = 16          # rows per torch generate() call (PeftBackend.generate's batch_size)
+LOGIT_CHUNK = 256       # completion positions per LM-head chunk (populora.platform.backends.logprobs.CHUNK)
 USABLE = 0.92           # of a GPU's memory: the rest goes to the CUDA context and allocator fragmentation
 # Stated utilisation (achieved / peak FLOPs): training forward+backward at the usual LLM fine-tuning MFU;
 # generation is memory-bound decoding, far lower with HF generate than with vLLM's continuous batching.
@@ -98,9 +99,11 @@ class Architecture:
         return (10 * h + 4 * i) * dtype_bytes + lora_inputs
 
     def logit_bytes_per_token(self, dtype_bytes: int) -> float:
-        """The logits of one completion token: base dtype, their fp32 cast and the fp32 log-softmax (the backends
-        apply the LM head to completion positions only)."""
-        return self.vocab_size * (dtype_bytes + 8)
+        """The vocabulary-wide tensors of one completion position while its chunk of the LM head is live: logits
+        and their gradient in the base dtype; fp32 cast, log-softmax and exp (entropy) and two fp32 gradients in
+        the backward. The backends run the head on completion positions only, ``LOGIT_CHUNK`` at a time
+        (backends/logprobs.py), so this is paid for one chunk, not the whole completion."""
+        return self.vocab_size * (2 * dtype_bytes + 20)
 
     def train_bytes(self, dtype_bytes: int, targets: list[str], seq: int, completion: int, checkpointing: bool) -> float:
         """Activations of one trained sequence of ``seq`` tokens, ``completion`` of them generated. Without
@@ -108,7 +111,7 @@ class Architecture:
         keeps only its input and one layer's activations are rebuilt at a time in the backward pass."""
         layer = self.layer_bytes_per_token(dtype_bytes, targets)
         body = (self.num_hidden_layers * self.hidden_size * dtype_bytes + layer) if checkpointing else self.num_hidden_layers * layer
-        return seq * body + completion * self.logit_bytes_per_token(dtype_bytes)
+        return seq * body + min(completion, LOGIT_CHUNK) * self.logit_bytes_per_token(dtype_bytes)
 
     def kv_bytes_per_token(self, dtype_bytes: int) -> int:
         return 2 * self.num_hidden_layers * self.kv_dim * dtype_bytes
@@ -175,7 +178,7 @@ class Workload:
     solve_new: int
     micro_batch: int
     max_seq_len: int
-    kl_forward: bool             # the extra base forward for KL (optim.log_kl or kl_coef > 0)
+    kl_forward: float            # share of steps with the extra base forward for KL (kl_coef > 0: 1; log_kl: 1/kl_every)
     vllm: bool
     vllm_fraction: float
     checkpointing: bool = False  # model.activation_checkpointing
@@ -221,7 +224,7 @@ def step_flops(arch: Architecture, work: Workload) -> dict:
     for rows, prompt, new in ((work.propose_rows, work.propose_prompt, work.propose_new),
                               (work.solve_rows, work.solve_prompt, work.solve_new)):
         gen += rows * (2 * n * (prompt + new) + new * arch.attention_flops(prompt + new / 2))
-    per_token = (4 + (2 if work.kl_forward else 0) + (2 if work.checkpointing else 0)) * n
+    per_token = (4 + 2 * work.kl_forward + (2 if work.checkpointing else 0)) * n
     train = sum(rows * work.trained_len(p, new) * (per_token + 1.5 * arch.attention_flops(work.trained_len(p, new) / 2))
                 for rows, p, new in ((work.propose_rows, work.propose_prompt, work.propose_new),
                                      (work.solve_rows, work.solve_prompt, work.solve_new)))

@@ -96,7 +96,9 @@ class OptimConfig(Section):
     kl_coef: float = Field(0.0, ge=0, description="KL(adapter || base) penalty coefficient (AZR: 0, use_kl_loss false); KL is logged either way")
     advantage_scope: Literal["population", "member"] = Field("population", description="Whiten advantages per (role, kind) over the whole population or per member")
     micro_batch: int = Field(4, ge=1, le=1024, description="Sequences per forward/backward (gradients accumulate within a mini-batch)")
-    log_kl: bool = Field(True, description="Compute KL(adapter || base) on the rollouts each step (one extra forward)")
+    log_kl: bool = Field(True, description="Compute KL(adapter || base) on the rollouts for logging (one extra base forward per micro-batch)")
+    kl_every: int = Field(1, ge=1, le=10_000, description="Log the KL every N steps only (its base forward is ~1/3 of a step's training compute); "
+                          "kl_coef > 0 computes it every step regardless")
     max_seq_len: int = Field(1024, ge=64, le=131072, description="Longest prompt+response used in the update (longer are truncated from the left); "
                              "with model.generation=vllm also vLLM's max_model_len (a longer prompt gets an empty completion)")
 

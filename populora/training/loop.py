@@ -69,7 +69,7 @@ class Trainer:
             rates = assign_rewards(tasks, proposals, answers, cfg)
             games = update_ratings(tasks, answers, self.population, pairs, cfg.matchmaking.rate_unsolved,
                                    cfg.matchmaking.rate_invalid)
-            train_stats = update(self.backend, proposals + answers, cfg)
+            train_stats = update(self.backend, proposals + answers, cfg, s)
 
         replaced = []
         if cfg.evolution.every and s % cfg.evolution.every == 0:

@@ -37,16 +37,16 @@ def workload(cfg: TrainConfig, gpus: int = 1) -> plan.Workload:
     mc, tc, oc = cfg.model, cfg.tasks, cfg.optim
     c = counts(cfg)
     n = c["adapters"]
-    # multilora allocates n + 1 slots (slot 0 is the bare base); the first evolution adds a child before the
-    # dead member leaves, so the slots double once
-    evolves = cfg.evolution.every > 0 and cfg.evolution.replace_fraction > 0 and not cfg.population.single_agent
-    slots = (2 * (n + 1) if evolves else n + 1) if mc.backend == "multilora" else n + (1 if evolves else 0)
+    # multilora allocates n + 1 slots (slot 0 is the bare base); evolution removes the dead member before adding
+    # its child, which takes the freed slot, so the slots never grow (PEFT: one adapter each, n at any time)
+    slots = n + 1 if mc.backend == "multilora" else n
     return plan.Workload(
         adapters=n, lora_slots=slots, adapters_per_gpu=math.ceil(n / gpus),
         propose_rows=c["propose_rows"], solve_rows=c["solve_rows"],
         propose_prompt=PROPOSE_BASE + PER_REFERENCE * tc.references, solve_prompt=SOLVE_PROMPT,
         propose_new=tc.max_new_tokens_propose, solve_new=tc.max_new_tokens_solve,
-        micro_batch=oc.micro_batch, max_seq_len=oc.max_seq_len, kl_forward=oc.log_kl or oc.kl_coef > 0,
+        micro_batch=oc.micro_batch, max_seq_len=oc.max_seq_len,
+        kl_forward=1.0 if oc.kl_coef > 0 else (1.0 / oc.kl_every if oc.log_kl else 0.0),
         vllm=mc.generation == "vllm", vllm_fraction=mc.vllm_gpu_memory, checkpointing=mc.activation_checkpointing,
     )
 
