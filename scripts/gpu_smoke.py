@@ -125,6 +125,13 @@ def check_step(model: str, quick: bool, out_dir: str) -> bool:
         overrides.append("tasks.tasks_per_teacher=4")
     cfg = load_config(ROOT / "configs" / "paper-4t4s.yaml", overrides)
     plan = make_plan(cfg, "h100-80gb")["memory_gb"]
+    # the plan bounds activations at optim.max_seq_len (6144); this step's sequences are at most a propose
+    # prompt + its budget, so the like-for-like figure is the plan at that length
+    from populora.training import workload
+
+    longest = workload.PROPOSE_BASE + workload.PER_REFERENCE * cfg.tasks.references + cfg.tasks.max_new_tokens_propose
+    at_step = make_plan(load_config(ROOT / "configs" / "paper-4t4s.yaml", overrides + [f"optim.max_seq_len={longest}"]),
+                        "h100-80gb")["memory_gb"]
     with PeakMemory() as device:
         trainer = Trainer.create(cfg)
         torch.cuda.reset_peak_memory_stats()
@@ -133,10 +140,12 @@ def check_step(model: str, quick: bool, out_dir: str) -> bool:
         step_s = time.perf_counter() - t_step
     torch_peak = torch.cuda.max_memory_allocated() / 1e9
     train_plan = plan["base_weights"] + plan["adapters"] + plan["optimizer"] + plan["activations"]
+    train_at_step = at_step["base_weights"] + at_step["adapters"] + at_step["optimizer"] + at_step["activations"]
     trainer.finish()
     return emit("c", t0, "pass", "", step_seconds=round(step_s, 1), quick=quick,
                 torch_peak_gb=round(torch_peak, 2), plan_training_gb=round(train_plan, 2),
-                torch_peak_vs_plan=round(torch_peak / train_plan, 3),
+                plan_training_gb_at_step_len=round(train_at_step, 2), step_len=longest,
+                torch_peak_vs_plan_at_step_len=round(torch_peak / train_at_step, 3),
                 device_peak_gb=round(device.peak / 1e9, 2), plan_total_gb=round(plan["total"], 2),
                 tasks=len(record.get("tasks", [])))
 
