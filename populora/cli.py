@@ -277,7 +277,7 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--config", help="YAML preset, e.g. configs/paper-4t4s.yaml")
     pl.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config value")
     pl.add_argument("--gpu", default="h100-80gb", choices=["h100-80gb", "a100-80gb", "a100-40gb", "l40s-48gb", "rtx4090-24gb"])
-    pl.add_argument("--gpus", type=int, default=1, help="GPUs (Ray model workers), each holding the base and its share of adapters")
+    pl.add_argument("--gpus", type=int, default=1, help="GPUs (Ray model workers), each holding the base and its share of adapters; the step time follows where Ray places the members (a member never spans GPUs)")
     pl.add_argument("--arch-config", metavar="CONFIG_JSON", help="the base's config.json when it is not local, cached or in the shipped table")
     pl.add_argument("--json", action="store_true", help="last line: the plan as one JSON object")
     pl.set_defaults(func=_plan)

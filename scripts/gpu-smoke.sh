@@ -1,53 +1,83 @@
 #!/usr/bin/env bash
-# The first thing to run on a GPU machine: does PopuLoRA work here? A few minutes, one pass/fail table.
-#   1. CUDA and the device (torch's view)           4. the vLLM backend, if vLLM is installed
-#   2. tests/platform/test_devices.py on the real GPU        5. a 5-problem HumanEval+ evaluation of the base
-#   3. a 2-step population in bf16, multilora
-# Usage: scripts/gpu-smoke.sh [MODEL]   (MODEL: model.base, default: embedded; e.g. Qwen/Qwen2.5-0.5B-Instruct)
-# Env: PYTHON (default: .venv/bin/python, else python3), SMOKE_DIR (default: a temp dir; kept on failure).
+# The GPU acceptance test: does the paper-scale path work on this box? Prints one JSON line of results and exits
+# non-zero if any check fails. Run it in the GPU image (docker/Dockerfile.gpu) or a venv with ".[ray,vllm,test]".
+usage() {
+  cat <<'EOF'
+Usage: scripts/gpu-smoke.sh [--model MODEL] [--checks abcde] [--quick] [--help]
+
+Checks (each a pass / fail / skip with seconds and figures in the JSON line):
+  (a) distinct rollouts: 4 identical prompts at temperature 1 through VllmBackend.generate give >= 2 distinct
+      completions (per-row vLLM seeds)
+  (b) log-prob agreement: the trainer's log-probs of vLLM's own samples under a non-zero adapter match vLLM's
+      (mean |diff| < 0.05): catches stale or mis-scaled adapters in vLLM
+  (c) one step of configs/paper-4t4s.yaml on the real base (or --model), seeding cut to 16 tasks per kind;
+      prints peak GPU memory (torch's and the whole device's) against `populora plan`
+  (d) a Ray run with 2 model workers x 1 GPU each, when 2 GPUs are visible (else skip): distinct GPUs per
+      worker, results back on the CPU
+  (e) the device tests (tests/platform/test_devices.py, bf16 included) on the real GPU
+
+Options:
+  --model MODEL   model.base for (a)-(d) (default Qwen/Qwen2.5-7B, the paper presets' base; (d) uses it too)
+  --checks LIST   run only these checks, e.g. --checks ae (default abcde)
+  --quick         (c) with 4 tasks per teacher instead of 32 (same memory peak, ~1/8 of the step)
+Env: PYTHON (default .venv/bin/python, else python3), SMOKE_DIR (logs and run dirs; default a temp dir, kept).
+Needs: NVIDIA driver >= 580 (torch 2.14's CUDA 13 wheels), vLLM installed, HF access or HF_HOME holding MODEL.
+EOF
+}
+
 set -uo pipefail
 cd "$(dirname "$0")/.."
+MODEL=Qwen/Qwen2.5-7B CHECKS=abcde QUICK=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -h|--help) usage; exit 0 ;;
+    --model) MODEL=$2; shift 2 ;;
+    --checks) CHECKS=$2; shift 2 ;;
+    --quick) QUICK=(--quick); shift ;;
+    *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
 PY=${PYTHON:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python3 )}
-MODEL=${1:-embedded}
 DIR=${SMOKE_DIR:-$(mktemp -d -t populora-gpu-smoke.XXXX)}
-export MLFLOW_TRACKING_URI="sqlite:///$DIR/mlflow.db" POPULORA_TEST_DEVICE=cuda
-RESULTS=()
-FAILED=0
+mkdir -p "$DIR"
+export MLFLOW_TRACKING_URI="sqlite:///$DIR/mlflow.db"
+: > "$DIR/results.jsonl"
 
-check() {  # check NAME COMMAND...: run it, log to $DIR/NAME.log, record pass/fail/skip and seconds
-  local name=$1; shift
-  local t0=$SECONDS status
-  if "$@" >"$DIR/$name.log" 2>&1; then status=pass; else status=FAIL; FAILED=1; fi
-  RESULTS+=("$(printf '%-22s %-5s %6ss   %s' "$name" "$status" "$((SECONDS - t0))" "$DIR/$name.log")")
+run() {  # run LOG COMMAND...: the command's JSON result lines go to results.jsonl, everything to LOG
+  local log=$1; shift
+  "$@" >"$DIR/$log.log" 2>&1
+  grep '^{"check"' "$DIR/$log.log" >> "$DIR/results.jsonl"
 }
-skip() { RESULTS+=("$(printf '%-22s %-5s %6s    %s' "$1" skip - "$2")"); }
+wants() { case "$CHECKS" in *"$1"*) return 0 ;; *) return 1 ;; esac; }
 
-check cuda "$PY" -c "
-import torch
-assert torch.cuda.is_available(), 'torch sees no CUDA device (CPU build of torch? driver?)'
-p = torch.cuda.get_device_properties(0)
-print(f'torch {torch.__version__}, CUDA {torch.version.cuda}, {torch.cuda.device_count()} GPU(s): {p.name}, '
-      f'{p.total_memory / 2**30:.0f} GiB, bf16: {torch.cuda.is_bf16_supported()}')"
-cat "$DIR/cuda.log"
-
-check device-tests "$PY" -m pytest -q tests/platform/test_devices.py -p no:cacheprovider --timeout=900
-
-COMMON=(--set "model.base=$MODEL" --set model.dtype=bfloat16 --set model.device=cuda --set steps=2
-        --set population.teachers=2 --set population.students=2 --set evolution.every=2
-        --set output_dir="$DIR/runs" --quiet)
-check train-bf16-multilora "$PY" -m populora.cli train --config configs/smoke.yaml --set model.backend=multilora "${COMMON[@]}"
-
-if "$PY" -c "import vllm" 2>/dev/null; then
-  check train-vllm "$PY" -m populora.cli train --config configs/smoke.yaml --set model.generation=vllm "${COMMON[@]}"
-else
-  skip train-vllm "vLLM not installed (pip install 'populora[vllm]')"
+if wants a || wants b; then run vllm "$PY" scripts/gpu_smoke.py vllm --model "$MODEL" --out "$DIR/runs"; fi
+if wants c; then run step "$PY" scripts/gpu_smoke.py step --model "$MODEL" --out "$DIR/runs" "${QUICK[@]}"; fi
+if wants d; then run ray "$PY" scripts/gpu_smoke.py ray --model "$MODEL" --out "$DIR/runs"; fi
+if wants e; then
+  t0=$SECONDS
+  if ! "$PY" -c "import torch, sys; sys.exit(not torch.cuda.is_available())" 2>/dev/null; then
+    status=fail reason="torch sees no CUDA GPU: the device tests would only run on the meta device"
+  elif POPULORA_TEST_DEVICE=cuda "$PY" -m pytest -q tests/platform/test_devices.py -p no:cacheprovider --timeout=900 \
+       >"$DIR/device-tests.log" 2>&1; then status=pass reason=""; else status=fail reason="see $DIR/device-tests.log"; fi
+  printf '{"check": "e", "status": "%s", "seconds": %d, "reason": "%s"}\n' "$status" "$((SECONDS - t0))" "$reason" \
+    >> "$DIR/results.jsonl"
 fi
 
-check eval-5-problems "$PY" -m populora.cli eval --base-only --model "$MODEL" --device cuda \
-  --benchmarks humaneval_plus --limit 5 --out "$DIR/eval"
-
-echo
-printf '%-22s %-5s %7s   %s\n' check result time log
-printf '%s\n' "${RESULTS[@]}"
-[ "$FAILED" = 0 ] && echo "all checks passed" || echo "some checks FAILED: read their logs above (kept in $DIR)"
-exit "$FAILED"
+# one JSON line: {"passed": bool, "model": ..., "dir": ..., "checks": {"a": {...}, ...}}; a check that printed
+# nothing (a crash before its first line) counts as failed
+"$PY" - "$DIR" "$MODEL" "$CHECKS" <<'EOF'
+import json, sys
+from pathlib import Path
+out, model, wanted = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+checks = {}
+for line in (out / "results.jsonl").read_text().splitlines():
+    r = json.loads(line)
+    name = r.pop("check")
+    if name in wanted:  # (a) and (b) share one engine: --checks a still runs b
+        checks[name] = r
+for name in wanted:
+    checks.setdefault(name, {"status": "fail", "reason": f"no result: read {out}/*.log"})
+passed = all(c["status"] != "fail" for c in checks.values())
+print(json.dumps({"passed": passed, "model": model, "dir": str(out), "checks": dict(sorted(checks.items()))}))
+sys.exit(0 if passed else 1)
+EOF

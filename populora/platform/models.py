@@ -182,7 +182,8 @@ def load_base(source: ModelSource, dtype: str = "float32", device: str = "auto",
                 torch.manual_seed(0)
                 model = AutoModelForCausalLM.from_config(tiny_config(config), dtype=torch_dtype)
         else:
-            model = AutoModelForCausalLM.from_pretrained(use.path_or_id, gguf_file=use.gguf_file, dtype=torch_dtype)
+            model = AutoModelForCausalLM.from_pretrained(use.path_or_id, gguf_file=use.gguf_file, dtype=torch_dtype,
+                                                         **weights_placement(pick_device(device)))
     except (OSError, ValueError) as err:
         raise ModelError(f"cannot load the base model from {source.label!r}: {err}") from err
     if use is source and not tiny_random:
@@ -194,6 +195,16 @@ def load_base(source: ModelSource, dtype: str = "float32", device: str = "auto",
     if model.generation_config is not None:
         model.generation_config.pad_token_id = tok.pad_token_id
     return model, tok
+
+
+def weights_placement(device: torch.device) -> dict:
+    """from_pretrained's placement: on a GPU, ``device_map`` puts each weight there as it is read, so a 7B model
+    never passes whole through host RAM (8 Ray workers on one node would need ~120 GB of it at once).
+
+    >>> weights_placement(torch.device("cuda", 1)), weights_placement(torch.device("cpu"))
+    ({'device_map': {'': 'cuda:1'}}, {})
+    """
+    return {"device_map": {"": str(device)}} if device.type == "cuda" else {}
 
 
 def tiny_config(config):

@@ -18,6 +18,7 @@ GB = 1e9
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 LORA_BYTES = 4          # LoRA weights, their gradients and both AdamW moments are fp32 on every backend
 GEN_BATCH = 16          # rows per torch generate() call (PeftBackend.generate's batch_size)
+LOGIT_CHUNK = 256       # completion positions per LM-head chunk (populora.platform.backends.logprobs.CHUNK)
 USABLE = 0.92           # of a GPU's memory: the rest goes to the CUDA context and allocator fragmentation
 # Stated utilisation (achieved / peak FLOPs): training forward+backward at the usual LLM fine-tuning MFU;
 # generation is memory-bound decoding, far lower with HF generate than with vLLM's continuous batching.
@@ -98,9 +99,11 @@ class Architecture:
         return (10 * h + 4 * i) * dtype_bytes + lora_inputs
 
     def logit_bytes_per_token(self, dtype_bytes: int) -> float:
-        """The logits of one completion token: base dtype, their fp32 cast and the fp32 log-softmax (the backends
-        apply the LM head to completion positions only)."""
-        return self.vocab_size * (dtype_bytes + 8)
+        """The vocabulary-wide tensors of one completion position while its chunk of the LM head is live: logits
+        and their gradient in the base dtype; fp32 cast, log-softmax and exp (entropy) and two fp32 gradients in
+        the backward. The backends run the head on completion positions only, ``LOGIT_CHUNK`` at a time
+        (backends/logprobs.py), so this is paid for one chunk, not the whole completion."""
+        return self.vocab_size * (2 * dtype_bytes + 20)
 
     def train_bytes(self, dtype_bytes: int, targets: list[str], seq: int, completion: int, checkpointing: bool) -> float:
         """Activations of one trained sequence of ``seq`` tokens, ``completion`` of them generated. Without
@@ -108,7 +111,7 @@ class Architecture:
         keeps only its input and one layer's activations are rebuilt at a time in the backward pass."""
         layer = self.layer_bytes_per_token(dtype_bytes, targets)
         body = (self.num_hidden_layers * self.hidden_size * dtype_bytes + layer) if checkpointing else self.num_hidden_layers * layer
-        return seq * body + completion * self.logit_bytes_per_token(dtype_bytes)
+        return seq * body + min(completion, LOGIT_CHUNK) * self.logit_bytes_per_token(dtype_bytes)
 
     def kv_bytes_per_token(self, dtype_bytes: int) -> int:
         return 2 * self.num_hidden_layers * self.kv_dim * dtype_bytes
@@ -175,7 +178,7 @@ class Workload:
     solve_new: int
     micro_batch: int
     max_seq_len: int
-    kl_forward: bool             # the extra base forward for KL (optim.log_kl or kl_coef > 0)
+    kl_forward: float            # share of steps with the extra base forward for KL (kl_coef > 0: 1; log_kl: 1/kl_every)
     vllm: bool
     vllm_fraction: float
     checkpointing: bool = False  # model.activation_checkpointing
@@ -191,7 +194,9 @@ class Workload:
 
 def memory_gb(arch: Architecture, work: Workload, dtype: str, targets: list[str], rank: int, gpu: Gpu) -> dict:
     """Peak memory per GPU. Generation and the update run one after the other, so the peak holds the larger of
-    their working sets; vLLM pre-allocates its fraction of the GPU (its own copy of the base included)."""
+    their working sets: torch generation's KV cache, vLLM's pre-allocated fraction of the GPU (its own copy of the
+    base included; it sleeps, weights in CPU RAM, while torch trains: backends/vllm.py), or the update's
+    activations. The trainer's base, adapters and optimizer stay on the GPU throughout."""
     b = DTYPE_BYTES[dtype]
     lora = arch.lora_params(rank, targets) * LORA_BYTES
     slots_per_gpu = math.ceil(work.lora_slots * work.adapters_per_gpu / max(work.adapters, 1))
@@ -206,7 +211,7 @@ def memory_gb(arch: Architecture, work: Workload, dtype: str, targets: list[str]
         "vllm": work.vllm_fraction * gpu.memory_gib * 2**30 / GB if work.vllm else 0.0,
     }
     out["total"] = (out["base_weights"] + out["adapters"] + out["optimizer"]
-                    + max(out["activations"], out["generation_kv"]) + out["vllm"])
+                    + max(out["activations"], out["generation_kv"], out["vllm"]))
     return out
 
 
@@ -219,18 +224,44 @@ def step_flops(arch: Architecture, work: Workload) -> dict:
     for rows, prompt, new in ((work.propose_rows, work.propose_prompt, work.propose_new),
                               (work.solve_rows, work.solve_prompt, work.solve_new)):
         gen += rows * (2 * n * (prompt + new) + new * arch.attention_flops(prompt + new / 2))
-    per_token = (4 + (2 if work.kl_forward else 0) + (2 if work.checkpointing else 0)) * n
+    per_token = (4 + 2 * work.kl_forward + (2 if work.checkpointing else 0)) * n
     train = sum(rows * work.trained_len(p, new) * (per_token + 1.5 * arch.attention_flops(work.trained_len(p, new) / 2))
                 for rows, p, new in ((work.propose_rows, work.propose_prompt, work.propose_new),
                                      (work.solve_rows, work.solve_prompt, work.solve_new)))
     return {"generate": gen, "train": train}
 
 
-def step_time_s(flops: dict, work: Workload, dtype: str, gpu: Gpu, gpus: int) -> dict:
-    peak = (gpu.tflops_fp32 if dtype == "float32" else gpu.tflops_bf16) * 1e12 * gpus
+def step_time_s(flops: dict, work: Workload, dtype: str, gpu: Gpu, speedup: dict | None = None) -> dict:
+    """Seconds per step at the stated utilisation; ``speedup`` {generate, train}: how much faster the busiest of
+    several GPUs finishes than one GPU would (``placement_speedup``; 1 on one GPU)."""
+    speedup = speedup or {"generate": 1.0, "train": 1.0}
+    peak = (gpu.tflops_fp32 if dtype == "float32" else gpu.tflops_bf16) * 1e12
     gen_mfu = MFU["generate_vllm" if work.vllm else "generate_torch"]
-    out = {"generate": flops["generate"] / (peak * gen_mfu), "train": flops["train"] / (peak * MFU["train"])}
+    out = {"generate": flops["generate"] / (peak * gen_mfu * speedup["generate"]),
+           "train": flops["train"] / (peak * MFU["train"] * speedup["train"])}
     out["total"] = out["generate"] + out["train"]
+    return out
+
+
+def placement_speedup(member_flops: list[dict], gpus: int) -> dict:
+    """{generate, train}: total work over the busiest GPU's, with members placed as ``RayBackend.add_adapter``
+    places them (in creation order, each on the worker holding the fewest). A member never spans GPUs, so N GPUs
+    give N x only when the members' work splits evenly: paper-4t4s on 8 GPUs, one member each, waits for the
+    busiest student (~4.5x), not 8x.
+
+    >>> placement_speedup([{"generate": 1, "train": 1}] * 4, 2)
+    {'generate': 2.0, 'train': 2.0}
+    >>> placement_speedup([{"generate": 1, "train": 1}, {"generate": 3, "train": 3}], 2)
+    {'generate': 1.3333333333333333, 'train': 1.3333333333333333}
+    """
+    load = [[] for _ in range(max(1, gpus))]
+    for m in member_flops:
+        min(load, key=len).append(m)
+    out = {}
+    for phase in ("generate", "train"):
+        total = sum(m[phase] for m in member_flops)
+        busiest = max(sum(m[phase] for m in worker) for worker in load)
+        out[phase] = total / busiest if busiest else 1.0
     return out
 
 
@@ -239,9 +270,9 @@ def verdict(memory: dict, gpu: Gpu, arch: Architecture, work: Workload, dtype: s
     usable = gpu.usable_gb
     if memory["total"] <= usable:
         return True, f"fits: {memory['total']:.1f} of {usable:.1f} usable GB per {gpu.name}"
-    fixed = memory["total"] - max(memory["activations"], memory["generation_kv"])
+    fixed = memory["total"] - max(memory["activations"], memory["generation_kv"], memory["vllm"])
     short = f"needs {memory['total']:.1f} GB per GPU, {gpu.name} has {usable:.1f} usable"
-    if fixed + memory["generation_kv"] > usable:
+    if fixed + max(memory["generation_kv"], memory["vllm"]) > usable:
         if work.vllm:
             return False, f"{short}: lower model.vllm_gpu_memory ({work.vllm_fraction}) or train on a larger GPU"
         return False, f"{short}: the weights alone do not fit; use a GPU with more memory or a smaller model.base"

@@ -23,7 +23,7 @@ class ModelConfig(ModelSource):
     lora_dropout: float = Field(0.0, ge=0, lt=1, description="LoRA dropout")
     target_modules: list[str] = Field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"], description="Linear modules that get LoRA")
     generation: Literal["torch", "vllm"] = Field("torch", description="torch: generate with the training backend; vllm: a vLLM engine with one LoRARequest per member (GPU, pip install 'populora[vllm]')")
-    vllm_gpu_memory: float = Field(0.45, gt=0, le=1, description="Fraction of GPU memory vLLM may take when it shares the GPU with training")
+    vllm_gpu_memory: float = Field(0.45, gt=0, le=1, description="Fraction of GPU memory vLLM may take while it generates (its base copy + KV cache); it sleeps (weights to CPU RAM) while torch trains")
     activation_checkpointing: bool = Field(False, description="Recompute each decoder layer's activations in the backward pass: activation memory of one layer instead of all (what lets the 7B paper presets fit one 80 GB GPU), for ~1/3 more training compute")
     backend: Literal["multilora", "peft"] = Field("multilora", description="multilora: our batched multi-LoRA (one forward/backward for the whole population); peft: PEFT, one adapter per training forward (the reference)")
 
@@ -96,8 +96,11 @@ class OptimConfig(Section):
     kl_coef: float = Field(0.0, ge=0, description="KL(adapter || base) penalty coefficient (AZR: 0, use_kl_loss false); KL is logged either way")
     advantage_scope: Literal["population", "member"] = Field("population", description="Whiten advantages per (role, kind) over the whole population or per member")
     micro_batch: int = Field(4, ge=1, le=1024, description="Sequences per forward/backward (gradients accumulate within a mini-batch)")
-    log_kl: bool = Field(True, description="Compute KL(adapter || base) on the rollouts each step (one extra forward)")
-    max_seq_len: int = Field(1024, ge=64, le=131072, description="Longest prompt+response used in the update (longer are truncated from the left)")
+    log_kl: bool = Field(True, description="Compute KL(adapter || base) on the rollouts for logging (one extra base forward per micro-batch)")
+    kl_every: int = Field(1, ge=1, le=10_000, description="Log the KL every N steps only (its base forward is ~1/3 of a step's training compute); "
+                          "kl_coef > 0 computes it every step regardless")
+    max_seq_len: int = Field(1024, ge=64, le=131072, description="Longest prompt+response used in the update (longer are truncated from the left); "
+                             "with model.generation=vllm also vLLM's max_model_len (a longer prompt gets an empty completion)")
 
 
 class EvolutionConfig(Section):
@@ -122,7 +125,7 @@ class RayConfig(Section):
                                    "(the UI's Launch page then submits the run to it as a Ray Job)")
     model_workers: int = Field(1, ge=1, le=1024, description="Model-worker actors (one per GPU), each holding the base and its members' adapters")
     sandbox_workers: int = Field(2, ge=1, le=1024, description="Sandbox actors the verifier requests are spread over")
-    gpus_per_worker: float = Field(0.0, ge=0, le=16, description="GPUs reserved per model worker (1 on a GPU cluster)")
+    gpus_per_worker: float = Field(0.0, ge=0, le=16, description="GPUs reserved per model worker: 1 on a GPU cluster (must be > 0 with model.device=cuda, or every worker loads onto the same GPU)")
     cpus_per_model_worker: float = Field(1.0, ge=0, le=1024, description="CPUs reserved per model worker")
     cpus_per_sandbox_worker: float = Field(0.5, ge=0, le=1024, description="CPUs reserved per sandbox actor (all actors must fit the cluster, or Ray waits)")
     num_cpus: int | None = Field(None, ge=1, le=4096, description="CPUs of a 'local' Ray instance (default: all)")
@@ -157,6 +160,11 @@ class TrainConfig(Section):
             self.tasks.format = "direct"  # the 135M embedded model cannot follow the azr layout; named as a reduction
         if not self.tasks.kinds:
             raise ValueError("tasks.kinds is empty; list at least one of code_o, code_i, code_f")
+        if self.ray.address:
+            from populora.platform.backends.ray import check_ray
+
+            m = self.model
+            check_ray(m.generation, m.backend, m.device, self.ray.gpus_per_worker)
         return self
 
 

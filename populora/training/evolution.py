@@ -28,10 +28,14 @@ def evolve(population: Population, backend, lineage: Lineage, cfg, step: int, rn
         ranked = sorted(members, key=lambda m: m.conservative(ec.conservative_k), reverse=True)
         elite, weakest = ranked[: len(ranked) - n], ranked[len(ranked) - n:]
         for dead in weakest:
-            child = _make_child(population, backend, lineage, elite, members, dead, ec, step, rng, torch_gen)
-            backend.init_optimizer(child.id, cfg.optim.lr, cfg.optim.weight_decay)
+            child, state = _make_child(population, backend, lineage, elite, members, dead, ec, step, rng, torch_gen)
+            # the dead member leaves before the child arrives: its slot is reused, so the batched multi-LoRA
+            # backend never grows its stacked adapters and AdamW moments (2x at the first evolution otherwise)
             dead.adapter_dir = str(backend.save_adapter(dead.id, archive / dead.id))
             backend.remove_adapter(dead.id)
+            backend.add_adapter(child.id)
+            backend.set_adapter_state(child.id, state)
+            backend.init_optimizer(child.id, cfg.optim.lr, cfg.optim.weight_decay)
             replaced.append((dead, child))
     return replaced
 
@@ -65,7 +69,8 @@ def crossover_weights(a: Member, b: Member, k: float) -> tuple[float, float]:
     return w, 1.0 - w
 
 
-def _make_child(population, backend, lineage, elite, members, dead, ec, step, rng, torch_gen) -> Member:
+def _make_child(population, backend, lineage, elite, members, dead, ec, step, rng, torch_gen):
+    """(child, its LoRA state): the child is in the population and lineage; its adapter is the caller's to add."""
     use_crossover = len(members) >= 2 and rng.random() < ec.crossover_prob
     parents = pick_parents(elite, members, use_crossover, rng)
     states = [backend.adapter_state(p.id) for p in parents]
@@ -85,9 +90,7 @@ def _make_child(population, backend, lineage, elite, members, dead, ec, step, rn
         generation=1 + max(p.generation for p in parents), parents=[p.id for p in parents],
         operator=operator, born_step=step, mu=mu, sigma=sigma,
     )
-    backend.add_adapter(child.id)
-    backend.set_adapter_state(child.id, state)
     dead.alive = False
     population.add(child)
     lineage.record(LineageEvent(child.id, child.parents, operator, step, child.generation, child.role, dead.id, details))
-    return child
+    return child, state

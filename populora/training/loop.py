@@ -69,7 +69,7 @@ class Trainer:
             rates = assign_rewards(tasks, proposals, answers, cfg)
             games = update_ratings(tasks, answers, self.population, pairs, cfg.matchmaking.rate_unsolved,
                                    cfg.matchmaking.rate_invalid)
-            train_stats = update(self.backend, proposals + answers, cfg)
+            train_stats = update(self.backend, proposals + answers, cfg, s)
 
         replaced = []
         if cfg.evolution.every and s % cfg.evolution.every == 0:
@@ -241,6 +241,7 @@ def backend_config(cfg: TrainConfig, run_dir: Path | None = None) -> BackendConf
         lora=LoraSpec(mc.lora_rank, mc.lora_alpha, mc.lora_dropout, tuple(mc.target_modules)), kind=mc.backend,
         generation=mc.generation, slots=1 if pc.single_agent else pc.teachers + pc.students,
         vllm_gpu_memory=mc.vllm_gpu_memory, vllm_sync_dir=str(Path(run_dir or cfg.output_dir) / ".vllm-adapters"), ray=ray,
+        max_model_len=cfg.optim.max_seq_len,
         activation_checkpointing=mc.activation_checkpointing)
 
 

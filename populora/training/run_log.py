@@ -9,6 +9,7 @@ exactly once.
 from __future__ import annotations
 
 import logging
+import os
 from collections import defaultdict
 from pathlib import Path
 
@@ -149,6 +150,7 @@ class RunLog:
         self.tracker, self.run_id, self.experiment = tracker or Tracker(), run_id, experiment
         self.member_runs: dict[str, str] = dict(member_runs or {})  # member id -> child run id (checkpointed)
         self.new = new  # a run this process created: every child run it has is in member_runs
+        self.system_metrics = None  # MLflow's SystemMetricsMonitor on the parent run, while it runs
 
     # ------------------------------------------------------------------ the run
     @classmethod
@@ -159,7 +161,32 @@ class RunLog:
         tags = {rl.KIND: kind, rl.STATUS: rl.RUNNING, **rl.job_link_tags()}
         if cfg.sandbox.allow_unconfined:
             tags[rl.SANDBOX_UNCONFINED] = "true"
-        return cls(tracker.start_run(cfg.experiment, cfg.name, tags=tags), cfg.experiment, tracker=tracker, new=True)
+        run = cls(tracker.start_run(cfg.experiment, cfg.name, tags=tags), cfg.experiment, tracker=tracker, new=True)
+        run.watch_system(resume=False)
+        return run
+
+    def watch_system(self, resume: bool) -> None:
+        """MLflow's own system metrics on the parent run (``system/cpu_utilization_percentage``,
+        ``system/gpu_0_utilization_percentage``, ``system/gpu_0_memory_usage_megabytes``, ...; GPUs through
+        nvidia-ml-py), so MLflow and the Runs page show whether the GPUs are busy. On by default where a CUDA GPU
+        is visible; ``POPULORA_SYSTEM_METRICS=1`` / ``0`` forces it on / off."""
+        wanted = os.environ.get("POPULORA_SYSTEM_METRICS")
+        if wanted is None:
+            import torch
+
+            on = torch.cuda.is_available()
+        else:
+            on = wanted.strip().lower() in ("1", "true", "yes", "on")
+        if not on or self.system_metrics is not None:
+            return
+        try:
+            from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
+
+            self.system_metrics = SystemMetricsMonitor(self.run_id, resume_logging=resume, tracking_uri=self.tracker.uri)
+            self.system_metrics.start()
+        except Exception as err:  # noqa: BLE001 - a missing psutil/pynvml must not stop training
+            log.warning("no system metrics for run %s: %s", self.run_id, err)
+            self.system_metrics = None
 
     def describe(self, cfg, run_dir: Path) -> None:
         """The run's config (all of it, as params and as the ``config.yaml`` artifact) and where its files are;
@@ -196,10 +223,14 @@ class RunLog:
             if member_id in self.member_runs:
                 self.tracker.reopen(self.member_runs[member_id])
         rl.record_job_run(self.run_id)
+        self.watch_system(resume=True)
 
     def end(self, status: str) -> None:
         """Tag the run ``status`` (finished | failed | stopped) and end it in MLflow, with every member run still
         open: a member's run ends with its parent (FINISHED / FAILED / KILLED), or earlier when it is replaced."""
+        if self.system_metrics is not None:  # its last samples go in before the run ends
+            self.system_metrics.finish()
+            self.system_metrics = None
         self.tracker.set_tags(self.run_id, {rl.STATUS: status})
         mlflow_status = rl.MLFLOW_STATUS[status]
         for child in self.tracker.children(self.run_id):

@@ -24,16 +24,18 @@ def assign_advantages(rollouts: list[Rollout], scope: str) -> None:
         r.advantage = float(a)
 
 
-def update(backend, rollouts: list[Rollout], cfg) -> dict[str, dict]:
+def update(backend, rollouts: list[Rollout], cfg, step: int = 0) -> dict[str, dict]:
     """``mini_batches`` clipped optimizer steps per member that has rollouts; returns per-member scalar stats
-    (loss, kl, entropy, clip_frac, ratio_dev, grad_norm, tokens, rollouts, mini_batches) for MLflow."""
+    (loss, kl, entropy, clip_frac, ratio_dev, grad_norm, tokens, rollouts, mini_batches) for MLflow. The KL is
+    logged on steps that are multiples of ``optim.kl_every`` (absent from the others' stats)."""
     oc = cfg.optim
+    log_kl = oc.log_kl and step % oc.kl_every == 0
     assign_advantages(rollouts, oc.advantage_scope)
     batches = defaultdict(list)
     for r in rollouts:
         if r.completion_ids:
             batches[r.member].append(TrainSample(r.prompt_ids, r.completion_ids, r.advantage))
-    stats = backend.train_step(dict(batches), oc.micro_batch, oc.max_seq_len, oc.grad_clip, oc.kl_coef, oc.log_kl,
+    stats = backend.train_step(dict(batches), oc.micro_batch, oc.max_seq_len, oc.grad_clip, oc.kl_coef, log_kl,
                                mini_batches=oc.mini_batches, clip_ratio=oc.clip_ratio, clip_ratio_high=oc.clip_ratio_high,
                                entropy_coef=oc.entropy_coef)
     return {m: {k: v for k, v in s.items() if k != "per_mini_batch"} for m, s in stats.items()}

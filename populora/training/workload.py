@@ -11,6 +11,7 @@ Every rollout is trained on, so trained tokens are the generated rows at prompt 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from populora.platform import plan
@@ -36,18 +37,29 @@ def workload(cfg: TrainConfig, gpus: int = 1) -> plan.Workload:
     mc, tc, oc = cfg.model, cfg.tasks, cfg.optim
     c = counts(cfg)
     n = c["adapters"]
-    # multilora allocates n + 1 slots (slot 0 is the bare base); the first evolution adds a child before the
-    # dead member leaves, so the slots double once
-    evolves = cfg.evolution.every > 0 and cfg.evolution.replace_fraction > 0 and not cfg.population.single_agent
-    slots = (2 * (n + 1) if evolves else n + 1) if mc.backend == "multilora" else n + (1 if evolves else 0)
+    # multilora allocates n + 1 slots (slot 0 is the bare base); evolution removes the dead member before adding
+    # its child, which takes the freed slot, so the slots never grow (PEFT: one adapter each, n at any time)
+    slots = n + 1 if mc.backend == "multilora" else n
     return plan.Workload(
         adapters=n, lora_slots=slots, adapters_per_gpu=math.ceil(n / gpus),
         propose_rows=c["propose_rows"], solve_rows=c["solve_rows"],
         propose_prompt=PROPOSE_BASE + PER_REFERENCE * tc.references, solve_prompt=SOLVE_PROMPT,
         propose_new=tc.max_new_tokens_propose, solve_new=tc.max_new_tokens_solve,
-        micro_batch=oc.micro_batch, max_seq_len=oc.max_seq_len, kl_forward=oc.log_kl or oc.kl_coef > 0,
+        micro_batch=oc.micro_batch, max_seq_len=oc.max_seq_len,
+        kl_forward=1.0 if oc.kl_coef > 0 else (1.0 / oc.kl_every if oc.log_kl else 0.0),
         vllm=mc.generation == "vllm", vllm_fraction=mc.vllm_gpu_memory, checkpointing=mc.activation_checkpointing,
     )
+
+
+def member_flops(arch: plan.Architecture, cfg: TrainConfig, work: plan.Workload) -> list[dict]:
+    """FLOPs of one step per member, in creation order (teachers, then students; the Trainer's order): a teacher
+    generates and trains its proposals, a student its share of the answers."""
+    one = lambda propose, solve: plan.step_flops(arch, dataclasses.replace(work, propose_rows=propose, solve_rows=solve))
+    pc = cfg.population
+    if pc.single_agent:
+        return [one(work.propose_rows, work.solve_rows)]
+    return ([one(work.propose_rows / pc.teachers, 0)] * pc.teachers
+            + [one(0, work.solve_rows / pc.students)] * pc.students)
 
 
 def make_plan(cfg: TrainConfig, gpu: str = "h100-80gb", gpus: int = 1, arch_config: str | None = None) -> dict:
@@ -59,7 +71,8 @@ def make_plan(cfg: TrainConfig, gpu: str = "h100-80gb", gpus: int = 1, arch_conf
     g, work = plan.GPUS[gpu], workload(cfg, gpus)
     memory = plan.memory_gb(arch, work, mc.dtype, mc.target_modules, mc.lora_rank, g)
     flops = plan.step_flops(arch, work)
-    times = plan.step_time_s(flops, work, mc.dtype, g, gpus)
+    speedup = plan.placement_speedup(member_flops(arch, cfg, work), gpus)
+    times = plan.step_time_s(flops, work, mc.dtype, g, speedup)
     fits, advice = plan.verdict(memory, g, arch, work, mc.dtype, mc.target_modules)
     rows = {"propose": (work.propose_rows, work.propose_prompt, work.propose_new),
             "solve": (work.solve_rows, work.solve_prompt, work.solve_new)}
@@ -76,7 +89,7 @@ def make_plan(cfg: TrainConfig, gpu: str = "h100-80gb", gpus: int = 1, arch_conf
         "per_adapter": {"generated_tokens": sum(generated.values()) / n, "propose_tokens": generated["propose"] / n,
                         "solve_tokens": generated["solve"] / n, "trained_tokens": trained / n,
                         "tflops": (flops["generate"] + flops["train"]) / n / 1e12},
-        "step_time_s": times["total"], "step_time_split_s": times,
+        "step_time_s": times["total"], "step_time_split_s": times, "gpu_speedup": speedup,
         "utilisation": {k: v for k, v in plan.MFU.items()},
     }
 
@@ -96,4 +109,8 @@ def render(p: dict) -> str:
               f"step time: ~{p['step_time_s']:.0f} s (generate {p['step_time_split_s']['generate']:.0f} s, "
               f"train {p['step_time_split_s']['train']:.0f} s; utilisation {p['utilisation']})",
               ("FITS: " if p["fits"] else "DOES NOT FIT: ") + p["advice"]]
+    if p["gpus"] > 1:
+        sp = p["gpu_speedup"]
+        lines.insert(-1, f"{p['gpus']} GPUs, members placed as Ray places them: {sp['generate']:.2f}x generate, "
+                         f"{sp['train']:.2f}x train (a member never spans GPUs)")
     return "\n".join(lines)

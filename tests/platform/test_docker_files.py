@@ -22,9 +22,9 @@ def test_dockerfiles_pass_hadolint(name):
 def test_compose_shares_one_mlflow_server():
     compose = yaml.safe_load((DOCKER / "compose.yaml").read_text())
     services = compose["services"]
-    assert set(services) == {"mlflow", "ui", "trainer"}
+    assert set(services) == {"mlflow", "ui", "trainer", "trainer-gpu"}
     assert "mlflow server" in services["mlflow"]["command"]
-    for name in ("ui", "trainer"):
+    for name in ("ui", "trainer", "trainer-gpu"):
         assert services[name]["environment"]["MLFLOW_TRACKING_URI"] == "http://mlflow:5000"
         assert (DOCKER.parent / services[name]["build"]["dockerfile"]).is_file()
     assert all(p.startswith("127.0.0.1:") for s in services.values() for p in s.get("ports", []))  # localhost only
@@ -33,9 +33,31 @@ def test_compose_shares_one_mlflow_server():
 def test_compose_services_wait_for_healthy_dependencies():
     services = yaml.safe_load((DOCKER / "compose.yaml").read_text())["services"]
     assert "healthcheck" in services["mlflow"] and "healthcheck" in services["ui"]
-    for name in ("ui", "trainer"):
+    for name in ("ui", "trainer", "trainer-gpu"):
         assert services[name]["depends_on"] == {"mlflow": {"condition": "service_healthy"}}
     assert (DOCKER.parent / ".dockerignore").is_file()
+
+
+def test_compose_gpu_trainer_runs_a_paper_preset_on_every_gpu():
+    gpu = yaml.safe_load((DOCKER / "compose.yaml").read_text())["services"]["trainer-gpu"]
+    assert gpu["build"]["dockerfile"] == "docker/Dockerfile.gpu" and gpu["gpus"] == "all"
+    assert gpu["profiles"] == ["gpu"]  # a plain `up` on a CPU host leaves it out
+    preset = gpu["command"][gpu["command"].index("--config") + 1]
+    assert preset.startswith("/app/configs/paper-") and (DOCKER.parent / preset.removeprefix("/app/")).is_file()
+    assert "runs:/data" in gpu["volumes"]  # HF_HOME=/data/hf: the 15 GB base is downloaded once per volume
+
+
+def test_gpu_image_builds_triton_and_pins_versions_that_resolve_together():
+    """Triton compiles its C launcher against Python.h at the first kernel (triton/runtime/build.py): gcc and the
+    headers must be in the image; torch/vllm/transformers/peft/ray come pinned from constraints-gpu.txt."""
+    text = (DOCKER / "Dockerfile.gpu").read_text()
+    assert "build-essential" in text and "python3.11-dev" in text
+    assert "-c constraints-gpu.txt" in text and "COPY scripts" in text and "COPY tests" in text
+    assert "HF_HOME=/data/hf" in text and 'NVIDIA_REQUIRE_CUDA="cuda>=13.0"' in text
+    pins = dict(line.split("==") for line in (DOCKER.parent / "constraints-gpu.txt").read_text().splitlines()
+                if "==" in line and not line.startswith("#"))
+    assert {"torch", "vllm", "transformers", "peft", "ray"} <= set(pins)
+    assert "tests" not in (DOCKER.parent / ".dockerignore").read_text().split()
 
 
 def _mlflow_command_for_test(tmp_path, port: int) -> list[str]:

@@ -110,3 +110,32 @@ def test_models_that_transform_their_logits_are_refused():
 
     with pytest.raises(NotImplementedError, match="final_logit_softcapping"):
         logprobs.decoder_and_head(Softcapped())
+
+
+def test_chunked_head_gives_the_same_values_and_grads(multi, monkeypatch):
+    """Long completions go through the LM head in checkpointed chunks (one chunk's (B, t, V) logits at a time):
+    the values and gradients are those of the whole completion at once."""
+    rows, pad = ["m0", "m1", None], multi.tokenizer.pad_token_id
+    prompts = [[1, 2, 3], [4, 5], [6]]
+    completions = [list(range(7, 7 + n)) for n in (21, 9, 17)]  # 24 positions padded: 3 chunks of 8
+
+    def run(chunk):
+        monkeypatch.setattr(logprobs, "CHUNK", chunk)
+        for p in multi._params():
+            p.grad = None
+        out = logprobs.token_stats(lambda ids, attn: multi._forward_rows(rows, ids, attn), multi._head, pad,
+                                   multi.device, prompts, completions, 1024, entropy="grad")
+        weights = torch.tensor([1.0, -0.5, 2.0])[:, None]
+        ((weights * out[0] - 0.1 * out[1]) * out[2]).sum().backward()
+        return out, [p.grad.clone() for p in multi._params()]
+
+    (whole, whole_grads), (chunked, chunked_grads) = run(256), run(8)
+    for a, b in zip(whole, chunked):
+        assert torch.allclose(a, b, atol=1e-6)
+    for a, b in zip(whole_grads, chunked_grads):
+        assert torch.allclose(a, b, atol=1e-7, rtol=1e-5)
+    with torch.no_grad():  # without gradients: plain chunks, same values
+        monkeypatch.setattr(logprobs, "CHUNK", 8)
+        logp, mask = logprobs.sequence_logprobs(lambda ids, attn: multi._forward_rows(rows, ids, attn), multi._head,
+                                                pad, multi.device, prompts, completions)
+    assert torch.allclose(logp, whole[0], atol=1e-6) and torch.equal(mask, whole[2])

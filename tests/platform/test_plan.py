@@ -54,12 +54,47 @@ def test_counts_follow_matchmaking():
 
 
 def test_a_config_that_does_not_fit_names_the_knob_and_the_fix_fits():
-    big = _plan("paper-4t4s", gpu="a100-40gb")
+    big = _plan("paper-4t4s", "model.generation=torch", "optim.micro_batch=8", gpu="a100-40gb")
     assert not big["fits"] and "optim.micro_batch" in big["advice"]
     knobs = [a.split("=")[0].split()[-1] + "=" + a.split("=")[1].split()[0].rstrip(",") for a in big["advice"].split("set ")[1].split(" and ")]
-    assert _plan("paper-4t4s", *[k.split(" (")[0] for k in knobs], gpu="a100-40gb")["fits"]
+    assert _plan("paper-4t4s", "model.generation=torch", "optim.micro_batch=8", *[k.split(" (")[0] for k in knobs],
+                 gpu="a100-40gb")["fits"]
+    with_vllm = _plan("paper-4t4s", gpu="a100-40gb")  # vLLM's share, not the activations, is what does not fit
+    assert not with_vllm["fits"] and "model.vllm_gpu_memory" in with_vllm["advice"]
     small = _plan("paper-baseline", "model.base=Qwen/Qwen2.5-0.5B", "optim.micro_batch=1", "optim.max_seq_len=1024", gpu="rtx4090-24gb")
     assert small["fits"], small["advice"]
+
+
+def test_vllm_and_training_memory_are_alternatives_not_a_sum():
+    """vLLM sleeps while torch trains (backends/vllm.py): the GPU holds vLLM's share or the activations."""
+    p = _plan("paper-4t4s")
+    m = p["memory_gb"]
+    assert m["vllm"] == pytest.approx(0.45 * 80 * 2**30 / 1e9)
+    fixed = m["base_weights"] + m["adapters"] + m["optimizer"]
+    assert m["total"] == pytest.approx(fixed + max(m["vllm"], m["activations"]))
+    assert p["fits"], p["advice"]  # with a sum it would need 92.4 GB of 79
+
+
+def test_chunked_logits_reused_slots_and_kl_every_k_in_the_plan():
+    """The LM head runs on 256 completion positions at a time (backends/logprobs.py), evolution reuses the dead
+    member's slot (no doubling), and the KL's base forward runs on 1 step in kl_every."""
+    p = _plan("paper-4t4s")
+    arch, _ = plan.find_architecture("Qwen/Qwen2.5-7B")
+    chunk = plan.LOGIT_CHUNK * arch.logit_bytes_per_token(2)
+    assert arch.train_bytes(2, ["q_proj"], 6144, 2048, True) - arch.train_bytes(2, ["q_proj"], 6144, 256, True) == 0
+    assert chunk * 4 / 1e9 < 4  # one chunk's vocabulary-wide tensors at micro_batch 4: ~3.7 GB, not 12.5 for 2048
+    lora = arch.lora_params(16, list(arch.linear_shapes())) * plan.LORA_BYTES
+    assert p["memory_gb"]["adapters"] == pytest.approx(2 * 9 * lora / 1e9)  # 8 members + slot 0, never 18
+    every = _plan("paper-4t4s", "optim.kl_every=10")
+    assert every["per_step"]["tflops"]["train"] < p["per_step"]["tflops"]["train"] * 0.9
+
+
+def test_multi_gpu_time_follows_member_placement():
+    """4t4s on 8 GPUs: one member per worker, so the step waits for the busiest student: ~4.5x, not 8x."""
+    one, eight = _plan("paper-4t4s", "model.generation=torch"), _plan("paper-4t4s", "model.generation=torch", gpus=8)
+    assert 4 < eight["gpu_speedup"]["generate"] < 5 and 4 < eight["gpu_speedup"]["train"] < 5
+    assert eight["step_time_s"] == pytest.approx(one["step_time_s"] / 4.5, rel=0.1)
+    assert _plan("paper-baseline", "model.generation=torch", gpus=4)["gpu_speedup"] == {"generate": 1.0, "train": 1.0}
 
 
 def test_vllm_share_is_counted_and_more_gpus_split_the_adapters():
@@ -79,6 +114,11 @@ def test_unknown_base_names_the_flag(tmp_path):
                                     "num_key_value_heads": 2, "vocab_size": 1000, "model_type": "llama"}))
     p = _plan("paper-baseline", "model.base=someone/unknown-model", arch_config=str(cfg_json))
     assert p["architecture_from"] == str(cfg_json) and p["fits"]
+
+
+@pytest.mark.parametrize("name", ["paper-baseline", *PRESETS])
+def test_paper_presets_generate_with_vllm(name):
+    assert config_io.load(TrainConfig, ROOT / "configs" / f"{name}.yaml", []).model.generation == "vllm"
 
 
 @pytest.mark.parametrize("name", ["paper-baseline", *PRESETS])

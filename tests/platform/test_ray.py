@@ -54,3 +54,83 @@ def test_tiny_population_end_to_end_over_two_model_workers(local_ray, mlflow_sto
     assert len(trainer.population.members) == 6  # 4 + one child per role at step 2
     for m in trainer.population.alive():
         assert (trainer.run_dir / "adapters" / m.id / "adapter_config.json").is_file()
+
+
+# ---------------------------------------------------------------- the GPU path's Ray rules, without a cluster
+from populora.platform.backends import BackendConfig, Generation, LoraSpec, RaySpec, make_backend  # noqa: E402
+from populora.platform.backends.ray import RayBackend, RayError, _ModelWorker  # noqa: E402
+
+
+@pytest.mark.parametrize("overrides, field", [
+    ({"generation": "vllm"}, "model.generation=vllm"),
+    ({"kind": "peft"}, "model.backend=peft"),
+    ({"device": "cuda"}, "ray.gpus_per_worker=0"),
+    ({"device": "cuda:1", "ray": RaySpec("local", gpus_per_worker=1)}, "model.device=cuda:1"),
+])
+def test_the_ray_path_refuses_settings_its_workers_would_ignore(overrides, field):
+    """Before Ray starts: the factory names the field instead of silently running multi-LoRA on torch (or every
+    worker on cuda:0: Ray 2.60 hides no GPU from an actor reserving none, ray/_private/accelerators/accelerator.py)."""
+    config = dict(tiny_random=True, device="cpu", lora=LoraSpec(rank=4), ray=RaySpec("local"))
+    config.update(overrides)
+    with pytest.raises(RayError, match=field.replace(".", r"\.")):
+        make_backend(BackendConfig(**config))
+
+
+def test_results_leave_a_worker_as_cpu_tensors():
+    """A worker on a GPU returns adapter and optimizer state: CUDA tensors (fake ones here, FakeTensorMode on the
+    cuda device) must come back to the driver on the CPU, as Ray would otherwise unpickle them onto cuda:0."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    class OnGpu:
+        def adapter_state(self, name):
+            return {"a.lora_A.weight": torch.empty(4, 8, device="cuda")}
+
+        def optimizer_state(self, name):
+            return {"step": 3, "exp_avg": [torch.empty(4, device="cuda")], "exp_avg_sq": [torch.empty(4, device="cuda")]}
+
+        def sequence_logprobs(self, *args):
+            return torch.empty(2, 3, device="cuda"), torch.empty(2, 3, device="cuda")
+
+    worker = object.__new__(_ModelWorker)
+    worker.backend = OnGpu()
+    with FakeTensorMode():
+        state = worker.call("adapter_state", "S0")
+        opt = worker.call("optimizer_state", "S0")
+        logp, mask = worker.call("sequence_logprobs", None, [[1]], [[2]])
+    assert state["a.lora_A.weight"].device.type == "cpu"
+    assert opt["step"] == 3 and all(t.device.type == "cpu" for t in opt["exp_avg"] + opt["exp_avg_sq"])
+    assert logp.device.type == mask.device.type == "cpu"
+
+
+def test_base_rows_are_dealt_over_every_worker_and_each_worker_samples_its_own_stream():
+    """Step-0 seeding is hundreds of base-model rows: every worker holds the base, so all take a share."""
+    calls = []
+
+    class Worker:
+        def __init__(self, w):
+            self.call = type("Remote", (), {"remote": lambda _, *a, **k: self._call(*a, **k)})()
+            self.w = w
+
+        def _call(self, method, prompts, adapters, max_new_tokens, seed=None, **kwargs):
+            calls.append((self.w, list(prompts), seed))
+            return [Generation(p, f"w{self.w}", [], []) for p in prompts]
+
+    backend = object.__new__(RayBackend)
+    backend.ray = type("Ray", (), {"get": staticmethod(lambda futures: futures)})()
+    backend.workers, backend.owner = [Worker(0), Worker(1)], {"T0": 1}
+    prompts = [f"p{i}" for i in range(6)]
+    gens = backend.generate(prompts, [None] * 5 + ["T0"], 8, seed=10)
+    assert [g.prompt for g in gens] == prompts  # back in the callers' order
+    rows = {w: p for w, p, _ in calls}
+    assert rows == {0: ["p0", "p2", "p4"], 1: ["p1", "p3", "p5"]}
+    assert {w: s for w, _, s in calls} == {0: 10, 1: 10 + 1_000_003}  # worker 0 = the local path's stream
+
+
+def test_a_training_config_with_settings_ray_would_ignore_is_refused_at_load():
+    from populora.platform.config import ConfigError
+
+    with pytest.raises(ConfigError, match=r"model\.generation=vllm .*set model\.generation=torch"):
+        config_io.load(TrainConfig, None, ["ray.address=local", "model.generation=vllm"])
+    with pytest.raises(ConfigError, match=r"set ray\.gpus_per_worker=1"):
+        config_io.load(TrainConfig, None, ["ray.address=auto", "model.device=cuda"])
+    assert config_io.load(TrainConfig, None, ["ray.address=auto", "model.device=cuda", "ray.gpus_per_worker=1"])

@@ -33,3 +33,126 @@ def test_vllm_generation_matches_the_backend_contract(tmp_path):
     gens = backend.generate([prompt, prompt], ["T0", None], 8, temperature=0)
     assert len(gens) == 2 and all(g.completion_ids for g in gens)
     assert gens[0].text == gens[1].text  # a fresh adapter (B = 0) is the base model
+
+
+# ---------------------------------------------------------------- the GPU path on a stub engine (vllm_stub.py)
+import logging  # noqa: E402
+
+import vllm_stub  # noqa: E402
+from populora.platform.backends import BackendConfig, LoraSpec  # noqa: E402
+from populora.platform.backends import generation  # noqa: E402
+
+
+@pytest.fixture
+def stub_vllm(monkeypatch):
+    vllm_stub.install(monkeypatch)
+    return vllm_stub
+
+
+def _vllm_backend(tmp_path, **kwargs):
+    config = dict(tiny_random=True, device="cpu", generation="vllm", lora=LoraSpec(rank=8), slots=2,
+                  vllm_sync_dir=str(tmp_path / "sync"))
+    config.update(kwargs)
+    backend = make_backend(BackendConfig(**config))
+    backend.add_adapter("S0", seed=0)
+    return backend
+
+
+def test_rollouts_of_one_task_differ_and_repeat_from_the_run_seed(stub_vllm, tmp_path):
+    """solve.py asks for a task's rollouts as repeated rows of one prompt: each row must get its own seed."""
+    backend = _vllm_backend(tmp_path)
+    prompt = backend.encode_chat([{"role": "user", "content": "What is 2 + 2?"}])
+    texts = lambda seed: [g.text for g in backend.generate([prompt] * 4, ["S0"] * 4, 16, temperature=1.0, seed=seed)]
+    first = texts(5)
+    seeds = [p.seed for p in stub_vllm.LLM.instances[-1].params]
+    assert len(set(seeds)) == 4 and seeds == generation.row_seeds(5, 4)
+    assert len(set(first)) >= 2, "identical rollouts: the advantage groups carry no signal"
+    assert texts(5) == first and texts(6) != first  # reproducible from the run seed, and it matters
+    # why: the engine, like vLLM, repeats itself when one seed is shared by every row
+    engine = backend.engine
+    shared = engine.generate([{"prompt_token_ids": [5, 6, 7]}] * 4, stub_vllm.SamplingParams(max_tokens=16, seed=5))
+    assert len({o.outputs[0].text for o in shared}) == 1
+
+
+def test_vllm_sleeps_while_torch_trains_and_wakes_before_generating(stub_vllm, tmp_path, mlflow_store, monkeypatch):
+    """Two real steps of the loop (with an evolution) on the stub engine: every update and evolution runs with
+    vLLM asleep (level 1), and every generation after one is preceded by empty_cache, then wake_up."""
+    from populora.platform.backends.multilora import MultiLoraBackend
+    from populora.training.loop import Trainer
+
+    events = stub_vllm.EVENTS
+    for name in ("train_step", "set_adapter_state"):
+        original = getattr(MultiLoraBackend, name)
+
+        def traced(self, *args, _name=name, _original=original, **kwargs):
+            events.append(_name)
+            return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(MultiLoraBackend, name, traced)
+    cfg = config_io.load(TrainConfig, None, [
+        "steps=2", "model.tiny_random=true", "model.generation=vllm", "model.lora_rank=8", "tasks.max_new_tokens_propose=16",
+        "tasks.max_new_tokens_solve=8", "tasks.tasks_per_teacher=2", "evolution.every=2", "population.teachers=2",
+        "population.students=2", f"output_dir={tmp_path}"])
+    trainer = Trainer.create(cfg)
+    assert type(trainer.backend).__name__ == "VllmBackend"
+    del events[:]
+    trainer.step()
+    trainer.step()
+    assert events.count("train_step") == 2 and "set_adapter_state" in events  # updates and an evolution ran
+    engine = [e for e in events if e not in ("train_step", "set_adapter_state")]
+    for i, e in enumerate(events):
+        if e in ("train_step", "set_adapter_state"):  # torch on the GPU: vLLM's last word was sleep
+            last = [x for x in events[:i] if x in ("sleep(level=1)", "wake_up", "generate")]
+            assert last[-1] == "sleep(level=1)", events
+    for i, e in enumerate(engine):
+        if e == "wake_up":
+            assert engine[i - 1] == "empty_cache", engine
+    first_after_update = events.index("train_step")
+    later = events[first_after_update:]
+    assert later.index("wake_up") < later.index("generate"), events  # the next step's propose wakes it first
+
+
+def test_a_prompt_longer_than_max_model_len_is_refused_alone(stub_vllm, tmp_path, caplog):
+    backend = _vllm_backend(tmp_path, max_model_len=40)
+    short, long = "Hi", " ".join(["word"] * 80)
+    with caplog.at_level(logging.WARNING):
+        gens = backend.generate([short, long, short], ["S0", None, None], 8, seed=0)
+    assert gens[1].completion_ids == [] and gens[1].text == "" and len(gens[1].prompt_ids) >= 40
+    assert gens[0].completion_ids and gens[2].completion_ids
+    assert "model.max_model_len" in caplog.text
+
+
+def test_max_model_len_comes_from_the_config(stub_vllm, tmp_path, mlflow_store):
+    from populora.training.loop import backend_config
+
+    cfg = config_io.load(TrainConfig, None, ["model.generation=vllm", "model.tiny_random=true", "optim.max_seq_len=3000"])
+    assert backend_config(cfg).max_model_len == 3000
+    make_backend(backend_config(cfg, tmp_path))
+    assert stub_vllm.LLM.instances[-1].max_model_len == 3000
+
+
+def test_an_odd_lora_rank_is_rounded_up_to_one_vllm_takes_and_said(stub_vllm, tmp_path, caplog):
+    with caplog.at_level(logging.INFO, logger="populora.platform.backends.vllm"):
+        backend = _vllm_backend(tmp_path, lora=LoraSpec(rank=12))
+    assert backend.engine.max_lora_rank == 16
+    assert "max_lora_rank 16 for rank-12 adapters" in caplog.text
+    with pytest.raises(ValueError, match="max_lora_rank"):  # what the engine itself does with 12
+        stub_vllm.LLM("m", max_lora_rank=12)
+
+
+def test_vllm_stops_at_the_end_of_a_turn_and_reads_our_token_ids(stub_vllm, tmp_path):
+    backend = _vllm_backend(tmp_path)
+    prompt = backend.encode_chat([{"role": "user", "content": "Hi"}])
+    gen = backend.generate([prompt], ["S0"], 8, seed=0)[0]
+    params = stub_vllm.LLM.instances[-1].params[-1]
+    assert params.stop_token_ids == generation.stop_token_ids(backend.tokenizer)
+    assert gen.prompt_ids == backend.tokenizer(prompt, add_special_tokens=False).input_ids
+
+
+def test_a_removed_members_sync_dir_is_deleted(stub_vllm, tmp_path):
+    backend = _vllm_backend(tmp_path)
+    backend.generate(["Hi"], ["S0"], 4, seed=0)
+    synced = backend.requests["S0"].lora_path
+    assert (tmp_path / "sync").exists() and __import__("os").path.isdir(synced)
+    backend.remove_adapter("S0")
+    assert not __import__("os").path.exists(synced) and "S0" not in backend.requests

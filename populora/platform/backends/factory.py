@@ -16,7 +16,7 @@ class RaySpec:
     address: str                       # 'local', 'auto' or 'ray://host:port'
     num_cpus: int | None = None        # CPUs of a 'local' Ray instance (None: all)
     model_workers: int = 1             # actors, each holding the base and its members' adapters
-    gpus_per_worker: float = 0.0
+    gpus_per_worker: float = 0.0       # > 0 required on CUDA (``check_ray``): Ray pins each worker to its GPU(s)
     cpus_per_worker: float = 1.0
 
 
@@ -35,6 +35,7 @@ class BackendConfig:
     slots: int = 8                     # adapters expected at once (multi-LoRA grows past it when needed)
     vllm_gpu_memory: float = 0.45      # fraction of GPU memory vLLM may take
     vllm_sync_dir: str = ".vllm-adapters"  # where changed adapters are written for vLLM to load
+    max_model_len: int = 8192          # vLLM's longest prompt + completion (training: optim.max_seq_len)
     activation_checkpointing: bool = False  # recompute decoder layers in the backward (checkpointing.py)
     ray: RaySpec | None = None         # None: in this process
 
@@ -46,9 +47,10 @@ def make_backend(config: BackendConfig) -> Backend:
 
     source = resolve_source(config.base, config.gguf_file)
     if config.ray is not None:
-        from populora.platform.backends.ray import RayBackend, init_ray
+        from populora.platform.backends.ray import RayBackend, check_ray, init_ray
 
         rs = config.ray
+        check_ray(config.generation, config.kind, config.device, rs.gpus_per_worker)
         tok = load_tokenizer(cached_source(source, need_weights=False))
         model = {k: v for k, v in asdict(config).items()
                  if k in ("base", "gguf_file", "dtype", "device", "tiny_random", "activation_checkpointing")}
@@ -72,5 +74,5 @@ def make_backend(config: BackendConfig) -> Backend:
 
         weights = cached_source(source, need_weights=True)
         backend = VllmBackend(backend, weights.path_or_id, Path(config.vllm_sync_dir), max(config.slots, 2),
-                              config.lora.rank, config.vllm_gpu_memory)
+                              config.lora.rank, config.vllm_gpu_memory, config.max_model_len)
     return backend

@@ -1,8 +1,10 @@
-"""Tokenizer-side pieces every torch backend shares: the chat template, batched sampling, EOS trimming.
+"""Tokenizer-side pieces every backend shares: the chat template, the end-of-turn stop tokens, per-row seeds,
+batched sampling, EOS trimming.
 
-A backend supplies only ``run_generate(enc, adapters, kwargs)``, the call that routes each row to its adapter
-(PEFT's ``adapter_names=``, or the multi-LoRA slot router); batching, seeding, stop strings and decoding are here,
-so every backend turns the same prompts into the same token sequences.
+A torch backend supplies only ``run_generate(enc, adapters, kwargs)``, the call that routes each row to its
+adapter (PEFT's ``adapter_names=``, or the multi-LoRA slot router); batching, seeding, stop strings and decoding
+are here, so every backend turns the same prompts into the same token sequences. The vLLM backend takes its stop
+tokens (``stop_token_ids``) and per-row seeds (``row_seeds``) from here too: one owner for when a turn ends.
 """
 
 from __future__ import annotations
@@ -23,6 +25,63 @@ def encode_chat(tokenizer, messages: list[dict], prefill: str = "") -> str:
     return text + prefill
 
 
+# End-of-turn tokens of common chat templates, looked for when rendering the template cannot tell (a template
+# that drops an assistant message's content, say): ChatML (Qwen, SmolLM2), Llama 3, Gemma, Phi-3.
+KNOWN_END_OF_TURN = ("<|im_end|>", "<|eot_id|>", "<end_of_turn>", "<|end|>")
+_MARK = "\u2063POPULORA_END_OF_TURN\u2063"
+
+
+def stop_token_ids(tokenizer) -> list[int]:
+    """The token ids that end a completion: EOS, and the chat template's end-of-turn token if it has one.
+
+    Qwen2.5 *base* has ``eos_token`` ``<|endoftext|>`` (151643), but its chat template closes each turn with
+    ``<|im_end|>`` (151645): stopping on EOS alone lets a completion run on into an invented next turn (whose
+    ``\\boxed`` the grader would take). The end-of-turn token is read from the template itself: render one
+    assistant turn and take the special token right after its content.
+    """
+    ids = [] if tokenizer.eos_token_id is None else [int(tokenizer.eos_token_id)]
+    eot = end_of_turn_id(tokenizer)
+    if eot is not None and eot not in ids:
+        ids.append(eot)
+    return ids
+
+
+def end_of_turn_id(tokenizer) -> int | None:
+    """The special token the chat template writes after an assistant turn's content (None: no template, or none)."""
+    if not getattr(tokenizer, "chat_template", None):
+        return None
+    special = set(getattr(tokenizer, "all_special_ids", [])) | set(getattr(tokenizer, "added_tokens_decoder", {}))
+    try:
+        text = tokenizer.apply_chat_template([{"role": "user", "content": "hi"}, {"role": "assistant", "content": _MARK}],
+                                             tokenize=False)
+    except Exception:  # a template that refuses this exchange: fall back to the known names below
+        text = ""
+    if _MARK in text:
+        after = tokenizer(text.split(_MARK, 1)[1], add_special_tokens=False).input_ids
+        if after and after[0] in special:
+            return int(after[0])
+    for name in KNOWN_END_OF_TURN:  # the template names it, even if rendering did not show where
+        tid = tokenizer.convert_tokens_to_ids(name)
+        if isinstance(tid, int) and tid != tokenizer.unk_token_id and name in tokenizer.chat_template:
+            return tid
+    return None
+
+
+def row_seeds(seed: int | None, n: int) -> list[int | None]:
+    """One seed per row, all distinct, reproducible from ``seed`` (None: unseeded rows).
+
+    vLLM seeds a separate generator per request from its ``SamplingParams.seed``, so rows sharing a seed and a
+    prompt (a task's ``rollouts`` answers) would come out identical; the torch path seeds once per batch and
+    draws each row from the same stream, so it needs none of this.
+
+    >>> row_seeds(7, 3) == row_seeds(7, 3), len(set(row_seeds(7, 3))), row_seeds(None, 2)
+    (True, 3, [None, None])
+    """
+    if seed is None:
+        return [None] * n
+    return [(seed * 1_000_003 + i) % 2**63 for i in range(n)]
+
+
 RunGenerate = Callable[[object, list, dict], torch.Tensor]  # (encoded batch, adapters, generate kwargs) -> (B, T)
 
 
@@ -30,20 +89,29 @@ RunGenerate = Callable[[object, list, dict], torch.Tensor]  # (encoded batch, ad
 def generate(tokenizer, device, run_generate: RunGenerate, prompts: list[str], adapters: list[str | None],
              max_new_tokens: int, temperature: float = 1.0, top_p: float = 1.0, seed: int | None = None,
              stop: tuple[str, ...] = (), batch_size: int = 16) -> list[Generation]:
-    """Sample one completion per prompt, row i with adapter ``adapters[i]`` (None = bare base)."""
+    """Sample one completion per prompt, row i with adapter ``adapters[i]`` (None = bare base).
+
+    Rows are batched in order of prompt length (longest first), so a batch pads little and the longest batch,
+    which sets the memory peak, comes first; results come back in the callers' order."""
     assert len(prompts) == len(adapters), "one adapter name per prompt"
     if seed is not None:
         torch.manual_seed(seed)
-    out: list[Generation] = []
-    for i in range(0, len(prompts), batch_size):
-        out += _generate_batch(tokenizer, device, run_generate, prompts[i:i + batch_size], adapters[i:i + batch_size],
-                               max_new_tokens, temperature, top_p, stop)
+    order = sorted(range(len(prompts)), key=lambda i: -len(prompts[i]))  # stable: equal lengths keep their order
+    stops = stop_token_ids(tokenizer)
+    out: list[Generation | None] = [None] * len(prompts)
+    for i in range(0, len(order), batch_size):
+        rows = order[i:i + batch_size]
+        gens = _generate_batch(tokenizer, device, run_generate, [prompts[r] for r in rows], [adapters[r] for r in rows],
+                               max_new_tokens, temperature, top_p, stop, stops)
+        for r, g in zip(rows, gens):
+            out[r] = g
     return out
 
 
-def _generate_batch(tok, device, run_generate, prompts, adapters, max_new_tokens, temperature, top_p, stop) -> list[Generation]:
+def _generate_batch(tok, device, run_generate, prompts, adapters, max_new_tokens, temperature, top_p, stop,
+                    stops) -> list[Generation]:
     enc = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
-    kwargs = dict(max_new_tokens=max_new_tokens, pad_token_id=tok.pad_token_id)
+    kwargs = dict(max_new_tokens=max_new_tokens, pad_token_id=tok.pad_token_id, eos_token_id=stops)
     kwargs.update(do_sample=True, temperature=temperature, top_p=top_p) if temperature > 0 else kwargs.update(do_sample=False)
     if stop:
         kwargs.update(stop_strings=list(stop), tokenizer=tok)
@@ -52,21 +120,24 @@ def _generate_batch(tok, device, run_generate, prompts, adapters, max_new_tokens
     width = enc.input_ids.shape[1]
     for row, prompt in enumerate(prompts):
         prompt_ids = enc.input_ids[row][enc.attention_mask[row].bool()].tolist()
-        completion = strip_after_eos(seqs[row, width:].tolist(), tok.eos_token_id, tok.pad_token_id)
+        completion = strip_after_eos(seqs[row, width:].tolist(), stops, tok.pad_token_id)
         gens.append(Generation(prompt, tok.decode(completion, skip_special_tokens=True), prompt_ids, completion))
     return gens
 
 
-def strip_after_eos(ids: list[int], eos: int | None, pad: int | None) -> list[int]:
-    """Keep tokens up to and including the first EOS; drop trailing padding.
+def strip_after_eos(ids: list[int], eos: int | list[int] | None, pad: int | None) -> list[int]:
+    """Keep tokens up to and including the first stop token (EOS or end of turn); drop trailing padding.
 
     >>> strip_after_eos([5, 6, 2, 7], eos=2, pad=0)
     [5, 6, 2]
+    >>> strip_after_eos([5, 9, 2, 7], eos=[2, 9], pad=0)
+    [5, 9]
     >>> strip_after_eos([5, 6, 0, 0], eos=2, pad=0)
     [5, 6]
     """
+    stops = set([eos] if isinstance(eos, int) else eos or [])
     for i, t in enumerate(ids):
-        if t == eos:
+        if t in stops:
             return ids[: i + 1]
     while ids and ids[-1] == pad:
         ids = ids[:-1]

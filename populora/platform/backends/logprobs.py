@@ -5,6 +5,11 @@ The forward returns the decoder's final hidden states and the LM head is applied
 only: prompts are long and completions short, and the (B, T, V) logits with their float32 log-softmax and
 entropy over every prompt position were most of the update's time and memory (docs/performance.md). Rows are
 right-padded, so every real token keeps the positions and attention of an unpadded forward.
+
+Long completions go through the head in chunks of ``CHUNK`` positions: at paper scale (2,048-token answers,
+a 152k vocabulary) one fp32 (B, T, V) log-softmax is 5 GB at B=4, and the entropy bonus kept a second one for
+the backward. With gradients each chunk is checkpointed (its logits are rebuilt in the backward, one more head
+matmul per token), so only one chunk's logits exist at a time.
 """
 
 from __future__ import annotations
@@ -13,6 +18,9 @@ from typing import Callable
 
 import torch
 from torch.nn.utils.rnn import pad_sequence
+from torch.utils.checkpoint import checkpoint
+
+CHUNK = 256  # completion positions per head chunk (a multiple of 8, see token_stats)
 
 Forward = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (input_ids, attention_mask), both (B, T) -> hidden (B, T, H)
 Head = Callable[[torch.Tensor], torch.Tensor]                    # hidden (..., H) -> logits (..., V)
@@ -63,11 +71,26 @@ def token_stats(forward: Forward, head: Head, pad_token_id: int, device, prompt_
     pos, mask = pos.to(device), mask.to(device)
     hidden = forward(input_ids, attn)                                                       # (B, T, H)
     h = hidden.gather(1, pos[..., None].expand(-1, -1, hidden.shape[-1]))                  # (B, Tp, H)
-    logp_all = torch.log_softmax(head(h).float(), dim=-1)                                   # (B, Tp, V)
-    token_logp = logp_all.gather(-1, input_ids.gather(1, pos + 1)[..., None]).squeeze(-1)   # (B, Tp)
+    targets = input_ids.gather(1, pos + 1)                                                  # (B, Tp)
+    grad_entropy = torch.is_grad_enabled() and entropy == "grad"
+    parts = []
+    for c in range(0, h.shape[1], CHUNK):
+        args = (head, h[:, c:c + CHUNK], targets[:, c:c + CHUNK], entropy is not None, grad_entropy)
+        # one chunk needs no checkpoint (short completions: as before); several keep only one chunk's logits
+        many = torch.is_grad_enabled() and h.shape[1] > CHUNK
+        parts.append(checkpoint(_head_stats, *args, use_reentrant=False) if many else _head_stats(*args))
+    token_logp, token_ent = torch.cat([p[0] for p in parts], 1), torch.cat([p[1] for p in parts], 1)  # (B, Tp)
     logp = torch.where(mask, token_logp, 0.0)[:, :T_c]
-    ent = None
-    if entropy is not None:
-        with torch.set_grad_enabled(torch.is_grad_enabled() and entropy == "grad"):
-            ent = torch.where(mask, -(logp_all.exp() * logp_all).sum(-1), 0.0)[:, :T_c]     # (B, T_c)
+    ent = torch.where(mask, token_ent, 0.0)[:, :T_c] if entropy is not None else None       # (B, T_c)
     return logp, ent, mask[:, :T_c].float()
+
+
+def _head_stats(head: Head, h: torch.Tensor, targets: torch.Tensor, want_entropy: bool, grad_entropy: bool):
+    """(log-prob of each target, entropy) for one chunk of positions, both (B, t); h (B, t, H), targets (B, t)."""
+    logp_all = torch.log_softmax(head(h).float(), dim=-1)                                   # (B, t, V)
+    token_logp = logp_all.gather(-1, targets[..., None]).squeeze(-1)                        # (B, t)
+    if not want_entropy:
+        return token_logp, torch.zeros_like(token_logp)
+    with torch.set_grad_enabled(torch.is_grad_enabled() and grad_entropy):
+        ent = -(logp_all.exp() * logp_all).sum(-1)                                          # (B, t)
+    return token_logp, ent

@@ -322,7 +322,7 @@ class MultiLoraBackend:
         batches = {n: s for n, s in batches.items() if s}
         parts = {n: mini_batch_slices(len(ss), spec.mini_batches) for n, ss in batches.items()}
         old = self._old_logprobs(batches, [(n, i) for n, ps in parts.items() for p in ps[1:] for i in p], spec)
-        tallies = {n: Tally(sum(len(s.completion_ids) for s in ss), len(ss)) for n, ss in batches.items()}
+        tallies = {n: Tally(sum(len(s.completion_ids) for s in ss), len(ss), spec.needs_base) for n, ss in batches.items()}
         for j in range(max((len(ps) for ps in parts.values()), default=0)):
             members = [n for n in batches if j < len(parts[n])]
             n_tokens = {n: sum(len(batches[n][i].completion_ids) for i in parts[n][j]) for n in members}

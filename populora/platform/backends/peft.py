@@ -135,7 +135,7 @@ class PeftBackend:
     def _adapter_step(self, name: str, samples: list[TrainSample], spec: UpdateSpec) -> dict:
         parts = mini_batch_slices(len(samples), spec.mini_batches)
         old = self._old_logprobs(name, samples, [i for part in parts[1:] for i in part], spec)
-        tally = Tally(sum(len(s.completion_ids) for s in samples), len(samples))
+        tally = Tally(sum(len(s.completion_ids) for s in samples), len(samples), spec.needs_base)
         optimizer = self.optimizers[name]
         for j, part in enumerate(parts):
             n_tokens = sum(len(samples[i].completion_ids) for i in part)

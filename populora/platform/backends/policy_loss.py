@@ -111,6 +111,7 @@ class Tally:
 
     tokens: int
     rollouts: int
+    has_kl: bool = True       # False: no base forward ran: no "kl" in the stats (not logged) rather than a false 0
     mini_batches: list[dict] = field(default_factory=list)
     kl_sum: float = 0.0       # sum over mini-batches of their token-mean KL, weighted back to tokens
     entropy_sum: float = 0.0
@@ -137,11 +138,16 @@ class Tally:
         """Scalars (token means over the whole step; loss and grad norm averaged over mini-batches) plus
         ``per_mini_batch``, the same per optimizer step."""
         mbs = self.mini_batches
-        return {"loss": sum(m["loss"] for m in mbs) / len(mbs), "kl": self.kl_sum / self.tokens,
-                "entropy": self.entropy_sum / self.tokens, "clip_frac": self.clipped / self.tokens,
-                "ratio_dev": max(m["ratio_dev"] for m in mbs), "grad_norm": sum(m["grad_norm"] for m in mbs) / len(mbs),
-                "tokens": float(self.tokens), "rollouts": float(self.rollouts), "mini_batches": float(len(mbs)),
-                "per_mini_batch": [dict(m) for m in mbs]}
+        out = {"loss": sum(m["loss"] for m in mbs) / len(mbs), "kl": self.kl_sum / self.tokens,
+               "entropy": self.entropy_sum / self.tokens, "clip_frac": self.clipped / self.tokens,
+               "ratio_dev": max(m["ratio_dev"] for m in mbs), "grad_norm": sum(m["grad_norm"] for m in mbs) / len(mbs),
+               "tokens": float(self.tokens), "rollouts": float(self.rollouts), "mini_batches": float(len(mbs)),
+               "per_mini_batch": [dict(m) for m in mbs]}
+        if not self.has_kl:
+            del out["kl"]
+            for m in out["per_mini_batch"]:
+                del m["kl"]
+        return out
 
 
 def pad_rows(rows: list[torch.Tensor], T: int, device) -> torch.Tensor:

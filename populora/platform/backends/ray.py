@@ -24,6 +24,30 @@ class RayError(RuntimeError):
     pass
 
 
+class RaySettingError(RayError, ValueError):
+    """A setting Ray's model workers cannot honour (a ValueError, so config validation reports it per field)."""
+
+
+def check_ray(generation: str, kind: str, device: str, gpus_per_worker: float) -> None:
+    """Refuse, naming the field, what model workers would silently ignore or get wrong (the factory and the
+    training config's validation both ask here). Workers run batched multi-LoRA with torch generation, each on the GPU(s)
+    Ray reserves for it: Ray 2.60 leaves CUDA_VISIBLE_DEVICES alone for an actor that reserves no GPU
+    (ray/_private/accelerators/accelerator.py:4-13, _private/utils.py:285, ray issue 54868), so with
+    ``gpus_per_worker=0`` every worker would see every GPU and load its 15 GB base onto cuda:0."""
+    if generation != "torch":
+        raise RaySettingError(f"model.generation={generation} is not supported with ray.address: model workers "
+                       "generate with torch (multi-LoRA); set model.generation=torch, or drop ray.address to use vLLM")
+    if kind != "multilora":
+        raise RaySettingError(f"model.backend={kind} is not supported with ray.address: model workers run batched "
+                       "multi-LoRA; set model.backend=multilora, or drop ray.address")
+    if device.startswith("cuda") and gpus_per_worker <= 0:
+        raise RaySettingError(f"model.device={device} with ray.gpus_per_worker=0: every model worker would load onto the "
+                       "same GPU (Ray hides no GPU from an actor that reserves none); set ray.gpus_per_worker=1")
+    if device.startswith("cuda:") and device != "cuda:0":
+        raise RaySettingError(f"model.device={device} with ray.address: each worker sees only the GPU Ray gave it (as "
+                       "cuda:0); set model.device=cuda")
+
+
 def init_ray(address: str, num_cpus: int | None = None):
     """``local`` starts a Ray instance in this process; ``auto`` or ``ray://host:port`` joins a cluster."""
     try:
@@ -46,20 +70,50 @@ def init_ray(address: str, num_cpus: int | None = None):
 class _ModelWorker:
     """Runs inside a Ray actor: a MultiLoraBackend over its own copy of the base model."""
 
-    def __init__(self, model: dict, spec: LoraSpec, slots: int):
+    def __init__(self, model: dict, spec: LoraSpec, slots: int, gpus: float = 0):
         from populora.platform.backends.multilora import MultiLoraBackend
         from populora.platform.models import load_base, resolve_source
 
+        # 'auto' on a worker that reserved no GPU must not find one anyway (Ray does not hide them)
+        device = "cpu" if model["device"] == "auto" and gpus <= 0 else model["device"]
         base, tok = load_base(resolve_source(model["base"], model.get("gguf_file")), model["dtype"],
-                              model["device"], model["tiny_random"])
+                              device, model["tiny_random"])
         if model.get("activation_checkpointing"):
             from populora.platform.backends.checkpointing import enable
 
             enable(base)
         self.backend = MultiLoraBackend(base, tok, spec, slots)
 
+    def where(self) -> dict:
+        """Which GPU(s) Ray gave this worker and where its model is (scripts/gpu-smoke.sh check d)."""
+        import os
+
+        import ray
+
+        return {"gpu_ids": [str(g) for g in ray.get_gpu_ids()], "device": str(self.backend.device),
+                "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
+
     def call(self, method: str, *args, **kwargs):
-        return getattr(self.backend, method)(*args, **kwargs)
+        # results leave the worker on the CPU: Ray pickles a CUDA tensor as CUDA storage, which lands on the
+        # driver's cuda:0 (a CUDA context beside worker 0's) or fails to load on a head without a GPU
+        return to_cpu(getattr(self.backend, method)(*args, **kwargs))
+
+
+def to_cpu(obj):
+    """``obj`` with every tensor inside (dicts, lists, tuples, nested) moved to the CPU.
+
+    >>> import torch; to_cpu({"a": [torch.ones(1)], "b": (1, "x")})
+    {'a': [tensor([1.])], 'b': (1, 'x')}
+    """
+    import torch
+
+    if isinstance(obj, torch.Tensor):
+        return obj.cpu()
+    if isinstance(obj, dict):
+        return {k: to_cpu(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)) and not hasattr(obj, "_fields"):
+        return type(obj)(to_cpu(v) for v in obj)
+    return obj
 
 
 class _VerifierWorker:
@@ -100,7 +154,7 @@ class RayBackend:
                  gpus_per_worker: float = 0, cpus_per_worker: float = 1.0):
         self.ray, self.tokenizer, self.lora = ray, tokenizer, spec
         actor = ray.remote(num_cpus=cpus_per_worker, num_gpus=gpus_per_worker)(_ModelWorker)
-        self.workers = [actor.remote(model, spec, max(1, slots // workers + 1)) for _ in range(workers)]
+        self.workers = [actor.remote(model, spec, max(1, slots // workers + 1), gpus_per_worker) for _ in range(workers)]
         self.owner: dict[str, int] = {}
 
     def _on(self, name: str, method: str, *args, **kwargs):
@@ -140,12 +194,22 @@ class RayBackend:
     def encode_chat(self, messages: list[dict], prefill: str = "") -> str:
         return generation.encode_chat(self.tokenizer, messages, prefill)
 
-    def generate(self, prompts: list[str], adapters: list[str | None], max_new_tokens: int, **kwargs) -> list[Generation]:
+    def generate(self, prompts: list[str], adapters: list[str | None], max_new_tokens: int, seed: int | None = None,
+                 **kwargs) -> list[Generation]:
+        """Rows go to their adapter's worker; base rows (every worker holds the base) are dealt round-robin, so
+        step-0 seeding (hundreds of base proposals) uses every GPU. Worker w samples from ``seed + 1_000_003 w``: with one
+        worker the rows and stream are the local path's."""
         rows = defaultdict(list)  # worker -> row indices, in order
+        dealt = 0
         for i, a in enumerate(adapters):
-            rows[0 if a is None else self.owner[a]].append(i)
+            if a is None:
+                rows[dealt % len(self.workers)].append(i)
+                dealt += 1
+            else:
+                rows[self.owner[a]].append(i)
         futures = {w: self.workers[w].call.remote("generate", [prompts[i] for i in idx], [adapters[i] for i in idx],
-                                                  max_new_tokens, **kwargs) for w, idx in rows.items()}
+                                                  max_new_tokens, seed=None if seed is None else seed + 1_000_003 * w, **kwargs)
+                   for w, idx in rows.items()}
         out: list[Generation | None] = [None] * len(prompts)
         for w, gens in zip(futures, self.ray.get(list(futures.values()))):
             for i, g in zip(rows[w], gens):

@@ -5,16 +5,43 @@ with ``enable_lora`` and one ``LoRARequest`` per member (``max_loras`` = populat
 (updates, evolution, checkpoints) is the training backend's. Before a generation that follows an update or an
 evolution, the changed adapters are written as PEFT dirs and given fresh LoRA ids, so vLLM loads the new weights
 instead of its cached copy. vLLM is an optional extra: ``pip install 'populora[vllm]'``.
+
+vLLM and torch share one GPU and take turns: vLLM holds ``gpu_memory_utilization`` of it (its own copy of the
+base, KV cache) while it generates, torch needs the room for the update's activations. So the first trainer-side
+call after a generation (an update, an evolution, a log-prob forward) puts the engine to sleep (level 1: weights
+to CPU RAM, KV cache dropped), and the next generation empties torch's allocator cache and wakes it up. The
+planner counts the two as alternatives (``populora.platform.plan.memory_gb``).
 """
 
 from __future__ import annotations
 
+import logging
 import shutil
 from pathlib import Path
 
 import torch
 
+from populora.platform.backends import generation
 from populora.platform.backends.base import Backend, Generation, LoraSpec, TrainSample
+
+log = logging.getLogger(__name__)
+
+# The ranks vLLM's LoRA kernels are built for: vllm/config/lora.py (0.33.0) types max_lora_rank as
+# Literal[1, 8, 16, 32, 64, 128, 256, 320, 512] and pydantic refuses any other at engine start.
+VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+
+
+def vllm_lora_rank(rank: int) -> int:
+    """The smallest rank vLLM accepts that holds adapters of ``rank`` (smaller adapters are zero-padded).
+
+    >>> [vllm_lora_rank(r) for r in (1, 4, 8, 12, 48, 300)]
+    [1, 8, 8, 16, 64, 320]
+    """
+    fits = [r for r in VLLM_LORA_RANKS if r >= rank]
+    if not fits:
+        raise ValueError(f"model.lora_rank={rank} is above vLLM's largest LoRA rank ({VLLM_LORA_RANKS[-1]}); "
+                         "lower it or set model.generation=torch")
+    return fits[0]
 
 
 class VllmUnavailable(RuntimeError):
@@ -40,12 +67,18 @@ class VllmBackend:
         vllm, self._LoRARequest = load_vllm()
         self.trainer = trainer_backend
         self.sync_dir = Path(sync_dir)
-        self.engine = vllm.LLM(model=model_path, enable_lora=True, max_loras=max_loras, max_lora_rank=rank,
+        self.max_model_len = max_model_len
+        max_rank = vllm_lora_rank(rank)
+        if max_rank != rank:
+            log.info("vLLM takes LoRA ranks %s only: max_lora_rank %d for rank-%d adapters (zero-padded, same outputs)",
+                     VLLM_LORA_RANKS, max_rank, rank)
+        self.engine = vllm.LLM(model=model_path, enable_lora=True, max_loras=max_loras, max_lora_rank=max_rank,
                                gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,
                                enable_sleep_mode=True)
         self.requests: dict[str, object] = {}
         self.stale: set[str] = set(trainer_backend.adapters)
         self._next_id = 1
+        self.asleep = False
 
     @property
     def tokenizer(self):
@@ -60,25 +93,34 @@ class VllmBackend:
         return self.trainer.adapters
 
     # adapters change in the trainer: mark them for re-sync
+    # adapters change in the trainer (on the GPU torch shares with vLLM: asleep first), marked for re-sync
     def add_adapter(self, name: str, from_dir: str | Path | None = None, seed: int | None = None) -> None:
+        self.sleep()
         self.trainer.add_adapter(name, from_dir, seed)
         self.stale.add(name)
 
     def set_adapter_state(self, name: str, state: dict[str, torch.Tensor]) -> None:
+        self.sleep()
         self.trainer.set_adapter_state(name, state)
         self.stale.add(name)
 
     def remove_adapter(self, name: str) -> None:
+        """Drop the adapter and its last synced dir (vLLM never loads an id again once it is replaced)."""
+        self.sleep()
         self.trainer.remove_adapter(name)
-        self.requests.pop(name, None)
+        old = self.requests.pop(name, None)
+        if old is not None:
+            shutil.rmtree(old.lora_path, ignore_errors=True)
         self.stale.discard(name)
 
     def train_step(self, batches: dict[str, list[TrainSample]], *args, **kwargs) -> dict[str, dict]:
+        self.sleep()
         self.stale.update(n for n, s in batches.items() if s)
         return self.trainer.train_step(batches, *args, **kwargs)
 
-    # read-only or optimizer-only: the trainer's, unchanged
+    # read-only or optimizer-only: the trainer's, unchanged (evolution reads parents here: asleep first)
     def adapter_state(self, name: str) -> dict[str, torch.Tensor]:
+        self.sleep()
         return self.trainer.adapter_state(name)
 
     def save_adapter(self, name: str, directory: str | Path) -> Path:
@@ -88,6 +130,7 @@ class VllmBackend:
         return self.trainer.encode_chat(messages, prefill)
 
     def sequence_logprobs(self, adapter, prompt_ids, completion_ids, max_len: int = 1024):
+        self.sleep()  # a forward with activations: torch needs the room
         return self.trainer.sequence_logprobs(adapter, prompt_ids, completion_ids, max_len)
 
     def init_optimizer(self, name: str, lr: float, weight_decay: float = 0.0) -> None:
@@ -112,21 +155,47 @@ class VllmBackend:
         self.stale.clear()
 
     def generate(self, prompts, adapters, max_new_tokens, temperature=1.0, top_p=1.0, seed=None, stop=(), batch_size=None):
+        """One completion per prompt on the vLLM engine (``batch_size`` is unused: vLLM batches continuously).
+
+        Each row gets its own ``SamplingParams``: its own seed (``generation.row_seeds``; vLLM seeds one generator
+        per request, so a shared seed would make a task's rollouts identical) and the stop tokens every backend
+        uses (``generation.stop_token_ids``: EOS and the chat template's end of turn). Prompts go in as our own
+        token ids, so prompt_ids are the torch path's. A prompt of ``max_model_len`` tokens or more, which vLLM
+        refuses for the whole call, gets an empty completion (never trained on) and a warning instead."""
         from vllm import SamplingParams
 
+        self.wake()
         self._sync()
+        tok = self.tokenizer
+        ids = tok(list(prompts), add_special_tokens=False).input_ids
+        keep = [i for i, p in enumerate(ids) if 0 < len(p) < self.max_model_len]
+        if len(keep) < len(prompts):
+            log.warning("%d of %d prompts are %d tokens or longer (model.max_model_len): refused, empty completions",
+                        len(prompts) - len(keep), len(prompts), self.max_model_len)
+        seeds, stops = generation.row_seeds(seed, len(prompts)), generation.stop_token_ids(tok)
         # the stop string stays in the completion, as with transformers' stop_strings: the azr format's check
         # needs its closing </answer>, and the update trains the tokens that closed the answer
-        params = SamplingParams(max_tokens=max_new_tokens, temperature=temperature, top_p=top_p, seed=seed,
-                                stop=list(stop) or None, include_stop_str_in_output=True)
-        lora = [None if a is None else self.requests[a] for a in adapters]
-        outputs = self.engine.generate(prompts, params, lora_request=lora, use_tqdm=False)
-        return [Generation(p, o.outputs[0].text, list(o.prompt_token_ids), list(o.outputs[0].token_ids))
-                for p, o in zip(prompts, outputs)]
+        params = [SamplingParams(max_tokens=max_new_tokens, temperature=temperature, top_p=top_p, seed=seeds[i],
+                                 stop=list(stop) or None, stop_token_ids=stops, include_stop_str_in_output=True)
+                  for i in keep]
+        lora = [None if adapters[i] is None else self.requests[adapters[i]] for i in keep]
+        outputs = self.engine.generate([{"prompt_token_ids": ids[i]} for i in keep], params, lora_request=lora,
+                                       use_tqdm=False) if keep else []
+        out = [Generation(p, "", list(i), []) for p, i in zip(prompts, ids)]
+        for i, o in zip(keep, outputs):
+            out[i] = Generation(prompts[i], o.outputs[0].text, list(ids[i]), list(o.outputs[0].token_ids))
+        return out
 
     def sleep(self) -> None:
-        """Free vLLM's GPU memory (weights + KV cache) while torch trains on the same GPU."""
-        self.engine.sleep(level=1)
+        """Free vLLM's GPU memory (level 1: weights to CPU RAM, KV cache dropped) while torch works on the GPU."""
+        if not self.asleep:
+            self.engine.sleep(level=1)
+            self.asleep = True
 
     def wake(self) -> None:
-        self.engine.wake_up()
+        """Back to generation: hand torch's cached blocks back to the driver first, or vLLM cannot re-map its
+        weights and KV cache into the memory torch's allocator still holds."""
+        if self.asleep:
+            torch.cuda.empty_cache()
+            self.engine.wake_up()
+            self.asleep = False
