@@ -45,9 +45,16 @@ def ensure_offline() -> None:
 
 
 def end_ids(backend) -> set[int]:
-    """Token ids that end a completion (the tokenizer's EOS, one id or several)."""
-    eos = getattr(getattr(backend, "tokenizer", None), "eos_token_id", None)
-    return set(eos) if isinstance(eos, (list, tuple, set)) else ({eos} if isinstance(eos, int) else set())
+    """Token ids that end a completion: the backends' own stop tokens (EOS and the chat template's end-of-turn
+    token, ``backends.generation.stop_token_ids``), so a turn closed at exactly the budget is not "truncated"."""
+    tok = getattr(backend, "tokenizer", None)
+    if tok is None or getattr(tok, "eos_token_id", None) is None:
+        return set()
+    if not hasattr(tok, "apply_chat_template"):  # a stand-in tokenizer (tests): its EOS only
+        return {int(tok.eos_token_id)}
+    from populora.platform.backends.generation import stop_token_ids
+
+    return set(stop_token_ids(tok))
 
 
 def is_truncated(gen, max_new_tokens: int, ends: set[int]) -> bool:
