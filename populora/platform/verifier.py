@@ -13,6 +13,10 @@ Conventions (docs/sandbox.md has the full list):
   or a student could run code next to the check.
 - outputs are canonical text: strict types (``1``, ``1.0`` and ``True`` differ), all NaNs equal,
   order-insensitive dicts and sets. ``Verdict.output`` is that text: showable to a student and parseable back.
+- an answer check compares either that text (``Check.equality = "canonical"``) or, as AZR's executor does
+  (``gold == f(answer)``, ``eval(gold) == eval(answer)``), the values by Python equality (``"python"``:
+  ``2 == 2.0 == True``). The values are rebuilt in this process from their canonical text by the literal grammar,
+  so ``==`` only ever runs on exact builtin types a model cannot have overridden.
 """
 
 from __future__ import annotations
@@ -183,6 +187,9 @@ class Check:
     candidate: str | None = None       # an answer's program, run instead of ``program`` (statically checked too)
     refusal: Verdict | None = None     # the kind's verdict before anything runs (e.g. the answer is no literal)
     what: str = "f(input)"             # how a wrong value is named in the verdict's reason
+    ref_calls: list[str] | None = None  # argument lists the reference run uses when ``expected`` is None (default: calls)
+    expressions: bool = False          # answer argument lists may be any expression (AZR), evaluated in the sandbox
+    equality: str = "canonical"        # "canonical": strict canonical text; "python": Python == of the values (AZR)
 
 
 Job = Validate | Check
@@ -255,13 +262,15 @@ class Verifier:
             return _now(static or job.refusal)
         if not job.calls:  # nothing would run, and nothing run is nothing proven
             return _now(Verdict(False, None, "invalid", "task without inputs to check"))
-        if any(x not in job.inputs and not literal_arguments(x) for x in job.calls):
-            return _now(Verdict(True, False, "bad_answer", "answer is not a literal argument list"))
+        answer_bad = self._answer_calls(job)
+        if answer_bad:
+            return _now(answer_bad)
         bad = check_program(job.candidate, self.banned) if job.candidate is not None else None
         if bad:
             return _now(Verdict(True, False, bad[0], f"answer: {bad[1]}"))
-        n = len(job.calls)
-        refs = [self._req(job.program, x) for x in job.calls] if job.expected is None else []
+        ref_calls = job.ref_calls if job.ref_calls is not None else job.calls
+        n = len(ref_calls)
+        refs = [self._req(job.program, x) for x in ref_calls] if job.expected is None else []
         runs = [self._req(job.candidate or job.program, x) for x in job.calls]
         task_runs = job.candidate is None and job.calls == job.inputs
 
@@ -270,9 +279,20 @@ class Verifier:
             if failed:
                 return _invalid(failed, "reference program: " if refs else "")
             expected = job.expected if job.expected is not None else [r.value for r in results[:n]]
-            return _compare(results[len(refs):], expected, job.what)
+            return _compare(results[len(refs):], expected, job.what, job.equality == "python")
 
         return refs + runs, finish
+
+    def _answer_calls(self, job: Check) -> Verdict | None:
+        """A wrong verdict for an answer argument list that may not run: not literal (strict), or (expressions, as
+        AZR lets any expression through) not one call of f or using something banned. Never a format error."""
+        for x in (c for c in job.calls if c not in job.inputs):
+            if not job.expressions and not literal_arguments(x):
+                return Verdict(True, False, "bad_answer", "answer is not a literal argument list")
+            bad = check_input(x, self.banned) if job.expressions else None
+            if bad:
+                return Verdict(True, False, bad[0], f"answer: {bad[1]}"[:300])
+        return None
 
     def plan(self, job: Job) -> tuple[list[ExecRequest], Finish]:
         if isinstance(job, Validate):
@@ -301,11 +321,25 @@ class Verifier:
         return verdicts
 
 
-def _compare(results: list[ExecResult], expected: list[str], what: str) -> Verdict:
-    """Correct iff every run succeeded and its canonical value equals the expected canonical text."""
+def equal_values(got: str, want: str, python: bool) -> bool:
+    """Canonical texts equal, or (``python``) the values they spell equal by Python ``==`` (AZR's check).
+
+    >>> equal_values("2.0", "2", True), equal_values("2.0", "2", False), equal_values("float('nan')", "float('nan')", True)
+    (True, False, False)
+    """
+    if not python:
+        return got == want
+    try:
+        return bool(parse_literal(got) == parse_literal(want))
+    except (ValueError, RecursionError, MemoryError):
+        return False
+
+
+def _compare(results: list[ExecResult], expected: list[str], what: str, python: bool = False) -> Verdict:
+    """Correct iff every run succeeded and its value equals the expected one (canonical text, or Python ==)."""
     for r, want in zip(results, expected):
         if r.status != "ok" or r.value is None:
             return Verdict(True, False, r.status if r.status != "ok" else "error", f"{what}: {_failure(r)}")
-        if r.value != want:
+        if not equal_values(r.value, want, python):
             return Verdict(True, False, "wrong", f"{what} = {r.value[:200]}, expected {want[:200]}")
     return Verdict(True, True, "ok", "ok")

@@ -59,6 +59,9 @@ class TasksConfig(Section):
     max_new_tokens_solve: int = Field(96, ge=8, le=16384, description="Token budget of an answer")
     temperature: float = Field(0.8, gt=0, description="Sampling temperature (AZR: 1.0)")
     top_p: float = Field(0.95, gt=0, le=1, description="Nucleus sampling top-p")
+    answer_check: Literal["azr", "strict"] = Field("azr", description="azr: as AZR's executor, an answer is any Python expression, evaluated in the sandbox, right iff "
+                                                  "Python-equal to the gold value (2 == 2.0; a crash or timeout is wrong); strict: literal answers only, "
+                                                  "equal canonical text with strict types (2 != 2.0)")
     timeout_s: float = Field(5.0, gt=0, le=300, description="Sandbox wall-clock limit per execution")
     memory_mb: int = Field(512, ge=64, le=65536, description="Sandbox address-space limit per execution")
 

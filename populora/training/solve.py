@@ -30,7 +30,7 @@ def solve(backend, verifier, tasks: list[Task], pairs: dict[str, list[str]], cfg
         r = Rollout(student, "student", task.kind, task.id, gen.prompt_ids, gen.completion_ids, gen.text, answer=answer)
         rollouts.append(r)
         if answer is not None:
-            requests.append((r, KINDS[task.kind].check_answer(task, answer)))
+            requests.append((r, KINDS[task.kind].check_answer(task, answer, tc.answer_check)))
         else:
             r.verdict = "format: no parseable answer" if tc.format == "direct" else "format: no well-formed <answer> block"
     verdicts = verifier.check_many([req for _, req in requests]) if requests else []

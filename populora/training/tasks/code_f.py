@@ -8,7 +8,7 @@ half is shown to the student (AZR: ``len // 2``) and the rest are held out.
 from __future__ import annotations
 
 from populora.platform.verifier import Check, Verdict
-from populora.training.tasks.parsing import blocks, call_arguments, first_block, parseable_program
+from populora.training.tasks.parsing import blocks, call_arguments, first_block, last_block, parseable_program
 from populora.training.tasks.prompts import LAYOUT, azr_prompt, chat, fenced, unwrap
 from populora.training.tasks.task import Prompt, Task, TaskKind
 
@@ -140,15 +140,17 @@ def parse_answer(text: str, fmt: str = "direct") -> str | None:
     body = unwrap(text, fmt, SOLVE_PREFILL)
     if body is None:
         return None
-    code = first_block(body, "python", "py", "") or (body if fmt == "azr" else None)
+    code = last_block(body, "python", "py", "") or (body if fmt == "azr" else None)  # AZR reads the last block
     return parseable_program(code) if code else None
 
 
-def check(program: str, inputs: list[str], answer: str, outputs: list[str] | None = None) -> Check:
+def check(program: str, inputs: list[str], answer: str, outputs: list[str] | None = None, mode: str = "azr") -> Check:
     """The answer's f must give the reference program's values on the held-out ``inputs``; ``outputs``
-    (canonical, e.g. from validation) spares re-running the reference."""
+    (canonical, e.g. from validation) spares re-running the reference. ``mode`` azr: Python equality (AZR's
+    ``gold == f(input)``); strict: equal canonical text."""
     refusal = None if inputs else Verdict(False, None, "invalid", "code_f task without inputs")
-    return Check(program, inputs, inputs, outputs, candidate=answer, refusal=refusal, what="candidate f(input)")
+    return Check(program, inputs, inputs, outputs, candidate=answer, refusal=refusal, what="candidate f(input)",
+                 equality="canonical" if mode == "strict" else "python")
 
 
 class CodeF(TaskKind):
@@ -169,11 +171,12 @@ class CodeF(TaskKind):
     def parse_answer(self, text, fmt) -> str | None:
         return parse_answer(text, fmt)
 
-    def check_answer(self, task, answer) -> Check:
-        return check(task.program, task.held_out, answer)
+    def check_answer(self, task, answer, mode="azr") -> Check:
+        half = len(task.inputs) - len(task.held_out)
+        return check(task.program, task.held_out, answer, task.outputs[half:] or None, mode)
 
-    def check_json(self, record) -> Check:
-        return check(record["program"], list(record["inputs"]), record["answer"], record.get("outputs"))
+    def check_json(self, record, mode="azr") -> Check:
+        return check(record["program"], list(record["inputs"]), record["answer"], record.get("outputs"), mode)
 
     def validation_inputs(self, task) -> list[str]:
         return list(task.inputs)  # every input must run: the gold outputs of the shown and the held-out ones

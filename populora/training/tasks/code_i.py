@@ -9,7 +9,7 @@ from __future__ import annotations
 from populora.platform.sandbox.values import canonical_literal
 from populora.platform.verifier import Check, Verdict
 from populora.training.tasks import code_o
-from populora.training.tasks.parsing import call_arguments, first_line_or_block
+from populora.training.tasks.parsing import call_arguments, last_line_or_block
 from populora.training.tasks.prompts import LAYOUT, azr_prompt, chat, fenced, unwrap
 from populora.training.tasks.task import Prompt, Task
 
@@ -66,16 +66,20 @@ def solve_messages(task: Task, fmt: str = "direct") -> Prompt:
 
 def parse_answer(text: str, fmt: str = "direct") -> str | None:
     body = unwrap(text, fmt, SOLVE_PREFILL)
-    return None if body is None else call_arguments(first_line_or_block(body, "input"))
+    return None if body is None else call_arguments(last_line_or_block(body, "input"))
 
 
-def check(program: str, output: str, answer: str) -> Check:
-    """f(answer) must give the task's output; the answer must be literal arguments (the verifier insists)."""
+def check(program: str, output: str, answer: str, mode: str = "azr") -> Check:
+    """f(answer) must give the task's output. ``mode`` (``tasks.answer_check``): azr, any argument expressions
+    (evaluated in the sandbox), Python equality (AZR's ``gold == f(answer)``); strict, literal arguments only, equal
+    canonical text."""
     try:
         expected, refusal = [canonical_literal(output)], None
     except ValueError as e:
         expected, refusal = [], Verdict(False, None, "invalid", f"task output is not a literal: {e}")
-    return Check(program, [], [answer], expected, refusal=refusal, what="f(answer)")
+    azr = mode != "strict"
+    return Check(program, [], [answer], expected, refusal=refusal, what="f(answer)", expressions=azr,
+                 equality="python" if azr else "canonical")
 
 
 class CodeI(code_o.CodeO):
@@ -89,8 +93,8 @@ class CodeI(code_o.CodeO):
     def parse_answer(self, text, fmt) -> str | None:
         return parse_answer(text, fmt)
 
-    def check_answer(self, task, answer) -> Check:
-        return check(task.program, task.output, answer)
+    def check_answer(self, task, answer, mode="azr") -> Check:
+        return check(task.program, task.output, answer, mode)
 
-    def check_json(self, record) -> Check:
-        return check(record["program"], record["output"], record["answer"])
+    def check_json(self, record, mode="azr") -> Check:
+        return check(record["program"], record["output"], record["answer"], mode)

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from populora.platform.sandbox.values import canonical_literal
 from populora.platform.verifier import Check, Verdict
-from populora.training.tasks.parsing import call_arguments, first_block, first_line_or_block, literal, parseable_program
+from populora.training.tasks.parsing import (MAX_ANSWER_CHARS, call_arguments, first_block, first_line_or_block,
+                                              last_line_or_block, parseable_program)
 from populora.training.tasks.prompts import LAYOUT, azr_prompt, chat, fenced, rules, unwrap
 from populora.training.tasks.task import Prompt, Task, TaskKind
 
@@ -106,17 +107,35 @@ def solve_messages(task: Task, fmt: str = "direct") -> Prompt:
 
 
 def parse_answer(text: str, fmt: str = "direct") -> str | None:
+    """The output block's text (AZR: any non-empty answer is well-formed; what it evaluates to is the check's
+    business, so ``'ab' * 2`` is an answer and ``f(`` a wrong one, not a format error)."""
     body = unwrap(text, fmt, SOLVE_PREFILL)
-    return None if body is None else literal(first_line_or_block(body, "output"))
+    if body is None:
+        return None
+    answer = last_line_or_block(body, "output")
+    return answer if answer and len(answer) <= MAX_ANSWER_CHARS else None
 
 
-def check(program: str, input: str, answer: str) -> Check:
-    """f(input) must give the value the answer writes; if f fails on its own input, the task is at fault."""
-    try:
-        expected, refusal = [canonical_literal(answer)], None
-    except ValueError as e:
-        expected, refusal = [], Verdict(True, False, "bad_answer", f"answer is not a literal: {e}")
-    return Check(program, [input], [input], expected, refusal=refusal)
+# The answer is evaluated by itself, as the lone argument list of this identity (``1, 2`` is a tuple, as
+# ``eval`` reads it), without the task's program in scope: AZR evaluates it next to f, where ``f(3)`` would be a
+# right answer to every task on input 3.
+IDENTITY = "def f(*value):\n    return value[0] if len(value) == 1 else value"
+
+
+def check(program: str, input: str, answer: str, gold: str | None = None, mode: str = "azr") -> Check:
+    """The answer's value must equal f(input) (``gold`` when known, else the program is run on its input; if f
+    fails on its own input, the task is at fault). ``mode`` (``tasks.answer_check``): azr, any expression
+    evaluated in the sandbox, Python equality (AZR's ``eval(gold) == eval(answer)``); strict, a literal, equal
+    canonical text (strict types)."""
+    if mode == "strict":
+        try:
+            expected, refusal = [canonical_literal(answer)], None
+        except ValueError as e:
+            expected, refusal = [], Verdict(True, False, "bad_answer", f"answer is not a literal: {e}")
+        return Check(program, [input], [input], expected, refusal=refusal)
+    expected = [gold] if gold is not None else None
+    return Check(program, [input], [answer], expected, candidate=IDENTITY, what="the answer",
+                 ref_calls=[input], expressions=True, equality="python")
 
 
 class CodeO(TaskKind):
@@ -135,8 +154,8 @@ class CodeO(TaskKind):
     def parse_answer(self, text, fmt) -> str | None:
         return parse_answer(text, fmt)
 
-    def check_answer(self, task, answer) -> Check:
-        return check(task.program, task.input, answer)
+    def check_answer(self, task, answer, mode="azr") -> Check:
+        return check(task.program, task.input, answer, task.output or None, mode)
 
-    def check_json(self, record) -> Check:
-        return check(record["program"], record["input"], record["answer"])
+    def check_json(self, record, mode="azr") -> Check:
+        return check(record["program"], record["input"], record["answer"], None, mode)
