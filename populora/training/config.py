@@ -47,6 +47,12 @@ class TasksConfig(Section):
     format: Literal["azr", "direct"] = Field("azr", description="azr: AZR's layout, reason in <think>...</think> then the result in <answer>...</answer> (the paper's method); "
                                             "direct: answer-only prompts prefilled up to a code fence, no reasoning trained (a reduction for tiny CPU models). "
                                             "Default: azr, except direct when model.base is 'embedded' and the field is not set")
+    template: Literal["azr", "chat"] = Field("azr", description="azr: AZR's template for base models, R1-style plain text (\"... User: <task>\\nAssistant: <think>\"), "
+                                            "no chat markup, no system prompt (the paper's setting); chat: the model's own chat template with the layout "
+                                            "in a system turn (instruct models; needed by the direct format). Default: azr, except chat when "
+                                            "tasks.format is direct and the field is not set")
+    stop_at_answer: bool = Field(True, description="azr format: end a completion at </answer> (ours: the tokens after it earn nothing); "
+                                 "false: sample to EOS as AZR does, the answer read from the last block either way")
     seed_buffer: int = Field(8, ge=1, le=4096, description="Valid tasks each kind's buffer holds before step 1, proposed by the base model at step 0 (AZR: 256)")
     seed_rounds: int = Field(2, ge=0, le=64, description="Bound on step-0 seeding: rounds of base-model proposals (each asks for every kind's missing count); "
                                                   "a kind with no valid proposal after them falls back to hand-written programs (warning + run tag)")
@@ -158,6 +164,11 @@ class TrainConfig(Section):
             )
         if "format" not in self.tasks.model_fields_set and self.model.base == "embedded":
             self.tasks.format = "direct"  # the 135M embedded model cannot follow the azr layout; named as a reduction
+        if "template" not in self.tasks.model_fields_set and self.tasks.format == "direct":
+            self.tasks.template = "chat"  # the direct format's few-shot turns need roles
+        if self.tasks.template == "azr" and self.tasks.format == "direct":
+            raise ValueError("tasks.template 'azr' (plain text, no roles) cannot carry tasks.format 'direct' (few-shot "
+                             "chat turns); set tasks.template: chat, or tasks.format: azr")
         if not self.tasks.kinds:
             raise ValueError("tasks.kinds is empty; list at least one of code_o, code_i, code_f")
         return self

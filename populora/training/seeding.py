@@ -17,7 +17,7 @@ import numpy as np
 from populora.platform.backends import BASE
 from populora.training.buffers import AZR_SEED, SEED_PROGRAMS, TaskBuffers, seed_tasks
 from populora.training.tasks import KINDS, PROGRAM_KINDS, Task
-from populora.training.tasks.prompts import stop
+from populora.training.tasks.prompts import render, stop
 from populora.training.validate import validate
 
 
@@ -75,11 +75,11 @@ def propose_with_base(backend, buffers: TaskBuffers, tc, counts: dict[str, int],
     for kind, n in counts.items():
         for j in range(n):
             task = Task(id=f"{prefix}-{kind}-{j}", kind=kind, program="", teacher="base", step=0)
-            messages, prefill = KINDS[kind].teacher_prompt(task, buffers, rng, tc)
+            prompt = KINDS[kind].teacher_prompt(task, buffers, rng, tc)
             tasks.append(task)
-            prompts.append(backend.encode_chat(messages, prefill))
+            prompts.append(render(backend, prompt, tc.format, tc.template))
     gens = backend.generate(prompts, [BASE] * len(prompts), tc.max_new_tokens_propose, temperature=tc.temperature,
-                            top_p=tc.top_p, seed=seed, stop=stop(tc.format, "teacher"))
+                            top_p=tc.top_p, seed=seed, stop=stop(tc.format, "teacher", tc.stop_at_answer))
     for task, gen in zip(tasks, gens):
         KINDS[task.kind].parse_proposal(gen.text, task, tc)
     return tasks

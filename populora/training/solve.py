@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from populora.training.rollout import Rollout
 from populora.training.tasks import KINDS, Task
-from populora.training.tasks.prompts import stop
+from populora.training.tasks.prompts import render, stop
 
 
 def solve(backend, verifier, tasks: list[Task], pairs: dict[str, list[str]], cfg, seed: int) -> list[Rollout]:
@@ -14,15 +14,14 @@ def solve(backend, verifier, tasks: list[Task], pairs: dict[str, list[str]], cfg
     for task in tasks:
         if not task.valid:
             continue
-        messages, prefill = KINDS[task.kind].student_prompt(task, tc.format)
-        prompt = backend.encode_chat(messages, prefill)
+        prompt = render(backend, KINDS[task.kind].student_prompt(task, tc.format), tc.format, tc.template)
         for student in pairs.get(task.teacher, []):
             plans += [(student, task, prompt)] * tc.rollouts
     if not plans:
         return []
     gens = backend.generate(
         [p for _, _, p in plans], [s for s, _, _ in plans], tc.max_new_tokens_solve,
-        temperature=tc.temperature, top_p=tc.top_p, seed=seed, stop=stop(tc.format, "student"),
+        temperature=tc.temperature, top_p=tc.top_p, seed=seed, stop=stop(tc.format, "student", tc.stop_at_answer),
     )
     rollouts, requests = [], []
     for (student, task, _), gen in zip(plans, gens):

@@ -45,26 +45,45 @@ def test_format_defaults_azr_except_for_the_embedded_model_and_explicit_values_w
 
 
 # ------------------------------------------------------------------------------------------------ prompts
-def test_paper_prompts_azr_three_distinct_teacher_prompts_and_reasoning_students(v):
+def test_paper_prompts_azr_template_three_distinct_teacher_prompts_and_reasoning_students(v):
     cfg = config_io.load(TrainConfig, str(CONFIGS / "paper-4t4s.yaml"), [])
     shown = build(cfg, ["code_o", "code_i", "code_f"], ["teacher", "student"], v)
-    assert shown["format"] == "azr"
+    assert (shown["format"], shown["template"]) == ("azr", "azr")
     teacher = {p["kind"]: p["messages"][-1]["content"] for p in shown["prompts"] if p["role"] == "teacher"}
     student = {p["kind"]: p for p in shown["prompts"] if p["role"] == "student"}
     assert len(set(teacher.values())) == 3
     assert "deduction" in teacher["code_o"] and "abduction" in teacher["code_i"] and "induction" in teacher["code_f"]
-    for kind in ("code_o", "code_i"):  # the K references (here the step-0 seed), novelty and difficulty asked for
-        assert "<reference 1>" in teacher[kind] and "must differ" in teacher[kind] and "strong solver" in teacher[kind]
-        assert "Deterministic" in teacher[kind]
-    assert "Write 10 different inputs" in teacher["code_f"] and "first 5" in teacher["code_f"]
-    assert "other 5 inputs" in teacher["code_f"] and "Every input must run" in teacher["code_f"]
-    for p in shown["prompts"]:
-        assert p["prefill"] == "<think>" and "<think>" in p["messages"][0]["content"]
-        assert "<answer>" in p["messages"][0]["content"] and "<answer>" in p["messages"][-1]["content"]
+    for kind in ("code_o", "code_i"):  # AZR's proposer requirements, point by point
+        text = teacher[kind]
+        assert "<reference_0>" in text and "different from the reference programs" in text
+        assert "Custom classes are allowed" in text and "nested inside `f`" in text and "10 seconds" in text
+        assert "multi-step reasoning" in text and "Start with a clear plan" in text
+        assert "hashlib" in text and "comments included" in text  # the banned-keyword list is shown
+    assert "Give 10 valid inputs" in teacher["code_f"] and "```message" in teacher["code_f"]
+    assert "must not contain the program" in teacher["code_f"] and "f(<|YOUR INPUT WILL BE PLUGGED HERE|>)" in teacher["code_f"]
+    for p in shown["prompts"]:  # AZR's template: one plain message, no system turn, ends in "Assistant: <think>"
+        (m,) = p["messages"]
+        assert m["role"] == "user" and p["prefill"] == "<think>"
+        assert m["content"].startswith("This is a dialogue between a User and an Assistant") and "<answer>" in m["content"]
+        assert (m["content"] + p["prefill"]).endswith("\nAssistant: <think>")
+        assert "<|im_start|>" not in m["content"] and "reward" not in m["content"].lower()
     # each student sees what its kind needs and nothing more
     assert "```input" in student["code_o"]["messages"][-1]["content"]
     assert "```output" in student["code_i"]["messages"][-1]["content"]
-    assert "def f(a)" not in student["code_f"]["messages"][-1]["content"]
+    assert "def f(a)\n    return a\n```\n\n# Input" not in student["code_f"]["messages"][-1]["content"]
+
+
+def test_chat_template_puts_the_layout_in_a_system_turn_and_azr_refuses_the_direct_format():
+    from populora.platform.config import ConfigError
+    from populora.training.tasks.prompts import frame
+
+    task = Task(id="t", kind="code_o", program="def f(a):\n    return a", input="1", output="1")
+    messages, prefill = frame(KINDS["code_o"].student_prompt(task, "azr"), "azr", "chat")
+    assert [m["role"] for m in messages] == ["system", "user"] and prefill == "<think>"
+    assert TrainConfig().tasks.template == "chat"  # embedded model: direct format, chat template
+    assert TrainConfig(model={"base": "Qwen/Qwen2.5-7B"}).tasks.template == "azr"
+    with pytest.raises(ConfigError, match="tasks.template"):
+        config_io.load(TrainConfig, None, ["tasks.format=direct", "tasks.template=azr"])
 
 
 def test_direct_prompts_are_prefilled_fences_and_distinct_per_kind(v):
@@ -81,7 +100,8 @@ def test_prompts_cli_json_contract(mlflow_store):
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     shown = json.loads(out.stdout.strip().splitlines()[-1])
-    assert shown["format"] == "azr"
+    assert (shown["format"], shown["template"]) == ("azr", "azr")
+    assert "reward" not in json.dumps(shown).lower()  # AZR's proposer never hears its reward rule
     assert [(p["kind"], p["role"]) for p in shown["prompts"]] == [
         (k, r) for k in ("code_o", "code_i", "code_f") for r in ("teacher", "student")]
     for p in shown["prompts"]:
@@ -108,9 +128,8 @@ def test_code_f_ten_inputs_five_shown_five_held_out(v):
     assert [x for x, _ in task.shown] == [str(i) for i in range(1, 6)]
     assert task.held_out == [str(i) for i in range(6, 11)]
     prompt = KINDS["code_f"].student_prompt(task, "azr")[0][-1]["content"]
-    assert "5 more inputs you are not shown" in prompt
-    assert all(f"```input\n{i}\n```" in prompt for i in range(1, 6))
-    assert not any(f"```input\n{i}\n```" in prompt for i in range(6, 11))
+    assert all(f"```input_{i - 1}\n{i}\n```" in prompt for i in range(1, 6))
+    assert "```input_5" not in prompt and "```input_4\n10\n" not in prompt  # the held-out ones stay hidden
 
 
 def test_code_f_one_failing_input_invalidates_the_task(v):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from populora.platform.verifier import Check, Verdict
 from populora.training.tasks.parsing import blocks, call_arguments, first_block, last_block, parseable_program
-from populora.training.tasks.prompts import LAYOUT, azr_prompt, chat, fenced, unwrap
+from populora.training.tasks.prompts import azr_prompt, chat, fenced, program_requirements, unwrap
 from populora.training.tasks.task import Prompt, Task, TaskKind
 
 KIND = "code_f"
@@ -37,26 +37,47 @@ def known_inputs(source: Task) -> list[str]:
     return list(source.inputs) if source.inputs else [source.input] if source.input else []
 
 
-def propose_question(program: str, used: list[str], n: int) -> str:
-    shown, held = split(n)
-    used_text = ("Inputs already used with f (yours must all differ from these):\n"
-                 + "\n".join(fenced("input", x) for x in used) + "\n") if used else ""
+def propose_question(program: str, n: int) -> str:
+    """AZR's code_f proposer prompt, in our words: n inputs giving diverse outputs, and a message; the program is
+    shown with the call its inputs are plugged into."""
     return (
-        "## Task: write an induction task (code_f)\n"
-        f"Here is a Python function f. Write {n} different inputs for it and a message for the solver. The solver "
-        f"will see the first {shown} of your inputs with the outputs f returns on them, and your message, but not "
-        f"f; it must write a program that returns the right outputs on your other {held} inputs, which it never "
-        "sees. Your reward is highest when a strong solver sometimes fails: choose inputs whose outputs together "
-        "pin down what f does, edge cases included, so that only a solver who really infers f gets the held-out "
-        "ones right, and put revealing inputs among the first ones.\n"
-        f"Every input must run: f must return a value on each of your {n} inputs, deterministically; one failing "
-        f"input makes the whole task invalid. Write exactly {n}, each different. Each input is the argument list of "
-        "one call f(...): separate arguments with commas and quote strings.\n"
-        "The message may describe the task or hint at f, but must not contain its code.\n"
-        f"{fenced('python', program)}\n{used_text}"
-        f"### Answer layout\n{LAYOUT} Inside <answer>, write {n} input blocks, one input in each, then the message:\n"
-        "```input\narg1, arg2, ...\n```\n(... one block per input ...)\n```message\nyour message\n```"
+        f"## Task: write {n} inputs for the program below that produce diverse outputs, and a message about it (induction)\n"
+        f"Design {n} inputs that can be plugged into the program below so that together they produce a diverse set "
+        "of outputs. A test subject will be given a subset of your inputs with the outputs they deterministically "
+        "produce, and has to deduce the program; think of it as an IQ test. You may also leave the test subject a "
+        "message that helps them deduce the program.\n\n"
+        "### Input requirements\n"
+        f"- Give {n} valid inputs for the program.\n"
+        "- In each input, separate several arguments with commas.\n"
+        "- Put quotes around string arguments.\n"
+        "- Put each input in its own ```input block.\n\n"
+        "### Message requirements\n"
+        "- Leave the test subject a message that helps them deduce the program, in a ```message block.\n"
+        "- The message can take any form: a coding question, or a plain-language description of what the program "
+        "does, for instance.\n"
+        "- The message must not contain the program.\n\n"
+        f"### Layout\n- Each input in a block like this:\n{fenced('input', 'arg1, arg2, ...')}\n\n"
+        f"### Example of the layout\n{fenced('input', code_o_example())}\n{fenced('input', EXAMPLE_INPUT_2)}\n\n"
+        "### What makes a good submission\n"
+        "- It executes: the program runs on every one of your inputs.\n"
+        "- Coverage: the inputs and outputs span the program's input space, enough to deduce the program from them.\n"
+        "- Creativity: the inputs are clearly different from each other.\n"
+        "- The inputs and the message together make the task challenging for the test subject, but not impossible.\n"
+        "Start with a clear plan: understand the program, then say how your inputs cover it well and why they are "
+        "challenging and creative. Then write the inputs and the message, each input in an ```input block and the "
+        "message in a ```message block.\n\n"
+        f"### Program\n{fenced('python', program + CALL_SUFFIX)}\n"
     )
+
+
+EXAMPLE_INPUT_2 = "['green'], {'green': 1}"
+CALL_SUFFIX = "\nf(<|YOUR INPUT WILL BE PLUGGED HERE|>)"  # where the inputs go, as AZR shows it
+
+
+def code_o_example() -> str:
+    from populora.training.tasks.code_o import EXAMPLE_INPUT
+
+    return EXAMPLE_INPUT
 
 
 def _propose_ask(program: str, n_inputs: int) -> str:
@@ -66,7 +87,7 @@ def _propose_ask(program: str, n_inputs: int) -> str:
 
 def propose_messages(source: Task, n_inputs: int, fmt: str = "direct") -> Prompt:
     if fmt == "azr":
-        return azr_prompt(propose_question(source.program, known_inputs(source), n_inputs))
+        return azr_prompt(propose_question(source.program, n_inputs))
     demo = "\n".join(fenced("input", x) for x in DEMO_INPUTS[:n_inputs]) + "\n" + fenced("message", DEMO_MESSAGE)
     return chat([(_propose_ask(DEMO_PROGRAM, n_inputs), demo)], _propose_ask(source.program, n_inputs)), PROPOSE_PREFILL
 
@@ -110,15 +131,21 @@ def judge_inputs(task: Task, checked: list[tuple[str, Verdict]]) -> Task:
     return task
 
 
-def solve_question(task: Task) -> str:
-    pairs = "\n".join(f"{fenced('input', i)}\n{fenced('output', o)}" for i, o in task.shown)
-    message = f"Message from the task's author:\n{fenced('message', task.message)}\n" if task.message else ""
+def solve_question(task: Task, seconds: float = 10.0) -> str:
+    """AZR's code_f solver prompt, in our words: infer a program from input/output pairs and the message."""
+    pairs = "\n".join(f"{fenced(f'input_{i}', x)}\n{fenced(f'output_{i}', y)}" for i, (x, y) in enumerate(task.shown))
     return (
-        "## Task: infer the function\n"
-        "A hidden Python function f returned these outputs on these inputs. Write a function f that returns the "
-        f"same outputs on them and the right outputs on {len(task.held_out)} more inputs you are not shown.\n"
-        f"{pairs}\n{message}"
-        f"{LAYOUT} Inside <answer>, give your program in a python block:\n```python\ndef f(...):\n    ...\n```"
+        "# Task: deduce the program that turned the inputs into the outputs\n"
+        "Below are input/output pairs and a message describing the program. Think the problem through step by step "
+        "and deduce a general program that produces the hidden outputs from the hidden inputs, as the original "
+        "program that generated these pairs does. It can help to check your program on each pair in turn, and to "
+        "revise it until it matches them all. Your final program is what gets evaluated: put it in a ```python "
+        "block.\n\n"
+        f"# Program requirements\n{program_requirements(seconds)}\n"
+        f"# Input and output pairs\n{pairs}\n\n"
+        f"# Message\n{fenced('message', task.message)}\n\n"
+        f"# Example of the answer\n{fenced('python', 'def f(a):' + chr(10) + '    return a')}\n\n"
+        "Remember: the entry function must be named `f`.\n"
     )
 
 
