@@ -22,7 +22,8 @@ Conventions (docs/sandbox.md has the full list):
 from __future__ import annotations
 
 import ast
-from dataclasses import asdict, dataclass
+import re
+from dataclasses import asdict, dataclass, replace
 from typing import Callable
 
 from populora.platform.sandbox import ExecRequest, ExecResult, Sandbox, get_sandbox
@@ -113,15 +114,56 @@ def banned_reason(tree: ast.AST, banned: tuple[str, ...] = DEFAULT_BANNED) -> st
     return None
 
 
-def check_program(program: str, banned: tuple[str, ...] = DEFAULT_BANNED) -> tuple[str, str] | None:
-    """(status, reason) if the program cannot be a task, else None."""
+@dataclass(frozen=True)
+class ProgramRules:
+    """The static rules a proposed program must pass beyond parsing and defining ``f``: AZR's where it has one,
+    each of ours a named switch (``tasks.*`` in the training config; the paper presets turn ours off)."""
+    single_function: bool = False        # AZR reject_multiple_functions: more than one ``def`` anywhere is invalid
+    extra_bans: bool = True              # ours: EXTRA_BANNED modules, banned builtins/attributes, any use; AZR: imports of AZR_BANNED only
+    error_keywords: tuple[str, ...] = ()  # AZR banned_keywords_for_errors_and_exceptions: raise / assert / try / except
+    code_f_distinct_outputs: bool = True  # ours (the code_f kind reads it): not every input may give the same output
+
+
+AZR_RULES = ProgramRules(single_function=True, extra_bans=False, code_f_distinct_outputs=False)
+_ERROR_NODES = {"raise": ast.Raise, "assert": ast.Assert, "try": ast.Try, "except": ast.ExceptHandler}
+_DEF_LINE = re.compile(r"^\s*def\s+(\w+)\s*\(", re.M)  # AZR counts defs by this regex, nested and methods included
+
+
+def azr_banned_import(tree: ast.AST) -> str | None:
+    """AZR's ban: an import whose dotted name has a component in AZR_BANNED (uses outside imports pass)."""
+    for node in ast.walk(tree):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            names = [node.module or ""] + [a.name for a in node.names]
+        for name in names:
+            if any(part in AZR_BANNED for part in name.split(".")):
+                return f"imports banned module {name!r}"
+    return None
+
+
+def check_program(program: str, banned: tuple[str, ...] = DEFAULT_BANNED,
+                  rules: ProgramRules = ProgramRules()) -> tuple[str, str] | None:
+    """(status, reason) if the program cannot be a task, else None.
+
+    >>> check_program("def f(x):\\n    def g(y):\\n        return y\\n    return g(x)", rules=AZR_RULES)
+    ('invalid', 'program defines 2 functions (f, g); only one is allowed')
+    """
     try:
         tree = ast.parse(program)
     except (SyntaxError, ValueError, RecursionError, MemoryError) as e:
         return "parse_error", f"program does not parse: {e}"
     if not any(isinstance(n, ast.FunctionDef) and n.name == "f" for n in tree.body):
         return "invalid", "program defines no top-level function f"
-    reason = banned_reason(tree, banned)
+    defs = _DEF_LINE.findall(program)
+    if rules.single_function and len(defs) > 1:
+        return "invalid", f"program defines {len(defs)} functions ({', '.join(defs[:4])}); only one is allowed"
+    for node in ast.walk(tree):
+        word = next((w for w in rules.error_keywords if isinstance(node, _ERROR_NODES.get(w, ()))), None)
+        if word:
+            return "banned", f"uses the banned keyword {word!r}"
+    reason = banned_reason(tree, banned) if rules.extra_bans else azr_banned_import(tree)
     return ("banned", reason) if reason else None
 
 
@@ -172,6 +214,7 @@ class Validate:
     """Is ``program`` a task on ``input``: static checks, then f(input) twice in one process, same value both times."""
     program: str
     input: str
+    rules: ProgramRules = ProgramRules()
 
 
 @dataclass
@@ -190,6 +233,7 @@ class Check:
     ref_calls: list[str] | None = None  # argument lists the reference run uses when ``expected`` is None (default: calls)
     expressions: bool = False          # answer argument lists may be any expression (AZR), evaluated in the sandbox
     equality: str = "canonical"        # "canonical": strict canonical text; "python": Python == of the values (AZR)
+    rules: ProgramRules = ProgramRules()  # the run's program rules (a task valid under them is checked under them)
 
 
 Job = Validate | Check
@@ -233,16 +277,16 @@ class Verifier:
     def _req(self, program: str, args: str, repeat: int = 1) -> ExecRequest:
         return ExecRequest(program, call=args, repeat=repeat, timeout_s=self.timeout_s, memory_mb=self.memory_mb)
 
-    def _static(self, program: str, inputs: list[str]) -> Verdict | None:
-        bad = check_program(program, self.banned)
-        for x in inputs:
-            bad = bad or check_input(x, self.banned)
+    def _static(self, program: str, inputs: list[str], rules: ProgramRules = ProgramRules()) -> Verdict | None:
+        bad = check_program(program, self.banned, rules)
+        for x in inputs:  # a teacher's input; AZR checks none, so without our bans only its shape is checked
+            bad = bad or check_input(x, self.banned if rules.extra_bans else ())
         return Verdict(False, None, *bad) if bad else None
 
     # ---- the executions a job needs and how their results become a verdict
 
     def plan_validate(self, job: Validate) -> tuple[list[ExecRequest], Finish]:
-        static = self._static(job.program, [job.input])
+        static = self._static(job.program, [job.input], job.rules)
         if static:
             return _now(static)
 
@@ -257,7 +301,7 @@ class Verifier:
         return [self._req(job.program, job.input, repeat=2)], finish
 
     def plan_check(self, job: Check) -> tuple[list[ExecRequest], Finish]:
-        static = self._static(job.program, job.inputs)
+        static = self._static(job.program, job.inputs, job.rules)
         if static or job.refusal:
             return _now(static or job.refusal)
         if not job.calls:  # nothing would run, and nothing run is nothing proven
@@ -265,7 +309,9 @@ class Verifier:
         answer_bad = self._answer_calls(job)
         if answer_bad:
             return _now(answer_bad)
-        bad = check_program(job.candidate, self.banned) if job.candidate is not None else None
+        # an answer's program runs alone in its own process: the run's rules, but any number of functions (AZR)
+        answer_rules = replace(job.rules, single_function=False)
+        bad = check_program(job.candidate, self.banned, answer_rules) if job.candidate is not None else None
         if bad:
             return _now(Verdict(True, False, bad[0], f"answer: {bad[1]}"))
         ref_calls = job.ref_calls if job.ref_calls is not None else job.calls

@@ -68,6 +68,19 @@ class TasksConfig(Section):
     answer_check: Literal["azr", "strict"] = Field("azr", description="azr: as AZR's executor, an answer is any Python expression, evaluated in the sandbox, right iff "
                                                   "Python-equal to the gold value (2 == 2.0; a crash or timeout is wrong); strict: literal answers only, "
                                                   "equal canonical text with strict types (2 != 2.0)")
+    single_function: bool = Field(False, description="AZR's rule (reject_multiple_functions): a program with more than one def (nested ones and methods "
+                                  "included) is invalid; false (ours): helpers and classes allowed, only f must exist")
+    extra_bans: bool = Field(True, description="Ours: also ban OS/interpreter modules, builtins such as open/eval/__import__ and introspection "
+                             "attributes, in any use; false: AZR's ban only (imports of its banned-module list)")
+    banned_error_keywords: list[Literal["raise", "assert", "try", "except"]] = Field(
+        default_factory=list, description="Statements a program may not use (AZR's banned_keywords_for_errors_and_exceptions; "
+                                          "AZR's 7b.sh names raise but its code applies the list to code_e only, which its runs do not train)")
+    code_f_message_required: bool = Field(False, description="AZR's rule: a code_f proposal without a ```message block is a format error; "
+                                          "false (ours): the message is optional")
+    code_f_distinct_inputs: bool = Field(True, description="Ours: a code_f proposal's first code_f_inputs distinct inputs are taken; "
+                                         "false (AZR): its last code_f_inputs input blocks, duplicates allowed")
+    code_f_distinct_outputs: bool = Field(True, description="Ours: a code_f task whose inputs all give the same output is invalid (nothing to "
+                                          "induce); false: AZR has no such rule")
     timeout_s: float = Field(5.0, gt=0, le=300, description="Sandbox wall-clock limit per execution")
     memory_mb: int = Field(512, ge=64, le=65536, description="Sandbox address-space limit per execution")
 

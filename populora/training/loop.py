@@ -29,7 +29,7 @@ from populora.training.scoring import assign_rewards, update_ratings
 from populora.training.seeding import initial_buffers, seed_buffers
 from populora.training.solve import solve
 from populora.training.update import update
-from populora.training.validate import validate
+from populora.training.validate import program_rules, validate
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ class Trainer:
         with _timed(timings, "propose"):    # 2. teachers write code_o / code_i / code_f tasks
             tasks, proposals = propose(self.backend, teachers, self.buffers, cfg, s, self.rng, seed)
         with _timed(timings, "validate"):   # 3. the sandbox drops invalid / nondeterministic tasks
-            validate(self.verifier, tasks, self.buffers, self.seen_structures)
+            validate(self.verifier, tasks, self.buffers, self.seen_structures, program_rules(cfg.tasks))
         with _timed(timings, "solve"):      # 4. matched students answer, the sandbox checks
             answers = solve(self.backend, self.verifier, tasks, pairs, cfg, seed + 7)
         with _timed(timings, "update"):     # 5. rewards, zero-sum TrueSkill, clipped PG mini-batch steps per adapter

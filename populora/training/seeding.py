@@ -18,7 +18,7 @@ from populora.platform.backends import BASE
 from populora.training.buffers import AZR_SEED, SEED_PROGRAMS, TaskBuffers, seed_tasks
 from populora.training.tasks import KINDS, PROGRAM_KINDS, Task
 from populora.training.tasks.prompts import render, stop
-from populora.training.validate import validate
+from populora.training.validate import program_rules, validate
 
 
 @dataclass
@@ -55,7 +55,7 @@ def seed_buffers(backend, verifier, buffers: TaskBuffers, tc, rng: np.random.Gen
         if not missing:
             break
         tasks = propose_with_base(backend, buffers, tc, missing, rng, seed + r, prefix=f"seed{r}")
-        validate(verifier, tasks, buffers, set())
+        validate(verifier, tasks, buffers, set(), program_rules(tc))
         report.rounds = r + 1
         for t in tasks:
             report.proposed[t.kind] = report.proposed.get(t.kind, 0) + 1

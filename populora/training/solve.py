@@ -6,6 +6,7 @@ from __future__ import annotations
 from populora.training.rollout import Rollout
 from populora.training.tasks import KINDS, Task
 from populora.training.tasks.prompts import render, stop
+from populora.training.validate import program_rules
 
 
 def solve(backend, verifier, tasks: list[Task], pairs: dict[str, list[str]], cfg, seed: int) -> list[Rollout]:
@@ -23,13 +24,15 @@ def solve(backend, verifier, tasks: list[Task], pairs: dict[str, list[str]], cfg
         [p for _, _, p in plans], [s for s, _, _ in plans], tc.max_new_tokens_solve,
         temperature=tc.temperature, top_p=tc.top_p, seed=seed, stop=stop(tc.format, "student", tc.stop_at_answer),
     )
-    rollouts, requests = [], []
+    rollouts, requests, rules = [], [], program_rules(tc)
     for (student, task, _), gen in zip(plans, gens):
         answer = KINDS[task.kind].parse_answer(gen.text, tc.format)
         r = Rollout(student, "student", task.kind, task.id, gen.prompt_ids, gen.completion_ids, gen.text, answer=answer)
         rollouts.append(r)
         if answer is not None:
-            requests.append((r, KINDS[task.kind].check_answer(task, answer, tc.answer_check)))
+            check = KINDS[task.kind].check_answer(task, answer, tc.answer_check)
+            check.rules = rules  # the task passed these rules; its program is checked under them again
+            requests.append((r, check))
         else:
             r.verdict = "format: no parseable answer" if tc.format == "direct" else "format: no well-formed <answer> block"
     verdicts = verifier.check_many([req for _, req in requests]) if requests else []

@@ -252,3 +252,27 @@ def test_check_many_mixed_batch_in_order(v):
     assert verdicts[0].to_json()["output"] == "[1, 2]"
     with pytest.raises(TypeError):
         v.check({"type": "nope"})  # jobs are Validate / Check, built by the task kinds
+
+
+# ------------------------------------------------------------------- validity rules (tasks.* switches; AZR's in presets)
+
+
+def test_azr_validity_rules_one_def_import_bans_only_error_keywords(v):
+    from populora.platform.verifier import AZR_RULES, ProgramRules
+
+    nested = "def f(x):\n    def g(y):\n        return y + 1\n    return g(x)"
+    helper = "def g(y):\n    return y\ndef f(x):\n    return g(x)"
+    method = "class A:\n    def get(self):\n        return 1\ndef f(x):\n    return A().get() + x"
+    for program in (nested, helper, method):  # AZR's regex counts every def, nested ones and methods included
+        assert v.check(Validate(program, "1")).valid, program
+        vd = v.check(Validate(program, "1", AZR_RULES))
+        assert (vd.valid, vd.status) == (False, "invalid") and "only one is allowed" in vd.reason
+    # AZR bans imports of its list only: open() and os are ours (extra_bans)
+    uses_os = "import os\ndef f(x):\n    return len(os.sep) + x"
+    assert v.check(Validate(uses_os, "1")).status == "banned"
+    assert v.check(Validate(uses_os, "1", AZR_RULES)).valid
+    assert v.check(Validate("import time\ndef f(x):\n    return x", "1", AZR_RULES)).status == "banned"
+    raises = "def f(x):\n    if x < 0:\n        raise ValueError(x)\n    return x"
+    assert v.check(Validate(raises, "1", AZR_RULES)).valid
+    vd = v.check(Validate(raises, "1", ProgramRules(error_keywords=("raise",))))
+    assert (vd.valid, vd.status) == (False, "banned") and "'raise'" in vd.reason

@@ -198,3 +198,21 @@ def test_report_names_the_tasks_format():
     assert "direct (a reduction" in _format_note({"populora.tasks_format": "direct"})
     assert _format_note({"populora.tasks_format": "azr"}) == "tasks format: azr\n\n"
     assert _format_note({}) == ""  # runs from before the tag: nothing claimed
+
+
+def test_code_f_azr_rules_last_inputs_duplicates_message_required_same_outputs_allowed(v):
+    from populora.training.validate import program_rules
+
+    blocks = "\n".join(f"```input\n{i}\n```" for i in [1, 2, 3, 3, 4, 5, 6, 7, 8, 9, 10, 11])
+    azr = TasksConfig(format="azr", code_f_distinct_inputs=False, code_f_message_required=True,
+                      code_f_distinct_outputs=False, single_function=True, extra_bans=False)
+    task = KINDS["code_f"].parse_proposal(f"p</think><answer>{blocks}\n```message\nhi\n```</answer>",
+                                          _code_f([]), azr)
+    assert task.reason == "" and task.inputs == ["3", "3", "4", "5", "6", "7", "8", "9", "10", "11"]  # the last 10
+    ours = KINDS["code_f"].parse_proposal(f"p</think><answer>{blocks}</answer>", _code_f([]), TasksConfig(format="azr"))
+    assert ours.reason == "" and ours.inputs == [str(i) for i in range(1, 11)]  # the first 10 distinct
+    silent = KINDS["code_f"].parse_proposal(f"p</think><answer>{blocks}</answer>", _code_f([]), azr)
+    assert silent.reason.startswith("format: no ```message")
+    same = _code_f(["1", "2", "3", "4"], program="def f(x):\n    return 7")
+    validate(v, [same], TaskBuffers(["code_f"], 8), set(), program_rules(azr))
+    assert same.valid  # AZR has no different-outputs rule

@@ -92,31 +92,42 @@ def propose_messages(source: Task, n_inputs: int, fmt: str = "direct") -> Prompt
     return chat([(_propose_ask(DEMO_PROGRAM, n_inputs), demo)], _propose_ask(source.program, n_inputs)), PROPOSE_PREFILL
 
 
-def read_proposal(text: str | None, task: Task, n_inputs: int) -> Task:
-    """Fill ``task.inputs`` (the first ``n_inputs`` distinct well-formed argument lists) and ``task.message``;
-    fewer than ``n_inputs`` is a format error (AZR: the count must be exact). The program comes from the buffer."""
+def read_proposal(text: str | None, task: Task, n_inputs: int, distinct: bool = True, need_message: bool = False) -> Task:
+    """Fill ``task.inputs`` and ``task.message``; fewer than ``n_inputs`` is a format error (AZR: the count must be
+    reached). ``distinct`` (ours): the first ``n_inputs`` distinct well-formed argument lists; else AZR's
+    ``parse_inputs_message``: the last ``n_inputs`` input blocks, duplicates allowed (one that is no argument list
+    fails in the sandbox, making the task invalid). ``need_message`` (AZR): no message block is a format error.
+    The program comes from the buffer."""
     if text is None:
         task.reason = "format: no <think>...</think> <answer>...</answer> layout"
         return task
     found: list[str] = []
     for label, body in blocks(text):
-        args = call_arguments(body) if label == "input" else None
-        if args is not None and args not in found:
+        if label != "input":
+            continue
+        args = call_arguments(body)
+        if distinct and args is not None and args not in found:
             found.append(args)
-    task.inputs = found[:n_inputs]
-    task.message = (first_block(text, "message") or "").strip()[:300]
+        elif not distinct:
+            found.append(args if args is not None else body.strip())
+    task.inputs = found[:n_inputs] if distinct else found[-n_inputs:]
+    message = first_block(text, "message")
+    task.message = (message or "").strip()[:300]
     if len(task.inputs) < n_inputs:
-        task.reason = f"format: {len(task.inputs)} distinct valid inputs, need {n_inputs}"
+        task.reason = f"format: {len(task.inputs)} {'distinct ' if distinct else ''}valid inputs, need {n_inputs}"
+    elif need_message and message is None:
+        task.reason = "format: no ```message block (required)"
     return task
 
 
-def parse_proposal(text: str, task: Task, n_inputs: int, fmt: str = "direct") -> Task:
-    return read_proposal(unwrap(text, fmt, PROPOSE_PREFILL), task, n_inputs)
+def parse_proposal(text: str, task: Task, n_inputs: int, fmt: str = "direct", distinct: bool = True,
+                   need_message: bool = False) -> Task:
+    return read_proposal(unwrap(text, fmt, PROPOSE_PREFILL), task, n_inputs, distinct, need_message)
 
 
-def judge_inputs(task: Task, checked: list[tuple[str, Verdict]]) -> Task:
+def judge_inputs(task: Task, checked: list[tuple[str, Verdict]], distinct_outputs: bool = True) -> Task:
     """Validity from the sandbox's run of f on every input: all must run (AZR drops a task when one fails), and
-    the outputs must differ somewhere, or there is nothing to induce."""
+    (``distinct_outputs``, ours) the outputs must differ somewhere, or there is nothing to induce."""
     bad = next(((x, v) for x, v in checked if not v.valid), None)
     task.outputs = [v.output for _, v in checked] if bad is None else []
     if not checked:
@@ -124,7 +135,7 @@ def judge_inputs(task: Task, checked: list[tuple[str, Verdict]]) -> Task:
     elif bad is not None:
         x, v = bad
         task.valid, task.reason = False, f"input {x[:60]} does not run ({v.status}: {v.reason})"[:300]
-    elif len(set(task.outputs)) < 2:
+    elif distinct_outputs and len(set(task.outputs)) < 2:
         task.valid, task.reason = False, "every input gives the same output: nothing to induce"
     else:
         task.valid, task.reason = True, "ok"
@@ -190,7 +201,8 @@ class CodeF(TaskKind):
         return propose_messages(source, cfg.code_f_inputs, cfg.format)
 
     def parse_proposal(self, text, task, cfg) -> Task:
-        return parse_proposal(text, task, cfg.code_f_inputs, cfg.format)
+        return parse_proposal(text, task, cfg.code_f_inputs, cfg.format, cfg.code_f_distinct_inputs,
+                              cfg.code_f_message_required)
 
     def student_prompt(self, task, fmt) -> Prompt:
         return solve_messages(task, fmt)
@@ -208,5 +220,5 @@ class CodeF(TaskKind):
     def validation_inputs(self, task) -> list[str]:
         return list(task.inputs)  # every input must run: the gold outputs of the shown and the held-out ones
 
-    def judge_validation(self, task, checked) -> None:
-        judge_inputs(task, checked)
+    def judge_validation(self, task, checked, rules=None) -> None:
+        judge_inputs(task, checked, rules is None or rules.code_f_distinct_outputs)

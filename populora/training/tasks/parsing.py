@@ -114,7 +114,7 @@ def last_block(text: str, *labels: str) -> str | None:
 def last_line_or_block(text: str, label: str) -> str:
     """Body of the last ``label`` block, else the text up to a closing fence, stripped.
 
-    >>> last_line_or_block("```output\n1\n```\n```output\n2\n```", "output")
+    >>> last_line_or_block("```output\\n1\\n```\\n```output\\n2\\n```", "output")
     '2'
     """
     body = last_block(text, label)
