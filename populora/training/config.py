@@ -60,7 +60,10 @@ class TasksConfig(Section):
     references: int = Field(3, ge=0, le=16, description="Reference tasks from the kind's buffer shown in a propose prompt (AZR: 6)")
     buffer_size: int = Field(4096, ge=8, le=1_000_000, description="Max tasks per kind buffer; the oldest are evicted (AZR drops the newest)")
     code_f_inputs: int = Field(10, ge=2, le=64, description="Inputs a teacher writes for a code_f task, all of which must run; the first half are shown, the rest held out (AZR: 10, 5 shown)")
-    rollouts: int = Field(2, ge=1, le=64, description="Answers each matched student samples per task (AZR n_samples: 8)")
+    rollouts: int = Field(2, ge=1, le=64, description="Answers each matched student samples per task, when answers_per_task is not set")
+    answers_per_task: int | None = Field(None, ge=1, le=256, description="Exactly this many answers per valid task (AZR n_samples: 8), "
+                                         "spread over the students, each answering the same number, whose tasks drawn by PFSP "
+                                         "(matchmaking.assign_answers); None: rollouts per matched student (4 to 16 per task at paper scale)")
     max_new_tokens_propose: int = Field(160, ge=16, le=16384, description="Token budget of a proposal")
     max_new_tokens_solve: int = Field(96, ge=8, le=16384, description="Token budget of an answer")
     temperature: float = Field(0.8, gt=0, description="Sampling temperature (AZR: 1.0)")

@@ -21,7 +21,7 @@ from populora.training.config import TrainConfig
 from populora.training.evolution import evolve
 from populora.training.ledger import ComputeLedger, add_to_record, step_compute
 from populora.training.lineage import Lineage, LineageEvent
-from populora.training.matchmaking import match
+from populora.training.matchmaking import answer_plan, match
 from populora.training.member import BOTH, STUDENT, TEACHER, Member, Population
 from populora.training.propose import propose
 from populora.training.run_log import RunLog
@@ -63,8 +63,9 @@ class Trainer:
             tasks, proposals = propose(self.backend, teachers, self.buffers, cfg, s, self.rng, seed)
         with _timed(timings, "validate"):   # 3. the sandbox drops invalid / nondeterministic tasks
             validate(self.verifier, tasks, self.buffers, self.seen_structures, program_rules(cfg.tasks))
-        with _timed(timings, "solve"):      # 4. matched students answer, the sandbox checks
-            answers = solve(self.backend, self.verifier, tasks, pairs, cfg, seed + 7)
+        with _timed(timings, "solve"):      # 4. matched students answer (answers_per_task each), the sandbox checks
+            answerers = answer_plan(tasks, pairs, teachers, students, cfg.tasks, cfg.matchmaking, self.rng)
+            answers = solve(self.backend, self.verifier, tasks, answerers, cfg, seed + 7)
         with _timed(timings, "update"):     # 5. rewards, zero-sum TrueSkill, clipped PG mini-batch steps per adapter
             rates = assign_rewards(tasks, proposals, answers, cfg)
             games = update_ratings(tasks, answers, self.population, pairs, cfg.matchmaking.rate_unsolved,

@@ -1,5 +1,5 @@
-"""Solve phase: each matched student answers each valid task ``rollouts`` times (one batched generation over
-all students' adapters); the sandbox checks every parsed answer."""
+"""Solve phase: the students the answer plan names answer each valid task (one batched generation over all
+students' adapters; ``matchmaking.answer_plan``); the sandbox checks every parsed answer."""
 
 from __future__ import annotations
 
@@ -9,15 +9,15 @@ from populora.training.tasks.prompts import render, stop
 from populora.training.validate import program_rules
 
 
-def solve(backend, verifier, tasks: list[Task], pairs: dict[str, list[str]], cfg, seed: int) -> list[Rollout]:
+def solve(backend, verifier, tasks: list[Task], answerers: dict[str, list[str]], cfg, seed: int) -> list[Rollout]:
+    """``answerers``: task id -> the student of each answer the task gets."""
     tc = cfg.tasks
     plans = []  # (student id, task, prompt)
     for task in tasks:
         if not task.valid:
             continue
         prompt = render(backend, KINDS[task.kind].student_prompt(task, tc.format), tc.format, tc.template)
-        for student in pairs.get(task.teacher, []):
-            plans += [(student, task, prompt)] * tc.rollouts
+        plans += [(student, task, prompt) for student in answerers.get(task.id, [])]
     if not plans:
         return []
     gens = backend.generate(

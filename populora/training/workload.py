@@ -4,7 +4,8 @@ Counts follow the loop: every teacher proposes ``tasks_per_teacher`` tasks (prop
 ``min(teachers_per_student, teachers)`` distinct teachers and answers each of their tasks ``rollouts`` times
 (matchmaking.py, solve.py); a teacher no student drew gets one student. With equal ratings (every PFSP scheme
 is then uniform) a teacher is left undrawn with probability (1 - k/T)^S, so the expected extra matches are
-T (1 - k/T)^S. The single-agent baseline is one teacher matched with itself. Token counts are upper bounds
+T (1 - k/T)^S. With ``tasks.answers_per_task`` every task gets exactly that many answers instead. The single-agent
+baseline is one teacher matched with itself. Token counts are upper bounds
 (every task valid, every completion at its budget); prompt lengths are estimates (PROMPT_TOKENS).
 Every rollout is trained on, so trained tokens are the generated rows at prompt + completion (<= max_seq_len).
 """
@@ -24,8 +25,12 @@ def counts(cfg: TrainConfig) -> dict:
     """Expected rows per step: propose rows, solve rows, and adapters (whole population)."""
     pc, tc = cfg.population, cfg.tasks
     if pc.single_agent:
-        return {"adapters": 1, "propose_rows": tc.tasks_per_teacher, "solve_rows": tc.tasks_per_teacher * tc.rollouts}
+        per_task = tc.answers_per_task or tc.rollouts
+        return {"adapters": 1, "propose_rows": tc.tasks_per_teacher, "solve_rows": tc.tasks_per_teacher * per_task}
     t, s = pc.teachers, pc.students
+    if tc.answers_per_task is not None:  # exactly n answers per task, whoever gives them
+        return {"adapters": t + s, "propose_rows": t * tc.tasks_per_teacher,
+                "solve_rows": t * tc.tasks_per_teacher * tc.answers_per_task}
     k = min(cfg.matchmaking.teachers_per_student, t)
     matches = s * k + t * (1 - k / t) ** s
     return {"adapters": t + s, "propose_rows": t * tc.tasks_per_teacher,
