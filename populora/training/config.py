@@ -58,7 +58,11 @@ class TasksConfig(Section):
                                                   "a kind with no valid proposal after them falls back to hand-written programs (warning + run tag)")
     tasks_per_teacher: int = Field(3, ge=1, le=256, description="Tasks each teacher proposes per step (kinds taken in turn)")
     references: int = Field(3, ge=0, le=16, description="Reference tasks from the kind's buffer shown in a propose prompt (AZR: 6)")
-    buffer_size: int = Field(4096, ge=8, le=1_000_000, description="Max tasks per kind buffer; the oldest are evicted (AZR drops the newest)")
+    buffer_size: int = Field(4096, ge=8, le=1_000_000, description="Max tasks per kind buffer (AZR max_programs: 16384)")
+    buffer_full: Literal["drop_oldest", "drop_new"] = Field("drop_oldest", description="A full buffer drops its oldest task (ours: references "
+                                                            "stay recent) or the new one (AZR keeps the first max_programs)")
+    code_f_pool: Literal["all", "programs"] = Field("all", description="Programs a code_f teacher is shown: from every buffer, code_f's "
+                                                    "included (ours), or from code_i + code_o only (AZR)")
     code_f_inputs: int = Field(10, ge=2, le=64, description="Inputs a teacher writes for a code_f task, all of which must run; the first half are shown, the rest held out (AZR: 10, 5 shown)")
     rollouts: int = Field(2, ge=1, le=64, description="Answers each matched student samples per task, when answers_per_task is not set")
     answers_per_task: int | None = Field(None, ge=1, le=256, description="Exactly this many answers per valid task (AZR n_samples: 8), "
@@ -86,6 +90,17 @@ class TasksConfig(Section):
                                           "induce); false: AZR has no such rule")
     timeout_s: float = Field(5.0, gt=0, le=300, description="Sandbox wall-clock limit per execution")
     memory_mb: int = Field(512, ge=64, le=65536, description="Sandbox address-space limit per execution")
+
+
+class SolverConfig(Section):
+    """What the students train on. AZR: the answers that estimate a task's solve rate only set the proposer's
+    reward; the solver trains on a separate batch per kind drawn from the buffers, one rollout each."""
+
+    data: Literal["rollouts", "buffer"] = Field("rollouts", description="rollouts: students train on the answers that set the solve rates "
+                                                "(this step's tasks only); buffer (AZR): those answers set rewards and ratings but are not "
+                                                "trained on; each student trains on batch_per_kind tasks per kind drawn from the buffers "
+                                                "(max_new: this step's additions first, then uniform), one answer each")
+    batch_per_kind: int = Field(64, ge=1, le=4096, description="solver.data buffer: tasks per kind in each student's training batch (AZR: 64)")
 
 
 class SandboxConfig(Section):
@@ -165,6 +180,7 @@ class TrainConfig(Section):
     matchmaking: MatchmakingConfig = MatchmakingConfig()
     tasks: TasksConfig = TasksConfig()
     reward: RewardConfig = RewardConfig()
+    solver: SolverConfig = SolverConfig()
     optim: OptimConfig = OptimConfig()
     evolution: EvolutionConfig = EvolutionConfig()
     checkpoint: CheckpointConfig = CheckpointConfig()

@@ -39,9 +39,10 @@ class SeedError(RuntimeError):
     """A built-in seed task failed validation: the sandbox, not the model, is broken."""
 
 
-def initial_buffers(verifier, kinds: list[str], size: int) -> TaskBuffers:
+def initial_buffers(verifier, kinds: list[str], size: int, when_full: str = "drop_oldest",
+                    code_f_pool: str = "all") -> TaskBuffers:
     """The step-0 buffers: AZR's trivial seed task in each kind, validated in the sandbox."""
-    buffers = TaskBuffers(kinds, size)
+    buffers = TaskBuffers(kinds, size, when_full, code_f_pool)
     _add_validated(verifier, buffers, seed_tasks(kinds, [AZR_SEED]))
     return buffers
 

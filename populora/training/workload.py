@@ -37,9 +37,18 @@ def counts(cfg: TrainConfig) -> dict:
             "solve_rows": matches * tc.tasks_per_teacher * tc.rollouts}
 
 
+def solver_batch_rows(cfg: TrainConfig) -> int:
+    """solver.data buffer: the answers students train on, beyond the estimation answers (which are then not trained)."""
+    if cfg.solver.data != "buffer":
+        return 0
+    students = 1 if cfg.population.single_agent else cfg.population.students
+    return students * len(cfg.tasks.kinds) * cfg.solver.batch_per_kind
+
+
 def workload(cfg: TrainConfig, gpus: int = 1) -> plan.Workload:
     mc, tc, oc = cfg.model, cfg.tasks, cfg.optim
     c = counts(cfg)
+    extra = solver_batch_rows(cfg)
     n = c["adapters"]
     # multilora allocates n + 1 slots (slot 0 is the bare base); the first evolution adds a child before the
     # dead member leaves, so the slots double once
@@ -47,7 +56,8 @@ def workload(cfg: TrainConfig, gpus: int = 1) -> plan.Workload:
     slots = (2 * (n + 1) if evolves else n + 1) if mc.backend == "multilora" else n + (1 if evolves else 0)
     return plan.Workload(
         adapters=n, lora_slots=slots, adapters_per_gpu=math.ceil(n / gpus),
-        propose_rows=c["propose_rows"], solve_rows=c["solve_rows"],
+        propose_rows=c["propose_rows"], solve_rows=c["solve_rows"] + extra,
+        untrained_solve_rows=c["solve_rows"] if extra else 0,
         propose_prompt=PROPOSE_BASE + PER_REFERENCE * tc.references, solve_prompt=SOLVE_PROMPT,
         propose_new=tc.max_new_tokens_propose, solve_new=tc.max_new_tokens_solve,
         micro_batch=oc.micro_batch, max_seq_len=oc.max_seq_len, kl_forward=oc.log_kl or oc.kl_coef > 0,
@@ -69,7 +79,7 @@ def make_plan(cfg: TrainConfig, gpu: str = "h100-80gb", gpus: int = 1, arch_conf
     rows = {"propose": (work.propose_rows, work.propose_prompt, work.propose_new),
             "solve": (work.solve_rows, work.solve_prompt, work.solve_new)}
     generated = {k: r * new for k, (r, _, new) in rows.items()}
-    trained = sum(r * work.trained_len(p, new) for r, p, new in rows.values())
+    trained = sum(r * work.trained_len(p, new) for r, p, new in plan.trained_rows(work))
     n = work.adapters
     return {
         "config": cfg.name, "model": mc.base, "architecture_from": source, "gpu": gpu, "gpus": gpus,

@@ -30,7 +30,7 @@ def build(cfg, kinds: list[str], roles: list[str], verifier) -> dict:
     from populora.training.seeding import initial_buffers
 
     tc = cfg.tasks
-    buffers = initial_buffers(verifier, buffer_kinds(tc.kinds), tc.buffer_size)
+    buffers = initial_buffers(verifier, buffer_kinds(tc.kinds), tc.buffer_size, tc.buffer_full, tc.code_f_pool)
     rng = np.random.default_rng(cfg.seed)
     prompts = []
     for kind in kinds:
