@@ -317,7 +317,8 @@ class Verifier:
         ref_calls = job.ref_calls if job.ref_calls is not None else job.calls
         n = len(ref_calls)
         refs = [self._req(job.program, x) for x in ref_calls] if job.expected is None else []
-        runs = [self._req(job.candidate or job.program, x) for x in job.calls]
+        runs = [self._answer_req(job.program, x) if job.expressions and job.candidate is None and x not in job.inputs
+                else self._req(job.candidate or job.program, x) for x in job.calls]
         task_runs = job.candidate is None and job.calls == job.inputs
 
         def finish(results: list[ExecResult]) -> Verdict:
@@ -328,6 +329,13 @@ class Verifier:
             return _compare(results[len(refs):], expected, job.what, job.equality == "python")
 
         return refs + runs, finish
+
+    def _answer_req(self, program: str, args: str) -> ExecRequest:
+        """``f(<args>)`` with a student's argument expressions evaluated apart from the program (a fresh
+        namespace, so they cannot rebind what f uses, e.g. ``(len := ...)``) and required to be plain builtin
+        values (an object with its own ``__add__`` could forge f's result)."""
+        return ExecRequest(program + _ISOLATED_ARGS.format(args=repr(f"(lambda *a, **k: (a, k))({args})")),
+                           call="*_populora_args[0], **_populora_args[1]", timeout_s=self.timeout_s, memory_mb=self.memory_mb)
 
     def _answer_calls(self, job: Check) -> Verdict | None:
         """A wrong verdict for an answer argument list that may not run: not literal (strict), or (expressions, as
@@ -365,6 +373,26 @@ class Verifier:
             verdicts.append(finish(results[i:i + len(reqs)]))
             i += len(reqs)
         return verdicts
+
+
+# Appended to the task's program for a student's code_i argument expressions (``Verifier._answer_req``).
+_ISOLATED_ARGS = """
+
+def _populora_plain(v, depth=0):
+    t = type(v)
+    if depth > 100:
+        return False
+    if t in (list, tuple, set, frozenset):
+        return all(_populora_plain(x, depth + 1) for x in v)
+    if t is dict:
+        return all(_populora_plain(x, depth + 1) and _populora_plain(y, depth + 1) for x, y in v.items())
+    return v is None or t in (bool, int, float, complex, str, bytes)
+
+
+_populora_args = eval({args}, {{"__builtins__": __builtins__}})
+if not _populora_plain(_populora_args):
+    raise TypeError("the answer's arguments are not plain builtin values")
+"""
 
 
 def equal_values(got: str, want: str, python: bool) -> bool:

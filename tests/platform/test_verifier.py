@@ -276,3 +276,14 @@ def test_azr_validity_rules_one_def_import_bans_only_error_keywords(v):
     assert v.check(Validate(raises, "1", AZR_RULES)).valid
     vd = v.check(Validate(raises, "1", ProgramRules(error_keywords=("raise",))))
     assert (vd.valid, vd.status) == (False, "banned") and "'raise'" in vd.reason
+
+
+def test_code_i_answer_expressions_cannot_forge_the_result(v):
+    # evaluated apart from the program and required to be plain values: no rebinding, no objects with own operators
+    counts = "def f(xs):\n    return len(xs) + 1"
+    assert check_code_i(v, counts, "4", "[1, 2, 3]", mode="azr").correct is True
+    assert check_code_i(v, counts, "4", "[0] * 3", mode="azr").correct is True
+    for forged in ("(len := lambda x: 3) and []", "type('A', (), {'__len__': lambda s: 3})()",
+                   "[(xs := 0)] * 3 and f.__defaults__"):
+        vd = check_code_i(v, counts, "4", forged, mode="azr")
+        assert (vd.valid, vd.correct) == (True, False), (forged, vd)
