@@ -77,6 +77,8 @@ class TasksConfig(Section):
                                                   "equal canonical text with strict types (2 != 2.0)")
     single_function: bool = Field(False, description="AZR's rule (reject_multiple_functions): a program with more than one def (nested ones and methods "
                                   "included) is invalid; false (ours): helpers and classes allowed, only f must exist")
+    rename_to_f: bool = Field(False, description="AZR's parsing (f_replace_location=not_first): a proposal's first function is the entry "
+                              "function, renamed to f; false (ours): the program must define f itself")
     extra_bans: bool = Field(True, description="Ours: also ban OS/interpreter modules, builtins such as open/eval/__import__ and introspection "
                              "attributes, in any use; false: AZR's ban only (imports of its banned-module list)")
     banned_error_keywords: list[Literal["raise", "assert", "try", "except"]] = Field(

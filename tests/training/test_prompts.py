@@ -216,3 +216,11 @@ def test_code_f_azr_rules_last_inputs_duplicates_message_required_same_outputs_a
     same = _code_f(["1", "2", "3", "4"], program="def f(x):\n    return 7")
     validate(v, [same], TaskBuffers(["code_f"], 8), set(), program_rules(azr))
     assert same.valid  # AZR has no different-outputs rule
+
+
+def test_azr_renames_the_first_function_to_f():
+    text = "p</think><answer>```python\ndef solve(n):\n    return n and solve(n - 1)\n```\n```input\n3\n```</answer>"
+    azr = KINDS["code_o"].parse_proposal(text, Task(id="t", kind="code_o", program=""), TasksConfig(format="azr", rename_to_f=True))
+    assert azr.reason == "" and azr.program == "def f(n):\n    return n and f(n - 1)"
+    ours = KINDS["code_o"].parse_proposal(text, Task(id="t", kind="code_o", program=""), TasksConfig(format="azr"))
+    assert ours.reason.startswith("format: no parseable program defining f")

@@ -5,6 +5,8 @@ Also home of the program + input proposal that code_o and code_i share (code_i a
 
 from __future__ import annotations
 
+import re
+
 from populora.platform.sandbox.values import canonical_literal
 from populora.platform.verifier import Check, Verdict
 from populora.training.tasks.parsing import (MAX_ANSWER_CHARS, call_arguments, first_block, first_line_or_block,
@@ -86,12 +88,14 @@ def propose_messages(references: list[Task], ask: str = PROPOSE_ASK, fmt: str = 
     return chat(shots, ask), PROPOSE_PREFILL
 
 
-def read_proposal(text: str | None, task: Task) -> Task:
-    """Fill ``task.program`` / ``task.input`` from the fenced blocks of ``text``; reason set on failure."""
+def read_proposal(text: str | None, task: Task, rename: bool = False) -> Task:
+    """Fill ``task.program`` / ``task.input`` from the fenced blocks of ``text``; reason set on failure.
+    ``rename`` (``tasks.rename_to_f``, AZR): the first function defined is the entry function, renamed to ``f``."""
     if text is None:
         task.reason = "format: no <think>...</think> <answer>...</answer> layout"
         return task
     code = first_block(text, "python", "py", "")
+    code = rename_first_function(code) if code and rename else code
     program = parseable_program(code) if code else None
     after = text.split("```input", 1)[1] if "```input" in text else ""
     arguments = call_arguments(first_line_or_block("```input" + after, "input")) if after else None
@@ -103,9 +107,23 @@ def read_proposal(text: str | None, task: Task) -> Task:
     return task
 
 
-def parse_proposal(text: str, task: Task, fmt: str = "direct") -> Task:
+def parse_proposal(text: str, task: Task, fmt: str = "direct", rename: bool = False) -> Task:
     """Fill ``task`` from a teacher's completion (the direct prefill is prepended, azr reads the answer block)."""
-    return read_proposal(unwrap(text, fmt, PROPOSE_PREFILL), task)
+    return read_proposal(unwrap(text, fmt, PROPOSE_PREFILL), task, rename)
+
+
+def rename_first_function(code: str) -> str:
+    """AZR's ``f_replace_location=not_first``: the first ``def`` (by AZR's regex) is renamed to ``f``, with every
+    call of that name (recursion).
+
+    >>> rename_first_function("def solve(n):\\n    return n and solve(n - 1)")
+    'def f(n):\\n    return n and f(n - 1)'
+    """
+    names = re.findall(r"^\s*def\s+(\w+)\s*\(", code, re.M)
+    if not names or names[0] == "f":
+        return code
+    code = re.sub(rf"def\s+{re.escape(names[0])}\s*\(", "def f(", code)
+    return re.sub(rf"\b{re.escape(names[0])}\s*\(", "f(", code)
 
 
 # Worked examples shown before the question (direct format): (program, input, output). The first is a copy, so
@@ -177,7 +195,7 @@ class CodeO(TaskKind):
                                 banned_text(AZR_BANNED), cfg.timeout_s)
 
     def parse_proposal(self, text, task, cfg) -> Task:
-        return parse_proposal(text, task, cfg.format)
+        return parse_proposal(text, task, cfg.format, cfg.rename_to_f)
 
     def student_prompt(self, task, fmt) -> Prompt:
         return solve_messages(task, fmt)
