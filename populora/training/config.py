@@ -54,6 +54,8 @@ class TasksConfig(Section):
     stop_at_answer: bool = Field(True, description="azr format: end a completion at </answer> (ours: the tokens after it earn nothing); "
                                  "false: sample to EOS as AZR does, the answer read from the last block either way")
     seed_buffer: int = Field(8, ge=1, le=4096, description="Valid tasks each kind's buffer holds before step 1, proposed by the base model at step 0 (AZR: 256)")
+    seed_shared: bool = Field(False, description="AZR: code_i and code_o are seeded from one pool of programs (each valid seed task "
+                              "enters both buffers); false (ours): each kind is seeded from its own proposals")
     seed_rounds: int = Field(2, ge=0, le=64, description="Bound on step-0 seeding: rounds of base-model proposals (each asks for every kind's missing count); "
                                                   "a kind with no valid proposal after them falls back to hand-written programs (warning + run tag)")
     tasks_per_teacher: int = Field(3, ge=1, le=256, description="Tasks each teacher proposes per step (kinds taken in turn)")

@@ -10,7 +10,7 @@ back to the hand-written ``SEED_PROGRAMS``; the caller logs that as a warning an
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -57,16 +57,29 @@ def seed_buffers(backend, verifier, buffers: TaskBuffers, tc, rng: np.random.Gen
             break
         tasks = propose_with_base(backend, buffers, tc, missing, rng, seed + r, prefix=f"seed{r}")
         validate(verifier, tasks, buffers, set(), program_rules(tc))
+        if tc.seed_shared:
+            share_programs(tasks, buffers, tc.seed_buffer)
         report.rounds = r + 1
         for t in tasks:
             report.proposed[t.kind] = report.proposed.get(t.kind, 0) + 1
             report.valid[t.kind] = report.valid.get(t.kind, 0) + int(t.valid)
     for kind in buffers.kinds:
-        if kind in PROGRAM_KINDS and not report.valid.get(kind):
+        if kind in PROGRAM_KINDS and buffers.count(kind) <= 1:  # AZR's seed alone: the model added nothing
             _add_validated(verifier, buffers, seed_tasks([kind], SEED_PROGRAMS[1:], teacher="handwritten"))
             report.fallback.append(kind)
     report.seconds = time.perf_counter() - t0
     return report
+
+
+def share_programs(tasks: list[Task], buffers: TaskBuffers, cap: int) -> None:
+    """AZR seeds code_i and code_o from one pool of programs with their inputs: each valid code_o / code_i seed
+    task also enters the other kind's buffer, up to ``cap``."""
+    pair = {"code_o": "code_i", "code_i": "code_o"}
+    for t in tasks:
+        other = pair.get(t.kind)
+        if t.valid and other in buffers.kinds and buffers.count(other) < cap:
+            buffers.add(replace(t, id=f"{t.id}-as-{other}", kind=other, inputs=list(t.inputs), outputs=list(t.outputs),
+                                metrics=dict(t.metrics)))
 
 
 def propose_with_base(backend, buffers: TaskBuffers, tc, counts: dict[str, int], rng: np.random.Generator, seed: int,

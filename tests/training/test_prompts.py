@@ -224,3 +224,13 @@ def test_azr_renames_the_first_function_to_f():
     assert azr.reason == "" and azr.program == "def f(n):\n    return n and f(n - 1)"
     ours = KINDS["code_o"].parse_proposal(text, Task(id="t", kind="code_o", program=""), TasksConfig(format="azr"))
     assert ours.reason.startswith("format: no parseable program defining f")
+
+
+def test_azr_seeding_shares_one_pool_between_code_o_and_code_i(v):
+    tc = TasksConfig(format="azr", seed_buffer=5, seed_rounds=1, seed_shared=True, kinds=["code_o", "code_i"])
+    buffers = initial_buffers(v, ["code_o", "code_i"], 64)
+    # the model writes nothing valid for code_i: its buffer fills from the code_o proposals
+    base = ScriptedBase(lambda p, i: "no idea" if "abduction" in p else _azr_reply(p, i))
+    seed_buffers(base, v, buffers, tc, np.random.default_rng(0), seed=0)
+    programs = {k: [t.program for t in buffers.buffers[k]] for k in ("code_o", "code_i")}
+    assert buffers.count("code_o") == buffers.count("code_i") == 5 and programs["code_o"] == programs["code_i"]
