@@ -182,6 +182,7 @@ class Workload:
     vllm: bool
     vllm_fraction: float
     checkpointing: bool = False  # model.activation_checkpointing
+    untrained_solve_rows: float = 0  # solve rows generated but not trained on (AZR's solve-rate estimation answers)
 
     @property
     def completion_len(self) -> int:
@@ -215,6 +216,12 @@ def memory_gb(arch: Architecture, work: Workload, dtype: str, targets: list[str]
     return out
 
 
+def trained_rows(work: Workload) -> list[tuple[float, int, int]]:
+    """(rows, prompt, new) of the sequences the update trains on."""
+    return [(work.propose_rows, work.propose_prompt, work.propose_new),
+            (work.solve_rows - work.untrained_solve_rows, work.solve_prompt, work.solve_new)]
+
+
 def step_flops(arch: Architecture, work: Workload) -> dict:
     """FLOPs of one step, whole population: 2N per prompt and generated token (+ attention), and per trained
     token 2N forward + 2N backward (gradients w.r.t. activations; LoRA weight gradients are negligible) + 2N
@@ -226,8 +233,7 @@ def step_flops(arch: Architecture, work: Workload) -> dict:
         gen += rows * (2 * n * (prompt + new) + new * arch.attention_flops(prompt + new / 2))
     per_token = (4 + 2 * work.kl_forward + (2 if work.checkpointing else 0)) * n
     train = sum(rows * work.trained_len(p, new) * (per_token + 1.5 * arch.attention_flops(work.trained_len(p, new) / 2))
-                for rows, p, new in ((work.propose_rows, work.propose_prompt, work.propose_new),
-                                     (work.solve_rows, work.solve_prompt, work.solve_new)))
+                for rows, p, new in trained_rows(work))
     return {"generate": gen, "train": train}
 
 

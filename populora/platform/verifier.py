@@ -13,12 +13,17 @@ Conventions (docs/sandbox.md has the full list):
   or a student could run code next to the check.
 - outputs are canonical text: strict types (``1``, ``1.0`` and ``True`` differ), all NaNs equal,
   order-insensitive dicts and sets. ``Verdict.output`` is that text: showable to a student and parseable back.
+- an answer check compares either that text (``Check.equality = "canonical"``) or, as AZR's executor does
+  (``gold == f(answer)``, ``eval(gold) == eval(answer)``), the values by Python equality (``"python"``:
+  ``2 == 2.0 == True``). The values are rebuilt in this process from their canonical text by the literal grammar,
+  so ``==`` only ever runs on exact builtin types a model cannot have overridden.
 """
 
 from __future__ import annotations
 
 import ast
-from dataclasses import asdict, dataclass
+import re
+from dataclasses import asdict, dataclass, replace
 from typing import Callable
 
 from populora.platform.sandbox import ExecRequest, ExecResult, Sandbox, get_sandbox
@@ -109,15 +114,56 @@ def banned_reason(tree: ast.AST, banned: tuple[str, ...] = DEFAULT_BANNED) -> st
     return None
 
 
-def check_program(program: str, banned: tuple[str, ...] = DEFAULT_BANNED) -> tuple[str, str] | None:
-    """(status, reason) if the program cannot be a task, else None."""
+@dataclass(frozen=True)
+class ProgramRules:
+    """The static rules a proposed program must pass beyond parsing and defining ``f``: AZR's where it has one,
+    each of ours a named switch (``tasks.*`` in the training config; the paper presets turn ours off)."""
+    single_function: bool = False        # AZR reject_multiple_functions: more than one ``def`` anywhere is invalid
+    extra_bans: bool = True              # ours: EXTRA_BANNED modules, banned builtins/attributes, any use; AZR: imports of AZR_BANNED only
+    error_keywords: tuple[str, ...] = ()  # AZR banned_keywords_for_errors_and_exceptions: raise / assert / try / except
+    code_f_distinct_outputs: bool = True  # ours (the code_f kind reads it): not every input may give the same output
+
+
+AZR_RULES = ProgramRules(single_function=True, extra_bans=False, code_f_distinct_outputs=False)
+_ERROR_NODES = {"raise": ast.Raise, "assert": ast.Assert, "try": ast.Try, "except": ast.ExceptHandler}
+_DEF_LINE = re.compile(r"^\s*def\s+(\w+)\s*\(", re.M)  # AZR counts defs by this regex, nested and methods included
+
+
+def azr_banned_import(tree: ast.AST) -> str | None:
+    """AZR's ban: an import whose dotted name has a component in AZR_BANNED (uses outside imports pass)."""
+    for node in ast.walk(tree):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            names = [node.module or ""] + [a.name for a in node.names]
+        for name in names:
+            if any(part in AZR_BANNED for part in name.split(".")):
+                return f"imports banned module {name!r}"
+    return None
+
+
+def check_program(program: str, banned: tuple[str, ...] = DEFAULT_BANNED,
+                  rules: ProgramRules = ProgramRules()) -> tuple[str, str] | None:
+    """(status, reason) if the program cannot be a task, else None.
+
+    >>> check_program("def f(x):\\n    def g(y):\\n        return y\\n    return g(x)", rules=AZR_RULES)
+    ('invalid', 'program defines 2 functions (f, g); only one is allowed')
+    """
     try:
         tree = ast.parse(program)
     except (SyntaxError, ValueError, RecursionError, MemoryError) as e:
         return "parse_error", f"program does not parse: {e}"
     if not any(isinstance(n, ast.FunctionDef) and n.name == "f" for n in tree.body):
         return "invalid", "program defines no top-level function f"
-    reason = banned_reason(tree, banned)
+    defs = _DEF_LINE.findall(program)
+    if rules.single_function and len(defs) > 1:
+        return "invalid", f"program defines {len(defs)} functions ({', '.join(defs[:4])}); only one is allowed"
+    for node in ast.walk(tree):
+        word = next((w for w in rules.error_keywords if isinstance(node, _ERROR_NODES.get(w, ()))), None)
+        if word:
+            return "banned", f"uses the banned keyword {word!r}"
+    reason = banned_reason(tree, banned) if rules.extra_bans else azr_banned_import(tree)
     return ("banned", reason) if reason else None
 
 
@@ -168,6 +214,7 @@ class Validate:
     """Is ``program`` a task on ``input``: static checks, then f(input) twice in one process, same value both times."""
     program: str
     input: str
+    rules: ProgramRules = ProgramRules()
 
 
 @dataclass
@@ -183,6 +230,10 @@ class Check:
     candidate: str | None = None       # an answer's program, run instead of ``program`` (statically checked too)
     refusal: Verdict | None = None     # the kind's verdict before anything runs (e.g. the answer is no literal)
     what: str = "f(input)"             # how a wrong value is named in the verdict's reason
+    ref_calls: list[str] | None = None  # argument lists the reference run uses when ``expected`` is None (default: calls)
+    expressions: bool = False          # answer argument lists may be any expression (AZR), evaluated in the sandbox
+    equality: str = "canonical"        # "canonical": strict canonical text; "python": Python == of the values (AZR)
+    rules: ProgramRules = ProgramRules()  # the run's program rules (a task valid under them is checked under them)
 
 
 Job = Validate | Check
@@ -226,16 +277,16 @@ class Verifier:
     def _req(self, program: str, args: str, repeat: int = 1) -> ExecRequest:
         return ExecRequest(program, call=args, repeat=repeat, timeout_s=self.timeout_s, memory_mb=self.memory_mb)
 
-    def _static(self, program: str, inputs: list[str]) -> Verdict | None:
-        bad = check_program(program, self.banned)
-        for x in inputs:
-            bad = bad or check_input(x, self.banned)
+    def _static(self, program: str, inputs: list[str], rules: ProgramRules = ProgramRules()) -> Verdict | None:
+        bad = check_program(program, self.banned, rules)
+        for x in inputs:  # a teacher's input; AZR checks none, so without our bans only its shape is checked
+            bad = bad or check_input(x, self.banned if rules.extra_bans else ())
         return Verdict(False, None, *bad) if bad else None
 
     # ---- the executions a job needs and how their results become a verdict
 
     def plan_validate(self, job: Validate) -> tuple[list[ExecRequest], Finish]:
-        static = self._static(job.program, [job.input])
+        static = self._static(job.program, [job.input], job.rules)
         if static:
             return _now(static)
 
@@ -250,19 +301,24 @@ class Verifier:
         return [self._req(job.program, job.input, repeat=2)], finish
 
     def plan_check(self, job: Check) -> tuple[list[ExecRequest], Finish]:
-        static = self._static(job.program, job.inputs)
+        static = self._static(job.program, job.inputs, job.rules)
         if static or job.refusal:
             return _now(static or job.refusal)
         if not job.calls:  # nothing would run, and nothing run is nothing proven
             return _now(Verdict(False, None, "invalid", "task without inputs to check"))
-        if any(x not in job.inputs and not literal_arguments(x) for x in job.calls):
-            return _now(Verdict(True, False, "bad_answer", "answer is not a literal argument list"))
-        bad = check_program(job.candidate, self.banned) if job.candidate is not None else None
+        answer_bad = self._answer_calls(job)
+        if answer_bad:
+            return _now(answer_bad)
+        # an answer's program runs alone in its own process: the run's rules, but any number of functions (AZR)
+        answer_rules = replace(job.rules, single_function=False)
+        bad = check_program(job.candidate, self.banned, answer_rules) if job.candidate is not None else None
         if bad:
             return _now(Verdict(True, False, bad[0], f"answer: {bad[1]}"))
-        n = len(job.calls)
-        refs = [self._req(job.program, x) for x in job.calls] if job.expected is None else []
-        runs = [self._req(job.candidate or job.program, x) for x in job.calls]
+        ref_calls = job.ref_calls if job.ref_calls is not None else job.calls
+        n = len(ref_calls)
+        refs = [self._req(job.program, x) for x in ref_calls] if job.expected is None else []
+        runs = [self._answer_req(job.program, x) if job.expressions and job.candidate is None and x not in job.inputs
+                else self._req(job.candidate or job.program, x) for x in job.calls]
         task_runs = job.candidate is None and job.calls == job.inputs
 
         def finish(results: list[ExecResult]) -> Verdict:
@@ -270,9 +326,27 @@ class Verifier:
             if failed:
                 return _invalid(failed, "reference program: " if refs else "")
             expected = job.expected if job.expected is not None else [r.value for r in results[:n]]
-            return _compare(results[len(refs):], expected, job.what)
+            return _compare(results[len(refs):], expected, job.what, job.equality == "python")
 
         return refs + runs, finish
+
+    def _answer_req(self, program: str, args: str) -> ExecRequest:
+        """``f(<args>)`` with a student's argument expressions evaluated apart from the program (a fresh
+        namespace, so they cannot rebind what f uses, e.g. ``(len := ...)``) and required to be plain builtin
+        values (an object with its own ``__add__`` could forge f's result)."""
+        return ExecRequest(program + _ISOLATED_ARGS.format(args=repr(f"(lambda *a, **k: (a, k))({args})")),
+                           call="*_populora_args[0], **_populora_args[1]", timeout_s=self.timeout_s, memory_mb=self.memory_mb)
+
+    def _answer_calls(self, job: Check) -> Verdict | None:
+        """A wrong verdict for an answer argument list that may not run: not literal (strict), or (expressions, as
+        AZR lets any expression through) not one call of f or using something banned. Never a format error."""
+        for x in (c for c in job.calls if c not in job.inputs):
+            if not job.expressions and not literal_arguments(x):
+                return Verdict(True, False, "bad_answer", "answer is not a literal argument list")
+            bad = check_input(x, self.banned) if job.expressions else None
+            if bad:
+                return Verdict(True, False, bad[0], f"answer: {bad[1]}"[:300])
+        return None
 
     def plan(self, job: Job) -> tuple[list[ExecRequest], Finish]:
         if isinstance(job, Validate):
@@ -301,11 +375,45 @@ class Verifier:
         return verdicts
 
 
-def _compare(results: list[ExecResult], expected: list[str], what: str) -> Verdict:
-    """Correct iff every run succeeded and its canonical value equals the expected canonical text."""
+# Appended to the task's program for a student's code_i argument expressions (``Verifier._answer_req``).
+_ISOLATED_ARGS = """
+
+def _populora_plain(v, depth=0):
+    t = type(v)
+    if depth > 100:
+        return False
+    if t in (list, tuple, set, frozenset):
+        return all(_populora_plain(x, depth + 1) for x in v)
+    if t is dict:
+        return all(_populora_plain(x, depth + 1) and _populora_plain(y, depth + 1) for x, y in v.items())
+    return v is None or t in (bool, int, float, complex, str, bytes)
+
+
+_populora_args = eval({args}, {{"__builtins__": __builtins__}})
+if not _populora_plain(_populora_args):
+    raise TypeError("the answer's arguments are not plain builtin values")
+"""
+
+
+def equal_values(got: str, want: str, python: bool) -> bool:
+    """Canonical texts equal, or (``python``) the values they spell equal by Python ``==`` (AZR's check).
+
+    >>> equal_values("2.0", "2", True), equal_values("2.0", "2", False), equal_values("float('nan')", "float('nan')", True)
+    (True, False, False)
+    """
+    if not python:
+        return got == want
+    try:
+        return bool(parse_literal(got) == parse_literal(want))
+    except (ValueError, RecursionError, MemoryError):
+        return False
+
+
+def _compare(results: list[ExecResult], expected: list[str], what: str, python: bool = False) -> Verdict:
+    """Correct iff every run succeeded and its value equals the expected one (canonical text, or Python ==)."""
     for r, want in zip(results, expected):
         if r.status != "ok" or r.value is None:
             return Verdict(True, False, r.status if r.status != "ok" else "error", f"{what}: {_failure(r)}")
-        if r.value != want:
+        if not equal_values(r.value, want, python):
             return Verdict(True, False, "wrong", f"{what} = {r.value[:200]}, expected {want[:200]}")
     return Verdict(True, True, "ok", "ok")

@@ -54,15 +54,31 @@ def seed_tasks(kinds: list[str], programs: list[tuple[str, str]], teacher: str =
 
 
 class TaskBuffers:
-    def __init__(self, kinds: list[str], size: int):
+    def __init__(self, kinds: list[str], size: int, when_full: str = "drop_oldest", code_f_pool: str = "all"):
         self.kinds = list(kinds)
-        self.size = size
+        self.size, self.when_full, self.code_f_pool = size, when_full, code_f_pool
         self.buffers: dict[str, deque[Task]] = {k: deque(maxlen=size) for k in kinds}
 
     def add(self, task: Task) -> None:
-        """Keep valid tasks only; a full buffer drops its oldest task (AZR drops the new one)."""
+        """Keep valid tasks only; a full buffer drops its oldest task (``drop_oldest``, ours) or the new one
+        (``drop_new``: AZR keeps the first ``max_programs``)."""
         if task.valid and task.kind in self.buffers:
+            if self.when_full == "drop_new" and len(self.buffers[task.kind]) >= self.size:
+                return
             self.buffers[task.kind].append(task)
+
+    def sample_max_new(self, kind: str, k: int, step: int, rng: np.random.Generator) -> list[Task]:
+        """AZR's solver batch (``pred_data_mix_strategy=max_new``): up to ``k`` of the tasks added at ``step``,
+        then the rest uniformly from the whole buffer (with replacement only when it holds fewer than needed)."""
+        pool = list(self.buffers[kind])
+        if not pool or k <= 0:
+            return []
+        new = [t for t in pool if t.step == step]
+        picked = [new[i] for i in rng.choice(len(new), size=min(k, len(new)), replace=False)] if new else []
+        rest = k - len(picked)
+        if rest:
+            picked += [pool[i] for i in rng.choice(len(pool), size=rest, replace=rest > len(pool))]
+        return picked
 
     def sample(self, kind: str, k: int, rng: np.random.Generator) -> list[Task]:
         pool = self.buffers[kind]
@@ -72,8 +88,10 @@ class TaskBuffers:
         return [pool[i] for i in sorted(idx)]
 
     def programs(self, rng: np.random.Generator) -> Task:
-        """One program for a code_f proposal, from the code_o / code_i buffers (or code_f if those are off)."""
-        pool = [t for k in ("code_o", "code_i", "code_f") if k in self.buffers for t in self.buffers[k]]
+        """One program for a code_f proposal, from the code_o / code_i buffers, and (``code_f_pool: all``, ours)
+        the code_f one too; AZR's pool (``programs``) is code_i + code_o only."""
+        kinds = ("code_o", "code_i", "code_f") if self.code_f_pool == "all" else ("code_o", "code_i")
+        pool = [t for k in kinds if k in self.buffers for t in self.buffers[k]]
         return pool[int(rng.integers(len(pool)))]
 
     def count(self, kind: str) -> int:

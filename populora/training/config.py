@@ -47,20 +47,64 @@ class TasksConfig(Section):
     format: Literal["azr", "direct"] = Field("azr", description="azr: AZR's layout, reason in <think>...</think> then the result in <answer>...</answer> (the paper's method); "
                                             "direct: answer-only prompts prefilled up to a code fence, no reasoning trained (a reduction for tiny CPU models). "
                                             "Default: azr, except direct when model.base is 'embedded' and the field is not set")
+    template: Literal["azr", "chat"] = Field("azr", description="azr: AZR's template for base models, R1-style plain text (\"... User: <task>\\nAssistant: <think>\"), "
+                                            "no chat markup, no system prompt (the paper's setting); chat: the model's own chat template with the layout "
+                                            "in a system turn (instruct models; needed by the direct format). Default: azr, except chat when "
+                                            "tasks.format is direct and the field is not set")
+    stop_at_answer: bool = Field(True, description="azr format: end a completion at </answer> (ours: the tokens after it earn nothing); "
+                                 "false: sample to EOS as AZR does, the answer read from the last block either way")
     seed_buffer: int = Field(8, ge=1, le=4096, description="Valid tasks each kind's buffer holds before step 1, proposed by the base model at step 0 (AZR: 256)")
+    seed_shared: bool = Field(False, description="AZR: code_i and code_o are seeded from one pool of programs (each valid seed task "
+                              "enters both buffers); false (ours): each kind is seeded from its own proposals")
     seed_rounds: int = Field(2, ge=0, le=64, description="Bound on step-0 seeding: rounds of base-model proposals (each asks for every kind's missing count); "
                                                   "a kind with no valid proposal after them falls back to hand-written programs (warning + run tag)")
     tasks_per_teacher: int = Field(3, ge=1, le=256, description="Tasks each teacher proposes per step (kinds taken in turn)")
     references: int = Field(3, ge=0, le=16, description="Reference tasks from the kind's buffer shown in a propose prompt (AZR: 6)")
-    buffer_size: int = Field(4096, ge=8, le=1_000_000, description="Max tasks per kind buffer; the oldest are evicted (AZR drops the newest)")
+    buffer_size: int = Field(4096, ge=8, le=1_000_000, description="Max tasks per kind buffer (AZR max_programs: 16384)")
+    buffer_full: Literal["drop_oldest", "drop_new"] = Field("drop_oldest", description="A full buffer drops its oldest task (ours: references "
+                                                            "stay recent) or the new one (AZR keeps the first max_programs)")
+    code_f_pool: Literal["all", "programs"] = Field("all", description="Programs a code_f teacher is shown: from every buffer, code_f's "
+                                                    "included (ours), or from code_i + code_o only (AZR)")
     code_f_inputs: int = Field(10, ge=2, le=64, description="Inputs a teacher writes for a code_f task, all of which must run; the first half are shown, the rest held out (AZR: 10, 5 shown)")
-    rollouts: int = Field(2, ge=1, le=64, description="Answers each matched student samples per task (AZR n_samples: 8)")
+    rollouts: int = Field(2, ge=1, le=64, description="Answers each matched student samples per task, when answers_per_task is not set")
+    answers_per_task: int | None = Field(None, ge=1, le=256, description="Exactly this many answers per valid task (AZR n_samples: 8), "
+                                         "spread over the students, each answering the same number, whose tasks drawn by PFSP "
+                                         "(matchmaking.assign_answers); None: rollouts per matched student (4 to 16 per task at paper scale)")
     max_new_tokens_propose: int = Field(160, ge=16, le=16384, description="Token budget of a proposal")
     max_new_tokens_solve: int = Field(96, ge=8, le=16384, description="Token budget of an answer")
     temperature: float = Field(0.8, gt=0, description="Sampling temperature (AZR: 1.0)")
     top_p: float = Field(0.95, gt=0, le=1, description="Nucleus sampling top-p")
+    answer_check: Literal["azr", "strict"] = Field("azr", description="azr: as AZR's executor, an answer is any Python expression, evaluated in the sandbox, right iff "
+                                                  "Python-equal to the gold value (2 == 2.0; a crash or timeout is wrong); strict: literal answers only, "
+                                                  "equal canonical text with strict types (2 != 2.0)")
+    single_function: bool = Field(False, description="AZR's rule (reject_multiple_functions): a program with more than one def (nested ones and methods "
+                                  "included) is invalid; false (ours): helpers and classes allowed, only f must exist")
+    rename_to_f: bool = Field(False, description="AZR's parsing (f_replace_location=not_first): a proposal's first function is the entry "
+                              "function, renamed to f; false (ours): the program must define f itself")
+    extra_bans: bool = Field(True, description="Ours: also ban OS/interpreter modules, builtins such as open/eval/__import__ and introspection "
+                             "attributes, in any use; false: AZR's ban only (imports of its banned-module list)")
+    banned_error_keywords: list[Literal["raise", "assert", "try", "except"]] = Field(
+        default_factory=list, description="Statements a program may not use (AZR's banned_keywords_for_errors_and_exceptions; "
+                                          "AZR's 7b.sh names raise but its code applies the list to code_e only, which its runs do not train)")
+    code_f_message_required: bool = Field(False, description="AZR's rule: a code_f proposal without a ```message block is a format error; "
+                                          "false (ours): the message is optional")
+    code_f_distinct_inputs: bool = Field(True, description="Ours: a code_f proposal's first code_f_inputs distinct inputs are taken; "
+                                         "false (AZR): its last code_f_inputs input blocks, duplicates allowed")
+    code_f_distinct_outputs: bool = Field(True, description="Ours: a code_f task whose inputs all give the same output is invalid (nothing to "
+                                          "induce); false: AZR has no such rule")
     timeout_s: float = Field(5.0, gt=0, le=300, description="Sandbox wall-clock limit per execution")
     memory_mb: int = Field(512, ge=64, le=65536, description="Sandbox address-space limit per execution")
+
+
+class SolverConfig(Section):
+    """What the students train on. AZR: the answers that estimate a task's solve rate only set the proposer's
+    reward; the solver trains on a separate batch per kind drawn from the buffers, one rollout each."""
+
+    data: Literal["rollouts", "buffer"] = Field("rollouts", description="rollouts: students train on the answers that set the solve rates "
+                                                "(this step's tasks only); buffer (AZR): those answers set rewards and ratings but are not "
+                                                "trained on; each student trains on batch_per_kind tasks per kind drawn from the buffers "
+                                                "(max_new: this step's additions first, then uniform), one answer each")
+    batch_per_kind: int = Field(64, ge=1, le=4096, description="solver.data buffer: tasks per kind in each student's training batch (AZR: 64)")
 
 
 class SandboxConfig(Section):
@@ -143,6 +187,7 @@ class TrainConfig(Section):
     matchmaking: MatchmakingConfig = MatchmakingConfig()
     tasks: TasksConfig = TasksConfig()
     reward: RewardConfig = RewardConfig()
+    solver: SolverConfig = SolverConfig()
     optim: OptimConfig = OptimConfig()
     evolution: EvolutionConfig = EvolutionConfig()
     checkpoint: CheckpointConfig = CheckpointConfig()
@@ -158,6 +203,11 @@ class TrainConfig(Section):
             )
         if "format" not in self.tasks.model_fields_set and self.model.base == "embedded":
             self.tasks.format = "direct"  # the 135M embedded model cannot follow the azr layout; named as a reduction
+        if "template" not in self.tasks.model_fields_set and self.tasks.format == "direct":
+            self.tasks.template = "chat"  # the direct format's few-shot turns need roles
+        if self.tasks.template == "azr" and self.tasks.format == "direct":
+            raise ValueError("tasks.template 'azr' (plain text, no roles) cannot carry tasks.format 'direct' (few-shot "
+                             "chat turns); set tasks.template: chat, or tasks.format: azr")
         if not self.tasks.kinds:
             raise ValueError("tasks.kinds is empty; list at least one of code_o, code_i, code_f")
         if self.ray.address:

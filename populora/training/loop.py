@@ -21,15 +21,16 @@ from populora.training.config import TrainConfig
 from populora.training.evolution import evolve
 from populora.training.ledger import ComputeLedger, add_to_record, step_compute
 from populora.training.lineage import Lineage, LineageEvent
-from populora.training.matchmaking import match
+from populora.training.matchmaking import answer_plan, match
 from populora.training.member import BOTH, STUDENT, TEACHER, Member, Population
 from populora.training.propose import propose
 from populora.training.run_log import RunLog
 from populora.training.scoring import assign_rewards, update_ratings
 from populora.training.seeding import initial_buffers, seed_buffers
 from populora.training.solve import solve
+from populora.training.solver_batch import solver_batch
 from populora.training.update import update
-from populora.training.validate import validate
+from populora.training.validate import program_rules, validate
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +41,7 @@ class Trainer:
         self.backend, self.verifier = make_backend(backend_config(cfg, run_dir)), make_verifier(cfg)
         self.population = Population()
         self.lineage = Lineage()
-        self.buffers = TaskBuffers(buffer_kinds(cfg.tasks.kinds), cfg.tasks.buffer_size)
+        self.buffers = TaskBuffers(buffer_kinds(cfg.tasks.kinds), cfg.tasks.buffer_size, cfg.tasks.buffer_full, cfg.tasks.code_f_pool)
         self.seen_structures: set[str] = set()  # program structures teachers wrote (coverage)
         self.programs_proposed = 0                # programs teachers wrote, valid or not (coverage per 100)
         self.pending: list[dict] = []  # step records not yet in MLflow (written after the checkpoint holding them)
@@ -62,14 +63,18 @@ class Trainer:
         with _timed(timings, "propose"):    # 2. teachers write code_o / code_i / code_f tasks
             tasks, proposals = propose(self.backend, teachers, self.buffers, cfg, s, self.rng, seed)
         with _timed(timings, "validate"):   # 3. the sandbox drops invalid / nondeterministic tasks
-            validate(self.verifier, tasks, self.buffers, self.seen_structures)
-        with _timed(timings, "solve"):      # 4. matched students answer, the sandbox checks
-            answers = solve(self.backend, self.verifier, tasks, pairs, cfg, seed + 7)
+            validate(self.verifier, tasks, self.buffers, self.seen_structures, program_rules(cfg.tasks))
+        with _timed(timings, "solve"):      # 4. matched students answer (answers_per_task each), the sandbox checks
+            answerers = answer_plan(tasks, pairs, teachers, students, cfg.tasks, cfg.matchmaking, self.rng)
+            answers = solve(self.backend, self.verifier, tasks, answerers, cfg, seed + 7)
+            # solver.data buffer (AZR): those answers only estimate solve rates; students train on a buffer batch
+            batch = (solver_batch(self.backend, self.verifier, self.buffers, students, cfg, s, self.rng, seed + 11)
+                     if cfg.solver.data == "buffer" else [])
         with _timed(timings, "update"):     # 5. rewards, zero-sum TrueSkill, clipped PG mini-batch steps per adapter
             rates = assign_rewards(tasks, proposals, answers, cfg)
             games = update_ratings(tasks, answers, self.population, pairs, cfg.matchmaking.rate_unsolved,
                                    cfg.matchmaking.rate_invalid)
-            train_stats = update(self.backend, proposals + answers, cfg, s)
+            train_stats = update(self.backend, proposals + (batch if cfg.solver.data == "buffer" else answers), cfg, s)
 
         replaced = []
         if cfg.evolution.every and s % cfg.evolution.every == 0:
@@ -81,7 +86,10 @@ class Trainer:
         record = run_log.step_record(s, tasks, proposals, answers, rates, train_stats, self.population,
                                      len(self.seen_structures), games, timings, replaced, cfg.evolution.conservative_k,
                                      programs_proposed=self.programs_proposed)
-        spent = step_compute(proposals + answers, train_stats)
+        if batch:
+            record["run_metrics"].update({"solver/batch_answers": len(batch),
+                                          "solver/batch_solve_rate": sum(bool(a.correct) for a in batch) / len(batch)})
+        spent = step_compute(proposals + answers + batch, train_stats)  # estimation and training answers both cost
         add_to_record(record, *self.ledger.record(spent, [m.id for m in self.population.alive()], [m.id for m in teachers + students]))
         self.step_index = s
         self.pending.append(record)
@@ -143,7 +151,7 @@ class Trainer:
         """AZR's seeding: the base model proposes until each kind's buffer is full (bounded tries); hand-written
         programs only where it wrote nothing valid, said loudly (a warning and the run tag populora.seed_fallback)."""
         tc = self.cfg.tasks
-        self.buffers = initial_buffers(self.verifier, buffer_kinds(tc.kinds), tc.buffer_size)
+        self.buffers = initial_buffers(self.verifier, buffer_kinds(tc.kinds), tc.buffer_size, tc.buffer_full, tc.code_f_pool)
         self.seed_report = seed_buffers(self.backend, self.verifier, self.buffers, tc, self.rng, self.cfg.seed * 100_003)
         self.log.seeded(self.seed_report, self.buffers)
         if self.seed_report.fallback:

@@ -10,7 +10,7 @@ from populora.training.buffers import TaskBuffers
 from populora.training.member import Member
 from populora.training.rollout import Rollout
 from populora.training.tasks import KINDS, Task
-from populora.training.tasks.prompts import stop
+from populora.training.tasks.prompts import render, stop
 
 
 def propose(backend, teachers: list[Member], buffers: TaskBuffers, cfg, step: int, rng: np.random.Generator, seed: int):
@@ -21,11 +21,11 @@ def propose(backend, teachers: list[Member], buffers: TaskBuffers, cfg, step: in
         for j in range(tc.tasks_per_teacher):
             kind = tc.kinds[(step + j) % len(tc.kinds)]
             task = Task(id=f"s{step}-{teacher.id}-{j}", kind=kind, program="", teacher=teacher.id, step=step)
-            messages, prefill = KINDS[kind].teacher_prompt(task, buffers, rng, tc)
-            plans.append((teacher, task, backend.encode_chat(messages, prefill)))
+            prompt = KINDS[kind].teacher_prompt(task, buffers, rng, tc)
+            plans.append((teacher, task, render(backend, prompt, tc.format, tc.template)))
     gens = backend.generate(
         [p for _, _, p in plans], [t.id for t, _, _ in plans], tc.max_new_tokens_propose,
-        temperature=tc.temperature, top_p=tc.top_p, seed=seed, stop=stop(tc.format, "teacher"),
+        temperature=tc.temperature, top_p=tc.top_p, seed=seed, stop=stop(tc.format, "teacher", tc.stop_at_answer),
     )
     tasks, rollouts = [], []
     for (teacher, task, _), gen in zip(plans, gens):

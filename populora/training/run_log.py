@@ -54,6 +54,9 @@ def step_record(step: int, tasks: list[Task], proposals: list[Rollout], answers:
         "curriculum/novel_rate": _mean([t.metrics.get("novel_structure") for t in valid]),
         "rating/games": games, "evolution/replaced": len(replaced),
     }
+    answered = [sum(a.task_id == t.id for a in answers) for t in valid]
+    if answered:  # tasks.answers_per_task makes these equal (AZR's n_samples); otherwise they vary with the draws
+        run_metrics["tasks/answers_per_task_min"], run_metrics["tasks/answers_per_task_max"] = min(answered), max(answered)
     for kind in sorted({t.kind for t in tasks}):
         of_kind = [t for t in tasks if t.kind == kind]
         run_metrics[f"tasks/validity_rate/{kind}"] = sum(t.valid for t in of_kind) / len(of_kind)

@@ -10,15 +10,15 @@ back to the hand-written ``SEED_PROGRAMS``; the caller logs that as a warning an
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from populora.platform.backends import BASE
 from populora.training.buffers import AZR_SEED, SEED_PROGRAMS, TaskBuffers, seed_tasks
 from populora.training.tasks import KINDS, PROGRAM_KINDS, Task
-from populora.training.tasks.prompts import stop
-from populora.training.validate import validate
+from populora.training.tasks.prompts import render, stop
+from populora.training.validate import program_rules, validate
 
 
 @dataclass
@@ -39,9 +39,10 @@ class SeedError(RuntimeError):
     """A built-in seed task failed validation: the sandbox, not the model, is broken."""
 
 
-def initial_buffers(verifier, kinds: list[str], size: int) -> TaskBuffers:
+def initial_buffers(verifier, kinds: list[str], size: int, when_full: str = "drop_oldest",
+                    code_f_pool: str = "all") -> TaskBuffers:
     """The step-0 buffers: AZR's trivial seed task in each kind, validated in the sandbox."""
-    buffers = TaskBuffers(kinds, size)
+    buffers = TaskBuffers(kinds, size, when_full, code_f_pool)
     _add_validated(verifier, buffers, seed_tasks(kinds, [AZR_SEED]))
     return buffers
 
@@ -55,17 +56,30 @@ def seed_buffers(backend, verifier, buffers: TaskBuffers, tc, rng: np.random.Gen
         if not missing:
             break
         tasks = propose_with_base(backend, buffers, tc, missing, rng, seed + r, prefix=f"seed{r}")
-        validate(verifier, tasks, buffers, set())
+        validate(verifier, tasks, buffers, set(), program_rules(tc))
+        if tc.seed_shared:
+            share_programs(tasks, buffers, tc.seed_buffer)
         report.rounds = r + 1
         for t in tasks:
             report.proposed[t.kind] = report.proposed.get(t.kind, 0) + 1
             report.valid[t.kind] = report.valid.get(t.kind, 0) + int(t.valid)
     for kind in buffers.kinds:
-        if kind in PROGRAM_KINDS and not report.valid.get(kind):
+        if kind in PROGRAM_KINDS and buffers.count(kind) <= 1:  # AZR's seed alone: the model added nothing
             _add_validated(verifier, buffers, seed_tasks([kind], SEED_PROGRAMS[1:], teacher="handwritten"))
             report.fallback.append(kind)
     report.seconds = time.perf_counter() - t0
     return report
+
+
+def share_programs(tasks: list[Task], buffers: TaskBuffers, cap: int) -> None:
+    """AZR seeds code_i and code_o from one pool of programs with their inputs: each valid code_o / code_i seed
+    task also enters the other kind's buffer, up to ``cap``."""
+    pair = {"code_o": "code_i", "code_i": "code_o"}
+    for t in tasks:
+        other = pair.get(t.kind)
+        if t.valid and other in buffers.kinds and buffers.count(other) < cap:
+            buffers.add(replace(t, id=f"{t.id}-as-{other}", kind=other, inputs=list(t.inputs), outputs=list(t.outputs),
+                                metrics=dict(t.metrics)))
 
 
 def propose_with_base(backend, buffers: TaskBuffers, tc, counts: dict[str, int], rng: np.random.Generator, seed: int,
@@ -75,11 +89,11 @@ def propose_with_base(backend, buffers: TaskBuffers, tc, counts: dict[str, int],
     for kind, n in counts.items():
         for j in range(n):
             task = Task(id=f"{prefix}-{kind}-{j}", kind=kind, program="", teacher="base", step=0)
-            messages, prefill = KINDS[kind].teacher_prompt(task, buffers, rng, tc)
+            prompt = KINDS[kind].teacher_prompt(task, buffers, rng, tc)
             tasks.append(task)
-            prompts.append(backend.encode_chat(messages, prefill))
+            prompts.append(render(backend, prompt, tc.format, tc.template))
     gens = backend.generate(prompts, [BASE] * len(prompts), tc.max_new_tokens_propose, temperature=tc.temperature,
-                            top_p=tc.top_p, seed=seed, stop=stop(tc.format, "teacher"))
+                            top_p=tc.top_p, seed=seed, stop=stop(tc.format, "teacher", tc.stop_at_answer))
     for task, gen in zip(tasks, gens):
         KINDS[task.kind].parse_proposal(gen.text, task, tc)
     return tasks

@@ -1,36 +1,38 @@
-"""Solve phase: each matched student answers each valid task ``rollouts`` times (one batched generation over
-all students' adapters); the sandbox checks every parsed answer."""
+"""Solve phase: the students the answer plan names answer each valid task (one batched generation over all
+students' adapters; ``matchmaking.answer_plan``); the sandbox checks every parsed answer."""
 
 from __future__ import annotations
 
 from populora.training.rollout import Rollout
 from populora.training.tasks import KINDS, Task
-from populora.training.tasks.prompts import stop
+from populora.training.tasks.prompts import render, stop
+from populora.training.validate import program_rules
 
 
-def solve(backend, verifier, tasks: list[Task], pairs: dict[str, list[str]], cfg, seed: int) -> list[Rollout]:
+def solve(backend, verifier, tasks: list[Task], answerers: dict[str, list[str]], cfg, seed: int) -> list[Rollout]:
+    """``answerers``: task id -> the student of each answer the task gets."""
     tc = cfg.tasks
     plans = []  # (student id, task, prompt)
     for task in tasks:
         if not task.valid:
             continue
-        messages, prefill = KINDS[task.kind].student_prompt(task, tc.format)
-        prompt = backend.encode_chat(messages, prefill)
-        for student in pairs.get(task.teacher, []):
-            plans += [(student, task, prompt)] * tc.rollouts
+        prompt = render(backend, KINDS[task.kind].student_prompt(task, tc.format), tc.format, tc.template)
+        plans += [(student, task, prompt) for student in answerers.get(task.id, [])]
     if not plans:
         return []
     gens = backend.generate(
         [p for _, _, p in plans], [s for s, _, _ in plans], tc.max_new_tokens_solve,
-        temperature=tc.temperature, top_p=tc.top_p, seed=seed, stop=stop(tc.format, "student"),
+        temperature=tc.temperature, top_p=tc.top_p, seed=seed, stop=stop(tc.format, "student", tc.stop_at_answer),
     )
-    rollouts, requests = [], []
+    rollouts, requests, rules = [], [], program_rules(tc)
     for (student, task, _), gen in zip(plans, gens):
         answer = KINDS[task.kind].parse_answer(gen.text, tc.format)
         r = Rollout(student, "student", task.kind, task.id, gen.prompt_ids, gen.completion_ids, gen.text, answer=answer)
         rollouts.append(r)
         if answer is not None:
-            requests.append((r, KINDS[task.kind].check_answer(task, answer)))
+            check = KINDS[task.kind].check_answer(task, answer, tc.answer_check)
+            check.rules = rules  # the task passed these rules; its program is checked under them again
+            requests.append((r, check))
         else:
             r.verdict = "format: no parseable answer" if tc.format == "direct" else "format: no well-formed <answer> block"
     verdicts = verifier.check_many([req for _, req in requests]) if requests else []

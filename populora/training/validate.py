@@ -4,19 +4,26 @@ metrics (programs the teacher wrote only: ``curriculum.wrote_program``), and joi
 
 from __future__ import annotations
 
-from populora.platform.verifier import Validate
+from populora.platform.verifier import ProgramRules, Validate
 from populora.training import curriculum
 from populora.training.buffers import TaskBuffers
 from populora.training.tasks import KINDS, Task
 
 
-def validate(verifier, tasks: list[Task], buffers: TaskBuffers, seen_structures: set[str]) -> None:
+def program_rules(tc) -> ProgramRules:
+    """The static program rules ``tasks.*`` asks for (AZR's, or ours where a switch says so)."""
+    return ProgramRules(single_function=tc.single_function, extra_bans=tc.extra_bans,
+                        error_keywords=tuple(tc.banned_error_keywords), code_f_distinct_outputs=tc.code_f_distinct_outputs)
+
+
+def validate(verifier, tasks: list[Task], buffers: TaskBuffers, seen_structures: set[str],
+             rules: ProgramRules = ProgramRules()) -> None:
     requests, owners = [], []  # one verifier Validate job per (task, input)
     for task in tasks:
         if task.reason:  # already a format failure
             continue
         for x in KINDS[task.kind].validation_inputs(task):
-            requests.append(Validate(task.program, x))
+            requests.append(Validate(task.program, x, rules))
             owners.append((task, x))
     verdicts = verifier.check_many(requests) if requests else []
     results: dict[str, list] = {}
@@ -25,7 +32,7 @@ def validate(verifier, tasks: list[Task], buffers: TaskBuffers, seen_structures:
     for task in tasks:
         if task.reason:
             continue
-        KINDS[task.kind].judge_validation(task, results.get(task.id, []))
+        KINDS[task.kind].judge_validation(task, results.get(task.id, []), rules)
         if task.valid:
             if curriculum.wrote_program(task):  # metrics of what the teacher wrote, not of re-sampled programs
                 task.metrics = curriculum.measure(task.program, seen_structures)

@@ -4,7 +4,8 @@ Counts follow the loop: every teacher proposes ``tasks_per_teacher`` tasks (prop
 ``min(teachers_per_student, teachers)`` distinct teachers and answers each of their tasks ``rollouts`` times
 (matchmaking.py, solve.py); a teacher no student drew gets one student. With equal ratings (every PFSP scheme
 is then uniform) a teacher is left undrawn with probability (1 - k/T)^S, so the expected extra matches are
-T (1 - k/T)^S. The single-agent baseline is one teacher matched with itself. Token counts are upper bounds
+T (1 - k/T)^S. With ``tasks.answers_per_task`` every task gets exactly that many answers instead. The single-agent
+baseline is one teacher matched with itself. Token counts are upper bounds
 (every task valid, every completion at its budget); prompt lengths are estimates (PROMPT_TOKENS).
 Every rollout is trained on, so trained tokens are the generated rows at prompt + completion (<= max_seq_len).
 """
@@ -25,24 +26,38 @@ def counts(cfg: TrainConfig) -> dict:
     """Expected rows per step: propose rows, solve rows, and adapters (whole population)."""
     pc, tc = cfg.population, cfg.tasks
     if pc.single_agent:
-        return {"adapters": 1, "propose_rows": tc.tasks_per_teacher, "solve_rows": tc.tasks_per_teacher * tc.rollouts}
+        per_task = tc.answers_per_task or tc.rollouts
+        return {"adapters": 1, "propose_rows": tc.tasks_per_teacher, "solve_rows": tc.tasks_per_teacher * per_task}
     t, s = pc.teachers, pc.students
+    if tc.answers_per_task is not None:  # exactly n answers per task, whoever gives them
+        return {"adapters": t + s, "propose_rows": t * tc.tasks_per_teacher,
+                "solve_rows": t * tc.tasks_per_teacher * tc.answers_per_task}
     k = min(cfg.matchmaking.teachers_per_student, t)
     matches = s * k + t * (1 - k / t) ** s
     return {"adapters": t + s, "propose_rows": t * tc.tasks_per_teacher,
             "solve_rows": matches * tc.tasks_per_teacher * tc.rollouts}
 
 
+def solver_batch_rows(cfg: TrainConfig) -> int:
+    """solver.data buffer: the answers students train on, beyond the estimation answers (which are then not trained)."""
+    if cfg.solver.data != "buffer":
+        return 0
+    students = 1 if cfg.population.single_agent else cfg.population.students
+    return students * len(cfg.tasks.kinds) * cfg.solver.batch_per_kind
+
+
 def workload(cfg: TrainConfig, gpus: int = 1) -> plan.Workload:
     mc, tc, oc = cfg.model, cfg.tasks, cfg.optim
     c = counts(cfg)
+    extra = solver_batch_rows(cfg)
     n = c["adapters"]
     # multilora allocates n + 1 slots (slot 0 is the bare base); evolution removes the dead member before adding
     # its child, which takes the freed slot, so the slots never grow (PEFT: one adapter each, n at any time)
     slots = n + 1 if mc.backend == "multilora" else n
     return plan.Workload(
         adapters=n, lora_slots=slots, adapters_per_gpu=math.ceil(n / gpus),
-        propose_rows=c["propose_rows"], solve_rows=c["solve_rows"],
+        propose_rows=c["propose_rows"], solve_rows=c["solve_rows"] + extra,
+        untrained_solve_rows=c["solve_rows"] if extra else 0,
         propose_prompt=PROPOSE_BASE + PER_REFERENCE * tc.references, solve_prompt=SOLVE_PROMPT,
         propose_new=tc.max_new_tokens_propose, solve_new=tc.max_new_tokens_solve,
         micro_batch=oc.micro_batch, max_seq_len=oc.max_seq_len,
@@ -77,7 +92,7 @@ def make_plan(cfg: TrainConfig, gpu: str = "h100-80gb", gpus: int = 1, arch_conf
     rows = {"propose": (work.propose_rows, work.propose_prompt, work.propose_new),
             "solve": (work.solve_rows, work.solve_prompt, work.solve_new)}
     generated = {k: r * new for k, (r, _, new) in rows.items()}
-    trained = sum(r * work.trained_len(p, new) for r, p, new in rows.values())
+    trained = sum(r * work.trained_len(p, new) for r, p, new in plan.trained_rows(work))
     n = work.adapters
     return {
         "config": cfg.name, "model": mc.base, "architecture_from": source, "gpu": gpu, "gpus": gpus,

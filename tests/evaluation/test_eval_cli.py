@@ -199,12 +199,15 @@ def test_batched_population_scores_equal_one_at_a_time(runs, tmp_path):
     args = ["--run", pop, "--benchmarks", BENCH, "--limit", "2", "--max-new-tokens", "8"]
     assert eval_main([*args, "--out", str(tmp_path / "batched")]) == 0
     assert eval_main([*args, "--out", str(tmp_path / "single"), "--one-at-a-time"]) == 0
-    def scores(d):  # all but where and how long: the output dir and the wall time differ by construction
+    def scores(d):  # all but where, how long and in which mode: they differ by construction
         res = json.loads((tmp_path / d / "results.json").read_text())["results"]
-        return {t: {b: {k: v for k, v in e.items() if k not in ("seconds", "samples_file")} for b, e in r.items()}
-                for t, r in res.items()}
+        return {t: {b: {k: v for k, v in e.items() if k not in ("seconds", "samples_file", "pair_config")}
+                    for b, e in r.items()} for t, r in res.items()}
 
     batched, single = scores("batched"), scores("single")
+    modes = {json.loads((tmp_path / d / "results.json").read_text())["results"]["T0"]["gsm8k"]["pair_config"]["batched"]
+             for d in ("batched", "single")}
+    assert modes == {True, False}  # each pair says how it was made
     assert set(batched) == set(single) == {"T0", "S0", "baseline (B0)", "base model"}
     assert batched == single
     for f in (tmp_path / "single" / "samples").glob("*/*.jsonl"):

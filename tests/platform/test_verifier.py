@@ -23,16 +23,16 @@ def v():
         yield Verifier(sb, timeout_s=2.0)
 
 
-def check_code_o(v, program, input, answer):
-    return v.check(code_o.check(program, input, answer))
+def check_code_o(v, program, input, answer, mode="strict"):
+    return v.check(code_o.check(program, input, answer, mode=mode))
 
 
-def check_code_i(v, program, output, answer):
-    return v.check(code_i.check(program, output, answer))
+def check_code_i(v, program, output, answer, mode="strict"):
+    return v.check(code_i.check(program, output, answer, mode))
 
 
-def check_code_f(v, program, inputs, answer, outputs=None):
-    return v.check(code_f.check(program, inputs, answer, outputs))
+def check_code_f(v, program, inputs, answer, outputs=None, mode="strict"):
+    return v.check(code_f.check(program, inputs, answer, outputs, mode))
 
 
 # ------------------------------------------------------------------------------- canonical values (pure)
@@ -174,6 +174,43 @@ def test_code_i_answers_must_be_literals(v):
         assert (vd.correct, vd.status) == (False, "bad_answer"), answer
 
 
+# ------------------------------------------------------------- AZR's checks (tasks.answer_check: azr, the default)
+
+
+@pytest.mark.parametrize("program, inp, answer, correct", [
+    (ECHO, "'abab'", "'ab' * 2", True), (ECHO, "2", "2.0", True), (ECHO, "1", "True", True),
+    (ECHO, "[1, 2]", "[1, 1 + 1]", True), (ECHO, "(1, 2)", "1, 2", True), (ECHO, "2", "3", False),
+    (ECHO, "'a'", "a", False), (ECHO, "1", "1 / 0", False), ("def f(a):\n    return a + 1", "1", "f(1)", False),  # no task f in scope
+    (ECHO, "1", "__import__('os')", False), (ECHO, "1", "1)\nimport os\n(", False),
+    (ECHO, "1", "[0] * 10**10", False), (ECHO, "1", "object()", False),
+    ("def f(a):\n    return a * float('nan')", "1", "float('nan')", False),  # nan != nan, as eval compares
+])
+def test_code_o_azr_any_expression_python_equality(v, program, inp, answer, correct):
+    vd = check_code_o(v, program, inp, answer, mode="azr")
+    assert (vd.valid, vd.correct) == (True, correct), vd
+    gold = v.validate(program, inp).output  # the solve phase passes the gold output: the program need not rerun
+    assert v.check(code_o.check(program, inp, answer, gold)).correct is correct
+
+
+@pytest.mark.parametrize("program, output, answer, correct", [
+    ("def f(n):\n    return n + 1", "8", "7.0", True), ("def f(n):\n    return n + 1", "8", "3 + 4", True),
+    ("def f(s):\n    return s[::-1]", "'cbacba'", "'abc' * 2", True), ("def f(n):\n    return n", "1", "True", True),
+    ("def f(n):\n    return n + 1", "8", "8", False), ("def f(a):\n    return 1 / a", "1.0", "0", False),
+    ("def f(n):\n    return n", "1", "__import__('os')._exit(0)", False),
+    ("def f(n):\n    while n: pass\n    return 1", "1", "1", False),  # the answer's run times out: wrong
+])
+def test_code_i_azr_any_expression_python_equality(v, program, output, answer, correct):
+    vd = check_code_i(v, program, output, answer, mode="azr")
+    assert (vd.valid, vd.correct) == (True, correct), vd
+
+
+def test_code_f_azr_python_equality(v):
+    ref = "def f(xs):\n    return [x * 2 for x in xs if x > 0]"
+    inputs = ["[1, -2, 3]", "[]", "[5]"]
+    assert check_code_f(v, ref, inputs, "def f(xs):\n    return [2.0 * x for x in xs if x > 0]", mode="azr").correct is True
+    assert check_code_f(v, ref, inputs, "def f(xs):\n    return xs", mode="azr").correct is False
+
+
 # -------------------------------------------------------------------------------------------- code_f
 
 
@@ -205,7 +242,7 @@ def test_check_runs_no_student_arguments_that_are_not_literals(v):
 
 def test_check_many_mixed_batch_in_order(v):
     tasks = [
-        Validate(ECHO, "[1, 2]"), code_o.check(ECHO, "2", "2"), code_i.check(ECHO, "2", "3"),
+        Validate(ECHO, "[1, 2]"), code_o.check(ECHO, "2", "2"), code_i.check(ECHO, "2", "3", "strict"),
         code_f.check(ECHO, ["1", "'a'"], "def f(x):\n    return x"), Validate("import os\ndef f(a): return a", "1"),
     ] * 20
     verdicts = v.check_many(tasks)
@@ -215,3 +252,38 @@ def test_check_many_mixed_batch_in_order(v):
     assert verdicts[0].to_json()["output"] == "[1, 2]"
     with pytest.raises(TypeError):
         v.check({"type": "nope"})  # jobs are Validate / Check, built by the task kinds
+
+
+# ------------------------------------------------------------------- validity rules (tasks.* switches; AZR's in presets)
+
+
+def test_azr_validity_rules_one_def_import_bans_only_error_keywords(v):
+    from populora.platform.verifier import AZR_RULES, ProgramRules
+
+    nested = "def f(x):\n    def g(y):\n        return y + 1\n    return g(x)"
+    helper = "def g(y):\n    return y\ndef f(x):\n    return g(x)"
+    method = "class A:\n    def get(self):\n        return 1\ndef f(x):\n    return A().get() + x"
+    for program in (nested, helper, method):  # AZR's regex counts every def, nested ones and methods included
+        assert v.check(Validate(program, "1")).valid, program
+        vd = v.check(Validate(program, "1", AZR_RULES))
+        assert (vd.valid, vd.status) == (False, "invalid") and "only one is allowed" in vd.reason
+    # AZR bans imports of its list only: open() and os are ours (extra_bans)
+    uses_os = "import os\ndef f(x):\n    return len(os.sep) + x"
+    assert v.check(Validate(uses_os, "1")).status == "banned"
+    assert v.check(Validate(uses_os, "1", AZR_RULES)).valid
+    assert v.check(Validate("import time\ndef f(x):\n    return x", "1", AZR_RULES)).status == "banned"
+    raises = "def f(x):\n    if x < 0:\n        raise ValueError(x)\n    return x"
+    assert v.check(Validate(raises, "1", AZR_RULES)).valid
+    vd = v.check(Validate(raises, "1", ProgramRules(error_keywords=("raise",))))
+    assert (vd.valid, vd.status) == (False, "banned") and "'raise'" in vd.reason
+
+
+def test_code_i_answer_expressions_cannot_forge_the_result(v):
+    # evaluated apart from the program and required to be plain values: no rebinding, no objects with own operators
+    counts = "def f(xs):\n    return len(xs) + 1"
+    assert check_code_i(v, counts, "4", "[1, 2, 3]", mode="azr").correct is True
+    assert check_code_i(v, counts, "4", "[0] * 3", mode="azr").correct is True
+    for forged in ("(len := lambda x: 3) and []", "type('A', (), {'__len__': lambda s: 3})()",
+                   "[(xs := 0)] * 3 and f.__defaults__"):
+        vd = check_code_i(v, counts, "4", forged, mode="azr")
+        assert (vd.valid, vd.correct) == (True, False), (forged, vd)

@@ -45,26 +45,45 @@ def test_format_defaults_azr_except_for_the_embedded_model_and_explicit_values_w
 
 
 # ------------------------------------------------------------------------------------------------ prompts
-def test_paper_prompts_azr_three_distinct_teacher_prompts_and_reasoning_students(v):
+def test_paper_prompts_azr_template_three_distinct_teacher_prompts_and_reasoning_students(v):
     cfg = config_io.load(TrainConfig, str(CONFIGS / "paper-4t4s.yaml"), [])
     shown = build(cfg, ["code_o", "code_i", "code_f"], ["teacher", "student"], v)
-    assert shown["format"] == "azr"
+    assert (shown["format"], shown["template"]) == ("azr", "azr")
     teacher = {p["kind"]: p["messages"][-1]["content"] for p in shown["prompts"] if p["role"] == "teacher"}
     student = {p["kind"]: p for p in shown["prompts"] if p["role"] == "student"}
     assert len(set(teacher.values())) == 3
     assert "deduction" in teacher["code_o"] and "abduction" in teacher["code_i"] and "induction" in teacher["code_f"]
-    for kind in ("code_o", "code_i"):  # the K references (here the step-0 seed), novelty and difficulty asked for
-        assert "<reference 1>" in teacher[kind] and "must differ" in teacher[kind] and "strong solver" in teacher[kind]
-        assert "Deterministic" in teacher[kind]
-    assert "Write 10 different inputs" in teacher["code_f"] and "first 5" in teacher["code_f"]
-    assert "other 5 inputs" in teacher["code_f"] and "Every input must run" in teacher["code_f"]
-    for p in shown["prompts"]:
-        assert p["prefill"] == "<think>" and "<think>" in p["messages"][0]["content"]
-        assert "<answer>" in p["messages"][0]["content"] and "<answer>" in p["messages"][-1]["content"]
+    for kind in ("code_o", "code_i"):  # AZR's proposer requirements, point by point
+        text = teacher[kind]
+        assert "<reference_0>" in text and "different from the reference programs" in text
+        assert "Custom classes are allowed" in text and "nested inside `f`" in text and "10 seconds" in text
+        assert "multi-step reasoning" in text and "Start with a clear plan" in text
+        assert "hashlib" in text and "comments included" in text  # the banned-keyword list is shown
+    assert "Give 10 valid inputs" in teacher["code_f"] and "```message" in teacher["code_f"]
+    assert "must not contain the program" in teacher["code_f"] and "f(<|YOUR INPUT WILL BE PLUGGED HERE|>)" in teacher["code_f"]
+    for p in shown["prompts"]:  # AZR's template: one plain message, no system turn, ends in "Assistant: <think>"
+        (m,) = p["messages"]
+        assert m["role"] == "user" and p["prefill"] == "<think>"
+        assert m["content"].startswith("This is a dialogue between a User and an Assistant") and "<answer>" in m["content"]
+        assert (m["content"] + p["prefill"]).endswith("\nAssistant: <think>")
+        assert "<|im_start|>" not in m["content"] and "reward" not in m["content"].lower()
     # each student sees what its kind needs and nothing more
     assert "```input" in student["code_o"]["messages"][-1]["content"]
     assert "```output" in student["code_i"]["messages"][-1]["content"]
-    assert "def f(a)" not in student["code_f"]["messages"][-1]["content"]
+    assert "def f(a)\n    return a\n```\n\n# Input" not in student["code_f"]["messages"][-1]["content"]
+
+
+def test_chat_template_puts_the_layout_in_a_system_turn_and_azr_refuses_the_direct_format():
+    from populora.platform.config import ConfigError
+    from populora.training.tasks.prompts import frame
+
+    task = Task(id="t", kind="code_o", program="def f(a):\n    return a", input="1", output="1")
+    messages, prefill = frame(KINDS["code_o"].student_prompt(task, "azr"), "azr", "chat")
+    assert [m["role"] for m in messages] == ["system", "user"] and prefill == "<think>"
+    assert TrainConfig().tasks.template == "chat"  # embedded model: direct format, chat template
+    assert TrainConfig(model={"base": "Qwen/Qwen2.5-7B"}).tasks.template == "azr"
+    with pytest.raises(ConfigError, match="tasks.template"):
+        config_io.load(TrainConfig, None, ["tasks.format=direct", "tasks.template=azr"])
 
 
 def test_direct_prompts_are_prefilled_fences_and_distinct_per_kind(v):
@@ -81,7 +100,8 @@ def test_prompts_cli_json_contract(mlflow_store):
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     shown = json.loads(out.stdout.strip().splitlines()[-1])
-    assert shown["format"] == "azr"
+    assert (shown["format"], shown["template"]) == ("azr", "azr")
+    assert "reward" not in json.dumps(shown).lower()  # AZR's proposer never hears its reward rule
     assert [(p["kind"], p["role"]) for p in shown["prompts"]] == [
         (k, r) for k in ("code_o", "code_i", "code_f") for r in ("teacher", "student")]
     for p in shown["prompts"]:
@@ -108,9 +128,8 @@ def test_code_f_ten_inputs_five_shown_five_held_out(v):
     assert [x for x, _ in task.shown] == [str(i) for i in range(1, 6)]
     assert task.held_out == [str(i) for i in range(6, 11)]
     prompt = KINDS["code_f"].student_prompt(task, "azr")[0][-1]["content"]
-    assert "5 more inputs you are not shown" in prompt
-    assert all(f"```input\n{i}\n```" in prompt for i in range(1, 6))
-    assert not any(f"```input\n{i}\n```" in prompt for i in range(6, 11))
+    assert all(f"```input_{i - 1}\n{i}\n```" in prompt for i in range(1, 6))
+    assert "```input_5" not in prompt and "```input_4\n10\n" not in prompt  # the held-out ones stay hidden
 
 
 def test_code_f_one_failing_input_invalidates_the_task(v):
@@ -179,3 +198,39 @@ def test_report_names_the_tasks_format():
     assert "direct (a reduction" in _format_note({"populora.tasks_format": "direct"})
     assert _format_note({"populora.tasks_format": "azr"}) == "tasks format: azr\n\n"
     assert _format_note({}) == ""  # runs from before the tag: nothing claimed
+
+
+def test_code_f_azr_rules_last_inputs_duplicates_message_required_same_outputs_allowed(v):
+    from populora.training.validate import program_rules
+
+    blocks = "\n".join(f"```input\n{i}\n```" for i in [1, 2, 3, 3, 4, 5, 6, 7, 8, 9, 10, 11])
+    azr = TasksConfig(format="azr", code_f_distinct_inputs=False, code_f_message_required=True,
+                      code_f_distinct_outputs=False, single_function=True, extra_bans=False)
+    task = KINDS["code_f"].parse_proposal(f"p</think><answer>{blocks}\n```message\nhi\n```</answer>",
+                                          _code_f([]), azr)
+    assert task.reason == "" and task.inputs == ["3", "3", "4", "5", "6", "7", "8", "9", "10", "11"]  # the last 10
+    ours = KINDS["code_f"].parse_proposal(f"p</think><answer>{blocks}</answer>", _code_f([]), TasksConfig(format="azr"))
+    assert ours.reason == "" and ours.inputs == [str(i) for i in range(1, 11)]  # the first 10 distinct
+    silent = KINDS["code_f"].parse_proposal(f"p</think><answer>{blocks}</answer>", _code_f([]), azr)
+    assert silent.reason.startswith("format: no ```message")
+    same = _code_f(["1", "2", "3", "4"], program="def f(x):\n    return 7")
+    validate(v, [same], TaskBuffers(["code_f"], 8), set(), program_rules(azr))
+    assert same.valid  # AZR has no different-outputs rule
+
+
+def test_azr_renames_the_first_function_to_f():
+    text = "p</think><answer>```python\ndef solve(n):\n    return n and solve(n - 1)\n```\n```input\n3\n```</answer>"
+    azr = KINDS["code_o"].parse_proposal(text, Task(id="t", kind="code_o", program=""), TasksConfig(format="azr", rename_to_f=True))
+    assert azr.reason == "" and azr.program == "def f(n):\n    return n and f(n - 1)"
+    ours = KINDS["code_o"].parse_proposal(text, Task(id="t", kind="code_o", program=""), TasksConfig(format="azr"))
+    assert ours.reason.startswith("format: no parseable program defining f")
+
+
+def test_azr_seeding_shares_one_pool_between_code_o_and_code_i(v):
+    tc = TasksConfig(format="azr", seed_buffer=5, seed_rounds=1, seed_shared=True, kinds=["code_o", "code_i"])
+    buffers = initial_buffers(v, ["code_o", "code_i"], 64)
+    # the model writes nothing valid for code_i: its buffer fills from the code_o proposals
+    base = ScriptedBase(lambda p, i: "no idea" if "abduction" in p else _azr_reply(p, i))
+    seed_buffers(base, v, buffers, tc, np.random.default_rng(0), seed=0)
+    programs = {k: [t.program for t in buffers.buffers[k]] for k in ("code_o", "code_i")}
+    assert buffers.count("code_o") == buffers.count("code_i") == 5 and programs["code_o"] == programs["code_i"]

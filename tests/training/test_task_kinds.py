@@ -21,10 +21,25 @@ def v():
         yield Verifier(sb, timeout_s=2.0)
 
 
-def _judge(v, kind: str, task: Task, completion: str):
+def _judge(v, kind: str, task: Task, completion: str, mode: str = "strict", fmt: str = "direct"):
     """What the solve phase does with one completion: parse it, then check it; None when it does not parse."""
-    answer = KINDS[kind].parse_answer(completion, "direct")
-    return None if answer is None else v.check(KINDS[kind].check_answer(task, answer))
+    answer = KINDS[kind].parse_answer(completion, fmt)
+    return None if answer is None else v.check(KINDS[kind].check_answer(task, answer, mode))
+
+
+def test_azr_check_judges_expressions_by_python_equality(v):
+    # AZR's eval(gold) == eval(answer): an expression is an answer, and 2.0 is 2
+    task = Task(id="t", kind="code_o", program="def f(s):\n    return s * 2", input="'ab'")
+    task.output = v.validate(task.program, task.input).output
+    for answer, right in (("'ab' * 2", True), ("'abab'", True), ("'ab'", False), ("1 / 0", False)):
+        done = _judge(v, "code_o", task, f"reasoning</think>\n<answer>```output\n{answer}\n```</answer>", "azr", "azr")
+        assert (done.valid, done.correct) == (True, right), (answer, done)
+    two = Task(id="n", kind="code_o", program="def f(a):\n    return a + 1", input="1", output="2")
+    assert _judge(v, "code_o", two, "2.0\n```", "azr").correct is True
+    assert _judge(v, "code_o", two, "2.0\n```", "strict").correct is False
+    # the last output block is the answer (AZR reads the last one)
+    both = "x</think><answer>```output\n3\n```\nno wait\n```output\n2\n```</answer>"
+    assert _judge(v, "code_o", two, both, "azr", "azr").correct is True
 
 
 @pytest.mark.parametrize("returns, right, wrong", [

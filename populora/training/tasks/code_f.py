@@ -8,8 +8,8 @@ half is shown to the student (AZR: ``len // 2``) and the rest are held out.
 from __future__ import annotations
 
 from populora.platform.verifier import Check, Verdict
-from populora.training.tasks.parsing import blocks, call_arguments, first_block, parseable_program
-from populora.training.tasks.prompts import LAYOUT, azr_prompt, chat, fenced, unwrap
+from populora.training.tasks.parsing import blocks, call_arguments, first_block, last_block, parseable_program
+from populora.training.tasks.prompts import azr_prompt, chat, fenced, program_requirements, unwrap
 from populora.training.tasks.task import Prompt, Task, TaskKind
 
 KIND = "code_f"
@@ -37,26 +37,47 @@ def known_inputs(source: Task) -> list[str]:
     return list(source.inputs) if source.inputs else [source.input] if source.input else []
 
 
-def propose_question(program: str, used: list[str], n: int) -> str:
-    shown, held = split(n)
-    used_text = ("Inputs already used with f (yours must all differ from these):\n"
-                 + "\n".join(fenced("input", x) for x in used) + "\n") if used else ""
+def propose_question(program: str, n: int) -> str:
+    """AZR's code_f proposer prompt, in our words: n inputs giving diverse outputs, and a message; the program is
+    shown with the call its inputs are plugged into."""
     return (
-        "## Task: write an induction task (code_f)\n"
-        f"Here is a Python function f. Write {n} different inputs for it and a message for the solver. The solver "
-        f"will see the first {shown} of your inputs with the outputs f returns on them, and your message, but not "
-        f"f; it must write a program that returns the right outputs on your other {held} inputs, which it never "
-        "sees. Your reward is highest when a strong solver sometimes fails: choose inputs whose outputs together "
-        "pin down what f does, edge cases included, so that only a solver who really infers f gets the held-out "
-        "ones right, and put revealing inputs among the first ones.\n"
-        f"Every input must run: f must return a value on each of your {n} inputs, deterministically; one failing "
-        f"input makes the whole task invalid. Write exactly {n}, each different. Each input is the argument list of "
-        "one call f(...): separate arguments with commas and quote strings.\n"
-        "The message may describe the task or hint at f, but must not contain its code.\n"
-        f"{fenced('python', program)}\n{used_text}"
-        f"### Answer layout\n{LAYOUT} Inside <answer>, write {n} input blocks, one input in each, then the message:\n"
-        "```input\narg1, arg2, ...\n```\n(... one block per input ...)\n```message\nyour message\n```"
+        f"## Task: write {n} inputs for the program below that produce diverse outputs, and a message about it (induction)\n"
+        f"Design {n} inputs that can be plugged into the program below so that together they produce a diverse set "
+        "of outputs. A test subject will be given a subset of your inputs with the outputs they deterministically "
+        "produce, and has to deduce the program; think of it as an IQ test. You may also leave the test subject a "
+        "message that helps them deduce the program.\n\n"
+        "### Input requirements\n"
+        f"- Give {n} valid inputs for the program.\n"
+        "- In each input, separate several arguments with commas.\n"
+        "- Put quotes around string arguments.\n"
+        "- Put each input in its own ```input block.\n\n"
+        "### Message requirements\n"
+        "- Leave the test subject a message that helps them deduce the program, in a ```message block.\n"
+        "- The message can take any form: a coding question, or a plain-language description of what the program "
+        "does, for instance.\n"
+        "- The message must not contain the program.\n\n"
+        f"### Layout\n- Each input in a block like this:\n{fenced('input', 'arg1, arg2, ...')}\n\n"
+        f"### Example of the layout\n{fenced('input', code_o_example())}\n{fenced('input', EXAMPLE_INPUT_2)}\n\n"
+        "### What makes a good submission\n"
+        "- It executes: the program runs on every one of your inputs.\n"
+        "- Coverage: the inputs and outputs span the program's input space, enough to deduce the program from them.\n"
+        "- Creativity: the inputs are clearly different from each other.\n"
+        "- The inputs and the message together make the task challenging for the test subject, but not impossible.\n"
+        "Start with a clear plan: understand the program, then say how your inputs cover it well and why they are "
+        "challenging and creative. Then write the inputs and the message, each input in an ```input block and the "
+        "message in a ```message block.\n\n"
+        f"### Program\n{fenced('python', program + CALL_SUFFIX)}\n"
     )
+
+
+EXAMPLE_INPUT_2 = "['green'], {'green': 1}"
+CALL_SUFFIX = "\nf(<|YOUR INPUT WILL BE PLUGGED HERE|>)"  # where the inputs go, as AZR shows it
+
+
+def code_o_example() -> str:
+    from populora.training.tasks.code_o import EXAMPLE_INPUT
+
+    return EXAMPLE_INPUT
 
 
 def _propose_ask(program: str, n_inputs: int) -> str:
@@ -66,36 +87,47 @@ def _propose_ask(program: str, n_inputs: int) -> str:
 
 def propose_messages(source: Task, n_inputs: int, fmt: str = "direct") -> Prompt:
     if fmt == "azr":
-        return azr_prompt(propose_question(source.program, known_inputs(source), n_inputs))
+        return azr_prompt(propose_question(source.program, n_inputs))
     demo = "\n".join(fenced("input", x) for x in DEMO_INPUTS[:n_inputs]) + "\n" + fenced("message", DEMO_MESSAGE)
     return chat([(_propose_ask(DEMO_PROGRAM, n_inputs), demo)], _propose_ask(source.program, n_inputs)), PROPOSE_PREFILL
 
 
-def read_proposal(text: str | None, task: Task, n_inputs: int) -> Task:
-    """Fill ``task.inputs`` (the first ``n_inputs`` distinct well-formed argument lists) and ``task.message``;
-    fewer than ``n_inputs`` is a format error (AZR: the count must be exact). The program comes from the buffer."""
+def read_proposal(text: str | None, task: Task, n_inputs: int, distinct: bool = True, need_message: bool = False) -> Task:
+    """Fill ``task.inputs`` and ``task.message``; fewer than ``n_inputs`` is a format error (AZR: the count must be
+    reached). ``distinct`` (ours): the first ``n_inputs`` distinct well-formed argument lists; else AZR's
+    ``parse_inputs_message``: the last ``n_inputs`` input blocks, duplicates allowed (one that is no argument list
+    fails in the sandbox, making the task invalid). ``need_message`` (AZR): no message block is a format error.
+    The program comes from the buffer."""
     if text is None:
         task.reason = "format: no <think>...</think> <answer>...</answer> layout"
         return task
     found: list[str] = []
     for label, body in blocks(text):
-        args = call_arguments(body) if label == "input" else None
-        if args is not None and args not in found:
+        if label != "input":
+            continue
+        args = call_arguments(body)
+        if distinct and args is not None and args not in found:
             found.append(args)
-    task.inputs = found[:n_inputs]
-    task.message = (first_block(text, "message") or "").strip()[:300]
+        elif not distinct:
+            found.append(args if args is not None else body.strip())
+    task.inputs = found[:n_inputs] if distinct else found[-n_inputs:]
+    message = first_block(text, "message")
+    task.message = (message or "").strip()[:300]
     if len(task.inputs) < n_inputs:
-        task.reason = f"format: {len(task.inputs)} distinct valid inputs, need {n_inputs}"
+        task.reason = f"format: {len(task.inputs)} {'distinct ' if distinct else ''}valid inputs, need {n_inputs}"
+    elif need_message and message is None:
+        task.reason = "format: no ```message block (required)"
     return task
 
 
-def parse_proposal(text: str, task: Task, n_inputs: int, fmt: str = "direct") -> Task:
-    return read_proposal(unwrap(text, fmt, PROPOSE_PREFILL), task, n_inputs)
+def parse_proposal(text: str, task: Task, n_inputs: int, fmt: str = "direct", distinct: bool = True,
+                   need_message: bool = False) -> Task:
+    return read_proposal(unwrap(text, fmt, PROPOSE_PREFILL), task, n_inputs, distinct, need_message)
 
 
-def judge_inputs(task: Task, checked: list[tuple[str, Verdict]]) -> Task:
+def judge_inputs(task: Task, checked: list[tuple[str, Verdict]], distinct_outputs: bool = True) -> Task:
     """Validity from the sandbox's run of f on every input: all must run (AZR drops a task when one fails), and
-    the outputs must differ somewhere, or there is nothing to induce."""
+    (``distinct_outputs``, ours) the outputs must differ somewhere, or there is nothing to induce."""
     bad = next(((x, v) for x, v in checked if not v.valid), None)
     task.outputs = [v.output for _, v in checked] if bad is None else []
     if not checked:
@@ -103,22 +135,28 @@ def judge_inputs(task: Task, checked: list[tuple[str, Verdict]]) -> Task:
     elif bad is not None:
         x, v = bad
         task.valid, task.reason = False, f"input {x[:60]} does not run ({v.status}: {v.reason})"[:300]
-    elif len(set(task.outputs)) < 2:
+    elif distinct_outputs and len(set(task.outputs)) < 2:
         task.valid, task.reason = False, "every input gives the same output: nothing to induce"
     else:
         task.valid, task.reason = True, "ok"
     return task
 
 
-def solve_question(task: Task) -> str:
-    pairs = "\n".join(f"{fenced('input', i)}\n{fenced('output', o)}" for i, o in task.shown)
-    message = f"Message from the task's author:\n{fenced('message', task.message)}\n" if task.message else ""
+def solve_question(task: Task, seconds: float = 10.0) -> str:
+    """AZR's code_f solver prompt, in our words: infer a program from input/output pairs and the message."""
+    pairs = "\n".join(f"{fenced(f'input_{i}', x)}\n{fenced(f'output_{i}', y)}" for i, (x, y) in enumerate(task.shown))
     return (
-        "## Task: infer the function\n"
-        "A hidden Python function f returned these outputs on these inputs. Write a function f that returns the "
-        f"same outputs on them and the right outputs on {len(task.held_out)} more inputs you are not shown.\n"
-        f"{pairs}\n{message}"
-        f"{LAYOUT} Inside <answer>, give your program in a python block:\n```python\ndef f(...):\n    ...\n```"
+        "# Task: deduce the program that turned the inputs into the outputs\n"
+        "Below are input/output pairs and a message describing the program. Think the problem through step by step "
+        "and deduce a general program that produces the hidden outputs from the hidden inputs, as the original "
+        "program that generated these pairs does. It can help to check your program on each pair in turn, and to "
+        "revise it until it matches them all. Your final program is what gets evaluated: put it in a ```python "
+        "block.\n\n"
+        f"# Program requirements\n{program_requirements(seconds)}\n"
+        f"# Input and output pairs\n{pairs}\n\n"
+        f"# Message\n{fenced('message', task.message)}\n\n"
+        f"# Example of the answer\n{fenced('python', 'def f(a):' + chr(10) + '    return a')}\n\n"
+        "Remember: the entry function must be named `f`.\n"
     )
 
 
@@ -140,15 +178,17 @@ def parse_answer(text: str, fmt: str = "direct") -> str | None:
     body = unwrap(text, fmt, SOLVE_PREFILL)
     if body is None:
         return None
-    code = first_block(body, "python", "py", "") or (body if fmt == "azr" else None)
+    code = last_block(body, "python", "py", "") or (body if fmt == "azr" else None)  # AZR reads the last block
     return parseable_program(code) if code else None
 
 
-def check(program: str, inputs: list[str], answer: str, outputs: list[str] | None = None) -> Check:
+def check(program: str, inputs: list[str], answer: str, outputs: list[str] | None = None, mode: str = "azr") -> Check:
     """The answer's f must give the reference program's values on the held-out ``inputs``; ``outputs``
-    (canonical, e.g. from validation) spares re-running the reference."""
+    (canonical, e.g. from validation) spares re-running the reference. ``mode`` azr: Python equality (AZR's
+    ``gold == f(input)``); strict: equal canonical text."""
     refusal = None if inputs else Verdict(False, None, "invalid", "code_f task without inputs")
-    return Check(program, inputs, inputs, outputs, candidate=answer, refusal=refusal, what="candidate f(input)")
+    return Check(program, inputs, inputs, outputs, candidate=answer, refusal=refusal, what="candidate f(input)",
+                 equality="canonical" if mode == "strict" else "python")
 
 
 class CodeF(TaskKind):
@@ -161,7 +201,8 @@ class CodeF(TaskKind):
         return propose_messages(source, cfg.code_f_inputs, cfg.format)
 
     def parse_proposal(self, text, task, cfg) -> Task:
-        return parse_proposal(text, task, cfg.code_f_inputs, cfg.format)
+        return parse_proposal(text, task, cfg.code_f_inputs, cfg.format, cfg.code_f_distinct_inputs,
+                              cfg.code_f_message_required)
 
     def student_prompt(self, task, fmt) -> Prompt:
         return solve_messages(task, fmt)
@@ -169,14 +210,15 @@ class CodeF(TaskKind):
     def parse_answer(self, text, fmt) -> str | None:
         return parse_answer(text, fmt)
 
-    def check_answer(self, task, answer) -> Check:
-        return check(task.program, task.held_out, answer)
+    def check_answer(self, task, answer, mode="azr") -> Check:
+        half = len(task.inputs) - len(task.held_out)
+        return check(task.program, task.held_out, answer, task.outputs[half:] or None, mode)
 
-    def check_json(self, record) -> Check:
-        return check(record["program"], list(record["inputs"]), record["answer"], record.get("outputs"))
+    def check_json(self, record, mode="azr") -> Check:
+        return check(record["program"], list(record["inputs"]), record["answer"], record.get("outputs"), mode)
 
     def validation_inputs(self, task) -> list[str]:
         return list(task.inputs)  # every input must run: the gold outputs of the shown and the held-out ones
 
-    def judge_validation(self, task, checked) -> None:
-        judge_inputs(task, checked)
+    def judge_validation(self, task, checked, rules=None) -> None:
+        judge_inputs(task, checked, rules is None or rules.code_f_distinct_outputs)

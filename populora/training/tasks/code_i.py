@@ -9,8 +9,8 @@ from __future__ import annotations
 from populora.platform.sandbox.values import canonical_literal
 from populora.platform.verifier import Check, Verdict
 from populora.training.tasks import code_o
-from populora.training.tasks.parsing import call_arguments, first_line_or_block
-from populora.training.tasks.prompts import LAYOUT, azr_prompt, chat, fenced, unwrap
+from populora.training.tasks.parsing import call_arguments, last_line_or_block
+from populora.training.tasks.prompts import azr_prompt, chat, fenced, unwrap
 from populora.training.tasks.task import Prompt, Task
 
 KIND = "code_i"
@@ -21,20 +21,10 @@ PROPOSE_ASK = (
     "that makes f return the same value takes careful reasoning. Put the function in a ```python block and the "
     "arguments of the call in an ```input block. No imports, no randomness, no printing."
 )
-ABDUCTION = (
-    "## Task: write an abduction task (code_i)\n"
-    "Write a new Python function `f` and one input for it. A solver will be shown your function and the value f "
-    "returns on your input, but not the input, and must find an input that makes f return that value (any such "
-    "input counts). Your reward is highest when a strong solver sometimes fails: make f hard to run backwards "
-    "(information mixed across the input, several chained transformations, conditions the input must satisfy), "
-    "while your own input shows that an answer exists.\n"
-    "The task must be new: it must compute something different from every reference task below, not the same "
-    "logic with other names or values.\n"
-)
 
 
-def propose_messages(references: list[Task], fmt: str = "direct") -> Prompt:
-    return code_o.propose_messages(references, PROPOSE_ASK, fmt, ABDUCTION)
+def propose_messages(references: list[Task], fmt: str = "direct", banned: str = "", seconds: float = 10.0) -> Prompt:
+    return code_o.propose_messages(references, PROPOSE_ASK, fmt, KIND, banned, seconds)
 
 
 # Worked examples (direct format): (program, output, an input giving it); a copy first, then an inversion.
@@ -42,13 +32,14 @@ DEMOS = [("def f(x):\n    return x", "'abc'", "'abc'"), ("def f(n):\n    return 
 
 
 def solve_question(task: Task) -> str:
+    """AZR's code_i solver prompt, in our words: find one input that gives the output, in an input block."""
     return (
-        "## Task: find an input\n"
-        "Find an input on which the Python function f below returns the given output, step by step; you cannot run "
-        f"code. Any input that gives this output counts.\n{fenced('python', task.program)}\n"
-        f"{fenced('output', task.output)}\n"
-        f"{LAYOUT} Inside <answer>, give only the arguments of the call f(...), separated by commas with strings "
-        "quoted, in an input block:\n```input\narg1, arg2, ...\n```"
+        "# Task: give one input a Python program turns into a given output\n"
+        "Think step by step about the program and the output below, then give one input that produces this output, "
+        "in an ```input block. Quote string arguments, and separate several arguments with commas.\n\n"
+        f"# Program\n{fenced('python', task.program)}\n\n# Output\n{fenced('output', task.output)}\n\n"
+        f"# Layout of the answer\n{fenced('input', 'arg1, arg2, ...')}\n"
+        f"# Example of the answer\n{fenced('input', code_o.EXAMPLE_INPUT)}\n"
     )
 
 
@@ -66,22 +57,26 @@ def solve_messages(task: Task, fmt: str = "direct") -> Prompt:
 
 def parse_answer(text: str, fmt: str = "direct") -> str | None:
     body = unwrap(text, fmt, SOLVE_PREFILL)
-    return None if body is None else call_arguments(first_line_or_block(body, "input"))
+    return None if body is None else call_arguments(last_line_or_block(body, "input"))
 
 
-def check(program: str, output: str, answer: str) -> Check:
-    """f(answer) must give the task's output; the answer must be literal arguments (the verifier insists)."""
+def check(program: str, output: str, answer: str, mode: str = "azr") -> Check:
+    """f(answer) must give the task's output. ``mode`` (``tasks.answer_check``): azr, any argument expressions
+    (evaluated in the sandbox), Python equality (AZR's ``gold == f(answer)``); strict, literal arguments only, equal
+    canonical text."""
     try:
         expected, refusal = [canonical_literal(output)], None
     except ValueError as e:
         expected, refusal = [], Verdict(False, None, "invalid", f"task output is not a literal: {e}")
-    return Check(program, [], [answer], expected, refusal=refusal, what="f(answer)")
+    azr = mode != "strict"
+    return Check(program, [], [answer], expected, refusal=refusal, what="f(answer)", expressions=azr,
+                 equality="python" if azr else "canonical")
 
 
 class CodeI(code_o.CodeO):
     """code_o's proposal (a program and one input) asked for as an abduction task; the student goes the other way."""
     name, json_keys = KIND, ("program", "output", "answer")
-    ask, intro = PROPOSE_ASK, ABDUCTION
+    ask = PROPOSE_ASK
 
     def student_prompt(self, task, fmt) -> Prompt:
         return solve_messages(task, fmt)
@@ -89,8 +84,8 @@ class CodeI(code_o.CodeO):
     def parse_answer(self, text, fmt) -> str | None:
         return parse_answer(text, fmt)
 
-    def check_answer(self, task, answer) -> Check:
-        return check(task.program, task.output, answer)
+    def check_answer(self, task, answer, mode="azr") -> Check:
+        return check(task.program, task.output, answer, mode)
 
-    def check_json(self, record) -> Check:
-        return check(record["program"], record["output"], record["answer"])
+    def check_json(self, record, mode="azr") -> Check:
+        return check(record["program"], record["output"], record["answer"], mode)

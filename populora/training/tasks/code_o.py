@@ -5,10 +5,14 @@ Also home of the program + input proposal that code_o and code_i share (code_i a
 
 from __future__ import annotations
 
+import re
+
 from populora.platform.sandbox.values import canonical_literal
 from populora.platform.verifier import Check, Verdict
-from populora.training.tasks.parsing import call_arguments, first_block, first_line_or_block, literal, parseable_program
-from populora.training.tasks.prompts import LAYOUT, azr_prompt, chat, fenced, rules, unwrap
+from populora.training.tasks.parsing import (MAX_ANSWER_CHARS, call_arguments, first_block, first_line_or_block,
+                                              last_line_or_block, parseable_program)
+from populora.platform.verifier import AZR_BANNED
+from populora.training.tasks.prompts import azr_prompt, banned_text, chat, fenced, program_requirements, unwrap
 from populora.training.tasks.task import Prompt, Task, TaskKind
 
 KIND = "code_o"
@@ -20,49 +24,78 @@ PROPOSE_ASK = (
     "f returns on it takes several careful steps. Put the function in a ```python block and the arguments of the "
     "call in an ```input block. No imports, no randomness, no printing."
 )
-INPUT_RULE = ("The input is the argument list of one call f(...): separate arguments with commas and quote strings; "
-              "do not write the input into the program.")
-PROPOSAL_LAYOUT = (f"{LAYOUT} Inside <answer>, write the program and the input as two blocks:\n"
-                   "```python\ndef f(...):\n    ...\n    return ...\n```\n```input\narg1, arg2, ...\n```")
+# azr format: AZR's proposer prompt for code_o / code_i (data_construction/prompts.py), point by point in our
+# words. The two kinds differ in what the test subject is given and must find; everything else is shared.
+GOALS = {
+    "code_o": ("deduction", "work out the output from the input",
+               "the input is handed to a test subject, who has to deduce the output f produces on it",
+               "how hard it is to predict the output from your code and your input"),
+    "code_i": ("abduction", "work out an input from an output",
+               "the output f produces on it is handed to a test subject, who has to come up with any input that "
+               "makes f produce that same output",
+               "how hard it is to come up with your input from your code and the output it deterministically gives"),
+}
+EXAMPLE_PROGRAM = "def f(words: list, scores: dict):\n    # the logic goes here\n    return result"
+EXAMPLE_INPUT = "['red', 'blue'], {'red': 3, 'blue': 5}"
+EXAMPLE_OUTPUT = "{'red': 3, 'blue': 5}"
 
-DEDUCTION = (
-    "## Task: write a deduction task (code_o)\n"
-    "Write a new Python function `f` and one input for it. A solver will be shown your function and your input and "
-    "must work out the value f returns, by reasoning alone, without running code. Your reward is highest when a "
-    "strong solver sometimes fails: make the output take many steps of careful reasoning to work out (state "
-    "carried through loops, nested data structures, recursion, several chained transformations), while it stays "
-    "fully determined by the code.\n"
-    "The task must be new: it must compute something different from every reference task below, not the same "
-    "logic with other names or values.\n"
-)
+
+def propose_question(kind: str, references: list[Task], banned: str, seconds: float) -> str:
+    name, aim, subject, difficulty = GOALS[kind]
+    return (
+        f"## Task: write a new Python program with one matching input ({name})\n"
+        "Custom classes are allowed; define them at the top of the program.\n"
+        "Taking the reference programs below as examples, design a new, unique Python program that takes deep "
+        f"algorithmic reasoning to {aim}. Give the program and one test input for it: the input is plugged into "
+        f"the program to produce an output, and {subject}. Think of it as an IQ test.\n\n"
+        "### Program requirements\n"
+        f"{program_requirements(seconds)}"
+        "- Make the program track state across several data transformations, so that the task takes long, "
+        "multi-step reasoning.\n\n"
+        "### Input requirements\n"
+        "- Give exactly one test input for f.\n"
+        "- Separate several arguments with commas.\n"
+        "- Put quotes around string arguments.\n\n"
+        "### Layout\n"
+        "- The program goes in a block like this:\n```python\ndef f(...):\n    # your code\n    return ...\n```\n"
+        "- The input goes in a block like this:\n```input\narg1, arg2, ...\n```\n\n"
+        f"### Example of the layout\n{fenced('python', EXAMPLE_PROGRAM)}\n\n{fenced('input', EXAMPLE_INPUT)}\n\n"
+        "### What makes a good submission\n"
+        "- It executes: your code runs on your input.\n"
+        f"- Difficulty: {difficulty}. Aim for algorithmic reasoning or intricate logic, e.g. your own data structure "
+        "classes (trees, heaps, stacks, queues, graphs, ...) and operations on them, or involved control flow "
+        "(dynamic programming, recursion, divide and conquer, greedy search, backtracking, ...).\n"
+        "- Creativity: the code is clearly different from the reference programs.\n"
+        f"- Restricted words: none of these may appear anywhere, in any form, comments included: {banned}\n\n"
+        "Start with a clear plan: how your program will be challenging, how it differs from the references, what "
+        "makes it creative. Then write the program and its input.\n\n"
+        f"### Reference programs\n{references_text(references)}"
+    )
 
 
 def references_text(references: list[Task]) -> str:
     """The K reference tasks of a propose prompt, each program with its input and the output it gives."""
-    if not references:
-        return ""
-    parts = [f"<reference {i}>\n{fenced('python', t.program)}\n{fenced('input', t.input)}\n{fenced('output', t.output)}\n"
-             f"</reference {i}>" for i, t in enumerate(references, 1)]
-    return "### Reference tasks (yours must differ from every one)\n" + "\n".join(parts) + "\n\n"
+    parts = [f"<reference_{i}>\n{fenced('python', t.program)}\n{fenced('input', t.input)}\n{fenced('output', t.output)}\n"
+             f"</reference_{i}>" for i, t in enumerate(references)]
+    return "\n".join(parts) + "\n"
 
 
-def propose_question(intro: str, references: list[Task]) -> str:
-    return f"{intro}\n{rules(INPUT_RULE)}\n{references_text(references)}### Answer layout\n{PROPOSAL_LAYOUT}"
-
-
-def propose_messages(references: list[Task], ask: str = PROPOSE_ASK, fmt: str = "direct", intro: str = DEDUCTION) -> Prompt:
+def propose_messages(references: list[Task], ask: str = PROPOSE_ASK, fmt: str = "direct", kind: str = KIND,
+                     banned: str = "", seconds: float = 10.0) -> Prompt:
     if fmt == "azr":
-        return azr_prompt(propose_question(intro, references))
+        return azr_prompt(propose_question(kind, references, banned, seconds))
     shots = [(ask, fenced("python", t.program) + "\n" + fenced("input", t.input)) for t in references]
     return chat(shots, ask), PROPOSE_PREFILL
 
 
-def read_proposal(text: str | None, task: Task) -> Task:
-    """Fill ``task.program`` / ``task.input`` from the fenced blocks of ``text``; reason set on failure."""
+def read_proposal(text: str | None, task: Task, rename: bool = False) -> Task:
+    """Fill ``task.program`` / ``task.input`` from the fenced blocks of ``text``; reason set on failure.
+    ``rename`` (``tasks.rename_to_f``, AZR): the first function defined is the entry function, renamed to ``f``."""
     if text is None:
         task.reason = "format: no <think>...</think> <answer>...</answer> layout"
         return task
     code = first_block(text, "python", "py", "")
+    code = rename_first_function(code) if code and rename else code
     program = parseable_program(code) if code else None
     after = text.split("```input", 1)[1] if "```input" in text else ""
     arguments = call_arguments(first_line_or_block("```input" + after, "input")) if after else None
@@ -74,9 +107,23 @@ def read_proposal(text: str | None, task: Task) -> Task:
     return task
 
 
-def parse_proposal(text: str, task: Task, fmt: str = "direct") -> Task:
+def parse_proposal(text: str, task: Task, fmt: str = "direct", rename: bool = False) -> Task:
     """Fill ``task`` from a teacher's completion (the direct prefill is prepended, azr reads the answer block)."""
-    return read_proposal(unwrap(text, fmt, PROPOSE_PREFILL), task)
+    return read_proposal(unwrap(text, fmt, PROPOSE_PREFILL), task, rename)
+
+
+def rename_first_function(code: str) -> str:
+    """AZR's ``f_replace_location=not_first``: the first ``def`` (by AZR's regex) is renamed to ``f``, with every
+    call of that name (recursion).
+
+    >>> rename_first_function("def solve(n):\\n    return n and solve(n - 1)")
+    'def f(n):\\n    return n and f(n - 1)'
+    """
+    names = re.findall(r"^\s*def\s+(\w+)\s*\(", code, re.M)
+    if not names or names[0] == "f":
+        return code
+    code = re.sub(rf"def\s+{re.escape(names[0])}\s*\(", "def f(", code)
+    return re.sub(rf"\b{re.escape(names[0])}\s*\(", "f(", code)
 
 
 # Worked examples shown before the question (direct format): (program, input, output). The first is a copy, so
@@ -85,12 +132,14 @@ DEMOS = [("def f(a):\n    return a", "[1, 2]", "[1, 2]"), ("def f(s):\n    retur
 
 
 def solve_question(task: Task) -> str:
+    """AZR's code_o solver prompt, in our words: deduce f's output on the input, step by step, in an output block."""
     return (
-        "## Task: deduce the output\n"
-        "Work out the value the Python function f below returns on the given input, step by step; you cannot run "
-        f"code.\n{fenced('python', task.program)}\n{fenced('input', task.input)}\n"
-        f"{LAYOUT} Inside <answer>, give only the value, as a Python literal (quote strings, a tuple for several "
-        "values), in an output block:\n```output\nvalue\n```"
+        "# Task: deduce what a Python program outputs, given the program and an input\n"
+        "Think step by step about the program and the input below, then give the output the program produces when "
+        "the input is plugged into it, in an ```output block. Quote the output if it is a string; if the function "
+        "returns several values, wrap them in a tuple.\n\n"
+        f"# Program\n{fenced('python', task.program)}\n\n# Input\n{fenced('input', task.input)}\n\n"
+        f"# Example of the answer\n{fenced('output', EXAMPLE_OUTPUT)}\n"
     )
 
 
@@ -106,28 +155,47 @@ def solve_messages(task: Task, fmt: str = "direct") -> Prompt:
 
 
 def parse_answer(text: str, fmt: str = "direct") -> str | None:
+    """The output block's text (AZR: any non-empty answer is well-formed; what it evaluates to is the check's
+    business, so ``'ab' * 2`` is an answer and ``f(`` a wrong one, not a format error)."""
     body = unwrap(text, fmt, SOLVE_PREFILL)
-    return None if body is None else literal(first_line_or_block(body, "output"))
+    if body is None:
+        return None
+    answer = last_line_or_block(body, "output")
+    return answer if answer and len(answer) <= MAX_ANSWER_CHARS else None
 
 
-def check(program: str, input: str, answer: str) -> Check:
-    """f(input) must give the value the answer writes; if f fails on its own input, the task is at fault."""
-    try:
-        expected, refusal = [canonical_literal(answer)], None
-    except ValueError as e:
-        expected, refusal = [], Verdict(True, False, "bad_answer", f"answer is not a literal: {e}")
-    return Check(program, [input], [input], expected, refusal=refusal)
+# The answer is evaluated by itself, as the lone argument list of this identity (``1, 2`` is a tuple, as
+# ``eval`` reads it), without the task's program in scope: AZR evaluates it next to f, where ``f(3)`` would be a
+# right answer to every task on input 3.
+IDENTITY = "def f(*value):\n    return value[0] if len(value) == 1 else value"
+
+
+def check(program: str, input: str, answer: str, gold: str | None = None, mode: str = "azr") -> Check:
+    """The answer's value must equal f(input) (``gold`` when known, else the program is run on its input; if f
+    fails on its own input, the task is at fault). ``mode`` (``tasks.answer_check``): azr, any expression
+    evaluated in the sandbox, Python equality (AZR's ``eval(gold) == eval(answer)``); strict, a literal, equal
+    canonical text (strict types)."""
+    if mode == "strict":
+        try:
+            expected, refusal = [canonical_literal(answer)], None
+        except ValueError as e:
+            expected, refusal = [], Verdict(True, False, "bad_answer", f"answer is not a literal: {e}")
+        return Check(program, [input], [input], expected, refusal=refusal)
+    expected = [gold] if gold is not None else None
+    return Check(program, [input], [answer], expected, candidate=IDENTITY, what="the answer",
+                 ref_calls=[input], expressions=True, equality="python")
 
 
 class CodeO(TaskKind):
     name, json_keys = KIND, ("program", "input", "answer")
-    ask, intro = PROPOSE_ASK, DEDUCTION  # code_i swaps in its own words for the same program + input proposal
+    ask = PROPOSE_ASK  # code_i swaps in its own words for the same program + input proposal
 
     def teacher_prompt(self, task, buffers, rng, cfg) -> Prompt:
-        return propose_messages(buffers.sample(self.name, cfg.references, rng), self.ask, cfg.format, self.intro)
+        return propose_messages(buffers.sample(self.name, cfg.references, rng), self.ask, cfg.format, self.name,
+                                banned_text(AZR_BANNED), cfg.timeout_s)
 
     def parse_proposal(self, text, task, cfg) -> Task:
-        return parse_proposal(text, task, cfg.format)
+        return parse_proposal(text, task, cfg.format, cfg.rename_to_f)
 
     def student_prompt(self, task, fmt) -> Prompt:
         return solve_messages(task, fmt)
@@ -135,8 +203,8 @@ class CodeO(TaskKind):
     def parse_answer(self, text, fmt) -> str | None:
         return parse_answer(text, fmt)
 
-    def check_answer(self, task, answer) -> Check:
-        return check(task.program, task.input, answer)
+    def check_answer(self, task, answer, mode="azr") -> Check:
+        return check(task.program, task.input, answer, task.output or None, mode)
 
-    def check_json(self, record) -> Check:
-        return check(record["program"], record["input"], record["answer"])
+    def check_json(self, record, mode="azr") -> Check:
+        return check(record["program"], record["input"], record["answer"], None, mode)

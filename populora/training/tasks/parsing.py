@@ -105,6 +105,24 @@ def call_arguments(text: str) -> str | None:
     return text
 
 
+def last_block(text: str, *labels: str) -> str | None:
+    """The last non-empty block of one of ``labels`` (AZR reads the last one: a model may restate a draft first)."""
+    found = [body for label, body in blocks(text) if label in labels and body.strip()]
+    return found[-1] if found else None
+
+
+def last_line_or_block(text: str, label: str) -> str:
+    """Body of the last ``label`` block, else the text up to a closing fence, stripped.
+
+    >>> last_line_or_block("```output\\n1\\n```\\n```output\\n2\\n```", "output")
+    '2'
+    """
+    body = last_block(text, label)
+    if body is not None:
+        return body.strip()
+    return text.split("```", 1)[0].strip()
+
+
 def first_line_or_block(text: str, label: str) -> str:
     """Body of the first ``label`` block, else the text up to a closing fence, stripped."""
     body = first_block(text, label)

@@ -9,6 +9,12 @@ a format error, as in AZR's format check.
 an assistant prefill up to a code fence (e.g. "```output\\n"), generation stopping at the next fence. The prefill
 is part of the prompt, not of the sampled completion, so the policy gradient only sees the tokens the adapter
 chose.
+
+Two templates (``tasks.template``) turn a kind's prompt into text: ``azr``, AZR's own for base models (R1-style
+plain text, no chat markup, no system prompt; :func:`frame`), and ``chat``, the model's chat template with the
+layout in a system turn (instruct models, and the embedded demo model with the direct format).
+
+No prompt tells a teacher how it is rewarded: AZR's proposer never sees its reward rule.
 """
 
 from __future__ import annotations
@@ -16,13 +22,25 @@ from __future__ import annotations
 import re
 
 FORMATS = ("azr", "direct")
+TEMPLATES = ("azr", "chat")
 REDUCTION_NOTE = "a reduction of AZR's method: answer-only prefilled prompts, no reasoning trained"
 
 DIRECT_SYSTEM = "You are a careful Python programmer. Answer in the exact format asked, with fenced blocks."
+# tasks.template: chat (an instruct model's own chat template): the azr layout asked for in a system turn
 AZR_SYSTEM = (
     "You are a careful Python programmer talking with a user. You think before you answer: first reason step by "
     "step inside <think> </think>, then give your final result inside <answer> </answer>, laid out exactly as the "
     "user asks, i.e. <think> reasoning here </think> <answer> result here </answer>."
+)
+# tasks.template: azr (base models): AZR's R1-style plain text (``instruction_following`` in its process_data.py,
+# our words, the same facts): who talks, that the assistant reasons first, the two tags and their layout; then
+# ``User: <question>`` and ``Assistant: <think>``. No chat markup and no system turn: AZR replaces the tokenizer's
+# chat template with plain concatenation of the messages (``pretrained_tokenizer=True``).
+R1_PREAMBLE = (
+    "This is a dialogue between a User and an Assistant. The User brings a problem and the Assistant solves it: "
+    "it first thinks the problem through, then gives the User its answer. The thinking goes inside <think> </think> "
+    "tags and the answer inside <answer> </answer> tags, laid out as <think> thinking here </think> "
+    "<answer> answer here </answer>."
 )
 THINK = "<think>"
 _AZR_LAYOUT = re.compile(r"<think>.*?</think>\s*<answer>.*?</answer>", re.S)
@@ -43,8 +61,33 @@ def chat(shots: list[tuple[str, str]], question: str) -> list[dict]:
 
 
 def azr_prompt(question: str) -> tuple[list[dict], str]:
-    """The azr format: the layout instruction, the question, and the assistant turn opened with ``<think>``."""
-    return [{"role": "system", "content": AZR_SYSTEM}, {"role": "user", "content": question}], THINK
+    """The azr format: the question, and the assistant turn opened with ``<think>``; the layout instruction
+    is the template's (:func:`frame`)."""
+    return [{"role": "user", "content": question}], THINK
+
+
+def frame(prompt: tuple[list[dict], str], fmt: str, template: str) -> tuple[list[dict], str]:
+    """A kind's prompt in the run's ``tasks.template``: azr, one plain message holding AZR's R1 text around the
+    question (the direct format's few-shot turns need roles, so the config refuses azr + direct); chat, the azr
+    format's layout as a system turn (the direct format brings its own)."""
+    messages, prefill = prompt
+    if template == "azr":
+        if fmt != "azr" or len(messages) != 1:
+            raise ValueError("tasks.template 'azr' needs tasks.format 'azr' (one question, no few-shot turns); "
+                             "set tasks.template: chat")
+        return [{"role": "user", "content": f"{R1_PREAMBLE} User: {messages[0]['content']}\nAssistant: "}], prefill
+    if fmt == "azr":
+        return [{"role": "system", "content": AZR_SYSTEM}, *messages], prefill
+    return messages, prefill
+
+
+def render(backend, prompt: tuple[list[dict], str], fmt: str, template: str) -> str:
+    """The prompt text a backend generates from: azr, AZR's plain concatenation (contents joined by newlines, no
+    chat markup) + prefill; chat, the model's chat template + prefill."""
+    messages, prefill = frame(prompt, fmt, template)
+    if template == "azr":
+        return "\n".join(m["content"] for m in messages) + prefill
+    return backend.encode_chat(messages, prefill)
 
 
 def answer_block(completion: str) -> str | None:
@@ -67,26 +110,31 @@ def unwrap(completion: str, fmt: str, prefill: str) -> str | None:
     return answer_block(completion) if fmt == "azr" else prefill + completion
 
 
-def stop(fmt: str, role: str) -> tuple[str, ...]:
-    """Stop strings: azr ends at ``</answer>`` (kept in the completion); direct students stop at the closing fence."""
+def stop(fmt: str, role: str, at_answer: bool = True) -> tuple[str, ...]:
+    """Stop strings: azr ends at ``</answer>`` (kept in the completion) unless ``at_answer`` is off (AZR samples
+    to EOS; ``tasks.stop_at_answer``); direct students stop at the closing fence."""
     if fmt == "azr":
-        return ("</answer>",)
+        return ("</answer>",) if at_answer else ()
     return ("```",) if role == "student" else ()
 
 
 LAYOUT = "First reason inside <think> </think>; then write your result inside <answer> </answer>."
 
 
-def rules(kind_sentence: str) -> str:
-    """What every proposed program must obey (what the sandbox checks), in one place for the three kinds."""
+def program_requirements(seconds: float) -> str:
+    """What AZR asks of every program (its proposer's and its code_f solver's "Code Requirements"), in our words."""
     return (
-        "### Rules for the program\n"
-        "- Name the entry function `f`; it takes at least one argument and returns a value. Helpers may be nested "
-        "inside f.\n"
-        "- Deterministic: the same input always gives the same result. No randomness, time, I/O, printing, "
-        "logging or global state; no `input(`, `eval`, `exec`, `open` or `id`.\n"
-        "- Imports only of pure standard-library modules (math, itertools, collections, functools, re, ...); "
-        "never os, sys, random, time, datetime, threading, subprocess, logging, hashlib or calendar.\n"
-        "- Finishes within a few seconds.\n"
-        f"- {kind_sentence}\n"
+        "- The entry function is named `f` (`def f(...): ...`); definitions nested inside `f` are fine.\n"
+        "- `f` returns a value and takes at least one parameter.\n"
+        "- `f` is deterministic.\n"
+        "- Stay clear of: random numbers or variables, dates and times, I/O of any kind (files, network), "
+        "printing or logging, and any state outside the function.\n"
+        f"- It must finish within {seconds:g} seconds on an ordinary CPU.\n"
+        "- Put every import and class definition at the very top of the code.\n"
+        "- The code ends with the `return` of the main function `f`; anything after it is cut off.\n"
     )
+
+
+def banned_text(banned: tuple[str, ...]) -> str:
+    """AZR shows its proposer the banned-keyword list, to be avoided in any form, even in comments."""
+    return ", ".join(dict.fromkeys(banned))

@@ -93,9 +93,9 @@ class TaskKind(ABC):
         """The inputs the validate phase runs the proposed program on (one sandbox job each): the one input."""
         return [task.input]
 
-    def judge_validation(self, task: Task, checked: list[tuple[str, Verdict]]) -> None:
+    def judge_validation(self, task: Task, checked: list[tuple[str, Verdict]], rules=None) -> None:
         """Validity and gold output(s) of ``task`` from the sandbox's verdict on each validation input: the
-        program ran, deterministically, and its output is the gold one."""
+        program ran, deterministically, and its output is the gold one (``rules``: the run's ProgramRules)."""
         (_, verdict), = checked
         task.valid, task.output = verdict.valid, verdict.output or ""
         task.reason = "ok" if verdict.valid else f"{verdict.status}: {verdict.reason}"[:300]
