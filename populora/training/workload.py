@@ -68,13 +68,17 @@ def workload(cfg: TrainConfig, gpus: int = 1) -> plan.Workload:
 
 def member_flops(arch: plan.Architecture, cfg: TrainConfig, work: plan.Workload) -> list[dict]:
     """FLOPs of one step per member, in creation order (teachers, then students; the Trainer's order): a teacher
-    generates and trains its proposals, a student its share of the answers."""
-    one = lambda propose, solve: plan.step_flops(arch, dataclasses.replace(work, propose_rows=propose, solve_rows=solve))
+    generates and trains its proposals, a student its share of the answers (generated, and trained but for its
+    share of the untrained estimation answers)."""
+    def one(propose, solve, untrained):
+        return plan.step_flops(arch, dataclasses.replace(work, propose_rows=propose, solve_rows=solve,
+                                                         untrained_solve_rows=untrained))
     pc = cfg.population
     if pc.single_agent:
-        return [one(work.propose_rows, work.solve_rows)]
-    return ([one(work.propose_rows / pc.teachers, 0)] * pc.teachers
-            + [one(0, work.solve_rows / pc.students)] * pc.students)
+        return [one(work.propose_rows, work.solve_rows, work.untrained_solve_rows)]
+    # a student's share of the answers, and of those not trained on (solver.data buffer: the estimation answers)
+    return ([one(work.propose_rows / pc.teachers, 0, 0)] * pc.teachers
+            + [one(0, work.solve_rows / pc.students, work.untrained_solve_rows / pc.students)] * pc.students)
 
 
 def make_plan(cfg: TrainConfig, gpu: str = "h100-80gb", gpus: int = 1, arch_config: str | None = None) -> dict:

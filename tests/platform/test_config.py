@@ -67,7 +67,7 @@ def test_eval_flags_map_onto_the_eval_config(tmp_path):
                        "--device", "cpu", "--set", "generation.top_p=0.9"])
     assert (cfg.run, cfg.include_base, cfg.limit, cfg.device) == ("r1", False, 3, "cpu")
     assert (cfg.generation.temperature, cfg.generation.n_samples, cfg.generation.top_p) == (0.5, 4, 0.9)
-    assert cfg.generation.max_new_tokens == 512 and cfg.members == "all"  # the schema's defaults
+    assert cfg.generation.max_new_tokens is None and cfg.members == "all"  # the schema's defaults (None: the protocol's budgets)
     preset = tmp_path / "eval.yaml"
     preset.write_text("adapter: some/dir\nmodel:\n  tiny_random: true\ngeneration:\n  seed: 7\n")
     cfg = eval_config(["--config", str(preset), "--seed", "8"])  # a flag overrides the file

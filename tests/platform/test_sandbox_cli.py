@@ -120,11 +120,12 @@ def test_check_through_the_populora_cli_as_subprocess(tmp_path):
     # ``check`` needs the task kinds (training), so it is added to the sandbox CLI by populora's own CLI
     path = tmp_path / "task.json"
     path.write_text(json.dumps({"type": "code_o", "program": "def f(a):\n    return {a}", "input": "1",
-                                "answer": "frozenset({1})"}))
+                                "answer": "frozenset({2})"}))
     cmd = [sys.executable, "-m", "populora.cli", "sandbox", "check", str(path)]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout.strip().splitlines()[-1])["status"] == "wrong"  # {1} is a set, not a frozenset
+    # AZR's check is Python equality ({1} == frozenset({1}) would pass): a different value is wrong
+    assert json.loads(out.stdout.strip().splitlines()[-1])["status"] == "wrong"
 
 
 def test_populora_bench_verifier_passes_its_options_through():
