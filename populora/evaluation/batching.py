@@ -16,6 +16,7 @@ depend on its neighbours: the runner keeps sampled evaluations one target at a t
 
 from __future__ import annotations
 
+import inspect
 import threading
 from dataclasses import dataclass, field
 
@@ -113,6 +114,6 @@ class Party:
 
     def __getattr__(self, name: str):
         attr = getattr(self._shared.backend, name)
-        if not callable(attr):
+        if not inspect.ismethod(attr):  # data, and objects such as the tokenizer (callable, but not a method)
             return attr
         return lambda *args, **kwargs: self._shared.call(attr, *args, **kwargs)

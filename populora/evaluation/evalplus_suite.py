@@ -27,7 +27,8 @@ from pathlib import Path
 import numpy as np
 
 from populora.evaluation import benchmarks
-from populora.evaluation.generation import GenConfig, chat_prompt, complete_detail, ensure_offline
+from populora.evaluation.generation import GenConfig, chat_prompt, complete_detail, ensure_offline, truncated_rate
+from populora.evaluation.stats import mean_stderr
 
 DATASETS = {"humaneval_plus": ("humaneval", "HUMANEVAL_OVERRIDE_PATH"), "mbpp_plus": ("mbpp", "MBPP_OVERRIDE_PATH")}
 # EvalPlus's own instruct-model prompt (evalplus/codegen.py), so scores are comparable with its leaderboard.
@@ -239,7 +240,7 @@ def _pass_at_k(probs: dict, statuses: list[dict], PASS: str, estimate_pass_at_k)
             metrics["plus" + suffix] = float(estimate_pass_at_k(total, plus, k).mean())
     for key in ("base", "plus"):  # binomial stderr of the per-task pass@1, as lm-eval reports for a mean
         per = (base if key == "base" else plus) / np.maximum(total, 1)
-        metrics[f"{key}_stderr"] = float(per.std(ddof=1) / np.sqrt(len(per))) if len(per) > 1 else None
+        metrics[f"{key}_stderr"] = mean_stderr(per)
     return metrics
 
 
@@ -259,7 +260,3 @@ def evaluate(backend, adapter: str | None, name: str, data_dir: Path, gen: GenCo
     return {"metrics": metrics, "primary": "plus", "n": len(probs), "samples": samples,
             "time_limits": scored["time_limits"]}
 
-
-def truncated_rate(samples: list[dict]) -> float:
-    """Share of completions that ran out of their token budget."""
-    return sum(bool(s.get("truncated")) for s in samples) / len(samples) if samples else 0.0

@@ -8,6 +8,7 @@ template (``backend.encode_chat``), the same temperature / top-p / token budget 
 from __future__ import annotations
 
 import os
+import threading
 
 from pydantic import ConfigDict, Field
 
@@ -44,17 +45,22 @@ def ensure_offline() -> None:
         sys.modules["datasets"].config.HF_DATASETS_OFFLINE = True
 
 
+_END_IDS: dict[int, tuple[object, set[int]]] = {}
+_END_IDS_LOCK = threading.Lock()
+
+
 def end_ids(backend) -> set[int]:
     """Token ids that end a completion: the backends' own stop tokens (EOS and the chat template's end-of-turn
     token, ``backends.generation.stop_token_ids``), so a turn closed at exactly the budget is not "truncated"."""
     tok = getattr(backend, "tokenizer", None)
-    if tok is None or getattr(tok, "eos_token_id", None) is None:
+    if tok is None:
         return set()
-    if not hasattr(tok, "apply_chat_template"):  # a stand-in tokenizer (tests): its EOS only
-        return {int(tok.eos_token_id)}
     from populora.platform.backends.generation import stop_token_ids
 
-    return set(stop_token_ids(tok))
+    with _END_IDS_LOCK:  # once per tokenizer; rendering its template is not safe from several threads at once
+        if id(tok) not in _END_IDS:
+            _END_IDS[id(tok)] = (tok, set(stop_token_ids(tok)))  # the tokenizer kept: its id stays its own
+        return _END_IDS[id(tok)][1]
 
 
 def is_truncated(gen, max_new_tokens: int, ends: set[int]) -> bool:
@@ -66,6 +72,11 @@ def is_truncated(gen, max_new_tokens: int, ends: set[int]) -> bool:
     """
     ids = list(gen.completion_ids or [])
     return len(ids) >= max_new_tokens and ids[-1] not in ends
+
+
+def truncated_rate(samples: list[dict]) -> float:
+    """Share of samples (``{"truncated": bool, ...}``) that ran out of their token budget."""
+    return sum(bool(s.get("truncated")) for s in samples) / len(samples) if samples else 0.0
 
 
 def complete_detail(backend, adapter: str | None, prompts: list[str], gen: GenConfig, stop: tuple[str, ...] = (),

@@ -24,7 +24,8 @@ from pathlib import Path
 import numpy as np
 
 from populora.evaluation import benchmarks
-from populora.evaluation.generation import GenConfig, chat_prompt, complete_detail
+from populora.evaluation.generation import GenConfig, chat_prompt, complete_detail, truncated_rate
+from populora.evaluation.stats import mean_stderr
 
 NAME = "livecodebench"
 LABEL = benchmarks.BENCHMARKS[NAME].label
@@ -179,15 +180,12 @@ def score(records: list[dict], completions: list[list[str]], sandbox=None, timeo
     per = np.zeros(len(records))
     for (i, _), ok in zip(jobs, verdicts):
         per[i] += ok / len(completions[i])
-    stderr = float(per.std(ddof=1) / np.sqrt(len(per))) if len(per) > 1 else None
-    return {"metrics": {"pass_at_1": float(per.mean()) if len(per) else 0.0, "pass_at_1_stderr": stderr},
+    return {"metrics": {"pass_at_1": float(per.mean()) if len(per) else 0.0, "pass_at_1_stderr": mean_stderr(per)},
             "verdicts": verdicts}
 
 
 def evaluate(backend, adapter: str | None, data_dir: Path, gen: GenConfig, limit: int | None, progress=None,
              sandbox=None) -> dict:
-    from populora.evaluation.evalplus_suite import truncated_rate
-
     records = problems(data_dir, limit)
     outs, cut = complete_detail(backend, adapter, [prompt(backend, r) for r in records], gen, progress=progress)
     scored = score(records, outs, sandbox)

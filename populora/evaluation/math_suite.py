@@ -11,7 +11,7 @@ import shutil
 from pathlib import Path
 
 from populora.evaluation import benchmarks
-from populora.evaluation.generation import GenConfig, ensure_offline
+from populora.evaluation.generation import GenConfig, ensure_offline, truncated_rate
 
 TASKS_DIR = Path(__file__).parent / "lm_eval_tasks"
 SHIPPED_DATA_PREFIX = "../shared/data/benchmarks/"
@@ -69,6 +69,6 @@ def evaluate(backend, adapter: str | None, name: str, data_dir: Path, work_dir: 
     return {"metrics": {"accuracy": float(r["exact_match,none"]),
                         "accuracy_stderr": float(stderr) if isinstance(stderr, (int, float)) else None,
                         "grading_fallback": sum(s["grading_fallback"] for s in samples) / max(len(samples), 1),
-                        "truncated_rate": sum(s["truncated"] for s in samples) / max(len(samples), 1)},
+                        "truncated_rate": truncated_rate(samples)},
             "primary": "accuracy", "n": n, "samples": samples,
             "lm_eval_config": {"task": task, "version": res.get("versions", {}).get(task), "template": template}}

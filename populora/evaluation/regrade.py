@@ -16,10 +16,7 @@ import numpy as np
 
 from populora.evaluation import benchmarks, evalplus_suite, livecodebench, math_grading
 from populora.evaluation.runner import write_atomic
-
-
-def _stderr(per: np.ndarray) -> float | None:
-    return float(per.std(ddof=1) / np.sqrt(len(per))) if len(per) > 1 else None
+from populora.evaluation.stats import mean_stderr
 
 
 def _math(samples: list[dict], template: str) -> dict:
@@ -27,7 +24,7 @@ def _math(samples: list[dict], template: str) -> dict:
     for s, v in zip(samples, verdicts):
         s.update(correct=v.correct, grading_fallback=v.fallback)
     per = np.array([float(v.correct) for v in verdicts])
-    return {"accuracy": float(per.mean()) if len(per) else 0.0, "accuracy_stderr": _stderr(per),
+    return {"accuracy": float(per.mean()) if len(per) else 0.0, "accuracy_stderr": mean_stderr(per),
             "grading_fallback": float(np.mean([v.fallback for v in verdicts])) if verdicts else 0.0}
 
 

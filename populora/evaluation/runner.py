@@ -49,21 +49,6 @@ def versions() -> dict[str, str | None]:
     return out
 
 
-def pair_config(gen: GenConfig, limit: int | None, model: dict, protocol=None, name: str | None = None,
-                batched: bool = False, data_sha256: str | None = None, packages: dict | None = None) -> dict:
-    """What a stored result must match to be reused: everything that can change a score (decoding with the
-    benchmark's budget, template and time limits, the subset, the model, batched or not, the data file's checksum
-    and the package versions)."""
-    out = {"generation": gen.to_dict(), "limit": limit, "model": model}
-    if protocol is not None and name is not None:
-        out.update(protocol=protocol.name, template=protocol.template(name), batched=batched,
-                   data_sha256=data_sha256, versions=packages or versions())
-        if name in evalplus_suite.DATASETS:
-            limits = evalplus_suite.time_limits(protocol)
-            out["evalplus_time_limits"] = {"min_time_limit": limits[0], "gt_time_limit_factor": limits[1]}
-    return out
-
-
 def run_benchmark(backend, adapter: str | None, name: str, data_dir: Path, work_dir: Path, gen: GenConfig,
                   limit: int | None, progress, protocol=None, sandbox=None) -> dict:
     """Dispatch to the suite that owns ``name``."""
@@ -103,8 +88,16 @@ class Runner:
         return self.gen.model_copy(update={"max_new_tokens": self.protocol.budget(name)})
 
     def pair_config(self, name: str) -> dict:
-        return pair_config(self.gen_for(name), self.limit, self.model, self.protocol, name, self.batched,
-                           self.sums.get(benchmarks.BENCHMARKS[name].file), self.packages)
+        """What a stored result of ``name`` must match to be reused: everything that can change a score (decoding
+        with the benchmark's budget, template and time limits, the subset, the model, batched or not, the data
+        file's checksum and the package versions)."""
+        out = {"generation": self.gen_for(name).to_dict(), "limit": self.limit, "model": self.model,
+               "protocol": self.protocol.name, "template": self.protocol.template(name), "batched": self.batched,
+               "data_sha256": self.sums.get(benchmarks.BENCHMARKS[name].file), "versions": self.packages}
+        if name in evalplus_suite.DATASETS:
+            limits = evalplus_suite.time_limits(self.protocol)
+            out["evalplus_time_limits"] = {"min_time_limit": limits[0], "gt_time_limit_factor": limits[1]}
+        return out
 
     def _sandbox(self, name: str):
         if name not in evalplus_suite.DATASETS:

@@ -74,6 +74,16 @@ def _weights(strata: list[np.ndarray], weights) -> np.ndarray:
     return w / w.sum()
 
 
+def mean_stderr(per) -> float | None:
+    """Standard error of the mean of per-problem scores, sd / sqrt(n) (as lm-eval reports it); None for n < 2.
+
+    >>> mean_stderr([1.0, 0.0, 1.0, 0.0])
+    0.28867513459481287
+    """
+    per = np.asarray(per, dtype=float)
+    return float(per.std(ddof=1) / np.sqrt(len(per))) if len(per) > 1 else None
+
+
 def point(strata: list[np.ndarray], weights=None) -> float:
     """The mean over strata (unweighted, or with ``weights``) of each stratum's mean over seeds and problems.
 
