@@ -22,6 +22,7 @@ import hashlib
 import os
 import pickle
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -87,8 +88,18 @@ def expected_outputs(name: str, probs: dict[str, dict], data_dir: Path) -> dict[
     if list(probs) != list(full):
         key += "-slice-" + hashlib.md5(",".join(probs).encode()).hexdigest()[:12]
     special = MBPP_OUTPUT_NOT_NONE_TASKS if DATASETS[name][0] == "mbpp" else []
-    with contextlib.redirect_stdout(sys.stderr):  # EvalPlus prints progress; our stdout is for tables and JSON
-        return get_groundtruth(probs, key, special)
+    # One thread at a time, once per process: batched evaluation asks from a thread per target, and
+    # redirect_stdout swaps the process-wide sys.stdout; two overlapping swaps restore in the wrong order and leave
+    # stdout pointing at stderr for good (the report that follows then prints nowhere the caller reads).
+    with _GROUND_TRUTH_LOCK:
+        if key not in _GROUND_TRUTH:
+            with contextlib.redirect_stdout(sys.stderr):  # EvalPlus prints progress; our stdout is for tables and JSON
+                _GROUND_TRUTH[key] = get_groundtruth(probs, key, special)
+        return _GROUND_TRUTH[key]
+
+
+_GROUND_TRUTH: dict[str, dict] = {}
+_GROUND_TRUTH_LOCK = threading.Lock()
 
 
 def time_limits(protocol=None) -> tuple[float, float]:

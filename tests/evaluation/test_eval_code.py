@@ -162,3 +162,36 @@ def test_lcb_prelude_and_functional_comparison_in_the_sandbox():
         assert L.grade(sb, call_record("[1, 2, 3]"), as_tuple)  # a tuple result reads as a list, as in LCB
         assert not L.grade(sb, call_record('{"1": 3}'), int_keys)  # Python ==: {1: 3} != {"1": 3}, as in LCB
         assert L.grade(sb, call_record("3"), chatty) and not L.grade(sb, call_record("4"), chatty)
+
+
+def test_ground_truth_from_many_threads_leaves_stdout_alone(monkeypatch):
+    """Batched evaluation asks for EvalPlus's expected outputs from a thread per target. Computing them swaps the
+    process-wide sys.stdout (EvalPlus prints progress there); overlapping swaps used to restore in the wrong
+    order and leave stdout on stderr for good, so the report printed after a batched eval went nowhere."""
+    import threading
+    import time
+
+    import evalplus.evaluate
+
+    calls = []
+
+    def slow_groundtruth(problems, hashcode, tasks_only_output_not_none):  # EvalPlus's signature
+        calls.append(hashcode)
+        print("Computing expected output...")  # as evalplus.evaluate.get_groundtruth does, on stdout
+        time.sleep(0.2)  # long enough for the other threads to arrive while this one is inside
+        return {tid: {} for tid in problems}
+
+    monkeypatch.setattr(evalplus.evaluate, "get_groundtruth", slow_groundtruth)
+    monkeypatch.setattr(E, "_GROUND_TRUTH", {}, raising=False)
+    probs = E.problems("humaneval_plus", ROOT, 3)
+    before = sys.stdout
+    got = []
+    threads = [threading.Thread(target=lambda: got.append(E.expected_outputs("humaneval_plus", probs, ROOT)))
+               for _ in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert sys.stdout is before
+    assert len(got) == 4 and all(set(g) == set(probs) for g in got)
+    assert len(calls) == 1  # computed once per process, the other threads read it
