@@ -18,6 +18,7 @@ import numpy as np
 from populora.platform import config as config_io
 from populora.platform import runlayout as rl
 from populora.platform.tracking import Tracker
+from populora.training import periodic_eval
 from populora.training.curriculum import coverage_per_100
 from populora.training.lineage import Lineage
 from populora.training.member import Member, Population
@@ -196,7 +197,7 @@ class RunLog:
         tells the job which run it is."""
         self.tracker.set_tags(self.run_id, {rl.RUN_DIR: str(run_dir), rl.PROGRESS: rl.progress(0, cfg.steps),
                                             rl.BASE_MODEL: cfg.model.base, rl.BASELINE_RUN: cfg.baseline_run or "",
-                                            rl.TASKS_FORMAT: cfg.tasks.format})
+                                            rl.TASKS_FORMAT: cfg.tasks.format, **periodic_eval.run_tags(cfg)})
         self.tracker.log_params(self.run_id, config_io.flatten(cfg))
         self.tracker.log_text(self.run_id, config_io.dump(cfg), rl.CONFIG_FILE)  # eval/export without the run dir
         rl.record_job_run(self.run_id)
