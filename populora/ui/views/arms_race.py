@@ -118,6 +118,83 @@ def not_logged_yet(uri: str, runs: dict[str, str]) -> None:
                     f"(checkpoint.every = {every}), so its first curves appear after step {every}.")
 
 
+# ====================================================================== benchmarks during training (eval.every)
+CURVE_STATS = ("mean", "weakest")  # the population's; a baseline's one adapter is its own mean
+
+
+def eval_setup(uri: str, runs: dict[str, str]) -> dict[str, dict]:
+    """{label: {every, names, limit, seed}} of the runs that evaluate during training (tag populora.eval_every)."""
+    out = {}
+    for label, rid in runs.items():
+        tags = (store.run_info(uri, rid) or {}).get("tags", {}) if rid else {}
+        if tags.get(rl.EVAL_EVERY):
+            names, limit = rl.parse_eval_subset(tags.get(rl.EVAL_SUBSET, ""))
+            out[label] = {"every": tags[rl.EVAL_EVERY], "names": names, "limit": limit,
+                          "seed": tags.get(rl.EVAL_SUBSET_SEED, "?"), "kind": tags.get(rl.KIND)}
+    return out
+
+
+def eval_metrics(uri: str, run_id: str, benchmark: str) -> list[str]:
+    """The metrics the run's population statistics hold for ``benchmark`` (score first)."""
+    prefix = rl.eval_population_key("mean", f"{rl.EVAL_PREFIX}{benchmark}/")
+    logged = sorted(k[len(prefix):] for k in (store.run_info(uri, run_id) or {}).get("metrics", {}) if k.startswith(prefix))
+    return sorted(logged, key=lambda m: (m != "score", m))
+
+
+def eval_curves(uri: str, runs: dict[str, str], setup: dict[str, dict], benchmark: str, metric: str) -> pd.DataFrame:
+    """Long frame (step, value, series): the population's mean and weakest, every other run's mean (a baseline's
+    is its one adapter), over the steps each run evaluated."""
+    frames = []
+    for label, rid in runs.items():
+        if label not in setup:
+            continue
+        single = setup[label]["kind"] == rl.BASELINE or label != next(iter(runs))
+        for stat in ("mean",) if single else CURVE_STATS:
+            h = store.history(uri, rid, rl.eval_population_key(stat, f"{rl.EVAL_PREFIX}{benchmark}/{metric}"))
+            frames.append(h.assign(series=label if single else f"{label} {stat}"))
+    frames = [f for f in frames if not f.empty]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["step", "value", "series"])
+
+
+def subset_note(setup: dict[str, dict]) -> str:
+    """What the curves are (a fixed subset, a monitor) and whether the runs scored the same problems."""
+    parts = [f"{label}: every {s['every']} steps, {', '.join(s['names'])}, {s['limit']} items each (subset seed {s['seed']})"
+             for label, s in setup.items()]
+    return ("In-training evaluation on a fixed subset (" + "; ".join(parts) + "). A monitor, not the final "
+            "evaluation: small subsets are noisy, and the weakest member is picked on the same problems it is "
+            "scored on. Mean and weakest are over the members alive at each step.")
+
+
+def benchmarks_during_training(uri: str, runs: dict[str, str], empty: str) -> None:
+    st.subheader("Benchmarks during training")
+    setup = eval_setup(uri, runs)
+    first = next(iter(runs))
+    if first not in setup:
+        st.caption("This run does not evaluate during training. Start one with `--set eval.every=K` (and "
+                   "`eval.benchmarks`, `eval.limit`) to follow benchmark scores step by step; `populora eval` scores "
+                   "the final adapters.")
+        return
+    subsets = {(tuple(s["names"]), s["limit"], s["seed"]) for s in setup.values()}
+    if len(subsets) > 1:
+        st.warning("These runs evaluated different subsets (benchmarks, items or subset seed differ): their curves "
+                   "are not comparable problem for problem.")
+    missing = [label for label, rid in runs.items() if rid and label not in setup]
+    if missing:
+        st.caption(f"No in-training evaluation in: {', '.join(missing)}.")
+    names = setup[first]["names"]
+    metrics = eval_metrics(uri, runs[first], names[0]) if names else []
+    metric = st.selectbox("benchmark metric", metrics or ["score"], key="ar_eval_metric",
+                          help="score: the benchmark's main score (pass@1 on the plus tests for HumanEval+/MBPP+, "
+                               "accuracy for math), as `populora eval` reports it")
+    per_row = 2 if len(names) > 1 else 1
+    for i in range(0, len(names), per_row):
+        for col, name in zip(st.columns(per_row), names[i:i + per_row]):
+            with col:
+                charts.lines(eval_curves(uri, runs, setup, name, metric), f"{name} {metric}", key=metric,
+                             title=f"{name}: {metric}", empty=empty, percent=metric != "max_new_tokens")
+    st.caption(subset_note(setup))
+
+
 def body(run_id: str, baseline: str | None, status: str = "running", others: dict[str, str] | None = None) -> None:
     uri = store.uri()
     runs = {"population" if baseline else "run": run_id, "baseline": baseline, **(others or {})}
@@ -125,6 +202,7 @@ def body(run_id: str, baseline: str | None, status: str = "running", others: dic
     st.subheader("Population vs baseline" if baseline else "Run")
     not_logged_yet(uri, runs)
     grid(uri, runs, HEADLINE, empty=empty)
+    benchmarks_during_training(uri, runs, empty)
     st.subheader("Curriculum of the programs teachers wrote (valid ones)")
     grid(uri, runs, CURRICULUM, per_row=3, empty=empty)
     members = store.members(uri, run_id)
