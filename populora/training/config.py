@@ -178,8 +178,8 @@ class PeriodicEvalConfig(Section):
     limit: int = Field(20, description="Items per benchmark in the subset, drawn once per run from `seed` (not comparable to full scores)")
     seed: int = Field(0, description="Seed of the subset draw, not the run's seed: a population and its baseline with the "
                       "same seed here score the same problems")
-    protocol: Literal["azr", "quick"] | None = Field(None, description="Token budgets and templates as `populora eval`'s "
-                                                    "protocol (default: quick for the embedded or a tiny random model, azr otherwise)")
+    protocol: Literal["auto", "azr", "quick"] = Field("auto", description="Token budgets and templates as `populora eval`'s "
+                                                     "protocol; auto: quick for the embedded or a tiny random model, azr otherwise")
     max_new_tokens: int | None = Field(None, ge=1, le=131072, description="Token budget per completion for every benchmark "
                                        "(default: the protocol's, e.g. 16,000 for azr's math)")
     batch_size: int = Field(8, ge=1, le=4096, description="Prompts per generation batch (per member; members share batches)")

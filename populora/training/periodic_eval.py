@@ -188,7 +188,7 @@ class PeriodicEval:
         self.names = self.ec.names
         self.data = write_subset(data_dir or benchmarks.data_dir(), self.names, self.ec.limit, self.ec.seed,
                                  run_dir / SUBSET_DIR)
-        self.protocol = protocol.resolve(self.ec.protocol, cfg.model, max_new_tokens=self.ec.max_new_tokens)
+        self.protocol = protocol.resolve(None if self.ec.protocol == "auto" else self.ec.protocol, cfg.model, max_new_tokens=self.ec.max_new_tokens)
         self.gen = GenConfig(batch_size=self.ec.batch_size)  # greedy: batched, and the same for every member
         self.model = cfg.model.model_dump(include={"base", "gguf_file", "tiny_random", "dtype"})
 

@@ -28,7 +28,7 @@ needs_data = pytest.mark.skipif(not (DATA / benchmarks.CHECKSUMS).is_file(), rea
     ("eval.benchmarks=gsm9k", "eval.benchmarks", "unknown benchmark 'gsm9k'; valid: humaneval_plus"),
     ("eval.benchmarks=", "eval.benchmarks", "no benchmark selected"),
     ("eval.limit=0", "eval.limit", "at least 1"),
-    ("eval.protocol=full", "eval.protocol", "'azr' or 'quick'"),
+    ("eval.protocol=full", "eval.protocol", "'auto', 'azr' or 'quick'"),
     ("eval.evry=2", "eval.evry", "valid keys there: batch_size, benchmarks, every"),
 ])
 def test_bad_eval_values_name_the_field_and_the_fix(override, field, fix):

@@ -276,8 +276,8 @@ def test_arms_race_plots_population_mean_and_weakest_against_the_baseline(eval_s
     at = _page("arms_race", eval_store, monkeypatch, tmp_path, run=eval_store["population"])
     assert at.selectbox(key="ar_baseline").value == eval_store["baseline"], "the linked baseline is picked"
     charts = _chart_titles(at, data=True)
-    for name in ("humaneval_plus", "gsm8k"):
-        spec = charts[f"{name}: score"]
+    for name, label in (("humaneval_plus", "HumanEval+"), ("gsm8k", "GSM8K")):
+        spec = charts[f"{label}: score"]
         assert spec["encoding"]["y"]["axis"]["format"] == ".0%"
         rows = spec["rows"]
         assert set(rows["series"]) == {"population mean", "population weakest", "baseline"}
@@ -295,14 +295,14 @@ def test_arms_race_plots_population_mean_and_weakest_against_the_baseline(eval_s
         line = rows[rows["series"] == "baseline"].set_index("step")["value"]
         assert line.to_dict() == pytest.approx(baseline)
     captions = " ".join(c.value for c in at.caption)
-    assert "fixed subset" in captions and "humaneval_plus, gsm8k, 20 items each" in captions
+    assert "fixed subset: humaneval_plus, gsm8k, 20 items each (subset seed 0), every step (population), every step (baseline)" in captions
 
 
 def test_arms_race_eval_metric_can_be_switched(eval_store, monkeypatch, tmp_path):
     at = _page("arms_race", eval_store, monkeypatch, tmp_path, run=eval_store["population"])
     assert at.selectbox(key="ar_eval_metric").options[0] == "score"
     at.selectbox(key="ar_eval_metric").set_value("truncated_rate").run()
-    assert "gsm8k: truncated_rate" in _chart_titles(_ok(at))
+    assert "GSM8K: truncated_rate" in _chart_titles(_ok(at))
 
 
 def test_arms_race_without_in_training_evaluation_says_how_to_turn_it_on(eval_store, monkeypatch, tmp_path):
@@ -354,3 +354,19 @@ def test_in_training_histories_do_not_change_a_finished_evaluation(eval_store, m
     members = [r for r in bench.index if r[:1] in "TS" and r[1:].isdigit()]
     final = {t: 100 * per["gsm8k"]["accuracy"] for t, per in data["results"].items()}
     assert {m: bench.loc[m, "GSM8K"] for m in members} == pytest.approx(final)
+
+
+def test_arms_race_warns_when_the_baseline_scored_another_subset(eval_store, monkeypatch, tmp_path):
+    from mlflow import MlflowClient
+
+    from populora.platform import runlayout as rl
+
+    client = MlflowClient(tracking_uri=eval_store["uri"])
+    client.set_tag(eval_store["baseline"], rl.EVAL_SUBSET_SEED, "7")
+    try:
+        at = _page("arms_race", eval_store, monkeypatch, tmp_path, run=eval_store["population"])
+        assert any("evaluated different subsets" in w.value for w in at.warning), [w.value for w in at.warning]
+        assert any("population: humaneval_plus, gsm8k, 20 items each (subset seed 0)" in c.value
+                   and "(subset seed 7)" in c.value for c in at.caption)
+    finally:
+        client.set_tag(eval_store["baseline"], rl.EVAL_SUBSET_SEED, "0")

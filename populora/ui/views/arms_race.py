@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from populora.evaluation import BENCHMARKS
 from populora.platform import runlayout as rl
 from populora.ui import charts, common, store
 
@@ -157,10 +158,24 @@ def eval_curves(uri: str, runs: dict[str, str], setup: dict[str, dict], benchmar
 
 
 def subset_note(setup: dict[str, dict]) -> str:
-    """What the curves are (a fixed subset, a monitor) and whether the runs scored the same problems."""
-    parts = [f"{label}: every {s['every']} steps, {', '.join(s['names'])}, {s['limit']} items each (subset seed {s['seed']})"
-             for label, s in setup.items()]
-    return ("In-training evaluation on a fixed subset (" + "; ".join(parts) + "). A monitor, not the final "
+    """What the curves are (a fixed subset, a monitor) and whether the runs scored the same problems.
+
+    >>> s = {"every": "1", "names": ["gsm8k"], "limit": 20, "seed": "0", "kind": "population"}
+    >>> subset_note({"population": s, "baseline": dict(s, every="2")}).split(". A monitor")[0]
+    'In-training evaluation on a fixed subset: gsm8k, 20 items each (subset seed 0), every step (population), every 2 steps (baseline)'
+    """
+    def subset(s: dict) -> str:
+        return f"{', '.join(s['names'])}, {s['limit']} items each (subset seed {s['seed']})"
+
+    def every(s: dict) -> str:
+        return "every step" if s["every"] == "1" else f"every {s['every']} steps"
+
+    subsets = {subset(s) for s in setup.values()}
+    if len(subsets) == 1:
+        parts = [next(iter(subsets))] + [f"{every(s)} ({label})" for label, s in setup.items()]
+    else:
+        parts = [f"{label}: {subset(s)}, {every(s)}" for label, s in setup.items()]
+    return ("In-training evaluation on a fixed subset: " + ", ".join(parts) + ". A monitor, not the final "
             "evaluation: small subsets are noisy, and the weakest member is picked on the same problems it is "
             "scored on. Mean and weakest are over the members alive at each step.")
 
@@ -190,8 +205,9 @@ def benchmarks_during_training(uri: str, runs: dict[str, str], empty: str) -> No
     for i in range(0, len(names), per_row):
         for col, name in zip(st.columns(per_row), names[i:i + per_row]):
             with col:
-                charts.lines(eval_curves(uri, runs, setup, name, metric), f"{name} {metric}", key=metric,
-                             title=f"{name}: {metric}", empty=empty, percent=metric != "max_new_tokens")
+                label = BENCHMARKS[name].label if name in BENCHMARKS else name
+                charts.lines(eval_curves(uri, runs, setup, name, metric), metric, key=metric, height=260,
+                             title=f"{label}: {metric}", empty=empty, percent=metric != "max_new_tokens")
     st.caption(subset_note(setup))
 
 
