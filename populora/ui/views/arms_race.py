@@ -8,6 +8,7 @@ import streamlit as st
 from populora.evaluation import BENCHMARKS
 from populora.platform import runlayout as rl
 from populora.ui import charts, common, store
+from populora.ui.eval_curves import setup_of, subset_note
 
 st.title("Arms race")
 
@@ -124,15 +125,9 @@ CURVE_STATS = ("mean", "weakest")  # the population's; a baseline's one adapter 
 
 
 def eval_setup(uri: str, runs: dict[str, str]) -> dict[str, dict]:
-    """{label: {every, names, limit, seed}} of the runs that evaluate during training (tag populora.eval_every)."""
-    out = {}
-    for label, rid in runs.items():
-        tags = (store.run_info(uri, rid) or {}).get("tags", {}) if rid else {}
-        if tags.get(rl.EVAL_EVERY):
-            names, limit = rl.parse_eval_subset(tags.get(rl.EVAL_SUBSET, ""))
-            out[label] = {"every": tags[rl.EVAL_EVERY], "names": names, "limit": limit,
-                          "seed": tags.get(rl.EVAL_SUBSET_SEED, "?"), "kind": tags.get(rl.KIND)}
-    return out
+    """{label: in-training evaluation setup} of the runs that evaluate during training (tag populora.eval_every)."""
+    setups = {label: setup_of((store.run_info(uri, rid) or {}).get("tags", {})) if rid else None for label, rid in runs.items()}
+    return {label: s for label, s in setups.items() if s}
 
 
 def eval_metrics(uri: str, run_id: str, benchmark: str) -> list[str]:
@@ -155,29 +150,6 @@ def eval_curves(uri: str, runs: dict[str, str], setup: dict[str, dict], benchmar
             frames.append(h.assign(series=label if single else f"{label} {stat}"))
     frames = [f for f in frames if not f.empty]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["step", "value", "series"])
-
-
-def subset_note(setup: dict[str, dict]) -> str:
-    """What the curves are (a fixed subset, a monitor) and whether the runs scored the same problems.
-
-    >>> s = {"every": "1", "names": ["gsm8k"], "limit": 20, "seed": "0", "kind": "population"}
-    >>> subset_note({"population": s, "baseline": dict(s, every="2")}).split(". A monitor")[0]
-    'In-training evaluation on a fixed subset: gsm8k, 20 items each (subset seed 0), every step (population), every 2 steps (baseline)'
-    """
-    def subset(s: dict) -> str:
-        return f"{', '.join(s['names'])}, {s['limit']} items each (subset seed {s['seed']})"
-
-    def every(s: dict) -> str:
-        return "every step" if s["every"] == "1" else f"every {s['every']} steps"
-
-    subsets = {subset(s) for s in setup.values()}
-    if len(subsets) == 1:
-        parts = [next(iter(subsets))] + [f"{every(s)} ({label})" for label, s in setup.items()]
-    else:
-        parts = [f"{label}: {subset(s)}, {every(s)}" for label, s in setup.items()]
-    return ("In-training evaluation on a fixed subset: " + ", ".join(parts) + ". A monitor, not the final "
-            "evaluation: small subsets are noisy, and the weakest member is picked on the same problems it is "
-            "scored on. Mean and weakest are over the members alive at each step.")
 
 
 def benchmarks_during_training(uri: str, runs: dict[str, str], empty: str) -> None:
