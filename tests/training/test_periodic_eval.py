@@ -147,6 +147,7 @@ def _histories(uri: str) -> dict[tuple[str, str], dict[int, float]]:
 
 
 @needs_data
+@pytest.mark.slow  # two tiny runs through the CLI, ~1-3 min
 def test_a_run_with_eval_every_1_logs_eval_histories_and_trains_as_without(tmp_path):
     """smoke.yaml evolves at step 2 (half of each role replaced), so some member runs stop at step 1 and the
     children's start at step 2; every member run has exactly the steps it was alive at."""
@@ -181,3 +182,36 @@ def test_a_run_with_eval_every_1_logs_eval_histories_and_trains_as_without(tmp_p
     trained = {k: v for k, v in _histories(off).items() if not k[1].startswith(("time/", "system/"))}
     assert trained and {k: h[k] for k in trained} == trained
     assert ("parent", "compute/per_adapter/generated_tokens") in trained
+
+
+# ====================================================================== on Ray model workers
+@needs_data
+@pytest.mark.slow  # a local Ray instance with two model workers, ~2 min
+def test_members_on_ray_workers_are_scored_as_on_the_local_path(mlflow_store):
+    """Rows go to the worker holding each member's adapter: the same completions as the local multi-LoRA path."""
+    ray = pytest.importorskip("ray", reason="Ray is an optional extra: pip install 'populora[ray]'")
+    from populora.training.loop import Trainer
+
+    tiny = ["steps=1", "model.tiny_random=true", "model.lora_rank=4", "tasks.max_new_tokens_propose=16",
+            "tasks.max_new_tokens_solve=8", "tasks.tasks_per_teacher=1", "evolution.every=0", "eval.every=1",
+            "eval.limit=2", "eval.max_new_tokens=6", "ray.cpus_per_model_worker=0.5", "ray.cpus_per_sandbox_worker=0.5"]
+
+    def completions(trainer) -> dict[str, list[str]]:
+        folder = trainer.run_dir / pe.STEPS_DIR / "step_000001" / "samples"
+        return {m: [json.loads(line)["completion"] for line in (folder / m / "gsm8k.jsonl").read_text().splitlines()]
+                for m in ("T0", "T1", "S0", "S1")}
+
+    local = Trainer.create(load_config(None, tiny))
+    local_record = local.step()
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        remote = Trainer.create(load_config(None, tiny + ["ray.address=local", "ray.model_workers=2", "ray.sandbox_workers=1"]))
+        assert set(remote.backend.owner.values()) == {0, 1}, "members really spread over both workers"
+        remote_record = remote.step()
+        assert completions(remote) == completions(local)
+        for m in ("T0", "T1", "S0", "S1"):
+            got, want = remote_record["member_metrics"][m], local_record["member_metrics"][m]
+            assert got["eval/gsm8k/score"] == want["eval/gsm8k/score"]
+            assert got["compute/eval/generated_tokens"] == want["compute/eval/generated_tokens"] > 0
+    finally:
+        ray.shutdown()
