@@ -215,3 +215,14 @@ def test_members_on_ray_workers_are_scored_as_on_the_local_path(mlflow_store):
             assert got["compute/eval/generated_tokens"] == want["compute/eval/generated_tokens"] > 0
     finally:
         ray.shutdown()
+
+
+def test_the_launch_preflight_names_missing_eval_data(tmp_path, monkeypatch):
+    from populora.training import preflight_problems
+
+    cfg = load_config(None, ["eval.every=2"])
+    monkeypatch.setenv("POPULORA_DATA_DIR", str(tmp_path / "nowhere"))
+    (problem,) = preflight_problems(cfg, cuda=False)
+    assert problem.startswith("eval.every=2 needs eval.benchmarks=gsm8k") and "eval.every=0" in problem
+    monkeypatch.setenv("POPULORA_DATA_DIR", str(DATA))
+    assert preflight_problems(cfg, cuda=False) == [] or not (DATA / benchmarks.CHECKSUMS).is_file()
