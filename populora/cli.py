@@ -60,6 +60,14 @@ def _train(args) -> int:
     except KeyboardInterrupt as err:
         print("\n" + (trainer.stop_line() if trainer is not None else "stopped before the first step"), flush=True)
         return stop_code(err)
+    except Exception as err:
+        from populora.platform.backends.data_parallel import WorkerLost
+
+        if not isinstance(err, WorkerLost) or trainer is None:
+            raise
+        # the run is already FAILED in MLflow; say which run to resume rather than a traceback of Ray internals
+        print(f"\nerror: {err}\n{trainer.stop_line()}", file=sys.stderr, flush=True)
+        return 1
     _where(trainer)
     return 0
 
@@ -277,7 +285,7 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--config", help="YAML preset, e.g. configs/paper-4t4s.yaml")
     pl.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config value")
     pl.add_argument("--gpu", default="h100-80gb", choices=["h100-80gb", "a100-80gb", "a100-40gb", "l40s-48gb", "rtx4090-24gb"])
-    pl.add_argument("--gpus", type=int, default=1, help="GPUs (Ray model workers), each holding the base and its share of adapters; the step time follows where Ray places the members (a member never spans GPUs)")
+    pl.add_argument("--gpus", type=int, default=1, help="GPUs (Ray model workers), each holding the base; the plan models both ray.placement values (data_parallel: every adapter on every GPU, rows dealt over all; by_member: a member never spans GPUs) and reports the config's")
     pl.add_argument("--arch-config", metavar="CONFIG_JSON", help="the base's config.json when it is not local, cached or in the shipped table")
     pl.add_argument("--json", action="store_true", help="last line: the plan as one JSON object")
     pl.set_defaults(func=_plan)

@@ -177,7 +177,8 @@ class RayConfig(Section):
     gpus_per_worker: float = Field(0.0, ge=0, le=16, description="GPUs reserved per model worker: 1 on a GPU cluster (must be > 0 with model.device=cuda, or every worker loads onto the same GPU)")
     cpus_per_model_worker: float = Field(1.0, ge=0, le=1024, description="CPUs reserved per model worker")
     cpus_per_sandbox_worker: float = Field(0.5, ge=0, le=1024, description="CPUs reserved per sandbox actor (all actors must fit the cluster, or Ray waits)")
-    num_cpus: int | None = Field(None, ge=1, le=4096, description="CPUs of a 'local' Ray instance (default: all)")
+    num_cpus: int | None = Field(None, ge=1, le=4096, description="CPUs of a 'local' Ray instance (default: all, or what the run's "
+                                 "actors reserve if that is more: they share the cores rather than wait for CPUs that never come)")
 
 
 class TrainConfig(Section):
@@ -219,6 +220,14 @@ class TrainConfig(Section):
             from populora.platform.backends.ray import default_placement
 
             self.ray.placement = default_placement(self.model.device, self.ray.gpus_per_worker)
+        if self.ray.address == "local" and self.ray.num_cpus is None:
+            import math
+            import os
+
+            r = self.ray
+            reserved = r.model_workers * r.cpus_per_model_worker + r.sandbox_workers * r.cpus_per_sandbox_worker
+            if reserved > (os.cpu_count() or 1):
+                self.ray.num_cpus = math.ceil(reserved)
         if self.ray.address:
             from populora.platform.backends.ray import check_ray
 

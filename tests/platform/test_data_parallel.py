@@ -118,3 +118,59 @@ def test_rows_of_one_adapter_are_generated_on_both_workers_as_on_one(local_ray):
     assert shares == [3, 3]  # one adapter's rows, both workers
     assert outputs[2] == outputs[1]
     assert len({tuple(c) for c in outputs[1]}) > 1  # rows really sampled, each from its own seed
+
+
+# ---------------------------------------------------------------- the training loop on 2 data-parallel workers
+from populora.platform import config as config_io  # noqa: E402
+from populora.platform.runlayout import STEP_SENTINEL  # noqa: E402
+from populora.training.config import TrainConfig  # noqa: E402
+from populora.training.loop import Trainer  # noqa: E402
+
+TINY = ["steps=2", "model.tiny_random=true", "model.lora_rank=4", "tasks.max_new_tokens_propose=24",
+        "tasks.max_new_tokens_solve=8", "tasks.tasks_per_teacher=2", "evolution.every=2", "population.teachers=2",
+        "population.students=2", "ray.cpus_per_model_worker=0.5", "ray.cpus_per_sandbox_worker=0.5",
+        "ray.address=local", "ray.placement=data_parallel", "ray.model_workers=2", "ray.sandbox_workers=1"]
+
+
+def _logged_once(trainer) -> None:
+    """FINISHED, and every step's record in MLflow exactly once."""
+    run = trainer.log.tracker.get_run(trainer.run_id)
+    assert run.info.status == "FINISHED"
+    history = trainer.log.tracker.client.get_metric_history(trainer.run_id, STEP_SENTINEL)
+    assert sorted(m.step for m in history) == [1, 2]
+
+
+def test_the_single_agent_baseline_trains_on_two_workers(local_ray, mlflow_store):
+    cfg = config_io.load(TrainConfig, None, TINY + ["population.single_agent=true", "evolution.every=0"])
+    trainer = Trainer.create(cfg)
+    try:
+        assert isinstance(trainer.backend, DataParallelBackend) and trainer.backend.adapters == ["B0"]
+        trainer.train(progress=False)
+        _logged_once(trainer)
+        rows = [w["rows"] for w in trainer.backend.where()]
+        assert all(r["generated"] > 0 and r["trained"] > 0 for r in rows), rows  # one adapter, both workers busy
+    finally:
+        trainer.backend.shutdown()
+
+
+def test_a_worker_lost_mid_step_fails_the_run_and_resume_finishes_it(local_ray, mlflow_store):
+    trainer = Trainer.create(config_io.load(TrainConfig, None, TINY))
+    update = trainer.backend.train_step
+
+    def lose_a_worker(batches, *args, **kwargs):
+        if trainer.step_index == 1:  # step 2, after its generation: worker 1 dies before the all-reduce
+            ray.kill(trainer.backend.workers[1])
+        return update(batches, *args, **kwargs)
+
+    trainer.backend.train_step = lose_a_worker
+    with pytest.raises(WorkerLost, match=r"worker 1 of 2 failed during the update.*--resume"):
+        trainer.train(progress=False)
+    run = trainer.log.tracker.get_run(trainer.run_id)
+    assert run.info.status == "FAILED" and "WorkerLost" in run.data.tags["populora.error"]
+    resumed = Trainer.resume(trainer.run_id)
+    try:
+        assert resumed.step_index == 1 and isinstance(resumed.backend, DataParallelBackend)
+        resumed.train(progress=False)
+        _logged_once(resumed)
+    finally:
+        resumed.backend.shutdown()
