@@ -6,7 +6,7 @@
     populora runs
     populora prompts --config FILE [--kind K] [--role teacher|student] [--json]
     populora sandbox exec PROGRAM.py | sandbox check TASK.json
-    populora bench lora|step|evolve|verifier|eval|threads|all [--json]
+    populora bench lora|step|evolve|verifier|eval|threads|scale|all [--json]
     populora eval --run RUN_ID | populora report --run RUN_ID | populora data verify|fetch
     populora ui [--host H] [--port P]
 """
@@ -190,6 +190,10 @@ BENCHES = ("lora", "step", "evolve", "verifier", "eval", "threads")
 def _bench(argv: list[str]) -> int:
     import json
 
+    if argv[:1] == ["scale"]:  # data-parallel workers on Ray: its own options (--workers 1,2, --device, ...)
+        from populora.platform.scale_bench import main as bench_scale_main
+
+        return bench_scale_main(argv[1:])
     if argv[:1] in (["verifier"], ["eval"]):  # their own options (-n, --as-user, --targets, ...): their own parsers
         from populora.evaluation.cli import bench_eval_main
         from populora.platform.sandbox.cli import bench_verifier_main
@@ -198,7 +202,7 @@ def _bench(argv: list[str]) -> int:
             return bench_verifier_main([a for a in argv[1:] if a != "--tiny"])
         return bench_eval_main(["--tiny-random" if a == "--tiny" else a for a in argv[1:]])
     p = argparse.ArgumentParser(prog="populora bench", description="speed ratios measured side by side in one run; "
-                                "`populora bench verifier|eval --help` for theirs")
+                                "`populora bench verifier|eval|scale --help` for theirs")
     p.add_argument("which", choices=[*BENCHES, "all"])
     p.add_argument("--json", action="store_true", help="last line: one JSON object of the figures")
     p.add_argument("--tiny", action="store_true", help="tiny random model instead of the embedded one (quick check)")
@@ -298,7 +302,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("prompts", help="print the prompts a run would send (populora prompts --config FILE [--json])", add_help=False)
     sub.add_parser("data", help="benchmark data: populora data verify|fetch [--data-dir DIR]", add_help=False)
     sub.add_parser("sandbox", help="run or check a program in the sandbox (see: populora sandbox --help)", add_help=False)
-    sub.add_parser("bench", help="benchmarks: populora bench lora|step|evolve|verifier|eval|threads|all [--json]", add_help=False)
+    sub.add_parser("bench", help="benchmarks: populora bench lora|step|evolve|verifier|eval|threads|scale|all [--json]", add_help=False)
     sub.add_parser("eval", help="score a run's adapters on the ten benchmarks (populora eval --help)", add_help=False)
     sub.add_parser("report", help="member-vs-baseline table of an evaluated run", add_help=False)
     sub.add_parser("ui", help="serve the web UI on 127.0.0.1:8501 (populora ui --help)", add_help=False)

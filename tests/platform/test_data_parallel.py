@@ -174,3 +174,32 @@ def test_a_worker_lost_mid_step_fails_the_run_and_resume_finishes_it(local_ray, 
         _logged_once(resumed)
     finally:
         resumed.backend.shutdown()
+
+
+def test_bench_scale_prints_step_times_and_the_equality_checks(tmp_path):
+    """The command as a user runs it (its own local Ray, in a subprocess)."""
+    import json
+    import subprocess
+
+    from conftest import populora_cmd
+
+    out = subprocess.run(populora_cmd("bench", "scale", "--workers", "1,2", "--tiny", "--rows", "2", "--new-tokens", "6",
+                                      "--cpus-per-worker", "0.5", "--json"),
+                         capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    figures = json.loads(out.stdout.strip().splitlines()[-1])
+    assert set(figures["workers"]) == {"1", "2"} and figures["workers"]["2"]["rows_per_worker"] == [4, 4]
+    assert all(figures["workers"][w]["step_s"] > 0 for w in ("1", "2"))
+    check = figures["checks"]["2"]
+    assert check["same_generations"] and check["same_optimizer_steps"] and check["workers_identical"]
+    assert check["max_lora_diff"] < 1e-5 and check["max_loss_rel_diff"] < 1e-4
+    assert "2 worker(s): step" in out.stdout
+
+
+def test_bench_scale_refuses_bad_worker_counts():
+    import subprocess
+
+    from conftest import populora_cmd
+
+    out = subprocess.run(populora_cmd("bench", "scale", "--workers", "0,x"), capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and "--workers '0,x'" in out.stderr
