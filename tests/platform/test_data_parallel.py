@@ -203,3 +203,33 @@ def test_bench_scale_refuses_bad_worker_counts():
 
     out = subprocess.run(populora_cmd("bench", "scale", "--workers", "0,x"), capture_output=True, text=True, timeout=120)
     assert out.returncode == 2 and "--workers '0,x'" in out.stderr
+
+
+# ---------------------------------------------------------------- config: ray.placement
+def test_placement_defaults_to_data_parallel_on_gpus_and_by_member_on_cpu():
+    load = lambda *o: config_io.load(TrainConfig, None, list(o)).ray.placement
+    assert load("ray.address=auto", "model.device=cuda", "ray.gpus_per_worker=1") == "data_parallel"
+    assert load("ray.address=local") == "by_member"
+    assert load("ray.address=local", "ray.placement=data_parallel") == "data_parallel"
+    assert load("ray.address=auto", "model.device=cuda", "ray.gpus_per_worker=1", "ray.placement=by_member") == "by_member"
+
+
+def test_vllm_generation_on_ray_needs_data_parallel_workers():
+    from populora.platform.config import ConfigError
+
+    gpu = ["ray.address=auto", "model.device=cuda", "ray.gpus_per_worker=1", "model.generation=vllm"]
+    assert config_io.load(TrainConfig, None, gpu).ray.placement == "data_parallel"  # one engine per worker
+    with pytest.raises(ConfigError, match=r"model\.generation=vllm .*ray\.placement=by_member.*set ray\.placement=data_parallel"):
+        config_io.load(TrainConfig, None, gpu + ["ray.placement=by_member"])
+    with pytest.raises(ConfigError, match=r"ray\.placement"):
+        config_io.load(TrainConfig, None, ["ray.placement=everywhere"])
+
+
+def test_a_local_ray_instance_gets_the_cpus_the_actors_reserve():
+    """64 model workers of 1 CPU + 2 sandbox actors of 0.5: Ray would wait forever on a smaller machine."""
+    import os
+
+    cfg = config_io.load(TrainConfig, None, ["ray.address=local", "ray.model_workers=64"])
+    assert cfg.ray.num_cpus == (65 if os.cpu_count() < 65 else None)  # None: all of a machine that has them
+    assert config_io.load(TrainConfig, None, ["ray.address=local", "ray.num_cpus=2", "ray.model_workers=64"]).ray.num_cpus == 2
+    assert config_io.load(TrainConfig, None, ["ray.address=auto", "ray.model_workers=64"]).ray.num_cpus is None

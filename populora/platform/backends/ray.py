@@ -52,7 +52,7 @@ def check_ray(generation: str, kind: str, device: str, gpus_per_worker: float, p
     if generation != "torch" and placement != "data_parallel":
         raise RaySettingError(f"model.generation={generation} is not supported with ray.placement={placement}: its "
                               "workers generate with torch (multi-LoRA); set ray.placement=data_parallel (one vLLM "
-                              "engine per worker), or model.generation=torch")
+                              "engine per worker), or set model.generation=torch")
     if kind != "multilora":
         raise RaySettingError(f"model.backend={kind} is not supported with ray.address: model workers run batched "
                        "multi-LoRA; set model.backend=multilora, or drop ray.address")
