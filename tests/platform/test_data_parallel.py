@@ -58,19 +58,27 @@ def reference(tiny_model):
     backend = MultiLoraBackend(model, tok, SPEC, 2)
     try:
         _population(backend)
+        logprobs = _logprobs(backend)
         stats = _step_twice(backend)
         states = {n: backend.adapter_state(n) for n in ("T0", "S0")}
         optims = {n: backend.optimizer_state(n) for n in ("T0", "S0")}
     finally:
         backend.unwrap()
-    return stats, states, optims
+    return stats, states, optims, logprobs
+
+
+def _logprobs(backend):
+    rows = _batches()["T0"]
+    return backend.sequence_logprobs("T0", [r.prompt_ids for r in rows], [r.completion_ids for r in rows], 64)
 
 
 def test_one_update_on_two_workers_equals_the_update_in_one_process(local_ray, reference):
-    ref_stats, ref_states, ref_optims = reference
+    ref_stats, ref_states, ref_optims, ref_logprobs = reference
     backend = _dp(2)
     try:
         _population(backend)
+        logp, mask = _logprobs(backend)  # rows dealt over both workers, padded back in the caller's order
+        assert torch.equal(mask, ref_logprobs[1]) and torch.allclose(logp, ref_logprobs[0], atol=1e-5)
         before = {n: backend.adapter_state(n) for n in ("T0", "S0")}
         stats = _step_twice(backend)
         for step, ref in zip(stats, ref_stats):

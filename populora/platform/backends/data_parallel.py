@@ -138,6 +138,9 @@ class DataParallelBackend:
                 self.ray.get(ready[0])
             except Exception as err:
                 self.shutdown()
+                if what == "start":
+                    raise RayError(f"data-parallel model worker {rank[ready[0]]} of {len(self.workers)} could not start "
+                                   f"or join the process group: {type(err).__name__}: {err}") from err
                 raise WorkerLost(f"data-parallel model worker {rank[ready[0]]} of {len(self.workers)} failed during "
                                  f"{what} ({type(err).__name__}: {str(err).strip().splitlines()[0][:300]}); the other "
                                  "workers were stopped, as their adapters can no longer be trusted to match. Resume the "
@@ -210,13 +213,13 @@ class DataParallelBackend:
         if seed is None:
             seed = int(torch.randint(0, 2**62, ()))
         seeds = generation.row_seeds(seed, len(prompts))
-        rows = [r for r in self.deal(len(prompts), [len(p) for p in prompts]) if r]
+        rows = [(w, idx) for w, idx in enumerate(self.deal(len(prompts), [len(p) for p in prompts])) if idx]
         futures = [self.workers[w].generate_rows.remote([prompts[i] for i in idx], [adapters[i] for i in idx],
                                                         [seeds[i] for i in idx], max_new_tokens, temperature, top_p,
                                                         tuple(stop), batch_size)
-                   for w, idx in enumerate(rows)]
+                   for w, idx in rows]
         out: list[Generation | None] = [None] * len(prompts)
-        for idx, gens in zip(rows, self._all(futures, "generation")):
+        for (_, idx), gens in zip(rows, self._all(futures, "generation")):
             for i, g in zip(idx, gens):
                 out[i] = g
         return out
@@ -235,13 +238,13 @@ class DataParallelBackend:
 
     def sequence_logprobs(self, adapter, prompt_ids, completion_ids, max_len: int = 1024):
         """(logp, mask), (B, T): rows dealt over the workers, padded back to the longest completion."""
-        rows = [r for r in self.deal(len(prompt_ids), [len(c) for c in completion_ids]) if r]
+        rows = [(w, idx) for w, idx in enumerate(self.deal(len(prompt_ids), [len(c) for c in completion_ids])) if idx]
         results = self._all([self.workers[w].call.remote("sequence_logprobs", adapter, [prompt_ids[i] for i in idx],
                                                          [completion_ids[i] for i in idx], max_len)
-                             for w, idx in enumerate(rows)], "log-probs")
+                             for w, idx in rows], "log-probs")
         width = max(lp.shape[1] for lp, _ in results)
         logp, mask = torch.zeros(len(prompt_ids), width), torch.zeros(len(prompt_ids), width)
-        for idx, (lp, m) in zip(rows, results):
+        for (_, idx), (lp, m) in zip(rows, results):
             logp[idx, :lp.shape[1]], mask[idx, :m.shape[1]] = lp, m.to(mask.dtype)
         return logp, mask
 
