@@ -149,7 +149,9 @@ def _logged_once(trainer) -> None:
 
 
 def test_the_single_agent_baseline_trains_on_two_workers(local_ray, mlflow_store):
-    cfg = config_io.load(TrainConfig, None, TINY + ["population.single_agent=true", "evolution.every=0"])
+    # 4 proposals in one mini-batch: rows to deal even when every task is invalid (the tiny model's usual case)
+    cfg = config_io.load(TrainConfig, None, TINY + ["population.single_agent=true", "evolution.every=0",
+                                                    "tasks.tasks_per_teacher=4", "optim.mini_batches=1"])
     trainer = Trainer.create(cfg)
     try:
         assert isinstance(trainer.backend, DataParallelBackend) and trainer.backend.adapters == ["B0"]
