@@ -54,6 +54,7 @@ def one(workers: int, args) -> dict:
                    for i in range(args.rows * len(MEMBERS))]
         adapters = list(MEMBERS) * args.rows
         backend.generate(prompts[:2 * workers], adapters[:2 * workers], 2, seed=0)  # warm-up: first calls, allocator
+        warm = [w["rows"]["generated"] for w in backend.where()]
         t0 = time.perf_counter()
         gens = backend.generate(prompts, adapters, args.new_tokens, temperature=1.0, seed=1)
         t1 = time.perf_counter()
@@ -61,7 +62,7 @@ def one(workers: int, args) -> dict:
         t2 = time.perf_counter()
         states = {m: backend.adapter_states(m) for m in MEMBERS}
         return {"generate_s": t1 - t0, "train_s": t2 - t1, "step_s": t2 - t0,
-                "rows_per_worker": [w["rows"]["generated"] for w in backend.where()],
+                "rows_per_worker": [w["rows"]["generated"] - n for w, n in zip(backend.where(), warm)],
                 "_gens": [g.completion_ids for g in gens], "_stats": stats,
                 "_states": {m: s[0] for m, s in states.items()},
                 "workers_identical": all(torch.equal(s[0][k], other[k]) for s in states.values() for other in s[1:]
