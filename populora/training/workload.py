@@ -90,7 +90,7 @@ def make_plan(cfg: TrainConfig, gpu: str = "h100-80gb", gpus: int = 1, arch_conf
     arch, source = plan.find_architecture(mc.base, arch_config)
     g = plan.GPUS[gpu]
     placements = {p: placed(cfg, arch, g, gpus, p) for p in ("data_parallel", "by_member")}
-    chosen = cfg.ray.placement or "by_member"
+    chosen = cfg.ray.placement  # resolved from auto by the config's validation
     work, flops = workload(cfg, gpus, chosen), plan.step_flops(arch, workload(cfg, gpus, chosen))
     memory, fits, advice = (placements[chosen][k] for k in ("memory_gb", "fits", "advice"))
     times, speedup = placements[chosen]["step_time_split_s"], placements[chosen]["gpu_speedup"]
