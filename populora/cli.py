@@ -63,10 +63,11 @@ def _train(args) -> int:
     except Exception as err:
         from populora.platform.backends.data_parallel import WorkerLost
 
-        if not isinstance(err, WorkerLost) or trainer is None:
+        if not isinstance(err, WorkerLost):
             raise
         # the run is already FAILED in MLflow; say which run to resume rather than a traceback of Ray internals
-        print(f"\nerror: {err}\n{trainer.stop_line()}", file=sys.stderr, flush=True)
+        where = trainer.stop_line() if trainer is not None else "lost while the run was being set up: run the same command again"
+        print(f"\nerror: {err}\n{where}", file=sys.stderr, flush=True)
         return 1
     _where(trainer)
     return 0
