@@ -6,7 +6,7 @@
     populora runs
     populora prompts --config FILE [--kind K] [--role teacher|student] [--json]
     populora sandbox exec PROGRAM.py | sandbox check TASK.json
-    populora bench lora|step|evolve|verifier|eval|threads|all [--json]
+    populora bench lora|step|evolve|verifier|eval|threads|scale|all [--json]
     populora eval --run RUN_ID | populora report --run RUN_ID | populora data verify|fetch
     populora ui [--host H] [--port P]
 """
@@ -60,6 +60,15 @@ def _train(args) -> int:
     except KeyboardInterrupt as err:
         print("\n" + (trainer.stop_line() if trainer is not None else "stopped before the first step"), flush=True)
         return stop_code(err)
+    except Exception as err:
+        from populora.platform.backends.data_parallel import WorkerLost
+
+        if not isinstance(err, WorkerLost):
+            raise
+        # the run is already FAILED in MLflow; say which run to resume rather than a traceback of Ray internals
+        where = trainer.stop_line() if trainer is not None else "lost while the run was being set up: run the same command again"
+        print(f"\nerror: {err}\n{where}", file=sys.stderr, flush=True)
+        return 1
     _where(trainer)
     return 0
 
@@ -182,6 +191,10 @@ BENCHES = ("lora", "step", "evolve", "verifier", "eval", "threads")
 def _bench(argv: list[str]) -> int:
     import json
 
+    if argv[:1] == ["scale"]:  # data-parallel workers on Ray: its own options (--workers 1,2, --device, ...)
+        from populora.platform.scale_bench import main as bench_scale_main
+
+        return bench_scale_main(argv[1:])
     if argv[:1] in (["verifier"], ["eval"]):  # their own options (-n, --as-user, --targets, ...): their own parsers
         from populora.evaluation.cli import bench_eval_main
         from populora.platform.sandbox.cli import bench_verifier_main
@@ -190,7 +203,7 @@ def _bench(argv: list[str]) -> int:
             return bench_verifier_main([a for a in argv[1:] if a != "--tiny"])
         return bench_eval_main(["--tiny-random" if a == "--tiny" else a for a in argv[1:]])
     p = argparse.ArgumentParser(prog="populora bench", description="speed ratios measured side by side in one run; "
-                                "`populora bench verifier|eval --help` for theirs")
+                                "`populora bench verifier|eval|scale --help` for theirs")
     p.add_argument("which", choices=[*BENCHES, "all"])
     p.add_argument("--json", action="store_true", help="last line: one JSON object of the figures")
     p.add_argument("--tiny", action="store_true", help="tiny random model instead of the embedded one (quick check)")
@@ -277,7 +290,7 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--config", help="YAML preset, e.g. configs/paper-4t4s.yaml")
     pl.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config value")
     pl.add_argument("--gpu", default="h100-80gb", choices=["h100-80gb", "a100-80gb", "a100-40gb", "l40s-48gb", "rtx4090-24gb"])
-    pl.add_argument("--gpus", type=int, default=1, help="GPUs (Ray model workers), each holding the base and its share of adapters; the step time follows where Ray places the members (a member never spans GPUs)")
+    pl.add_argument("--gpus", type=int, default=1, help="GPUs (Ray model workers), each holding the base; the plan models both ray.placement values (data_parallel: every adapter on every GPU, rows dealt over all; by_member: a member never spans GPUs) and reports the config's")
     pl.add_argument("--arch-config", metavar="CONFIG_JSON", help="the base's config.json when it is not local, cached or in the shipped table")
     pl.add_argument("--json", action="store_true", help="last line: the plan as one JSON object")
     pl.set_defaults(func=_plan)
@@ -290,7 +303,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("prompts", help="print the prompts a run would send (populora prompts --config FILE [--json])", add_help=False)
     sub.add_parser("data", help="benchmark data: populora data verify|fetch [--data-dir DIR]", add_help=False)
     sub.add_parser("sandbox", help="run or check a program in the sandbox (see: populora sandbox --help)", add_help=False)
-    sub.add_parser("bench", help="benchmarks: populora bench lora|step|evolve|verifier|eval|threads|all [--json]", add_help=False)
+    sub.add_parser("bench", help="benchmarks: populora bench lora|step|evolve|verifier|eval|threads|scale|all [--json]", add_help=False)
     sub.add_parser("eval", help="score a run's adapters on the ten benchmarks (populora eval --help)", add_help=False)
     sub.add_parser("report", help="member-vs-baseline table of an evaluated run", add_help=False)
     sub.add_parser("ui", help="serve the web UI on 127.0.0.1:8501 (populora ui --help)", add_help=False)

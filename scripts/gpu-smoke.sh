@@ -3,7 +3,7 @@
 # non-zero if any check fails. Run it in the GPU image (docker/Dockerfile.gpu) or a venv with ".[ray,vllm,test]".
 usage() {
   cat <<'EOF'
-Usage: scripts/gpu-smoke.sh [--model MODEL] [--checks abcde] [--quick] [--help]
+Usage: scripts/gpu-smoke.sh [--model MODEL] [--checks abcdef] [--quick] [--help]
 
 Checks (each a pass / fail / skip with seconds and figures in the JSON line):
   (a) distinct rollouts: 4 identical prompts at temperature 1 through VllmBackend.generate give >= 2 distinct
@@ -15,10 +15,12 @@ Checks (each a pass / fail / skip with seconds and figures in the JSON line):
   (d) a Ray run with 2 model workers x 1 GPU each, when 2 GPUs are visible (else skip): distinct GPUs per
       worker, results back on the CPU
   (e) the device tests (tests/platform/test_devices.py, bf16 included) on the real GPU
+  (f) a data-parallel step (ray.placement=data_parallel) on 2 GPUs when 2 are visible (else skip): one vLLM
+      engine per worker, every worker generates and trains, adapters identical on both after the NCCL all-reduce
 
 Options:
-  --model MODEL   model.base for (a)-(d) (default Qwen/Qwen2.5-7B, the paper presets' base; (d) uses it too)
-  --checks LIST   run only these checks, e.g. --checks ae (default abcde)
+  --model MODEL   model.base for (a)-(d) and (f) (default Qwen/Qwen2.5-7B, the paper presets' base)
+  --checks LIST   run only these checks, e.g. --checks ae (default abcdef)
   --quick         (c) with 4 tasks per teacher instead of 32 (same memory peak, ~1/8 of the step)
 Env: PYTHON (default .venv/bin/python, else python3), SMOKE_DIR (logs and run dirs; default a temp dir, kept).
 Needs: NVIDIA driver >= 580 (torch 2.14's CUDA 13 wheels), vLLM installed, HF access or HF_HOME holding MODEL.
@@ -27,7 +29,7 @@ EOF
 
 set -uo pipefail
 cd "$(dirname "$0")/.."
-MODEL=Qwen/Qwen2.5-7B CHECKS=abcde QUICK=()
+MODEL=Qwen/Qwen2.5-7B CHECKS=abcdef QUICK=()
 while [ $# -gt 0 ]; do
   case "$1" in
     -h|--help) usage; exit 0 ;;
@@ -53,6 +55,15 @@ wants() { case "$CHECKS" in *"$1"*) return 0 ;; *) return 1 ;; esac; }
 if wants a || wants b; then run vllm "$PY" scripts/gpu_smoke.py vllm --model "$MODEL" --out "$DIR/runs"; fi
 if wants c; then run step "$PY" scripts/gpu_smoke.py step --model "$MODEL" --out "$DIR/runs" "${QUICK[@]}"; fi
 if wants d; then run ray "$PY" scripts/gpu_smoke.py ray --model "$MODEL" --out "$DIR/runs"; fi
+if wants f; then  # guarded by the visible GPU count: one GPU (or none) skips rather than fails
+  n_gpus=$("$PY" -c "import torch; print(torch.cuda.device_count())" 2>/dev/null || echo 0)
+  if [ "${n_gpus:-0}" -ge 2 ]; then
+    run dp "$PY" scripts/gpu_smoke.py dp --model "$MODEL" --out "$DIR/runs"
+  else
+    printf '{"check": "f", "status": "skip", "seconds": 0, "reason": "%s GPU visible; the data-parallel step needs 2"}\n' \
+      "${n_gpus:-0}" >> "$DIR/results.jsonl"
+  fi
+fi
 if wants e; then
   t0=$SECONDS
   if ! "$PY" -c "import torch, sys; sys.exit(not torch.cuda.is_available())" 2>/dev/null; then

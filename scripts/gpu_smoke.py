@@ -2,7 +2,8 @@
 
     python scripts/gpu_smoke.py vllm  --model M   # (a) distinct rollouts, (b) trainer log-probs = vLLM's
     python scripts/gpu_smoke.py step  --model M   # (c) one paper-4t4s step, peak GPU memory against the plan
-    python scripts/gpu_smoke.py ray   --model M   # (d) 2 Ray workers x 1 GPU each
+    python scripts/gpu_smoke.py ray   --model M   # (d) 2 Ray workers x 1 GPU each (ray.placement by_member)
+    python scripts/gpu_smoke.py dp    --model M   # (f) a data-parallel step on 2 GPUs, one vLLM engine per worker
 
 Each result: {"check": "a", "status": "pass"|"fail"|"skip", "seconds": ..., "reason": ..., plus figures}.
 """
@@ -160,8 +161,8 @@ def check_ray(model: str, out_dir: str) -> bool:
 
     cfg = load_config(ROOT / "configs" / "smoke.yaml", [
         f"model.base={model}", "model.dtype=bfloat16", "model.device=cuda", "steps=1", f"output_dir={out_dir}",
-        "ray.address=local", "ray.model_workers=2", "ray.gpus_per_worker=1", "population.teachers=2",
-        "population.students=2"])
+        "ray.address=local", "ray.model_workers=2", "ray.gpus_per_worker=1", "ray.placement=by_member",
+        "population.teachers=2", "population.students=2"])
     trainer = Trainer.create(cfg)
     backend = trainer.backend
     where = [backend.ray.get(w.where.remote()) for w in backend.workers]
@@ -176,14 +177,51 @@ def check_ray(model: str, out_dir: str) -> bool:
                 workers=where, results_on_cpu=on_cpu)
 
 
+# ---------------------------------------------------------------- (f): data-parallel, 2 workers x 1 GPU
+def check_data_parallel(model: str, out_dir: str, workers: int = 2) -> bool:
+    """One smoke step with ray.placement=data_parallel on ``workers`` GPUs, each worker generating on its own vLLM
+    engine (torch when vLLM is not installed): distinct GPUs, every worker generated and trained rows, and every
+    worker's adapters bit-identical after the all-reduced update (NCCL)."""
+    t0 = time.perf_counter()
+    if torch.cuda.device_count() < workers:
+        return emit("f", t0, "skip", f"{torch.cuda.device_count()} GPU visible; the data-parallel check needs {workers}")
+    import importlib.util
+
+    from populora.training.config import load_config
+    from populora.training.loop import Trainer
+
+    generation = "vllm" if importlib.util.find_spec("vllm") else "torch"
+    cfg = load_config(ROOT / "configs" / "smoke.yaml", [
+        f"model.base={model}", "model.dtype=bfloat16", "model.device=cuda", f"model.generation={generation}",
+        "model.vllm_gpu_memory=0.5", "steps=1", f"output_dir={out_dir}", "ray.address=local",
+        f"ray.model_workers={workers}", "ray.gpus_per_worker=1", "ray.placement=data_parallel",
+        "population.teachers=2", "population.students=2"])
+    trainer = Trainer.create(cfg)
+    backend = trainer.backend
+    t1 = time.perf_counter()
+    trainer.step()
+    step_s = time.perf_counter() - t1
+    where = backend.where()
+    identical = all(all(torch.equal(s[0][k], other[k]) for other in s[1:] for k in s[0])
+                    for s in (backend.adapter_states(m.id) for m in trainer.population.alive()))
+    gpus = [tuple(w["gpu_ids"]) for w in where]
+    busy = all(w["rows"]["generated"] > 0 and w["rows"]["trained"] > 0 for w in where)
+    good = len(set(gpus)) == workers and all(gpus) and identical and busy
+    trainer.finish()
+    backend.shutdown()
+    return emit("f", t0, "pass" if good else "fail",
+                "" if good else f"GPUs {gpus}, workers identical {identical}, every worker busy {busy}",
+                generation=generation, step_s=round(step_s, 1), collective=backend.collective, workers=where)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("check", choices=["vllm", "step", "ray"])
+    ap.add_argument("check", choices=["vllm", "step", "ray", "dp"])
     ap.add_argument("--model", default="Qwen/Qwen2.5-7B", help="model.base (default: the paper presets' base)")
     ap.add_argument("--quick", action="store_true", help="(c): 4 tasks per teacher instead of 32")
     ap.add_argument("--out", default="/tmp/populora-smoke", help="run dirs")
     args = ap.parse_args()
-    names = {"vllm": ["a", "b"], "step": ["c"], "ray": ["d"]}[args.check]
+    names = {"vllm": ["a", "b"], "step": ["c"], "ray": ["d"], "dp": ["f"]}[args.check]
     t0 = time.perf_counter()
     try:
         if not torch.cuda.is_available():
@@ -192,8 +230,10 @@ def main() -> int:
             ok = check_vllm(args.model)
         elif args.check == "step":
             ok = check_step(args.model, args.quick, args.out)
-        else:
+        elif args.check == "ray":
             ok = check_ray(args.model, args.out)
+        else:
+            ok = check_data_parallel(args.model, args.out)
     except Exception as err:  # one JSON line per check still: the script's table must show what failed
         traceback.print_exc()
         for name in [n for n in names if n not in EMITTED]:

@@ -271,6 +271,40 @@ def placement_speedup(member_flops: list[dict], gpus: int) -> dict:
     return out
 
 
+def data_parallel_speedup(work: Workload, gpus: int) -> dict:
+    """{generate, train}: total rows over the busiest worker's, with every phase's rows dealt round-robin over the
+    workers whatever their adapter (``ray.placement: data_parallel``, backends/data_parallel.py): N x but for the
+    remainder of a phase's rows over N (rows weighted by their tokens: a proposal and an answer differ).
+
+    >>> w = Workload(1, 2, 1, 16, 320, 10, 10, 90, 90, 1, 1024, 0.0, False, 0.0, untrained_solve_rows=128)
+    >>> data_parallel_speedup(w, 8), round(data_parallel_speedup(w, 3)["generate"], 3)
+    ({'generate': 8.0, 'train': 8.0}, 2.973)
+    """
+    propose, solve = work.propose_prompt + work.propose_new, work.solve_prompt + work.solve_new
+    phases = {"generate": ((work.propose_rows, propose), (work.solve_rows, solve)),
+              "train": ((work.propose_rows, propose), (work.solve_rows - work.untrained_solve_rows, solve))}
+    out = {}
+    for phase, parts in phases.items():
+        total = sum(rows * tokens for rows, tokens in parts)
+        busiest = sum(math.ceil(rows / max(gpus, 1)) * tokens for rows, tokens in parts if rows > 0)
+        out[phase] = total / busiest if busiest else 1.0
+    return out
+
+
+ALLREDUCE_GB_S = 100.0  # bus bandwidth of an NCCL all-reduce between GPUs of one NVLink node (nccl-tests, H100: ~100-400)
+
+
+def allreduce_s(lora_bytes: float, adapters: int, mini_batches: int, gpus: int, gb_s: float = ALLREDUCE_GB_S) -> float:
+    """Seconds a step spends all-reducing LoRA gradients: one ring all-reduce per optimizer step of the trained
+    adapters' gradients (fp32), each GPU sending and receiving 2 (N-1)/N of them. Tiny next to the step: the
+    paper baseline's 160 MB per step on 8 GPUs: ~10 ms.
+
+    >>> round(allreduce_s(160e6, 1, 3, 8), 4), allreduce_s(160e6, 1, 3, 1)
+    (0.0084, 0.0)
+    """
+    return 0.0 if gpus <= 1 else mini_batches * adapters * lora_bytes * 2 * (gpus - 1) / gpus / (gb_s * GB)
+
+
 def verdict(memory: dict, gpu: Gpu, arch: Architecture, work: Workload, dtype: str, targets: list[str]) -> tuple[bool, str]:
     """(fits, advice): when it does not fit, the knob to turn and the value that would fit."""
     usable = gpu.usable_gb

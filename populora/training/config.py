@@ -220,12 +220,18 @@ class PeriodicEvalConfig(Section):
 class RayConfig(Section):
     address: str | None = Field(None, description="None: no Ray; 'local': start Ray here; 'auto' or 'ray://host:port': join a cluster "
                                    "(the UI's Launch page then submits the run to it as a Ray Job)")
-    model_workers: int = Field(1, ge=1, le=1024, description="Model-worker actors (one per GPU), each holding the base and its members' adapters")
+    model_workers: int = Field(1, ge=1, le=1024, description="Model-worker actors (one per GPU), each holding the base and, per ray.placement, every adapter or its members' adapters")
+    placement: Literal["auto", "data_parallel", "by_member"] = Field(
+        "auto", description="data_parallel: every worker holds every adapter, each phase's rows are dealt over all workers and "
+                          "LoRA gradients all-reduced (every GPU works on every step, the baseline included); by_member: "
+                          "members spread over workers, a member on one GPU only. auto: data_parallel when model workers "
+                          "use GPUs (model.device cuda or ray.gpus_per_worker > 0), else by_member (docs/scale-out.md)")
     sandbox_workers: int = Field(2, ge=1, le=1024, description="Sandbox actors the verifier requests are spread over")
     gpus_per_worker: float = Field(0.0, ge=0, le=16, description="GPUs reserved per model worker: 1 on a GPU cluster (must be > 0 with model.device=cuda, or every worker loads onto the same GPU)")
     cpus_per_model_worker: float = Field(1.0, ge=0, le=1024, description="CPUs reserved per model worker")
     cpus_per_sandbox_worker: float = Field(0.5, ge=0, le=1024, description="CPUs reserved per sandbox actor (all actors must fit the cluster, or Ray waits)")
-    num_cpus: int | None = Field(None, ge=1, le=4096, description="CPUs of a 'local' Ray instance (default: all)")
+    num_cpus: int | None = Field(None, ge=1, le=4096, description="CPUs of a 'local' Ray instance (default: all, or what the run's "
+                                 "actors reserve if that is more: they share the cores rather than wait for CPUs that never come)")
 
 
 class TrainConfig(Section):
@@ -264,11 +270,23 @@ class TrainConfig(Section):
                              "chat turns); set tasks.template: chat, or tasks.format: azr")
         if not self.tasks.kinds:
             raise ValueError("tasks.kinds is empty; list at least one of code_o, code_i, code_f")
+        if self.ray.placement == "auto":
+            from populora.platform.backends.ray import default_placement
+
+            self.ray.placement = default_placement(self.model.device, self.ray.gpus_per_worker)
+        if self.ray.address == "local" and self.ray.num_cpus is None:
+            import math
+            import os
+
+            r = self.ray
+            reserved = r.model_workers * r.cpus_per_model_worker + r.sandbox_workers * r.cpus_per_sandbox_worker
+            if reserved > (os.cpu_count() or 1):
+                self.ray.num_cpus = math.ceil(reserved)
         if self.ray.address:
             from populora.platform.backends.ray import check_ray
 
             m = self.model
-            check_ray(m.generation, m.backend, m.device, self.ray.gpus_per_worker)
+            check_ray(m.generation, m.backend, m.device, self.ray.gpus_per_worker, self.ray.placement)
         return self
 
 

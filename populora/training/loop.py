@@ -256,7 +256,7 @@ def backend_config(cfg: TrainConfig, run_dir: Path | None = None) -> BackendConf
     load each other's adapters under the same member id."""
     mc, pc, rc = cfg.model, cfg.population, cfg.ray
     ray = None if not rc.address else RaySpec(rc.address, rc.num_cpus, rc.model_workers, rc.gpus_per_worker,
-                                              rc.cpus_per_model_worker)
+                                              rc.cpus_per_model_worker, rc.placement)
     return BackendConfig(
         base=mc.base, gguf_file=mc.gguf_file, tiny_random=mc.tiny_random, dtype=mc.dtype, device=mc.device,
         lora=LoraSpec(mc.lora_rank, mc.lora_alpha, mc.lora_dropout, tuple(mc.target_modules)), kind=mc.backend,

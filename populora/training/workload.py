@@ -46,7 +46,8 @@ def solver_batch_rows(cfg: TrainConfig) -> int:
     return students * len(cfg.tasks.kinds) * cfg.solver.batch_per_kind
 
 
-def workload(cfg: TrainConfig, gpus: int = 1) -> plan.Workload:
+def workload(cfg: TrainConfig, gpus: int = 1, placement: str = "by_member") -> plan.Workload:
+    """``placement`` data_parallel: every GPU holds every adapter (and its optimizer state); by_member: its share."""
     mc, tc, oc = cfg.model, cfg.tasks, cfg.optim
     c = counts(cfg)
     extra = solver_batch_rows(cfg)
@@ -55,7 +56,7 @@ def workload(cfg: TrainConfig, gpus: int = 1) -> plan.Workload:
     # its child, which takes the freed slot, so the slots never grow (PEFT: one adapter each, n at any time)
     slots = n + 1 if mc.backend == "multilora" else n
     return plan.Workload(
-        adapters=n, lora_slots=slots, adapters_per_gpu=math.ceil(n / gpus),
+        adapters=n, lora_slots=slots, adapters_per_gpu=n if placement == "data_parallel" else math.ceil(n / gpus),
         propose_rows=c["propose_rows"], solve_rows=c["solve_rows"] + extra,
         untrained_solve_rows=c["solve_rows"] if extra else 0,
         propose_prompt=PROPOSE_BASE + PER_REFERENCE * tc.references, solve_prompt=SOLVE_PROMPT,
@@ -87,12 +88,12 @@ def make_plan(cfg: TrainConfig, gpu: str = "h100-80gb", gpus: int = 1, arch_conf
         raise plan.PlanError(f"unknown --gpu {gpu!r}; choose one of {', '.join(plan.GPUS)}")
     mc = cfg.model
     arch, source = plan.find_architecture(mc.base, arch_config)
-    g, work = plan.GPUS[gpu], workload(cfg, gpus)
-    memory = plan.memory_gb(arch, work, mc.dtype, mc.target_modules, mc.lora_rank, g)
-    flops = plan.step_flops(arch, work)
-    speedup = plan.placement_speedup(member_flops(arch, cfg, work), gpus)
-    times = plan.step_time_s(flops, work, mc.dtype, g, speedup)
-    fits, advice = plan.verdict(memory, g, arch, work, mc.dtype, mc.target_modules)
+    g = plan.GPUS[gpu]
+    placements = {p: placed(cfg, arch, g, gpus, p) for p in ("data_parallel", "by_member")}
+    chosen = cfg.ray.placement  # resolved from auto by the config's validation
+    work, flops = workload(cfg, gpus, chosen), plan.step_flops(arch, workload(cfg, gpus, chosen))
+    memory, fits, advice = (placements[chosen][k] for k in ("memory_gb", "fits", "advice"))
+    times, speedup = placements[chosen]["step_time_split_s"], placements[chosen]["gpu_speedup"]
     rows = {"propose": (work.propose_rows, work.propose_prompt, work.propose_new),
             "solve": (work.solve_rows, work.solve_prompt, work.solve_new)}
     generated = {k: r * new for k, (r, _, new) in rows.items()}
@@ -109,8 +110,31 @@ def make_plan(cfg: TrainConfig, gpu: str = "h100-80gb", gpus: int = 1, arch_conf
                         "solve_tokens": generated["solve"] / n, "trained_tokens": trained / n,
                         "tflops": (flops["generate"] + flops["train"]) / n / 1e12},
         "step_time_s": times["total"], "step_time_split_s": times, "gpu_speedup": speedup,
+        "placement": chosen, "placements": placements,
         "utilisation": {k: v for k, v in plan.MFU.items()},
     }
+
+
+def placed(cfg: TrainConfig, arch: plan.Architecture, g: plan.Gpu, gpus: int, placement: str) -> dict:
+    """Memory per worker, step time and speedup of one ``ray.placement`` on ``gpus`` GPUs: data_parallel deals
+    every phase's rows over all GPUs (each holds every adapter, gradients all-reduced); by_member places members
+    (a member never spans GPUs)."""
+    mc = cfg.model
+    work = workload(cfg, gpus, placement)
+    memory = plan.memory_gb(arch, work, mc.dtype, mc.target_modules, mc.lora_rank, g)
+    flops = plan.step_flops(arch, work)
+    if placement == "data_parallel":
+        speedup = plan.data_parallel_speedup(work, gpus)
+    else:
+        speedup = plan.placement_speedup(member_flops(arch, cfg, work), gpus)
+    times = plan.step_time_s(flops, work, mc.dtype, g, speedup)
+    if placement == "data_parallel":
+        lora = arch.lora_params(mc.lora_rank, mc.target_modules) * plan.LORA_BYTES
+        times["allreduce"] = plan.allreduce_s(lora, work.adapters, cfg.optim.mini_batches, gpus)
+        times["total"] += times["allreduce"]
+    fits, advice = plan.verdict(memory, g, arch, work, mc.dtype, mc.target_modules)
+    return {"memory_gb": memory, "fits": fits, "advice": advice, "step_time_s": times["total"],
+            "step_time_split_s": times, "gpu_speedup": speedup}
 
 
 def render(p: dict) -> str:
@@ -129,7 +153,10 @@ def render(p: dict) -> str:
               f"train {p['step_time_split_s']['train']:.0f} s; utilisation {p['utilisation']})",
               ("FITS: " if p["fits"] else "DOES NOT FIT: ") + p["advice"]]
     if p["gpus"] > 1:
-        sp = p["gpu_speedup"]
-        lines.insert(-1, f"{p['gpus']} GPUs, members placed as Ray places them: {sp['generate']:.2f}x generate, "
-                         f"{sp['train']:.2f}x train (a member never spans GPUs)")
+        for name, q in p["placements"].items():
+            sp = q["gpu_speedup"]
+            how = "rows dealt over every GPU" if name == "data_parallel" else "a member never spans GPUs"
+            lines.insert(-1, f"{'*' if name == p['placement'] else ' '} ray.placement={name:13} ~{q['step_time_s']:.0f} s/step, "
+                             f"{sp['generate']:.2f}x generate, {sp['train']:.2f}x train ({how}), "
+                             f"{q['memory_gb']['total']:.1f} GB per worker{'' if q['fits'] else ' DOES NOT FIT'}")
     return "\n".join(lines)

@@ -14,11 +14,11 @@ from conftest import ROOT
 SCRIPT = ROOT / "scripts" / "gpu-smoke.sh"
 
 
-def test_help_lists_checks_a_to_e():
+def test_help_lists_checks_a_to_f():
     out = subprocess.run([str(SCRIPT), "--help"], capture_output=True, text=True, timeout=30)
     assert out.returncode == 0, out.stderr
     for check, words in (("(a)", "distinct"), ("(b)", "log-prob"), ("(c)", "paper-4t4s"), ("(d)", "Ray"),
-                         ("(e)", "device tests")):
+                         ("(e)", "device tests"), ("(f)", "data-parallel")):
         line = next((l for l in out.stdout.splitlines() if l.strip().startswith(check)), "")
         assert words in line, (check, out.stdout)
 

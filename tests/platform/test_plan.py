@@ -90,17 +90,37 @@ def test_chunked_logits_reused_slots_and_kl_every_k_in_the_plan():
 
 
 def test_multi_gpu_time_follows_member_placement():
-    """4t4s on 8 GPUs: one member per worker, so the step waits for the busiest student: ~4.5x, not 8x."""
-    one, eight = _plan("paper-4t4s", "model.generation=torch"), _plan("paper-4t4s", "model.generation=torch", gpus=8)
+    """by_member, 4t4s on 8 GPUs: one member per worker, so the step waits for the busiest student: ~4.5x, not 8x."""
+    by_member = ("model.generation=torch", "ray.placement=by_member")
+    one, eight = _plan("paper-4t4s", *by_member), _plan("paper-4t4s", *by_member, gpus=8)
+    assert eight["placement"] == "by_member"
     assert 4 < eight["gpu_speedup"]["generate"] < 5 and 4 < eight["gpu_speedup"]["train"] < 5
     assert eight["step_time_s"] == pytest.approx(one["step_time_s"] / 4.5, rel=0.1)
-    assert _plan("paper-baseline", "model.generation=torch", gpus=4)["gpu_speedup"] == {"generate": 1.0, "train": 1.0}
+    assert _plan("paper-baseline", *by_member, gpus=4)["gpu_speedup"] == {"generate": 1.0, "train": 1.0}
+
+
+def test_data_parallel_is_the_gpu_default_and_scales_the_baseline_with_the_gpus():
+    """data_parallel deals every row over every GPU: the single-agent baseline on 8 GPUs ~8x faster than on 1
+    (plus a ~10 ms all-reduce), each GPU holding every adapter; by_member leaves it on one GPU."""
+    one, eight = _plan("paper-baseline"), _plan("paper-baseline", gpus=8)
+    assert eight["placement"] == "data_parallel"  # model.device cuda: the default
+    assert eight["gpu_speedup"] == {"generate": 8.0, "train": 8.0}
+    assert eight["step_time_s"] == pytest.approx(one["step_time_s"] / 8, rel=0.01)
+    assert 0 < eight["step_time_split_s"]["allreduce"] < 0.1
+    assert eight["placements"]["by_member"]["step_time_s"] == pytest.approx(one["step_time_s"])
+    dp, bm = (_plan("paper-4t8s", gpus=4)["placements"][k] for k in ("data_parallel", "by_member"))
+    assert dp["memory_gb"]["adapters"] > 2.5 * bm["memory_gb"]["adapters"]  # every adapter on every GPU
+    # 12 members on 4 GPUs split evenly either way (the all-reduce then costs data_parallel a little); 4t4s on 8
+    # does not: by_member waits for the busiest student
+    assert dp["step_time_s"] == pytest.approx(bm["step_time_s"], rel=0.01)
+    dp, bm = (_plan("paper-4t4s", gpus=8)["placements"][k] for k in ("data_parallel", "by_member"))
+    assert dp["gpu_speedup"]["generate"] == pytest.approx(8, rel=0.02) and dp["step_time_s"] < bm["step_time_s"] / 1.6
 
 
 def test_vllm_share_is_counted_and_more_gpus_split_the_adapters():
     one = _plan("paper-4t8s", "model.generation=vllm")
     assert one["memory_gb"]["vllm"] == pytest.approx(0.45 * 80 * 2**30 / 1e9)
-    four = _plan("paper-4t8s", gpus=4)
+    four = _plan("paper-4t8s", "ray.placement=by_member", gpus=4)
     assert four["memory_gb"]["adapters"] < one["memory_gb"]["adapters"] / 3
     assert four["memory_gb"]["base_weights"] == one["memory_gb"]["base_weights"]  # each GPU holds the whole base
     assert four["step_time_s"] < _plan("paper-4t8s")["step_time_s"] / 3

@@ -18,6 +18,7 @@ class RaySpec:
     model_workers: int = 1             # actors, each holding the base and its members' adapters
     gpus_per_worker: float = 0.0       # > 0 required on CUDA (``check_ray``): Ray pins each worker to its GPU(s)
     cpus_per_worker: float = 1.0
+    placement: str = "by_member"       # by_member: members spread over workers; data_parallel: rows spread (data_parallel.py)
 
 
 @dataclass(frozen=True)
@@ -50,10 +51,19 @@ def make_backend(config: BackendConfig) -> Backend:
         from populora.platform.backends.ray import RayBackend, check_ray, init_ray
 
         rs = config.ray
-        check_ray(config.generation, config.kind, config.device, rs.gpus_per_worker)
+        check_ray(config.generation, config.kind, config.device, rs.gpus_per_worker, rs.placement)
         tok = load_tokenizer(cached_source(source, need_weights=False))
         model = {k: v for k, v in asdict(config).items()
                  if k in ("base", "gguf_file", "dtype", "device", "tiny_random", "activation_checkpointing")}
+        if rs.placement == "data_parallel":
+            from populora.platform.backends.data_parallel import DataParallelBackend
+
+            vllm = None if config.generation != "vllm" else {
+                "model_path": cached_source(source, need_weights=True).path_or_id, "sync_dir": config.vllm_sync_dir,
+                "max_loras": max(config.slots, 2), "gpu_memory": config.vllm_gpu_memory,
+                "max_model_len": config.max_model_len}
+            return DataParallelBackend(init_ray(rs.address, rs.num_cpus), model, tok, config.lora, rs.model_workers,
+                                       config.slots, rs.gpus_per_worker, rs.cpus_per_worker, vllm)
         return RayBackend(init_ray(rs.address, rs.num_cpus), model, tok, config.lora, rs.model_workers, config.slots,
                           rs.gpus_per_worker, rs.cpus_per_worker)
     base, tok = load_base(source, config.dtype, config.device, config.tiny_random)

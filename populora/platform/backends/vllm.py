@@ -154,14 +154,17 @@ class VllmBackend:
                 shutil.rmtree(old.lora_path, ignore_errors=True)
         self.stale.clear()
 
-    def generate(self, prompts, adapters, max_new_tokens, temperature=1.0, top_p=1.0, seed=None, stop=(), batch_size=None):
+    def generate(self, prompts, adapters, max_new_tokens, temperature=1.0, top_p=1.0, seed=None, stop=(), batch_size=None,
+                 seeds=None):
         """One completion per prompt on the vLLM engine (``batch_size`` is unused: vLLM batches continuously).
 
         Each row gets its own ``SamplingParams``: its own seed (``generation.row_seeds``; vLLM seeds one generator
         per request, so a shared seed would make a task's rollouts identical) and the stop tokens every backend
         uses (``generation.stop_token_ids``: EOS and the chat template's end of turn). Prompts go in as our own
         token ids, so prompt_ids are the torch path's. A prompt of ``max_model_len`` tokens or more, which vLLM
-        refuses for the whole call, gets an empty completion (never trained on) and a warning instead."""
+        refuses for the whole call, gets an empty completion (never trained on) and a warning instead. ``seeds``:
+        the rows' own seeds, given by a caller that dealt a larger call's rows over workers (data_parallel.py),
+        so each row keeps the seed of its place in that call."""
         from vllm import SamplingParams
 
         self.wake()
@@ -172,7 +175,8 @@ class VllmBackend:
         if len(keep) < len(prompts):
             log.warning("%d of %d prompts are %d tokens or longer (model.max_model_len): refused, empty completions",
                         len(prompts) - len(keep), len(prompts), self.max_model_len)
-        seeds, stops = generation.row_seeds(seed, len(prompts)), generation.stop_token_ids(tok)
+        seeds = list(seeds) if seeds is not None else generation.row_seeds(seed, len(prompts))
+        stops = generation.stop_token_ids(tok)
         # the stop string stays in the completion, as with transformers' stop_strings: the azr format's check
         # needs its closing </answer>, and the update trains the tokens that closed the answer
         params = [SamplingParams(max_tokens=max_new_tokens, temperature=temperature, top_p=top_p, seed=seeds[i],
