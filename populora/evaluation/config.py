@@ -27,6 +27,9 @@ class EvalConfig(Section):
     adapter: str | None = Field(None, description="One PEFT adapter dir, scored on `model`")
     base_only: bool = Field(False, description="Score only the bare base model `model`")
     export_tasks: str | None = Field(None, description="Write the lm-eval math task YAMLs for `data_dir` into this dir and exit")
+    step: int | None = Field(None, ge=1, description="With `run`: score the adapters of its checkpoint at this "
+                             "training step (the members alive then) instead of the final ones; results in <run dir>/"
+                             "eval/step_NNNNNN")
     members: str = Field("all", description="all (every member with a saved adapter), alive, or ids like T0,S1")
     baseline: str | None = Field(None, description="Run id of the single-agent baseline (default: the run's populora.baseline_run tag)")
     include_base: bool = Field(True, description="Also score the bare base model (its row in the table)")
@@ -77,6 +80,8 @@ class EvalConfig(Section):
             raise ValueError(f"budgets: unknown benchmark(s) {', '.join(unknown)}; valid: {', '.join(benchmarks.BENCHMARKS)}")
         if any(v < 1 for v in self.budgets.values()):
             raise ValueError("budgets: every budget must be a positive number of tokens")
+        if self.step is not None and not self.run:
+            raise ValueError("step (--step N) scores a checkpoint of a training run: add run (--run RUN_ID)")
         if self.sweep_base and not self.sweep:
             raise ValueError("sweep_base (--base) is for sweep; for a run, adapter or base_only set include_base "
                              "(default true; --no-base turns it off)")

@@ -196,6 +196,22 @@ def checkpoint_adapter(step: int) -> str:
     return f"checkpoints/step_{step:06d}/{ADAPTER}"
 
 
+def step_folder(step: int) -> str:
+    """``step_000001``: a checkpoint's dir name under ``<run dir>/checkpoints``, and the folder of its evaluation
+    (``<run dir>/eval/step_000001``, artifacts ``eval/step_000001/...`` on the parent run)."""
+    return f"step_{step:06d}"
+
+
+def folder_step(name: str) -> int | None:
+    """The step of a ``step_NNNNNN`` folder name, else None."""
+    return to_int(name[len("step_"):]) if name.startswith("step_") else None
+
+
+def eval_results_path(step: int | None = None) -> str:
+    """The results.json artifact of the final evaluation (``step`` None) or of checkpoint ``step``'s."""
+    return EVAL_RESULTS if step is None else f"{EVAL_FOLDER}/{step_folder(step)}/results.json"
+
+
 def to_int(text) -> int | None:
     try:
         return int(text)
@@ -329,6 +345,12 @@ def record_job_run(run_id: str) -> None:
     job_dir = os.environ.get(ENV_JOB_DIR)
     if job_dir and Path(job_dir).is_dir():
         write_run_id(Path(job_dir), run_id)
+
+
+def job_dir_from_env() -> Path | None:
+    """Inside a local job: its dir (where the job's status files live), else None."""
+    job_dir = os.environ.get(ENV_JOB_DIR)
+    return Path(job_dir) if job_dir and Path(job_dir).is_dir() else None
 
 
 def write_run_id(job_dir: Path, run_id: str) -> None:
