@@ -26,6 +26,7 @@ from populora.evaluation.targets import TargetError
 from populora.platform import runlayout
 
 PROGRESS_FILE = "progress.json"  # in the eval out dir: the plan of pairs, read by ``progress``
+EVAL_OUT_FILE = "eval_out"        # in an evaluation job's dir: the path of its eval out dir
 
 
 class MissingDependency(RuntimeError):
@@ -185,8 +186,10 @@ def write_progress(p: Plan) -> None:
              for t in p.targets for n in p.names]
     write_atomic(p.out / PROGRESS_FILE, json.dumps({"run": p.run, "step": p.step, "pairs": pairs}, indent=1))
     job_dir = runlayout.job_dir_from_env()
-    if job_dir is not None:  # an evaluation job: the UI finds its out dir from the job dir
-        write_atomic(job_dir / "eval_out", str(p.out.resolve()))
+    if job_dir is not None:  # an evaluation job: the UI finds its out dir (and the evaluated run) from the job dir
+        write_atomic(job_dir / EVAL_OUT_FILE, str(p.out.resolve()))
+        if p.run:
+            runlayout.write_run_id(job_dir, p.run)
 
 
 def progress(out: str | Path) -> list[dict]:

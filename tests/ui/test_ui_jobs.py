@@ -17,6 +17,13 @@ SLEEPER = ("import time\nfrom populora.platform import runlayout\n"
            "try:\n    time.sleep(60)\nexcept KeyboardInterrupt:\n    print('interrupted', flush=True)\n    raise\n")
 
 
+@pytest.fixture(autouse=True)
+def own_queue(tmp_path, monkeypatch):
+    """Each test its own queue (the machine's is shared by every job launched from this working dir)."""
+    monkeypatch.setenv("POPULORA_QUEUE_DIR", str(tmp_path / "queue"))
+    return tmp_path / "queue"
+
+
 def _wait(job, statuses, timeout=15.0):
     deadline = time.time() + timeout
     while time.time() < deadline and job.status not in statuses:
@@ -176,6 +183,51 @@ def test_launch_slots_queue_jobs_beyond_the_limit(tmp_path):
     assert jobs.stop(third) == "stopped" and "third ran" not in third.log_tail()  # stopped while queued: never ran
     assert jobs.stop(first) == "stopped"
     assert _wait(second, ("finished", "failed")) == "finished" and "second ran" in second.log_tail()
+
+
+def test_the_queue_lets_jobs_out_in_launch_order_and_tells_each_its_place(tmp_path, own_queue):
+    from populora.platform import queue
+
+    first = jobs.start([sys.executable, "-c", SLEEPER], root=tmp_path / "a", slots=1)
+    assert _wait(first, ("running",)) == "running"
+    order = tmp_path / "order.txt"
+    # three more, from two launchers with their own job dirs (a sweep keeps its jobs under its own dir)
+    later = [jobs.start([sys.executable, "-c", f"open({str(order)!r}, 'a').write('{i} ')"],
+                        root=tmp_path / ("a" if i % 2 else "b"), slots=1) for i in range(3)]
+    for job in later:
+        assert _wait(job, ("queued",)) == "queued"
+    rows = queue.snapshot()
+    assert [(e.job.id, e.position) for e in rows] == [(first.id, None)] + [(j.id, i + 1) for i, j in enumerate(later)]
+    assert [queue.position(j) for j in later] == [1, 2, 3]
+    assert jobs.stop(first) == "stopped"
+    for job in later:
+        assert _wait(job, ("finished", "failed")) == "finished"
+    assert order.read_text() == "0 1 2 ", "a later job got the slot before an earlier one"
+    assert queue.snapshot() == [] and not list((own_queue / "tickets").iterdir())  # tickets leave with their jobs
+
+
+def test_the_queue_runs_a_training_then_an_evaluation_with_one_slot(tmp_path, monkeypatch):
+    """One slot: a real ``populora eval`` job (tiny model, one gsm8k item) launched while a training holds the
+    slot waits in line (position 1) and starts only once the training has ended. The training is a stand-in
+    process in the same queue (a real one is the browser test's)."""
+    from populora.evaluation import benchmarks
+    from populora.platform import queue
+
+    if not (benchmarks.data_dir() / benchmarks.CHECKSUMS).is_file():
+        pytest.skip("no benchmark data")
+    monkeypatch.setenv("POPULORA_MAX_PARALLEL_JOBS", "1")
+    ended = tmp_path / "train_ended"
+    train = jobs.start([sys.executable, "-c", f"import time; time.sleep(3); open({str(ended)!r}, 'w').write('x')"],
+                       name="train", root=tmp_path / "jobs", slots=jobs.max_parallel())
+    assert _wait(train, ("running",)) == "running"
+    out = tmp_path / "eval_out"
+    ev = jobs.launch_eval(f"base_only: true\nmodel: {{tiny_random: true}}\nbenchmarks: gsm8k\nlimit: 1\n"
+                          f"generation: {{max_new_tokens: 4}}\nout: {out}\n", name="eval", root=tmp_path / "jobs")
+    assert ev.kind == "eval" and ev.argv[2:5] == ["populora.cli", "eval", "--config"]
+    assert _wait(ev, ("queued",)) == "queued" and queue.position(ev) == 1
+    assert _wait(ev, ("finished", "failed"), timeout=300) == "finished", ev.log_tail()
+    assert (out / "results.json").stat().st_mtime > ended.stat().st_mtime and train.status == "finished"
+    assert "gsm8k" in (out / "results.json").read_text()
 
 
 def test_max_parallel_defaults_to_one_on_cpu_and_reads_the_env(monkeypatch):
