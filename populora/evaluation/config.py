@@ -32,6 +32,8 @@ class EvalConfig(Section):
                              "eval/step_NNNNNN")
     members: str = Field("all", description="all (every member with a saved adapter), alive, or ids like T0,S1")
     baseline: str | None = Field(None, description="Run id of the single-agent baseline (default: the run's populora.baseline_run tag)")
+    include_baseline: bool = Field(True, description="With `run`: also score its single-agent baseline (`baseline`, "
+                                   "else the run's populora.baseline_run tag), when it has one")
     include_base: bool = Field(True, description="Also score the bare base model (its row in the table)")
     sweep_base: bool = Field(False, description="With `sweep`: also score the bare base model on each run (off by "
                              "default: the same model on every run; `include_base` does not apply to a sweep)")

@@ -26,7 +26,6 @@ from populora.evaluation.targets import TargetError
 from populora.platform import runlayout
 
 PROGRESS_FILE = "progress.json"  # in the eval out dir: the plan of pairs, read by ``progress``
-EVAL_OUT_FILE = "eval_out"        # in an evaluation job's dir: the path of its eval out dir
 
 
 class MissingDependency(RuntimeError):
@@ -124,6 +123,8 @@ def plan(cfg, names: list[str], root: Path, tracker=None, in_sweep: bool = False
             found, model, run = T.step_targets(tracker, cfg.run, cfg.step, cfg.members, cfg.baseline, cfg.include_base)
         else:
             found, model, run = T.run_targets(tracker, cfg.run, cfg.members, cfg.baseline, cfg.include_base)
+        if not cfg.include_baseline:
+            found = [t for t in found if t.kind != T.BASELINE or run.data.tags.get(runlayout.KIND) == runlayout.BASELINE]
         if in_sweep:  # a sweep's baselines are runs of the sweep, evaluated once each
             found = [t for t in found if t.kind != T.BASELINE or run.data.tags.get(runlayout.KIND) == runlayout.BASELINE]
         out = Path(cfg.out or Path(run.data.tags.get(runlayout.RUN_DIR) or f"populora-eval/{cfg.run}") / "eval")
@@ -186,10 +187,8 @@ def write_progress(p: Plan) -> None:
              for t in p.targets for n in p.names]
     write_atomic(p.out / PROGRESS_FILE, json.dumps({"run": p.run, "step": p.step, "pairs": pairs}, indent=1))
     job_dir = runlayout.job_dir_from_env()
-    if job_dir is not None:  # an evaluation job: the UI finds its out dir (and the evaluated run) from the job dir
-        write_atomic(job_dir / EVAL_OUT_FILE, str(p.out.resolve()))
-        if p.run:
-            runlayout.write_run_id(job_dir, p.run)
+    if job_dir is not None:  # an evaluation job: the UI finds its out dir from the job dir (the job's run_id file
+        write_atomic(job_dir / runlayout.EVAL_OUT_FILE, str(p.out.resolve()))  # stays a training job's: evaluations start no run)
 
 
 def progress(out: str | Path) -> list[dict]:

@@ -124,6 +124,7 @@ ERROR_FILE = "error.txt"             # a failed run: the traceback of the error 
 ENV_JOB_ID = "POPULORA_JOB_ID"    # set by the job launcher: the trainer tags its run with it
 ENV_JOB_DIR = "POPULORA_JOB_DIR"  # set by the local launcher: the trainer writes RUN_ID_FILE there
 RUN_ID_FILE = "run_id"
+EVAL_OUT_FILE = "eval_out"        # an evaluation job's dir: the path of its eval out dir (written as it starts)
 RAY_JOB_NAME = "populora.name"    # Ray Job metadata key holding the run name
 
 
