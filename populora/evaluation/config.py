@@ -77,6 +77,11 @@ class EvalConfig(Section):
                              "names; drop model.* (--model, --gguf-file, --tiny-random)")
         from populora.evaluation import benchmarks
 
+        if not self.export_tasks:
+            try:
+                benchmarks.select(self.benchmarks)
+            except benchmarks.DataError as err:
+                raise ValueError(f"benchmarks: {err}") from None
         unknown = [b for b in self.budgets if b not in benchmarks.BENCHMARKS]
         if unknown:
             raise ValueError(f"budgets: unknown benchmark(s) {', '.join(unknown)}; valid: {', '.join(benchmarks.BENCHMARKS)}")

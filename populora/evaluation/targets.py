@@ -169,9 +169,11 @@ def _checkpoint(run, step: int) -> Path:
     return path
 
 
-def checkpoint_targets(run, step: int, members: str = "all", kind: str = MEMBER) -> list[Target]:
+def checkpoint_targets(run, step: int, members: str = "all", kind: str = MEMBER,
+                       runs: dict[str, str] | None = None) -> list[Target]:
     """The members alive at checkpoint ``step`` of ``run``, each with its own adapter saved there; ``members``:
-    all / alive (the same here: a checkpoint holds the alive members only) or ids like ``T0,S1``."""
+    all / alive (the same here: a checkpoint holds the alive members only) or ids like ``T0,S1``; ``runs``:
+    member id -> its MLflow child run."""
     import json
 
     path = _checkpoint(run, step)
@@ -185,7 +187,7 @@ def checkpoint_targets(run, step: int, members: str = "all", kind: str = MEMBER)
         if unknown:
             raise TargetError(f"member(s) {', '.join(unknown)} not alive at step {step} of run {run.info.run_id}; "
                               f"alive then: {', '.join(sorted(alive, key=runlayout.member_order))}")
-    runs = state.get("member_runs", {})
+    runs = runs or {}
     out = []
     for m in sorted(chosen, key=runlayout.member_order):
         adapter = path / "adapters" / m
@@ -210,14 +212,17 @@ def step_targets(tracker, run_id: str, step: int, members: str = "all", baseline
         raise TargetError(f"run {run_id} is not a PopuLoRA training run (tag {runlayout.KIND} is missing); "
                           f"pass the parent run id shown by populora runs")
     model = _model(run, getattr(tracker, "uri", None))
-    out = checkpoint_targets(run, step, members, BASELINE if kind == runlayout.BASELINE else MEMBER)
+    def child_runs(rid: str) -> dict[str, str]:
+        return {m: c.info.run_id for m, c in _member_runs(tracker, rid).items()}
+
+    out = checkpoint_targets(run, step, members, BASELINE if kind == runlayout.BASELINE else MEMBER, child_runs(run_id))
     baseline = baseline or run.data.tags.get(runlayout.BASELINE_RUN) or None
     if baseline and baseline != run_id:
         brun = get_run(tracker, baseline)
         if _model(brun, getattr(tracker, "uri", None)) != model:
             raise TargetError(f"baseline run {baseline} was trained on another base model than run {run_id}: not comparable")
         try:
-            out += checkpoint_targets(brun, step, "all", BASELINE)
+            out += checkpoint_targets(brun, step, "all", BASELINE, child_runs(baseline))
         except TargetError as err:
             print(f"baseline left out: {err}", file=sys.stderr)
     if include_base:
