@@ -72,14 +72,13 @@ def launcher(run_id: str, run_dir: str | None, key: str = "eval") -> None:
     if not submitted:
         return
     cfg, errors = form.validate({k: v for k, v in flat.items() if v is not None}, "", EvalConfig)
-    st.session_state[f"{key}_errors"] = errors
-    if cfg is None:
-        st.rerun()
-    text = yaml.safe_dump(cfg.model_dump(mode="json", exclude_unset=True), sort_keys=False)
-    where = f" step {cfg.step}" if cfg.step else ""
-    job = jobs.launch_eval(text, name=f"eval {run_id[:8]}{where}", env={"MLFLOW_TRACKING_URI": store.uri()})
-    st.session_state[f"{key}_launched"] = job.id
-    st.toast(f"evaluation job {job.id} started")
+    st.session_state[f"{key}_errors"] = errors  # shown under the form by the rerun below
+    if cfg is not None:
+        text = yaml.safe_dump(cfg.model_dump(mode="json", exclude_unset=True), sort_keys=False)
+        where = f" step {cfg.step}" if cfg.step else ""
+        job = jobs.launch_eval(text, name=f"eval {run_id[:8]}{where}", env={"MLFLOW_TRACKING_URI": store.uri()})
+        st.toast(f"evaluation job {job.id} started")
+    st.rerun()
 
 
 # ====================================================================== the run's evaluation jobs

@@ -312,3 +312,77 @@ def test_the_ui_asks_for_the_operator_token_before_any_page(monkeypatch, tmp_pat
     monkeypatch.delenv("POPULORA_UI_TOKEN")
     open_at = AppTest.from_file(str(cli.APP), default_timeout=60).run()  # no token set: no login
     assert "MLflow store" in " ".join(c.value for c in open_at.caption)
+
+
+# ====================================================================== evaluation from the Compare page (AppTest)
+def _train_tiny(tmp_path) -> str:
+    """A finished tiny run (2 steps) in the store the test set, as ``populora train`` leaves it."""
+    import subprocess
+    from pathlib import Path
+
+    from mlflow import MlflowClient
+
+    out = subprocess.run([sys.executable, "-m", "populora.cli", "train", "--config", "configs/smoke.yaml", "--set",
+                          "model.tiny_random=true", "--set", "steps=2", "--set", f"output_dir={tmp_path / 'runs'}", "--quiet"],
+                         cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    client = MlflowClient()
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()],
+                              f"tags.`{runlayout.KIND}` = '{runlayout.POPULATION}'")
+    return runs[0].info.run_id
+
+
+def test_compare_page_launches_an_evaluation_and_shows_its_scores(tmp_path, monkeypatch):
+    """A finished tiny run without scores: the Compare page's form (generated from EvalConfig) rejects an empty
+    benchmark list under the form, launches ``populora eval`` as a job with what was picked, shows its progress per
+    (target, benchmark), and once it ends shows the scores results.json holds."""
+    import json
+    from pathlib import Path
+
+    import streamlit as st
+    from streamlit.testing.v1 import AppTest
+
+    from populora.evaluation import benchmarks
+
+    if not (benchmarks.data_dir() / benchmarks.CHECKSUMS).is_file():
+        pytest.skip("no benchmark data")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    monkeypatch.setenv("POPULORA_JOBS_DIR", str(tmp_path / "jobs"))
+    run_id = _train_tiny(tmp_path)
+    st.cache_data.clear()
+    at = AppTest.from_file(str(Path(jobs.__file__).parents[1] / "ui" / "views" / "compare.py"), default_timeout=90)
+    at.query_params["run"] = run_id
+    at.run()
+    assert not at.exception
+    assert any("No benchmark scores" in i.value for i in at.info)
+    assert at.selectbox(key="cmp_eval_step").options == ["final adapters", "step 1", "step 2"]  # its checkpoints
+    at.multiselect(key="cmp_eval_benchmarks").set_value([])
+    _submit(at)
+    assert any("benchmarks" in e.value and "no benchmark selected" in e.value for e in at.error), [e.value for e in at.error]
+    assert jobs.list_jobs() == []
+    at.multiselect(key="cmp_eval_benchmarks").set_value(["gsm8k"])
+    at.number_input(key="cmp_eval_limit").set_value(2)
+    at.text_input(key="cmp_eval_generation.max_new_tokens").set_value("6")
+    _submit(at)
+    assert not at.exception and not at.error
+    (job,) = jobs.list_jobs()
+    assert job.kind == "eval" and job.argv[3:5] == ["eval", "--config"]
+    cfg = __import__("yaml").safe_load(Path(job.dir, "config.yaml").read_text())
+    assert (cfg["run"], cfg["benchmarks"], cfg["limit"], cfg["members"]) == (run_id, "gsm8k", 2, "alive")
+    assert _wait(job, ("finished", "failed"), timeout=400) == "finished", job.log_tail()
+    st.cache_data.clear()
+    at.run()
+    assert not at.exception
+    # the job's pairs: every member alive at the end and the base model, each scored
+    progress = next(d.value for d in at.dataframe if list(d.value.columns) == ["gsm8k"])
+    assert set(progress.index) == {"S0", "S2", "T0", "T2", "base model"} and "…" not in progress.to_numpy()
+    bench = at.dataframe[0].value
+    results = json.loads(Path(Path(job.dir, runlayout.EVAL_OUT_FILE).read_text(), "results.json").read_text())
+    assert bench.loc["T0", "GSM8K"] == pytest.approx(100 * results["results"]["T0"]["gsm8k"]["score"])
+    assert bench.loc["base model", "GSM8K"] == pytest.approx(100 * results["results"]["base model"]["gsm8k"]["score"])
+    assert not any("No benchmark scores" in i.value for i in at.info)
+
+
+def _submit(at) -> None:
+    next(b for b in at.button if b.label == "Launch evaluation").click()
+    at.run()
