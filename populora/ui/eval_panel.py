@@ -49,7 +49,7 @@ def _fields(run_id: str, steps: list[int], key: str, errors: dict) -> dict:
             "protocol": None if protocol.startswith("(") else protocol, "benchmarks": ",".join(names),
             "limit": int(limit) or None, "include_baseline": baseline, "include_base": base}
     defaults = _defaults()
-    with st.expander("advanced (decoding, backend)"):
+    with st.expander("advanced (decoding, device)"):
         by_path = dict(form.schema_fields(EvalConfig))
         for path in ADVANCED:
             flat[path] = form.widget(path, by_path[path], form.get_path(defaults, path), f"{key}_{path}")
