@@ -386,3 +386,31 @@ def test_compare_page_launches_an_evaluation_and_shows_its_scores(tmp_path, monk
 def _submit(at) -> None:
     next(b for b in at.button if b.label == "Launch evaluation").click()
     at.run()
+
+
+def test_a_stopped_evaluation_job_resumes_without_redoing_its_finished_pairs(tmp_path):
+    """Stop an evaluation job once its first (target, benchmark) pair is stored; the same config launched again
+    (the UI's Resume) keeps that pair's file as it was and scores only the rest."""
+    from pathlib import Path
+
+    from conftest import wait_for
+
+    from populora.evaluation import benchmarks, eval_progress
+
+    if not (benchmarks.data_dir() / benchmarks.CHECKSUMS).is_file():
+        pytest.skip("no benchmark data")
+    out = tmp_path / "eval_out"
+    # one-at-a-time, so the pairs finish one by one: gsm8k then amc23 for the base model
+    config = (f"base_only: true\nmodel: {{tiny_random: true}}\nbenchmarks: gsm8k,amc23\nlimit: 2\nbatched: false\n"
+              f"generation: {{max_new_tokens: 200}}\nout: {out}\n")
+    job = jobs.launch_eval(config, name="eval", root=tmp_path / "jobs")
+    first = wait_for(lambda: next(iter(out.glob("pairs/*/*.json")), None), 300, "a first stored pair",
+                     detail=lambda: job.log_tail())
+    stamp = first.stat().st_mtime_ns
+    assert jobs.stop(job) == "stopped"
+    done = [r for r in eval_progress(out) if r["done"]]
+    assert len(eval_progress(out)) == 2 and 1 <= len(done) < 2, eval_progress(out)
+    again = jobs.launch_eval(Path(job.dir, "config.yaml").read_text(), name="eval (resumed)", root=tmp_path / "jobs")
+    assert _wait(again, ("finished", "failed"), timeout=300) == "finished", again.log_tail()
+    assert first.stat().st_mtime_ns == stamp and "done earlier" in again.log_tail(80)
+    assert all(r["done"] for r in eval_progress(out))
