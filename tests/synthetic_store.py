@@ -18,6 +18,7 @@ from populora.platform import runlayout as rl
 from populora.platform.tracking import Tracker
 from populora.training import run_log
 from populora.training.config import EvolutionConfig, TrainConfig
+from populora.training.ledger import add_to_record
 from populora.training.lineage import Lineage, LineageEvent
 from populora.training.member import BOTH, STUDENT, TEACHER, Member, Population
 from populora.training.rollout import Rollout
@@ -29,11 +30,28 @@ PROGRAM = "def f(x):\n    total = 0\n    for i in range(x):\n        if i % 2:\n
 RANK = 8
 
 
-def _config(name: str, members: int, steps: int, baseline: bool, baseline_run: str) -> TrainConfig:
+EVAL_BENCHMARKS = ("humaneval_plus", "gsm8k")  # what runs made with eval_every > 0 evaluate during training
+
+
+def _config(name: str, members: int, steps: int, baseline: bool, baseline_run: str, eval_every: int = 0) -> TrainConfig:
     return TrainConfig.model_validate({
         "name": name, "steps": steps, "baseline_run": baseline_run or None, "model": {"lora_rank": RANK},
         "population": {"teachers": max(1, members // 2), "students": max(1, members - members // 2), "single_agent": baseline},
-        "evolution": {"every": 4}})
+        "evolution": {"every": 4}, "eval": {"every": eval_every, "benchmarks": ",".join(EVAL_BENCHMARKS), "limit": 20}})
+
+
+def _eval(step: int, population: Population, rng: random.Random, skill: float) -> tuple[dict, dict]:
+    """Made-up in-training scores of the alive members (``skill`` + growth with the step), as the trainer's
+    periodic evaluation reports them: member ``eval/*`` metrics and the parent's ``eval_population/*``."""
+    from populora.training.periodic_eval import population_stats
+
+    per_member = {}
+    for m in population.alive():
+        per_member[m.id] = {}
+        for i, name in enumerate(EVAL_BENCHMARKS):
+            score = min(1.0, max(0.0, skill + 0.03 * step - 0.1 * i + rng.gauss(0, 0.04)))
+            per_member[m.id].update({f"eval/{name}/score": score, f"eval/{name}/truncated_rate": rng.random() * 0.2})
+    return per_member, population_stats(per_member, list(EVAL_BENCHMARKS))
 
 
 def _population(cfg: TrainConfig, lineage: Lineage) -> Population:
@@ -80,7 +98,7 @@ def _rollout(member: str, role: str, task: Task, reward: float, **kw) -> Rollout
 
 
 def _step(step: int, tasks_per_step: int, population: Population, lineage: Lineage, evolve_every: int,
-          rng: random.Random) -> dict:
+          rng: random.Random, eval_every: int = 0, skill: float = 0.3) -> dict:
     """One step's record, built by the trainer's step_record from made-up tasks, answers and ratings."""
     teachers, students = population.alive(TEACHER), population.alive(STUDENT)
     tasks = _tasks(step, tasks_per_step, teachers, rng)
@@ -99,24 +117,30 @@ def _step(step: int, tasks_per_step: int, population: Population, lineage: Linea
                           "rollouts": 6} for m in population.alive()}
     replaced = _evolve(population, lineage, step, rng) if evolve_every and step % evolve_every == 0 else []
     timings = {"step": 10 + rng.random(), "propose": 4 + rng.random(), "solve": 3 + rng.random()}
-    return run_log.step_record(step, tasks, proposals, answers, rates, train_stats, population, 3 * step,
-                               len(answers), timings, replaced, EvolutionConfig().conservative_k,
-                               programs_proposed=4 * step)
+    record = run_log.step_record(step, tasks, proposals, answers, rates, train_stats, population, 3 * step,
+                                 len(answers), timings, replaced, EvolutionConfig().conservative_k,
+                                 programs_proposed=4 * step)
+    if eval_every and step % eval_every == 0:  # after evolution, as the trainer: the members alive at the step
+        per_member, stats = _eval(step, population, rng, skill)
+        add_to_record(record, per_member, stats)
+    return record
 
 
 def make_run(tracker: Tracker, name: str, members: int, steps: int, tasks_per_step: int, status: str = rl.FINISHED,
-             baseline: bool = False, baseline_run: str = "", seed: int = 0) -> str:
+             baseline: bool = False, baseline_run: str = "", seed: int = 0, eval_every: int = 0, skill: float = 0.3) -> str:
     """One training run (parent and member runs) as ``populora train`` leaves it after ``steps`` steps; a run
-    left ``running`` has done half of its steps."""
+    left ``running`` has done half of its steps. ``eval_every``: made-up in-training evaluation every so many
+    steps (``skill``: the members' score at step 0)."""
     rng = random.Random(seed)
-    cfg = _config(name, members, steps, baseline, baseline_run)
+    cfg = _config(name, members, steps, baseline, baseline_run, eval_every)
     log = RunLog.start(cfg, tracker)
     run_dir = f"/tmp/runs/{log.run_id}"
     log.describe(cfg, run_dir)
     lineage = Lineage()
     population = _population(cfg, lineage)
     done = steps if status == rl.FINISHED else max(1, steps // 2)
-    records = [_step(s, tasks_per_step, population, lineage, cfg.evolution.every, rng) for s in range(1, done + 1)]
+    records = [_step(s, tasks_per_step, population, lineage, cfg.evolution.every, rng, eval_every, skill)
+               for s in range(1, done + 1)]
     for m in population.alive():
         m.adapter_dir = f"{run_dir}/checkpoints/step_{done:06d}/adapters/{m.id}"
     log.write_steps(records, population)

@@ -68,7 +68,10 @@ class Runner:
     """Evaluates ``targets`` x ``names``; ``backend_factory()`` is called once, only when something is left to do."""
 
     def __init__(self, backend_factory: Callable, data_dir: Path, out_dir: Path, gen: GenConfig,
-                 limit: int | None, model: dict, log=None, batched: bool = True, protocol=None):
+                 limit: int | None, model: dict, log=None, batched: bool = True, protocol=None,
+                 loaded: dict[str, str] | None = None):
+        """``loaded``: {target label: adapter name} of adapters the backend already holds (in-training evaluation
+        scores the trainer's own adapters in place): used as they are, neither loaded from a dir nor removed."""
         from populora.evaluation import protocol as P
 
         self.backend_factory, self.backend = backend_factory, None
@@ -82,6 +85,7 @@ class Runner:
                        "generation": gen.to_dict(), "batched": self.batched, "versions": self.packages}
         self.sandbox = None  # EvalPlus's, made on first use and shared by every target (closed by run())
         self.log = log or (lambda msg: print(msg, file=sys.stderr))
+        self.loaded = dict(loaded or {})
 
     def gen_for(self, name: str) -> GenConfig:
         """The decoding settings of benchmark ``name``: the shared ones with the protocol's token budget."""
@@ -162,8 +166,8 @@ class Runner:
                 if group:
                     self._run_group(group, name, adapters, scores)
         finally:
-            for adapter in adapters.values():
-                if adapter is not None:
+            for label, adapter in adapters.items():
+                if adapter is not None and label not in self.loaded:
                     self.backend.remove_adapter(adapter)
         return scores
 
@@ -212,6 +216,8 @@ class Runner:
             from populora.evaluation import lm_eval_model  # noqa: F401
 
     def _load(self, t: Target) -> str | None:
+        if t.label in self.loaded:
+            return self.loaded[t.label]
         if not t.adapter_dir:
             return None  # the bare base model: rows without adapter
         adapter = "eval_" + slug(t.label)
@@ -244,7 +250,7 @@ class Runner:
                 result, seconds = self._benchmark(self.backend, t, adapter, name, self.out_dir / "work")
                 out[name] = self._finish(t, name, result, seconds)
         finally:
-            if adapter is not None:
+            if adapter is not None and t.label not in self.loaded:
                 self.backend.remove_adapter(adapter)
         return out
 

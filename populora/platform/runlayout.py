@@ -8,7 +8,9 @@ A training run is one parent run plus one child run per member (``mlflow.parentR
                      .base_model, .baseline_run, .resumed_from, .job_id; after ``populora eval``: .eval_dir
     parent params    the flattened TrainConfig (``steps``, ``model.base``, ``population.teachers``, ...)
     parent metrics   tasks/*, student/*, teacher/*, curriculum/*, rating/games, time/*, and ``progress/step``
-                     (the sentinel, written last for each step); ``eval_base/<benchmark>/<metric>``
+                     (the sentinel, written last for each step); ``eval_base/<benchmark>/<metric>``; with
+                     in-training evaluation (tags .eval_every, .eval_subset): ``eval_population/<mean|weakest|
+                     best>/<benchmark>/<metric>`` and ``compute/eval/*`` at each evaluated step
     parent artifacts lineage.json, population.json, tasks/step_NNNNNN.json, answers/step_NNNNNN.json
                      (MLflow table layout), eval/results.json, eval/table.json, eval/report.{md,csv}
     member tags      populora.member_id, .role, .rank, .generation, .parents ("T0,T1" or "-"), .operator,
@@ -54,6 +56,9 @@ BASELINE_RUN = "populora.baseline_run"  # the single-agent run to compare agains
 RESUMED_FROM = "populora.resumed_from"  # checkpoint dir name of the last resume
 JOB_ID = "populora.job_id"              # the job (local or Ray) that started the run, see job_link_tags()
 EVAL_DIR = "populora.eval_dir"          # local dir of the last ``populora eval`` output
+EVAL_EVERY = "populora.eval_every"      # in-training evaluation every K steps (training's ``eval.every``; absent: off)
+EVAL_SUBSET = "populora.eval_subset"    # its fixed subset, "<benchmarks>@<limit>" (e.g. "gsm8k,mbpp_plus@20")
+EVAL_SUBSET_SEED = "populora.eval_subset_seed"  # the seed that drew the subset (same seed, same problems)
 # a sweep's runs (set by the sweep driver as soon as a run's id is known)
 SWEEP = "populora.sweep"                # the sweep id (``sw-<hash of the plan>`` unless named with --id)
 SWEEP_RUN = "populora.sweep_run"        # "<config label>|seed=<s>", unique within the sweep
@@ -104,7 +109,13 @@ COMPUTE_CUMULATIVE = {q: f"compute/cumulative/{q}" for q in COMPUTE_QUANTITIES} 
 COMPUTE_PER_ADAPTER = {q: f"compute/per_adapter/{q}" for q in COMPUTE_QUANTITIES}  # parent only: cumulative / adapters alive
 COVERAGE = "curriculum/coverage"                   # distinct program structures teachers wrote, cumulative
 COVERAGE_PER_100 = "curriculum/coverage_per_100"   # the same per 100 programs proposed: compares arms fairly
-EVAL_PREFIX = "eval/"            # member runs: eval/<benchmark>/<metric>
+EVAL_PREFIX = "eval/"            # member runs: eval/<benchmark>/<metric> (in-training: at each evaluated step)
+EVAL_POPULATION_PREFIX = "eval_population/"  # parent run, in-training: eval_population/<stat>/<benchmark>/<metric>
+EVAL_POPULATION_STATS = ("mean", "weakest", "best")  # over the members alive at the step
+# in-training evaluation's compute, apart from the training ledger above (compute-matching ignores it)
+EVAL_COMPUTE_QUANTITIES = ("generated_tokens", "completions")
+EVAL_COMPUTE_STEP = {q: f"compute/eval/{q}" for q in EVAL_COMPUTE_QUANTITIES}
+EVAL_COMPUTE_CUMULATIVE = {q: f"compute/eval/cumulative/{q}" for q in EVAL_COMPUTE_QUANTITIES}
 EVAL_BASE_PREFIX = "eval_base/"  # parent run: the base model's scores
 RATING_PREFIX = "rating/"         # member runs: rating/mu, rating/sigma, rating/conservative
 
@@ -211,6 +222,28 @@ def folder_step(name: str) -> int | None:
 def eval_results_path(step: int | None = None) -> str:
     """The results.json artifact of the final evaluation (``step`` None) or of checkpoint ``step``'s."""
     return EVAL_RESULTS if step is None else f"{EVAL_FOLDER}/{step_folder(step)}/results.json"
+
+
+def eval_subset(names: list[str], limit: int) -> str:
+    """The ``populora.eval_subset`` tag of in-training evaluation: its benchmarks and items per benchmark.
+
+    >>> eval_subset(["gsm8k", "mbpp_plus"], 20)
+    'gsm8k,mbpp_plus@20'
+    >>> parse_eval_subset('gsm8k,mbpp_plus@20')
+    (['gsm8k', 'mbpp_plus'], 20)
+    """
+    return f"{','.join(names)}@{limit}"
+
+
+def parse_eval_subset(text: str) -> tuple[list[str], int | None]:
+    names, _, limit = (text or "").rpartition("@")
+    return [n for n in names.split(",") if n], to_int(limit)
+
+
+def eval_population_key(stat: str, metric: str) -> str:
+    """The parent run's in-training statistic of a member metric: ("mean", "eval/gsm8k/accuracy") ->
+    "eval_population/mean/gsm8k/accuracy"."""
+    return f"{EVAL_POPULATION_PREFIX}{stat}/{metric.removeprefix(EVAL_PREFIX)}"
 
 
 def to_int(text) -> int | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 import populora
 from populora.platform import config as config_io
@@ -164,6 +164,59 @@ class CheckpointConfig(Section):
     log_adapters_every: int = Field(0, ge=0, description="Also upload adapters to MLflow every N steps (0 = only at the end)")
 
 
+class PeriodicEvalConfig(Section):
+    """In-training evaluation: every ``every`` steps the trainer scores each alive member (a baseline run: its one
+    adapter) on a fixed, seeded subset of benchmarks, in its own process with its own loaded backend, and logs
+    ``eval/<benchmark>/<metric>`` on the member runs and the population's mean / weakest / best on the parent. A
+    monitor: the subset is small and the weakest / best are picked on the same problems they are scored on; the
+    full evaluation is ``populora eval``. Its compute is logged apart (``compute/eval/*``, ``time/eval_s``) and
+    never counts in the compute-matching of a population and its baseline."""
+
+    every: int = Field(0, description="Evaluate every K steps (0 = off); also at the last step when K does not divide steps")
+    benchmarks: str = Field("gsm8k", description="Benchmark names (humaneval_plus, mbpp_plus, livecodebench, aime24, ..., "
+                            "gsm8k, olympiadbench) or the groups code, math, all; comma-separated")
+    limit: int = Field(20, description="Items per benchmark in the subset, drawn once per run from `seed` (not comparable to full scores)")
+    seed: int = Field(0, description="Seed of the subset draw, not the run's seed: a population and its baseline with the "
+                      "same seed here score the same problems")
+    protocol: Literal["auto", "azr", "quick"] = Field("auto", description="Token budgets and templates as `populora eval`'s "
+                                                     "protocol; auto: quick for the embedded or a tiny random model, azr otherwise")
+    max_new_tokens: int | None = Field(None, ge=1, le=131072, description="Token budget per completion for every benchmark "
+                                       "(default: the protocol's, e.g. 16,000 for azr's math)")
+    batch_size: int = Field(8, ge=1, le=4096, description="Prompts per generation batch (per member; members share batches)")
+
+    @field_validator("every")
+    @classmethod
+    def _every(cls, v: int) -> int:
+        if v < 0:
+            raise ValueError("must be 0 (off) or a number of steps >= 1; e.g. eval.every=10")
+        return v
+
+    @field_validator("limit")
+    @classmethod
+    def _limit(cls, v: int) -> int:
+        if v < 1:
+            raise ValueError("is the number of items per benchmark, at least 1; e.g. eval.limit=20")
+        return v
+
+    @field_validator("benchmarks", mode="before")
+    @classmethod
+    def _benchmarks(cls, v):
+        from populora.evaluation import benchmarks
+
+        if isinstance(v, (list, tuple)):  # a YAML list reads as the comma-separated names
+            v = ",".join(str(x) for x in v)
+        if not isinstance(v, str):
+            raise ValueError("must be names like gsm8k,mbpp_plus or a group (code, math, all)")
+        try:
+            return ",".join(benchmarks.select(v))
+        except benchmarks.DataError as err:  # unknown or empty: the message lists the valid names
+            raise ValueError(str(err)) from None
+
+    @property
+    def names(self) -> list[str]:
+        return self.benchmarks.split(",")
+
+
 class RayConfig(Section):
     address: str | None = Field(None, description="None: no Ray; 'local': start Ray here; 'auto' or 'ray://host:port': join a cluster "
                                    "(the UI's Launch page then submits the run to it as a Ray Job)")
@@ -193,6 +246,7 @@ class TrainConfig(Section):
     checkpoint: CheckpointConfig = CheckpointConfig()
     ray: RayConfig = RayConfig()
     sandbox: SandboxConfig = SandboxConfig()
+    eval: PeriodicEvalConfig = PeriodicEvalConfig()
 
     @model_validator(mode="after")
     def _consistent(self) -> "TrainConfig":

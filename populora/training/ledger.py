@@ -3,7 +3,8 @@
 Per member run, per step and cumulative: tokens it generated (proposals and answers), completion tokens its
 update trained on, and its rollouts. The parent run gets the sums, and the cumulative sums divided by the number
 of adapters alive (``compute/per_adapter/*``): the number a population and its baseline must match for a
-compute-matched comparison.
+compute-matched comparison. In-training evaluation's compute has its own ledger (``EvalLedger``,
+``compute/eval/*``), so evaluating along the way never changes that number.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from populora.training.rollout import Rollout
 
 QUANTITIES = rl.COMPUTE_QUANTITIES
 STEP, CUMULATIVE, PER_ADAPTER = rl.COMPUTE_STEP, rl.COMPUTE_CUMULATIVE, rl.COMPUTE_PER_ADAPTER  # metric names
+EVAL_QUANTITIES, EVAL_STEP, EVAL_CUMULATIVE = rl.EVAL_COMPUTE_QUANTITIES, rl.EVAL_COMPUTE_STEP, rl.EVAL_COMPUTE_CUMULATIVE
 
 
 def step_compute(rollouts: list[Rollout], train_stats: dict[str, dict]) -> dict[str, dict[str, float]]:
@@ -76,3 +78,42 @@ def add_to_record(record: dict, members: dict[str, dict], run: dict) -> None:
     for member, metrics in members.items():
         record["member_metrics"].setdefault(member, {}).update(metrics)
     record["run_metrics"].update(run)
+
+
+class EvalLedger:
+    """In-training evaluation's compute per member (``compute/eval/*``), kept apart from the training ledger: the
+    compute-matching of a population and its baseline (``compute/per_adapter/*``) reads training compute only,
+    whether or not either run evaluated along the way. Checkpointed with the run.
+
+    >>> ledger = EvalLedger()
+    >>> members, run = ledger.record({"S0": {"generated_tokens": 12, "completions": 2}})
+    >>> members, run = ledger.record({"S0": {"generated_tokens": 8, "completions": 2}, "S1": {"generated_tokens": 4, "completions": 2}})
+    >>> members["S0"]["compute/eval/cumulative/generated_tokens"], run["compute/eval/generated_tokens"], run["compute/eval/cumulative/completions"]
+    (20.0, 12.0, 6.0)
+    """
+
+    def __init__(self, totals: dict[str, dict[str, float]] | None = None):
+        self.totals: dict[str, dict[str, float]] = totals or {}
+
+    def record(self, spent: dict[str, dict[str, float]]) -> tuple[dict[str, dict], dict]:
+        """Add one evaluated step; return (member metrics, run metrics) of the members that were evaluated."""
+        members: dict[str, dict] = {}
+        for member in sorted(spent):
+            step = {q: float(spent[member].get(q, 0.0)) for q in EVAL_QUANTITIES}
+            total = self.totals.setdefault(member, dict.fromkeys(EVAL_QUANTITIES, 0.0))
+            for q in EVAL_QUANTITIES:
+                total[q] += step[q]
+            members[member] = {**{EVAL_STEP[q]: step[q] for q in EVAL_QUANTITIES},
+                               **{EVAL_CUMULATIVE[q]: total[q] for q in EVAL_QUANTITIES}}
+        run = {}
+        for q in EVAL_QUANTITIES:
+            run[EVAL_STEP[q]] = sum(m[EVAL_STEP[q]] for m in members.values())
+            run[EVAL_CUMULATIVE[q]] = sum(t[q] for t in self.totals.values())
+        return members, run
+
+    def to_dict(self) -> dict:
+        return {m: dict(t) for m, t in self.totals.items()}
+
+    @classmethod
+    def from_dict(cls, data: dict | None) -> "EvalLedger":
+        return cls({m: dict(t) for m, t in (data or {}).items()})

@@ -15,11 +15,11 @@ import yaml
 from populora.platform import config as config_io
 from populora.platform import runlayout as rl
 from populora.platform.backends import BackendConfig, LoraSpec, RaySpec, make_backend
-from populora.training import checkpoint, curriculum, run_log
+from populora.training import checkpoint, curriculum, periodic_eval, run_log
 from populora.training.buffers import TaskBuffers, buffer_kinds
 from populora.training.config import TrainConfig
 from populora.training.evolution import evolve
-from populora.training.ledger import ComputeLedger, add_to_record, step_compute
+from populora.training.ledger import ComputeLedger, EvalLedger, add_to_record, step_compute
 from populora.training.lineage import Lineage, LineageEvent
 from populora.training.matchmaking import answer_plan, match
 from populora.training.member import BOTH, STUDENT, TEACHER, Member, Population
@@ -47,6 +47,9 @@ class Trainer:
         self.pending: list[dict] = []  # step records not yet in MLflow (written after the checkpoint holding them)
         self.step_index = 0
         self.ledger = ComputeLedger()  # measured compute per member (tokens, rollouts)
+        self.eval_ledger = EvalLedger()  # in-training evaluation's compute, apart from training's
+        # eval.every: the fixed subset, written into the run dir once (None: no in-training evaluation)
+        self.evaluation = periodic_eval.PeriodicEval(cfg, run_dir) if cfg.eval.every else None
         self.seed_report = None  # what step-0 seeding did (a new run only)
         self.rng = np.random.default_rng(cfg.seed)
         self.torch_gen = torch.Generator().manual_seed(cfg.seed)
@@ -81,7 +84,11 @@ class Trainer:
             with _timed(timings, "evolve"):
                 replaced = evolve(self.population, self.backend, self.lineage, cfg, s, self.rng, self.torch_gen, self.run_dir / "adapters")
 
-        timings["step"] = time.perf_counter() - t0
+        timings["step"] = time.perf_counter() - t0  # training only: evaluation below is timed (and counted) apart
+        scored = None
+        if self.evaluation is not None and self.evaluation.due(s):
+            with _timed(timings, "eval"):   # 6. in-training evaluation: the alive members on the fixed subset
+                scored = self.evaluation.run(self.backend, [m.id for m in self.population.alive()], s)
         self.programs_proposed += sum(curriculum.wrote_program(t) for t in tasks)
         record = run_log.step_record(s, tasks, proposals, answers, rates, train_stats, self.population,
                                      len(self.seen_structures), games, timings, replaced, cfg.evolution.conservative_k,
@@ -91,6 +98,9 @@ class Trainer:
                                           "solver/batch_solve_rate": sum(bool(a.correct) for a in batch) / len(batch)})
         spent = step_compute(proposals + answers + batch, train_stats)  # estimation and training answers both cost
         add_to_record(record, *self.ledger.record(spent, [m.id for m in self.population.alive()], [m.id for m in teachers + students]))
+        if scored is not None:
+            add_to_record(record, scored.member_metrics, scored.run_metrics)
+            add_to_record(record, *self.eval_ledger.record(scored.spent))
         self.step_index = s
         self.pending.append(record)
         if s % cfg.checkpoint.every == 0 or s == cfg.steps:
@@ -122,6 +132,7 @@ class Trainer:
     def create(cls, cfg: TrainConfig) -> "Trainer":
         if cfg.sandbox.allow_unconfined:  # read by every sandbox this process (and its local Ray actors) starts
             os.environ["POPULORA_SANDBOX_ALLOW_UNCONFINED"] = "1"
+        periodic_eval.check(cfg)  # eval.every's benchmark data and graders: refused before any MLflow run exists
         log = RunLog.start(cfg)
         # from here on the run exists in MLflow: whatever stops the setup (no model, no sandbox, a full disk,
         # SIGTERM while the model loads) must end it, not leave it RUNNING forever
@@ -166,7 +177,7 @@ class Trainer:
             "buffers": self.buffers.to_dict(), "seen_structures": sorted(self.seen_structures),
             "programs_proposed": self.programs_proposed,
             "pending": self.pending, "member_runs": self.log.member_runs, "run_id": self.run_id,
-            "ledger": self.ledger.to_dict(),
+            "ledger": self.ledger.to_dict(), "eval_ledger": self.eval_ledger.to_dict(),
         }
         rng_state = {"numpy": self.rng.bit_generator.state, "torch": torch.get_rng_state(), "torch_gen": self.torch_gen.get_state()}
         members = [m.id for m in self.population.alive()]
@@ -186,6 +197,7 @@ class Trainer:
             raise checkpoint.CheckpointError(f"run {run_id} has no checkpoint under {str(run_dir)!r}; start a new run instead")
         state, config_yaml, rng_state = checkpoint.load(path)
         cfg = config_io.build(TrainConfig, yaml.safe_load(config_yaml), source=f"checkpoint {path}")
+        periodic_eval.check(cfg)
         trainer = cls(cfg, RunLog(run_id, cfg.experiment, state["member_runs"]), run_dir)
         trainer._restore(path, state, rng_state)
         trainer.log.resumed(path.name, [m.id for m in trainer.population.alive()])
@@ -205,6 +217,7 @@ class Trainer:
         self.programs_proposed = state.get("programs_proposed", 0)  # absent in checkpoints from before it existed
         self.pending = state["pending"]
         self.ledger = ComputeLedger.from_dict(state.get("ledger"))
+        self.eval_ledger = EvalLedger.from_dict(state.get("eval_ledger"))
         for m in self.population.alive():
             checkpoint.restore_member(self.backend, path, m.id, self.cfg.optim.lr, self.cfg.optim.weight_decay)
         self.rng.bit_generator.state = rng_state["numpy"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 
+from populora.platform.config import ConfigError
 from populora.training.config import TrainConfig
 
 
@@ -26,4 +27,10 @@ def problems(cfg: TrainConfig, cuda: bool | None = None) -> list[str]:
         out.append("model.generation: vllm but vLLM is not installed: pip install 'populora[vllm]'")
     if mc.device.startswith("cuda") and not cuda:
         out.append(f"model.device: {mc.device} but no CUDA GPU is visible here; use model.device=cpu or auto")
+    try:  # in-training evaluation: its benchmark files and graders, here
+        from populora.training.periodic_eval import check
+
+        check(cfg)
+    except ConfigError as err:
+        out.append(str(err))
     return out

@@ -18,6 +18,7 @@ import numpy as np
 from populora.platform import config as config_io
 from populora.platform import runlayout as rl
 from populora.platform.tracking import Tracker
+from populora.training import periodic_eval
 from populora.training.curriculum import coverage_per_100
 from populora.training.lineage import Lineage
 from populora.training.member import Member, Population
@@ -122,7 +123,21 @@ def summary_line(record: dict, total_steps: int, population: Population) -> str:
     return (f"step {record['step']}/{total_steps} | valid {m['tasks/valid']}/{m['tasks/proposed']} "
             f"({100 * m['tasks/validity_rate']:.0f}%) | solve {'n/a' if solve is None else f'{100 * solve:.0f}%'} "
             f"| teacher reward {m.get('teacher/reward', 0):+.2f} | coverage {m['curriculum/coverage']} "
-            f"| {m.get('time/step_s', 0):.1f}s | {ratings}")
+            f"| {m.get('time/step_s', 0):.1f}s{eval_summary(m)} | {ratings}")
+
+
+def eval_summary(run_metrics: dict) -> str:
+    """The in-training evaluation's part of the step line: each benchmark's population mean (weakest).
+
+    >>> eval_summary({"eval_population/mean/gsm8k/score": 0.25, "eval_population/weakest/gsm8k/score": 0.1, "time/eval_s": 3.0})
+    ' | eval gsm8k 25% (weakest 10%) 3.0s'
+    >>> eval_summary({})
+    ''
+    """
+    mean, weakest = rl.eval_population_key("mean", ""), rl.eval_population_key("weakest", "")
+    parts = [f"{key[len(mean):-len('/score')]} {100 * value:.0f}% (weakest {100 * run_metrics.get(weakest + key[len(mean):], 0):.0f}%)"
+             for key, value in run_metrics.items() if key.startswith(mean) and key.endswith("/score")]
+    return f" | eval {', '.join(parts)} {run_metrics.get('time/eval_s', 0):.1f}s" if parts else ""
 
 
 def stop_line(run_id: str, step: int, steps: int, checkpoint_step: int | None = None) -> str:
@@ -196,7 +211,7 @@ class RunLog:
         tells the job which run it is."""
         self.tracker.set_tags(self.run_id, {rl.RUN_DIR: str(run_dir), rl.PROGRESS: rl.progress(0, cfg.steps),
                                             rl.BASE_MODEL: cfg.model.base, rl.BASELINE_RUN: cfg.baseline_run or "",
-                                            rl.TASKS_FORMAT: cfg.tasks.format})
+                                            rl.TASKS_FORMAT: cfg.tasks.format, **periodic_eval.run_tags(cfg)})
         self.tracker.log_params(self.run_id, config_io.flatten(cfg))
         self.tracker.log_text(self.run_id, config_io.dump(cfg), rl.CONFIG_FILE)  # eval/export without the run dir
         rl.record_job_run(self.run_id)

@@ -33,13 +33,16 @@ def _domain(values: pd.Series, metric: str) -> list[float]:
 
 
 def lines(df: pd.DataFrame, y_title: str, color: str = "series", height: int = 220, title: str | None = None,
-          key: str | None = None, empty: str = "no data yet") -> None:
+          key: str | None = None, empty: str = "no data yet", percent: bool | None = None) -> None:
     """Lines of ``value`` over ``step``, one per ``color`` column value; an empty frame says ``empty`` instead.
-    ``key``: the metric's name, which decides a rate's % axis when the title does not say "rate"."""
+    ``key``: the metric's name, which decides a rate's % axis when the title does not say "rate"; ``percent``
+    says it outright (benchmark scores are shares of problems solved without "rate" in their name)."""
     if df.empty:
         st.caption(f"{title or y_title}: {empty}")
         return
     kind = key or y_title
+    if percent is not None:
+        kind = "rate" if percent else "value"
     chart = (
         alt.Chart(df, title=title or y_title)
         .mark_line(point=alt.OverlayMarkDef(size=40, filled=True) if len(df) < 200 else False, strokeWidth=2.5)

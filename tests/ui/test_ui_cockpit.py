@@ -242,3 +242,129 @@ def test_arms_race_overlays_other_runs(store, monkeypatch, tmp_path):
     at.multiselect(key="ar_overlay").set_value([other]).run()
     rows = _chart_titles(_ok(at), data=True)["student solve rate"]["rows"]
     assert set(rows["series"]) == {"run", label}, rows
+
+
+# ====================================================================== benchmarks during training (eval.every)
+@pytest.fixture(scope="module")
+def eval_store(tmp_path_factory) -> dict:
+    """A baseline and a population that both evaluate every step (evolution at steps 4 and 8 replaces members)."""
+    import synthetic_store
+
+    from populora.platform.tracking import Tracker
+
+    uri = f"sqlite:///{tmp_path_factory.mktemp('eval_curves') / 'mlflow.db'}"
+    tracker = Tracker(uri)
+    baseline = synthetic_store.make_run(tracker, "baseline", 1, 8, 6, baseline=True, seed=5, eval_every=1, skill=0.25)
+    population = synthetic_store.make_run(tracker, "population", 4, 8, 6, baseline_run=baseline, seed=6,
+                                          eval_every=1, skill=0.3)
+    plain = synthetic_store.make_run(tracker, "no-eval", 4, 2, 6, seed=7)
+    return {"uri": uri, "baseline": baseline, "population": population, "plain": plain}
+
+
+def _member_scores(uri: str, run_id: str, key: str) -> dict[str, dict[int, float]]:
+    """The reference: {member: {step: value}} read straight from each member run's history in MLflow."""
+    from mlflow import MlflowClient
+
+    from populora.platform import runlayout as rl
+
+    client = MlflowClient(tracking_uri=uri)
+    return {c.data.tags[rl.MEMBER_ID]: {m.step: m.value for m in client.get_metric_history(c.info.run_id, key)}
+            for c in rl.member_runs(client, run_id)}
+
+
+def test_arms_race_plots_population_mean_and_weakest_against_the_baseline(eval_store, monkeypatch, tmp_path):
+    at = _page("arms_race", eval_store, monkeypatch, tmp_path, run=eval_store["population"])
+    assert at.selectbox(key="ar_baseline").value == eval_store["baseline"], "the linked baseline is picked"
+    charts = _chart_titles(at, data=True)
+    for name, label in (("humaneval_plus", "HumanEval+"), ("gsm8k", "GSM8K")):
+        spec = charts[f"{label}: score"]
+        assert spec["encoding"]["y"]["axis"]["format"] == ".0%"
+        rows = spec["rows"]
+        assert set(rows["series"]) == {"population mean", "population weakest", "baseline"}
+        members = _member_scores(eval_store["uri"], eval_store["population"], f"eval/{name}/score")
+        replaced = {m for m, h in members.items() if max(h) < 8}
+        born = {m for m, h in members.items() if min(h) > 1}
+        assert replaced and born, "evolution replaced members mid-run: their histories stop, the children's start"
+        for step in range(1, 9):
+            alive = [h[step] for h in members.values() if step in h]
+            assert len(alive) == 4, (step, alive)  # exactly the members alive at the step
+            got = rows[rows["step"] == step].set_index("series")["value"]
+            assert got["population mean"] == pytest.approx(sum(alive) / len(alive))
+            assert got["population weakest"] == pytest.approx(min(alive))
+        (baseline,) = _member_scores(eval_store["uri"], eval_store["baseline"], f"eval/{name}/score").values()
+        line = rows[rows["series"] == "baseline"].set_index("step")["value"]
+        assert line.to_dict() == pytest.approx(baseline)
+    captions = " ".join(c.value for c in at.caption)
+    assert "fixed subset: humaneval_plus, gsm8k, 20 items each (subset seed 0), every step (population), every step (baseline)" in captions
+
+
+def test_arms_race_eval_metric_can_be_switched(eval_store, monkeypatch, tmp_path):
+    at = _page("arms_race", eval_store, monkeypatch, tmp_path, run=eval_store["population"])
+    assert at.selectbox(key="ar_eval_metric").options[0] == "score"
+    at.selectbox(key="ar_eval_metric").set_value("truncated_rate").run()
+    assert "GSM8K: truncated_rate" in _chart_titles(_ok(at))
+
+
+def test_arms_race_without_in_training_evaluation_says_how_to_turn_it_on(eval_store, monkeypatch, tmp_path):
+    at = _page("arms_race", eval_store, monkeypatch, tmp_path, run=eval_store["plain"])
+    assert any("does not evaluate during training" in c.value and "eval.every" in c.value for c in at.caption)
+    assert not any(t.endswith(": score") for t in _chart_titles(at))
+
+
+def _final_evaluation(uri: str, run_id: str, tmp_path: Path) -> dict:
+    """What ``populora eval --run`` leaves after training: results.json (the source of truth) and its metrics,
+    with scores far from the in-training subset's so a mix-up shows."""
+    from populora.evaluation import results
+    from populora.evaluation.targets import MEMBER, Target
+    from populora.platform.tracking import Tracker
+    from populora.ui import store as ui_store
+
+    tracker = Tracker(uri)
+    members = ui_store.members(uri, run_id)
+    alive = members[members["alive"]]
+    targets = [Target(r.member, MEMBER, None, r.member_run_id, {"role": r.role, "alive": "true"}) for r in alive.itertuples()]
+    scores = {t.label: {"gsm8k": {"alias": "GSM8K", "metrics": {"accuracy": 0.9 + 0.01 * i}, "primary": "accuracy",
+                                  "score": 0.9 + 0.01 * i, "n": 100}} for i, t in enumerate(targets)}
+    data = results.build(targets, scores, {"run": run_id, "limit": None, "protocol": {"name": "quick"}})
+    paths = results.write_local(tmp_path / "eval", data)
+    results.log_mlflow(tracker, run_id, targets, data, paths)
+    return data
+
+
+# `populora eval` logs the final scores at MLflow step 0, so the last point of an in-training curve (step N > 0) is
+# what MLflow calls a member's "latest" eval/* metric: the Compare page reads results.json (the contract's source of
+# truth), never those latest metrics.
+def test_in_training_histories_do_not_change_a_finished_evaluation(eval_store, monkeypatch, tmp_path):
+    """The report reads results.json; the Compare page shows the final evaluation's scores, never the last point
+    of a subset curve logged under the same eval/<benchmark>/<metric> names during training."""
+    import streamlit as st
+
+    from populora.evaluation import report, results
+    from populora.platform.tracking import Tracker
+
+    data = _final_evaluation(eval_store["uri"], eval_store["population"], tmp_path)
+    loaded = results.load(Tracker(eval_store["uri"]), eval_store["population"])
+    assert loaded["results"] == data["results"]
+    assert report.text(report.build(loaded)) == report.text(report.build(data))
+    st.cache_data.clear()
+    at = _page("compare", eval_store, monkeypatch, tmp_path, run=eval_store["population"])
+    bench = at.dataframe[0].value
+    members = [r for r in bench.index if r[:1] in "TS" and r[1:].isdigit()]
+    final = {t: 100 * per["gsm8k"]["accuracy"] for t, per in data["results"].items()}
+    assert {m: bench.loc[m, "GSM8K"] for m in members} == pytest.approx(final)
+
+
+def test_arms_race_warns_when_the_baseline_scored_another_subset(eval_store, monkeypatch, tmp_path):
+    from mlflow import MlflowClient
+
+    from populora.platform import runlayout as rl
+
+    client = MlflowClient(tracking_uri=eval_store["uri"])
+    client.set_tag(eval_store["baseline"], rl.EVAL_SUBSET_SEED, "7")
+    try:
+        at = _page("arms_race", eval_store, monkeypatch, tmp_path, run=eval_store["population"])
+        assert any("evaluated different subsets" in w.value for w in at.warning), [w.value for w in at.warning]
+        assert any("population: humaneval_plus, gsm8k, 20 items each (subset seed 0)" in c.value
+                   and "(subset seed 7)" in c.value for c in at.caption)
+    finally:
+        client.set_tag(eval_store["baseline"], rl.EVAL_SUBSET_SEED, "0")

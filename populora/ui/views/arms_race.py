@@ -5,8 +5,10 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from populora.evaluation import BENCHMARKS
 from populora.platform import runlayout as rl
 from populora.ui import charts, common, store
+from populora.ui.eval_curves import setup_of, subset_note
 
 st.title("Arms race")
 
@@ -118,6 +120,69 @@ def not_logged_yet(uri: str, runs: dict[str, str]) -> None:
                     f"(checkpoint.every = {every}), so its first curves appear after step {every}.")
 
 
+# ====================================================================== benchmarks during training (eval.every)
+CURVE_STATS = ("mean", "weakest")  # the population's; a baseline's one adapter is its own mean
+
+
+def eval_setup(uri: str, runs: dict[str, str]) -> dict[str, dict]:
+    """{label: in-training evaluation setup} of the runs that evaluate during training (tag populora.eval_every)."""
+    setups = {label: setup_of((store.run_info(uri, rid) or {}).get("tags", {})) if rid else None for label, rid in runs.items()}
+    return {label: s for label, s in setups.items() if s}
+
+
+def eval_metrics(uri: str, run_id: str, benchmark: str) -> list[str]:
+    """The metrics the run's population statistics hold for ``benchmark`` (score first)."""
+    prefix = rl.eval_population_key("mean", f"{rl.EVAL_PREFIX}{benchmark}/")
+    logged = sorted(k[len(prefix):] for k in (store.run_info(uri, run_id) or {}).get("metrics", {}) if k.startswith(prefix))
+    return sorted(logged, key=lambda m: (m != "score", m))
+
+
+def eval_curves(uri: str, runs: dict[str, str], setup: dict[str, dict], benchmark: str, metric: str) -> pd.DataFrame:
+    """Long frame (step, value, series): the population's mean and weakest, every other run's mean (a baseline's
+    is its one adapter), over the steps each run evaluated."""
+    frames = []
+    for label, rid in runs.items():
+        if label not in setup:
+            continue
+        single = setup[label]["kind"] == rl.BASELINE or label != next(iter(runs))
+        for stat in ("mean",) if single else CURVE_STATS:
+            h = store.history(uri, rid, rl.eval_population_key(stat, f"{rl.EVAL_PREFIX}{benchmark}/{metric}"))
+            frames.append(h.assign(series=label if single else f"{label} {stat}"))
+    frames = [f for f in frames if not f.empty]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["step", "value", "series"])
+
+
+def benchmarks_during_training(uri: str, runs: dict[str, str], empty: str) -> None:
+    st.subheader("Benchmarks during training")
+    setup = eval_setup(uri, runs)
+    first = next(iter(runs))
+    if first not in setup:
+        st.caption("This run does not evaluate during training. Start one with `--set eval.every=K` (and "
+                   "`eval.benchmarks`, `eval.limit`) to follow benchmark scores step by step; `populora eval` scores "
+                   "the final adapters.")
+        return
+    subsets = {(tuple(s["names"]), s["limit"], s["seed"]) for s in setup.values()}
+    if len(subsets) > 1:
+        st.warning("These runs evaluated different subsets (benchmarks, items or subset seed differ): their curves "
+                   "are not comparable problem for problem.")
+    missing = [label for label, rid in runs.items() if rid and label not in setup]
+    if missing:
+        st.caption(f"No in-training evaluation in: {', '.join(missing)}.")
+    names = setup[first]["names"]
+    metrics = eval_metrics(uri, runs[first], names[0]) if names else []
+    metric = st.selectbox("benchmark metric", metrics or ["score"], key="ar_eval_metric",
+                          help="score: the benchmark's main score (pass@1 on the plus tests for HumanEval+/MBPP+, "
+                               "accuracy for math), as `populora eval` reports it")
+    per_row = 2 if len(names) > 1 else 1
+    for i in range(0, len(names), per_row):
+        for col, name in zip(st.columns(per_row), names[i:i + per_row]):
+            with col:
+                label = BENCHMARKS[name].label if name in BENCHMARKS else name
+                charts.lines(eval_curves(uri, runs, setup, name, metric), metric, key=metric, height=260,
+                             title=f"{label}: {metric}", empty=empty, percent=metric != "max_new_tokens")
+    st.caption(subset_note(setup))
+
+
 def body(run_id: str, baseline: str | None, status: str = "running", others: dict[str, str] | None = None) -> None:
     uri = store.uri()
     runs = {"population" if baseline else "run": run_id, "baseline": baseline, **(others or {})}
@@ -125,6 +190,7 @@ def body(run_id: str, baseline: str | None, status: str = "running", others: dic
     st.subheader("Population vs baseline" if baseline else "Run")
     not_logged_yet(uri, runs)
     grid(uri, runs, HEADLINE, empty=empty)
+    benchmarks_during_training(uri, runs, empty)
     st.subheader("Curriculum of the programs teachers wrote (valid ones)")
     grid(uri, runs, CURRICULUM, per_row=3, empty=empty)
     members = store.members(uri, run_id)

@@ -12,6 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from populora.evaluation import eval_metric_keys
+from populora.platform import runlayout as rl
 from populora.ui import charts, common, eval_panel, store, sweeps
 from populora.ui.compare_table import headline, summarize
 
@@ -83,7 +84,7 @@ def benchmark_scores(uri: str, run_id: str, baseline: str | None, step: int | No
             base_line = results_frames(other)[0].mean(numeric_only=True) if other else None
         return members, base_line, base
     tags = (store.run_info(uri, run_id) or {}).get("tags", {})
-    if step is not None or tags.get("populora.eval_every"):
+    if step is not None or tags.get(rl.EVAL_EVERY):
         return None
     evals = metric_frame(uri, run_id, "eval/")
     if evals.empty or not len(evals.columns):

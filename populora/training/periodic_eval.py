@@ -1,0 +1,215 @@
+"""In-training evaluation (``eval.every``): one named phase of the step that scores every alive member on a fixed,
+seeded subset of benchmarks, with the trainer's own backend and its adapters in place.
+
+How it works:
+- The subset is drawn once per run (``eval.seed``, per benchmark) and written into ``<run dir>/eval_subset`` with
+  its own ``SHA256SUMS``, so the evaluation library reads it like any data dir and every evaluated step scores
+  the same problems. The draw depends on the seed, the benchmark and ``eval.limit`` only: a population and its
+  baseline with the same ``eval.seed`` score the same problems.
+- Scoring is the evaluation library's ``Runner`` on the batched path (every member of a benchmark in the same
+  mixed-adapter batches), with ``loaded`` naming the trainer's adapters, so nothing is copied or reloaded: the
+  multi-LoRA, PEFT, Ray and vLLM backends all serve it as they serve rollouts.
+- Members log ``eval/<benchmark>/<metric>`` (``populora eval``'s names) at MLflow step = training step; the parent
+  logs ``eval_population/<mean|weakest|best>/<benchmark>/<metric>`` over the members alive at that step.
+- Its compute (tokens generated, completions) is measured per member and logged as ``compute/eval/*``, never in
+  the training ledger that compute-matching reads. The trainer's random state is put back afterwards, so turning
+  evaluation on does not change what training does.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import shutil
+import zlib
+from collections import defaultdict
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from populora.platform import runlayout as rl
+from populora.platform.config import ConfigError
+
+log = logging.getLogger(__name__)
+
+SUBSET_DIR = "eval_subset"  # under the run dir: the subset's benchmark files and SHA256SUMS
+STEPS_DIR = "eval_steps"    # under the run dir: each evaluated step's pairs and samples (the Runner's layout)
+
+
+# ====================================================================== the fixed subset
+def subset_indices(n: int, limit: int, seed: int, name: str) -> list[int]:
+    """``limit`` of ``n`` items, drawn without replacement from (seed, benchmark), in file order.
+
+    >>> subset_indices(10, 3, 0, "gsm8k") == subset_indices(10, 3, 0, "gsm8k"), len(subset_indices(10, 30, 0, "x"))
+    (True, 10)
+    >>> subset_indices(1000, 5, 0, "gsm8k") != subset_indices(1000, 5, 1, "gsm8k")
+    True
+    """
+    rng = np.random.default_rng([seed, zlib.crc32(name.encode())])  # each benchmark its own stream
+    return sorted(int(i) for i in rng.choice(n, size=min(limit, n), replace=False))
+
+
+def write_subset(source: Path, names: list[str], limit: int, seed: int, out: Path) -> Path:
+    """The subset of each benchmark in ``source`` written to ``out`` (same relative paths, JSONL lines kept byte
+    for byte), with a ``SHA256SUMS`` of its own. Writing it again gives the same bytes."""
+    from populora.evaluation import benchmarks
+    from populora.evaluation.runner import write_atomic
+
+    sums = []
+    for name in names:
+        rel = benchmarks.BENCHMARKS[name].file
+        path, target = source / rel, out / rel
+        if path.suffix == ".json":  # LiveCodeBench: one JSON list
+            records = json.loads(path.read_text())
+            text = json.dumps([records[i] for i in subset_indices(len(records), limit, seed, name)])
+        else:
+            lines = [line for line in path.read_text().splitlines() if line.strip()]
+            text = "".join(lines[i] + "\n" for i in subset_indices(len(lines), limit, seed, name))
+        write_atomic(target, text)
+        sums.append(f"{benchmarks.sha256(target)}  {rel}\n")
+    write_atomic(out / benchmarks.CHECKSUMS, "".join(sums))
+    return out
+
+
+def check(cfg) -> None:
+    """Before a run starts: the benchmarks' files are there and intact, and their graders are installed;
+    ``ConfigError`` naming ``eval.*`` and the fix otherwise."""
+    if not cfg.eval.every:
+        return
+    from populora.evaluation import benchmarks
+    from populora.evaluation.cli import MissingDependency, require_packages
+
+    try:
+        benchmarks.verify(benchmarks.data_dir(), cfg.eval.names)
+        require_packages(cfg.eval.names)
+    except (benchmarks.DataError, MissingDependency) as err:
+        raise ConfigError(f"eval.every={cfg.eval.every} needs eval.benchmarks={cfg.eval.benchmarks}: {err} "
+                          f"(or turn in-training evaluation off with eval.every=0)") from None
+
+
+def run_tags(cfg) -> dict[str, str]:
+    """The parent run's tags saying its eval curves are a subset, never a full evaluation ({} when off)."""
+    ec = cfg.eval
+    if not ec.every:
+        return {}
+    return {rl.EVAL_EVERY: str(ec.every), rl.EVAL_SUBSET: rl.eval_subset(ec.names, ec.limit),
+            rl.EVAL_SUBSET_SEED: str(ec.seed)}
+
+
+# ====================================================================== the population's statistics
+NOT_AVERAGED = ("_stderr", "/max_new_tokens")  # a mean of these says nothing; the weakest's / best's own are kept
+def population_stats(per_member: dict[str, dict[str, float]], names: list[str]) -> dict[str, float]:
+    """The parent's ``eval_population/*`` metrics of one step from each alive member's ``eval/*`` metrics: the
+    mean of every metric (but standard errors and token budgets), and per benchmark all metrics of the weakest and of the best member, ranked by the
+    benchmark's score (ties: the first member id). Chosen on the same problems they are scored on.
+
+    >>> s = population_stats({"S0": {"eval/gsm8k/score": 0.5, "eval/gsm8k/truncated_rate": 0.0},
+    ...                       "S1": {"eval/gsm8k/score": 0.0, "eval/gsm8k/truncated_rate": 1.0}}, ["gsm8k"])
+    >>> s["eval_population/mean/gsm8k/score"], s["eval_population/weakest/gsm8k/truncated_rate"], s["eval_population/best/gsm8k/score"]
+    (0.25, 1.0, 0.5)
+    """
+    out: dict[str, float] = {}
+    keys = sorted({k for m in per_member.values() for k in m if not k.endswith(NOT_AVERAGED)})
+    for key in keys:
+        values = [m[key] for m in per_member.values() if key in m]
+        out[rl.eval_population_key("mean", key)] = float(np.mean(values))
+    for name in names:
+        score = f"{rl.EVAL_PREFIX}{name}/score"
+        ranked = sorted((m for m in per_member if score in per_member[m]), key=lambda m: (per_member[m][score], rl.member_order(m)))
+        if not ranked:
+            continue
+        worst_first = ranked[0]
+        best = sorted(ranked, key=lambda m: (-per_member[m][score], rl.member_order(m)))[0]
+        for stat, member in (("weakest", worst_first), ("best", best)):
+            for key, value in per_member[member].items():
+                if key.startswith(f"{rl.EVAL_PREFIX}{name}/"):
+                    out[rl.eval_population_key(stat, key)] = value
+    return out
+
+
+# ====================================================================== compute
+class Counted:
+    """The trainer's backend as evaluation sees it: ``generate`` also counts each adapter's completions and
+    generated tokens; everything else is the backend's own."""
+
+    def __init__(self, backend):
+        self._backend = backend
+        self.spent: dict[str, dict[str, float]] = defaultdict(lambda: dict.fromkeys(rl.EVAL_COMPUTE_QUANTITIES, 0.0))
+
+    def generate(self, prompts, adapters, *args, **kwargs):
+        outs = self._backend.generate(prompts, adapters, *args, **kwargs)
+        for adapter, g in zip(adapters, outs):
+            if adapter is not None:
+                self.spent[adapter]["generated_tokens"] += len(g.completion_ids or [])
+                self.spent[adapter]["completions"] += 1
+        return outs
+
+    def __getattr__(self, name: str):
+        return getattr(self._backend, name)
+
+
+@contextmanager
+def kept_random_state():
+    """Evaluation seeds the global generators (the backends' ``generate``, lm-eval's ``simple_evaluate``): put
+    training's states back after it, so a run with evaluation trains exactly as one without."""
+    import torch
+
+    state = (random.getstate(), np.random.get_state())
+    devices = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
+    with torch.random.fork_rng(devices=devices):
+        try:
+            yield
+        finally:
+            random.setstate(state[0])
+            np.random.set_state(state[1])
+
+
+# ====================================================================== the phase
+@dataclass
+class Scored:
+    """One evaluated step: each member's ``eval/*`` metrics, the parent's ``eval_population/*``, the compute."""
+
+    member_metrics: dict[str, dict[str, float]]
+    run_metrics: dict[str, float]
+    spent: dict[str, dict[str, float]] = field(default_factory=dict)
+
+
+class PeriodicEval:
+    """``eval.every``'s evaluation of one run: the subset, the protocol and where each step's files go."""
+
+    def __init__(self, cfg, run_dir: Path, data_dir: Path | None = None):
+        from populora.evaluation import benchmarks, protocol
+        from populora.evaluation.generation import GenConfig
+
+        self.cfg, self.ec, self.run_dir = cfg, cfg.eval, run_dir
+        self.names = self.ec.names
+        self.data = write_subset(data_dir or benchmarks.data_dir(), self.names, self.ec.limit, self.ec.seed,
+                                 run_dir / SUBSET_DIR)
+        self.protocol = protocol.resolve(None if self.ec.protocol == "auto" else self.ec.protocol, cfg.model, max_new_tokens=self.ec.max_new_tokens)
+        self.gen = GenConfig(batch_size=self.ec.batch_size)  # greedy: batched, and the same for every member
+        self.model = cfg.model.model_dump(include={"base", "gguf_file", "tiny_random", "dtype"})
+
+    def due(self, step: int) -> bool:
+        """Every ``eval.every`` steps, and at the last step so a run always ends with a point."""
+        return bool(self.ec.every) and (step % self.ec.every == 0 or step == self.cfg.steps)
+
+    def run(self, backend, member_ids: list[str], step: int) -> Scored:
+        """Score ``member_ids`` (adapters the backend holds under those names) on the subset at ``step``."""
+        from populora.evaluation import results
+        from populora.evaluation.runner import Runner
+        from populora.evaluation.targets import MEMBER, Target
+
+        out = self.run_dir / STEPS_DIR / f"step_{step:06d}"
+        shutil.rmtree(out, ignore_errors=True)  # a resumed step re-trained its adapters: never reuse its old pairs
+        counted = Counted(backend)
+        targets = [Target(m, MEMBER, None) for m in member_ids]
+        runner = Runner(lambda: counted, self.data, out, self.gen, None, self.model, log=log.info, batched=True,
+                        protocol=self.protocol, loaded={m: m for m in member_ids})
+        with kept_random_state():
+            scores = runner.run(targets, self.names)
+        data = results.build(targets, scores, {})
+        per_member = {m: results.metric_keys(rl.EVAL_PREFIX.rstrip("/"), data["results"].get(m, {})) for m in member_ids}
+        return Scored(per_member, population_stats(per_member, self.names), {m: dict(v) for m, v in counted.spent.items()})
