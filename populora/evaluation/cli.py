@@ -46,6 +46,7 @@ EXCLUSIVE = ("--run", "--sweep", "--adapter", "--base-only", "--export-tasks")
 # flag -> ReportConfig field, the same pattern
 REPORT_FLAGS = {
     "--run": ("run", {}), "--results": ("results", {}), "--sweep": ("sweep", {}),  # one of these
+    "--step": ("step", {"type": int}),
     "--out": ("out", {}), "--json": ("as_json", {"action": "store_true"}),
     "--between": ("between", {"nargs": 2, "action": "append", "metavar": ("CONFIG_A", "CONFIG_B")}),
 }
@@ -194,11 +195,15 @@ def report_main(argv: list[str]) -> int:
         tracker = Tracker()
         try:
             from populora.evaluation import results
-            data = results.load(tracker, args.run)
+            data = results.load(tracker, args.run, args.step)
         except Exception as err:  # noqa: BLE001 - unknown run or not evaluated: say what to do
-            return _fail(TargetError(f"run {args.run} has no evaluation results ({str(err)[:120]}); "
-                                     f"run: populora eval --run {args.run}"))
+            at = f" --step {args.step}" if args.step is not None else ""
+            return _fail(TargetError(f"run {args.run} has no evaluation results{at.replace(' --step', ' at step')} "
+                                     f"({str(err)[:120]}); run: populora eval --run {args.run}{at}"))
         default_out = Path(data["results"] and tracker.get_run(args.run).data.tags.get(runlayout.EVAL_DIR) or ".")
+        if args.step is not None:  # next to that checkpoint's results (populora eval --step writes them there)
+            run_dir = tracker.get_run(args.run).data.tags.get(runlayout.RUN_DIR) or "."
+            default_out = Path(run_dir) / runlayout.EVAL_FOLDER / runlayout.step_folder(args.step)
     table = report.build(data)
     note = _format_note(tracker.get_run(args.run).data.tags) if args.run else ""
     print(note + report.text(table))

@@ -108,6 +108,8 @@ class ReportConfig(Section):
     run: str | None = Field(None, description="MLflow run id that populora eval --run evaluated")
     results: str | None = Field(None, description="A results.json written by populora eval (no MLflow needed)")
     sweep: str | None = Field(None, description="A sweep id: per-configuration intervals over seeds and paired tests vs the baseline")
+    step: int | None = Field(None, ge=1, description="With `run`: the evaluation of its checkpoint at this step "
+                             "(populora eval --run RUN --step N), not of its final adapters")
     out: str | None = Field(None, description="Where to write the report files (default: next to the results; "
                             "for a sweep <sweeps dir>/<id>/report)")
     as_json: bool = Field(False, description="Last line of stdout: one JSON object (configs with intervals, comparisons)")
@@ -122,6 +124,8 @@ class ReportConfig(Section):
                              + (f"; got {' and '.join(chosen)}" if chosen else ""))
         if self.between and not self.sweep:
             raise ValueError("between (--between A B) compares configurations of a sweep: add --sweep ID")
+        if self.step is not None and not self.run:
+            raise ValueError("step (--step N) reports a checkpoint's evaluation of a training run: add run (--run RUN_ID)")
         return self
 
 

@@ -272,6 +272,9 @@ def test_step_scores_the_members_alive_at_that_checkpoint_with_its_adapters(mlfl
                                                                     .data.tags[rl.ADAPTER_DIR])).values()))]
     assert changed, "a member trained between step 1 and the end: its step-1 adapter has other weights"
     assert results.load(tracker, rid, step=1)["results"] == data["results"]  # logged as eval/step_000001/results.json
+    capsys.readouterr()
+    assert report_main(["--run", rid, "--step", "1"]) == 0 and "T1" in capsys.readouterr().out  # T1 died at step 2
+    assert report_main(["--run", rid, "--step", "2"]) == 2 and "--step 2" in capsys.readouterr().err
     for c in tracker.children(rid):
         assert not any(k.startswith("eval/") for k in c.data.metrics), "a checkpoint's scores are not member metrics"
     # the reference: the same adapter dir scored as --adapter on the run's base gives the same generations
