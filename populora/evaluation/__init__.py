@@ -2,14 +2,14 @@
 
 What the UI (and other parts of PopuLoRA) may use is exported here: the benchmark registry, the report's pure
 summary functions, so the Compare page shows the numbers ``populora report`` prints, and a sweep's statistics
-and figures, so it shows what ``populora report --sweep`` writes; the evaluation config and its one entry point
-``evaluate`` (the UI launches it as a job; ``eval_progress`` reads a running one's pairs). Everything else in this package is internal.
+and figures, so it shows what ``populora report --sweep`` writes; the evaluation config (the UI launches ``populora eval``
+on it as a job; its one entry point is ``populora.evaluation.evaluate.evaluate``) and ``eval_progress``, which
+reads a running evaluation's pairs. Everything else in this package is internal.
 Importing this package loads no model and no evaluation harness.
 """
 
 from populora.evaluation.benchmarks import BENCHMARKS, GROUPS
 from populora.evaluation.config import EvalConfig
-from populora.evaluation.evaluate import evaluate
 from populora.evaluation.evaluate import progress as eval_progress
 from populora.evaluation.figures import arms_race as arms_race_figure
 from populora.evaluation.figures import intervals as intervals_figure
@@ -22,5 +22,5 @@ from populora.evaluation.sweep_report import gather as gather_sweep
 from populora.evaluation.targets import checkpoint_steps
 
 __all__ = ["AVERAGES", "BENCHMARKS", "EvalConfig", "GROUPS", "SweepReportError", "arms_race_figure", "averages",
-           "checkpoint_steps", "eval_metric_keys", "eval_progress", "evaluate", "gather_sweep", "intervals_figure", "population_mean",
+           "checkpoint_steps", "eval_metric_keys", "eval_progress", "gather_sweep", "intervals_figure", "population_mean",
            "sweep_curves", "sweep_statistics", "weakest_best"]
