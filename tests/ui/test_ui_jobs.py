@@ -326,7 +326,7 @@ def _train_tiny(tmp_path) -> str:
                           "model.tiny_random=true", "--set", "steps=2", "--set", f"output_dir={tmp_path / 'runs'}", "--quiet"],
                          cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
-    client = MlflowClient()
+    client = MlflowClient(tracking_uri=__import__("os").environ["MLFLOW_TRACKING_URI"])  # not mlflow's global one
     runs = client.search_runs([e.experiment_id for e in client.search_experiments()],
                               f"tags.`{runlayout.KIND}` = '{runlayout.POPULATION}'")
     return runs[0].info.run_id
