@@ -55,8 +55,13 @@ def queue_dir() -> Path:
 
 
 # ====================================================================== tickets
+def _folder(job: "jobs.Job") -> Path:
+    """The job's queue dir (a job.json written before jobs named their queue: this machine's)."""
+    return Path(job.queue or queue_dir())
+
+
 def _ticket(job: "jobs.Job") -> Path:
-    return Path(job.queue) / "tickets" / f"{job.created:017.6f}-{job.id}"
+    return _folder(job) / "tickets" / f"{job.created:017.6f}-{job.id}"
 
 
 def enter(job: "jobs.Job") -> None:
@@ -90,7 +95,7 @@ def entries(folder: str | Path | None = None) -> list["jobs.Job"]:
 def position(job: "jobs.Job", waiting: list["jobs.Job"] | None = None) -> int | None:
     """1 for the next job to get a slot, 2 after it, ...; None once it holds one (or is not in the queue)."""
     if waiting is None:
-        waiting = [j for j in entries(job.queue) if j.status in WAITING]
+        waiting = [j for j in entries(_folder(job)) if j.status in WAITING]
     ids = [j.id for j in waiting]
     return ids.index(job.id) + 1 if job.id in ids else None
 
@@ -115,7 +120,7 @@ def wait_for_slot(job: "jobs.Job", poll_s: float = 0.5):
     (the OS releases it when this process ends). A stop meanwhile raises in the caller (supervise's handler)."""
     from filelock import FileLock, Timeout
 
-    folder = Path(job.queue) / "slots"
+    folder = _folder(job) / "slots"
     folder.mkdir(parents=True, exist_ok=True)
     while True:
         if position(job) in (1, None):  # None: our own ticket was not read back (it is being written): try anyway
