@@ -4,6 +4,7 @@
     populora sweep --config FILE [--grid key=v1,v2 ...] [--seeds N] [--baseline] [--parallel K] [--wait]
     populora export --run RUN_ID --member M --out DIR [--merge] [--register NAME]
     populora runs
+    populora jobs [--stop JOB_ID]
     populora prompts --config FILE [--kind K] [--role teacher|student] [--json]
     populora sandbox exec PROGRAM.py | sandbox check TASK.json
     populora bench lora|step|evolve|verifier|eval|threads|scale|all [--json]
@@ -179,6 +180,35 @@ def _runs(args) -> int:
     return 0
 
 
+def _jobs(args) -> int:
+    """The machine's one job queue (the UI reads the same one): what holds a slot, what waits and in which place,
+    then the recent jobs of the jobs dir that have ended."""
+    from populora.platform import jobs, queue
+
+    if args.stop:
+        found = {e.job.id: e.job for e in queue.snapshot()} | {j.id: j for j in jobs.list_jobs()}
+        if args.stop not in found:
+            print(f"error: no job {args.stop!r} in the queue ({queue.queue_dir()}) or the jobs dir ({jobs.jobs_dir()}); "
+                  f"list them with: populora jobs", file=sys.stderr)
+            return 2
+        print(f"{args.stop}: {jobs.stop(found[args.stop])}")
+        return 0
+    rows = queue.snapshot()
+    print(f"queue {queue.queue_dir()}: {queue.max_parallel()} slot(s), {sum(e.position is None for e in rows)} running, "
+          f"{sum(e.position is not None for e in rows)} waiting")
+    line = "{:8} {:5} {:9} {:24} {}"
+    print(line.format("place", "kind", "status", "job id", "name"))
+    for e in rows:
+        print(line.format(f"#{e.position}" if e.position else "slot", e.job.kind, e.status, e.job.id, e.job.name))
+    queued = {e.job.id for e in rows}
+    ended = [j for j in jobs.list_jobs()[: args.limit] if j.id not in queued]
+    if ended:
+        print(f"\nrecent jobs in {jobs.jobs_dir()}:")
+        for j in ended:
+            print(line.format("", j.kind, j.status, j.id, j.name))
+    return 0
+
+
 def _sandbox(argv: list[str]) -> int:
     from populora.training.tasks.cli import sandbox_main  # exec, plus check (which needs the task kinds)
 
@@ -299,6 +329,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("run_id", nargs="?", help="show this run's members: status, rating now and at its peak, origin, compute")
     r.add_argument("--limit", type=int, default=50)
     r.set_defaults(func=_runs)
+
+    jb = sub.add_parser("jobs", help="the job queue training, sweep and evaluation jobs share: running, waiting (with their place), recent")
+    jb.add_argument("--stop", metavar="JOB_ID", help="stop this job (a queued one never starts)")
+    jb.add_argument("--limit", type=int, default=10, help="recent jobs listed (default 10)")
+    jb.set_defaults(func=_jobs)
 
     sub.add_parser("prompts", help="print the prompts a run would send (populora prompts --config FILE [--json])", add_help=False)
     sub.add_parser("data", help="benchmark data: populora data verify|fetch [--data-dir DIR]", add_help=False)

@@ -2,18 +2,25 @@
 
 What the UI (and other parts of PopuLoRA) may use is exported here: the benchmark registry, the report's pure
 summary functions, so the Compare page shows the numbers ``populora report`` prints, and a sweep's statistics
-and figures, so it shows what ``populora report --sweep`` writes. Everything else in this package is internal.
+and figures, so it shows what ``populora report --sweep`` writes; the evaluation config (the UI launches ``populora eval``
+on it as a job; its one entry point is ``populora.evaluation.evaluate.evaluate``) and ``eval_progress``, which
+reads a running evaluation's pairs. Everything else in this package is internal.
 Importing this package loads no model and no evaluation harness.
 """
 
 from populora.evaluation.benchmarks import BENCHMARKS, GROUPS
+from populora.evaluation.config import EvalConfig
+from populora.evaluation.evaluate import progress as eval_progress
 from populora.evaluation.figures import arms_race as arms_race_figure
 from populora.evaluation.figures import intervals as intervals_figure
 from populora.evaluation.figures import sweep_curves
+from populora.evaluation.results import metric_keys as eval_metric_keys
 from populora.evaluation.report import AVERAGES, averages, population_mean, weakest_best
 from populora.evaluation.sweep_report import ReportError as SweepReportError
 from populora.evaluation.sweep_report import build as sweep_statistics
 from populora.evaluation.sweep_report import gather as gather_sweep
+from populora.evaluation.targets import checkpoint_steps
 
-__all__ = ["AVERAGES", "BENCHMARKS", "GROUPS", "SweepReportError", "arms_race_figure", "averages", "gather_sweep",
-           "intervals_figure", "population_mean", "sweep_curves", "sweep_statistics", "weakest_best"]
+__all__ = ["AVERAGES", "BENCHMARKS", "EvalConfig", "GROUPS", "SweepReportError", "arms_race_figure", "averages",
+           "checkpoint_steps", "eval_metric_keys", "eval_progress", "gather_sweep", "intervals_figure", "population_mean",
+           "sweep_curves", "sweep_statistics", "weakest_best"]

@@ -11,36 +11,20 @@ import sys
 from pathlib import Path
 
 from populora.evaluation import benchmarks
+from populora.evaluation.evaluate import MissingDependency, require_packages  # noqa: F401 - part of this module's API
 from populora.evaluation.generation import ensure_offline
 from populora.evaluation.targets import TargetError
 from populora.platform import runlayout
 from populora.platform.config import ConfigError
 
 
-class MissingDependency(RuntimeError):
-    """An evaluation package is not installed; the message says which and how to install it."""
-
-
 BAD_INPUT = (benchmarks.DataError, TargetError, MissingDependency, ConfigError)
-
-
-def require_packages(names: list[str]) -> None:
-    """EvalPlus for HumanEval+/MBPP+, lm-eval + math-verify for the math suite: say so before loading a model."""
-    import importlib.util
-
-    groups = {benchmarks.BENCHMARKS[n].group for n in names}
-    need = {"evalplus": any(n in ("humaneval_plus", "mbpp_plus") for n in names),
-            "lm_eval": "math" in groups, "math_verify": "math" in groups}
-    missing = [pkg for pkg, used in need.items() if used and importlib.util.find_spec(pkg) is None]
-    if missing:
-        raise MissingDependency(f"{', '.join(missing)} not installed: pip install 'populora[eval]' "
-                                f"(evalplus==0.3.1, lm-eval==0.4.13, math-verify)")
 
 
 # flag -> EvalConfig field; argparse only parses, the schema holds every default, bound and help text
 FLAGS = {
     # ---- what to evaluate (one of these)
-    "--run": ("run", {}), "--sweep": ("sweep", {}), "--adapter": ("adapter", {}),
+    "--run": ("run", {}), "--sweep": ("sweep", {}), "--adapter": ("adapter", {}), "--step": ("step", {"type": int}),
     "--base-only": ("base_only", {"action": "store_true"}), "--export-tasks": ("export_tasks", {"metavar": "DIR"}),
     "--members": ("members", {}), "--baseline": ("baseline", {}),
     "--no-base": ("include_base", {"action": "store_false"}), "--base": ("sweep_base", {"action": "store_true"}),
@@ -62,6 +46,7 @@ EXCLUSIVE = ("--run", "--sweep", "--adapter", "--base-only", "--export-tasks")
 # flag -> ReportConfig field, the same pattern
 REPORT_FLAGS = {
     "--run": ("run", {}), "--results": ("results", {}), "--sweep": ("sweep", {}),  # one of these
+    "--step": ("step", {"type": int}),
     "--out": ("out", {}), "--json": ("as_json", {"action": "store_true"}),
     "--between": ("between", {"nargs": 2, "action": "append", "metavar": ("CONFIG_A", "CONFIG_B")}),
 }
@@ -147,20 +132,36 @@ def _fail(err: Exception) -> int:
 
 
 def eval_main(argv: list[str]) -> int:
+    """Parse, call ``evaluate``, print each run's table (stdout) and where everything went (stderr)."""
+    from populora.evaluation import report
+    from populora.evaluation.evaluate import evaluate
+
     ensure_offline()
     try:
         cfg = eval_config(argv)
-        root = benchmarks.data_dir(cfg.data_dir)
         if cfg.export_tasks:
-            return _export(root, Path(cfg.export_tasks), cfg.resolved_protocol(cfg.model))
-        names = benchmarks.select(cfg.benchmarks)
-        benchmarks.verify(root, names)
-        require_packages(names)
-        if cfg.sweep:
-            return _evaluate_sweep(cfg, names, root)
-        return _evaluate(cfg, names, root)
+            return _export(benchmarks.data_dir(cfg.data_dir), Path(cfg.export_tasks), cfg.resolved_protocol(cfg.model))
+        done = evaluate(cfg)
     except BAD_INPUT as err:
         return _fail(err)
+    for res in done:
+        print("\n" + report.text(report.build(res.data)), flush=True)
+        if res.plan.run and res.plan.step is not None:
+            print(f"results of checkpoint step {res.plan.step} logged on run {res.plan.run} as artifacts "
+                  f"eval/{runlayout.step_folder(res.plan.step)}/ (member runs' eval/ metrics are left to "
+                  f"in-training evaluation)", file=sys.stderr)
+        elif res.plan.run:
+            print(f"metrics eval/<benchmark>/<metric> logged on each member's MLflow run; table and results.json "
+                  f"on run {res.plan.run} (artifacts eval/)", file=sys.stderr)
+        print(f"written: {res.paths['results']}, {res.paths['md']}, {res.paths['csv']}", file=sys.stderr)
+    if cfg.sweep:
+        print(f"evaluated {len(done)} finished run(s) of sweep {cfg.sweep}; next: populora report --sweep {cfg.sweep}",
+              file=sys.stderr)
+        from populora.platform import sweep as S
+        from populora.platform.tracking import Tracker
+
+        return 0 if len(done) == len(S.latest_by_key(S.find_runs(Tracker().client, cfg.sweep))) else 1
+    return 0
 
 
 def _export(root: Path, out: Path, protocol=None) -> int:
@@ -170,93 +171,6 @@ def _export(root: Path, out: Path, protocol=None) -> int:
     math_suite.export_tasks(out, root, protocol)
     print(f"wrote lm-eval tasks to {out}; run e.g.: lm_eval --model hf --model_args pretrained=HuggingFaceTB/"
           f"SmolLM2-135M-Instruct --apply_chat_template --include_path {out} --tasks populora_math")
-    return 0
-
-
-def _evaluate_sweep(cfg, names: list[str], root: Path) -> int:
-    """Each finished run of the sweep in turn, with the same configuration (each resumable as a single run)."""
-    from populora.platform import sweep as S
-    from populora.platform.tracking import Tracker
-
-    runs = S.latest_by_key(S.find_runs(Tracker().client, cfg.sweep))
-    if not runs:
-        raise TargetError(f"no runs tagged {runlayout.SWEEP}={cfg.sweep}; start one with populora sweep")
-    done = {k: r for k, r in sorted(runs.items()) if r.info.status == "FINISHED"}
-    for key in sorted(set(runs) - set(done)):
-        print(f"skipping {key}: run {runs[key].info.run_id} is {runs[key].info.status}", file=sys.stderr)
-    for key, run in done.items():
-        rid = run.info.run_id
-        print(f"== sweep {cfg.sweep}: {key} (run {rid})", file=sys.stderr)
-        one = cfg.model_copy(update={"sweep": None, "run": rid, "include_base": cfg.sweep_base,
-                                     "out": str(Path(cfg.out) / rid) if cfg.out else None})
-        _evaluate(one, names, root, in_sweep=True)
-    print(f"evaluated {len(done)} run(s) of sweep {cfg.sweep}; next: populora report --sweep {cfg.sweep}", file=sys.stderr)
-    return 0 if len(done) == len(runs) else 1
-
-
-def _targets(cfg, tracker, in_sweep: bool = False):
-    """(targets, base model, output dir) of what ``cfg`` asks to evaluate."""
-    from populora.evaluation import targets as T
-
-    if cfg.run:
-        found, model, run = T.run_targets(tracker, cfg.run, cfg.members, cfg.baseline, cfg.include_base)
-        if in_sweep:  # a sweep's baselines are runs of the sweep, evaluated once each
-            found = [t for t in found if t.kind != T.BASELINE or run.data.tags.get(runlayout.KIND) == runlayout.BASELINE]
-        out = Path(cfg.out or Path(run.data.tags.get(runlayout.RUN_DIR) or f"populora-eval/{cfg.run}") / "eval")
-        return found, model, out, run.data.params.get("model.backend")
-    found = [T.adapter_target(cfg.adapter)] if cfg.adapter else []
-    if cfg.base_only or cfg.include_base:
-        found.append(T.Target(T.BASE_LABEL, T.BASE, None))
-    name = found[0].label if cfg.adapter else "base"
-    return found, cfg.model, Path(cfg.out or Path("populora-eval") / name), None
-
-
-def _backend_factory(model, device: str, kind: str = "multilora", lora=None):
-    """Builds the evaluation's backend with the platform's ``make_backend``, as training does. ``lora``: the one
-    LoRA shape of the adapters (multi-LoRA needs it; PEFT reads each adapter dir's own)."""
-    def make():
-        from populora.platform.backends import BackendConfig, LoraSpec, make_backend
-
-        return make_backend(BackendConfig(model.base, model.gguf_file, model.tiny_random, model.dtype, device,
-                                          lora or LoraSpec(), kind, slots=1))
-    return make
-
-
-def _evaluate(cfg, names: list[str], root: Path, in_sweep: bool = False) -> int:
-    from populora.evaluation import report, results
-    from populora.evaluation import targets as T
-    from populora.evaluation.runner import Runner
-
-    tracker = None
-    if cfg.run:
-        from populora.platform.tracking import Tracker
-
-        tracker = Tracker()
-    found, model, out, configured = _targets(cfg, tracker, in_sweep)
-    kind = cfg.backend or configured or "multilora"
-    lora = T.lora_spec(found) if kind == "multilora" else None
-    protocol = cfg.resolved_protocol(model)
-    print(f"evaluating {', '.join(t.label for t in found)} on {', '.join(names)}"
-          f"{f' (first {cfg.limit} items each)' if cfg.limit else ''} under protocol {protocol.name}; results in {out}",
-          file=sys.stderr)
-    runner = Runner(_backend_factory(model, cfg.device, kind, lora), root, out, cfg.generation, cfg.limit, model.model_dump(),
-                    batched=cfg.batched, protocol=protocol)
-    if cfg.regrade:
-        from populora.evaluation import regrade
-
-        scores = regrade.run(runner, found, names)
-    else:
-        scores = runner.run(found, names)
-    config = {"run": cfg.run, "data_dir": str(root.resolve()), "benchmarks": names, **runner.config,
-              "data_sha256": {n: runner.sums.get(benchmarks.BENCHMARKS[n].file) for n in names}}
-    data = results.build(found, scores, config)
-    paths = results.write_local(out, data)
-    print("\n" + report.text(report.build(data)))
-    if tracker is not None:
-        results.log_mlflow(tracker, cfg.run, found, data, paths)
-        print(f"metrics eval/<benchmark>/<metric> logged on each member's MLflow run; table and results.json "
-              f"on run {cfg.run} (artifacts eval/)", file=sys.stderr)
-    print(f"written: {paths['results']}, {paths['md']}, {paths['csv']}", file=sys.stderr)
     return 0
 
 
@@ -281,11 +195,15 @@ def report_main(argv: list[str]) -> int:
         tracker = Tracker()
         try:
             from populora.evaluation import results
-            data = results.load(tracker, args.run)
+            data = results.load(tracker, args.run, args.step)
         except Exception as err:  # noqa: BLE001 - unknown run or not evaluated: say what to do
-            return _fail(TargetError(f"run {args.run} has no evaluation results ({str(err)[:120]}); "
-                                     f"run: populora eval --run {args.run}"))
+            at = f" --step {args.step}" if args.step is not None else ""
+            return _fail(TargetError(f"run {args.run} has no evaluation results{at.replace(' --step', ' at step')} "
+                                     f"({str(err)[:120]}); run: populora eval --run {args.run}{at}"))
         default_out = Path(data["results"] and tracker.get_run(args.run).data.tags.get(runlayout.EVAL_DIR) or ".")
+        if args.step is not None:  # next to that checkpoint's results (populora eval --step writes them there)
+            run_dir = tracker.get_run(args.run).data.tags.get(runlayout.RUN_DIR) or "."
+            default_out = Path(run_dir) / runlayout.EVAL_FOLDER / runlayout.step_folder(args.step)
     table = report.build(data)
     note = _format_note(tracker.get_run(args.run).data.tags) if args.run else ""
     print(note + report.text(table))

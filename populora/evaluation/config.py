@@ -27,8 +27,13 @@ class EvalConfig(Section):
     adapter: str | None = Field(None, description="One PEFT adapter dir, scored on `model`")
     base_only: bool = Field(False, description="Score only the bare base model `model`")
     export_tasks: str | None = Field(None, description="Write the lm-eval math task YAMLs for `data_dir` into this dir and exit")
+    step: int | None = Field(None, ge=1, description="With `run`: score the adapters of its checkpoint at this "
+                             "training step (the members alive then) instead of the final ones; results in <run dir>/"
+                             "eval/step_NNNNNN")
     members: str = Field("all", description="all (every member with a saved adapter), alive, or ids like T0,S1")
     baseline: str | None = Field(None, description="Run id of the single-agent baseline (default: the run's populora.baseline_run tag)")
+    include_baseline: bool = Field(True, description="With `run`: also score its single-agent baseline (`baseline`, "
+                                   "else the run's populora.baseline_run tag), when it has one")
     include_base: bool = Field(True, description="Also score the bare base model (its row in the table)")
     sweep_base: bool = Field(False, description="With `sweep`: also score the bare base model on each run (off by "
                              "default: the same model on every run; `include_base` does not apply to a sweep)")
@@ -72,11 +77,18 @@ class EvalConfig(Section):
                              "names; drop model.* (--model, --gguf-file, --tiny-random)")
         from populora.evaluation import benchmarks
 
+        if not self.export_tasks:
+            try:
+                benchmarks.select(self.benchmarks)
+            except benchmarks.DataError as err:
+                raise ValueError(f"benchmarks: {err}") from None
         unknown = [b for b in self.budgets if b not in benchmarks.BENCHMARKS]
         if unknown:
             raise ValueError(f"budgets: unknown benchmark(s) {', '.join(unknown)}; valid: {', '.join(benchmarks.BENCHMARKS)}")
         if any(v < 1 for v in self.budgets.values()):
             raise ValueError("budgets: every budget must be a positive number of tokens")
+        if self.step is not None and not self.run:
+            raise ValueError("step (--step N) scores a checkpoint of a training run: add run (--run RUN_ID)")
         if self.sweep_base and not self.sweep:
             raise ValueError("sweep_base (--base) is for sweep; for a run, adapter or base_only set include_base "
                              "(default true; --no-base turns it off)")
@@ -96,6 +108,8 @@ class ReportConfig(Section):
     run: str | None = Field(None, description="MLflow run id that populora eval --run evaluated")
     results: str | None = Field(None, description="A results.json written by populora eval (no MLflow needed)")
     sweep: str | None = Field(None, description="A sweep id: per-configuration intervals over seeds and paired tests vs the baseline")
+    step: int | None = Field(None, ge=1, description="With `run`: the evaluation of its checkpoint at this step "
+                             "(populora eval --run RUN --step N), not of its final adapters")
     out: str | None = Field(None, description="Where to write the report files (default: next to the results; "
                             "for a sweep <sweeps dir>/<id>/report)")
     as_json: bool = Field(False, description="Last line of stdout: one JSON object (configs with intervals, comparisons)")
@@ -110,6 +124,8 @@ class ReportConfig(Section):
                              + (f"; got {' and '.join(chosen)}" if chosen else ""))
         if self.between and not self.sweep:
             raise ValueError("between (--between A B) compares configurations of a sweep: add --sweep ID")
+        if self.step is not None and not self.run:
+            raise ValueError("step (--step N) reports a checkpoint's evaluation of a training run: add run (--run RUN_ID)")
         return self
 
 

@@ -90,8 +90,16 @@ def write_local(out_dir: Path, data: dict) -> dict[str, Path]:
 
 
 
-def log_mlflow(tracker, run_id: str | None, targets: list[Target], data: dict, paths: dict) -> None:
-    """Metrics on each target's own run, the base model's on ``run_id``; the files and the table on ``run_id``."""
+def log_mlflow(tracker, run_id: str | None, targets: list[Target], data: dict, paths: dict, step: int | None = None) -> None:
+    """Metrics on each target's own run, the base model's on ``run_id``; the files and the table on ``run_id``.
+
+    A checkpoint's evaluation (``step``) logs only its files, under ``eval/step_NNNNNN/`` on ``run_id``: member
+    runs' ``eval/...`` metrics at a training step are in-training evaluation's curve points."""
+    if step is not None:
+        folder = f"{runlayout.EVAL_FOLDER}/{runlayout.step_folder(step)}"
+        for key in ("results", "md", "csv", "lm_eval"):
+            tracker.client.log_artifact(run_id, str(paths[key]), folder)
+        return
     for t in targets:
         per = data["results"].get(t.label, {})
         if t.mlflow_run and per:
@@ -113,12 +121,13 @@ def log_mlflow(tracker, run_id: str | None, targets: list[Target], data: dict, p
                               "populora.eval_limit": str(data["config"].get("limit") or "none")})
 
 
-def load(tracker, run_id: str) -> dict:
-    """The results.json of an evaluated run (its MLflow artifact, else the local eval dir)."""
+def load(tracker, run_id: str, step: int | None = None) -> dict:
+    """The results.json of an evaluated run (its MLflow artifact, else the local eval dir); ``step``: of the
+    evaluation of its checkpoint at that step."""
     try:
-        return tracker.load_json(run_id, runlayout.EVAL_RESULTS)
+        return tracker.load_json(run_id, runlayout.eval_results_path(step))
     except Exception:  # noqa: BLE001 - no artifact: try the local eval dir the tag points at
         local = tracker.get_run(run_id).data.tags.get(runlayout.EVAL_DIR)
-        if local and (Path(local) / "results.json").is_file():
+        if local and step is None and (Path(local) / "results.json").is_file():
             return json.loads((Path(local) / "results.json").read_text())
         raise

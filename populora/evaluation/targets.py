@@ -149,6 +149,87 @@ def run_targets(tracker, run_id: str, members: str = "all", baseline: str | None
     return out, model, run
 
 
+def checkpoint_steps(run_dir: str | Path) -> list[int]:
+    """Steps with a complete checkpoint under ``<run dir>/checkpoints`` (training keeps the last few)."""
+    root = Path(run_dir) / "checkpoints"
+    steps = (runlayout.folder_step(p.name) for p in root.glob("step_*") if (p / "state.json").is_file())
+    return sorted(s for s in steps if s is not None)
+
+
+def _checkpoint(run, step: int) -> Path:
+    """``<run dir>/checkpoints/step_NNNNNN`` of ``run``; TargetError listing the steps that exist if it is not there."""
+    run_dir = run.data.tags.get(runlayout.RUN_DIR) or ""
+    path = Path(run_dir) / "checkpoints" / runlayout.step_folder(step)
+    if not (path / "state.json").is_file():
+        steps = checkpoint_steps(run_dir) if run_dir else []
+        have = f"checkpoints at step(s) {', '.join(map(str, steps))}" if steps else "no checkpoint"
+        raise TargetError(f"run {run.info.run_id} has no checkpoint at step {step} under {str(Path(run_dir) / 'checkpoints')!r} "
+                          f"({have}; training writes one every checkpoint.every steps and keeps only the newest few): "
+                          f"pick one of those with --step")
+    return path
+
+
+def checkpoint_targets(run, step: int, members: str = "all", kind: str = MEMBER,
+                       runs: dict[str, str] | None = None) -> list[Target]:
+    """The members alive at checkpoint ``step`` of ``run``, each with its own adapter saved there; ``members``:
+    all / alive (the same here: a checkpoint holds the alive members only) or ids like ``T0,S1``; ``runs``:
+    member id -> its MLflow child run."""
+    import json
+
+    path = _checkpoint(run, step)
+    state = json.loads((path / "state.json").read_text())
+    alive = {m["id"]: m for m in state["population"]["members"] if m.get("alive")}
+    if members in ("all", "alive"):
+        chosen = list(alive)
+    else:
+        chosen = [m.strip() for m in members.split(",") if m.strip()]
+        unknown = [m for m in chosen if m not in alive]
+        if unknown:
+            raise TargetError(f"member(s) {', '.join(unknown)} not alive at step {step} of run {run.info.run_id}; "
+                              f"alive then: {', '.join(sorted(alive, key=runlayout.member_order))}")
+    runs = runs or {}
+    out = []
+    for m in sorted(chosen, key=runlayout.member_order):
+        adapter = path / "adapters" / m
+        if not (adapter / "adapter_config.json").is_file():
+            raise TargetError(f"checkpoint {path} has no adapter for member {m} (expected {adapter}); is it complete?")
+        info = {"role": alive[m].get("role"), "alive": "true", "step": step}
+        label = m if kind == MEMBER else f"baseline ({m})"
+        out.append(Target(label, kind, str(adapter), runs.get(m), info))
+    return out
+
+
+def step_targets(tracker, run_id: str, step: int, members: str = "all", baseline: str | None = None,
+                 include_base: bool = True) -> tuple[list[Target], ModelSource, object]:
+    """Like ``run_targets``, at checkpoint ``step``: the members alive then with their adapters from that
+    checkpoint; the baseline run's checkpoint at the same step when it has one (else it is left out, said on
+    stderr); the base model."""
+    import sys
+
+    run = get_run(tracker, run_id)
+    kind = run.data.tags.get(runlayout.KIND)
+    if kind not in (runlayout.POPULATION, runlayout.BASELINE):
+        raise TargetError(f"run {run_id} is not a PopuLoRA training run (tag {runlayout.KIND} is missing); "
+                          f"pass the parent run id shown by populora runs")
+    model = _model(run, getattr(tracker, "uri", None))
+    def child_runs(rid: str) -> dict[str, str]:
+        return {m: c.info.run_id for m, c in _member_runs(tracker, rid).items()}
+
+    out = checkpoint_targets(run, step, members, BASELINE if kind == runlayout.BASELINE else MEMBER, child_runs(run_id))
+    baseline = baseline or run.data.tags.get(runlayout.BASELINE_RUN) or None
+    if baseline and baseline != run_id:
+        brun = get_run(tracker, baseline)
+        if _model(brun, getattr(tracker, "uri", None)) != model:
+            raise TargetError(f"baseline run {baseline} was trained on another base model than run {run_id}: not comparable")
+        try:
+            out += checkpoint_targets(brun, step, "all", BASELINE, child_runs(baseline))
+        except TargetError as err:
+            print(f"baseline left out: {err}", file=sys.stderr)
+    if include_base:
+        out.append(Target(BASE_LABEL, BASE, None))
+    return out, model, run
+
+
 def lora_spec(targets: list[Target]):
     """The one LoRA shape (rank, alpha, target modules) of every adapter target, which batched multi-LoRA needs;
     the default shape when only the bare base is evaluated."""

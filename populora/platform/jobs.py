@@ -1,4 +1,4 @@
-"""Background training jobs: launch ``populora train`` detached from the caller, find it again, stop it.
+"""Background jobs: launch ``populora train`` or ``populora eval`` detached from the caller, find it again, stop it.
 
 The web UI launches runs from a Streamlit session, which dies with a browser refresh; threads started there are
 orphaned (streamlit#10229). So a job is a separate process group started with ``start_new_session=True`` and
@@ -19,10 +19,9 @@ A pid alone does not name a process for long: after a reboot, or once the superv
 can belong to anything. So ``job.json`` also holds the supervisor's start time (psutil), and a job is ours only
 while a process with that pid AND that start time exists; otherwise it is "lost", and nothing is ever signalled.
 
-Training jobs wait for a slot (``launch_training``): at most ``max_parallel()`` run at once (one per GPU on a GPU
-box, one on CPU, or ``POPULORA_MAX_PARALLEL_JOBS``); the others show "queued". A slot is a lock file under
-``<jobs_dir>/.slots`` held by the supervisor while its trainer runs, so the OS frees it when the supervisor ends,
-however it ends, and no scheduler process is needed.
+Training and evaluation jobs wait in the machine's one queue (``platform/queue.py``) for a slot: at most
+``queue.max_parallel()`` run at once (one per GPU on a GPU box, one on CPU, or ``POPULORA_MAX_PARALLEL_JOBS``),
+in launch order; the others show "queued" and their place in line.
 
 The job knows its run without parsing the trainer's output: the launcher sets ``POPULORA_JOB_ID`` and
 ``POPULORA_JOB_DIR`` in the trainer's environment; the trainer tags its run ``populora.job_id=<id>`` and writes
@@ -69,7 +68,9 @@ class Job:
     env: dict[str, str] = field(default_factory=dict)
     ray_address: str | None = None  # set: a Ray Job, ``id`` is its submission id
     pid_started: float | None = None  # the supervisor's start time (psutil): with ``pid``, what makes it ours
-    slots: int | None = None  # set: wait for one of this many slots before running (training jobs)
+    slots: int | None = None  # set: wait in the queue for one of this many slots before running
+    kind: str = "train"  # train | eval | sweep: what the job runs (the UI shows and links it accordingly)
+    queue: str | None = None  # the queue dir it waits in (platform/queue.py), set with ``slots``
 
     # ------------------------------------------------------------------ on-disk state
     @property
@@ -172,20 +173,10 @@ START_TIME_TOLERANCE_S = 0.05  # psutil's create_time is exact to the clock tick
 
 
 def max_parallel() -> int:
-    """How many training jobs run at once: ``POPULORA_MAX_PARALLEL_JOBS``, else one per visible GPU, else 1.
+    """The queue's slot count (``queue.max_parallel``): one limit for every kind of job."""
+    from populora.platform import queue
 
-    Two trainings on one GPU or on a few CPU cores only slow each other down (and may not both fit)."""
-    env = os.environ.get("POPULORA_MAX_PARALLEL_JOBS", "").strip()
-    if env:
-        if not env.isdigit() or int(env) < 1:
-            raise ValueError(f"POPULORA_MAX_PARALLEL_JOBS={env!r}: give a whole number >= 1")
-        return int(env)
-    try:
-        import torch
-
-        return max(1, torch.cuda.device_count())
-    except ImportError:
-        return 1
+    return queue.max_parallel()
 
 
 def _alive(pid: int) -> bool:
@@ -205,10 +196,14 @@ def _alive(pid: int) -> bool:
 
 # ====================================================================== start / stop / list
 def start(argv: list[str], name: str = "", env: dict[str, str] | None = None, root: str | Path | None = None,
-          job_id: str | None = None, slots: int | None = None, files: dict[str, str] | None = None) -> Job:
+          job_id: str | None = None, slots: int | None = None, files: dict[str, str] | None = None,
+          kind: str = "train", queue_dir: str | Path | None = None) -> Job:
     """Start ``argv`` (a list, never a shell string) in a new session under a supervisor; return the Job.
-    With ``slots``, the supervisor first waits (status "queued") until fewer than ``slots`` such jobs run.
+    With ``slots``, the supervisor first waits in the queue (``queue_dir``, default ``queue.queue_dir()``;
+    status "queued") until it is first in line and fewer than ``slots`` slotted jobs run.
     ``files`` ({name: text}) are written into the job dir before anything starts (the argv may name them)."""
+    from populora.platform import queue
+
     if not isinstance(argv, (list, tuple)) or not all(isinstance(a, str) for a in argv):
         raise TypeError("argv must be a list of strings (jobs never go through a shell)")
     root = Path(root or jobs_dir())
@@ -218,8 +213,10 @@ def start(argv: list[str], name: str = "", env: dict[str, str] | None = None, ro
     for file_name, text in (files or {}).items():
         (job_dir / file_name).write_text(text)
     job = Job(id=job_id, argv=list(argv), dir=str(job_dir), created=time.time(), name=name, env=dict(env or {}),
-              slots=slots)
+              slots=slots, kind=kind, queue=str(queue_dir or queue.queue_dir()) if slots else None)
     job.save()
+    if slots:  # in line from its launch, before its supervisor exists: launch order is queue order
+        queue.enter(job)
     with open(job.log_path, "ab") as log:
         proc = subprocess.Popen([sys.executable, "-m", "populora.platform.jobs", "supervise", str(job_dir)],
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
@@ -246,28 +243,43 @@ def _link_env(job: Job) -> dict[str, str]:
 def launch_training(config_yaml: str, name: str = "", env: dict[str, str] | None = None,
                     root: str | Path | None = None, ray_address: str | None = None, slotted: bool = True) -> Job:
     """Write the (already validated) config to the job dir and start ``populora train --config`` on it: here,
-    or as a Ray Job on the cluster at ``ray_address``. ``slotted``: wait for a launch slot (``max_parallel``);
-    a caller that bounds concurrency itself (the sweep's queue, platform/queue.py) passes False."""
+    waiting in the machine's queue for a slot, or as a Ray Job on the cluster at ``ray_address`` (Ray schedules
+    those). ``slotted`` is ignored: every local job waits in the one queue (a sweep's ``--parallel`` only caps
+    how many of its own runs are in it at once)."""
+    return _launch("train", config_yaml, name, env, root, ray_address)
+
+
+def launch_eval(config_yaml: str, name: str = "", env: dict[str, str] | None = None,
+                root: str | Path | None = None, ray_address: str | None = None) -> Job:
+    """``populora eval --config`` on the (already validated) ``EvalConfig`` YAML, as ``launch_training`` runs a
+    training: same supervisor, log, stop and queue. A stopped evaluation resumes where it stopped when launched
+    again with the same config (its finished pairs are kept in its out dir)."""
+    return _launch("eval", config_yaml, name, env, root, ray_address)
+
+
+def _launch(kind: str, config_yaml: str, name: str, env: dict[str, str] | None, root: str | Path | None,
+            ray_address: str | None) -> Job:
     root = Path(root or jobs_dir())
     job_id = time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
     if ray_address:
-        return _submit_ray(config_yaml, name, dict(env or {}), root, ray_address, f"populora-{job_id}")
+        return _submit_ray(kind, config_yaml, name, dict(env or {}), root, ray_address, f"populora-{job_id}")
     # the config is in place before the supervisor reads the argv that names it
-    argv = [sys.executable, "-m", "populora.cli", "train", "--config", str(root / job_id / "config.yaml"), "--quiet"]
-    return start(argv, name=name, env=env, root=root, job_id=job_id, slots=max_parallel() if slotted else None,
-                 files={"config.yaml": config_yaml})
+    argv = [sys.executable, "-m", "populora.cli", kind, "--config", str(root / job_id / "config.yaml")]
+    argv += ["--quiet"] if kind == "train" else []
+    return start(argv, name=name, env=env, root=root, job_id=job_id, slots=max_parallel(),
+                 files={"config.yaml": config_yaml}, kind=kind)
 
 
-def _submit_ray(config_yaml: str, name: str, env: dict[str, str], root: Path, address: str, job_id: str) -> Job:
+def _submit_ray(kind: str, config_yaml: str, name: str, env: dict[str, str], root: Path, address: str, job_id: str) -> Job:
     job_dir = root / job_id
     workdir = job_dir / "ray_workdir"
     workdir.mkdir(parents=True)
     (workdir / "config.yaml").write_text(config_yaml)
-    job = Job(id=job_id, argv=ray_jobs.ENTRYPOINT.split(), dir=str(job_dir), created=time.time(), name=name, env=env,
-              ray_address=address)
+    job = Job(id=job_id, argv=ray_jobs.ENTRYPOINTS[kind].split(), dir=str(job_dir), created=time.time(), name=name,
+              env=env, ray_address=address, kind=kind)
     job.save()
     try:
-        ray_jobs.submit(address, str(workdir), job_id, {**env, runlayout.ENV_JOB_ID: job_id}, name)
+        ray_jobs.submit(address, str(workdir), job_id, {**env, runlayout.ENV_JOB_ID: job_id}, name, kind)
     except ray_jobs.RayJobError:
         shutil.rmtree(job_dir, ignore_errors=True)  # nothing was started: leave no job behind
         raise
@@ -356,25 +368,6 @@ def _raise_stopped(signum, frame):
     raise _Stopped(signum)
 
 
-def wait_for_slot(job: Job, poll_s: float = 1.0):
-    """Block until one of ``job.slots`` slot locks under ``<jobs dir>/.slots`` is free; return the held lock
-    (the OS releases it when this process ends). A stop meanwhile raises _Stopped (the handler supervise sets)."""
-    from filelock import FileLock, Timeout
-
-    folder = Path(job.dir).parent / ".slots"
-    folder.mkdir(parents=True, exist_ok=True)
-    while True:
-        for i in range(job.slots):
-            lock = FileLock(str(folder / f"slot-{i}.lock"))
-            try:
-                lock.acquire(timeout=0)
-                Path(job.dir, SLOT_FILE).write_text(str(i))
-                return lock
-            except Timeout:
-                continue
-        time.sleep(poll_s)
-
-
 def supervise(job_dir: str | Path) -> int:
     """Run the job's argv to completion (after waiting for a slot, if it has slots) and record its exit code
     (even when interrupted)."""
@@ -391,7 +384,10 @@ def supervise(job_dir: str | Path) -> int:
     Path(job_dir, READY_FILE).touch()
     try:
         if job.slots:
-            slot = wait_for_slot(job)
+            from populora.platform import queue
+
+            slot = queue.wait_for_slot(job)
+            Path(job_dir, SLOT_FILE).write_text("held")  # out of the line: status "running"
             signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
         child = subprocess.Popen(job.argv, stdin=subprocess.DEVNULL, preexec_fn=_default_signals)
         code = child.wait()
@@ -404,6 +400,10 @@ def supervise(job_dir: str | Path) -> int:
         Path(job_dir, "exit_code").write_text(str(code))
         if slot is not None:
             slot.release()
+        if job.slots:
+            from populora.platform import queue
+
+            queue.leave(job)
     return code
 
 

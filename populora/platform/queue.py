@@ -1,23 +1,140 @@
-"""A local job queue: run many background jobs (``jobs.py``) with at most K at a time.
+"""The one job queue of this machine: training runs, sweeps' runs and evaluations wait here for a slot.
 
-Each item is started by a caller-supplied function that returns a ``jobs.Job`` (a local supervised process or a
-Ray Job: both report ``status`` and ``run_id`` the same way). The queue polls: it starts items while fewer than K
-run, tells the caller once each job's MLflow run id is known (so it can tag the run), and returns every item's
-final status. A job's run id is the one its trainer links to the job (``<job dir>/run_id``, or the run tagged
-``populora.job_id`` for a Ray Job: ``jobs.Job.run_id``), never a line of its log. Nothing here knows about training: the sweep (``populora.training.sweep``) builds the items.
+One limit per resource: at most ``max_parallel()`` jobs hold a slot at once (one per visible GPU, one on a CPU
+box, or ``POPULORA_MAX_PARALLEL_JOBS``), whoever launched them: the Launch page, the Compare page's evaluation
+form, a sweep's driver or ``populora`` on the command line. Everything lives on disk under ``queue_dir()``:
+
+    <queue dir>/tickets/<created>-<job id>   one per slotted job, written at launch, removed when its supervisor
+                                             ends; holds the job dir (a sweep's jobs live under the sweep's dir)
+    <queue dir>/slots/slot-<i>.lock          a slot: a file lock held by the supervisor while its job runs, so
+                                             the OS frees it when the supervisor ends, however it ends
+
+Jobs leave the queue in launch order (ticket order): a supervisor takes a free slot only when its job is the
+first one still waiting, so ``position`` (1 = next) is what the UI and ``populora jobs`` show. No scheduler
+process: each supervisor polls. A ticket whose job ended or whose supervisor vanished is skipped (and removed).
+
+``run`` is a caller-side driver on top (the sweep's ``--parallel K``): it starts items while fewer than K of
+its own are active; each started job still waits here for a slot.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
 from populora.platform import jobs
 
-ACTIVE = ("running", "starting", "queued")  # queued: waiting for a launch slot (platform/jobs.py)
+ACTIVE = ("running", "starting", "queued")  # queued: waiting for a slot
+WAITING = ("starting", "queued")            # a ticket's job that holds no slot yet
 
 
+def max_parallel() -> int:
+    """How many slotted jobs run at once: ``POPULORA_MAX_PARALLEL_JOBS``, else one per visible GPU, else 1.
+
+    Two trainings (or a training and an evaluation) on one GPU or a few CPU cores only slow each other down
+    (and may not both fit)."""
+    env = os.environ.get("POPULORA_MAX_PARALLEL_JOBS", "").strip()
+    if env:
+        if not env.isdigit() or int(env) < 1:
+            raise ValueError(f"POPULORA_MAX_PARALLEL_JOBS={env!r}: give a whole number >= 1")
+        return int(env)
+    try:
+        import torch
+
+        return max(1, torch.cuda.device_count())
+    except ImportError:
+        return 1
+
+
+def queue_dir() -> Path:
+    """``POPULORA_QUEUE_DIR``, else ``<jobs dir>/.queue``: one per machine (per store) unless told otherwise."""
+    return Path(os.environ.get("POPULORA_QUEUE_DIR") or jobs.jobs_dir() / ".queue")
+
+
+# ====================================================================== tickets
+def _folder(job: "jobs.Job") -> Path:
+    """The job's queue dir (a job.json written before jobs named their queue: this machine's)."""
+    return Path(job.queue or queue_dir())
+
+
+def _ticket(job: "jobs.Job") -> Path:
+    return _folder(job) / "tickets" / f"{job.created:017.6f}-{job.id}"
+
+
+def enter(job: "jobs.Job") -> None:
+    """Put a launched job in line (its ticket names its dir)."""
+    path = _ticket(job)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(job.dir)
+
+
+def leave(job: "jobs.Job") -> None:
+    _ticket(job).unlink(missing_ok=True)
+
+
+def entries(folder: str | Path | None = None) -> list["jobs.Job"]:
+    """The jobs holding a ticket, in launch order, with the ones that ended or vanished removed."""
+    folder = Path(folder or queue_dir()) / "tickets"
+    out = []
+    for ticket in sorted(folder.iterdir()) if folder.is_dir() else []:
+        try:
+            job = jobs.Job.load(ticket.read_text().strip())
+        except (OSError, ValueError, TypeError):
+            ticket.unlink(missing_ok=True)  # its job dir was deleted
+            continue
+        if job.status in ACTIVE:
+            out.append(job)
+        else:
+            ticket.unlink(missing_ok=True)
+    return out
+
+
+def position(job: "jobs.Job", waiting: list["jobs.Job"] | None = None) -> int | None:
+    """1 for the next job to get a slot, 2 after it, ...; None once it holds one (or is not in the queue)."""
+    if waiting is None:
+        waiting = [j for j in entries(_folder(job)) if j.status in WAITING]
+    ids = [j.id for j in waiting]
+    return ids.index(job.id) + 1 if job.id in ids else None
+
+
+@dataclass
+class Entry:
+    job: "jobs.Job"
+    status: str
+    position: int | None  # in line, 1 = next; None: holds a slot
+
+
+def snapshot(folder: str | Path | None = None) -> list[Entry]:
+    """The queue as ``populora jobs`` and the UI show it: running jobs, then the waiting ones in order."""
+    found = [(j, j.status) for j in entries(folder)]
+    waiting = [j for j, s in found if s in WAITING]
+    rows = [Entry(j, s, position(j, waiting)) for j, s in found]
+    return sorted(rows, key=lambda e: (e.position is not None, e.position or 0))
+
+
+def wait_for_slot(job: "jobs.Job", poll_s: float = 0.5):
+    """Block until ``job`` is first in line and one of its ``slots`` slot locks is free; return the held lock
+    (the OS releases it when this process ends). A stop meanwhile raises in the caller (supervise's handler)."""
+    from filelock import FileLock, Timeout
+
+    folder = _folder(job) / "slots"
+    folder.mkdir(parents=True, exist_ok=True)
+    while True:
+        if position(job) in (1, None):  # None: our own ticket was not read back (it is being written): try anyway
+            for i in range(job.slots):
+                lock = FileLock(str(folder / f"slot-{i}.lock"))
+                try:
+                    lock.acquire(timeout=0)
+                    return lock
+                except Timeout:
+                    continue
+        time.sleep(poll_s)
+
+
+# ====================================================================== a caller-side driver: K of mine at a time
 @dataclass
 class Item:
     key: str                              # unique within the queue

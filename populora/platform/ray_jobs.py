@@ -1,4 +1,4 @@
-"""Training runs submitted as Ray Jobs: the UI's Launch page uses this when the config names a Ray cluster.
+"""Training runs (and evaluations) submitted as Ray Jobs: the UI uses this when the config names a Ray cluster.
 
 A Ray Job runs its entrypoint on the cluster's head node, so the trainer (the Ray driver) keeps running when the
 UI's machine goes away, and Ray's own dashboard shows it. What travels with it:
@@ -27,6 +27,8 @@ from pathlib import Path
 from populora.platform import runlayout
 
 ENTRYPOINT = "python -m populora.cli train --config config.yaml --quiet"
+# what a job of each kind runs (``jobs.launch_training`` / ``jobs.launch_eval``): fixed strings, the config in the file
+ENTRYPOINTS = {"train": ENTRYPOINT, "eval": "python -m populora.cli eval --config config.yaml"}
 # Ray's job statuses -> ours (populora.platform.jobs.Job.status)
 STATUSES = {"PENDING": "starting", "RUNNING": "running", "SUCCEEDED": "finished", "FAILED": "failed",
             "STOPPED": "stopped"}
@@ -101,13 +103,15 @@ def client(address: str):
                           "running with its dashboard (ray start --head --dashboard-host=0.0.0.0)?") from err
 
 
-def submit(address: str, working_dir: str, submission_id: str, env: dict[str, str], name: str = "") -> str:
-    """Submit the trainer on ``working_dir/config.yaml``; returns Ray's submission id."""
+def submit(address: str, working_dir: str, submission_id: str, env: dict[str, str], name: str = "",
+           kind: str = "train") -> str:
+    """Submit the trainer (``kind`` eval: the evaluation) on ``working_dir/config.yaml``; returns Ray's
+    submission id."""
     runtime_env = {"working_dir": working_dir,
                    # the trainer needs time to tag and end its MLflow run after Ray's SIGTERM
                    "env_vars": {**env, "RAY_JOB_STOP_WAIT_TIME_S": "30"}}
     try:
-        return client(address).submit_job(entrypoint=ENTRYPOINT, runtime_env=runtime_env,
+        return client(address).submit_job(entrypoint=ENTRYPOINTS[kind], runtime_env=runtime_env,
                                           submission_id=submission_id, metadata={runlayout.RAY_JOB_NAME: name})
     except RayJobError:
         raise

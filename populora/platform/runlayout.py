@@ -135,6 +135,7 @@ ERROR_FILE = "error.txt"             # a failed run: the traceback of the error 
 ENV_JOB_ID = "POPULORA_JOB_ID"    # set by the job launcher: the trainer tags its run with it
 ENV_JOB_DIR = "POPULORA_JOB_DIR"  # set by the local launcher: the trainer writes RUN_ID_FILE there
 RUN_ID_FILE = "run_id"
+EVAL_OUT_FILE = "eval_out"        # an evaluation job's dir: the path of its eval out dir (written as it starts)
 RAY_JOB_NAME = "populora.name"    # Ray Job metadata key holding the run name
 
 
@@ -205,6 +206,22 @@ def registry_tags(run_id: str, member: str, base_model: str, lineage: list[str],
 
 def checkpoint_adapter(step: int) -> str:
     return f"checkpoints/step_{step:06d}/{ADAPTER}"
+
+
+def step_folder(step: int) -> str:
+    """``step_000001``: a checkpoint's dir name under ``<run dir>/checkpoints``, and the folder of its evaluation
+    (``<run dir>/eval/step_000001``, artifacts ``eval/step_000001/...`` on the parent run)."""
+    return f"step_{step:06d}"
+
+
+def folder_step(name: str) -> int | None:
+    """The step of a ``step_NNNNNN`` folder name, else None."""
+    return to_int(name[len("step_"):]) if name.startswith("step_") else None
+
+
+def eval_results_path(step: int | None = None) -> str:
+    """The results.json artifact of the final evaluation (``step`` None) or of checkpoint ``step``'s."""
+    return EVAL_RESULTS if step is None else f"{EVAL_FOLDER}/{step_folder(step)}/results.json"
 
 
 def eval_subset(names: list[str], limit: int) -> str:
@@ -362,6 +379,12 @@ def record_job_run(run_id: str) -> None:
     job_dir = os.environ.get(ENV_JOB_DIR)
     if job_dir and Path(job_dir).is_dir():
         write_run_id(Path(job_dir), run_id)
+
+
+def job_dir_from_env() -> Path | None:
+    """Inside a local job: its dir (where the job's status files live), else None."""
+    job_dir = os.environ.get(ENV_JOB_DIR)
+    return Path(job_dir) if job_dir and Path(job_dir).is_dir() else None
 
 
 def write_run_id(job_dir: Path, run_id: str) -> None:

@@ -1,5 +1,6 @@
-"""The Launch form, generated from the training config schema (``TrainConfig``): one widget per field, its
-description as the help text, so a new config field shows up here without touching the UI.
+"""The Launch form, generated from the training config schema (``TrainConfig``), and the evaluation form, from
+``EvalConfig``: one widget per field, its description as the help text, so a new config field shows up here
+without touching the UI.
 
 Widgets carry no bounds of their own: pydantic is the one place values are checked, and its errors come back
 per dotted field so the page shows each one under its widget.
@@ -96,8 +97,9 @@ def _override_lines(overrides: str) -> list[str]:
     return [line.strip() for line in overrides.splitlines() if line.strip() and not line.strip().startswith("#")]
 
 
-def validate(flat: dict[str, Any], overrides: str = "") -> tuple[TrainConfig | None, dict[str, str]]:
-    """(config, {}) or (None, {dotted field or "": message}); ``overrides`` holds ``key=value`` lines.
+def validate(flat: dict[str, Any], overrides: str = "", schema: type[BaseModel] = TrainConfig) -> tuple[Any, dict[str, str]]:
+    """(config, {}) or (None, {dotted field or "": message}); ``overrides`` holds ``key=value`` lines; ``schema``:
+    the config the form is generated from (``TrainConfig`` on the Launch page, ``EvalConfig`` for evaluations).
 
     Every error at once: a bad override line does not hide the fields' own errors (the valid lines are applied
     and the fields validated all the same)."""
@@ -107,13 +109,13 @@ def validate(flat: dict[str, Any], overrides: str = "") -> tuple[TrainConfig | N
     for line in _override_lines(overrides):
         try:
             key_path, value = config_io.parse_override(line)
-            config_io.apply_override(data, key_path, value, TrainConfig)
+            config_io.apply_override(data, key_path, value, schema)
         except config_io.ConfigError as err:
             bad_lines.append(str(err))
     if bad_lines:
         errors["overrides"] = "\n\n".join(bad_lines)
     try:
-        cfg = TrainConfig.model_validate(data)
+        cfg = schema.model_validate(data)
     except ValidationError as err:
         return None, {**_errors_by_field(err, flat), **errors}
     return (None, errors) if errors else (cfg, {})

@@ -10,6 +10,7 @@ loads everything (mlflow#21841, #1571).
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -234,3 +235,20 @@ def eval_scores(store: str, run_id: str) -> pd.DataFrame:
     if not cols:
         return pd.DataFrame()
     return mdf[["member", "role", "alive"] + cols].set_index("member")
+
+
+@st.cache_data(ttl=TTL, show_spinner=False)
+def eval_results(store: str, run_id: str, step: int | None = None) -> dict | None:
+    """The results.json ``populora eval`` logged on a run: of its final adapters, or (``step``) of its checkpoint
+    at that step; None if that evaluation has not been logged."""
+    return artifact_json(store, run_id, rl.eval_results_path(step))
+
+
+@st.cache_data(ttl=TTL, show_spinner=False)
+def eval_steps(store: str, run_id: str) -> list[int]:
+    """Checkpoint steps with an evaluation logged on the run (artifact folders ``eval/step_NNNNNN``)."""
+    try:
+        found = (rl.folder_step(Path(f.path).name) for f in _client(store).list_artifacts(run_id, rl.EVAL_FOLDER) if f.is_dir)
+    except Exception:  # noqa: BLE001 - no eval folder yet
+        return []
+    return sorted(s for s in found if s is not None)

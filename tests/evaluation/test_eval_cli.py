@@ -226,3 +226,60 @@ def test_switches_that_turn_a_field_off_say_so_in_their_help():
     assert helps["--no-base"].startswith("sets include_base=false; include_base: Also score the bare base model")
     assert helps["--base-only"].endswith("[base_only=true]")
     assert helps["--limit"].endswith("[limit]")
+
+
+# ====================================================================== --step: a checkpoint's adapters
+def _adapter_weights(path: Path) -> dict:
+    from safetensors.torch import load_file
+
+    return load_file(str(path / "adapter_model.safetensors"))
+
+
+def test_step_scores_the_members_alive_at_that_checkpoint_with_its_adapters(mlflow_store, tmp_path, capsys):
+    """A real tiny run (2 steps, evolution at step 2): ``--step 1`` scores the members alive at step 1 with their
+    step-1 adapters (other weights than the final ones), through the same scoring as ``--adapter`` on that dir
+    (the reference: same generations), into eval/step_000001 (local and MLflow), leaving member metrics alone."""
+    from populora.evaluation import results
+    from populora.platform.tracking import Tracker
+
+    train = subprocess.run([sys.executable, "-m", "populora.cli", "train", "--config", "configs/smoke.yaml", "--set",
+                            "model.tiny_random=true", "--set", "steps=2", "--set", f"output_dir={tmp_path / 'runs'}",
+                            "--quiet"], cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=600)
+    assert train.returncode == 0, train.stderr[-3000:]
+    tracker = Tracker()
+    rid = next(r.info.run_id for r in tracker.client.search_runs([e.experiment_id for e in tracker.client.search_experiments()])
+               if r.data.tags.get(rl.KIND) == rl.POPULATION)
+    run_dir = Path(tracker.get_run(rid).data.tags[rl.RUN_DIR])
+    assert eval_main(["--run", rid, "--step", "7", "--benchmarks", "gsm8k"]) == 2
+    err = capsys.readouterr().err
+    assert "no checkpoint at step 7" in err and "checkpoints at step(s) 1, 2" in err
+
+    fast = ["--benchmarks", "gsm8k", "--limit", "1", "--max-new-tokens", "6"]
+    assert eval_main(["--run", rid, "--step", "1", *fast]) == 0
+    out = run_dir / "eval" / "step_000001"
+    data = json.loads((out / "results.json").read_text())
+    state = json.loads((run_dir / "checkpoints" / "step_000001" / "state.json").read_text())
+    alive_then = sorted(m["id"] for m in state["population"]["members"] if m["alive"])
+    members = sorted(k for k, t in data["targets"].items() if t["kind"] == "member")
+    assert members == alive_then == ["S0", "S1", "T0", "T1"] and data["config"]["step"] == 1
+    final_alive = {c.data.tags[rl.MEMBER_ID] for c in tracker.children(rid) if c.data.tags.get(rl.ALIVE) == "true"}
+    assert final_alive != set(alive_then), "evolution at step 2 replaced members: step 1 must score the old ones"
+    for m in members:
+        assert Path(data["targets"][m]["adapter_dir"]) == run_dir / "checkpoints" / "step_000001" / "adapters" / m
+    changed = [m for m in members if m in final_alive and any(
+        not torch.equal(a, b) for a, b in zip(_adapter_weights(Path(data["targets"][m]["adapter_dir"])).values(),
+                                              _adapter_weights(Path(tracker.get_run(data["targets"][m]["mlflow_run"])
+                                                                    .data.tags[rl.ADAPTER_DIR])).values()))]
+    assert changed, "a member trained between step 1 and the end: its step-1 adapter has other weights"
+    assert results.load(tracker, rid, step=1)["results"] == data["results"]  # logged as eval/step_000001/results.json
+    capsys.readouterr()
+    assert report_main(["--run", rid, "--step", "1"]) == 0 and "T1" in capsys.readouterr().out  # T1 died at step 2
+    assert report_main(["--run", rid, "--step", "2"]) == 2 and "--step 2" in capsys.readouterr().err
+    for c in tracker.children(rid):
+        assert not any(k.startswith("eval/") for k in c.data.metrics), "a checkpoint's scores are not member metrics"
+    # the reference: the same adapter dir scored as --adapter on the run's base gives the same generations
+    t0 = data["targets"]["T0"]["adapter_dir"]
+    ref = tmp_path / "ref"
+    assert eval_main(["--adapter", t0, "--tiny-random", "--out", str(ref), *fast]) == 0
+    sample = lambda path: [json.loads(line)["completion"] for line in Path(path).read_text().splitlines()]  # noqa: E731
+    assert sample(out / "samples" / "T0" / "gsm8k.jsonl") == sample(ref / "samples" / "T0" / "gsm8k.jsonl")

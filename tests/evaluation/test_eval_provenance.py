@@ -9,7 +9,7 @@ import pytest
 
 from oracle_backend import OracleBackend
 from populora.evaluation import benchmarks as B
-from populora.evaluation import cli
+from populora.evaluation import cli, evaluate
 
 ROOT = B.data_dir()
 pytestmark = pytest.mark.skipif(not (ROOT / B.CHECKSUMS).is_file(), reason=f"no benchmark data at {ROOT}")
@@ -19,7 +19,7 @@ NAMES = ["humaneval_plus", "amc23", "gsm8k"]
 @pytest.fixture
 def oracle_eval(tmp_path, monkeypatch):
     backend = OracleBackend(ROOT, NAMES, base_mode="truncated")
-    monkeypatch.setattr(cli, "_backend_factory", lambda *a, **k: (lambda: backend))
+    monkeypatch.setattr(evaluate, "backend_factory", lambda *a, **k: (lambda: backend))
     (tmp_path / "reference").mkdir()
     (tmp_path / "reference" / "adapter_config.json").write_text('{"peft_type": "LORA", "r": 8}')
     out = tmp_path / "eval"
@@ -81,7 +81,7 @@ def test_regrade_rescores_saved_samples_without_a_model(oracle_eval):
 
     def no_model():
         raise AssertionError("--regrade must not load a model")
-    cli._backend_factory = lambda *a, **k: no_model
+    evaluate.backend_factory = lambda *a, **k: no_model  # noqa: the fixture's monkeypatch restores it
     assert cli.eval_main(args + ["--regrade"]) == 0
     data = json.loads((out / "results.json").read_text())
     assert data["results"]["reference"]["amc23"]["score"] == 1.0

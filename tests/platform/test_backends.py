@@ -42,7 +42,7 @@ def _random_adapter(tiny_backend, directory):
 
 def test_evaluation_greedy_outputs_equal_on_multilora_and_peft(tiny_backend, tmp_path):
     from populora.evaluation import targets as T
-    from populora.evaluation.cli import _backend_factory
+    from populora.evaluation.evaluate import backend_factory as _backend_factory
     from populora.platform.config import ModelSource
 
     path = _random_adapter(tiny_backend, tmp_path / "a")

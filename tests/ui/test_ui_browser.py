@@ -152,6 +152,49 @@ def _stop_a_run(browser, server, shots: Path) -> None:
     assert f"populora train --resume {job.run_id}" in _text(browser)
 
 
+def _evaluate_from_compare(browser, server, run_id: str, shots: Path) -> None:
+    """The Compare page of the finished run has no scores: its form launches an evaluation (gsm8k, 1 item), the
+    job's progress per (target, benchmark) shows while it runs, and its scores appear in the table once it ends."""
+    import json
+
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    from populora.platform import jobs, runlayout
+
+    url = server["url"]
+    _open(browser, f"{url}/compare?run={run_id}", "Training scores", shots)
+    assert "No benchmark scores for this run yet" in _text(browser)
+    form = _wait_for(browser, lambda: next(iter(browser.find_elements(By.CSS_SELECTOR, '[data-testid="stForm"]')), None),
+                     30, "the evaluation form")
+    picker = form.find_element(By.CSS_SELECTOR, '[data-testid="stMultiSelect"] input')
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", picker)
+    picker.click()
+    picker.send_keys(Keys.BACKSPACE)  # drops the default "all"
+    picker.send_keys("gsm8k", Keys.ENTER, Keys.ESCAPE)
+    limit = form.find_element(By.CSS_SELECTOR, 'input[aria-label^="limit"]')
+    limit.send_keys(Keys.CONTROL, "a")
+    limit.send_keys(Keys.BACKSPACE, "1", Keys.TAB)
+    button = form.find_element(By.XPATH, ".//button[.//p[normalize-space()='Launch evaluation']]")
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", button)
+    button.click()
+    job = _wait_for(browser, lambda: next((j for j in jobs.list_jobs(server["dir"] / "jobs") if j.kind == "eval"), None),
+                    30, "the evaluation job on disk")
+    config = (Path(job.dir) / "config.yaml").read_text()
+    assert "benchmarks: gsm8k" in config and "limit: 1" in config, config
+    _wait_for(browser, lambda: job.name in _text(browser), 30, "the evaluation job on the Compare page")
+    _wait_for(browser, lambda: "pairs scored" in _text(browser) or job.status == "finished", 240, "the job's progress")
+    time.sleep(2)
+    browser.save_screenshot(str(shots / "compare_eval_launch.png"))
+    _wait_for(browser, lambda: job.status in ("finished", "failed"), 400, "the evaluation to end")
+    assert job.status == "finished", job.log_tail()
+    results = json.loads((Path((Path(job.dir) / runlayout.EVAL_OUT_FILE).read_text()) / "results.json").read_text())
+    _open(browser, f"{url}/compare?run={run_id}", "Benchmark scores", shots, "compare_eval_scores")
+    text = _text(browser)
+    assert "No benchmark scores" not in text and "GSM8K" in text
+    assert set(results["results"]) >= {"base model"} and all("gsm8k" in per for per in results["results"].values())
+
+
 def test_launch_watch_and_browse_a_run(server, browser, tmp_path):
     from populora.platform import jobs
 
@@ -189,6 +232,7 @@ def test_launch_watch_and_browse_a_run(server, browser, tmp_path):
     assert invalid == 0 or "invalid: " in text, "an invalid task's title names its reason"
     _open(browser, f"{url}/compare?run={run_id}", "Training scores", shots, "compare")
     assert "->" not in _text(browser)  # sanity: page text, not DOT source
+    _evaluate_from_compare(browser, server, run_id, shots)
     _stop_a_run(browser, server, shots)
     print(f"screenshots: {shots}")
     if os.environ.get("POPULORA_UPDATE_SCREENSHOTS"):  # opt-in: a test run must not change tracked files

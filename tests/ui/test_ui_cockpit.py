@@ -331,11 +331,9 @@ def _final_evaluation(uri: str, run_id: str, tmp_path: Path) -> dict:
     return data
 
 
-# The Compare page reads each member's latest eval/* metric; `populora eval` logs the final scores at MLflow step 0,
-# so the last point of an in-training curve (step N > 0) is what MLflow calls "latest". The fix is on the reader's
-# side (the contract: results.json is the Compare page's source of truth), part of the evaluation-jobs work: this
-# test is the check, and fails loudly (strict) once it passes, so the mark goes with that change.
-@pytest.mark.xfail(strict=True, reason="Compare reads latest eval/* metrics, not results.json (eval-job's part of issue 27)")
+# `populora eval` logs the final scores at MLflow step 0, so the last point of an in-training curve (step N > 0) is
+# what MLflow calls a member's "latest" eval/* metric: the Compare page reads results.json (the contract's source of
+# truth), never those latest metrics.
 def test_in_training_histories_do_not_change_a_finished_evaluation(eval_store, monkeypatch, tmp_path):
     """The report reads results.json; the Compare page shows the final evaluation's scores, never the last point
     of a subset curve logged under the same eval/<benchmark>/<metric> names during training."""

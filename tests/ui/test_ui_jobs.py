@@ -17,6 +17,13 @@ SLEEPER = ("import time\nfrom populora.platform import runlayout\n"
            "try:\n    time.sleep(60)\nexcept KeyboardInterrupt:\n    print('interrupted', flush=True)\n    raise\n")
 
 
+@pytest.fixture(autouse=True)
+def own_queue(tmp_path, monkeypatch):
+    """Each test its own queue (the machine's is shared by every job launched from this working dir)."""
+    monkeypatch.setenv("POPULORA_QUEUE_DIR", str(tmp_path / "queue"))
+    return tmp_path / "queue"
+
+
 def _wait(job, statuses, timeout=15.0):
     deadline = time.time() + timeout
     while time.time() < deadline and job.status not in statuses:
@@ -178,6 +185,51 @@ def test_launch_slots_queue_jobs_beyond_the_limit(tmp_path):
     assert _wait(second, ("finished", "failed")) == "finished" and "second ran" in second.log_tail()
 
 
+def test_the_queue_lets_jobs_out_in_launch_order_and_tells_each_its_place(tmp_path, own_queue):
+    from populora.platform import queue
+
+    first = jobs.start([sys.executable, "-c", SLEEPER], root=tmp_path / "a", slots=1)
+    assert _wait(first, ("running",)) == "running"
+    order = tmp_path / "order.txt"
+    # three more, from two launchers with their own job dirs (a sweep keeps its jobs under its own dir)
+    later = [jobs.start([sys.executable, "-c", f"open({str(order)!r}, 'a').write('{i} ')"],
+                        root=tmp_path / ("a" if i % 2 else "b"), slots=1) for i in range(3)]
+    for job in later:
+        assert _wait(job, ("queued",)) == "queued"
+    rows = queue.snapshot()
+    assert [(e.job.id, e.position) for e in rows] == [(first.id, None)] + [(j.id, i + 1) for i, j in enumerate(later)]
+    assert [queue.position(j) for j in later] == [1, 2, 3]
+    assert jobs.stop(first) == "stopped"
+    for job in later:
+        assert _wait(job, ("finished", "failed")) == "finished"
+    assert order.read_text() == "0 1 2 ", "a later job got the slot before an earlier one"
+    assert queue.snapshot() == [] and not list((own_queue / "tickets").iterdir())  # tickets leave with their jobs
+
+
+def test_the_queue_runs_a_training_then_an_evaluation_with_one_slot(tmp_path, monkeypatch):
+    """One slot: a real ``populora eval`` job (tiny model, one gsm8k item) launched while a training holds the
+    slot waits in line (position 1) and starts only once the training has ended. The training is a stand-in
+    process in the same queue (a real one is the browser test's)."""
+    from populora.evaluation import benchmarks
+    from populora.platform import queue
+
+    if not (benchmarks.data_dir() / benchmarks.CHECKSUMS).is_file():
+        pytest.skip("no benchmark data")
+    monkeypatch.setenv("POPULORA_MAX_PARALLEL_JOBS", "1")
+    ended = tmp_path / "train_ended"
+    train = jobs.start([sys.executable, "-c", f"import time; time.sleep(3); open({str(ended)!r}, 'w').write('x')"],
+                       name="train", root=tmp_path / "jobs", slots=jobs.max_parallel())
+    assert _wait(train, ("running",)) == "running"
+    out = tmp_path / "eval_out"
+    ev = jobs.launch_eval(f"base_only: true\nmodel: {{tiny_random: true}}\nbenchmarks: gsm8k\nlimit: 1\n"
+                          f"generation: {{max_new_tokens: 4}}\nout: {out}\n", name="eval", root=tmp_path / "jobs")
+    assert ev.kind == "eval" and ev.argv[2:5] == ["populora.cli", "eval", "--config"]
+    assert _wait(ev, ("queued",)) == "queued" and queue.position(ev) == 1
+    assert _wait(ev, ("finished", "failed"), timeout=300) == "finished", ev.log_tail()
+    assert (out / "results.json").stat().st_mtime > ended.stat().st_mtime and train.status == "finished"
+    assert "gsm8k" in (out / "results.json").read_text()
+
+
 def test_max_parallel_defaults_to_one_on_cpu_and_reads_the_env(monkeypatch):
     monkeypatch.delenv("POPULORA_MAX_PARALLEL_JOBS", raising=False)
     import torch
@@ -260,3 +312,105 @@ def test_the_ui_asks_for_the_operator_token_before_any_page(monkeypatch, tmp_pat
     monkeypatch.delenv("POPULORA_UI_TOKEN")
     open_at = AppTest.from_file(str(cli.APP), default_timeout=60).run()  # no token set: no login
     assert "MLflow store" in " ".join(c.value for c in open_at.caption)
+
+
+# ====================================================================== evaluation from the Compare page (AppTest)
+def _train_tiny(tmp_path) -> str:
+    """A finished tiny run (2 steps) in the store the test set, as ``populora train`` leaves it."""
+    import subprocess
+    from pathlib import Path
+
+    from mlflow import MlflowClient
+
+    out = subprocess.run([sys.executable, "-m", "populora.cli", "train", "--config", "configs/smoke.yaml", "--set",
+                          "model.tiny_random=true", "--set", "steps=2", "--set", f"output_dir={tmp_path / 'runs'}", "--quiet"],
+                         cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    client = MlflowClient(tracking_uri=__import__("os").environ["MLFLOW_TRACKING_URI"])  # not mlflow's global one
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()],
+                              f"tags.`{runlayout.KIND}` = '{runlayout.POPULATION}'")
+    return runs[0].info.run_id
+
+
+def test_compare_page_launches_an_evaluation_and_shows_its_scores(tmp_path, monkeypatch):
+    """A finished tiny run without scores: the Compare page's form (generated from EvalConfig) rejects an empty
+    benchmark list under the form, launches ``populora eval`` as a job with what was picked, shows its progress per
+    (target, benchmark), and once it ends shows the scores results.json holds."""
+    import json
+    from pathlib import Path
+
+    import streamlit as st
+    from streamlit.testing.v1 import AppTest
+
+    from populora.evaluation import benchmarks
+
+    if not (benchmarks.data_dir() / benchmarks.CHECKSUMS).is_file():
+        pytest.skip("no benchmark data")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    monkeypatch.setenv("POPULORA_JOBS_DIR", str(tmp_path / "jobs"))
+    run_id = _train_tiny(tmp_path)
+    st.cache_data.clear()
+    at = AppTest.from_file(str(Path(jobs.__file__).parents[1] / "ui" / "views" / "compare.py"), default_timeout=90)
+    at.query_params["run"] = run_id
+    at.run()
+    assert not at.exception
+    assert any("No benchmark scores" in i.value for i in at.info)
+    assert at.selectbox(key="cmp_eval_step").options == ["final adapters", "step 1", "step 2"]  # its checkpoints
+    at.multiselect(key="cmp_eval_benchmarks").set_value([])
+    _submit(at)
+    assert any("benchmarks" in e.value and "no benchmark selected" in e.value for e in at.error), [e.value for e in at.error]
+    assert jobs.list_jobs() == []
+    at.multiselect(key="cmp_eval_benchmarks").set_value(["gsm8k"])
+    at.number_input(key="cmp_eval_limit").set_value(2)
+    at.text_input(key="cmp_eval_generation.max_new_tokens").set_value("6")
+    _submit(at)
+    assert not at.exception and not at.error
+    (job,) = jobs.list_jobs()
+    assert job.kind == "eval" and job.argv[3:5] == ["eval", "--config"]
+    cfg = __import__("yaml").safe_load(Path(job.dir, "config.yaml").read_text())
+    assert (cfg["run"], cfg["benchmarks"], cfg["limit"], cfg["members"]) == (run_id, "gsm8k", 2, "alive")
+    assert _wait(job, ("finished", "failed"), timeout=400) == "finished", job.log_tail()
+    st.cache_data.clear()
+    at.run()
+    assert not at.exception
+    # the job's pairs: every member alive at the end and the base model, each scored
+    progress = next(d.value for d in at.dataframe if list(d.value.columns) == ["gsm8k"])
+    assert set(progress.index) == {"S0", "S2", "T0", "T2", "base model"} and "…" not in progress.to_numpy()
+    bench = at.dataframe[0].value
+    results = json.loads(Path(Path(job.dir, runlayout.EVAL_OUT_FILE).read_text(), "results.json").read_text())
+    assert bench.loc["T0", "GSM8K"] == pytest.approx(100 * results["results"]["T0"]["gsm8k"]["score"])
+    assert bench.loc["base model", "GSM8K"] == pytest.approx(100 * results["results"]["base model"]["gsm8k"]["score"])
+    assert not any("No benchmark scores" in i.value for i in at.info)
+
+
+def _submit(at) -> None:
+    next(b for b in at.button if b.label == "Launch evaluation").click()
+    at.run()
+
+
+def test_a_stopped_evaluation_job_resumes_without_redoing_its_finished_pairs(tmp_path):
+    """Stop an evaluation job once its first (target, benchmark) pair is stored; the same config launched again
+    (the UI's Resume) keeps that pair's file as it was and scores only the rest."""
+    from pathlib import Path
+
+    from conftest import wait_for
+
+    from populora.evaluation import benchmarks, eval_progress
+
+    if not (benchmarks.data_dir() / benchmarks.CHECKSUMS).is_file():
+        pytest.skip("no benchmark data")
+    out = tmp_path / "eval_out"
+    # one-at-a-time, so the pairs finish one by one: gsm8k then amc23 for the base model
+    config = (f"base_only: true\nmodel: {{tiny_random: true}}\nbenchmarks: gsm8k,amc23\nlimit: 2\nbatched: false\n"
+              f"generation: {{max_new_tokens: 200}}\nout: {out}\n")
+    job = jobs.launch_eval(config, name="eval", root=tmp_path / "jobs")
+    first = wait_for(lambda: next(iter(out.glob("pairs/*/*.json")), None), 300, "a first stored pair",
+                     detail=lambda: job.log_tail())
+    stamp = first.stat().st_mtime_ns
+    assert jobs.stop(job) == "stopped"
+    done = [r for r in eval_progress(out) if r["done"]]
+    assert len(eval_progress(out)) == 2 and 1 <= len(done) < 2, eval_progress(out)
+    again = jobs.launch_eval(Path(job.dir, "config.yaml").read_text(), name="eval (resumed)", root=tmp_path / "jobs")
+    assert _wait(again, ("finished", "failed"), timeout=300) == "finished", again.log_tail()
+    assert first.stat().st_mtime_ns == stamp and "done earlier" in again.log_tail(80)
+    assert all(r["done"] for r in eval_progress(out))

@@ -1,13 +1,19 @@
 """Compare: chosen members against the single-agent baseline (and the base model) on benchmark scores, with the
 population mean / weakest / best called out (computed by the evaluation report, see ``populora.ui.compare_table``).
-Only the picked members' values are shown and charted."""
+Only the picked members' values are shown and charted.
+
+Benchmark scores come from the results.json that ``populora eval`` logs on the run (of its final adapters, or of
+a checkpoint: the page picks which), never from the members' latest ``eval/...`` metrics, which in-training
+evaluation also writes (subset scores over steps). The page launches evaluations too (``populora.ui.eval_panel``)."""
 
 from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
 
-from populora.ui import charts, common, store, sweeps
+from populora.evaluation import eval_metric_keys
+from populora.platform import runlayout as rl
+from populora.ui import charts, common, eval_panel, store, sweeps
 from populora.ui.compare_table import headline, summarize
 
 st.title("Compare")
@@ -41,6 +47,76 @@ def base_row(uri: str, run_id: str, evals: pd.DataFrame) -> pd.Series | None:
         return pd.Series(logged)
     ids = [b for b in BASE_IDS if b in evals.index]
     return evals.loc[ids].mean(numeric_only=True) if ids else None
+
+
+def results_frames(data: dict) -> tuple[pd.DataFrame, pd.Series | None, pd.Series | None]:
+    """(members, baseline, base) from a results.json: member rows by id, the baseline's members' mean, the base
+    model's row; columns ``eval/<benchmark>/<metric>`` as ``populora eval`` names its metrics."""
+    kinds = {label: t.get("kind") for label, t in data.get("targets", {}).items()}
+    rows = {label: eval_metric_keys("eval", per) for label, per in data.get("results", {}).items()}
+    frame = pd.DataFrame.from_dict(rows, orient="index")
+    members = frame.loc[[label for label in frame.index if kinds.get(label) == "member"]]
+    baseline = frame.loc[[label for label in frame.index if kinds.get(label) == "baseline"]]
+    base = frame.loc[[label for label in frame.index if kinds.get(label) == "base"]]
+    return (members, baseline.mean(numeric_only=True) if len(baseline) else None,
+            base.iloc[0] if len(base) else None)
+
+
+def pick_evaluation(uri: str, run_id: str) -> int | None:
+    """Which evaluation to show: the final adapters' (None) or a checkpoint's step (when one was evaluated)."""
+    steps = store.eval_steps(uri, run_id)
+    if not steps:
+        return None
+    options = [None] + steps
+    return st.selectbox("Evaluation of", options, key="cmp_eval_step",
+                        format_func=lambda s: "the final adapters" if s is None else f"checkpoint step {s}")
+
+
+def benchmark_scores(uri: str, run_id: str, baseline: str | None, step: int | None):
+    """(members, baseline row, base row) of the evaluation picked, or None when there is none to show. A run
+    evaluated before results.json was logged (older stores) falls back to its members' latest eval/ metrics,
+    unless in-training evaluation logs those (tag populora.eval_every: they are subset curves)."""
+    data = store.eval_results(uri, run_id, step)
+    if data is not None:
+        members, base_line, base = results_frames(data)
+        if base_line is None and baseline and step is None:  # the baseline evaluated on its own run
+            other = store.eval_results(uri, baseline)
+            base_line = results_frames(other)[0].mean(numeric_only=True) if other else None
+        return members, base_line, base
+    tags = (store.run_info(uri, run_id) or {}).get("tags", {})
+    if step is not None or tags.get(rl.EVAL_EVERY):
+        return None
+    evals = metric_frame(uri, run_id, "eval/")
+    if evals.empty or not len(evals.columns):
+        return None
+    return evals, baseline_row(uri, baseline, "eval/", None), base_row(uri, run_id, evals)
+
+
+def no_scores(run_id: str, baseline: str | None) -> None:
+    st.info("No benchmark scores for this run yet. Launch an evaluation with the form below, or in a terminal: "
+            f"`populora eval --run {run_id}`" + (f"  and  `populora eval --run {baseline}`" if baseline else "")
+            + "\n\nA full evaluation takes about 25 min per run on one GPU; a limit of 20 scores the first 20 "
+            "items of each benchmark for a quick look (not comparable to full scores)."
+            + ("" if baseline else "\n\nNo baseline picked: train one with `configs/baseline.yaml` (or tick the "
+               "baseline box on the Launch page) and pick it above."))
+
+
+def evaluations(run_id: str, run_dir: str | None, open_form: bool) -> None:
+    """The launch form and the run's evaluation jobs (refreshed while one is active; the page reloads the
+    scores when one ends)."""
+    with st.expander("Evaluate this run", expanded=open_form):
+        eval_panel.launcher(run_id, run_dir, key="cmp_eval")
+
+    def jobs_part() -> None:
+        before = st.session_state.get("cmp_eval_active", False)
+        active = eval_panel.jobs_panel(run_id, key="cmp_eval")
+        st.session_state["cmp_eval_active"] = active
+        if before and not active:  # an evaluation just ended: its scores are in the store now
+            st.cache_data.clear()
+            st.rerun(scope="app")
+
+    active = any(j.status in ("running", "queued", "starting") for j in eval_panel.run_jobs(run_id)[:3])
+    st.fragment(jobs_part, run_every="3s" if active else None)()
 
 
 def axis_group(metric: str) -> str:
@@ -104,28 +180,28 @@ def main() -> None:
         return
     run_id, chosen, baseline, with_base = pickers(runs)
     uri = store.uri()
-    evals = metric_frame(uri, run_id, "eval/")
     st.subheader("Benchmarks")
-    if evals.empty or not len(evals.columns):
-        st.info(f"No benchmark scores for this run yet. Score its members (and the baseline) with\n\n"
-                f"`populora eval --run {run_id}`" + (f"  and  `populora eval --run {baseline}`" if baseline else "")
-                + "\n\nA full evaluation takes about 25 min per run on one GPU; `--limit 20` scores the first 20 "
-                "items of each benchmark for a quick look (not comparable to full scores). Scores are logged as "
-                "`eval/<benchmark>/<metric>` on each member's MLflow run and show up here."
-                + ("" if baseline else "\n\nNo baseline picked: train one with `configs/baseline.yaml` (or tick the "
-                   "baseline box on the Launch page) and pick it above."))
+    step = pick_evaluation(uri, run_id)
+    scores = benchmark_scores(uri, run_id, baseline, step)
+    if scores is None:
+        no_scores(run_id, baseline)
     else:
-        base = base_row(uri, run_id, evals) if with_base else None
-        base_line = baseline_row(uri, baseline, "eval/", None)
+        evals, base_line, base = scores
+        base = base if with_base else None
+        picked = chosen if step is None else list(evals.index)  # a checkpoint's members: the ones alive then
         main_scores = headline(evals)
         overall = main_scores["overall"]  # weakest / best member: lowest / highest overall, as in populora report
-        show_table(summarize(main_scores, chosen, headline(base_line), headline(base), overall),
-                   "Benchmark scores (%; pass@1 for code, accuracy for math)", "{:.1f}")
+        show_table(summarize(main_scores, picked, headline(base_line), headline(base), overall),
+                   "Benchmark scores (%; pass@1 for code, accuracy for math)" + (f" at checkpoint step {step}" if step else ""),
+                   "{:.1f}")
         st.caption("LiveCodeBench is scored on its public tests only (our copy has no hidden tests). Mean, weakest "
-                   "and best are over the members picked above (default: the final population); weakest and best "
-                   "are the members with the lowest and highest overall score.")
+                   "and best are over the members picked above (default: the final population; a checkpoint's "
+                   "evaluation: the members alive then); weakest and best are the members with the lowest and "
+                   "highest overall score.")
         if st.toggle("Every logged metric (base / plus, stderr, ...)", key="cmp_all_metrics"):
-            show_table(summarize(evals, chosen, base_line, base, overall), "All benchmark metrics")
+            show_table(summarize(evals, picked, base_line, base, overall), "All benchmark metrics")
+    run_dir = runs.set_index("run_id").loc[run_id, "run_dir"]
+    evaluations(run_id, None if pd.isna(run_dir) else run_dir, open_form=scores is None)
     st.subheader("Training scores (each member's last logged step)")
     train = metric_frame(uri, run_id, None, TRAINING_METRICS)
     if train.empty or not len(train.columns):

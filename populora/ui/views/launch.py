@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import streamlit as st
-
 import tempfile
 from pathlib import Path
 
+import streamlit as st
+import yaml
+
 from populora.platform import config as config_io
-from populora.platform import jobs, ray_jobs
+from populora.platform import jobs, queue, ray_jobs
 from populora.platform import runlayout as rl
 from populora.platform.plan import GPUS, PlanError
 from populora.training import make_plan, preflight_problems, render_plan
@@ -199,12 +200,19 @@ def job_row(job: jobs.Job) -> None:
     cols[0].markdown(f"**{job.name or job.id}**  \n`{job.id}`")
     cols[1].markdown(f"{common.STATUS_ICONS.get(status, '•')} {status}" + ("  \nRay Job" if job.ray_address else ""))
     with cols[2]:
-        if run_id:
+        if status == "queued":
+            place = queue.position(job)
+            st.caption(f"queued{f': #{place} in line' if place else ''} for one of {job.slots} slot(s) of the job "
+                       "queue training, sweeps and evaluations share (POPULORA_MAX_PARALLEL_JOBS)")
+        elif job.kind == "eval":
+            evaluated = (yaml.safe_load(Path(job.dir, "config.yaml").read_text()) or {}).get("run")
+            if evaluated:
+                common.link("compare", f"evaluates run {evaluated[:12]}", evaluated, "⚖️")
+        elif run_id:
             common.link("runs", f"run {run_id[:12]}", run_id, "📋")
             common.link("arms_race", "arms race", run_id, "📈")
         else:
             st.caption({"running": "waiting for the run id (model loading)…",
-                        "queued": f"queued: waits for one of {job.slots} launch slot(s) (POPULORA_MAX_PARALLEL_JOBS)",
                         "lost": "its process is gone (or its pid is another process now): nothing to stop"
                         }.get(status, "no run id in the log"))
     if status in ("running", "queued") and cols[3].button("Stop", key=f"stop_{job.id}",

@@ -7,7 +7,7 @@ import streamlit as st
 
 from populora.platform import jobs
 from populora.platform import runlayout as rl
-from populora.ui import common, store, sweeps
+from populora.ui import common, eval_panel, store, sweeps
 
 st.title("Runs")
 
@@ -131,6 +131,10 @@ def run_details(row, status: str) -> None:
     else:
         st.caption("no job log: this run was not launched from this UI (a terminal's `populora train` prints its "
                    "steps there; its metrics are all here)")
+    if status in ("finished", "stopped"):
+        with st.expander("Evaluate this run (benchmarks; scores show on the Compare page)"):
+            eval_panel.launcher(run_id, tags.get(rl.RUN_DIR), key="runs_eval")
+            eval_panel.jobs_panel(run_id, key="runs_eval")
     with st.expander("config"):
         yaml_text = store.artifact_text(store.uri(), run_id, rl.CONFIG_FILE)
         if yaml_text:
