@@ -241,11 +241,11 @@ def _link_env(job: Job) -> dict[str, str]:
 
 
 def launch_training(config_yaml: str, name: str = "", env: dict[str, str] | None = None,
-                    root: str | Path | None = None, ray_address: str | None = None, slotted: bool = True) -> Job:
+                    root: str | Path | None = None, ray_address: str | None = None) -> Job:
     """Write the (already validated) config to the job dir and start ``populora train --config`` on it: here,
     waiting in the machine's queue for a slot, or as a Ray Job on the cluster at ``ray_address`` (Ray schedules
-    those). ``slotted`` is ignored: every local job waits in the one queue (a sweep's ``--parallel`` only caps
-    how many of its own runs are in it at once)."""
+    those). Every local job waits in the one queue (a sweep's ``--parallel`` only caps how many of its own runs
+    are in it at once)."""
     return _launch("train", config_yaml, name, env, root, ray_address)
 
 

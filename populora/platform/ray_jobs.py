@@ -110,13 +110,26 @@ def submit(address: str, working_dir: str, submission_id: str, env: dict[str, st
     runtime_env = {"working_dir": working_dir,
                    # the trainer needs time to tag and end its MLflow run after Ray's SIGTERM
                    "env_vars": {**env, "RAY_JOB_STOP_WAIT_TIME_S": "30"}}
+    import tenacity
+
+    # Ray's job head answers 500 "No available agent to submit job, please try again later." while no job agent
+    # has registered yet (ray 2.60, dashboard/modules/job/job_head.py submit_job: get_target_agent timed out),
+    # e.g. on a cluster that just started on a loaded machine. The job was not created, so trying again with the
+    # same submission id is safe; any other error is final.
+    retrying = tenacity.Retrying(retry=tenacity.retry_if_exception(lambda e: AGENT_NOT_READY in str(e)),
+                                 wait=tenacity.wait_fixed(2.0), stop=tenacity.stop_after_delay(AGENT_WAIT_S),
+                                 reraise=True)
     try:
-        return client(address).submit_job(entrypoint=ENTRYPOINTS[kind], runtime_env=runtime_env,
-                                          submission_id=submission_id, metadata={runlayout.RAY_JOB_NAME: name})
+        return retrying(client(address).submit_job, entrypoint=ENTRYPOINTS[kind], runtime_env=runtime_env,
+                        submission_id=submission_id, metadata={runlayout.RAY_JOB_NAME: name})
     except RayJobError:
         raise
     except Exception as err:  # the SDK raises plain RuntimeError for HTTP errors
         raise RayJobError(f"Ray rejected the job: {err}") from err
+
+
+AGENT_NOT_READY = "No available agent to submit job"
+AGENT_WAIT_S = 120.0
 
 
 def status(address: str, submission_id: str) -> str:

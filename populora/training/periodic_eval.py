@@ -6,8 +6,8 @@ How it works:
   its own ``SHA256SUMS``, so the evaluation library reads it like any data dir and every evaluated step scores
   the same problems. The draw depends on the seed, the benchmark and ``eval.limit`` only: a population and its
   baseline with the same ``eval.seed`` score the same problems.
-- Scoring is the evaluation library's ``Runner`` on the batched path (every member of a benchmark in the same
-  mixed-adapter batches), with ``loaded`` naming the trainer's adapters, so nothing is copied or reloaded: the
+- Scoring is ``populora eval``'s own ``evaluation.evaluate.score`` on the batched path (every member of a
+  benchmark in the same mixed-adapter batches), with ``loaded`` naming the trainer's adapters, so nothing is copied or reloaded: the
   multi-LoRA, PEFT, Ray and vLLM backends all serve it as they serve rollouts.
 - Members log ``eval/<benchmark>/<metric>`` (``populora eval``'s names) at MLflow step = training step; the parent
   logs ``eval_population/<mean|weakest|best>/<benchmark>/<metric>`` over the members alive at that step.
@@ -80,7 +80,7 @@ def check(cfg) -> None:
     if not cfg.eval.every:
         return
     from populora.evaluation import benchmarks
-    from populora.evaluation.cli import MissingDependency, require_packages
+    from populora.evaluation.evaluate import MissingDependency, require_packages
 
     try:
         benchmarks.verify(benchmarks.data_dir(), cfg.eval.names)
@@ -181,16 +181,22 @@ class PeriodicEval:
     """``eval.every``'s evaluation of one run: the subset, the protocol and where each step's files go."""
 
     def __init__(self, cfg, run_dir: Path, data_dir: Path | None = None):
-        from populora.evaluation import benchmarks, protocol
+        from populora.evaluation import benchmarks
+        from populora.evaluation.config import EvalConfig
         from populora.evaluation.generation import GenConfig
+        from populora.platform.config import ModelSource
 
         self.cfg, self.ec, self.run_dir = cfg, cfg.eval, run_dir
         self.names = self.ec.names
         self.data = write_subset(data_dir or benchmarks.data_dir(), self.names, self.ec.limit, self.ec.seed,
                                  run_dir / SUBSET_DIR)
-        self.protocol = protocol.resolve(None if self.ec.protocol == "auto" else self.ec.protocol, cfg.model, max_new_tokens=self.ec.max_new_tokens)
-        self.gen = GenConfig(batch_size=self.ec.batch_size)  # greedy: batched, and the same for every member
-        self.model = cfg.model.model_dump(include={"base", "gguf_file", "tiny_random", "dtype"})
+        # The evaluation library's own config, so scoring here is `populora eval`'s (one entry point,
+        # evaluation.evaluate.score): greedy, batched, the protocol's budgets and templates.
+        self.eval_config = EvalConfig(run=run_dir.name, benchmarks=",".join(self.names), batched=True,
+                                      protocol=None if self.ec.protocol == "auto" else self.ec.protocol,
+                                      generation=GenConfig(batch_size=self.ec.batch_size,
+                                                           max_new_tokens=self.ec.max_new_tokens))
+        self.model = ModelSource(**cfg.model.model_dump(include=set(ModelSource.model_fields)))
 
     def due(self, step: int) -> bool:
         """Every ``eval.every`` steps, and at the last step so a run always ends with a point."""
@@ -198,18 +204,16 @@ class PeriodicEval:
 
     def run(self, backend, member_ids: list[str], step: int) -> Scored:
         """Score ``member_ids`` (adapters the backend holds under those names) on the subset at ``step``."""
-        from populora.evaluation import results
-        from populora.evaluation.runner import Runner
+        from populora.evaluation import evaluate, results
         from populora.evaluation.targets import MEMBER, Target
 
         out = self.run_dir / STEPS_DIR / f"step_{step:06d}"
         shutil.rmtree(out, ignore_errors=True)  # a resumed step re-trained its adapters: never reuse its old pairs
         counted = Counted(backend)
         targets = [Target(m, MEMBER, None) for m in member_ids]
-        runner = Runner(lambda: counted, self.data, out, self.gen, None, self.model, log=log.info, batched=True,
-                        protocol=self.protocol, loaded={m: m for m in member_ids})
-        with kept_random_state():
-            scores = runner.run(targets, self.names)
-        data = results.build(targets, scores, {})
+        plan = evaluate.Plan(targets, self.names, self.data, out, self.model, step=step)
+        with kept_random_state():  # no tracker: the trainer logs these as histories, not as a final evaluation
+            data = evaluate.score(plan, self.eval_config, backend=counted, log=log.info,
+                                  loaded={m: m for m in member_ids}).data
         per_member = {m: results.metric_keys(rl.EVAL_PREFIX.rstrip("/"), data["results"].get(m, {})) for m in member_ids}
         return Scored(per_member, population_stats(per_member, self.names), {m: dict(v) for m, v in counted.spent.items()})

@@ -202,7 +202,7 @@ class Driver:
                 return jobs.start(argv, name=r.name, env=self.env, root=self.dir / "jobs")
             self.log(f"  {r.key}: starting {r.name}")
             return jobs.launch_training(r.yaml, name=r.name, env=self.env, root=self.dir / "jobs",
-                                        ray_address=self.ray_address, slotted=False)  # queue.run bounds it
+                                        ray_address=self.ray_address)
         return start
 
     def run(self, parallel: int = 1) -> int:
@@ -211,6 +211,10 @@ class Driver:
         items = self.items()
         self.log(f"sweep {self.sid}: {len(self.runs)} runs, {len(self.runs) - len(items)} finished earlier, "
                  f"{len(items)} to run ({parallel} at a time{', as Ray Jobs' if self.ray_address else ''})")
+        slots = queue.max_parallel()
+        if parallel > slots and not self.ray_address:  # the machine's one queue bounds every job, the sweep's too
+            self.log(f"  note: this machine's job queue runs {slots} job(s) at once (one per GPU, or "
+                     f"POPULORA_MAX_PARALLEL_JOBS), so at most {slots} of these run together; the rest wait in line")
 
         def ended(item: queue.Item) -> None:
             self.log(f"  {item.key}: {item.status}" + (f" (run {item.run_id})" if item.run_id else

@@ -100,3 +100,40 @@ def test_unreachable_cluster_is_a_clear_error_and_leaves_no_job(tmp_path, monkey
 def test_local_ray_has_no_cluster_to_submit_to(tmp_path):
     with pytest.raises(ray_jobs.RayJobError, match="ray.address=local"):
         jobs.launch_training(yaml.safe_dump(TINY), env={}, root=tmp_path / "jobs", ray_address="local")
+
+
+class _HeadWithoutAgentYet:
+    """Ray 2.60's JobSubmissionClient against a head whose job agent has not registered: ``submit_job`` raises
+    RuntimeError("Request failed with status code 500: No available agent to submit job, please try again
+    later.") (dashboard/modules/job/job_head.py answers 500 with that text; the SDK's _raise_error wraps it)."""
+
+    def __init__(self, not_ready: int, other: str | None = None):
+        self.not_ready, self.other, self.calls = not_ready, other, []
+
+    def submit_job(self, **kwargs):
+        self.calls.append(kwargs["submission_id"])
+        if self.other:
+            raise RuntimeError(f"Request failed with status code 400: {self.other}.")
+        if len(self.calls) <= self.not_ready:
+            raise RuntimeError("Request failed with status code 500: No available agent to submit job, please try again later..")
+        return kwargs["submission_id"]
+
+
+def test_submit_waits_for_a_job_agent_and_gives_up_on_other_errors(tmp_path, monkeypatch):
+    monkeypatch.setattr(ray_jobs, "AGENT_WAIT_S", 20.0)
+    head = _HeadWithoutAgentYet(not_ready=2)
+    monkeypatch.setattr(ray_jobs, "client", lambda address: head)
+    assert ray_jobs.submit("http://head:8265", str(tmp_path), "sub-1", {}) == "sub-1"
+    assert head.calls == ["sub-1"] * 3  # same submission id each time: the job was never created before
+
+    head = _HeadWithoutAgentYet(not_ready=0, other="entrypoint must be a string")
+    monkeypatch.setattr(ray_jobs, "client", lambda address: head)
+    with pytest.raises(ray_jobs.RayJobError, match="Ray rejected the job: .*entrypoint must be a string"):
+        ray_jobs.submit("http://head:8265", str(tmp_path), "sub-2", {})
+    assert head.calls == ["sub-2"]  # not retried
+
+    monkeypatch.setattr(ray_jobs, "AGENT_WAIT_S", 1.0)
+    head = _HeadWithoutAgentYet(not_ready=100)
+    monkeypatch.setattr(ray_jobs, "client", lambda address: head)
+    with pytest.raises(ray_jobs.RayJobError, match="No available agent"):
+        ray_jobs.submit("http://head:8265", str(tmp_path), "sub-3", {})

@@ -83,9 +83,10 @@ def test_queue_runs_at_most_k_at_a_time_and_reports_failures(tmp_path):
 
 
 @pytest.mark.slow
-def test_sweep_of_two_mixes_two_seeds_with_baselines_end_to_end(mlflow_store, tmp_path):
+def test_sweep_of_two_mixes_two_seeds_with_baselines_end_to_end(mlflow_store, tmp_path, monkeypatch):
     """The whole path, kept cheap (each run is one 1-step training process, mostly imports; two at a time; one
     benchmark, one problem): 3 configurations (2 mixes + the baseline) x 2 seeds, 2 comparisons per mix."""
+    monkeypatch.setenv("POPULORA_MAX_PARALLEL_JOBS", "2")  # the machine's queue (1 slot on a CPU) lets two run
     from mlflow import MlflowClient
 
     from populora.evaluation import benchmarks as B
