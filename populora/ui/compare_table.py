@@ -41,10 +41,12 @@ def ends(rank: dict[str, float | None], unplayed: set[str] = frozenset(), places
 
 
 def summarize(scores: pd.DataFrame, members: list[str], baseline: pd.Series | None, base: pd.Series | None,
-              rank: pd.Series | None = None, unplayed: set[str] = frozenset()) -> pd.DataFrame:
-    """Rows: each member, the population mean, the weakest and best member by ``rank`` (e.g. the overall score;
-    left out without one; ties named, members in ``unplayed`` left out, see ``ends``), the baseline, the base
-    model, and the mean and weakest member minus the baseline.
+              rank: pd.Series | None = None, unplayed: set[str] = frozenset(),
+              picked: dict[str, pd.Series] | None = None) -> pd.DataFrame:
+    """Rows: each member, the population mean, the weakest and best member by ``rank`` (e.g. a rating; left out
+    without one; ties named, members in ``unplayed`` left out, see ``ends``) or the two rows of ``picked``
+    ({label: row}, weakest first: the evaluation report's cross-fitted picks, see ``report_ends``), the baseline,
+    the base model, and the mean and weakest member minus the baseline.
 
     >>> s = pd.DataFrame({"x": [0.2, 0.4]}, index=["T0", "S0"])
     >>> t = summarize(s, ["T0", "S0"], pd.Series({"x": 0.25}), None, rank=s["x"])
@@ -59,11 +61,15 @@ def summarize(scores: pd.DataFrame, members: list[str], baseline: pd.Series | No
     weakest = None
     if per:
         rows["population mean"] = pd.Series(population_mean(per), dtype=float)
-        ranks = {m: _values(rank).get(m) for m in per} if rank is not None else {}
-        labels = ends(ranks, unplayed)
-        if labels:
-            weakest = labels[0]
-            rows[labels[0]], rows[labels[1]] = (pop.loc[_member_of(label)] for label in labels)
+        if picked:
+            weakest = next(iter(picked))
+            rows.update(picked)
+        else:
+            ranks = {m: _values(rank).get(m) for m in per} if rank is not None else {}
+            labels = ends(ranks, unplayed)
+            if labels:
+                weakest = labels[0]
+                rows[labels[0]], rows[labels[1]] = (pop.loc[_member_of(label)] for label in labels)
     if baseline is not None:
         rows["baseline"] = baseline
     if base is not None:
@@ -97,3 +103,21 @@ def headline(scores: pd.DataFrame | pd.Series | None) -> pd.DataFrame | pd.Serie
     avgs = pd.DataFrame([averages(_values(r)) for _, r in main.iterrows()], index=main.index, columns=list(AVERAGES))
     out = pd.concat([main.rename(columns={n: BENCHMARKS[n].label for n in names}), avgs.astype(float)], axis=1) * 100
     return out.iloc[0] if isinstance(scores, pd.Series) else out
+
+
+def report_ends(data: dict, members: list[str]) -> tuple[dict[str, pd.Series], bool]:
+    """The weakest and best member rows of ``members`` exactly as ``populora report`` picks them from a
+    results.json (``report.extremes``): cross-fitted on held-out halves of the problems when the samples files are
+    on disk (a member picked as weakest on one half is scored on the other, so the pick's luck does not lower its
+    score), else the biased pick on the same problems, labelled so. Rows hold ``eval/<benchmark>/score``;
+    ({}, False) with fewer than two scored members.
+    """
+    from populora.evaluation import report
+    from populora.evaluation.sweep_report import target_tables
+
+    per = {m: {b: r["score"] for b, r in data["results"][m].items()} for m in members if m in data.get("results", {})}
+    if len(per) < 2:
+        return {}, False
+    picks, crossed = report.extremes(per, list(per), target_tables(data))
+    return {label: pd.Series({f"eval/{b}/score": v for b, v in scores.items()}, dtype=float)
+            for label, scores, _ in picks.values()}, crossed

@@ -14,7 +14,7 @@ import streamlit as st
 from populora.evaluation import eval_metric_keys
 from populora.platform import runlayout as rl
 from populora.ui import charts, common, eval_panel, store, sweeps
-from populora.ui.compare_table import headline, summarize
+from populora.ui.compare_table import headline, report_ends, summarize
 
 st.title("Compare")
 
@@ -82,14 +82,14 @@ def benchmark_scores(uri: str, run_id: str, baseline: str | None, step: int | No
         if base_line is None and baseline and step is None:  # the baseline evaluated on its own run
             other = store.eval_results(uri, baseline)
             base_line = results_frames(other)[0].mean(numeric_only=True) if other else None
-        return members, base_line, base
+        return members, base_line, base, data
     tags = (store.run_info(uri, run_id) or {}).get("tags", {})
     if step is not None or tags.get(rl.EVAL_EVERY):
         return None
     evals = metric_frame(uri, run_id, "eval/")
     if evals.empty or not len(evals.columns):
         return None
-    return evals, baseline_row(uri, baseline, "eval/", None), base_row(uri, run_id, evals)
+    return evals, baseline_row(uri, baseline, "eval/", None), base_row(uri, run_id, evals), None
 
 
 def no_scores(run_id: str, baseline: str | None) -> None:
@@ -186,20 +186,27 @@ def main() -> None:
     if scores is None:
         no_scores(run_id, baseline)
     else:
-        evals, base_line, base = scores
+        evals, base_line, base, data = scores
         base = base if with_base else None
         picked = chosen if step is None else list(evals.index)  # a checkpoint's members: the ones alive then
         main_scores = headline(evals)
-        overall = main_scores["overall"]  # weakest / best member: lowest / highest overall, as in populora report
-        show_table(summarize(main_scores, picked, headline(base_line), headline(base), overall),
+        overall = main_scores["overall"]  # metrics only (older stores): lowest / highest overall, the biased pick
+        ends, crossed = report_ends(data, picked) if data is not None else ({}, False)
+        show_table(summarize(main_scores, picked, headline(base_line), headline(base), overall,
+                             picked={label: headline(row) for label, row in ends.items()}),
                    "Benchmark scores (%; pass@1 for code, accuracy for math)" + (f" at checkpoint step {step}" if step else ""),
                    "{:.1f}")
         st.caption("LiveCodeBench is scored on its public tests only (our copy has no hidden tests). Mean, weakest "
                    "and best are over the members picked above (default: the final population; a checkpoint's "
-                   "evaluation: the members alive then); weakest and best are the members with the lowest and "
-                   "highest overall score.")
+                   "evaluation: the members alive then). " + (
+                       "Weakest and best are picked as populora report picks them: cross-fitted, each chosen on one "
+                       "half of the problems and scored on the other, so a member's luck on the problems that chose "
+                       "it does not bias its score." if crossed else
+                       "Weakest and best are the members with the lowest and highest overall score, scored on the "
+                       "same problems that picked them: biased (the weakest looks weaker, the best better, than they "
+                       "are); cross-fitted picks need the evaluation's samples files on this machine."))
         if st.toggle("Every logged metric (base / plus, stderr, ...)", key="cmp_all_metrics"):
-            show_table(summarize(evals, picked, base_line, base, overall), "All benchmark metrics")
+            show_table(summarize(evals, picked, base_line, base, overall, picked=ends), "All benchmark metrics")
     run_dir = runs.set_index("run_id").loc[run_id, "run_dir"]
     evaluations(run_id, None if pd.isna(run_dir) else run_dir, open_form=scores is None)
     st.subheader("Training scores (each member's last logged step)")
