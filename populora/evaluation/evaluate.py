@@ -150,9 +150,11 @@ def backend_factory(model, device: str, kind: str = "multilora", lora=None):
     return make
 
 
-def score(p: Plan, cfg, tracker=None, backend=None, log=_stderr, loaded: dict[str, str] | None = None) -> Results:
+def score(p: Plan, cfg, tracker=None, backend=None, log=_stderr, loaded: dict[str, str] | None = None,
+          progress: bool = True) -> Results:
     """Score the plan's missing pairs, write results.json and its reports, log them to MLflow (a run's only).
-    ``loaded``: {target label: adapter name} the given ``backend`` already holds (scored in place, see Runner)."""
+    ``loaded``: {target label: adapter name} the given ``backend`` already holds (scored in place, see Runner);
+    ``progress``: tqdm bars per (target, benchmark) on stderr."""
     from populora.evaluation import results
     from populora.evaluation import targets as T
     from populora.evaluation.runner import Runner
@@ -164,7 +166,7 @@ def score(p: Plan, cfg, tracker=None, backend=None, log=_stderr, loaded: dict[st
         f"{f' (first {cfg.limit} items each)' if cfg.limit else ''} under protocol {protocol.name}; results in {p.out}")
     factory = (lambda: backend) if backend is not None else backend_factory(p.model, cfg.device, p.backend, lora)
     runner = Runner(factory, p.root, p.out, cfg.generation, cfg.limit, p.model.model_dump(), log=log,
-                    batched=cfg.batched, protocol=protocol, loaded=loaded)
+                    batched=cfg.batched, protocol=protocol, loaded=loaded, progress=progress)
     write_progress(p)
     if cfg.regrade:
         from populora.evaluation import regrade

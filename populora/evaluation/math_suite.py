@@ -42,13 +42,34 @@ def export_tasks(out_dir: Path, data_dir: Path, protocol=None) -> Path:
     return out_dir
 
 
+def quiet_git_hash() -> str | None:
+    """lm-eval's ``get_git_commit_hash`` (lm_eval/loggers/utils.py: ``git describe --always``, None on failure)
+    with git's stderr dropped: lm-eval leaves it open, so outside a git checkout every benchmark printed "fatal:
+    not a git repository" into evaluation and training logs. lm-eval only stores the hash in its results dict."""
+    import os
+    import subprocess
+
+    from lm_eval.loggers.utils import get_commit_from_path
+
+    try:
+        out = subprocess.run(["git", "describe", "--always"], capture_output=True, text=True, timeout=10)
+        if out.returncode == 0:
+            return out.stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    return get_commit_from_path(os.getcwd())  # lm-eval's own fallback: a .git dir read without git
+
+
 def evaluate(backend, adapter: str | None, name: str, data_dir: Path, work_dir: Path, gen: GenConfig,
              limit: int | None, progress=None, protocol=None) -> dict:
     """Run one math benchmark for one adapter through lm-eval: accuracy (exact_match under math-verify), the share
     of verdicts that were not math-verify's (``grading_fallback``) and of completions cut by the token budget."""
     ensure_offline()
+    import lm_eval.evaluator
     from lm_eval import simple_evaluate
     from lm_eval.tasks import TaskManager
+
+    lm_eval.evaluator.get_git_commit_hash = quiet_git_hash
 
     from populora.evaluation.lm_eval_model import BackendLM
 

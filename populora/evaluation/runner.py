@@ -69,7 +69,7 @@ class Runner:
 
     def __init__(self, backend_factory: Callable, data_dir: Path, out_dir: Path, gen: GenConfig,
                  limit: int | None, model: dict, log=None, batched: bool = True, protocol=None,
-                 loaded: dict[str, str] | None = None):
+                 loaded: dict[str, str] | None = None, progress: bool = True):
         """``loaded``: {target label: adapter name} of adapters the backend already holds (in-training evaluation
         scores the trainer's own adapters in place): used as they are, neither loaded from a dir nor removed."""
         from populora.evaluation import protocol as P
@@ -86,6 +86,7 @@ class Runner:
         self.sandbox = None  # EvalPlus's, made on first use and shared by every target (closed by run())
         self.log = log or (lambda msg: print(msg, file=sys.stderr))
         self.loaded = dict(loaded or {})
+        self.progress = progress  # tqdm bars on stderr (off inside training: its own step line says it)
 
     def gen_for(self, name: str) -> GenConfig:
         """The decoding settings of benchmark ``name``: the shared ones with the protocol's token budget."""
@@ -229,7 +230,7 @@ class Runner:
 
         rows = n_items(self.data_dir, name, self.limit) * (self.gen.n_samples if self.gen.temperature > 0 else 1)
         desc = f"{t.label} | {benchmarks.BENCHMARKS[name].label}"
-        with tqdm(total=rows, desc=desc, unit="gen", file=sys.stderr, dynamic_ncols=True) as bar:
+        with tqdm(total=rows, desc=desc, unit="gen", file=sys.stderr, dynamic_ncols=True, disable=not self.progress) as bar:
             start = time.time()
             result = run_benchmark(backend, adapter, name, self.data_dir, work_dir, self.gen_for(name), self.limit,
                                    bar.update, self.protocol, self._sandbox(name))

@@ -214,6 +214,6 @@ class PeriodicEval:
         plan = evaluate.Plan(targets, self.names, self.data, out, self.model, step=step)
         with kept_random_state():  # no tracker: the trainer logs these as histories, not as a final evaluation
             data = evaluate.score(plan, self.eval_config, backend=counted, log=log.info,
-                                  loaded={m: m for m in member_ids}).data
+                                  loaded={m: m for m in member_ids}, progress=False).data
         per_member = {m: results.metric_keys(rl.EVAL_PREFIX.rstrip("/"), data["results"].get(m, {})) for m in member_ids}
         return Scored(per_member, population_stats(per_member, self.names), {m: dict(v) for m, v in counted.spent.items()})

@@ -145,3 +145,21 @@ def test_grading_in_a_ray_actor_gives_the_main_threads_verdicts():
     main = [tuple(G.grade_verdict(out, gold)) for out, gold in cases]
     assert [tuple(v) for v in in_ray] == main
     assert [v[0] for v in main] == [True, False] * (len(cases) // 2)
+
+
+def test_lm_eval_git_hash_is_quiet_outside_a_checkout(tmp_path, monkeypatch, capfd):
+    """lm-eval asks git for the working dir's commit with git's stderr open: outside a checkout every benchmark
+    printed 'fatal: not a git repository' into the logs. Ours answers the same, quietly."""
+    import subprocess
+
+    from lm_eval.loggers.utils import get_commit_from_path
+
+    from populora.evaluation.math_suite import quiet_git_hash
+
+    monkeypatch.chdir(tmp_path)
+    assert quiet_git_hash() is None and get_commit_from_path(str(tmp_path)) is None
+    assert "fatal" not in capfd.readouterr().err
+    subprocess.run(["git", "init", "-q"], check=True)
+    subprocess.run(["git", "-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q", "--allow-empty", "-m", "x"], check=True)
+    want = subprocess.run(["git", "describe", "--always"], capture_output=True, text=True, check=True).stdout.strip()
+    assert quiet_git_hash() == want
