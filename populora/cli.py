@@ -359,6 +359,9 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] in ("eval", "report", "data"):
         from populora.evaluation.cli import data_main, eval_main, report_main
 
+        if argv[0] == "eval":
+            _stop_on_sigterm()  # a stopped evaluation ends like a stopped training: one line, exit 143
+
         return {"eval": eval_main, "report": report_main, "data": data_main}[argv[0]](argv[1:])
     if argv and argv[0] == "ui":
         from populora.ui.cli import ui_main

@@ -33,6 +33,10 @@ class _Request:
     error: BaseException | None = None
 
 
+class Stopped(RuntimeError):
+    """The evaluation was stopped: what the other targets' threads raise at their next ``generate``."""
+
+
 class SharedBackend:
     """One backend, ``parties`` threads: merges their ``generate`` calls once all live parties are waiting."""
 
@@ -42,12 +46,26 @@ class SharedBackend:
         self.cond = threading.Condition()
         self.pending: list[_Request] = []
         self.calls = 0  # merged backend.generate calls (tests and benches check that merging happened)
+        self.cancelled: BaseException | None = None
+
+    def cancel(self, err: BaseException) -> None:
+        """Stop every party at its next (or current, waiting) ``generate`` with ``err``: a stop of the evaluation
+        ends its threads after the batch being generated, instead of letting them run every benchmark to the end.
+        Waits for that batch (it holds the lock)."""
+        with self.cond:
+            self.cancelled = err
+            for r in self.pending:
+                r.error, r.done = err, True
+            self.pending = []
+            self.cond.notify_all()
 
     def party(self, index: int) -> "Party":
         return Party(self, index)
 
     def generate(self, req: _Request) -> list:
         with self.cond:
+            if self.cancelled is not None:
+                raise self.cancelled
             self.pending.append(req)
             self._flush_if_all_waiting()
             while not req.done:

@@ -144,6 +144,12 @@ def eval_main(argv: list[str]) -> int:
         done = evaluate(cfg)
     except BAD_INPUT as err:
         return _fail(err)
+    except KeyboardInterrupt as err:  # Ctrl-C, the UI's Stop (SIGINT), SIGTERM (Ray's stop_job, docker stop)
+        from populora.cli import stop_code
+
+        print("\nstopped: the (target, benchmark) pairs already scored are kept in the out dir; run the same "
+              "command again (or Resume on the job) to score only the rest", file=sys.stderr, flush=True)
+        return stop_code(err)
     for res in done:
         print("\n" + report.text(report.build(res.data)), flush=True)
         if res.plan.run and res.plan.step is not None:

@@ -176,7 +176,7 @@ class Runner:
         """One thread per target runs the suite; their generation meets in :class:`SharedBackend`."""
         import threading
 
-        from populora.evaluation.batching import SharedBackend
+        from populora.evaluation.batching import SharedBackend, Stopped
 
         self._warm_up(name)
         shared = SharedBackend(self.backend, len(group))
@@ -196,8 +196,14 @@ class Runner:
         threads = [threading.Thread(target=one, args=(i, t), name=f"eval-{slug(t.label)}") for i, t in enumerate(group)]
         for th in threads:
             th.start()
-        for th in threads:
-            th.join()
+        try:
+            for th in threads:
+                th.join()
+        except BaseException:  # a stop (KeyboardInterrupt) reaches only this thread: end the others' generation too
+            shared.cancel(Stopped("evaluation stopped"))
+            for th in threads:
+                th.join()  # each ends at its next generate call (not daemon: torch must not die mid-kernel)
+            raise
         if errors:
             raise errors[0]
 

@@ -84,3 +84,37 @@ def test_a_backend_error_reaches_every_party_of_that_batch():
     shared = SharedBackend(_RecordingBackend(), 2)
     out, errors = _run_parties(shared, lambda i, party: party.generate(["boom"], [None], 8, batch_size=1))
     assert set(errors) == {0, 1} and all(isinstance(e, ValueError) for e in errors.values())
+
+
+def test_cancel_ends_every_party_at_its_next_generate():
+    """A stop reaches only the thread that joins the parties: ``cancel`` makes the waiting parties and every
+    later ``generate`` raise, so an evaluation's threads end after the batch in flight, not after all of it."""
+    from populora.evaluation.batching import Stopped
+
+    backend = _RecordingBackend()
+    shared = SharedBackend(backend, 2)
+    waiting = threading.Event()
+    got = {}
+
+    def first():  # waits for the second party, which never comes: only cancel frees it
+        try:
+            waiting.set()
+            shared.party(0).generate(["p"], ["a"], 8, temperature=0.0, batch_size=1)
+        except Stopped as e:
+            got["first"] = e
+
+    th = threading.Thread(target=first)
+    th.start()
+    waiting.wait(5)
+    while not shared.pending:
+        pass
+    shared.cancel(Stopped("evaluation stopped"))
+    th.join(timeout=10)
+    assert not th.is_alive() and str(got["first"]) == "evaluation stopped"
+    try:
+        shared.party(1).generate(["q"], ["b"], 8, temperature=0.0, batch_size=1)
+    except Stopped:
+        pass
+    else:
+        raise AssertionError("a generate after cancel ran")
+    assert backend.calls == []  # nothing was generated after the stop
