@@ -87,6 +87,23 @@ def test_run_submitted_as_a_ray_job_trains_logs_to_mlflow_and_stops_cleanly(ray_
     assert "run " + run_id in job.log_tail(200)
 
 
+def test_evaluation_submitted_as_a_ray_job_writes_its_results(ray_cluster, tmp_path):
+    """``populora eval`` as a Ray Job (jobs.launch_eval with a cluster address): the cluster runs the evaluation
+    entry point on the uploaded config and the results land where the config says."""
+    import json
+
+    config = {"base_only": True, "model": {"tiny_random": True}, "benchmarks": "gsm8k", "limit": 1,
+              "out": str(tmp_path / "eval"), "generation": {"max_new_tokens": 4}}
+    job = jobs.launch_eval(yaml.safe_dump(config), name="ray-eval", root=tmp_path / "jobs", ray_address=ray_cluster)
+    assert job.kind == "eval" and (Path(job.dir) / "ray_workdir" / "config.yaml").is_file()
+    # not "lost": status reads lost while the head cannot answer for a moment (ray_jobs.status), then recovers
+    wait_for(lambda: job.status in ("finished", "failed", "stopped"), 400, "the evaluation job to end", 2,
+             lambda: ":\n" + (job.log_tail() or ""))
+    assert job.status == "finished", job.log_tail()
+    data = json.loads((tmp_path / "eval" / "results.json").read_text())
+    assert data["results"]["base model"]["gsm8k"]["n"] == 1
+
+
 def test_unreachable_cluster_is_a_clear_error_and_leaves_no_job(tmp_path, monkeypatch):
     dead = f"http://127.0.0.1:{_free_port()}"
     monkeypatch.setenv(ray_jobs.ENV_ADDRESSES, dead)
