@@ -79,16 +79,23 @@ class Trainer:
                                    cfg.matchmaking.rate_invalid)
             train_stats = update(self.backend, proposals + (batch if cfg.solver.data == "buffer" else answers), cfg, s)
 
-        replaced = []
+        # 6. in-training evaluation on the fixed subset (timed and counted apart from training): every member as
+        # it trained this step, so before evolution when it replaces some, then the children it made
+        due = self.evaluation is not None and self.evaluation.due(s)
+        replaced, scored, eval_s = [], None, 0.0
         if cfg.evolution.every and s % cfg.evolution.every == 0:
+            if due:
+                t = time.perf_counter()
+                scored = self.evaluation.run(self.backend, [m.id for m in self.population.alive()], s)
+                eval_s = time.perf_counter() - t
             with _timed(timings, "evolve"):
                 replaced = evolve(self.population, self.backend, self.lineage, cfg, s, self.rng, self.torch_gen, self.run_dir / "adapters")
 
-        timings["step"] = time.perf_counter() - t0  # training only: evaluation below is timed (and counted) apart
-        scored = None
-        if self.evaluation is not None and self.evaluation.due(s):
-            with _timed(timings, "eval"):   # 6. in-training evaluation: the alive members on the fixed subset
-                scored = self.evaluation.run(self.backend, [m.id for m in self.population.alive()], s)
+        timings["step"] = time.perf_counter() - t0 - eval_s  # training only
+        if due:
+            t = time.perf_counter()
+            scored = self.evaluation.complete(self.backend, scored, [m.id for m in self.population.alive()], s)
+            timings["eval"] = eval_s + time.perf_counter() - t
         self.programs_proposed += sum(curriculum.wrote_program(t) for t in tasks)
         record = run_log.step_record(s, tasks, proposals, answers, rates, train_stats, self.population,
                                      len(self.seen_structures), games, timings, replaced, cfg.evolution.conservative_k,

@@ -202,12 +202,13 @@ class PeriodicEval:
         """Every ``eval.every`` steps, and at the last step so a run always ends with a point."""
         return bool(self.ec.every) and (step % self.ec.every == 0 or step == self.cfg.steps)
 
-    def run(self, backend, member_ids: list[str], step: int) -> Scored:
-        """Score ``member_ids`` (adapters the backend holds under those names) on the subset at ``step``."""
+    def run(self, backend, member_ids: list[str], step: int, part: str = "") -> Scored:
+        """Score ``member_ids`` (adapters the backend holds under those names) on the subset at ``step``
+        (``part``: a sub-folder of the step's files, for a second call in the same step)."""
         from populora.evaluation import evaluate, results
         from populora.evaluation.targets import MEMBER, Target
 
-        out = self.run_dir / STEPS_DIR / f"step_{step:06d}"
+        out = self.run_dir / STEPS_DIR / f"step_{step:06d}" / part
         shutil.rmtree(out, ignore_errors=True)  # a resumed step re-trained its adapters: never reuse its old pairs
         counted = Counted(backend)
         targets = [Target(m, MEMBER, None) for m in member_ids]
@@ -217,3 +218,14 @@ class PeriodicEval:
                                   loaded={m: m for m in member_ids}, progress=False).data
         per_member = {m: results.metric_keys(rl.EVAL_PREFIX.rstrip("/"), data["results"].get(m, {})) for m in member_ids}
         return Scored(per_member, population_stats(per_member, self.names), {m: dict(v) for m, v in counted.spent.items()})
+
+    def complete(self, backend, earlier: Scored | None, alive: list[str], step: int) -> Scored:
+        """The step's evaluation after evolution: ``earlier`` scored the members as they trained this step, before
+        evolution replaced some (their histories end on their last step, not one step early); here the alive
+        members not scored yet (the children evolution just made) are scored, and the parent's mean / weakest /
+        best are over the members alive now (survivors' weights did not change), as checkpoint ``step`` holds."""
+        todo = [m for m in alive if earlier is None or m not in earlier.member_metrics]
+        new = self.run(backend, todo, step, part="born" if earlier else "") if todo else Scored({}, {}, {})
+        per = {**(earlier.member_metrics if earlier else {}), **new.member_metrics}
+        spent = {**(earlier.spent if earlier else {}), **new.spent}
+        return Scored(per, population_stats({m: per[m] for m in alive if m in per}, self.names), spent)

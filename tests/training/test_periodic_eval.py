@@ -149,8 +149,9 @@ def _histories(uri: str) -> dict[tuple[str, str], dict[int, float]]:
 @needs_data
 @pytest.mark.slow  # two tiny runs through the CLI, ~1-3 min
 def test_a_run_with_eval_every_1_logs_eval_histories_and_trains_as_without(tmp_path):
-    """smoke.yaml evolves at step 2 (half of each role replaced), so some member runs stop at step 1 and the
-    children's start at step 2; every member run has exactly the steps it was alive at."""
+    """smoke.yaml evolves at step 2 (half of each role replaced): a replaced member is scored through the step it
+    trained last (step 2, before evolution), its child from the step it was born (2); the parent's mean / weakest
+    / best at a step are over the members alive after it (as its checkpoint holds them)."""
     on = _train(tmp_path, "on", "--set", "eval.every=1", "--set", "eval.benchmarks=gsm8k", "--set", "eval.limit=2",
                 "--set", "eval.max_new_tokens=8")
     off = _train(tmp_path, "off")
@@ -159,13 +160,15 @@ def test_a_run_with_eval_every_1_logs_eval_histories_and_trains_as_without(tmp_p
     h = _histories(on)
     members = {r.data.tags[rl.MEMBER_ID]: r for r in _runs(on) if rl.PARENT in r.data.tags}
     assert len(members) == 6, sorted(members)
-    alive_at = {1: set(), 2: set()}
+    alive_at, scored_at = {1: set(), 2: set()}, {1: set(), 2: set()}
     for m, run in members.items():
         born = int(run.data.params["born_step"])
         died = int(run.data.tags.get(rl.REPLACED_AT, 99))
-        steps = [s for s in (1, 2) if born <= s < died]
+        steps = [s for s in (1, 2) if born <= s <= died]  # trained at its replacement step: scored then too
         for s in steps:
-            alive_at[s].add(m)
+            scored_at[s].add(m)
+            if s < died:
+                alive_at[s].add(m)
         for key in ("eval/gsm8k/score", "eval/gsm8k/accuracy", "eval/gsm8k/truncated_rate",
                     "compute/eval/generated_tokens", "compute/eval/completions"):
             assert sorted(h[(m, key)]) == steps, (m, key, h.get((m, key)))
@@ -176,8 +179,10 @@ def test_a_run_with_eval_every_1_logs_eval_histories_and_trains_as_without(tmp_p
         assert h[("parent", "eval_population/mean/gsm8k/score")][s] == pytest.approx(sum(scores) / len(scores))
         assert h[("parent", "eval_population/weakest/gsm8k/score")][s] == min(scores)
         assert h[("parent", "eval_population/best/gsm8k/score")][s] == max(scores)
-        assert h[("parent", "compute/eval/generated_tokens")][s] == sum(h[(m, "compute/eval/generated_tokens")][s] for m in alive)
+        assert h[("parent", "compute/eval/generated_tokens")][s] == sum(h[(m, "compute/eval/generated_tokens")][s]
+                                                                         for m in scored_at[s])
         assert h[("parent", "time/eval_s")][s] > 0
+    assert scored_at[2] > alive_at[2] and scored_at[1] == alive_at[1]  # the replaced were scored at step 2
     # training is the same with evaluation on: every training metric, the compute-matching ledger included
     trained = {k: v for k, v in _histories(off).items() if not k[1].startswith(("time/", "system/"))}
     assert trained and {k: h[k] for k in trained} == trained
