@@ -71,6 +71,7 @@ class Job:
     slots: int | None = None  # set: wait in the queue for one of this many slots before running
     kind: str = "train"  # train | eval | sweep: what the job runs (the UI shows and links it accordingly)
     queue: str | None = None  # the queue dir it waits in (platform/queue.py), set with ``slots``
+    need: int = 1  # slots it holds at once: a training on N local GPUs (Ray model workers) takes N of them
 
     # ------------------------------------------------------------------ on-disk state
     @property
@@ -197,10 +198,10 @@ def _alive(pid: int) -> bool:
 # ====================================================================== start / stop / list
 def start(argv: list[str], name: str = "", env: dict[str, str] | None = None, root: str | Path | None = None,
           job_id: str | None = None, slots: int | None = None, files: dict[str, str] | None = None,
-          kind: str = "train", queue_dir: str | Path | None = None) -> Job:
+          kind: str = "train", queue_dir: str | Path | None = None, need: int = 1) -> Job:
     """Start ``argv`` (a list, never a shell string) in a new session under a supervisor; return the Job.
     With ``slots``, the supervisor first waits in the queue (``queue_dir``, default ``queue.queue_dir()``;
-    status "queued") until it is first in line and fewer than ``slots`` slotted jobs run.
+    status "queued") until it is first in line and ``need`` of the ``slots`` slots are free (at most all of them).
     ``files`` ({name: text}) are written into the job dir before anything starts (the argv may name them)."""
     from populora.platform import queue
 
@@ -213,7 +214,8 @@ def start(argv: list[str], name: str = "", env: dict[str, str] | None = None, ro
     for file_name, text in (files or {}).items():
         (job_dir / file_name).write_text(text)
     job = Job(id=job_id, argv=list(argv), dir=str(job_dir), created=time.time(), name=name, env=dict(env or {}),
-              slots=slots, kind=kind, queue=str(queue_dir or queue.queue_dir()) if slots else None)
+              slots=slots, kind=kind, queue=str(queue_dir or queue.queue_dir()) if slots else None,
+              need=max(1, min(need, slots or 1)))
     job.save()
     if slots:  # in line from its launch, before its supervisor exists: launch order is queue order
         queue.enter(job)
@@ -267,7 +269,30 @@ def _launch(kind: str, config_yaml: str, name: str, env: dict[str, str] | None, 
     argv = [sys.executable, "-m", "populora.cli", kind, "--config", str(root / job_id / "config.yaml")]
     argv += ["--quiet"] if kind == "train" else []
     return start(argv, name=name, env=env, root=root, job_id=job_id, slots=max_parallel(),
-                 files={"config.yaml": config_yaml}, kind=kind)
+                 files={"config.yaml": config_yaml}, kind=kind, need=slots_needed(kind, config_yaml))
+
+
+def slots_needed(kind: str, config_yaml: str) -> int:
+    """How many of the queue's slots (one per GPU) a job holds while it runs: a training on a local Ray with N
+    GPU model workers (``ray.address: local``, ``ray.model_workers`` x ``ray.gpus_per_worker``, e.g. data-parallel
+    on every GPU) takes that many; anything else one. A Ray cluster's own scheduler places a cluster run, and the
+    config was validated by the caller.
+
+    >>> slots_needed("train", "ray: {address: local, model_workers: 4, gpus_per_worker: 1}")
+    4
+    >>> slots_needed("train", "ray: {address: auto, model_workers: 4, gpus_per_worker: 1}"), slots_needed("eval", "run: x")
+    (1, 1)
+    """
+    import math
+
+    import yaml
+
+    if kind != "train":
+        return 1
+    ray = (yaml.safe_load(config_yaml) or {}).get("ray") or {}
+    if ray.get("address") != "local" or not ray.get("gpus_per_worker"):
+        return 1
+    return max(1, int(ray.get("model_workers") or 1) * math.ceil(float(ray["gpus_per_worker"])))
 
 
 def _submit_ray(kind: str, config_yaml: str, name: str, env: dict[str, str], root: Path, address: str, job_id: str) -> Job:

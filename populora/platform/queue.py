@@ -115,22 +115,39 @@ def snapshot(folder: str | Path | None = None) -> list[Entry]:
     return sorted(rows, key=lambda e: (e.position is not None, e.position or 0))
 
 
-def wait_for_slot(job: "jobs.Job", poll_s: float = 0.5):
-    """Block until ``job`` is first in line and one of its ``slots`` slot locks is free; return the held lock
-    (the OS releases it when this process ends). A stop meanwhile raises in the caller (supervise's handler)."""
+class Held(list):
+    """The slot locks a job holds (``job.need`` of them); ``release`` frees them all (so does the OS, when the
+    holding process ends)."""
+
+    def release(self) -> None:
+        for lock in self:
+            lock.release()
+        self.clear()
+
+
+def wait_for_slot(job: "jobs.Job", poll_s: float = 0.5) -> Held:
+    """Block until ``job`` is first in line and ``job.need`` of its ``slots`` slot locks are free; return them
+    held. All or none: a job that needs several slots takes none while fewer are free, and the jobs behind it
+    wait (launch order is kept, so a big job is not starved by small ones). A stop meanwhile raises in the caller
+    (supervise's handler)."""
     from filelock import FileLock, Timeout
 
     folder = _folder(job) / "slots"
     folder.mkdir(parents=True, exist_ok=True)
+    need = max(1, min(getattr(job, "need", 1) or 1, job.slots))
     while True:
         if position(job) in (1, None):  # None: our own ticket was not read back (it is being written): try anyway
+            held = Held()
             for i in range(job.slots):
                 lock = FileLock(str(folder / f"slot-{i}.lock"))
                 try:
                     lock.acquire(timeout=0)
-                    return lock
+                    held.append(lock)
                 except Timeout:
                     continue
+                if len(held) == need:
+                    return held
+            held.release()
         time.sleep(poll_s)
 
 

@@ -206,6 +206,35 @@ def test_the_queue_lets_jobs_out_in_launch_order_and_tells_each_its_place(tmp_pa
     assert queue.snapshot() == [] and not list((own_queue / "tickets").iterdir())  # tickets leave with their jobs
 
 
+def test_a_job_needing_several_slots_waits_for_all_and_keeps_its_place(tmp_path, own_queue):
+    """Two slots (two GPUs): a training on both (a data-parallel Ray run, need 2) launched while a one-slot job
+    runs waits, holding none; a one-slot job launched after it waits behind it although a slot is free."""
+    from populora.platform import queue
+
+    order = tmp_path / "order.txt"
+    first = jobs.start([sys.executable, "-c", SLEEPER], root=tmp_path, slots=2)
+    assert _wait(first, ("running",)) == "running"
+    big = jobs.start([sys.executable, "-c", f"import time; open({str(order)!r}, 'a').write('big '); time.sleep(1.5)"],
+                     root=tmp_path, slots=2, need=2)
+    small = jobs.start([sys.executable, "-c", f"open({str(order)!r}, 'a').write('small ')"], root=tmp_path, slots=2)
+    time.sleep(2.5)  # more than a poll: either would have started by now if it could
+    assert big.status == "queued" and small.status == "queued" and not order.exists()
+    assert [queue.position(j) for j in (big, small)] == [1, 2]
+    assert jobs.stop(first) == "stopped"
+    for job in (big, small):
+        assert _wait(job, ("finished", "failed")) == "finished"
+    assert order.read_text() == "big small "  # the small one did not pass the big one while a slot was free
+
+
+def test_a_local_gpu_training_needs_a_slot_per_gpu(tmp_path):
+    yaml_text = "ray: {address: local, model_workers: 2, gpus_per_worker: 1}\nmodel: {device: cuda}\n"
+    assert jobs.slots_needed("train", yaml_text) == 2
+    assert jobs.slots_needed("train", "ray: {address: local, model_workers: 2, gpus_per_worker: 0}") == 1  # CPU workers
+    job = jobs.start([sys.executable, "-c", "pass"], root=tmp_path, slots=1, need=2)
+    assert job.need == 1  # never more than the machine has: it takes the whole machine instead of waiting forever
+    assert _wait(job, ("finished", "failed")) == "finished"
+
+
 def test_the_queue_runs_a_training_then_an_evaluation_with_one_slot(tmp_path, monkeypatch):
     """One slot: a real ``populora eval`` job (tiny model, one gsm8k item) launched while a training holds the
     slot waits in line (position 1) and starts only once the training has ended. The training is a stand-in
