@@ -16,6 +16,7 @@ from populora.evaluation.figures import intervals as intervals_figure
 from populora.evaluation.figures import sweep_curves
 from populora.evaluation.results import metric_keys as eval_metric_keys
 from populora.evaluation.report import AVERAGES, averages, population_mean, weakest_best
+from populora.evaluation.report import results_extremes as report_extremes
 from populora.evaluation.sweep_report import ReportError as SweepReportError
 from populora.evaluation.sweep_report import build as sweep_statistics
 from populora.evaluation.sweep_report import gather as gather_sweep
@@ -23,4 +24,5 @@ from populora.evaluation.targets import checkpoint_steps
 
 __all__ = ["AVERAGES", "BENCHMARKS", "EvalConfig", "GROUPS", "SweepReportError", "arms_race_figure", "averages",
            "checkpoint_steps", "eval_metric_keys", "eval_progress", "gather_sweep", "intervals_figure", "population_mean",
+           "report_extremes",
            "sweep_curves", "sweep_statistics", "weakest_best"]

@@ -141,6 +141,15 @@ def extremes(per: dict[str, dict[str, float]], members: list[str], tables: dict[
     return {w: (f"{w} member ({m}, {selection.BIASED})", per[m], [m]) for w, m in zip(("weakest", "best"), ends)}, False
 
 
+def results_extremes(results: dict, members: list[str]) -> tuple[dict[str, tuple[str, dict[str, float], list[str]]], bool]:
+    """``extremes`` of ``members`` of a results.json, as ``build`` picks them (per-problem scores from the samples
+    files that are on disk): what the Compare page shows under the report's labels."""
+    from populora.evaluation.sweep_report import target_tables  # here: sweep_report reads report's definitions
+
+    per = {m: {b: r["score"] for b, r in results["results"][m].items()} for m in members if m in results.get("results", {})}
+    return extremes(per, list(per), target_tables(results)) if len(per) > 1 else ({}, False)
+
+
 def build(results: dict) -> Table:
     """``results``: {"results": {label: {benchmark: {"score": x, "n": n, "samples_file": path, ...}}},
     "targets": {label: {"kind": ...}}, "config": {"limit": N, ...}}."""

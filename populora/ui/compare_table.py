@@ -10,7 +10,7 @@ import math
 
 import pandas as pd
 
-from populora.evaluation import AVERAGES, BENCHMARKS, averages, population_mean, weakest_best
+from populora.evaluation import AVERAGES, BENCHMARKS, averages, population_mean, report_extremes, weakest_best
 
 
 def _values(row: pd.Series) -> dict[str, float]:
@@ -107,17 +107,11 @@ def headline(scores: pd.DataFrame | pd.Series | None) -> pd.DataFrame | pd.Serie
 
 def report_ends(data: dict, members: list[str]) -> tuple[dict[str, pd.Series], bool]:
     """The weakest and best member rows of ``members`` exactly as ``populora report`` picks them from a
-    results.json (``report.extremes``): cross-fitted on held-out halves of the problems when the samples files are
+    results.json (``report_extremes``): cross-fitted on held-out halves of the problems when the samples files are
     on disk (a member picked as weakest on one half is scored on the other, so the pick's luck does not lower its
     score), else the biased pick on the same problems, labelled so. Rows hold ``eval/<benchmark>/score``;
     ({}, False) with fewer than two scored members.
     """
-    from populora.evaluation import report
-    from populora.evaluation.sweep_report import target_tables
-
-    per = {m: {b: r["score"] for b, r in data["results"][m].items()} for m in members if m in data.get("results", {})}
-    if len(per) < 2:
-        return {}, False
-    picks, crossed = report.extremes(per, list(per), target_tables(data))
+    picks, crossed = report_extremes(data, members)
     return {label: pd.Series({f"eval/{b}/score": v for b, v in scores.items()}, dtype=float)
             for label, scores, _ in picks.values()}, crossed
