@@ -127,6 +127,7 @@ class ProgramRules:
 AZR_RULES = ProgramRules(single_function=True, extra_bans=False, code_f_distinct_outputs=False)
 _ERROR_NODES = {"raise": ast.Raise, "assert": ast.Assert, "try": ast.Try, "except": ast.ExceptHandler}
 _DEF_LINE = re.compile(r"^\s*def\s+(\w+)\s*\(", re.M)  # AZR counts defs by this regex, nested and methods included
+_INPUT_CALL = re.compile(r"input\(")
 
 
 def azr_banned_import(tree: ast.AST) -> str | None:
@@ -143,8 +144,14 @@ def azr_banned_import(tree: ast.AST) -> str | None:
     return None
 
 
+def azr_input_call(code: str) -> str | None:
+    """AZR's executor refuses to run any code containing ``input(`` (python_executor.py:50-53), comments and
+    strings included: a program or teacher input containing it is never a task, an answer program never right."""
+    return "contains 'input(' (AZR's executor runs no such code)" if _INPUT_CALL.search(code) else None
+
+
 def check_program(program: str, banned: tuple[str, ...] = DEFAULT_BANNED,
-                  rules: ProgramRules = ProgramRules()) -> tuple[str, str] | None:
+                  rules: ProgramRules = ProgramRules(), answer: bool = False) -> tuple[str, str] | None:
     """(status, reason) if the program cannot be a task, else None.
 
     >>> check_program("def f(x):\\n    def g(y):\\n        return y\\n    return g(x)", rules=AZR_RULES)
@@ -163,7 +170,10 @@ def check_program(program: str, banned: tuple[str, ...] = DEFAULT_BANNED,
         word = next((w for w in rules.error_keywords if isinstance(node, _ERROR_NODES.get(w, ()))), None)
         if word:
             return "banned", f"uses the banned keyword {word!r}"
-    reason = banned_reason(tree, banned) if rules.extra_bans else azr_banned_import(tree)
+    if rules.extra_bans:
+        reason = banned_reason(tree, banned)
+    else:  # AZR bans imports in task programs only (reward_managers.py:223 vs :465, :493: none for answers)
+        reason = azr_input_call(program) or (None if answer else azr_banned_import(tree))
     return ("banned", reason) if reason else None
 
 
@@ -184,6 +194,13 @@ def check_input(args: str, banned: tuple[str, ...] = DEFAULT_BANNED) -> tuple[st
         return "invalid", f"input is not an argument list for f(...): {args[:200]!r}"
     reason = banned_reason(call, banned)
     return ("banned", f"input {reason}") if reason else None
+
+
+def shape_of_input(args: str) -> tuple[str, str] | None:
+    """Only that ``f(<args>)`` is one call (AZR's template pastes the input into it)."""
+    if _call_tree(args) is None:
+        return "invalid", f"input is not an argument list for f(...): {args[:200]!r}"
+    return None
 
 
 def literal_arguments(args: str) -> bool:
@@ -279,8 +296,11 @@ class Verifier:
 
     def _static(self, program: str, inputs: list[str], rules: ProgramRules = ProgramRules()) -> Verdict | None:
         bad = check_program(program, self.banned, rules)
-        for x in inputs:  # a teacher's input; AZR checks none, so without our bans only its shape is checked
-            bad = bad or check_input(x, self.banned if rules.extra_bans else ())
+        for x in inputs:  # a teacher's input; AZR bans nothing in it but input(, so without our bans only its shape
+            if rules.extra_bans:
+                bad = bad or check_input(x, self.banned)
+            else:
+                bad = bad or shape_of_input(x) or (("banned", f"input {azr_input_call(x)}") if azr_input_call(x) else None)
         return Verdict(False, None, *bad) if bad else None
 
     # ---- the executions a job needs and how their results become a verdict
@@ -311,7 +331,7 @@ class Verifier:
             return _now(answer_bad)
         # an answer's program runs alone in its own process: the run's rules, but any number of functions (AZR)
         answer_rules = replace(job.rules, single_function=False)
-        bad = check_program(job.candidate, self.banned, answer_rules) if job.candidate is not None else None
+        bad = check_program(job.candidate, self.banned, answer_rules, answer=True) if job.candidate is not None else None
         if bad:
             return _now(Verdict(True, False, bad[0], f"answer: {bad[1]}"))
         ref_calls = job.ref_calls if job.ref_calls is not None else job.calls

@@ -92,6 +92,9 @@ class TasksConfig(Section):
                                          "false (AZR): its last code_f_inputs input blocks, duplicates allowed")
     code_f_distinct_outputs: bool = Field(True, description="Ours: a code_f task whose inputs all give the same output is invalid (nothing to "
                                           "induce); false: AZR has no such rule")
+    estimate_format_check: bool = Field(True, description="Ours: an answer with a broken <think>/<answer> layout counts as unsolved in its "
+                                        "task's solve rate; false (AZR, reward_managers.py:689-734): the solve-rate estimate reads the "
+                                        "answer after the last <answer> without the format check (the student's reward stays a format error)")
     timeout_s: float = Field(5.0, gt=0, le=300, description="Sandbox wall-clock limit per execution")
     memory_mb: int = Field(512, ge=64, le=65536, description="Sandbox address-space limit per execution")
 

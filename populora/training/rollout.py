@@ -16,6 +16,7 @@ class Rollout:
     text: str
     answer: str | None = None  # student: the parsed answer (None = format error)
     correct: bool = False
+    solved: bool | None = None  # counts as solved in the task's solve rate, where it differs from correct (AZR's estimate)
     verdict: str = ""          # the verifier's status / reason for a student answer
     reward: float = 0.0
     advantage: float = 0.0

@@ -16,7 +16,7 @@ def assign_rewards(tasks: list[Task], proposals: list[Rollout], answers: list[Ro
     by_task = defaultdict(list)
     for a in answers:
         a.reward = student_reward(a.answer is not None, a.correct, cfg.reward)
-        by_task[a.task_id].append(a.correct)
+        by_task[a.task_id].append(a.correct if a.solved is None else a.solved)
     rates = {t.id: (solve_rate(by_task[t.id]) if t.valid else None) for t in tasks}
     for p in proposals:
         rate = rates.get(p.task_id)

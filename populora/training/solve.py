@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from populora.training.rollout import Rollout
 from populora.training.tasks import KINDS, Task
-from populora.training.tasks.prompts import render, stop
+from populora.training.tasks.prompts import answer_block, answer_content, render, stop
 from populora.training.validate import program_rules
 
 
@@ -24,19 +24,40 @@ def solve(backend, verifier, tasks: list[Task], answerers: dict[str, list[str]],
         [p for _, _, p in plans], [s for s, _, _ in plans], tc.max_new_tokens_solve,
         temperature=tc.temperature, top_p=tc.top_p, seed=seed, stop=stop(tc.format, "student", tc.stop_at_answer),
     )
-    rollouts, requests, rules = [], [], program_rules(tc)
+    rollouts, requests, estimates, rules = [], [], [], program_rules(tc)
     for (student, task, _), gen in zip(plans, gens):
-        answer = KINDS[task.kind].parse_answer(gen.text, tc.format)
+        kind = KINDS[task.kind]
+        answer = kind.parse_answer(gen.text, tc.format)
         r = Rollout(student, "student", task.kind, task.id, gen.prompt_ids, gen.completion_ids, gen.text, answer=answer)
         rollouts.append(r)
         if answer is not None:
-            check = KINDS[task.kind].check_answer(task, answer, tc.answer_check)
-            check.rules = rules  # the task passed these rules; its program is checked under them again
-            requests.append((r, check))
-        else:
-            r.verdict = "format: no parseable answer" if tc.format == "direct" else "format: no well-formed <answer> block"
-    verdicts = verifier.check_many([req for _, req in requests]) if requests else []
+            requests.append((r, _check(kind, task, answer, tc, rules)))
+            continue
+        r.verdict = format_failure(kind, gen.text, tc.format)
+        if tc.format == "azr" and not tc.estimate_format_check:  # AZR's estimate reads the answer all the same
+            content = kind.read_answer(answer_content(gen.text), tc.format)
+            r.solved = False
+            if content is not None:
+                estimates.append((r, _check(kind, task, content, tc, rules)))
+    verdicts = verifier.check_many([req for _, req in requests + estimates]) if requests or estimates else []
     for (r, _), verdict in zip(requests, verdicts):
         r.correct = bool(verdict.correct)
         r.verdict = "correct" if r.correct else f"{verdict.status}: {verdict.reason}"[:200]
+    for (r, _), verdict in zip(estimates, verdicts[len(requests):]):
+        r.solved = bool(verdict.correct)
     return rollouts
+
+
+def _check(kind, task: Task, answer: str, tc, rules):
+    check = kind.check_answer(task, answer, tc.answer_check)
+    check.rules = rules  # the task passed these rules; its program is checked under them again
+    return check
+
+
+def format_failure(kind, text: str, fmt: str) -> str:
+    """Why a completion has no answer: the layout, or (the layout being fine) the answer itself."""
+    if fmt == "direct":
+        return "format: no parseable answer"
+    if answer_block(text) is None:
+        return "format: no <think>...</think> <answer>...</answer> layout"
+    return f"format: the answer has no {'fenced code block' if kind.name == 'code_f' else 'parseable value'}"

@@ -8,7 +8,8 @@ half is shown to the student (AZR: ``len // 2``) and the rest are held out.
 from __future__ import annotations
 
 from populora.platform.verifier import Check, Verdict
-from populora.training.tasks.parsing import blocks, call_arguments, first_block, last_block, parseable_program
+from populora.training.tasks.parsing import (azr_blocks, azr_code_blocks, azr_message, blocks, call_arguments,
+                                              first_block, imports_of, last_block, parseable_program)
 from populora.training.tasks.prompts import azr_prompt, chat, fenced, program_requirements, unwrap
 from populora.training.tasks.task import Prompt, Task, TaskKind
 
@@ -120,9 +121,31 @@ def read_proposal(text: str | None, task: Task, n_inputs: int, distinct: bool = 
     return task
 
 
+def read_azr_proposal(text: str | None, task: Task, n_inputs: int, distinct: bool = False,
+                      need_message: bool = True) -> Task:
+    """AZR's reading (parse_inputs_message, code_reward.py:397-453): its ```input blocks taken as written, the last
+    ``n_inputs`` (``distinct``, ours: the first ``n_inputs`` distinct argument lists); the message from a
+    ```message block, <message> tags or a ``# Message:`` line, possibly empty."""
+    if text is None:
+        task.reason = "format: no <think>...</think> <answer>...</answer> layout"
+        return task
+    found = azr_blocks(text, "input")
+    if distinct:
+        found = list(dict.fromkeys(a for a in map(call_arguments, found) if a is not None))
+    task.inputs = found[:n_inputs] if distinct else found[-n_inputs:]
+    message = azr_message(text)
+    task.message = (message or "")[:300]
+    if len(task.inputs) < n_inputs:
+        task.reason = f"format: {len(task.inputs)} {'distinct ' if distinct else ''}```input blocks, need {n_inputs}"
+    elif need_message and message is None:
+        task.reason = "format: no message (a ```message block, <message> tags or a # Message: line)"
+    return task
+
+
 def parse_proposal(text: str, task: Task, n_inputs: int, fmt: str = "direct", distinct: bool = True,
                    need_message: bool = False) -> Task:
-    return read_proposal(unwrap(text, fmt, PROPOSE_PREFILL), task, n_inputs, distinct, need_message)
+    read = read_azr_proposal if fmt == "azr" else read_proposal
+    return read(unwrap(text, fmt, PROPOSE_PREFILL), task, n_inputs, distinct, need_message)
 
 
 def judge_inputs(task: Task, checked: list[tuple[str, Verdict]], distinct_outputs: bool = True) -> Task:
@@ -174,12 +197,20 @@ def solve_messages(task: Task, fmt: str = "direct") -> Prompt:
     return chat(shots, _solve_ask(task.shown, task.message)), SOLVE_PREFILL
 
 
+def read_answer(body: str, fmt: str = "direct") -> str | None:
+    """azr: the last fenced block, as written (AZR's parse_code_function, code_reward.py:456-474; any label but
+    ``python`` stays in the code); no fenced block is a format error, code that does not run a wrong answer.
+    direct: the last python block, cut to the part that parses."""
+    if fmt == "azr":
+        codes = azr_code_blocks(body)
+        return codes[-1] if codes else None
+    code = last_block(body, "python", "py", "")
+    return parseable_program(code) if code else None
+
+
 def parse_answer(text: str, fmt: str = "direct") -> str | None:
     body = unwrap(text, fmt, SOLVE_PREFILL)
-    if body is None:
-        return None
-    code = last_block(body, "python", "py", "") or (body if fmt == "azr" else None)  # AZR reads the last block
-    return parseable_program(code) if code else None
+    return None if body is None else read_answer(body, fmt)
 
 
 def check(program: str, inputs: list[str], answer: str, outputs: list[str] | None = None, mode: str = "azr") -> Check:
@@ -187,7 +218,9 @@ def check(program: str, inputs: list[str], answer: str, outputs: list[str] | Non
     (canonical, e.g. from validation) spares re-running the reference. ``mode`` azr: Python equality (AZR's
     ``gold == f(input)``); strict: equal canonical text."""
     refusal = None if inputs else Verdict(False, None, "invalid", "code_f task without inputs")
-    return Check(program, inputs, inputs, outputs, candidate=answer, refusal=refusal, what="candidate f(input)",
+    # the answer runs with the task program's imports in front of it, as AZR runs it (python_executor.py:169-172)
+    candidate = "\n".join(imports_of(program) + [answer])
+    return Check(program, inputs, inputs, outputs, candidate=candidate, refusal=refusal, what="candidate f(input)",
                  equality="canonical" if mode == "strict" else "python")
 
 
@@ -209,6 +242,9 @@ class CodeF(TaskKind):
 
     def parse_answer(self, text, fmt) -> str | None:
         return parse_answer(text, fmt)
+
+    def read_answer(self, body, fmt) -> str | None:
+        return read_answer(body, fmt)
 
     def check_answer(self, task, answer, mode="azr") -> Check:
         half = len(task.inputs) - len(task.held_out)

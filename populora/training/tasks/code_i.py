@@ -9,7 +9,7 @@ from __future__ import annotations
 from populora.platform.sandbox.values import canonical_literal
 from populora.platform.verifier import Check, Verdict
 from populora.training.tasks import code_o
-from populora.training.tasks.parsing import call_arguments, last_line_or_block
+from populora.training.tasks.parsing import azr_value, call_arguments, last_line_or_block
 from populora.training.tasks.prompts import azr_prompt, chat, fenced, unwrap
 from populora.training.tasks.task import Prompt, Task
 
@@ -55,9 +55,17 @@ def solve_messages(task: Task, fmt: str = "direct") -> Prompt:
     return chat(shots, ask(task.program, task.output)), SOLVE_PREFILL
 
 
+def read_answer(body: str, fmt: str = "direct") -> str | None:
+    """azr: AZR's extraction (``parsing.azr_value``), taken as written and never None (``f(5)`` is the call
+    ``f(f(5))``; what does not parse is a wrong answer); direct: the input block's argument list, leniently."""
+    if fmt == "azr":
+        return azr_value(body, "input")
+    return call_arguments(last_line_or_block(body, "input"))
+
+
 def parse_answer(text: str, fmt: str = "direct") -> str | None:
     body = unwrap(text, fmt, SOLVE_PREFILL)
-    return None if body is None else call_arguments(last_line_or_block(body, "input"))
+    return None if body is None else read_answer(body, fmt)
 
 
 def check(program: str, output: str, answer: str, mode: str = "azr") -> Check:
@@ -83,6 +91,9 @@ class CodeI(code_o.CodeO):
 
     def parse_answer(self, text, fmt) -> str | None:
         return parse_answer(text, fmt)
+
+    def read_answer(self, body, fmt) -> str | None:
+        return read_answer(body, fmt)
 
     def check_answer(self, task, answer, mode="azr") -> Check:
         return check(task.program, task.output, answer, mode)

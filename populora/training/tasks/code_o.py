@@ -9,8 +9,9 @@ import re
 
 from populora.platform.sandbox.values import canonical_literal
 from populora.platform.verifier import Check, Verdict
-from populora.training.tasks.parsing import (MAX_ANSWER_CHARS, call_arguments, first_block, first_line_or_block,
-                                              last_line_or_block, parseable_program)
+from populora.training.tasks.parsing import (MAX_ANSWER_CHARS, azr_blocks, azr_code_blocks, azr_line, azr_value,
+                                              call_arguments, first_block, first_line_or_block, last_line_or_block,
+                                              parseable_program)
 from populora.platform.verifier import AZR_BANNED
 from populora.training.tasks.prompts import azr_prompt, banned_text, chat, fenced, program_requirements, unwrap
 from populora.training.tasks.task import Prompt, Task, TaskKind
@@ -107,8 +108,31 @@ def read_proposal(text: str | None, task: Task, rename: bool = False) -> Task:
     return task
 
 
+def read_azr_proposal(text: str | None, task: Task, rename: bool = False) -> Task:
+    """AZR's reading of a program + input proposal (code_reward.py:291-394): the first fenced block read as code
+    (any label but ``python`` stays in it), the first ```input block or else a ``# Input:`` line, both taken as
+    written (an input ``f(5)`` is the call ``f(f(5))``, an empty one ``f()``); no ``def`` is a format error. What
+    the program and input do is the sandbox's business."""
+    if text is None:
+        task.reason = "format: no <think>...</think> <answer>...</answer> layout"
+        return task
+    codes, inputs = azr_code_blocks(text), azr_blocks(text, "input")
+    arguments = inputs[0] if inputs else azr_line(text, "Input")
+    if not codes or arguments is None:
+        task.reason = "format: needs a ```python block and an ```input block (or a # Input: line)"
+        return task
+    code = rename_first_function(codes[0]) if rename else codes[0]
+    task.program, task.input = code, arguments.strip()
+    if not re.search(r"^\s*def\s+\w+\s*\(", code, re.M):
+        task.reason = "format: the python block defines no function"
+    return task
+
+
 def parse_proposal(text: str, task: Task, fmt: str = "direct", rename: bool = False) -> Task:
-    """Fill ``task`` from a teacher's completion (the direct prefill is prepended, azr reads the answer block)."""
+    """Fill ``task`` from a teacher's completion (the direct prefill is prepended, azr reads the answer block as
+    AZR does)."""
+    if fmt == "azr":
+        return read_azr_proposal(unwrap(text, fmt, PROPOSE_PREFILL), task, rename)
     return read_proposal(unwrap(text, fmt, PROPOSE_PREFILL), task, rename)
 
 
@@ -154,19 +178,24 @@ def solve_messages(task: Task, fmt: str = "direct") -> Prompt:
     return chat(shots, ask(task.program, task.input)), SOLVE_PREFILL
 
 
-def parse_answer(text: str, fmt: str = "direct") -> str | None:
-    """The output block's text (AZR: any non-empty answer is well-formed; what it evaluates to is the check's
-    business, so ``'ab' * 2`` is an answer and ``f(`` a wrong one, not a format error)."""
-    body = unwrap(text, fmt, SOLVE_PREFILL)
-    if body is None:
-        return None
+def read_answer(body: str, fmt: str = "direct") -> str | None:
+    """The answer in a well-laid-out completion's answer text. azr: AZR's extraction (``parsing.azr_value``),
+    never None: what it evaluates to is the check's business, so ``'ab' * 2`` is an answer and ``f(`` or an
+    empty answer a wrong one, not a format error. direct: the output block's text, non-empty."""
+    if fmt == "azr":
+        return azr_value(body, "output")
     answer = last_line_or_block(body, "output")
     return answer if answer and len(answer) <= MAX_ANSWER_CHARS else None
 
 
-# The answer is evaluated by itself, as the lone argument list of this identity (``1, 2`` is a tuple, as
-# ``eval`` reads it), without the task's program in scope: AZR evaluates it next to f, where ``f(3)`` would be a
-# right answer to every task on input 3.
+def parse_answer(text: str, fmt: str = "direct") -> str | None:
+    body = unwrap(text, fmt, SOLVE_PREFILL)
+    return None if body is None else read_answer(body, fmt)
+
+
+# The answer is evaluated by itself, as the lone argument of this identity (``1, 2`` is a tuple, as ``eval``
+# reads it), without the task's program in scope: so does AZR's check, which evaluates it in its trainer process
+# (python_executor.py:192-196), where ``f(3)`` names nothing.
 IDENTITY = "def f(*value):\n    return value[0] if len(value) == 1 else value"
 
 
@@ -182,8 +211,10 @@ def check(program: str, input: str, answer: str, gold: str | None = None, mode: 
             expected, refusal = [], Verdict(True, False, "bad_answer", f"answer is not a literal: {e}")
         return Check(program, [input], [input], expected, refusal=refusal)
     expected = [gold] if gold is not None else None
-    return Check(program, [input], [answer], expected, candidate=IDENTITY, what="the answer",
-                 ref_calls=[input], expressions=True, equality="python")
+    refusal = None if answer.strip() else Verdict(True, False, "wrong", "the answer is empty")
+    # the answer is one expression, as eval reads it: on lines of its own, so a trailing comment ends there
+    return Check(program, [input], [f"(\n{answer}\n)"], expected, candidate=IDENTITY, what="the answer",
+                 ref_calls=[input], expressions=True, equality="python", refusal=refusal)
 
 
 class CodeO(TaskKind):
@@ -202,6 +233,9 @@ class CodeO(TaskKind):
 
     def parse_answer(self, text, fmt) -> str | None:
         return parse_answer(text, fmt)
+
+    def read_answer(self, body, fmt) -> str | None:
+        return read_answer(body, fmt)
 
     def check_answer(self, task, answer, mode="azr") -> Check:
         return check(task.program, task.input, answer, task.output or None, mode)

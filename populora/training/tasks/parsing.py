@@ -129,3 +129,83 @@ def first_line_or_block(text: str, label: str) -> str:
     if body is not None:
         return body.strip()
     return text.split("```", 1)[0].strip()
+
+
+# ------------------------------------------------------------------------- AZR's reading (tasks.format azr)
+# The azr format reads model text as AZR does (absolute_zero_reasoner/rewards/code_reward.py and
+# reward_managers.py, paper branch 41ed983): its fence patterns, its fallbacks, and its strictness, so a paper
+# preset accepts and refuses what AZR does. The direct format keeps the lenient reading above (small models).
+_AZR = re.S | re.I
+
+
+def azr_blocks(text: str, label: str) -> list[str]:
+    """Bodies of every ```label block, stripped (AZR: any whitespace after the label, case-insensitive).
+
+    >>> azr_blocks("```INPUT 'ab'```", "input")
+    ["'ab'"]
+    """
+    return [m.group(1).strip() for m in re.finditer(rf"```{label}\s*\n?(.*?)\n?```", text, _AZR)]
+
+
+def azr_code_blocks(text: str) -> list[str]:
+    """Bodies of every fenced block read as code (AZR's code pattern: an optional ``python`` label, any other
+    label stays in the body, so ```` ```python3 ```` gives a first line ``3``).
+
+    >>> azr_code_blocks("```python\\ndef f(a):\\n    return a\\n```")
+    ['def f(a):\\n    return a']
+    """
+    return [m.group(1).strip() for m in re.finditer(r"```(?:python\s*)?\n?(.*?)\n?```", text, _AZR)]
+
+
+def azr_line(text: str, name: str) -> str | None:
+    """AZR's ``# Input:`` / ``# Output:`` / ``# Message:`` fallback: the rest of the text up to a fence."""
+    m = re.search(rf"# {name}:\s*(.*?)(?=\n```|$)", text, _AZR)
+    return m.group(1) if m else None
+
+
+def azr_value(content: str, want: str) -> str:
+    """A student's input or output inside <answer>, as AZR extracts it (reward_managers.py:76-119): the last
+    ```want block, else the last ``# Want:`` line, ``want(...)`` call, ``<want>`` tag or "the want is ...",
+    else the whole answer. Never None: what it says is the check's business (a wrong answer, not a format error).
+
+    >>> azr_value("The output is 'ab'.", "output"), azr_value("<input>3</input>", "input"), azr_value("7", "output")
+    ("'ab'", '3', '7')
+    """
+    patterns = [rf"```{want}\s*\n?(.*?)\n?```", rf"# {want}:\s*(.*?)(?=\n```|$)", rf"{want}\s*\((.*?)\)",
+                rf"<{want}>\s*(.*?)(?:</{want}>|\s*$)", rf"the {want} is\s*(.*?)\.?$"]
+    for pattern in patterns:
+        matches = list(re.finditer(pattern, content, _AZR))
+        if matches:
+            return matches[-1].group(1)
+    return content
+
+
+def azr_message(text: str) -> str | None:
+    """A code_f proposal's message: a ```message block, else <message> tags, else a ``# Message:`` line (it may be
+    empty); None when there is none."""
+    m = (re.search(r"```message\s*\n?(.*?)\n?```", text, _AZR) or re.search(r"<message>\s*(.*?)\s*</message>", text, _AZR))
+    if m:
+        return m.group(1).strip()
+    line = azr_line(text, "Message")
+    return None if line is None else line.strip()
+
+
+def imports_of(program: str) -> list[str]:
+    """The import statements anywhere in a program, as lines (AZR's parse_imports, parsers.py:6-33): AZR runs a
+    code_f answer with the task program's imports in front of it.
+
+    >>> imports_of("import math\\ndef f(x):\\n    from collections import Counter as C\\n    return x")
+    ['import math', 'from collections import Counter as C']
+    """
+    try:
+        tree = ast.parse(program)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return [line.strip() for line in re.findall(r"^\s*(?:from|import)\s+.*$", program, re.M)]
+    lines = []
+    for node in ast.walk(tree):
+        names = ", ".join(a.name + (f" as {a.asname}" if a.asname else "") for a in getattr(node, "names", []))
+        if isinstance(node, ast.Import):
+            lines.append(f"import {names}")
+        elif isinstance(node, ast.ImportFrom):
+            lines.append(f"from {'.' * node.level}{node.module or ''} import {names}")
+    return lines

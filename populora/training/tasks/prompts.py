@@ -44,7 +44,6 @@ R1_PREAMBLE = (
 )
 THINK = "<think>"
 _AZR_LAYOUT = re.compile(r"<think>.*?</think>\s*<answer>.*?</answer>", re.S)
-_ANSWER = re.compile(r"<answer>(.*?)</answer>", re.S)
 
 
 def fenced(label: str, body: str) -> str:
@@ -102,7 +101,19 @@ def answer_block(completion: str) -> str | None:
     full = THINK + completion
     if not _AZR_LAYOUT.match(full):
         return None
-    return _ANSWER.findall(full)[-1].strip()
+    return answer_content(full)
+
+
+def answer_content(completion: str) -> str:
+    """What AZR reads as the answer (custom_evaluate.py:86-98): the text after the **last** ``<answer>`` up to the
+    next ``</answer>``, stripped; '' without one. No layout check (AZR's solve-rate estimate reads answers so).
+
+    >>> answer_content("I put it in <answer> at the end.</think> <answer> 4 </answer>"), answer_content("4")
+    ('4', '')
+    """
+    if "<answer>" not in completion:
+        return ""
+    return completion.split("<answer>")[-1].split("</answer>")[0].strip()
 
 
 def unwrap(completion: str, fmt: str, prefill: str) -> str | None:

@@ -81,6 +81,11 @@ class TaskKind(ABC):
         """The answer in the student's completion (prefill excluded), or None when none is well-formed (in the
         azr format, also when the completion is not laid out as <think>...</think> <answer>...</answer>)."""
 
+    def read_answer(self, body: str, fmt: str) -> str | None:
+        """The answer in the text of a completion's answer (what :meth:`parse_answer` reads once the layout is
+        checked), or None when there is none."""
+        raise NotImplementedError
+
     @abstractmethod
     def check_answer(self, task: Task, answer: str) -> Check:
         """The sandbox job that judges ``answer`` to the valid ``task``."""
