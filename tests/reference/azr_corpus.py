@@ -263,7 +263,6 @@ def student_cases() -> list[Case]:
             Case(f"code_o {name}: # Output: line", "student", "code_o", f"{T}# Output: {s.out}{A}", task=name),
             Case(f"code_o {name}: python block", "student", "code_o", f"{T}```python\n{s.out}\n```{A}", task=name),
             Case(f"code_o {name}: eval(gold_output)", "student", "code_o", answer("code_o", "eval(gold_output)"), task=name),
-            Case(f"code_o {name}: endless", "student", "code_o", answer("code_o", "[x for x in iter(int, 1)]"), task=name),
             Case(f"code_o {name}: __import__", "student", "code_o", answer("code_o", "__import__('os').getcwd()"), task=name),
             Case(f"code_i {name}: f(input)", "student", "code_i", answer("code_i", f"f({s.input})"), task=name),
             Case(f"code_i {name}: syntax error", "student", "code_i", answer("code_i", "("), task=name),
@@ -276,6 +275,7 @@ def student_cases() -> list[Case]:
             Case(f"code_i {name}: multi-line", "student", "code_i", answer("code_i", f"(\n{s.input}\n)"), task=name),
             Case(f"code_i {name}: trailing comment", "student", "code_i", answer("code_i", s.input + "  # mine"), task=name),
         ]
+    cases.append(Case("code_o double: endless", "student", "code_o", answer("code_o", "[x for x in iter(int, 1)]"), task="double"))
     cases.append(Case("code_i sum: range(4)", "student", "code_i", answer("code_i", "range(4)"), task="sum"))
     cases.append(Case("code_i double: keyword s=", "student", "code_i", answer("code_i", "s = 'ab'"), task="double"))
     cases.append(Case("code_i double: keyword x=", "student", "code_i", answer("code_i", "x = 'ab'"), task="double"))

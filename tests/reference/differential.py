@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import sys
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 from reference import azr
@@ -27,7 +28,7 @@ from populora.training.tasks import KINDS, Task
 from populora.training.validate import program_rules, validate
 
 SPECS = {**TASKS, **EXTRA_SOURCES}
-TIMEOUT_S = 3.0  # both sides, instead of the presets' 10 s: a timeout is judged the same, and the test stays short
+TIMEOUT_S = 1.5  # both sides, instead of the presets' 10 s: a timeout is judged the same, and the test stays short
 # TasksConfig fields that do not change a verdict (sampling, buffers, budgets): presets differing only there share one run
 NOT_JUDGING = {"kinds", "seed_buffer", "seed_shared", "seed_rounds", "tasks_per_teacher", "references", "buffer_size",
                "buffer_full", "code_f_pool", "rollouts", "answers_per_task", "max_new_tokens_propose",
@@ -47,7 +48,14 @@ def preset(path: str):
 # ------------------------------------------------------------------------------------------- reference
 
 
-def reference_verdicts(cases: list[Case], timeout_s: float = TIMEOUT_S) -> dict[str, object]:
+def reference_verdicts(cases: list[Case], timeout_s: float = TIMEOUT_S, workers: int = 2) -> dict[str, object]:
+    """The reference's verdicts, the corpus shared out over ``workers`` executors (each its own child process)."""
+    with ThreadPoolExecutor(workers) as pool:
+        parts = pool.map(lambda i: _reference(cases[i::workers], timeout_s), range(workers))
+    return {k: v for part in parts for k, v in part.items()}
+
+
+def _reference(cases: list[Case], timeout_s: float) -> dict[str, object]:
     ex = azr.Executor(timeout_s)
     try:
         programs = {name: azr.judge_proposal(ex, "code_o", proposal(s.program, s.input)).task for name, s in SPECS.items()}
