@@ -79,13 +79,21 @@ def test_azr_answers_are_read_from_the_answer_block_only():
     think = "f adds one to 3, so 4.</think>\n"
     assert KINDS["code_o"].parse_answer(think + "<answer>\n```output\n4\n```\n</answer>", "azr") == "4"
     assert KINDS["code_o"].parse_answer(think + "<answer>4</answer>", "azr") == "4"
-    assert KINDS["code_i"].parse_answer(think + "<answer>```input\nf(3)\n```</answer>", "azr") == "3"
+    # AZR takes a code_i answer as written (reward_managers.py:76-101): f(3) is the call f(f(3)), not 3
+    assert KINDS["code_i"].parse_answer(think + "<answer>```input\nf(3)\n```</answer>", "azr") == "f(3)"
     code = "<answer>```python\ndef f(x):\n    return x + 1\n```</answer>"
     assert KINDS["code_f"].parse_answer(think + code, "azr") == "def f(x):\n    return x + 1"
+    # AZR's fallbacks: "The output is X.", <input> tags; the answer after the last <answer>
+    assert KINDS["code_o"].parse_answer(think + "<answer>The output is 'ab'.</answer>", "azr") == "'ab'"
+    assert KINDS["code_i"].parse_answer(think + "<answer><input>3</input></answer>", "azr") == "3"
+    assert KINDS["code_o"].parse_answer("an <answer> comes.</think><answer>4</answer>", "azr") == "4"
     # reasoning text is not an answer; a missing or malformed layout is a format error
-    for bad in ("```output\n4\n```", think + "<answer>4", "<answer>4</answer>", think + "The answer is 4.",
-                think + "<answer></answer>"):
+    for bad in ("```output\n4\n```", think + "<answer>4", "<answer>4</answer>", think + "The answer is 4."):
         assert KINDS["code_o"].parse_answer(bad, "azr") is None, bad
+    # an empty answer in a well-formed layout is a wrong answer (AZR: -0.5), not a format error
+    assert KINDS["code_o"].parse_answer(think + "<answer></answer>", "azr") == ""
+    # code_f: no fenced block is AZR's format error (code_reward.py:456-474)
+    assert KINDS["code_f"].parse_answer(think + "<answer>def f(x):\n    return x</answer>", "azr") is None
     # the direct format's prefilled fence means nothing in azr: the same text is a format error there
     assert KINDS["code_o"].parse_answer("[3, 4]\n```", "azr") is None
 
