@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from populora.training.rollout import Rollout
 from populora.training.tasks import KINDS, Task
-from populora.training.tasks.prompts import answer_block, answer_content, render, stop
+from populora.training.tasks.prompts import answer_content, format_failure, render, stop
 from populora.training.validate import program_rules
 
 
@@ -33,7 +33,7 @@ def solve(backend, verifier, tasks: list[Task], answerers: dict[str, list[str]],
         if answer is not None:
             requests.append((r, _check(kind, task, answer, tc, rules)))
             continue
-        r.verdict = format_failure(kind, gen.text, tc.format)
+        r.verdict = format_failure(kind.name, gen.text, tc.format)
         if tc.format == "azr" and not tc.estimate_format_check:  # AZR's estimate reads the answer all the same
             content = kind.read_answer(answer_content(gen.text), tc.format)
             r.solved = False
@@ -53,11 +53,3 @@ def _check(kind, task: Task, answer: str, tc, rules):
     check.rules = rules  # the task passed these rules; its program is checked under them again
     return check
 
-
-def format_failure(kind, text: str, fmt: str) -> str:
-    """Why a completion has no answer: the layout, or (the layout being fine) the answer itself."""
-    if fmt == "direct":
-        return "format: no parseable answer"
-    if answer_block(text) is None:
-        return "format: no <think>...</think> <answer>...</answer> layout"
-    return f"format: the answer has no {'fenced code block' if kind.name == 'code_f' else 'parseable value'}"

@@ -52,6 +52,32 @@ def test_check_task_forms(tmp_path, capsys, task, expected):
     assert {"valid", "correct", "status", "reason"} <= set(out)
 
 
+def test_check_under_a_preset_uses_its_rules(tmp_path, capsys):
+    # AZR bans no import in a code_f answer and runs it with the task's imports (python_executor.py:169-172,
+    # reward_managers.py:489-498): paper-4t4s judges as AZR does; the default rules ban random
+    path = tmp_path / "task.json"
+    path.write_text(json.dumps({"type": "code_f", "program": "import math\ndef f(x):\n    return math.isqrt(x)",
+                                "inputs": ["4", "9", "16", "26"], "answer": "import random\ndef f(x):\n    return math.isqrt(x)"}))
+    assert sandbox_main(["check", str(path)]) == 0
+    assert _last_json(capsys)["status"] == "banned"
+    assert sandbox_main(["check", str(path), "--config", "paper-4t4s"]) == 0
+    assert _last_json(capsys)["correct"] is True
+    assert sandbox_main(["check", str(path), "--config", "no-such-preset"]) == 2
+    assert "presets: " in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("completion, reason", [
+    ("no layout at all", "format: no <think>...</think> <answer>...</answer> layout"),
+    ("x</think><answer>def f(s): return s</answer>", "format: the answer has no fenced code block"),
+])
+def test_check_a_completion_says_what_failed(tmp_path, capsys, completion, reason):
+    path = tmp_path / "task.json"
+    path.write_text(json.dumps({"type": "code_f", "program": "def f(s):\n    return s", "inputs": ["1", "2"],
+                                "completion": completion}))
+    assert sandbox_main(["check", str(path), "--config", "paper-4t4s"]) == 0
+    assert _last_json(capsys) == {"valid": True, "correct": False, "status": "format", "reason": reason}
+
+
 @pytest.mark.parametrize("content, message", [
     (None, "not found"),
     ("{not json", "not valid JSON"),

@@ -104,6 +104,20 @@ def answer_block(completion: str) -> str | None:
     return answer_content(full)
 
 
+def format_failure(kind: str, completion: str, fmt: str) -> str:
+    """Why a student's completion has no answer (a format error): the layout, or, the layout being fine, the
+    answer itself.
+
+    >>> format_failure("code_o", "no tags", "azr"), format_failure("code_f", "x</think><answer>f</answer>", "azr")
+    ('format: no <think>...</think> <answer>...</answer> layout', 'format: the answer has no fenced code block')
+    """
+    if fmt == "direct":
+        return "format: no parseable answer in the reply"
+    if answer_block(completion) is None:
+        return "format: no <think>...</think> <answer>...</answer> layout"
+    return f"format: the answer has no {'fenced code block' if kind == 'code_f' else 'parseable value'}"
+
+
 def answer_content(completion: str) -> str:
     """What AZR reads as the answer (custom_evaluate.py:86-98): the text after the **last** ``<answer>`` up to the
     next ``</answer>``, stripped; '' without one. No layout check (AZR's solve-rate estimate reads answers so).
