@@ -112,7 +112,7 @@ def format_failure(kind: str, completion: str, fmt: str) -> str:
     ('format: no <think>...</think> <answer>...</answer> layout', 'format: the answer has no fenced code block')
     """
     if fmt == "direct":
-        return "format: no parseable answer in the reply"
+        return "format: no parseable answer"
     if answer_block(completion) is None:
         return "format: no <think>...</think> <answer>...</answer> layout"
     return f"format: the answer has no {'fenced code block' if kind == 'code_f' else 'parseable value'}"
