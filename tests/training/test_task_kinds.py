@@ -118,3 +118,23 @@ def test_teacher_prompt_and_proposal_per_kind(kind, completion):
     KINDS[kind].parse_proposal(completion, task, cfg)
     assert task.reason == "" and task.program.startswith("def f(")
     assert (task.inputs == ["1", "[3]", "'x'"]) if kind == "code_f" else (task.input == "'ab'")
+
+
+def test_the_three_azr_bugs_of_issue_32_stay_fixed(v):
+    # AZR (custom_evaluate.py:86-98) reads after the last <answer>; evaluates a code_o answer as an expression
+    # (python_executor.py:193), so a trailing comment is harmless; runs a code_f answer with the task program's
+    # imports in front (python_executor.py:169-172)
+    task = Task(id="t", kind="code_o", program="def f(s):\n    return s * 2", input="'ab'")
+    task.output = v.validate(task.program, task.input).output
+    mention = "I will give the <answer> at the end.</think>\n<answer>\n'abab'\n</answer>"
+    assert _judge(v, "code_o", task, mention, "azr", "azr").correct is True
+    commented = "x</think><answer>\n```output\n'abab'  # doubled\n```\n</answer>"
+    assert _judge(v, "code_o", task, commented, "azr", "azr").correct is True
+    imports = Task(id="m", kind="code_f", program="import math\ndef f(x):\n    return math.isqrt(x) + x % 3",
+                   inputs=["17", "0", "5", "100"])
+    answer = "x</think><answer>```python\ndef f(x):\n    return math.isqrt(x) + x % 3\n```</answer>"
+    assert _judge(v, "code_f", imports, answer, "azr", "azr").correct is True
+    # an empty or unparseable answer in a good layout is wrong (-0.5), not a format error (-1)
+    for empty in ("x</think><answer></answer>", "x</think><answer>```input\n(\n```</answer>"):
+        done = _judge(v, "code_i", Task(id="i", kind="code_i", program=task.program, output=task.output), empty, "azr", "azr")
+        assert done is not None and done.correct is False
