@@ -11,7 +11,9 @@ member's gradient to its own slot only. Slot 0 is the bare base (zeros, never tr
 
 ``SlotAdam`` is AdamW with per-slot moments and step counts, identical per slot to ``torch.optim.AdamW`` on
 that member alone, so a member that gets no rollouts in a step does not move, and an evolved child starts fresh.
-``MultiLoraBackend`` implements the ``Backend`` protocol and imports/exports standard PEFT adapter dirs.
+``MultiLoraBackend`` implements the ``Backend`` protocol and imports/exports standard PEFT adapter dirs. Its
+``update`` is the one mini-batch update loop: ``train_step`` runs it in one process, and each data-parallel worker
+(data_parallel.py, shard_update.py) runs it on its rows with an all-reduce of the gradients before every step.
 """
 
 from __future__ import annotations
