@@ -17,36 +17,16 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import signal
 import sys
 import warnings
+
+from populora.platform.stopping import stop_code, stop_on_sigterm
 
 # Keep third-party chatter (gguf de-quantisation bars, HF warnings) out of the user's way.
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 warnings.filterwarnings("ignore", category=UserWarning, module=r"(peft|transformers|torch)\.")
 warnings.filterwarnings("ignore", category=FutureWarning, module=r"(peft|transformers)\.")
-
-
-class Stopped(KeyboardInterrupt):
-    """SIGTERM turned into the KeyboardInterrupt the trainer treats as a stop; remembers its signal."""
-
-    def __init__(self, signum: int):
-        super().__init__(f"signal {signum}")
-        self.signum = signum
-
-
-def _stop_on_sigterm() -> None:
-    """SIGTERM (``kill``, ``docker stop``, Ray's stop_job) stops a run like Ctrl-C: tagged stopped, ended KILLED."""
-    def interrupt(signum, frame):
-        raise Stopped(signum)
-
-    signal.signal(signal.SIGTERM, interrupt)
-
-
-def stop_code(err: KeyboardInterrupt) -> int:
-    """The shell's exit code of the stop: 128 + the signal (130 for Ctrl-C / SIGINT, 143 for SIGTERM)."""
-    return 128 + getattr(err, "signum", signal.SIGINT)
 
 
 def _train(args) -> int:
@@ -360,7 +340,7 @@ def main(argv: list[str] | None = None) -> int:
         from populora.evaluation.cli import data_main, eval_main, report_main
 
         if argv[0] == "eval":
-            _stop_on_sigterm()  # a stopped evaluation ends like a stopped training: one line, exit 143
+            stop_on_sigterm()  # a stopped evaluation ends like a stopped training: one line, exit 143
 
         return {"eval": eval_main, "report": report_main, "data": data_main}[argv[0]](argv[1:])
     if argv and argv[0] == "ui":
@@ -368,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return ui_main(argv[1:])
     if argv and argv[0] == "train":
-        _stop_on_sigterm()  # before the seconds of torch imports and model loading, not after them
+        stop_on_sigterm()  # before the seconds of torch imports and model loading, not after them
     args = build_parser().parse_args(argv)
     from populora.platform.config import ConfigError
     from populora.platform.models import ModelError

@@ -16,6 +16,7 @@ from populora.evaluation.generation import ensure_offline
 from populora.evaluation.targets import TargetError
 from populora.platform import runlayout
 from populora.platform.config import ConfigError
+from populora.platform.stopping import stop_code
 
 
 BAD_INPUT = (benchmarks.DataError, TargetError, MissingDependency, ConfigError)
@@ -145,8 +146,6 @@ def eval_main(argv: list[str]) -> int:
     except BAD_INPUT as err:
         return _fail(err)
     except KeyboardInterrupt as err:  # Ctrl-C, the UI's Stop (SIGINT), SIGTERM (Ray's stop_job, docker stop)
-        from populora.cli import stop_code
-
         print("\nstopped: the (target, benchmark) pairs already scored are kept in the out dir; run the same "
               "command again (or Resume on the job) to score only the rest", file=sys.stderr, flush=True)
         return stop_code(err)

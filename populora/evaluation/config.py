@@ -16,6 +16,7 @@ from pydantic import Field, model_validator
 
 from populora.evaluation.generation import GenConfig
 from populora.platform import config as config_io
+from populora.platform import runlayout as rl
 from populora.platform.config import ModelSource, Section
 
 SOURCES = ("run", "sweep", "adapter", "base_only", "export_tasks")  # what to evaluate: exactly one
@@ -132,10 +133,8 @@ class ReportConfig(Section):
 def run_model(run_id: str, run_dir: str | Path, store: str | None = None) -> ModelSource:
     """The base a training run was trained on: the ``model`` section of the run's own config, the ``config.yaml``
     that ``populora train`` writes into the run dir, else (given the run's MLflow ``store`` URI) the copy it logs
-    as an artifact of the run; ``ConfigError`` if neither is there."""
-    from populora.platform import runlayout as rl
-    from populora.training import TrainConfig
-
+    as an artifact of the run; ``ConfigError`` if neither is there. Only the section's ``ModelSource`` fields are
+    read (training's ``model`` section extends ``ModelSource``), so evaluation needs no part of training's schema."""
     path = Path(run_dir) / rl.CONFIG_FILE
     if path.is_file():
         text, source = path.read_text(), f"config of run {run_id} ({path})"
@@ -150,5 +149,6 @@ def run_model(run_id: str, run_dir: str | Path, store: str | None = None) -> Mod
         raise config_io.ConfigError(f"run {run_id} has no config at {str(path)!r} (populora train writes <run dir>/"
                                     f"{rl.CONFIG_FILE}; is the run dir on another machine?); score its adapters with "
                                     f"--adapter DIR --model BASE instead")
-    cfg = config_io.build(TrainConfig, yaml.safe_load(text), source=source)
-    return ModelSource(**cfg.model.model_dump(include=set(ModelSource.model_fields)))
+    model = (yaml.safe_load(text) or {}).get("model") or {}
+    return config_io.build(ModelSource, {k: v for k, v in model.items() if k in ModelSource.model_fields},
+                           source=f"model section of the {source}")

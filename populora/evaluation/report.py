@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from populora.evaluation import benchmarks, selection
+from populora.evaluation.per_problem import target_tables
 
 AVERAGES = ("code avg", "math avg", "overall")  # ours: the keys of ``averages`` (the UI's Compare page too)
 AZR_AVERAGES = ("math avg (AZR)", "total (AZR)")
@@ -144,8 +145,6 @@ def extremes(per: dict[str, dict[str, float]], members: list[str], tables: dict[
 def results_extremes(results: dict, members: list[str]) -> tuple[dict[str, tuple[str, dict[str, float], list[str]]], bool]:
     """``extremes`` of ``members`` of a results.json, as ``build`` picks them (per-problem scores from the samples
     files that are on disk): what the Compare page shows under the report's labels."""
-    from populora.evaluation.sweep_report import target_tables  # here: sweep_report reads report's definitions
-
     per = {m: {b: r["score"] for b, r in results["results"][m].items()} for m in members if m in results.get("results", {})}
     return extremes(per, list(per), target_tables(results)) if len(per) > 1 else ({}, False)
 
@@ -167,8 +166,6 @@ def build(results: dict) -> Table:
     notes = []
     if len(members) > 1:
         named["population mean"] = row("population mean", population_mean({m: per[m] for m in members}))
-        from populora.evaluation.sweep_report import target_tables  # here: sweep_report reads report's definitions
-
         ends, cross_fit = extremes(per, members, target_tables(results))
         for which, (label, scores, made_of) in ends.items():
             named[which] = row(label, scores)

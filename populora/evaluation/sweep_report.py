@@ -1,7 +1,7 @@
 """Statistics of evaluated runs: per-configuration means with 95% intervals over seeds and problems, and paired
 comparisons with the baseline (``populora report --sweep ID``, ``populora report --run ID --json``).
 
-Per-problem scores come from the samples files ``populora eval`` writes next to results.json (one line per
+Per-problem scores (per_problem.py) come from the samples files ``populora eval`` writes next to results.json (one line per
 generation, with its verdict), so every arm is compared problem by problem. Arms of one run: "population mean"
 (the per-problem mean over the final population's members), "weakest" and "best" member (by their overall score,
 as in ``report.py``, cross-fitted: chosen on one half of each benchmark's problems and scored on the other, see
@@ -13,13 +13,12 @@ beside a full one) are refused with an error naming the benchmarks and their n, 
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import numpy as np
 
 from populora.evaluation import benchmarks, selection, stats
+from populora.evaluation.per_problem import target_tables
 from populora.evaluation.report import AZR_MATH
+from populora.evaluation.results import load as load_results
 from populora.platform import config as config_io
 from populora.platform import runlayout as rl
 from populora.platform import sweep as S
@@ -39,32 +38,6 @@ AVERAGES = {"code avg": "code", "math avg": "math", "overall": None}  # ours, as
 
 class ReportError(ValueError):
     """Nothing to report (unknown sweep, runs not evaluated); the message says what to run."""
-
-
-# ====================================================================== per-problem scores of one evaluated run
-def sample_correct(sample: dict) -> float:
-    """One generation's verdict, whichever suite wrote it (EvalPlus: plus = base and extra tests pass)."""
-    if "plus_status" in sample:
-        return float(sample.get("base_status") == "pass" and sample["plus_status"] == "pass")
-    return float(bool(sample.get("passed", sample.get("correct", False))))
-
-
-def problem_scores(samples_file: str | Path) -> dict[str, float]:
-    """{problem id: mean verdict over its samples} (pass@1 per problem)."""
-    per: dict[str, list[float]] = {}
-    for line in Path(samples_file).read_text().splitlines():
-        if line.strip():
-            s = json.loads(line)
-            per.setdefault(str(s["task_id"]), []).append(sample_correct(s))
-    return {k: float(np.mean(v)) for k, v in per.items()}
-
-
-def target_tables(results: dict) -> dict[str, selection.Table]:
-    """{target: {benchmark: {problem: score}}} of one results.json, from the samples files that are on disk
-    (benchmarks whose file is missing are left out)."""
-    return {label: {b: problem_scores(e["samples_file"]) for b, e in by.items()
-                    if e.get("samples_file") and Path(e["samples_file"]).is_file()}
-            for label, by in results["results"].items()}
 
 
 def final_members(results: dict, labels) -> list[str]:
@@ -244,8 +217,6 @@ def markdown(report: dict) -> str:
 # ====================================================================== reading a sweep from MLflow
 def gather(tracker, sweep_id: str) -> tuple[dict[str, dict[int, dict]], list[str]]:
     """({config label: {seed: arms}}, problems found) of a sweep's evaluated runs."""
-    from populora.evaluation import results
-
     runs = S.latest_by_key(S.find_runs(tracker.client, sweep_id))
     if not runs:
         raise ReportError(f"no runs tagged {rl.SWEEP}={sweep_id} in {tracker.client.tracking_uri}")
@@ -253,7 +224,7 @@ def gather(tracker, sweep_id: str) -> tuple[dict[str, dict[int, dict]], list[str
     missing = []
     for key, run in sorted(runs.items()):
         try:
-            arms = run_arms(results.load(tracker, run.info.run_id))
+            arms = run_arms(load_results(tracker, run.info.run_id))
         except ReportError as err:  # evaluated, but its members answered different problems: refuse, say where
             raise ReportError(f"run {run.info.run_id} ({key}): {err}") from err
         except Exception:  # noqa: BLE001 - not evaluated (yet): listed, not fatal

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -332,7 +332,3 @@ def verdict(memory: dict, gpu: Gpu, arch: Architecture, work: Workload, dtype: s
         ckpt = "" if work.checkpointing else " (or set model.activation_checkpointing=true)"
         return False, f"{short}: set optim.micro_batch=1 and optim.max_seq_len={seq}{ckpt}"
     return False, f"{short}: no micro-batch fits next to the weights; use a GPU with more memory"
-
-
-def as_dict(obj) -> dict:
-    return asdict(obj)

@@ -13,19 +13,18 @@ Jobs leave the queue in launch order (ticket order): a supervisor takes a free s
 first one still waiting, so ``position`` (1 = next) is what the UI and ``populora jobs`` show. No scheduler
 process: each supervisor polls. A ticket whose job ended or whose supervisor vanished is skipped (and removed).
 
-``run`` is a caller-side driver on top (the sweep's ``--parallel K``): it starts items while fewer than K of
-its own are active; each started job still waits here for a slot.
+A sweep's ``--parallel K`` is a caller-side driver on top (``training/sweep.py``): it starts items while fewer
+than K of its own are active; each started job still waits here for a slot.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
-from populora.platform import jobs
+from populora.platform.job_record import Job, jobs_dir
 
 ACTIVE = ("running", "starting", "queued")  # queued: waiting for a slot
 WAITING = ("starting", "queued")            # a ticket's job that holds no slot yet
@@ -51,37 +50,37 @@ def max_parallel() -> int:
 
 def queue_dir() -> Path:
     """``POPULORA_QUEUE_DIR``, else ``<jobs dir>/.queue``: one per machine (per store) unless told otherwise."""
-    return Path(os.environ.get("POPULORA_QUEUE_DIR") or jobs.jobs_dir() / ".queue")
+    return Path(os.environ.get("POPULORA_QUEUE_DIR") or jobs_dir() / ".queue")
 
 
 # ====================================================================== tickets
-def _folder(job: "jobs.Job") -> Path:
+def _folder(job: Job) -> Path:
     """The job's queue dir (a job.json written before jobs named their queue: this machine's)."""
     return Path(job.queue or queue_dir())
 
 
-def _ticket(job: "jobs.Job") -> Path:
+def _ticket(job: Job) -> Path:
     return _folder(job) / "tickets" / f"{job.created:017.6f}-{job.id}"
 
 
-def enter(job: "jobs.Job") -> None:
+def enter(job: Job) -> None:
     """Put a launched job in line (its ticket names its dir)."""
     path = _ticket(job)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(job.dir)
 
 
-def leave(job: "jobs.Job") -> None:
+def leave(job: Job) -> None:
     _ticket(job).unlink(missing_ok=True)
 
 
-def entries(folder: str | Path | None = None) -> list["jobs.Job"]:
+def entries(folder: str | Path | None = None) -> list[Job]:
     """The jobs holding a ticket, in launch order, with the ones that ended or vanished removed."""
     folder = Path(folder or queue_dir()) / "tickets"
     out = []
     for ticket in sorted(folder.iterdir()) if folder.is_dir() else []:
         try:
-            job = jobs.Job.load(ticket.read_text().strip())
+            job = Job.load(ticket.read_text().strip())
         except (OSError, ValueError, TypeError):
             ticket.unlink(missing_ok=True)  # its job dir was deleted
             continue
@@ -92,7 +91,7 @@ def entries(folder: str | Path | None = None) -> list["jobs.Job"]:
     return out
 
 
-def position(job: "jobs.Job", waiting: list["jobs.Job"] | None = None) -> int | None:
+def position(job: Job, waiting: list[Job] | None = None) -> int | None:
     """1 for the next job to get a slot, 2 after it, ...; None once it holds one (or is not in the queue)."""
     if waiting is None:
         waiting = [j for j in entries(_folder(job)) if j.status in WAITING]
@@ -102,7 +101,7 @@ def position(job: "jobs.Job", waiting: list["jobs.Job"] | None = None) -> int | 
 
 @dataclass
 class Entry:
-    job: "jobs.Job"
+    job: Job
     status: str
     position: int | None  # in line, 1 = next; None: holds a slot
 
@@ -125,7 +124,7 @@ class Held(list):
         self.clear()
 
 
-def wait_for_slot(job: "jobs.Job", poll_s: float = 0.5) -> Held:
+def wait_for_slot(job: Job, poll_s: float = 0.5) -> Held:
     """Block until ``job`` is first in line and ``job.need`` of its ``slots`` slot locks are free; return them
     held. All or none: a job that needs several slots takes none while fewer are free, and the jobs behind it
     wait (launch order is kept, so a big job is not starved by small ones). A stop meanwhile raises in the caller
@@ -149,58 +148,3 @@ def wait_for_slot(job: "jobs.Job", poll_s: float = 0.5) -> Held:
                     return held
             held.release()
         time.sleep(poll_s)
-
-
-# ====================================================================== a caller-side driver: K of mine at a time
-@dataclass
-class Item:
-    key: str                              # unique within the queue
-    start: Callable[[], jobs.Job]         # starts the job (called once, when a slot is free)
-    job: jobs.Job | None = None           # set when started (or adopted: a job already running from an earlier queue)
-    run_id: str | None = None
-    status: str = "pending"               # pending | running | starting | finished | failed | stopped | lost
-    info: dict = field(default_factory=dict)
-
-
-def run(items: list[Item], parallel: int = 1, on_started: Callable[[Item], None] | None = None,
-        on_run_id: Callable[[Item], None] | None = None, on_end: Callable[[Item], None] | None = None,
-        poll_s: float = 1.0) -> list[Item]:
-    """Run ``items`` with at most ``parallel`` active at once; returns them with their final status.
-
-    Items that already carry a running ``job`` are adopted (they count against ``parallel``). A KeyboardInterrupt
-    stops the jobs this call is waiting on, then propagates.
-    """
-    if parallel < 1:
-        raise ValueError(f"parallel must be >= 1, got {parallel}")
-    pending = [i for i in items if i.job is None]
-    active = [i for i in items if i.job is not None]
-    try:
-        while pending or active:
-            while pending and len(active) < parallel:
-                item = pending.pop(0)
-                item.job, item.status = item.start(), "starting"
-                active.append(item)
-                if on_started:
-                    on_started(item)
-            for item in list(active):
-                _poll(item, on_run_id)
-                if item.status not in ACTIVE:
-                    active.remove(item)
-                    if on_end:
-                        on_end(item)
-            if pending or active:
-                time.sleep(poll_s)
-    except KeyboardInterrupt:
-        for item in active:
-            item.status = jobs.stop(item.job)
-        raise
-    return items
-
-
-def _poll(item: Item, on_run_id) -> None:
-    status = item.job.status
-    if item.run_id is None:
-        item.run_id = item.job.run_id  # read while it runs: the trainer links its run to the job as it starts it
-        if item.run_id and on_run_id:
-            on_run_id(item)
-    item.status = status

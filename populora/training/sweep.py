@@ -23,6 +23,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from populora.platform import config as config_io
 from populora.platform import jobs, queue
@@ -124,7 +125,61 @@ def dry_run_json(sid: str, runs: list[PlannedRun]) -> dict:
                                     "baseline": r.baseline, "name": r.name} for r in runs]}
 
 
-# ====================================================================== the driver
+# ====================================================================== the driver: K of the sweep's jobs at a time
+@dataclass
+class Item:
+    key: str                              # unique within the sweep
+    start: Callable[[], jobs.Job]         # starts the job (called once, when a slot is free)
+    job: jobs.Job | None = None           # set when started (or adopted: a job already running from an earlier queue)
+    run_id: str | None = None
+    status: str = "pending"               # pending | running | starting | finished | failed | stopped | lost
+    info: dict = field(default_factory=dict)
+
+
+def run_items(items: list[Item], parallel: int = 1, on_started: Callable[[Item], None] | None = None,
+              on_run_id: Callable[[Item], None] | None = None, on_end: Callable[[Item], None] | None = None,
+              poll_s: float = 1.0) -> list[Item]:
+    """Run ``items`` with at most ``parallel`` active at once; returns them with their final status.
+
+    Items that already carry a running ``job`` are adopted (they count against ``parallel``). A KeyboardInterrupt
+    stops the jobs this call is waiting on, then propagates.
+    """
+    if parallel < 1:
+        raise ValueError(f"parallel must be >= 1, got {parallel}")
+    pending = [i for i in items if i.job is None]
+    active = [i for i in items if i.job is not None]
+    try:
+        while pending or active:
+            while pending and len(active) < parallel:
+                item = pending.pop(0)
+                item.job, item.status = item.start(), "starting"
+                active.append(item)
+                if on_started:
+                    on_started(item)
+            for item in list(active):
+                _poll(item, on_run_id)
+                if item.status not in queue.ACTIVE:
+                    active.remove(item)
+                    if on_end:
+                        on_end(item)
+            if pending or active:
+                time.sleep(poll_s)
+    except KeyboardInterrupt:
+        for item in active:
+            item.status = jobs.stop(item.job)
+        raise
+    return items
+
+
+def _poll(item: Item, on_run_id) -> None:
+    status = item.job.status
+    if item.run_id is None:
+        item.run_id = item.job.run_id  # read while it runs: the trainer links its run to the job as it starts it
+        if item.run_id and on_run_id:
+            on_run_id(item)
+    item.status = status
+
+
 class Driver:
     """Runs a planned sweep to the end: skips finished runs, tags each run as soon as its id is known, links
     population runs to their seed's baseline."""
@@ -145,13 +200,13 @@ class Driver:
         path = self.dir / "jobs.json"
         return json.loads(path.read_text()) if path.is_file() else {}
 
-    def _remember(self, item: queue.Item) -> None:
+    def _remember(self, item: Item) -> None:
         state = self._state()
         state[item.key] = item.job.dir
         (self.dir / "jobs.json").write_text(json.dumps(state, indent=1))
 
     # ---------------------------------------------------------------- tags and links
-    def _tag(self, item: queue.Item) -> None:
+    def _tag(self, item: Item) -> None:
         r = item.info["run"]
         self.run_ids[item.key] = item.run_id
         self.tracker.set_tags(item.run_id, rl.sweep_tags(self.sid, r.key, r.config, r.seed))
@@ -167,7 +222,7 @@ class Driver:
                 self.tracker.set_tags(self.run_ids[r.key], {rl.BASELINE_RUN: base})
 
     # ---------------------------------------------------------------- the queue
-    def items(self) -> list[queue.Item]:
+    def items(self) -> list[Item]:
         """Queue items for the runs not finished yet (finished ones only record their run id)."""
         existing = S.latest_by_key(S.find_runs(self.tracker.client, self.sid))
         state, out = self._state(), []
@@ -176,14 +231,14 @@ class Driver:
             job = jobs.Job.load(state[r.key]) if r.key in state and Path(state[r.key], "job.json").is_file() else None
             linked = self._run_of(job) if prev is None and job is not None else None
             if linked:  # an earlier driver died before tagging it
-                self._tag(queue.Item(r.key, start=None, run_id=linked, info={"run": r}))
+                self._tag(Item(r.key, start=None, run_id=linked, info={"run": r}))
                 prev = self.tracker.get_run(linked)
             if prev is not None:
                 self.run_ids[r.key] = prev.info.run_id
             if prev is not None and prev.info.status == "FINISHED":
                 self.log(f"  {r.key}: finished earlier (run {prev.info.run_id})")
                 continue
-            item = queue.Item(r.key, start=self._starter(r, prev), info={"run": r})
+            item = Item(r.key, start=self._starter(r, prev), info={"run": r})
             if job is not None and job.status in queue.ACTIVE:  # still running from an earlier driver: wait on it
                 item.job, item.status = job, job.status
             out.append(item)
@@ -216,11 +271,11 @@ class Driver:
             self.log(f"  note: this machine's job queue runs {slots} job(s) at once (one per GPU, or "
                      f"POPULORA_MAX_PARALLEL_JOBS), so at most {slots} of these run together; the rest wait in line")
 
-        def ended(item: queue.Item) -> None:
+        def ended(item: Item) -> None:
             self.log(f"  {item.key}: {item.status}" + (f" (run {item.run_id})" if item.run_id else
                                                         f"; log: {item.job.log_path}"))
 
-        queue.run(items, parallel, on_started=self._remember, on_run_id=self._tag, on_end=ended)
+        run_items(items, parallel, on_started=self._remember, on_run_id=self._tag, on_end=ended)
         failed = [i for i in items if i.status != "finished"]
         self.log(f"sweep {self.sid}: {len(self.runs) - len(failed)}/{len(self.runs)} finished "
                  f"in {time.time() - start:.0f}s" + (f"; not finished: {', '.join(i.key for i in failed)}" if failed else ""))

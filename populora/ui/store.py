@@ -226,17 +226,6 @@ def population(store: str, run_id: str) -> list[dict]:
 
 
 # ====================================================================== evaluation
-def eval_scores(store: str, run_id: str) -> pd.DataFrame:
-    """Latest ``eval/<benchmark>/<metric>`` of each member run: rows = members, columns = metric keys."""
-    mdf = members(store, run_id)
-    if mdf.empty:
-        return pd.DataFrame()
-    cols = [c for c in mdf.columns if isinstance(c, str) and c.startswith(rl.EVAL_PREFIX)]
-    if not cols:
-        return pd.DataFrame()
-    return mdf[["member", "role", "alive"] + cols].set_index("member")
-
-
 @st.cache_data(ttl=TTL, show_spinner=False)
 def eval_results(store: str, run_id: str, step: int | None = None) -> dict | None:
     """The results.json ``populora eval`` logged on a run: of its final adapters, or (``step``) of its checkpoint

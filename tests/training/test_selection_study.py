@@ -1,9 +1,14 @@
-"""Evolution's replacement rule, measured on known skills (``selection_study``): the default must let newborn
+"""Evolution's replacement rule, measured on known skills (scripts/selection_study.py): the default must let newborn
 children take hold and raise the population's true skill at least as much as the old mu - 3 sigma rule, which
 ranked every child (inheriting a widened sigma) weakest at its first evolution."""
 
-from populora.training.config import EvolutionConfig
-from populora.training.selection_study import Rule, simulate, study
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+
+from populora.training.config import EvolutionConfig  # noqa: E402
+from selection_study import Rule, simulate, study  # noqa: E402
 
 
 def test_a_child_that_is_as_good_as_the_strongest_member_is_not_replaced_first_by_the_default_rule():

@@ -64,8 +64,8 @@ def test_queue_runs_at_most_k_at_a_time_and_reports_failures(tmp_path):
     def starter(code: str):
         return lambda: jobs.start([sys.executable, "-c", code], root=tmp_path)
 
-    items = [queue.Item(f"ok{i}", starter("import time; time.sleep(0.6)")) for i in range(4)]
-    items.append(queue.Item("bad", starter("raise SystemExit(3)")))
+    items = [sweep.Item(f"ok{i}", starter("import time; time.sleep(0.6)")) for i in range(4)]
+    items.append(sweep.Item("bad", starter("raise SystemExit(3)")))
     peak, started = [0], []
 
     def on_started(item):
@@ -73,13 +73,13 @@ def test_queue_runs_at_most_k_at_a_time_and_reports_failures(tmp_path):
         peak[0] = max(peak[0], sum(i.job is not None and i.job.status in queue.ACTIVE for i in items))
 
     t0 = time.time()
-    queue.run(items, parallel=2, on_started=on_started, poll_s=0.1)
+    sweep.run_items(items, parallel=2, on_started=on_started, poll_s=0.1)
     assert peak[0] <= 2 and started == [i.key for i in items]
     assert {i.key: i.status for i in items} == {"ok0": "finished", "ok1": "finished", "ok2": "finished",
                                                 "ok3": "finished", "bad": "failed"}
     assert time.time() - t0 >= 1.2  # 4 x 0.6 s two at a time: the cap held
     with pytest.raises(ValueError):
-        queue.run([], parallel=0)
+        sweep.run_items([], parallel=0)
 
 
 @pytest.mark.slow

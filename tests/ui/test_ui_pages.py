@@ -1,7 +1,4 @@
-"""AppTest tests of every UI page against an MLflow store produced by a real short run (plus a baseline run).
-
-Until ``populora.platform.verifier`` exists (another engineer writes it) the trainer cannot run; the store then
-falls back to the synthetic one, which has the same layout, and a warning says so."""
+"""AppTest tests of every UI page against an MLflow store produced by a real short run (plus a baseline run)."""
 
 from __future__ import annotations
 

@@ -35,6 +35,7 @@ import torch
 
 from populora.platform.backends import generation, seeded_sampling, shard_update
 from populora.platform.backends.base import Generation, LoraSpec, TrainSample
+from populora.platform.backends.policy_loss import UpdateSpec
 from populora.platform.backends.ray import RayError, _ModelWorker
 
 COLLECTIVE_TIMEOUT_S = 1800  # Ray Train's default; the driver kills the group far sooner when a worker is lost
@@ -95,7 +96,7 @@ class _DataParallelWorker(_ModelWorker):
         return seeded_sampling.generate(self.trainer, prompts, adapters, seeds, max_new_tokens, temperature, top_p,
                                         stop, batch_size)
 
-    def train_shard(self, batches: dict[str, list[TrainSample]], layout: dict, **kwargs) -> dict:
+    def train_shard(self, batches: dict[str, list[TrainSample]], layout: dict, spec: UpdateSpec) -> dict:
         import torch.distributed as dist
 
         if self.backend is not self.trainer:  # torch needs the GPU vLLM holds; the trained adapters re-sync
@@ -103,7 +104,7 @@ class _DataParallelWorker(_ModelWorker):
             self.backend.stale.update(layout)
         self.rows["trained"] += sum(len(v) for v in batches.values())
         reduce = lambda flat: dist.all_reduce(flat, op=dist.ReduceOp.SUM)
-        return shard_update.train_shard(self.trainer, batches, layout, reduce, **kwargs)
+        return self.trainer.update(batches, layout, spec, reduce)
 
     def leave(self) -> None:
         import torch.distributed as dist
@@ -229,10 +230,9 @@ class DataParallelBackend:
         """Every worker takes part (a worker without rows still sends zeros to each all-reduce and steps)."""
         if not any(batches.values()):
             return {}
-        parts = shard_update.shard(batches, len(self.workers), clipped.get("mini_batches", 1))
-        kwargs = dict(micro_batch=micro_batch, max_len=max_len, grad_clip=grad_clip, kl_coef=kl_coef, log_kl=log_kl,
-                      **clipped)
-        results = self._all([w.train_shard.remote(s, layout, **kwargs) for w, (s, layout) in zip(self.workers, parts)],
+        spec = UpdateSpec(micro_batch, max_len, grad_clip, kl_coef, log_kl, **clipped)
+        parts = shard_update.shard(batches, len(self.workers), spec.mini_batches)
+        results = self._all([w.train_shard.remote(s, layout, spec) for w, (s, layout) in zip(self.workers, parts)],
                             "the update")
         return {n: shard_update.merge_tallies([r[n] for r in results]).stats() for n in results[0]}
 

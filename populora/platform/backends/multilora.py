@@ -11,7 +11,9 @@ member's gradient to its own slot only. Slot 0 is the bare base (zeros, never tr
 
 ``SlotAdam`` is AdamW with per-slot moments and step counts, identical per slot to ``torch.optim.AdamW`` on
 that member alone, so a member that gets no rollouts in a step does not move, and an evolved child starts fresh.
-``MultiLoraBackend`` implements the ``Backend`` protocol and imports/exports standard PEFT adapter dirs.
+``MultiLoraBackend`` implements the ``Backend`` protocol and imports/exports standard PEFT adapter dirs. Its
+``update`` is the one mini-batch update loop: ``train_step`` runs it in one process, and each data-parallel worker
+(data_parallel.py, shard_update.py) runs it on its rows with an all-reduce of the gradients before every step.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import math
 from pathlib import Path
+from typing import Callable
 
 import torch
 from torch import nn
@@ -26,7 +29,9 @@ from torch import nn
 from populora.platform.backends import checkpointing, generation, logprobs
 from populora.platform.backends.base import BASE, Generation, LoraSpec, TrainSample
 from populora.platform.backends.peft_dir import read_peft_dir, write_peft_dir
-from populora.platform.backends.policy_loss import Tally, UpdateSpec, mini_batch_slices, pad_rows, row_terms
+from populora.platform.backends.policy_loss import MiniBatch, Tally, UpdateSpec, mini_batches, pad_rows, row_terms
+
+AllReduce = Callable[[torch.Tensor], None]  # sums a flat tensor over the data-parallel workers, in place
 
 
 class SlotRouter:
@@ -314,31 +319,43 @@ class MultiLoraBackend:
 
     def train_step(self, batches: dict[str, list[TrainSample]], micro_batch: int = 4, max_len: int = 1024,
                    grad_clip: float = 1.0, kl_coef: float = 0.0, log_kl: bool = True, **clipped) -> dict[str, dict]:
-        """The clipped policy-gradient step (policy_loss.py) for every member at once: mini-batch j of every
-        member is trained together, one forward/backward per micro-batch over rows of any members, then one
-        optimizer step for each member that had a j-th mini-batch. Each member's loss is normalised by its own
-        mini-batch's token count, so its gradients and steps equal those of a separate per-member update (PEFT)."""
+        """The clipped policy-gradient step (policy_loss.py) for every member at once, in one process (``update``
+        with each member's own mini-batches and no all-reduce)."""
         spec = UpdateSpec(micro_batch, max_len, grad_clip, kl_coef, log_kl, **clipped)
         batches = {n: s for n, s in batches.items() if s}
-        parts = {n: mini_batch_slices(len(ss), spec.mini_batches) for n, ss in batches.items()}
-        old = self._old_logprobs(batches, [(n, i) for n, ps in parts.items() for p in ps[1:] for i in p], spec)
-        tallies = {n: Tally(sum(len(s.completion_ids) for s in ss), len(ss), spec.needs_base) for n, ss in batches.items()}
-        for j in range(max((len(ps) for ps in parts.values()), default=0)):
-            members = [n for n in batches if j < len(parts[n])]
-            n_tokens = {n: sum(len(batches[n][i].completion_ids) for i in parts[n][j]) for n in members}
+        layout = {n: mini_batches(ss, spec.mini_batches) for n, ss in batches.items()}
+        return {n: t.stats() for n, t in self.update(batches, layout, spec).items()}
+
+    def update(self, batches: dict[str, list[TrainSample]], layout: dict[str, list[MiniBatch]], spec: UpdateSpec,
+               all_reduce: AllReduce | None = None) -> dict[str, Tally]:
+        """The one mini-batch update loop, of one process or of one data-parallel worker (shard_update.py): mini-batch
+        j of every member is trained together, one forward/backward per micro-batch over rows of any members, then
+        one clipped optimizer step for each member that has a j-th mini-batch. Each member's loss is normalised by
+        its whole mini-batch's token count (``MiniBatch.tokens``), so its gradients and steps equal those of a
+        separate per-member update (PEFT). ``all_reduce(flat)`` (in place, SUM), when given, sums the stepped
+        slots' gradients over the workers before clipping. Returns the tallies (partial sums on a worker)."""
+        old = self._old_logprobs(batches, [(n, i) for n, mbs in layout.items() for mb in mbs[1:] for i in mb.rows], spec)
+        tallies = {n: Tally(sum(mb.tokens for mb in mbs), sum(mb.rollouts for mb in mbs), spec.needs_base)
+                   for n, mbs in layout.items()}
+        for j in range(max((len(mbs) for mbs in layout.values()), default=0)):
+            members = [n for n in layout if j < len(layout[n])]
+            n_tokens = {n: layout[n][j].tokens for n in members}
             for n in members:
-                tallies[n].start(len(parts[n][j]), n_tokens[n])
-            rows = sorted(((n, i) for n in members for i in parts[n][j]), key=lambda r: _length(batches[r[0]][r[1]]))
-            for p in self._params():
+                tallies[n].start(layout[n][j].rollouts, n_tokens[n])
+            rows = sorted(((n, i) for n in members for i in layout[n][j].rows), key=lambda r: _length(batches[r[0]][r[1]]))
+            params = self._params()
+            for p in params:
                 p.grad = None
             for k in range(0, len(rows), spec.micro_batch):
                 self._micro_step(rows[k:k + spec.micro_batch], batches, old if j else None, n_tokens, tallies, spec)
             slots = [self.slots[n] for n in members]
+            if all_reduce is not None:
+                _reduce_slot_grads(params, slots, all_reduce)
             norms = self.optimizer.clip_(slots, spec.grad_clip)
             self.optimizer.step(slots)
             for n in members:
                 tallies[n].end(norms[self.slots[n]])
-        return {n: t.stats() for n, t in tallies.items()}
+        return tallies
 
     def _micro_step(self, chunk, batches, old, n_tokens, tallies, spec: UpdateSpec) -> None:
         """Forward/backward of one micro-batch of (member, row index) pairs; ``old`` None = first mini-batch."""
@@ -376,3 +393,19 @@ class MultiLoraBackend:
 
 def _length(sample: TrainSample) -> int:
     return len(sample.prompt_ids) + len(sample.completion_ids)
+
+
+def _reduce_slot_grads(params: list[torch.Tensor], slots: list[int], all_reduce: AllReduce) -> None:
+    """Sum the members' slot gradients over workers in one collective: a worker that had no rows (no backward)
+    sends zeros. Only the stepped slots travel (the population's other adapters have no gradient here)."""
+    index = torch.tensor(slots, device=params[0].device)
+    for p in params:
+        if p.grad is None:
+            p.grad = torch.zeros_like(p)
+    flat = torch.cat([p.grad.index_select(0, index).flatten() for p in params])
+    all_reduce(flat)
+    start = 0
+    for p in params:
+        size = p.grad[0].numel() * len(slots)
+        p.grad.index_copy_(0, index, flat[start:start + size].view(len(slots), *p.grad.shape[1:]))
+        start += size

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from populora.platform.backends.base import TrainSample
+
 
 @dataclass(frozen=True)
 class UpdateSpec:
@@ -60,6 +62,26 @@ def mini_batch_slices(n: int, mini_batches: int) -> list[list[int]]:
         out.append(list(range(start, stop)))
         start = stop
     return out
+
+
+@dataclass
+class MiniBatch:
+    """One adapter's mini-batch as one process (or one data-parallel worker) trains it: its rows (indices into the
+    process's own sample list) and the whole mini-batch's size over all workers, which normalises the loss."""
+
+    rows: list[int]
+    rollouts: int        # rows of the whole mini-batch, all workers
+    tokens: int          # completion tokens of the whole mini-batch, all workers
+
+
+def mini_batches(samples: list[TrainSample], k: int) -> list[MiniBatch]:
+    """One process's mini-batches of one adapter's rollouts: ``mini_batch_slices``, each with its own size.
+
+    >>> [(m.rows, m.rollouts, m.tokens) for m in mini_batches([TrainSample([1], [2] * n, 1.0) for n in (1, 2, 3)], 2)]
+    [([0, 1], 2, 3), ([2], 1, 3)]
+    """
+    return [MiniBatch(part, len(part), sum(len(samples[i].completion_ids) for i in part))
+            for part in mini_batch_slices(len(samples), k)]
 
 
 @dataclass

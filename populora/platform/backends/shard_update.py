@@ -1,8 +1,8 @@
 """One train step of batched multi-LoRA split over data-parallel workers, equal to the same step on one.
 
 The driver cuts each adapter's rollouts into mini-batches exactly as one process would (``mini_batch_slices``) and
-deals each mini-batch's rows over the workers (``shard``). Each worker then runs every mini-batch of every adapter,
-rows or not, in the same order:
+deals each mini-batch's rows over the workers (``shard``). Each worker then runs the one update loop
+(``MultiLoraBackend.update``, with an all-reduce) over every mini-batch of every adapter, rows or not, in the same order:
 
     loss_w = sum over its rows of sum_t term_t / T_global(adapter, mini-batch)     (token mean of the WHOLE batch)
     grad   = all_reduce_SUM(grad_w)                                                (= the one-process gradient)
@@ -17,22 +17,8 @@ The stats come back per worker as partial ``Tally`` sums; ``merge_tallies`` adds
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-import torch
-
 from populora.platform.backends.base import TrainSample
-from populora.platform.backends.policy_loss import Tally, UpdateSpec, mini_batch_slices
-
-
-@dataclass
-class MiniBatch:
-    """One worker's part of one adapter's mini-batch: its rows (indices into its own sample list) and the whole
-    mini-batch's size, which normalises the loss."""
-
-    rows: list[int]
-    rollouts: int        # rows of the whole mini-batch, all workers
-    tokens: int          # completion tokens of the whole mini-batch, all workers
+from populora.platform.backends.policy_loss import MiniBatch, Tally, mini_batch_slices
 
 
 def shard(batches: dict[str, list[TrainSample]], workers: int,
@@ -63,53 +49,6 @@ def shard(batches: dict[str, list[TrainSample]], workers: int,
                                                 len(part), tokens))
                 samples_w[name].extend(samples[i] for i in sorted(mine))
     return out
-
-
-def train_shard(ml, batches: dict[str, list[TrainSample]], layout: dict[str, list[MiniBatch]], all_reduce,
-                micro_batch: int = 4, max_len: int = 1024, grad_clip: float = 1.0, kl_coef: float = 0.0,
-                log_kl: bool = True, **clipped) -> dict[str, Tally]:
-    """``MultiLoraBackend.train_step`` (``ml``) on this worker's rows, gradients summed over workers by
-    ``all_reduce(flat_tensor)`` (in place, SUM) before each clipped optimizer step. Returns partial tallies."""
-    spec = UpdateSpec(micro_batch, max_len, grad_clip, kl_coef, log_kl, **clipped)
-    later = [(n, i) for n, mbs in layout.items() for mb in mbs[1:] for i in mb.rows]
-    old = ml._old_logprobs(batches, later, spec)  # the sampling policy, before any step (local rows only)
-    tallies = {n: Tally(sum(mb.tokens for mb in mbs), sum(mb.rollouts for mb in mbs), spec.needs_base)
-               for n, mbs in layout.items()}
-    length = lambda r: len(batches[r[0]][r[1]].prompt_ids) + len(batches[r[0]][r[1]].completion_ids)
-    for j in range(max((len(mbs) for mbs in layout.values()), default=0)):
-        members = [n for n in layout if j < len(layout[n])]
-        n_tokens = {n: layout[n][j].tokens for n in members}
-        for n in members:
-            tallies[n].start(layout[n][j].rollouts, n_tokens[n])
-        rows = sorted(((n, i) for n in members for i in layout[n][j].rows), key=length)
-        params = ml._params()
-        for p in params:
-            p.grad = None
-        for k in range(0, len(rows), spec.micro_batch):
-            ml._micro_step(rows[k:k + spec.micro_batch], batches, old if j else None, n_tokens, tallies, spec)
-        slots = [ml.slots[n] for n in members]
-        reduce_slot_grads(params, slots, all_reduce)
-        norms = ml.optimizer.clip_(slots, spec.grad_clip)
-        ml.optimizer.step(slots)
-        for n in members:
-            tallies[n].end(norms[ml.slots[n]])
-    return tallies
-
-
-def reduce_slot_grads(params: list[torch.Tensor], slots: list[int], all_reduce) -> None:
-    """Sum the members' slot gradients over workers in one collective: a worker that had no rows (no backward)
-    sends zeros. Only the stepped slots travel (the population's other adapters have no gradient here)."""
-    index = torch.tensor(slots, device=params[0].device)
-    for p in params:
-        if p.grad is None:
-            p.grad = torch.zeros_like(p)
-    flat = torch.cat([p.grad.index_select(0, index).flatten() for p in params])
-    all_reduce(flat)
-    start = 0
-    for p in params:
-        size = p.grad[0].numel() * len(slots)
-        p.grad.index_copy_(0, index, flat[start:start + size].view(len(slots), *p.grad.shape[1:]))
-        start += size
 
 
 def merge_tallies(parts: list[Tally]) -> Tally:

@@ -33,11 +33,6 @@ def split(n_inputs: int) -> tuple[int, int]:
     return shown, n_inputs - shown
 
 
-def known_inputs(source: Task) -> list[str]:
-    """The inputs the buffer already holds for a program (a code_f teacher must write different ones)."""
-    return list(source.inputs) if source.inputs else [source.input] if source.input else []
-
-
 def propose_question(program: str, n: int) -> str:
     """AZR's code_f proposer prompt, in our words: n inputs giving diverse outputs, and a message; the program is
     shown with the call its inputs are plugged into."""

@@ -5,14 +5,22 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     import numpy as np
 
     from populora.platform.verifier import Check, Verdict
-    from populora.training.buffers import TaskBuffers
     from populora.training.config import TasksConfig
+
+
+class BufferReader(Protocol):
+    """What a kind's propose prompt reads from the run's task buffers (``training.buffers.TaskBuffers``, which
+    builds on this module's ``Task``: named here by its use so that tasks need not import buffers)."""
+
+    def sample(self, kind: str, k: int, rng: np.random.Generator) -> list[Task]: ...
+
+    def programs(self, rng: np.random.Generator) -> Task: ...
 
 
 @dataclass
@@ -63,7 +71,7 @@ class TaskKind(ABC):
     writes_program: bool = True  # the teacher writes the program (code_f: it writes inputs for a buffered one)
 
     @abstractmethod
-    def teacher_prompt(self, task: Task, buffers: TaskBuffers, rng: np.random.Generator,
+    def teacher_prompt(self, task: Task, buffers: BufferReader, rng: np.random.Generator,
                        cfg: TasksConfig) -> Prompt:
         """The propose prompt for ``task`` (an empty record of this kind), drawing references from ``buffers``."""
 

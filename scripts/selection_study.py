@@ -16,7 +16,8 @@ What it reports, for a rule, over seeds:
 - ``skill_gain``: the role's mean true skill at the end minus at the start, in TrueSkill's beta units (selection
   keeping the better children raises it; random replacement leaves it at ~0).
 
-``python -m populora.training.selection_study`` prints the table of the rules compared in docs/evolution.md.
+``PYTHONPATH=. python scripts/selection_study.py`` prints the table of the rules compared in docs/evolution.md (a
+research script, not part of the package: it imports the training loop's own ``rating``).
 """
 
 from __future__ import annotations
