@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import time
 
 import pandas as pd
 import streamlit as st
 
-from populora.platform import jobs
+from populora.platform import jobs, queue
+from populora.platform import runlayout as rl
 from populora.ui import store
 
 ROLE_COLORS = {"teacher": "#f28e2b", "student": "#4e79a7", "both": "#59a14f"}
@@ -38,18 +40,42 @@ def effective_status(run_id: str, status: str) -> str:
     if status != "running":
         return status
     job = job_for_run(run_id)
-    return "crashed" if job is not None and job.status in ("failed", "lost") else status
+    if job is None or job.status not in ("failed", "lost"):
+        return status
+    info = store.run_info(store.uri(), run_id)  # resumed since by something else (a terminal): that one drives it
+    return "crashed" if info is None or job_is_current(job, info["tags"]) else status
 
 
 @st.cache_data(ttl=2, show_spinner=False)
 def _job_ids_by_run(root: str) -> dict[str, str]:
-    return {j.run_id: j.id for j in jobs.list_jobs(root) if j.run_id}
+    # oldest first, so a run's newest job (its latest resume) wins
+    return {j.run_id: j.id for j in reversed(jobs.list_jobs(root)) if j.run_id}
 
 
 def job_for_run(run_id: str) -> jobs.Job | None:
+    """The run's newest job from this UI (its launch or its latest resume)."""
     root = str(jobs.jobs_dir())
     job_id = _job_ids_by_run(root).get(run_id)
     return jobs.get_job(job_id, root) if job_id else None
+
+
+def job_is_current(job: jobs.Job, tags: dict) -> bool:
+    """Whether ``job`` is what last started the run: the run's job tag names it (a resume re-tags the run with its
+    own job, or "" from a terminal); a run without the tag (older stores) counts its job as current."""
+    return tags.get(rl.JOB_ID) in (None, job.id)
+
+
+def queued_jobs(known_runs: set[str]) -> pd.DataFrame:
+    """The job queue's entries not yet in the run list (waiting for a slot, or starting before the trainer created
+    its run), in queue order with their place in line: what Runs shows under its table."""
+    rows = []
+    for entry in queue.snapshot():
+        if entry.job.run_id in known_runs and entry.status == "running":
+            continue
+        rows.append({"place": f"#{entry.position} in line" if entry.position else "has a slot",
+                     "state": f"{STATUS_ICONS.get(entry.status, '•')} {entry.status}", "name": entry.job.name or entry.job.id,
+                     "kind": entry.job.kind, "waiting": fmt_duration(time.time() - entry.job.created), "job": entry.job.id})
+    return pd.DataFrame(rows, columns=["place", "state", "name", "kind", "waiting", "job"])
 
 
 def empty_state(what: str = "runs") -> None:

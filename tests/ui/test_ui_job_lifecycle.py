@@ -1,0 +1,152 @@
+"""The job life cycle in the UI (issue 31, part 4): Resume as a job, live job state after a resume (from the UI or
+a terminal), queued jobs on Runs with their place in line, form errors beside the Launch button.
+
+The resume test runs the real trainer (tiny random model) as jobs; the queue tests use sleeper jobs on a queue of
+one slot. Every wait is for an event (a file, a tag, a status), never for a clock."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import wait_for
+
+pytest.importorskip("streamlit")
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+from populora.platform import jobs, queue  # noqa: E402
+from populora.platform import runlayout as rl  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+VIEWS = ROOT / "populora" / "ui" / "views"
+TINY = ("name: resumable\nsteps: 30\nmodel: {tiny_random: true, lora_rank: 4}\ncheckpoint: {every: 1}\n"
+        "tasks: {max_new_tokens_propose: 24, max_new_tokens_solve: 8, tasks_per_teacher: 2, rollouts: 2}\n")
+HOLD = "import time\ntry:\n    time.sleep(120)\nexcept KeyboardInterrupt:\n    raise SystemExit(130)\n"
+
+
+@pytest.fixture()
+def env(tmp_path, monkeypatch):
+    """A fresh store, jobs dir and one-slot queue (the UI and the jobs it starts read the same ones)."""
+    import streamlit as st
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.setenv("POPULORA_JOBS_DIR", str(tmp_path / "jobs"))
+    monkeypatch.setenv("POPULORA_QUEUE_DIR", str(tmp_path / "queue"))
+    monkeypatch.setenv("POPULORA_MAX_PARALLEL_JOBS", "1")
+    st.cache_data.clear()
+    yield {"uri": uri, "dir": tmp_path}
+    for job in jobs.list_jobs(tmp_path / "jobs"):  # never leave a process behind
+        jobs.stop(job, timeout_s=10)
+
+
+def _page(name: str, **query) -> AppTest:
+    import streamlit as st
+
+    st.cache_data.clear()
+    at = AppTest.from_file(str(VIEWS / f"{name}.py"), default_timeout=90)
+    for k, v in query.items():
+        at.query_params[k] = v
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def _texts(at: AppTest) -> str:
+    return "\n".join(str(e.value) for kind in ("info", "error", "caption", "markdown", "code", "success", "warning")
+                     for e in getattr(at, kind))
+
+
+def _tag(uri: str, run_id: str, tag: str) -> str | None:
+    from mlflow import MlflowClient
+
+    return MlflowClient(uri).get_run(run_id).data.tags.get(tag)
+
+
+def test_resume_from_the_runs_page_runs_as_a_job_and_its_state_is_live(env):
+    """A stopped run: Runs offers Resume; pressing it starts ``populora train --resume`` as a job linked to the run
+    at once (before the trainer starts); the run's page then shows that job's log and state, the run is re-tagged
+    with the resuming job, and the Launch panel marks the earlier job as resumed since."""
+    first = jobs.launch_training(TINY, name="resumable", env={"MLFLOW_TRACKING_URI": env["uri"]})
+    run_id = wait_for(lambda: first.run_id or (first.status == "failed" and pytest.fail(first.log_tail())), 300,
+                      "the trainer to create its run")
+    wait_for(lambda: (_tag(env["uri"], run_id, rl.PROGRESS) or "0/30") != "0/30", 300, "a first step",
+             detail=lambda: first.log_tail())
+    assert jobs.stop(first) == "stopped"
+    assert _tag(env["uri"], run_id, rl.JOB_ID) == first.id
+
+    at = _page("runs", run=run_id)
+    assert "Stopped at step" in _texts(at) and f"populora train --resume {run_id}" in _texts(at)
+    next(b for b in at.button if b.label == "Resume").click()
+    at.run()
+    resumed = jobs.latest_for_run(run_id)
+    assert resumed is not None and resumed.id != first.id  # the run's newest job: linked before the trainer starts
+    assert resumed.argv[3:] == ["train", "--resume", run_id, "--quiet"] and resumed.kind == "train"
+    assert resumed.name == "resumable (resumed)"
+
+    wait_for(lambda: f"resuming run {run_id} at step" in resumed.log_tail(), 300, "the trainer to resume",
+             detail=lambda: resumed.log_tail())
+    wait_for(lambda: _tag(env["uri"], run_id, rl.JOB_ID) == resumed.id, 60, "the run re-tagged with the resume's job")
+    at = _page("runs", run=run_id)
+    expanders = [e.label for e in at.expander]
+    assert any(label.startswith("job log (running") for label in expanders), expanders  # the resume's, live
+    assert not any("log of the earlier job" in label for label in expanders)
+    assert f"resuming run {run_id}" in "\n".join(c.value for c in at.code)
+    assert not any(b.label == "Resume" for b in at.button)  # nothing to resume while it trains
+
+    launch = _page("launch")
+    assert f"resumed since by job {resumed.id}" in _texts(launch)
+    assert jobs.stop(resumed) == "stopped"
+
+
+def test_a_resume_outside_the_ui_retags_the_run_and_the_page_says_the_log_is_the_earlier_jobs(env, monkeypatch):
+    """``populora train --resume`` in a terminal (no job) re-tags the run's job as "" (run_log.resumed): the
+    Runs page then labels the last job's log as the earlier job's, instead of showing it as the run's state."""
+    from populora.training.config import TrainConfig
+    from populora.training.run_log import RunLog
+
+    job_dir = env["dir"] / "jobs" / "j-old"
+    job_dir.mkdir(parents=True)
+    old = jobs.Job(id="j-old", argv=["x"], dir=str(job_dir), created=1.0)
+    old.save()
+    (job_dir / "exit_code").write_text("130")  # it stopped
+    monkeypatch.setenv(rl.ENV_JOB_ID, old.id)
+    monkeypatch.setenv(rl.ENV_JOB_DIR, str(job_dir))
+    log = RunLog.start(TrainConfig(name="terminal", steps=3))
+    rl.record_job_run(log.run_id)  # as RunLog.describe does
+    assert jobs.latest_for_run(log.run_id).id == old.id
+    monkeypatch.delenv(rl.ENV_JOB_ID)
+    monkeypatch.delenv(rl.ENV_JOB_DIR)
+    log.resumed("step_1")  # what Trainer.resume does, from a terminal
+    assert _tag(env["uri"], log.run_id, rl.JOB_ID) == ""
+    at = _page("runs", run=log.run_id)
+    assert any(e.label == "log of the earlier job j-old (stopped)" for e in at.expander), [e.label for e in at.expander]
+    assert "resumed outside this UI" in _texts(at)
+    assert "resumed since outside this UI" in _texts(_page("launch"))
+
+
+def test_queued_jobs_show_on_runs_with_their_place_in_line(env):
+    """One slot: a running job holds it, two wait. Runs lists the waiting two, in launch order, with #1 and #2."""
+    running = jobs.start([sys.executable, "-c", HOLD], name="holder", slots=1)
+    wait_for(lambda: running.status == "running", 60, "the first job to take the slot")
+    waiting = [jobs.start([sys.executable, "-c", HOLD], name=f"waiter-{i}", slots=1) for i in (1, 2)]
+    wait_for(lambda: all(j.status == "queued" for j in waiting), 60, "both to wait in the queue")
+    at = _page("runs")
+    table = next(d.value for d in at.dataframe if "place" in d.value.columns)
+    rows = table[table["name"].str.startswith("waiter")]
+    assert list(rows["name"]) == ["waiter-1", "waiter-2"] and list(rows["place"]) == ["#1 in line", "#2 in line"]
+    assert "job(s) in the queue" in _texts(at) or "Job queue" in _texts(at)
+    assert [e.position for e in queue.snapshot() if e.job.id in {w.id for w in waiting}] == [1, 2]  # the queue's own order
+
+
+def test_launch_form_errors_are_beside_the_launch_button(env):
+    """A bad field: the message under the field, and one beside the Launch button naming the field."""
+    at = _page("launch")
+    at.number_input(key=next(k for k in (w.key for w in at.number_input) if k.endswith("_steps"))).set_value(0)
+    next(b for b in at.button if b.label == "Launch").click()
+    at.run()
+    assert not at.exception
+    form_errors = [e.value for e in at.error]
+    assert any(v.startswith("Not launched: fix **steps**") for v in form_errors), form_errors
+    assert jobs.list_jobs() == []
