@@ -126,7 +126,16 @@ def live_interval(status: str) -> str | None:
 
 
 def fmt_rate(value) -> str:
-    return "–" if value is None or pd.isna(value) else f"{100 * value:.0f}%"
+    return fmt_pct(value, 0)
+
+
+def fmt_pct(value, digits: int = 1) -> str:
+    """A rate in [0, 1] as a percentage, "–" when missing (never "None" or "nan" in a cell).
+
+    >>> fmt_pct(0.5), fmt_pct(0.12345, 2), fmt_pct(None), fmt_pct(float("nan"))
+    ('50.0%', '12.35%', '–', '–')
+    """
+    return "–" if value is None or pd.isna(value) else f"{100 * value:.{digits}f}%"
 
 
 def mlflow_ui_url() -> str:

@@ -64,6 +64,7 @@ def _tag(uri: str, run_id: str, tag: str) -> str | None:
     return MlflowClient(uri).get_run(run_id).data.tags.get(tag)
 
 
+@pytest.mark.slow  # two tiny trainings as jobs: ~2 min on 2 loaded cores
 def test_resume_from_the_runs_page_runs_as_a_job_and_its_state_is_live(env):
     """A stopped run: Runs offers Resume; pressing it starts ``populora train --resume`` as a job linked to the run
     at once (before the trainer starts); the run's page then shows that job's log and state, the run is re-tagged
