@@ -151,3 +151,69 @@ def test_launch_form_errors_are_beside_the_launch_button(env):
     form_errors = [e.value for e in at.error]
     assert any(v.startswith("Not launched: fix **steps**") for v in form_errors), form_errors
     assert jobs.list_jobs() == []
+
+
+# ====================================================================== the evaluation form and its progress
+FORM = "from populora.ui import eval_panel\neval_panel.launcher(RUN, None, key='t')\n"
+
+
+def _form(run_id: str) -> AppTest:
+    import streamlit as st
+
+    st.cache_data.clear()
+    at = AppTest.from_string(f"RUN = {run_id!r}\n" + FORM, default_timeout=60).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def test_the_eval_form_defaults_finish_on_a_cpu_and_it_estimates_before_launching(env):
+    """No CUDA here: the defaults are the model's protocol (quick for the embedded model, named in the option) and
+    a limit of 2; the estimate under the form counts every benchmark's first 2 items per target at the quick
+    protocol's 512-token budget (evaluation/protocol.py). A baseline run's form offers no "run's baseline"."""
+    from populora.training.config import TrainConfig
+    from populora.training.run_log import RunLog
+
+    baseline = RunLog.start(TrainConfig(name="b", population={"single_agent": True})).run_id
+    population = RunLog.start(TrainConfig(name="p")).run_id
+    at = _form(baseline)
+    assert at.number_input(key="t_limit").value == 2
+    assert at.selectbox(key="t_protocol").options[0] == "(default for the model: quick)"
+    assert not any(c.label == "the run's baseline" for c in at.checkbox)
+    estimate = next(c.value for c in at.caption if c.value.startswith("**Estimate**"))
+    # no member runs logged: the base model is the one target; 10 benchmarks x 2 items x 512 tokens
+    assert "1 targets, 20 generations, at most 10,240 new tokens (protocol quick)" in estimate, estimate
+    assert "no earlier evaluation on this machine" in estimate
+    assert any(c.label == "the run's baseline" for c in _form(population).checkbox)
+
+
+def test_an_evaluation_jobs_progress_counts_generations_and_shows_scores_in_percent(env, tmp_path):
+    """A job whose first pair is stored and whose second has 2 of 4 generations: the cells read 100.0% and 2/4,
+    the status line 1/2 pairs and 6/8 generations (what the runner's files say, as eval_progress reads them)."""
+    import json
+    import time
+
+    out = tmp_path / "eval_out"
+    pairs = [{"target": t, "benchmark": "gsm8k", "file": f"pairs/{t}/gsm8k.json"} for t in ("T0", "T1")]
+    (out / "pairs" / "T0").mkdir(parents=True)
+    (out / "progress.json").write_text(json.dumps({"run": "r", "step": None, "pairs": pairs}))
+    (out / "pairs" / "T0" / "gsm8k.json").write_text(json.dumps({"score": 1.0}))
+    now = time.time()
+    for target, done in (("T0", 4), ("T1", 2)):
+        (out / "items" / target).mkdir(parents=True)
+        (out / "items" / target / "gsm8k.json").write_text(
+            json.dumps({"done": done, "total": 4, "started": now, "updated": now}))
+    job_dir = env["dir"] / "jobs" / "e1"
+    job_dir.mkdir(parents=True)
+    jobs.Job(id="e1", argv=["x"], dir=str(job_dir), created=now - 5, kind="eval", name="eval r").save()
+    (job_dir / "config.yaml").write_text("run: r\nbenchmarks: gsm8k\nlimit: 4\n")
+    (job_dir / rl.EVAL_OUT_FILE).write_text(str(out))
+    (job_dir / "exit_code").write_text("130")
+    import streamlit as st
+
+    st.cache_data.clear()
+    at = AppTest.from_string("from populora.platform import jobs\nfrom populora.ui import eval_panel\n"
+                             "eval_panel.job_view(jobs.list_jobs()[0], 'k')\n", default_timeout=60).run()
+    assert not at.exception, [e.value for e in at.exception]
+    table = at.dataframe[0].value
+    assert table.loc["T0", "gsm8k"] == "100.0%" and table.loc["T1", "gsm8k"] == "2/4"
+    assert "1/2 pairs scored · 6/8 generations" in "\n".join(m.value for m in at.markdown)
