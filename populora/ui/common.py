@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import time
+import urllib.parse
+import urllib.request
 
 import pandas as pd
 import streamlit as st
@@ -148,10 +150,27 @@ def mlflow_ui_url() -> str:
 
 
 def mlflow_link(run_id: str, experiment_id: str | None) -> str:
-    """Markdown: the run id as a link to its page in MLflow's UI."""
+    """Markdown: the run id as a link to its page in MLflow's UI when that UI answers; else the id and the command
+    that starts it (a link to a server that is not there is a dead end: issue 31)."""
     if not experiment_id:
         return f"`{run_id}`"
-    return f"[`{run_id}`]({mlflow_ui_url()}/#/experiments/{experiment_id}/runs/{run_id}) (in MLflow's UI)"
+    base = mlflow_ui_url()
+    if mlflow_ui_up(base):
+        return f"[`{run_id}`]({base}/#/experiments/{experiment_id}/runs/{run_id}) (in MLflow's UI)"
+    port = urllib.parse.urlsplit(base).port or 5000
+    return (f"`{run_id}` (MLflow's UI does not answer at {base}: start it with "
+            f"`mlflow ui --backend-store-uri {store.uri()} --port {port}` in `{os.getcwd()}`, or set "
+            f"`POPULORA_MLFLOW_UI` to where it runs)")
+
+
+@st.cache_data(ttl=10, show_spinner=False)
+def mlflow_ui_up(base: str) -> bool:
+    """Whether something answers HTTP at ``base`` (MLflow's UI serves its page at /)."""
+    try:
+        with urllib.request.urlopen(base + "/", timeout=1.0) as response:
+            return response.status < 500
+    except (OSError, ValueError):
+        return False
 
 
 def fmt_duration(seconds) -> str:

@@ -217,3 +217,31 @@ def test_an_evaluation_jobs_progress_counts_generations_and_shows_scores_in_perc
     table = at.dataframe[0].value
     assert table.loc["T0", "gsm8k"] == "100.0%" and table.loc["T1", "gsm8k"] == "2/4"
     assert "1/2 pairs scored · 6/8 generations" in "\n".join(m.value for m in at.markdown)
+
+
+def test_the_member_run_link_works_or_says_how_to_start_mlflows_ui(env, monkeypatch):
+    """Nothing listens at POPULORA_MLFLOW_UI: no dead link, the command that starts MLflow's UI on that port; an
+    HTTP server there: the link to the run's page."""
+    import http.server
+    import socket
+    import threading
+
+    import streamlit as st
+
+    from populora.ui import common
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("POPULORA_MLFLOW_UI", f"http://127.0.0.1:{port}")
+    st.cache_data.clear()
+    text = common.mlflow_link("abc", "7")
+    assert "](" not in text and f"mlflow ui --backend-store-uri {env['uri']} --port {port}" in text, text
+    server = http.server.HTTPServer(("127.0.0.1", port), http.server.SimpleHTTPRequestHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        st.cache_data.clear()
+        assert common.mlflow_link("abc", "7") == f"[`abc`](http://127.0.0.1:{port}/#/experiments/7/runs/abc) (in MLflow's UI)"
+    finally:
+        server.shutdown()
+        server.server_close()
