@@ -121,7 +121,7 @@ def show_plan(cfg, gpu: str) -> None:
     except PlanError as err:
         st.warning(f"No plan: {err}")
         return
-    (st.success if p["fits"] else st.warning)(("Fits: " if p["fits"] else "Does not fit: ") + p["advice"])
+    (st.success if p["fits"] else st.warning)(("Fits: " if p["fits"] else "Does not fit: ") + p["advice"])  # advice has no label
     st.code(render_plan(p), language=None)
 
 
