@@ -12,7 +12,7 @@ import streamlit as st
 
 from populora.platform import jobs, queue
 from populora.platform import runlayout as rl
-from populora.ui import store
+from populora.ui import charts, store
 
 ROLE_COLORS = {"teacher": "#f28e2b", "student": "#4e79a7", "both": "#59a14f"}
 STATUS_ICONS = {"running": "🟢", "finished": "✅", "failed": "❌", "stopped": "⏹️", "crashed": "💥", "starting": "⏳", "queued": "🕒",
@@ -171,6 +171,17 @@ def mlflow_ui_up(base: str) -> bool:
             return response.status < 500
     except (OSError, ValueError):
         return False
+
+
+def cell_formats(table: pd.DataFrame) -> dict:
+    """Styler formats per column: rates (``charts.is_rate``: solve, validity, ...) in %, as every other page shows
+    them, ratings and other scores with 2 decimals.
+
+    >>> f = cell_formats(pd.DataFrame(columns=["student/solve_rate", "rating/mu"]))
+    >>> f["student/solve_rate"](0.5), f["rating/mu"](25.0)
+    ('50.0%', '25.00')
+    """
+    return {c: (lambda v: fmt_pct(v, 1)) if charts.is_rate(str(c)) else (lambda v: f"{v:.2f}") for c in table.columns}
 
 
 def fmt_duration(seconds) -> str:

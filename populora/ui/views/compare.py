@@ -126,12 +126,12 @@ def axis_group(metric: str) -> str:
     return "rates" if charts.is_rate(metric) else "other scores"
 
 
-def show_table(table: pd.DataFrame, title: str, fmt: str = "{:.3f}", split_axes: bool = False) -> None:
+def show_table(table: pd.DataFrame, title: str, fmt: str | None = None, split_axes: bool = False) -> None:
     """The table, then its bars; ``split_axes``: one chart per kind of scale (``axis_group``), so rates next to
     ratings are not flattened to nothing."""
     st.markdown(f"**{title}**")
     delta_rows = [r for r in table.index if r.endswith("- baseline")]
-    styled = table.style.format(fmt, na_rep="–")
+    styled = table.style.format(fmt or common.cell_formats(table), na_rep="–")  # rates in %, as on every page
     if delta_rows:
         styled = styled.map(lambda v: "color: #2e7d32" if v > 0 else ("color: #c62828" if v < 0 else ""), subset=pd.IndexSlice[delta_rows, :])
     st.dataframe(styled, width="stretch")
