@@ -245,3 +245,35 @@ def test_the_member_run_link_works_or_says_how_to_start_mlflows_ui(env, monkeypa
     finally:
         server.shutdown()
         server.server_close()
+
+
+# ====================================================================== cosmetics (audit row 10)
+def test_show_plan_says_fits_once_with_readable_times(env):
+    """The smoke preset's plan: "Fits: <n> of <m> usable GB", not "Fits: fits:"; step times of a 135M model in
+    fractions of a second, not "~0 s"; the assumed utilisation in words, not a Python dict."""
+    at = _page("launch")
+    next(b for b in at.button if b.label == "Show plan").click()
+    at.run()
+    assert not at.exception
+    verdict = next(s.value for s in at.success if s.value.startswith("Fits"))
+    assert verdict.startswith("Fits: ") and "fits:" not in verdict.lower().removeprefix("fits: "), verdict
+    plan = next(c.value for c in at.code if c.value.startswith("plan of"))
+    assert "{'" not in plan and "~0 s" not in plan and "FITS: fits" not in plan, plan
+    assert "assumed utilisation train 35%" in plan, plan  # plan.py's train utilisation, in words
+
+
+def test_tasks_show_the_prefill_before_the_completion_and_each_status_once(env):
+    """A run logged before ``Verdict.said`` (reasons "error: error: NameError..."): the Tasks page says the status
+    once; an invalid task's raw completion starts with the proposal prompt's prefill (the direct format's opening
+    fence: training/tasks/code_o.py, code_f.py); its solve rate reads "–", never None."""
+    import synthetic_store
+
+    ids = synthetic_store.build(env["uri"], runs=1, members=4, tasks=6, steps=1)
+    at = _page("tasks", run=ids[-1])
+    codes = [c.value for c in at.code]
+    assert not any("error: error:" in c for c in codes)
+    assert any(c.startswith("error: NameError: name 'y'") for c in codes), codes
+    assert "```python\ndef f(<task>...</task>" in codes or "```input\n<task>...</task>" in codes, codes
+    table = next(d.value for d in at.dataframe if "task_id" in d.value.columns)
+    assert not table["solve_rate"].isna().any() and "–" in set(table["solve_rate"])
+    assert not any("error: error:" in str(r) for r in table["reason"])
