@@ -184,6 +184,22 @@ def cell_formats(table: pd.DataFrame) -> dict:
     return {c: (lambda v: fmt_pct(v, 1)) if charts.is_rate(str(c)) else (lambda v: f"{v:.2f}") for c in table.columns}
 
 
+def styled_table(table: pd.DataFrame, fmt: str | None = None, signed_rows: list | None = None):
+    """``table`` as text cells for ``st.dataframe`` ("–" where missing: Streamlit draws a missing number as "None"
+    whatever the Styler's na_rep says), rates in % (``cell_formats``) unless ``fmt`` says otherwise;
+    ``signed_rows`` (deltas) green when positive, red when negative."""
+    formats = cell_formats(table) if fmt is None else {c: fmt.format for c in table.columns}
+    text = pd.DataFrame({c: ["–" if v is None or pd.isna(v) else formats[c](v) for v in table[c]] for c in table.columns},
+                        index=table.index)
+    styled = text.style
+    if signed_rows:
+        colors = pd.DataFrame("", index=table.index, columns=table.columns)
+        for row in signed_rows:
+            colors.loc[row] = ["color: #2e7d32" if v > 0 else "color: #c62828" if v < 0 else "" for v in table.loc[row]]
+        styled = styled.apply(lambda _: colors, axis=None)
+    return styled
+
+
 def fmt_duration(seconds) -> str:
     """
     >>> fmt_duration(42), fmt_duration(3 * 3600 + 125), fmt_duration(None)

@@ -277,3 +277,17 @@ def test_tasks_show_the_prefill_before_the_completion_and_each_status_once(env):
     table = next(d.value for d in at.dataframe if "task_id" in d.value.columns)
     assert not table["solve_rate"].isna().any() and "–" in set(table["solve_rate"])
     assert not any("error: error:" in str(r) for r in table["reason"])
+
+
+def test_compares_training_table_shows_rates_in_percent_and_no_none(env):
+    """Students have no teacher metrics: those cells read "–" (Streamlit draws a missing number as "None"), and
+    rates read in % as on the Runs page, not 0.500."""
+    import synthetic_store
+
+    ids = synthetic_store.build(env["uri"], runs=1, members=4, tasks=6, steps=1)
+    at = _page("compare", run=ids[-1])
+    table = next(d.value for d in at.dataframe if "rating/mu" in d.value.columns)
+    cells = table.to_numpy().ravel().tolist()
+    assert "–" in cells and not any(c is None or str(c) in ("None", "nan") for c in cells), table
+    rates = [c for c in table["student/solve_rate"] if c != "–"]
+    assert rates and all(c.endswith("%") for c in rates), rates

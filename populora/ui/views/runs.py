@@ -85,7 +85,7 @@ def run_details(row, status: str) -> None:
         st.warning(f"run {run_id} is not in the store any more")
         return
     tags = info["tags"]
-    cols = st.columns(5)
+    cols = st.columns([1.4, 1, 1, 1, 1])  # "⏹️ stopped" whole, not "stopp…"
     cols[0].metric("status", f"{common.STATUS_ICONS.get(status, '')} {status}")
     cols[1].metric("progress", row["progress"] or "?")
     duration, eta = common.timing(row["started"], row["ended"], row["step"], row["steps"], status)
@@ -185,8 +185,10 @@ def queue_table(waiting: pd.DataFrame) -> None:
     """Jobs waiting in the machine's queue (or starting) that the run list cannot show yet, with their place."""
     if waiting.empty:
         return
-    st.markdown(f"**Job queue**: {len(waiting)} job(s) not training yet (one slot per GPU; "
-                f"`POPULORA_MAX_PARALLEL_JOBS` sets it)")
+    in_line = int(waiting["place"].str.startswith("#").sum())
+    st.markdown(f"**Job queue**: {in_line} waiting for a slot, {len(waiting) - in_line} holding one without a run in "
+                "the table above (an evaluation, or a trainer loading its model); one slot per GPU, "
+                "`POPULORA_MAX_PARALLEL_JOBS` sets it")
     st.dataframe(waiting, hide_index=True, width="stretch")
 
 
