@@ -108,7 +108,7 @@ def estimate_line(flat: dict, facts: RunFacts) -> str:
     """Generations, most new tokens and (from this machine's last evaluation's pace) time of the form's values."""
     n_targets = facts.members.get(flat["members"], 0) + bool(flat.get("include_base")) + bool(flat.get("include_baseline"))
     try:
-        size = eval_size(flat["benchmarks"] or "all", flat["limit"], n_targets, facts.model, flat["protocol"],
+        size = eval_size(flat["benchmarks"], flat["limit"], n_targets, facts.model, flat["protocol"],
                          _int(flat.get("generation.max_new_tokens")), _int(flat.get("generation.n_samples")) or 1)
     except (ValueError, KeyError) as err:
         return f"No estimate: {err}"
