@@ -38,5 +38,5 @@ def solve(backend, verifier, tasks: list[Task], answerers: dict[str, list[str]],
     verdicts = verifier.check_many([req for _, req in requests]) if requests else []
     for (r, _), verdict in zip(requests, verdicts):
         r.correct = bool(verdict.correct)
-        r.verdict = "correct" if r.correct else verdict.said()[:200]
+        r.verdict = "correct" if r.correct else f"{verdict.status}: {verdict.reason}"[:200]
     return rollouts
