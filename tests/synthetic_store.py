@@ -87,7 +87,7 @@ def _tasks(step: int, n: int, teachers: list[Member], rng: random.Random) -> lis
         depth = 4 + rng.randint(0, 3)
         tasks.append(Task(id=f"s{step}-{teacher}-{i}", kind=kind, program=PROGRAM, input=str(i), teacher=teacher, step=step,
                           output=str(i * 2) if valid else "", valid=valid,
-                          reason="ok" if valid else "error: NameError: name 'y' is not defined",
+                          reason="ok" if valid else "error: error: NameError: name 'y' is not defined",  # as runs logged before Verdict.said
                           message="sum of odd numbers below x" if kind == "code_f" else "",
                           metrics={"ast_depth": depth, "cyclomatic": 3, "loc": 6, "variables": 2, "novel_structure": 1.0}))
     return tasks

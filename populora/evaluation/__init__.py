@@ -4,12 +4,14 @@ What the UI (and other parts of PopuLoRA) may use is exported here: the benchmar
 summary functions, so the Compare page shows the numbers ``populora report`` prints, and a sweep's statistics
 and figures, so it shows what ``populora report --sweep`` writes; the evaluation config (the UI launches ``populora eval``
 on it as a job; its one entry point is ``populora.evaluation.evaluate.evaluate``) and ``eval_progress``, which
-reads a running evaluation's pairs. Everything else in this package is internal.
+reads a running evaluation's pairs, with ``eval_size`` / ``eval_pace`` for its estimate before launching. Everything else in this package is internal.
 Importing this package loads no model and no evaluation harness.
 """
 
 from populora.evaluation.benchmarks import BENCHMARKS, GROUPS
 from populora.evaluation.config import EvalConfig
+from populora.evaluation.estimate import pace as eval_pace
+from populora.evaluation.estimate import size as eval_size
 from populora.evaluation.evaluate import progress as eval_progress
 from populora.evaluation.figures import arms_race as arms_race_figure
 from populora.evaluation.figures import intervals as intervals_figure
@@ -23,6 +25,6 @@ from populora.evaluation.sweep_report import gather as gather_sweep
 from populora.evaluation.targets import checkpoint_steps
 
 __all__ = ["AVERAGES", "BENCHMARKS", "EvalConfig", "GROUPS", "SweepReportError", "arms_race_figure", "averages",
-           "checkpoint_steps", "eval_metric_keys", "eval_progress", "gather_sweep", "intervals_figure", "population_mean",
+           "checkpoint_steps", "eval_metric_keys", "eval_pace", "eval_progress", "eval_size", "gather_sweep", "intervals_figure", "population_mean",
            "report_extremes",
            "sweep_curves", "sweep_statistics", "weakest_best"]

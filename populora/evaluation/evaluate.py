@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Callable
 
 from populora.evaluation import benchmarks
-from populora.evaluation.runner import slug, write_atomic
+from populora.evaluation.runner import ITEMS_DIR, slug, write_atomic
 from populora.evaluation.targets import TargetError
 from populora.platform import runlayout
 
@@ -197,18 +197,26 @@ def write_progress(p: Plan) -> None:
 def progress(out: str | Path) -> list[dict]:
     """One row per planned (target, benchmark) pair: ``target``, ``benchmark``, ``done`` and, once done, the
     ``score`` (primary metric); [] before the evaluation wrote its plan. A pair done in an earlier (stopped)
-    evaluation counts as done: the next start reuses it."""
+    evaluation counts as done: the next start reuses it. A pair that started also has ``items`` and ``items_total``
+    (generated rows so far, of all), ``started`` and ``updated`` (epoch seconds), from the runner's ``items/`` files."""
     try:
         planned = json.loads((Path(out) / PROGRESS_FILE).read_text())["pairs"]
     except (OSError, ValueError, KeyError):
         return []
     rows = []
     for pair in planned:
-        row = {"target": pair["target"], "benchmark": pair["benchmark"], "done": False, "score": None}
+        row = {"target": pair["target"], "benchmark": pair["benchmark"], "done": False, "score": None,
+               "items": None, "items_total": None, "started": None, "updated": None}
         try:
             stored = json.loads((Path(out) / pair["file"]).read_text())
             row.update(done=True, score=stored.get("score"))
         except (OSError, ValueError):
+            pass
+        try:
+            items = json.loads((Path(out) / ITEMS_DIR / slug(pair["target"]) / f"{pair['benchmark']}.json").read_text())
+            row.update(items=int(items["done"]), items_total=int(items["total"]), started=float(items["started"]),
+                       updated=float(items["updated"]))
+        except (OSError, ValueError, KeyError, TypeError):
             pass
         rows.append(row)
     return rows

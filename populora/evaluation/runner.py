@@ -64,6 +64,30 @@ def n_items(data_dir: Path, name: str, limit: int | None) -> int:
     return min(n, limit) if limit else n
 
 
+ITEMS_DIR = "items"  # <out>/items/<target>/<benchmark>.json: how far a running pair is (the UI's progress and ETA)
+
+
+class ItemProgress:
+    """The progress callback of one (target, benchmark) pair: advances the log's tqdm bar and rewrites
+    ``<out>/items/<target>/<benchmark>.json`` ({done, total, started, updated}, in generated rows) as each
+    generation chunk ends, so a batched evaluation (every target of a benchmark at once, all finishing together)
+    shows progress long before its first pair is stored."""
+
+    def __init__(self, path: Path, total: int, bar_update: Callable[[int], object]):
+        self.path, self.total, self.bar_update = path, total, bar_update
+        self.done, self.started = 0, time.time()
+        self._write()
+
+    def __call__(self, n: int = 1) -> None:
+        self.bar_update(n)
+        self.done += n
+        self._write()
+
+    def _write(self) -> None:
+        write_atomic(self.path, json.dumps({"done": min(self.done, self.total), "total": self.total,
+                                            "started": self.started, "updated": time.time()}))
+
+
 class Runner:
     """Evaluates ``targets`` x ``names``; ``backend_factory()`` is called once, only when something is left to do."""
 
@@ -237,9 +261,10 @@ class Runner:
         rows = n_items(self.data_dir, name, self.limit) * (self.gen.n_samples if self.gen.temperature > 0 else 1)
         desc = f"{t.label} | {benchmarks.BENCHMARKS[name].label}"
         with tqdm(total=rows, desc=desc, unit="gen", file=sys.stderr, dynamic_ncols=True, disable=not self.progress) as bar:
+            items = ItemProgress(self.out_dir / ITEMS_DIR / slug(t.label) / f"{name}.json", rows, bar.update)
             start = time.time()
             result = run_benchmark(backend, adapter, name, self.data_dir, work_dir, self.gen_for(name), self.limit,
-                                   bar.update, self.protocol, self._sandbox(name))
+                                   items, self.protocol, self._sandbox(name))
         return result, time.time() - start
 
     def _finish(self, t: Target, name: str, result: dict, seconds: float) -> dict:

@@ -119,6 +119,26 @@ def launch_eval(config_yaml: str, name: str = "", env: dict[str, str] | None = N
     return _launch("eval", config_yaml, name, env, root, ray_address)
 
 
+def launch_resume(run_id: str, name: str = "", env: dict[str, str] | None = None, root: str | Path | None = None,
+                  config_yaml: str = "") -> Job:
+    """``populora train --resume RUN_ID`` as a job (the Runs page's Resume): same supervisor, log, stop and queue
+    as a launched training. The job knows its run from the start (``run_id`` is written before it runs), so the
+    run's page shows this job's log and state at once, also while it waits in the queue. ``config_yaml`` (the
+    run's config) only sizes its slots, as for a launch."""
+    root = Path(root or jobs_dir())
+    job_id = time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
+    argv = [sys.executable, "-m", "populora.cli", "train", "--resume", run_id, "--quiet"]
+    return start(argv, name=name or f"resume {run_id[:8]}", env=env, root=root, job_id=job_id, slots=max_parallel(),
+                 files={runlayout.RUN_ID_FILE: run_id}, kind="train",
+                 need=slots_needed("train", config_yaml) if config_yaml else 1)
+
+
+def latest_for_run(run_id: str, root: str | Path | None = None) -> Job | None:
+    """The newest job of ``run_id`` (its launch, or the latest resume of it), or None if none ran it from here.
+    The newest, not the first: after a resume the run's state and log are the resume's."""
+    return next((j for j in list_jobs(root) if j.run_id == run_id), None)
+
+
 def _launch(kind: str, config_yaml: str, name: str, env: dict[str, str] | None, root: str | Path | None,
             ray_address: str | None) -> Job:
     root = Path(root or jobs_dir())

@@ -309,7 +309,7 @@ def verdict(memory: dict, gpu: Gpu, arch: Architecture, work: Workload, dtype: s
     """(fits, advice): when it does not fit, the knob to turn and the value that would fit."""
     usable = gpu.usable_gb
     if memory["total"] <= usable:
-        return True, f"fits: {memory['total']:.1f} of {usable:.1f} usable GB per {gpu.name}"
+        return True, f"{memory['total']:.1f} of {usable:.1f} usable GB per {gpu.name}"  # callers say "fits"
     fixed = memory["total"] - max(memory["activations"], memory["generation_kv"], memory["vllm"])
     short = f"needs {memory['total']:.1f} GB per GPU, {gpu.name} has {usable:.1f} usable"
     if fixed + max(memory["generation_kv"], memory["vllm"]) > usable:

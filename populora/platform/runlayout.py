@@ -374,6 +374,12 @@ def job_link_tags() -> dict[str, str]:
     return {JOB_ID: job_id} if job_id else {}
 
 
+def resume_job_tags() -> dict[str, str]:
+    """The job tag of a resumed run: the resuming job's id, or "" for a resume outside any job (a terminal), so
+    the run never keeps naming the earlier job whose log and state ended with the stop."""
+    return {JOB_ID: os.environ.get(ENV_JOB_ID, "")}
+
+
 def record_job_run(run_id: str) -> None:
     """Inside a local job: write the run id to ``<job dir>/run_id``, where the job finds it without MLflow."""
     job_dir = os.environ.get(ENV_JOB_DIR)

@@ -56,6 +56,14 @@ class Verdict:
     def to_json(self) -> dict:
         return asdict(self)
 
+    def said(self) -> str:
+        """"status: reason", the status said once (a failed run's reason already starts with its status).
+
+        >>> Verdict(False, None, "error", "error: TypeError: x").said(), Verdict(True, False, "wrong", "f(1) = 2").said()
+        ('error: TypeError: x', 'wrong: f(1) = 2')
+        """
+        return self.reason if self.reason.startswith(f"{self.status}: ") else f"{self.status}: {self.reason}"
+
 
 # ------------------------------------------------------------------------------------- static checks
 

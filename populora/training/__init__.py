@@ -8,8 +8,9 @@ from populora.training.config import TrainConfig, load_config, presets, presets_
 from populora.training.preflight import problems as preflight_problems
 from populora.training.sweep import plan as plan_sweep
 from populora.training.sweep import sweep_id
+from populora.training.tasks import proposal_prefill
 from populora.training.workload import make_plan
 from populora.training.workload import render as render_plan
 
 __all__ = ["TrainConfig", "load_config", "make_plan", "plan_sweep", "preflight_problems", "presets", "presets_dir",
-           "render_plan", "sweep_id"]
+           "proposal_prefill", "render_plan", "sweep_id"]

@@ -236,7 +236,7 @@ class RunLog:
     def resumed(self, checkpoint: str, alive: list[str] = ()) -> None:
         """Reopen the run, and the member runs of the ``alive`` members (ended with the process that stopped)."""
         self.tracker.reopen(self.run_id)
-        self.tracker.set_tags(self.run_id, {rl.STATUS: rl.RUNNING, rl.RESUMED_FROM: checkpoint, **rl.job_link_tags()})
+        self.tracker.set_tags(self.run_id, {rl.STATUS: rl.RUNNING, rl.RESUMED_FROM: checkpoint, **rl.resume_job_tags()})
         for member_id in alive:
             if member_id in self.member_runs:
                 self.tracker.reopen(self.member_runs[member_id])

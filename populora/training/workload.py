@@ -137,6 +137,15 @@ def placed(cfg: TrainConfig, arch: plan.Architecture, g: plan.Gpu, gpus: int, pl
             "step_time_split_s": times, "gpu_speedup": speedup}
 
 
+def seconds(s: float) -> str:
+    """A plan's time, readable at every scale (a tiny model's step is milliseconds, not "0 s").
+
+    >>> seconds(0.004), seconds(0.37), seconds(4.26), seconds(95.2)
+    ('<0.01 s', '0.37 s', '4.3 s', '95 s')
+    """
+    return "<0.01 s" if s < 0.01 else f"{s:.2f} s" if s < 1 else f"{s:.1f} s" if s < 10 else f"{s:.0f} s"
+
+
 def render(p: dict) -> str:
     """The plan as a short human-readable table."""
     m, ps, pa = p["memory_gb"], p["per_step"], p["per_adapter"]
@@ -149,8 +158,9 @@ def render(p: dict) -> str:
               f"{ps['generated_tokens'] / 1e6:.2f}M generated tokens, {ps['trained_tokens'] / 1e6:.2f}M trained tokens",
               f"per adapter: {pa['generated_tokens'] / 1e3:.1f}k generated ({pa['propose_tokens'] / 1e3:.1f}k propose, "
               f"{pa['solve_tokens'] / 1e3:.1f}k solve), {pa['trained_tokens'] / 1e3:.1f}k trained, {pa['tflops']:.0f} TFLOPs",
-              f"step time: ~{p['step_time_s']:.0f} s (generate {p['step_time_split_s']['generate']:.0f} s, "
-              f"train {p['step_time_split_s']['train']:.0f} s; utilisation {p['utilisation']})",
+              f"step time: ~{seconds(p['step_time_s'])} (generate {seconds(p['step_time_split_s']['generate'])}, "
+              f"train {seconds(p['step_time_split_s']['train'])}; assumed utilisation "
+              + ", ".join(f"{k.replace('_', ' ')} {v:.0%}" for k, v in p["utilisation"].items()) + ")",
               ("FITS: " if p["fits"] else "DOES NOT FIT: ") + p["advice"]]
     if p["gpus"] > 1:
         for name, q in p["placements"].items():

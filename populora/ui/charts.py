@@ -80,10 +80,13 @@ def bars(df: pd.DataFrame, x: str, y: str, color: str, title: str, height: int =
     if df.empty:
         st.caption(f"{title}: no data")
         return
+    # ".3~g", not Vega's default: a flat or all-zero series read "0.000000" on its axis
     y_enc = (alt.Y(f"{y}:Q", title=None, axis=alt.Axis(format=".0%"), scale=alt.Scale(domain=[0.0, 1.0]))
-             if percent else alt.Y(f"{y}:Q", title=None))
+             if percent else alt.Y(f"{y}:Q", title=None, axis=alt.Axis(format=".3~g")))
+    # labelLimit=0: whole labels ("weakest member (S2; tied: S4)"), never cut to "weakest member (S..."
     chart = (alt.Chart(df, title=title).mark_bar()
-             .encode(x=alt.X(f"{x}:N", title=None), y=y_enc, color=f"{color}:N",
-                     xOffset=f"{color}:N", tooltip=[x, color, alt.Tooltip(f"{y}:Q", format=".3f")])
+             .encode(x=alt.X(f"{x}:N", title=None, axis=alt.Axis(labelLimit=0, labelAngle=-30)), y=y_enc,
+                     color=alt.Color(f"{color}:N", legend=alt.Legend(labelLimit=0, orient="bottom", columns=2)),
+                     xOffset=f"{color}:N", tooltip=[x, color, alt.Tooltip(f"{y}:Q", format=".1%" if percent else ".3~g")])
              .properties(height=height))
     st.altair_chart(chart, width="stretch", height=height + 40)

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import os
+import time
+import urllib.parse
+import urllib.request
 
 import pandas as pd
 import streamlit as st
 
-from populora.platform import jobs
-from populora.ui import store
+from populora.platform import jobs, queue
+from populora.platform import runlayout as rl
+from populora.ui import charts, store
 
 ROLE_COLORS = {"teacher": "#f28e2b", "student": "#4e79a7", "both": "#59a14f"}
 STATUS_ICONS = {"running": "🟢", "finished": "✅", "failed": "❌", "stopped": "⏹️", "crashed": "💥", "starting": "⏳", "queued": "🕒",
@@ -38,18 +42,42 @@ def effective_status(run_id: str, status: str) -> str:
     if status != "running":
         return status
     job = job_for_run(run_id)
-    return "crashed" if job is not None and job.status in ("failed", "lost") else status
+    if job is None or job.status not in ("failed", "lost"):
+        return status
+    info = store.run_info(store.uri(), run_id)  # resumed since by something else (a terminal): that one drives it
+    return "crashed" if info is None or job_is_current(job, info["tags"]) else status
 
 
 @st.cache_data(ttl=2, show_spinner=False)
 def _job_ids_by_run(root: str) -> dict[str, str]:
-    return {j.run_id: j.id for j in jobs.list_jobs(root) if j.run_id}
+    # oldest first, so a run's newest job (its latest resume) wins
+    return {j.run_id: j.id for j in reversed(jobs.list_jobs(root)) if j.run_id}
 
 
 def job_for_run(run_id: str) -> jobs.Job | None:
+    """The run's newest job from this UI (its launch or its latest resume)."""
     root = str(jobs.jobs_dir())
     job_id = _job_ids_by_run(root).get(run_id)
     return jobs.get_job(job_id, root) if job_id else None
+
+
+def job_is_current(job: jobs.Job, tags: dict) -> bool:
+    """Whether ``job`` is what last started the run: the run's job tag names it (a resume re-tags the run with its
+    own job, or "" from a terminal); a run without the tag (older stores) counts its job as current."""
+    return tags.get(rl.JOB_ID) in (None, job.id)
+
+
+def queued_jobs(known_runs: set[str]) -> pd.DataFrame:
+    """The job queue's entries not yet in the run list (waiting for a slot, or starting before the trainer created
+    its run), in queue order with their place in line: what Runs shows under its table."""
+    rows = []
+    for entry in queue.snapshot():
+        if entry.job.run_id in known_runs and entry.status == "running":
+            continue
+        rows.append({"place": f"#{entry.position} in line" if entry.position else "has a slot",
+                     "state": f"{STATUS_ICONS.get(entry.status, '•')} {entry.status}", "name": entry.job.name or entry.job.id,
+                     "kind": entry.job.kind, "waiting": fmt_duration(time.time() - entry.job.created), "job": entry.job.id})
+    return pd.DataFrame(rows, columns=["place", "state", "name", "kind", "waiting", "job"])
 
 
 def empty_state(what: str = "runs") -> None:
@@ -100,7 +128,16 @@ def live_interval(status: str) -> str | None:
 
 
 def fmt_rate(value) -> str:
-    return "–" if value is None or pd.isna(value) else f"{100 * value:.0f}%"
+    return fmt_pct(value, 0)
+
+
+def fmt_pct(value, digits: int = 1) -> str:
+    """A rate in [0, 1] as a percentage, "–" when missing (never "None" or "nan" in a cell).
+
+    >>> fmt_pct(0.5), fmt_pct(0.12345, 2), fmt_pct(None), fmt_pct(float("nan"))
+    ('50.0%', '12.35%', '–', '–')
+    """
+    return "–" if value is None or pd.isna(value) else f"{100 * value:.{digits}f}%"
 
 
 def mlflow_ui_url() -> str:
@@ -113,10 +150,54 @@ def mlflow_ui_url() -> str:
 
 
 def mlflow_link(run_id: str, experiment_id: str | None) -> str:
-    """Markdown: the run id as a link to its page in MLflow's UI."""
+    """Markdown: the run id as a link to its page in MLflow's UI when that UI answers; else the id and the command
+    that starts it (a link to a server that is not there is a dead end: issue 31)."""
     if not experiment_id:
         return f"`{run_id}`"
-    return f"[`{run_id}`]({mlflow_ui_url()}/#/experiments/{experiment_id}/runs/{run_id}) (in MLflow's UI)"
+    base = mlflow_ui_url()
+    if mlflow_ui_up(base):
+        return f"[`{run_id}`]({base}/#/experiments/{experiment_id}/runs/{run_id}) (in MLflow's UI)"
+    port = urllib.parse.urlsplit(base).port or 5000
+    return (f"`{run_id}` (MLflow's UI does not answer at {base}: start it with "
+            f"`mlflow ui --backend-store-uri {store.uri()} --port {port}` in `{os.getcwd()}`, or set "
+            f"`POPULORA_MLFLOW_UI` to where it runs)")
+
+
+@st.cache_data(ttl=10, show_spinner=False)
+def mlflow_ui_up(base: str) -> bool:
+    """Whether something answers HTTP at ``base`` (MLflow's UI serves its page at /)."""
+    try:
+        with urllib.request.urlopen(base + "/", timeout=1.0) as response:
+            return response.status < 500
+    except (OSError, ValueError):
+        return False
+
+
+def cell_formats(table: pd.DataFrame) -> dict:
+    """Styler formats per column: rates (``charts.is_rate``: solve, validity, ...) in %, as every other page shows
+    them, ratings and other scores with 2 decimals.
+
+    >>> f = cell_formats(pd.DataFrame(columns=["student/solve_rate", "rating/mu"]))
+    >>> f["student/solve_rate"](0.5), f["rating/mu"](25.0)
+    ('50.0%', '25.00')
+    """
+    return {c: (lambda v: fmt_pct(v, 1)) if charts.is_rate(str(c)) else (lambda v: f"{v:.2f}") for c in table.columns}
+
+
+def styled_table(table: pd.DataFrame, fmt: str | None = None, signed_rows: list | None = None):
+    """``table`` as text cells for ``st.dataframe`` ("–" where missing: Streamlit draws a missing number as "None"
+    whatever the Styler's na_rep says), rates in % (``cell_formats``) unless ``fmt`` says otherwise;
+    ``signed_rows`` (deltas) green when positive, red when negative."""
+    formats = cell_formats(table) if fmt is None else {c: fmt.format for c in table.columns}
+    text = pd.DataFrame({c: ["–" if v is None or pd.isna(v) else formats[c](v) for v in table[c]] for c in table.columns},
+                        index=table.index)
+    styled = text.style
+    if signed_rows:
+        colors = pd.DataFrame("", index=table.index, columns=table.columns)
+        for row in signed_rows:
+            colors.loc[row] = ["color: #2e7d32" if v > 0 else "color: #c62828" if v < 0 else "" for v in table.loc[row]]
+        styled = styled.apply(lambda _: colors, axis=None)
+    return styled
 
 
 def fmt_duration(seconds) -> str:

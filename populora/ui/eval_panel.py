@@ -10,11 +10,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import time
+from dataclasses import dataclass
+from types import SimpleNamespace
+
 import pandas as pd
 import streamlit as st
 import yaml
 
-from populora.evaluation import BENCHMARKS, GROUPS, EvalConfig, checkpoint_steps, eval_progress
+from populora.evaluation import BENCHMARKS, GROUPS, EvalConfig, checkpoint_steps, eval_pace, eval_progress, eval_size
 from populora.platform import jobs, queue
 from populora.platform import runlayout as rl
 from populora.ui import common, form, store
@@ -29,25 +33,54 @@ def _defaults() -> dict:
     return EvalConfig.model_construct().model_dump(mode="json")  # the schema's defaults, without its source check
 
 
-def _fields(run_id: str, steps: list[int], key: str, errors: dict) -> dict:
-    """The form's widgets; returns the flat values (dotted EvalConfig fields)."""
+CPU_LIMIT = 2  # the form's default limit on a machine without a CUDA GPU: every benchmark, 2 items each, finishes
+
+
+@dataclass
+class RunFacts:
+    """What the form needs to know about the evaluated run: its kind, model and size."""
+
+    kind: str
+    model: SimpleNamespace  # base, tiny_random: what the protocol's default depends on
+    members: dict[str, int]  # {"alive": n, "all": n}
+    has_baseline: bool
+
+    @classmethod
+    def read(cls, run_id: str) -> "RunFacts":
+        info = store.run_info(store.uri(), run_id) or {"tags": {}, "params": {}}
+        params, tags = info["params"], info["tags"]
+        model = SimpleNamespace(base=params.get("model.base", "embedded"), tiny_random=params.get("model.tiny_random") == "True")
+        found = store.members(store.uri(), run_id)
+        alive = int(found["alive"].sum()) if "alive" in found.columns else len(found)
+        return cls(tags.get(rl.KIND, rl.POPULATION), model, {"alive": alive, "all": len(found)},
+                   bool(tags.get(rl.BASELINE_RUN)))
+
+
+def _fields(run_id: str, steps: list[int], key: str, errors: dict, facts: RunFacts) -> dict:
+    """The form's widgets; returns the flat values (dotted EvalConfig fields). On a machine without a CUDA GPU the
+    defaults (the model's protocol, quick for the embedded and tiny models, and a limit of ``CPU_LIMIT``) finish in
+    minutes; the estimate under the form says how long."""
     info = EvalConfig.model_fields
     cols = st.columns(3)
     members = cols[0].selectbox("members", ["alive", "all"], help=info["members"].description, key=f"{key}_members")
     step = cols[1].selectbox("checkpoint", [FINAL] + steps, key=f"{key}_step", help=info["step"].description,
                              format_func=lambda s: s if s == FINAL else f"step {s}")
-    protocol = cols[2].selectbox("protocol", ["(default for the model)", "quick", "azr"], key=f"{key}_protocol",
+    default = f"(default for the model: {protocol_default(facts.model)})"
+    protocol = cols[2].selectbox("protocol", [default, "quick", "azr"], key=f"{key}_protocol",
                                  help=info["protocol"].description)
     names = st.multiselect("benchmarks", list(GROUPS) + list(BENCHMARKS), default=["all"], key=f"{key}_benchmarks",
                            help=info["benchmarks"].description)
     cols = st.columns(3)
-    limit = cols[0].number_input("limit (items per benchmark, 0 = all)", min_value=0, value=0, step=1,
-                                 key=f"{key}_limit", help=info["limit"].description)
-    baseline = cols[1].checkbox("the run's baseline", True, key=f"{key}_baseline", help=info["include_baseline"].description)
-    base = cols[2].checkbox("the base model", True, key=f"{key}_base", help=info["include_base"].description)
+    limit = cols[0].number_input("limit (items per benchmark, 0 = all)", min_value=0, value=0 if cuda_here() else CPU_LIMIT,
+                                 step=1, key=f"{key}_limit", help=info["limit"].description
+                                 + ("" if cuda_here() else f" (default {CPU_LIMIT} here: no CUDA GPU on this machine)"))
     flat = {"run": run_id, "members": members, "step": None if step == FINAL else int(step),
             "protocol": None if protocol.startswith("(") else protocol, "benchmarks": ",".join(names),
-            "limit": int(limit) or None, "include_baseline": baseline, "include_base": base}
+            "limit": int(limit) or None, "include_baseline": False}
+    if facts.kind != rl.BASELINE:  # a baseline run is its own single member: it has no baseline of its own
+        flat["include_baseline"] = cols[1].checkbox("the run's baseline", facts.has_baseline, key=f"{key}_baseline",
+                                                    help=info["include_baseline"].description)
+    flat["include_base"] = cols[2].checkbox("the base model", True, key=f"{key}_base", help=info["include_base"].description)
     defaults = _defaults()
     with st.expander("advanced (decoding, device)"):
         by_path = dict(form.schema_fields(EvalConfig))
@@ -58,21 +91,76 @@ def _fields(run_id: str, steps: list[int], key: str, errors: dict) -> dict:
     return flat
 
 
+def protocol_default(model) -> str:
+    return "quick" if model.tiny_random or model.base == "embedded" else "azr"
+
+
+def cuda_here() -> bool:
+    try:
+        import torch
+
+        return torch.cuda.is_available()
+    except Exception:  # noqa: BLE001 - no torch in the UI's environment: no GPU to speak of
+        return False
+
+
+def estimate_line(flat: dict, facts: RunFacts) -> str:
+    """Generations, most new tokens and (from this machine's last evaluation's pace) time of the form's values."""
+    n_targets = facts.members.get(flat["members"], 0) + bool(flat.get("include_base")) + bool(flat.get("include_baseline"))
+    try:
+        size = eval_size(flat["benchmarks"], flat["limit"], n_targets, facts.model, flat["protocol"],
+                         _int(flat.get("generation.max_new_tokens")), _int(flat.get("generation.n_samples")) or 1)
+    except (ValueError, KeyError) as err:
+        return f"No estimate: {err}"
+    line = (f"**Estimate**: {n_targets} targets, {size['rows']:,} generations, at most {size['tokens']:,} new tokens "
+            f"(protocol {size['protocol']})")
+    if size["missing"]:
+        line += f"; no data for {', '.join(size['missing'])} (`populora data fetch`)"
+    pace = last_pace()
+    if pace:
+        line += (f"; about {common.fmt_duration(size['rows'] / pace)} of generation at this machine's last "
+                 f"evaluation's pace ({pace:.2f} generations/s; another model or settings change it)")
+    else:
+        line += "; no earlier evaluation on this machine to time it by"
+    return line
+
+
+def _int(value) -> int | None:
+    try:
+        return int(value) if value not in (None, "") else None
+    except (TypeError, ValueError):
+        return None
+
+
+@st.cache_data(ttl=30, show_spinner=False)
+def last_pace() -> float | None:
+    """Generations per second of the newest evaluation job on this machine that measured any."""
+    for job in jobs.list_jobs():
+        if job.kind == "eval" and (out := _out_dir(job)) is not None and (pace := eval_pace(eval_progress(out))):
+            return pace
+    return None
+
+
 def launcher(run_id: str, run_dir: str | None, key: str = "eval") -> None:
-    """The evaluation form of ``run_id``; on submit, an evaluation job (or the fields' errors under the form)."""
+    """The evaluation form of ``run_id``; on submit, an evaluation job (or the fields' errors beside its button);
+    "Estimate" shows the size and time of the form's values without launching."""
     steps = checkpoint_steps(run_dir) if run_dir else []
     errors = st.session_state.get(f"{key}_errors", {})
+    facts = RunFacts.read(run_id)
     with st.form(f"{key}_form"):
         st.markdown("**Evaluate this run** (a background job; it waits in the job queue like a training run)")
-        flat = _fields(run_id, steps, key, errors)
-        submitted = st.form_submit_button("Launch evaluation", type="primary")
-    for field, message in errors.items():
-        if field not in ADVANCED:
-            st.error(f"**{field or 'config'}**: {message}")
+        flat = _fields(run_id, steps, key, errors, facts)
+        st.caption(estimate_line(flat, facts) + " · change a value, then press Estimate to update")
+        for field, message in errors.items():  # beside the button: the form is taller than a screen
+            if field not in ADVANCED:
+                st.error(f"**{field or 'config'}**: {message}")
+        cols = st.columns([1, 1, 3])
+        submitted = cols[0].form_submit_button("Launch evaluation", type="primary")
+        cols[1].form_submit_button("Estimate", help="Recompute the estimate above for the values picked; launches nothing")
     if not submitted:
         return
     cfg, errors = form.validate({k: v for k, v in flat.items() if v is not None}, "", EvalConfig)
-    st.session_state[f"{key}_errors"] = errors  # shown under the form by the rerun below
+    st.session_state[f"{key}_errors"] = errors  # shown beside the button by the rerun below
     if cfg is not None:
         text = yaml.safe_dump(cfg.model_dump(mode="json", exclude_unset=True), sort_keys=False)
         where = f" step {cfg.step}" if cfg.step else ""
@@ -94,20 +182,57 @@ def run_jobs(run_id: str) -> list[jobs.Job]:
     return [j for j in jobs.list_jobs() if j.kind == "eval" and _config(j).get("run") == run_id]
 
 
-def progress_frame(job: jobs.Job) -> pd.DataFrame:
-    """Rows = targets, columns = benchmarks: the score once a pair is done, "…" while it is to do."""
+def _out_dir(job: jobs.Job) -> str | None:
     try:
-        out = Path(job.dir, rl.EVAL_OUT_FILE).read_text().strip()
+        return Path(job.dir, rl.EVAL_OUT_FILE).read_text().strip() or None
     except OSError:
-        return pd.DataFrame()
-    rows = eval_progress(out)
+        return None
+
+
+def progress_rows(job: jobs.Job) -> list[dict]:
+    out = _out_dir(job)
+    return eval_progress(out) if out else []
+
+
+def progress_frame(rows: list[dict]) -> pd.DataFrame:
+    """Rows = targets, columns = benchmarks: the score (%) once a pair is done, "7/20" generations while it runs,
+    "…" while it is to do."""
     if not rows:
         return pd.DataFrame()
     frame = pd.DataFrame(rows)
-    frame["cell"] = [f"{r.score:.3f}" if r.done and r.score is not None else ("done" if r.done else "…")
-                     for r in frame.itertuples()]
+    frame["cell"] = [common.fmt_pct(r["score"], 1) if r["done"] and r["score"] is not None else "done" if r["done"]
+                     else f"{r['items']}/{r['items_total']}" if r["items_total"] else "…" for r in rows]
     table = frame.pivot(index="target", columns="benchmark", values="cell")
     return table.loc[list(dict.fromkeys(frame["target"])), list(dict.fromkeys(frame["benchmark"]))]
+
+
+def progress_summary(rows: list[dict], since: float, now: float) -> dict:
+    """How far an evaluation job is, in generations: ``done`` of ``total`` (pairs not started yet count as many as
+    a started pair of the same benchmark, else the mean of the started ones), ``fraction`` and ``eta_s`` at this
+    job's pace (generations since ``since``, the job's start, which includes model loading: an over-estimate
+    early on). Pairs finished by an earlier job count as done and take no time.
+
+    >>> rows = [{"benchmark": "gsm8k", "done": True, "items": 4, "items_total": 4, "started": 100.0},
+    ...         {"benchmark": "gsm8k", "done": False, "items": 2, "items_total": 4, "started": 100.0},
+    ...         {"benchmark": "amc23", "done": False, "items": None, "items_total": None, "started": None}]
+    >>> progress_summary(rows, since=90.0, now=110.0)
+    {'done': 6, 'total': 12, 'fraction': 0.5, 'eta_s': 20.0}
+    """
+    totals = {r["benchmark"]: r["items_total"] for r in rows if r.get("items_total")}
+    mean = sum(totals.values()) / len(totals) if totals else None
+    done = total = mine = 0
+    for r in rows:
+        size = r.get("items_total") or totals.get(r["benchmark"]) or mean
+        if size is None:
+            return {"done": 0, "total": 0, "fraction": sum(r["done"] for r in rows) / len(rows) if rows else 0.0, "eta_s": None}
+        total += size
+        got = size if r["done"] else (r.get("items") or 0)
+        done += got
+        if r.get("started") and r["started"] >= since:
+            mine += got
+    rate = mine / (now - since) if mine and now > since else None
+    return {"done": int(done), "total": int(total), "fraction": done / total if total else 0.0,
+            "eta_s": (total - done) / rate if rate else None}
 
 
 def _status_line(job: jobs.Job, status: str) -> str:
@@ -121,13 +246,19 @@ def _status_line(job: jobs.Job, status: str) -> str:
 def job_view(job: jobs.Job, key: str) -> None:
     status = job.status
     cfg = _config(job)
-    table = progress_frame(job)
-    done = int((table != "…").to_numpy().sum()) if not table.empty else 0
-    total = int(table.size) if not table.empty else 0
+    rows = progress_rows(job)
+    table = progress_frame(rows)
+    pairs_done = sum(r["done"] for r in rows)
+    summary = progress_summary(rows, job.created, time.time())
     cols = st.columns([4, 3, 2])
     cols[0].markdown(f"**{job.name}**  \n`{job.id}` · benchmarks `{cfg.get('benchmarks', 'all')}`"
                      + (f" · limit {cfg['limit']}" if cfg.get("limit") else ""))
-    cols[1].markdown(_status_line(job, status) + (f"  \n{done}/{total} pairs scored" if total else ""))
+    line = f"{pairs_done}/{len(rows)} pairs scored" if rows else ""
+    if summary["total"]:
+        line += f" · {summary['done']:,}/{summary['total']:,} generations"
+    if status == "running" and summary["eta_s"] is not None:
+        line += f" · ETA {common.fmt_duration(summary['eta_s'])}"
+    cols[1].markdown(_status_line(job, status) + (f"  \n{line}" if line else ""))
     if status in ("running", "queued", "starting") and cols[2].button("Stop", key=f"{key}_stop_{job.id}"):
         cols[2].write(jobs.stop(job))
     elif status in ("stopped", "failed", "lost") and cols[2].button(
@@ -135,13 +266,13 @@ def job_view(job: jobs.Job, key: str) -> None:
         again = jobs.launch_eval(Path(job.dir, "config.yaml").read_text(), name=f"{job.name.removesuffix(' (resumed)')} (resumed)",
                                  env=job.env)
         st.toast(f"resumed as job {again.id}")
-    if total:
-        st.progress(done / total)
+    if rows:
+        st.progress(min(1.0, summary["fraction"]))
         st.dataframe(table, width="stretch")
     elif status in ("running", "starting"):
         st.caption("loading the benchmarks and the adapters…")
     with st.expander("log", expanded=status in ("failed", "lost")):
-        st.code(job.log_tail(30) or "(empty)", language="text")
+        st.code(job.log_tail(30) or "(empty)", language="text", wrap_lines=True)
 
 
 def jobs_panel(run_id: str, key: str = "eval") -> bool:

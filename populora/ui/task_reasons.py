@@ -11,6 +11,19 @@ _EXCEPTION = re.compile(r"^(\w+): (?:\1: )?(\w+(?:Error|Exception|Exit|Interrupt
 _INPUT = re.compile(r"^input .* does not run \((\w+)")
 
 
+_REPEATED = re.compile(r"^(\w+): \1: ")
+
+
+def reason_text(reason) -> str:
+    """A verifier's reason as shown: the status said once (runs logged before ``Verdict.said`` repeat it).
+
+    >>> reason_text("error: error: TypeError: bad operand"), reason_text("wrong: f(1) = 2"), reason_text(None)
+    ('error: TypeError: bad operand', 'wrong: f(1) = 2', '(no reason logged)')
+    """
+    text = str(reason or "").strip()
+    return _REPEATED.sub(r"\1: ", text) if text and text != "nan" else "(no reason logged)"
+
+
 def reason_kind(reason) -> str:
     """The kind of a verifier's reason: the exception type, not its message; numbers as N.
 

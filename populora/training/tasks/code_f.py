@@ -152,7 +152,7 @@ def judge_inputs(task: Task, checked: list[tuple[str, Verdict]], distinct_output
         task.valid, task.reason = False, "no inputs to run"
     elif bad is not None:
         x, v = bad
-        task.valid, task.reason = False, f"input {x[:60]} does not run ({v.status}: {v.reason})"[:300]
+        task.valid, task.reason = False, f"input {x[:60]} does not run ({v.said()})"[:300]
     elif distinct_outputs and len(set(task.outputs)) < 2:
         task.valid, task.reason = False, "every input gives the same output: nothing to induce"
     else:

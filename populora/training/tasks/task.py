@@ -111,4 +111,4 @@ class TaskKind(ABC):
         program ran, deterministically, and its output is the gold one (``rules``: the run's ProgramRules)."""
         (_, verdict), = checked
         task.valid, task.output = verdict.valid, verdict.output or ""
-        task.reason = "ok" if verdict.valid else f"{verdict.status}: {verdict.reason}"[:300]
+        task.reason = "ok" if verdict.valid else verdict.said()[:300]

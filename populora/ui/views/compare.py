@@ -126,15 +126,18 @@ def axis_group(metric: str) -> str:
     return "rates" if charts.is_rate(metric) else "other scores"
 
 
-def show_table(table: pd.DataFrame, title: str, fmt: str = "{:.3f}", split_axes: bool = False) -> None:
+def show_table(table: pd.DataFrame, title: str, fmt: str | None = None, split_axes: bool = False) -> None:
     """The table, then its bars; ``split_axes``: one chart per kind of scale (``axis_group``), so rates next to
     ratings are not flattened to nothing."""
     st.markdown(f"**{title}**")
     delta_rows = [r for r in table.index if r.endswith("- baseline")]
-    styled = table.style.format(fmt, na_rep="–")
-    if delta_rows:
-        styled = styled.map(lambda v: "color: #2e7d32" if v > 0 else ("color: #c62828" if v < 0 else ""), subset=pd.IndexSlice[delta_rows, :])
-    st.dataframe(styled, width="stretch")
+    if fmt is None:  # text cells: rates in %, as on every page, and "–" where Streamlit would draw "None"
+        st.dataframe(common.styled_table(table, None, delta_rows), width="stretch")
+    else:
+        styled = table.style.format(fmt, na_rep="–")
+        if delta_rows:
+            styled = styled.map(lambda v: "color: #2e7d32" if v > 0 else ("color: #c62828" if v < 0 else ""), subset=pd.IndexSlice[delta_rows, :])
+        st.dataframe(styled, width="stretch")
     long = table.drop(index=delta_rows).reset_index(names="who").melt(id_vars="who", var_name="metric", value_name="score").dropna()
     if long.empty or table.shape[1] > 40:
         return
@@ -206,7 +209,7 @@ def main() -> None:
                        "same problems that picked them: biased (the weakest looks weaker, the best better, than they "
                        "are); cross-fitted picks need the evaluation's samples files on this machine."))
         if st.toggle("Every logged metric (base / plus, stderr, ...)", key="cmp_all_metrics"):
-            show_table(summarize(evals, picked, base_line, base, overall, picked=ends), "All benchmark metrics")
+            show_table(summarize(evals, picked, base_line, base, overall, picked=ends), "All benchmark metrics", "{:.3f}")
     run_dir = runs.set_index("run_id").loc[run_id, "run_dir"]
     evaluations(run_id, None if pd.isna(run_dir) else run_dir, open_form=scores is None)
     st.subheader("Training scores (each member's last logged step)")

@@ -96,6 +96,9 @@ def draw_form(preset: str, values: dict, errors: dict) -> dict | None:
         with_baseline = st.checkbox("Also launch the compute-matched single-agent baseline", key=f"f_{preset}_baseline",
                                     help="A second run with population.single_agent=true and the same settings")
         sweep = sweeps.sweep_fields(preset)
+        if errors:  # beside the button too: the fields' own messages may be a screen or more above it
+            st.error("Not launched: fix " + ", ".join(f"**{p or 'config'}**" for p in errors)
+                     + " (each message is under its field; sections with one are open), then launch again.", icon="⚠️")
         cols = st.columns([1, 1, 2])
         submitted = cols[0].form_submit_button("Launch", type="primary")
         planned = cols[1].form_submit_button("Show plan", help="Memory per GPU, compute per step and whether it fits")
@@ -118,7 +121,7 @@ def show_plan(cfg, gpu: str) -> None:
     except PlanError as err:
         st.warning(f"No plan: {err}")
         return
-    (st.success if p["fits"] else st.warning)(("Fits: " if p["fits"] else "Does not fit: ") + p["advice"])
+    (st.success if p["fits"] else st.warning)(("Fits: " if p["fits"] else "Does not fit: ") + p["advice"])  # advice has no label
     st.code(render_plan(p), language=None)
 
 
@@ -211,6 +214,9 @@ def job_row(job: jobs.Job) -> None:
         elif run_id:
             common.link("runs", f"run {run_id[:12]}", run_id, "📋")
             common.link("arms_race", "arms race", run_id, "📈")
+            later = resumed_since(job, run_id)
+            if later:
+                st.caption(later)
         else:
             st.caption({"running": "waiting for the run id (model loading)…",
                         "lost": "its process is gone (or its pid is another process now): nothing to stop"
@@ -218,8 +224,27 @@ def job_row(job: jobs.Job) -> None:
     if status in ("running", "queued") and cols[3].button("Stop", key=f"stop_{job.id}",
                                                           help="SIGINT: the run is marked stopped (a queued job never starts)"):
         cols[3].write(jobs.stop(job))
+    elif (status in ("stopped", "failed") and job.kind == "train" and run_id and not job.ray_address
+          and common.job_for_run(run_id) is not None and common.job_for_run(run_id).id == job.id
+          and cols[3].button("Resume", key=f"resume_{job.id}", help=f"populora train --resume {run_id} as a job")):
+        again = jobs.launch_resume(run_id, name=f"{job.name.removesuffix(' (resumed)')} (resumed)", env=job.env)
+        cols[3].write(f"job {again.id}")
     with st.expander("log", expanded=status in ("failed", "lost")):
-        st.code(job.log_tail(30) or "(empty)", language="text")
+        st.code(job.log_tail(30) or "(empty)", language="text", wrap_lines=True)
+
+
+def resumed_since(job: jobs.Job, run_id: str) -> str | None:
+    """A line for an ended job whose run was resumed since (by a later job or in a terminal), else None: the
+    job's own state is final, the run's is not."""
+    if job.status not in ("stopped", "failed", "lost"):
+        return None
+    newest = common.job_for_run(run_id)
+    if newest is not None and newest.id != job.id:
+        return f"resumed since by job {newest.id} ({newest.status})"
+    info = store.run_info(store.uri(), run_id)
+    if info is not None and not common.job_is_current(job, info["tags"]):
+        return f"resumed since outside this UI: the run is {info['status']}"
+    return None
 
 
 def jobs_panel() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from populora.platform import jobs
+from populora.platform import jobs, queue
 from populora.platform import runlayout as rl
 from populora.ui import common, eval_panel, store, sweeps
 
@@ -85,7 +85,7 @@ def run_details(row, status: str) -> None:
         st.warning(f"run {run_id} is not in the store any more")
         return
     tags = info["tags"]
-    cols = st.columns(5)
+    cols = st.columns([1.4, 1, 1, 1, 1])  # "⏹️ stopped" whole, not "stopp…"
     cols[0].metric("status", f"{common.STATUS_ICONS.get(status, '')} {status}")
     cols[1].metric("progress", row["progress"] or "?")
     duration, eta = common.timing(row["started"], row["ended"], row["step"], row["steps"], status)
@@ -94,14 +94,8 @@ def run_details(row, status: str) -> None:
     cols[4].metric("task validity", common.fmt_rate(row["validity_rate"]))
     if eta != "–":
         st.caption(f"ETA {eta} at this run's pace so far")
-    if status == "stopped":
-        st.info(f"Stopped{' at step ' + row['progress'] if row['progress'] else ''}. Resume it from its last checkpoint with "
-                f"`populora train --resume {run_id}`.")
-    if status == "crashed":
-        st.error("The trainer process died without ending this run. Resume it from its last checkpoint with "
-                 f"`populora train --resume {run_id}`.")
-    elif status == "failed":
-        st.error(f"This run failed. Its log (if launched from here) is below; resume with `populora train --resume {run_id}`.")
+    job = common.job_for_run(run_id)
+    resume_controls(run_id, row, status, job, tags)
     links = st.columns(4)
     with links[0]:
         common.link("arms_race", "Arms race", run_id, "📈")
@@ -122,12 +116,8 @@ def run_details(row, status: str) -> None:
     if tags.get(rl.SANDBOX_UNCONFINED) == "true":
         st.error("sandbox.allow_unconfined: model-written code in this run ran WITHOUT the sandbox's confinement "
                  "(no isolating layer was available and the config allowed it)", icon="⚠️")
-    job = common.job_for_run(run_id)
     if job is not None:
-        with st.expander(f"job log ({job.status})", expanded=status in ("crashed", "failed")):
-            st.code(job.log_tail(60) or "(empty)", language="text")
-            if job.status == "running" and st.button("Stop this run", key=f"stop_{job.id}"):
-                st.toast(f"stopping: {jobs.stop(job)}")
+        job_log(job, status, current=common.job_is_current(job, tags))
     else:
         st.caption("no job log: this run was not launched from this UI (a terminal's `populora train` prints its "
                    "steps there; its metrics are all here)")
@@ -147,6 +137,61 @@ def run_details(row, status: str) -> None:
         st.json(config_tree(info["params"]), expanded=1)
 
 
+RESUMABLE = ("stopped", "failed", "crashed")
+
+
+def resume_controls(run_id: str, row, status: str, job: jobs.Job | None, tags: dict) -> None:
+    """What ended the run and how to go on: a Resume button (``populora train --resume`` as a job, in the queue like
+    a launch) while no job of the run is active; the terminal command beside it."""
+    active = job is not None and job.status in queue.ACTIVE and common.job_is_current(job, tags)
+    if active and status in RESUMABLE:
+        st.info(f"Resuming: job `{job.id}` is {job.status}"
+                + (f" (#{place} in line)" if (place := queue.position(job)) else "")
+                + ". Its log is below; the run shows running once the trainer has loaded its last checkpoint.")
+        return
+    if status not in RESUMABLE:
+        return
+    where = f" at step {row['progress']}" if row["progress"] else ""
+    command = f"`populora train --resume {run_id}`"
+    if status == "stopped":
+        st.info(f"Stopped{where}. Resume it from its last checkpoint here, or in a terminal with {command}.")
+    elif status == "crashed":
+        st.error(f"The trainer process died without ending this run{where}. Resume it from its last checkpoint here, "
+                 f"or with {command}.")
+    else:
+        st.error(f"This run failed{where}. Its log (if launched from here) is below; resume here or with {command}.")
+    if st.button("Resume", key=f"resume_{run_id}", type="primary",
+                 help="Runs populora train --resume as a background job (it waits in the job queue like a launch)"):
+        config = store.artifact_text(store.uri(), run_id, rl.CONFIG_FILE) or ""
+        started = jobs.launch_resume(run_id, name=f"{row['name'] or run_id[:8]} (resumed)",
+                                     env={"MLFLOW_TRACKING_URI": store.uri()}, config_yaml=config)
+        st.toast(f"resume job {started.id} started")
+        st.rerun()
+
+
+def job_log(job: jobs.Job, status: str, current: bool) -> None:
+    """The log of the run's newest job; said so when the run was resumed since outside this UI."""
+    if not current:
+        st.caption(f"This run was resumed outside this UI (e.g. `populora train --resume` in a terminal) after "
+                   f"job `{job.id}` ended {job.status}: that job's log below ends there; the run's progress is above.")
+    label = f"job log ({job.status})" if current else f"log of the earlier job {job.id} ({job.status})"
+    with st.expander(label, expanded=current and status in ("crashed", "failed")):
+        st.code(job.log_tail(60) or "(empty)", language="text", wrap_lines=True)
+        if job.status == "running" and st.button("Stop this run", key=f"stop_{job.id}"):
+            st.toast(f"stopping: {jobs.stop(job)}")
+
+
+def queue_table(waiting: pd.DataFrame) -> None:
+    """Jobs waiting in the machine's queue (or starting) that the run list cannot show yet, with their place."""
+    if waiting.empty:
+        return
+    in_line = int(waiting["place"].str.startswith("#").sum())
+    st.markdown(f"**Job queue**: {in_line} waiting for a slot, {len(waiting) - in_line} holding one without a run in "
+                "the table above (an evaluation, or a trainer loading its model); one slot per GPU, "
+                "`POPULORA_MAX_PARALLEL_JOBS` sets it")
+    st.dataframe(waiting, hide_index=True, width="stretch")
+
+
 def filters(runs: pd.DataFrame) -> pd.DataFrame:
     cols = st.columns([2, 2, 3])
     kinds = cols[0].multiselect("kind", sorted(runs["kind"].unique()), placeholder="all kinds")
@@ -164,12 +209,16 @@ def filters(runs: pd.DataFrame) -> pd.DataFrame:
 def body() -> None:
     runs = common.load_runs()
     if runs.empty:
+        queue_table(common.queued_jobs(set()))
         common.empty_state()
         common.link("launch", "Launch a run", icon="🚀")
         return
     shown = filters(sweeps.sweeps_panel(runs))
     run_table(shown)
-    st.caption(f"{len(shown)} of {len(runs)} runs · refreshes every 5 s while a run trains")
+    queued = common.queued_jobs(set(runs["run_id"]))
+    st.caption(f"{len(shown)} of {len(runs)} runs" + (f" · {len(queued)} job(s) in the queue (below)" if len(queued) else "")
+               + " · refreshes every 5 s while a run trains or a job waits")
+    queue_table(queued)
     if shown.empty:
         st.info("No run matches these filters.")
         return
@@ -184,7 +233,8 @@ def live_interval() -> str | None:
         runs = common.load_runs()
     except Exception:  # noqa: BLE001 - the body shows the error
         return None
-    return "5s" if (runs["status"].isin(["running", "starting"])).any() else None
+    active_job = any(j.status in queue.ACTIVE for j in jobs.list_jobs()[:10])  # a queued run or a resume starting
+    return "5s" if active_job or (runs["status"].isin(["running", "starting"])).any() else None
 
 
 st.fragment(body, run_every=live_interval())()

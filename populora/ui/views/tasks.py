@@ -9,8 +9,10 @@ import json
 import pandas as pd
 import streamlit as st
 
+from populora.platform import runlayout as rl
+from populora.training import proposal_prefill
 from populora.ui import common, store
-from populora.ui.task_reasons import reason_counts, reason_kind
+from populora.ui.task_reasons import reason_counts, reason_kind, reason_text
 
 st.title("Tasks")
 
@@ -98,7 +100,7 @@ def _list(cell) -> list:
     return value if isinstance(value, list) else []
 
 
-def task_view(task, answers: pd.DataFrame) -> None:
+def task_view(task, answers: pd.DataFrame, fmt: str = "direct") -> None:
     left, right = st.columns([3, 2])
     left.code(task.get("program") or "(no program parsed)", language="python", wrap_lines=True)
     with right:
@@ -114,15 +116,17 @@ def task_view(task, answers: pd.DataFrame) -> None:
             st.markdown("**output** (computed in the sandbox)")
             st.code(str(task.get("output", "")), language="text")
         st.markdown("**verifier**")
-        st.code(str(task.get("reason", "") or "(no reason logged)"), language="text", wrap_lines=True)
+        st.code(reason_text(task.get("reason")), language="text", wrap_lines=True)
         metrics = {c.removeprefix("metric_"): task.get(c) for c in METRIC_COLUMNS if c in task and not pd.isna(task.get(c))}
         if metrics:
             st.caption(" · ".join(f"{k} {v:g}" for k, v in metrics.items()))
     completion = task.get("completion")
     if isinstance(completion, str) and completion and st.toggle("show the teacher's raw completion", key=f"cmp_{task['task_id']}",
                                                                  value=not task.get("valid")):
-        st.caption("what the teacher wrote, before parsing (reasoning included)")
-        st.code(completion, language="text", wrap_lines=True)
+        prefill = proposal_prefill(str(task.get("kind")), fmt)
+        st.caption(f"what the teacher wrote, before parsing (reasoning included), after the prompt's prefill "
+                   f"`{prefill.strip()}`, shown first: the model continued from there ({fmt} format)")
+        st.code(prefill + completion, language="text", wrap_lines=True)
     mine = answers[answers["task_id"] == task["task_id"]] if not answers.empty else answers
     if mine.empty:
         st.caption("no student answers (invalid tasks are not solved)")
@@ -141,6 +145,18 @@ def task_title(task) -> str:
     if not task.get("valid"):
         rate_text = f"invalid: {task.get('reason_kind') or reason_kind(task.get('reason'))}"
     return f"{'✅' if task.get('valid') else '❌'} step {task.get('step')} · {task.get('kind')} · by {task.get('teacher')} · {rate_text} · {task.get('task_id')}"
+
+
+def table_cells(df: pd.DataFrame) -> pd.DataFrame:
+    """The task table as shown: rates in %, reasons with the status said once, "–" where nothing was measured
+    (an invalid task has no solve rate; a NaN number cell reads "None")."""
+    out = df.assign(solve_rate=df["solve_rate"].map(common.fmt_rate)) if "solve_rate" in df else df.copy()
+    if "reason" in out:
+        out["reason"] = [reason_text(r) if r else "" for r in out["reason"]]
+    for col in METRIC_COLUMNS:
+        if col in out:
+            out[col] = [("–" if pd.isna(v) else f"{v:g}") for v in pd.to_numeric(out[col], errors="coerce")]
+    return out
 
 
 def main() -> None:
@@ -166,14 +182,16 @@ def main() -> None:
     why_invalid(tasks)
     shown = filters(tasks, answers)
     page = paginate(shown)
-    st.dataframe(page[[c for c in ["task_id", "step", "kind", "teacher", "valid", "reason", "solve_rate", *METRIC_COLUMNS] if c in page.columns]],
+    st.dataframe(table_cells(page[[c for c in ["task_id", "step", "kind", "teacher", "valid", "reason", "solve_rate", *METRIC_COLUMNS]
+                                   if c in page.columns]]),
                  hide_index=True, width="stretch",
-                 column_config={"solve_rate": st.column_config.NumberColumn("solve rate", format="percent"),
+                 column_config={"solve_rate": st.column_config.TextColumn("solve rate"),
                                 "reason": st.column_config.TextColumn("verifier's reason", width="large"),
                                 **{c: c.removeprefix("metric_").replace("_", " ") for c in METRIC_COLUMNS}})
+    fmt = ((store.run_info(uri, run_id) or {}).get("tags") or {}).get(rl.TASKS_FORMAT, "direct")
     for i, (_, task) in enumerate(page.iterrows()):
         with st.expander(task_title(task), expanded=i == 0):
-            task_view(task, answers)
+            task_view(task, answers, fmt)
 
 
 main()
