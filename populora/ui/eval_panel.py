@@ -29,7 +29,7 @@ def _defaults() -> dict:
     return EvalConfig.model_construct().model_dump(mode="json")  # the schema's defaults, without its source check
 
 
-def _fields(run_id: str, steps: list[int], key: str, errors: dict) -> dict:
+def _fields(run_id: str, steps: list[int], key: str, errors: dict, picked_baseline: str | None = None) -> dict:
     """The form's widgets; returns the flat values (dotted EvalConfig fields)."""
     info = EvalConfig.model_fields
     cols = st.columns(3)
@@ -43,11 +43,14 @@ def _fields(run_id: str, steps: list[int], key: str, errors: dict) -> dict:
     cols = st.columns(3)
     limit = cols[0].number_input("limit (items per benchmark, 0 = all)", min_value=0, value=0, step=1,
                                  key=f"{key}_limit", help=info["limit"].description)
-    baseline = cols[1].checkbox("the run's baseline", True, key=f"{key}_baseline", help=info["include_baseline"].description)
+    baseline = cols[1].checkbox(f"the baseline picked above ({picked_baseline[:8]})" if picked_baseline else "the run's baseline",
+                                True, key=f"{key}_baseline", help=info["include_baseline"].description
+                                + " (scored in the same job, on the same problems)")
     base = cols[2].checkbox("the base model", True, key=f"{key}_base", help=info["include_base"].description)
     flat = {"run": run_id, "members": members, "step": None if step == FINAL else int(step),
             "protocol": None if protocol.startswith("(") else protocol, "benchmarks": ",".join(names),
-            "limit": int(limit) or None, "include_baseline": baseline, "include_base": base}
+            "limit": int(limit) or None, "include_baseline": baseline, "include_base": base,
+            "baseline": picked_baseline if baseline else None}
     defaults = _defaults()
     with st.expander("advanced (decoding, device)"):
         by_path = dict(form.schema_fields(EvalConfig))
@@ -58,13 +61,14 @@ def _fields(run_id: str, steps: list[int], key: str, errors: dict) -> dict:
     return flat
 
 
-def launcher(run_id: str, run_dir: str | None, key: str = "eval") -> None:
-    """The evaluation form of ``run_id``; on submit, an evaluation job (or the fields' errors under the form)."""
+def launcher(run_id: str, run_dir: str | None, key: str = "eval", baseline: str | None = None) -> None:
+    """The evaluation form of ``run_id``; on submit, an evaluation job (or the fields' errors under the form).
+    ``baseline``: the baseline run picked on the page, scored in the same job (else the run's linked one)."""
     steps = checkpoint_steps(run_dir) if run_dir else []
     errors = st.session_state.get(f"{key}_errors", {})
     with st.form(f"{key}_form"):
         st.markdown("**Evaluate this run** (a background job; it waits in the job queue like a training run)")
-        flat = _fields(run_id, steps, key, errors)
+        flat = _fields(run_id, steps, key, errors, baseline)
         submitted = st.form_submit_button("Launch evaluation", type="primary")
     for field, message in errors.items():
         if field not in ADVANCED:
