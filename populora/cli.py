@@ -22,7 +22,8 @@ import sys
 import uuid
 import warnings
 
-from populora.training import matched_baseline
+from populora.platform import config as config_io
+from populora.training import TrainConfig, matched_baseline
 
 # Keep third-party chatter (gguf de-quantisation bars, HF warnings) out of the user's way.
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
@@ -81,9 +82,6 @@ def _train(args) -> int:
 def _configs(args) -> list:
     """The configs to train, in order: [None] for a resume; the config; with --baseline, the config and its
     compute-matched single-agent baseline (``matched_baseline``), sharing a ``pair`` id that links the two runs."""
-    from populora.platform import config as config_io
-    from populora.training.config import TrainConfig
-
     if args.resume:
         return [None]
     overrides = list(args.set) + ([f"ray.address={args.ray}"] if args.ray else [])

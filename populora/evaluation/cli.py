@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from populora.evaluation import benchmarks, verdict
+from populora.evaluation import benchmarks, results, verdict
 from populora.evaluation.evaluate import MissingDependency, require_packages  # noqa: F401 - part of this module's API
 from populora.evaluation.generation import ensure_offline
 from populora.evaluation.targets import TargetError
@@ -200,7 +200,6 @@ def report_main(argv: list[str]) -> int:
 
         tracker = Tracker()
         try:
-            from populora.evaluation import results
             data = results.load(tracker, args.run, args.step)
         except Exception as err:  # noqa: BLE001 - unknown run or not evaluated: say what to do
             at = f" --step {args.step}" if args.step is not None else ""
@@ -238,8 +237,6 @@ def report_main(argv: list[str]) -> int:
 def _with_linked_baseline(tracker, run_id: str, step: int | None, data: dict) -> tuple[dict, str]:
     """(results with the linked baseline's scores, read from the baseline run's own evaluation when this one
     scored none; the two runs' per-adapter training compute side by side, as text)."""
-    from populora.evaluation import results
-
     linked = tracker.get_run(run_id).data.tags.get(runlayout.BASELINE_RUN) or None
     if not linked:
         return data, ""

@@ -67,7 +67,7 @@ def test_baseline_evaluated_on_its_own_run_shows_its_numbers_deltas_and_verdict(
     assert bench.loc["mean - baseline", ["GSM8K", "HumanEval+", "overall"]].tolist() == [25.0, 12.5, 18.75]
     # weakest (cross-fitted): S1 on both halves, 0 everywhere
     assert bench.loc["weakest - baseline", ["GSM8K", "HumanEval+"]].tolist() == [-25.0, -25.0]
-    verdict = at.dataframe[1].value
+    verdict = at.table[0].value
     # best, cross-fitted: S0 is best on half A (problems 0, 2: overall 1.0) and is scored on half B (GSM8K 0, 0);
     # T0 is best on half B (0.75) and is scored on half A (GSM8K 1, 1): GSM8K (1 + 1 + 0 + 0) / 4 = 50
     assert verdict.loc["GSM8K", ["population mean", "weakest member", "best member", "baseline", "base model"]].tolist() \

@@ -128,7 +128,7 @@ def show_verdict(data: dict) -> None:
     if v is None:
         st.caption("No verdict: it needs the per-problem samples files of the evaluation, not found on this machine.")
         return
-    st.dataframe(verdict_frame(v), width="stretch")
+    st.table(verdict_frame(v))  # a few rows of text: all of it on the page (and in its text), no scrolling grid
     st.markdown(f"**{v['words'][0].upper() + v['words'][1:]}.**")
     st.caption("Weakest and best are cross-fitted (chosen on one half of the problems, scored on the other); every "
                "difference pairs the two arms problem by problem. n per benchmark: "
