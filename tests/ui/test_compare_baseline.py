@@ -3,6 +3,7 @@ baseline run's own evaluation did; the page reads it, shows its numbers, the dif
 warns when no baseline is scored. Known per-problem verdicts, so every number is worked out by hand below."""
 
 import json
+import re
 
 import pytest
 import streamlit as st
@@ -85,3 +86,18 @@ def test_no_baseline_scored_is_a_visible_warning(linked_store, monkeypatch, tmp_
     warnings = [w.value for w in _ok(at).warning if "No baseline scored" in w.value]
     assert warnings and "populora train --config <preset> --baseline" in warnings[0]
     assert "baseline" not in at.dataframe[0].value.index
+
+
+def test_report_reads_the_baseline_from_its_own_run_and_prints_the_verdict(linked_store, monkeypatch, tmp_path, capsys):
+    """`populora report --run` of the population: the same baseline row and verdict as the page, and both runs'
+    per-adapter compute side by side (the synthetic runs' ledgers: 4 members vs 1, made up, so not matched)."""
+    from populora.evaluation.cli import report_main
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", linked_store["uri"])
+    assert report_main(["--run", linked_store["population"], "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^baseline \(B0\)\s+25\.0 ", out, re.MULTILINE), out
+    assert "population mean beats the baseline on 2 of 2 benchmarks" in out
+    assert re.search(r"^\s+GSM8K\s+50\.0\s+0\.0\s+50\.0\s+25\.0\s+0\.0\s+\+25\.0 \[", out, re.MULTILINE), out
+    assert "training compute per adapter (ledger)" in out and "generated tokens per adapter" in out
+    assert "verdict" in (tmp_path / "report.md").read_text()

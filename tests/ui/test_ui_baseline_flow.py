@@ -17,7 +17,6 @@ Screenshots: docs/screenshots/baseline_*.png (copied there with POPULORA_UPDATE_
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import sys
 import time
@@ -153,13 +152,12 @@ def _evaluate(driver, url: str, run_id: str, baseline: str, shots: Path):
     assert job.status == "finished", job.log_tail(60)
 
 
-def _verdict_rows(text: str) -> dict[str, str]:
-    """{row label: its cells, single-spaced} of the verdict table in the page's text."""
-    rows = {}
-    for label in EXPECTED:
-        found = re.search(rf"^{re.escape(label)}\s+(.+)$", text, re.MULTILINE)
-        rows[label] = " ".join(found.group(1).split()) if found else None
-    return rows
+def _verdict_rows(text: str) -> dict[str, str | None]:
+    """{row label: its 7 cells, space-joined} of the verdict table in the page's text (the browser puts each
+    cell of an HTML table on its own line)."""
+    lines = [line.strip() for line in text.split("Verdict: population vs baseline", 1)[-1].splitlines()]
+    return {label: " ".join(lines[lines.index(label) + 1:lines.index(label) + 8]) if label in lines else None
+            for label in EXPECTED}
 
 
 def test_population_and_baseline_from_launch_to_the_verdict(oracle_server, browser, tmp_path, monkeypatch):
