@@ -196,8 +196,8 @@ def test_population_and_baseline_from_launch_to_the_verdict(oracle_server, brows
     assert _verdict_rows(text) == EXPECTED, text[-3000:]
     assert WORDS in text, text[-3000:]
     assert "No baseline scored" not in text
-    browser.execute_script("window.scrollTo(0, 0);")
-    time.sleep(1)
+    browser.execute_script("arguments[0].scrollIntoView({block: 'start'});", browser.find_element("tag name", "h1"))
+    time.sleep(1)  # the page scrolls inside Streamlit's own container, not the window
     browser.save_screenshot(str(shots / "baseline_compare.png"))
     print(f"test runtime {time.time() - started:.0f}s; screenshots: {shots}")
     if os.environ.get("POPULORA_UPDATE_SCREENSHOTS"):  # opt-in: a test run must not change tracked files

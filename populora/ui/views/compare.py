@@ -214,6 +214,8 @@ def pickers(runs: pd.DataFrame) -> tuple[str, list[str], str | None, bool]:
     with cols[1]:
         baseline = st.selectbox("Baseline run", options, format_func=lambda i: "(none)" if i is None else labels[i],
                                 index=options.index(linked) if linked in options else (1 if len(options) > 1 else 0), key="cmp_baseline")
+    if baseline and baseline != linked:
+        cols[1].caption("not the run's linked baseline (`populora.baseline_run`): check that it was trained to match")
     chosen = st.multiselect("Members", ids, default=alive, key="cmp_members", help="Default: the members alive at the end")
     with_base = st.checkbox("Include the base model (if an evaluation scored it)", value=True, key="cmp_base")
     return run_id, chosen, baseline, with_base
