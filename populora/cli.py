@@ -1,6 +1,6 @@
 """The ``populora`` command line.
 
-    populora train --config configs/smoke.yaml [--set key=value ...] [--resume RUN_ID]
+    populora train --config configs/smoke.yaml [--set key=value ...] [--baseline] [--resume RUN_ID]
     populora sweep --config FILE [--grid key=v1,v2 ...] [--seeds N] [--baseline] [--parallel K] [--wait]
     populora export --run RUN_ID --member M --out DIR [--merge] [--register NAME]
     populora runs
@@ -18,9 +18,12 @@ import argparse
 import logging
 import os
 import sys
+import uuid
 import warnings
 
 from populora.platform.stopping import stop_code, stop_on_sigterm
+from populora.platform import config as config_io
+from populora.training import TrainConfig, matched_baseline
 
 # Keep third-party chatter (gguf de-quantisation bars, HF warnings) out of the user's way.
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
@@ -30,14 +33,15 @@ warnings.filterwarnings("ignore", category=FutureWarning, module=r"(peft|transfo
 
 
 def _train(args) -> int:
-    """Train; a stop (Ctrl-C, SIGTERM, the UI's Stop) ends with one line saying how to resume, no traceback, and
+    """Train (with ``--baseline``: the population, then its compute-matched baseline, linked); a stop (Ctrl-C, SIGTERM, the UI's Stop) ends with one line saying how to resume, no traceback, and
     the stop's exit code. The run is already ended KILLED in MLflow by the trainer."""
     trainer = None
     try:
-        trainer = _start_trainer(args)
-        if trainer is None:
-            return 2
-        trainer.train(progress=not args.quiet)
+        for cfg in _configs(args):
+            trainer = _start_trainer(args, cfg)
+            if trainer is None:
+                return 2
+            trainer.train(progress=not args.quiet)
     except KeyboardInterrupt as err:
         print("\n" + (trainer.stop_line() if trainer is not None else "stopped before the first step"), flush=True)
         return stop_code(err)
@@ -54,20 +58,32 @@ def _train(args) -> int:
     return 0
 
 
-def _start_trainer(args):
-    from populora.platform import config as config_io
-    from populora.training.config import TrainConfig
+def _configs(args) -> list:
+    """The configs to train, in order: [None] for a resume; the config; with --baseline, the config and its
+    compute-matched single-agent baseline (``matched_baseline``), sharing a ``pair`` id that links the two runs."""
+    if args.resume:
+        return [None]
+    overrides = list(args.set) + ([f"ray.address={args.ray}"] if args.ray else [])
+    cfg = config_io.load(TrainConfig, args.config, overrides)
+    if not args.baseline:
+        return [cfg]
+    if cfg.population.single_agent:
+        raise config_io.ConfigError("--baseline adds the single-agent baseline of a population; this config is "
+                                    "already a baseline (population.single_agent=true): drop --baseline")
+    cfg.pair = cfg.pair or uuid.uuid4().hex[:12]
+    return [cfg, matched_baseline(cfg)]
+
+
+def _start_trainer(args, cfg):
     from populora.training.loop import Trainer
 
     if args.resume:
-        if args.config or args.set:
-            print("error: --resume continues a run with its own config; drop --config/--set", file=sys.stderr)
+        if args.config or args.set or args.baseline:
+            print("error: --resume continues a run with its own config; drop --config/--set/--baseline", file=sys.stderr)
             return None
         trainer = Trainer.resume(args.resume)
         print(f"resuming run {trainer.run_id} at step {trainer.step_index}/{trainer.cfg.steps}", flush=True)
     else:
-        overrides = list(args.set) + ([f"ray.address={args.ray}"] if args.ray else [])
-        cfg = config_io.load(TrainConfig, args.config, overrides)
         trainer = Trainer.create(cfg)
         if trainer.seed_report is not None:
             print(trainer.seed_report.summary(), flush=True)
@@ -270,6 +286,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--resume", metavar="RUN_ID", help="continue a killed run from its last checkpoint")
     t.add_argument("--ray", metavar="ADDRESS", help="run on Ray: 'local' (start one here), 'auto' or ray://host:port (a cluster)")
     t.add_argument("--quiet", action="store_true", help="no progress bar: one plain line per step instead (for logs)")
+    t.add_argument("--baseline", action="store_true", help="then train the compute-matched single-agent baseline "
+                   "(same per-adapter tokens per step, see populora.training.baseline), the two runs linked")
     t.set_defaults(func=_train)
 
     sw = sub.add_parser("sweep", help="grid x seeds (+ baselines) of training runs, K at a time, resumable")

@@ -4,7 +4,9 @@ What the UI (and other parts of PopuLoRA) may use is exported here: the benchmar
 summary functions, so the Compare page shows the numbers ``populora report`` prints, and a sweep's statistics
 and figures, so it shows what ``populora report --sweep`` writes; the evaluation config (the UI launches ``populora eval``
 on it as a job; its one entry point is ``populora.evaluation.evaluate.evaluate``) and ``eval_progress``, which
-reads a running evaluation's pairs, with ``eval_size`` / ``eval_pace`` for its estimate before launching. Everything else in this package is internal.
+reads a running evaluation's pairs, with ``eval_size`` / ``eval_pace`` for its estimate before launching; the verdict of a
+population against its baseline (``build_verdict``, with ``with_baseline`` and ``compute_side_by_side``). Everything else
+in this package is internal.
 Importing this package loads no model and no evaluation harness.
 """
 
@@ -23,8 +25,11 @@ from populora.evaluation.sweep_report import ReportError as SweepReportError
 from populora.evaluation.sweep_report import build as sweep_statistics
 from populora.evaluation.sweep_report import gather as gather_sweep
 from populora.evaluation.targets import checkpoint_steps
+from populora.evaluation.verdict import build as build_verdict
+from populora.evaluation.verdict import compute_side_by_side, with_baseline
 
 __all__ = ["AVERAGES", "BENCHMARKS", "EvalConfig", "GROUPS", "SweepReportError", "arms_race_figure", "averages",
-           "checkpoint_steps", "eval_metric_keys", "eval_pace", "eval_progress", "eval_size", "gather_sweep", "intervals_figure", "population_mean",
+           "build_verdict", "checkpoint_steps", "compute_side_by_side", "eval_metric_keys", "eval_pace", "eval_progress",
+           "eval_size", "gather_sweep", "intervals_figure", "population_mean",
            "report_extremes",
-           "sweep_curves", "sweep_statistics", "weakest_best"]
+           "sweep_curves", "sweep_statistics", "weakest_best", "with_baseline"]

@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from populora.evaluation import benchmarks
+from populora.evaluation import benchmarks, results, verdict
 from populora.evaluation.evaluate import MissingDependency, require_packages  # noqa: F401 - part of this module's API
 from populora.evaluation.generation import ensure_offline
 from populora.evaluation.targets import TargetError
@@ -199,7 +199,6 @@ def report_main(argv: list[str]) -> int:
 
         tracker = Tracker()
         try:
-            from populora.evaluation import results
             data = results.load(tracker, args.run, args.step)
         except Exception as err:  # noqa: BLE001 - unknown run or not evaluated: say what to do
             at = f" --step {args.step}" if args.step is not None else ""
@@ -209,23 +208,47 @@ def report_main(argv: list[str]) -> int:
         if args.step is not None:  # next to that checkpoint's results (populora eval --step writes them there)
             run_dir = tracker.get_run(args.run).data.tags.get(runlayout.RUN_DIR) or "."
             default_out = Path(run_dir) / runlayout.EVAL_FOLDER / runlayout.step_folder(args.step)
+    compute = ""
+    if args.run:
+        data, compute = _with_linked_baseline(tracker, args.run, args.step, data)
     table = report.build(data)
     note = _format_note(tracker.get_run(args.run).data.tags) if args.run else ""
-    print(note + report.text(table))
-    out = Path(args.out) if args.out else default_out
-    write_atomic(out / "report.md", note + report.markdown(table))
-    write_atomic(out / "report.csv", report.csv_text(table))
-    print(f"written: {out / 'report.md'}, {out / 'report.csv'}", file=sys.stderr)
     from populora.evaluation import sweep_report
 
     try:
         stats = sweep_report.single_run(sweep_report.run_arms(data))  # paired intervals over problems
+        judged = verdict.build(data)
     except sweep_report.ReportError as err:
         return _fail(err)
-    print("\n".join(f"- {c['words']}" for c in stats["comparisons"]))
+    judged_text = ("\nverdict (population vs baseline, scores in %):\n" + verdict.text(judged)) if judged else \
+        "\nno verdict: the samples files of this evaluation are not on this machine (per-problem scores needed)\n"
+    print(note + report.text(table) + judged_text + compute)
+    out = Path(args.out) if args.out else default_out
+    write_atomic(out / "report.md", note + report.markdown(table) + "\n```\n" + judged_text + compute + "```\n")
+    write_atomic(out / "report.csv", report.csv_text(table))
+    print(f"written: {out / 'report.md'}, {out / 'report.csv'}", file=sys.stderr)
     if args.as_json:
+        stats["verdict"] = judged
         print(json.dumps(stats))
     return 0
+
+
+def _with_linked_baseline(tracker, run_id: str, step: int | None, data: dict) -> tuple[dict, str]:
+    """(results with the linked baseline's scores, read from the baseline run's own evaluation when this one
+    scored none; the two runs' per-adapter training compute side by side, as text)."""
+    linked = tracker.get_run(run_id).data.tags.get(runlayout.BASELINE_RUN) or None
+    if not linked:
+        return data, ""
+    try:
+        data = verdict.with_baseline(data, results.load(tracker, linked, step))
+    except Exception:  # noqa: BLE001 - the baseline is not evaluated: the table says "no baseline scored"
+        pass
+    rows, warning = verdict.compute_side_by_side(tracker.get_run(run_id).data.metrics, tracker.get_run(linked).data.metrics)
+    fmt = lambda v: "-" if v is None else f"{v:,.0f}"  # noqa: E731
+    lines = [f"training compute per adapter (ledger): population run {run_id[:8]} vs baseline run {linked[:8]}"]
+    lines += [f"  {r['quantity']:32} {fmt(r['population']):>12} {fmt(r['baseline']):>12}  ratio "
+              + ("-" if r["ratio"] is None else f"{r['ratio']:.2f}") for r in rows]
+    return data, "\n".join(lines + ([f"WARNING: {warning}"] if warning else [])) + "\n"
 
 
 def _report_sweep(args) -> int:

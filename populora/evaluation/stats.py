@@ -147,15 +147,15 @@ def estimate(strata: list[np.ndarray], seed: int = 0, weights=None) -> Estimate:
     return Estimate(point(strata, weights), ci)
 
 
-def compare(name: str, a: list[np.ndarray], b: list[np.ndarray], seed: int = 0) -> Comparison:
+def compare(name: str, a: list[np.ndarray], b: list[np.ndarray], seed: int = 0, weights=None) -> Comparison:
     """a - b, paired by problem and seed: ``a[i]`` and ``b[i]`` are the same benchmark's (seeds, problems) arrays
-    with rows and columns in the same order."""
+    with rows and columns in the same order; ``weights``: of the benchmarks in an average (AZR's total)."""
     a, b = _check(a), _check(b)
     if [x.shape for x in a] != [x.shape for x in b]:
         raise ValueError(f"paired arms need the same shapes, got {[x.shape for x in a]} and {[x.shape for x in b]}")
     diffs = [x - y for x, y in zip(a, b)]
-    ci, dist = bootstrap_distribution(diffs, seed=seed)
-    return Comparison(name, point(diffs), ci, p_value(dist))
+    ci, dist = bootstrap_distribution(diffs, seed=seed, weights=weights)
+    return Comparison(name, point(diffs, weights), ci, p_value(dist))
 
 
 def p_value(dist: np.ndarray) -> float:

@@ -53,6 +53,8 @@ SEED_FALLBACK = "populora.seed_fallback"  # kinds seeded with hand-written progr
 RUN_DIR = "populora.run_dir"            # local dir of checkpoints and adapters
 BASE_MODEL = "populora.base_model"
 BASELINE_RUN = "populora.baseline_run"  # the single-agent run to compare against ("" if none)
+BASELINE_OF = "populora.baseline_of"    # on a baseline run: the population run(s) it is the baseline of (comma-separated)
+PAIR = "populora.pair"                  # a population and its baseline started together share it (see link_pair)
 RESUMED_FROM = "populora.resumed_from"  # checkpoint dir name of the last resume
 JOB_ID = "populora.job_id"              # the job (local or Ray) that started the run, see job_link_tags()
 EVAL_DIR = "populora.eval_dir"          # local dir of the last ``populora eval`` output
@@ -404,6 +406,34 @@ def read_run_id(job_dir: Path) -> str | None:
         return (job_dir / RUN_ID_FILE).read_text().strip() or None
     except OSError:
         return None
+
+
+def link_baseline(tracker, population: str, baseline: str) -> None:
+    """Link a population run and its single-agent baseline both ways: ``populora.baseline_run`` on the population,
+    ``populora.baseline_of`` (a list: a sweep's seed has one baseline for every configuration) on the baseline.
+    Idempotent, so whoever learns of the pair (either trainer, a sweep driver) may call it."""
+    tracker.set_tags(population, {BASELINE_RUN: baseline})
+    of = [r for r in tracker.get_run(baseline).data.tags.get(BASELINE_OF, "").split(",") if r]
+    if population not in of:
+        tracker.set_tags(baseline, {BASELINE_OF: ",".join(of + [population])})
+
+
+def link_pair(tracker, run_id: str, pair: str) -> str | None:
+    """Link ``run_id`` with the run of the other kind tagged with the same ``populora.pair`` (a population and its
+    baseline launched together, started in either order or at once: each trainer calls this once its run is
+    tagged, so the second to start always finds the first). Returns the other run's id, None if not started yet."""
+    client = tracker.client
+    exps = [e.experiment_id for e in client.search_experiments()]
+    runs = client.search_runs(exps, filter_string=f"tags.`{PAIR}` = '{pair}'", max_results=50) if exps else []
+    mine = next((r for r in runs if r.info.run_id == run_id), None) or tracker.get_run(run_id)
+    kind = mine.data.tags.get(KIND)
+    other = next((r for r in runs if r.info.run_id != run_id and r.data.tags.get(KIND) not in (None, kind)
+                  and PARENT not in r.data.tags), None)
+    if other is None:
+        return None
+    population, baseline = (run_id, other.info.run_id) if kind == POPULATION else (other.info.run_id, run_id)
+    link_baseline(tracker, population, baseline)
+    return other.info.run_id
 
 
 def run_of_job(client, job_id: str) -> str | None:

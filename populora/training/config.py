@@ -244,6 +244,9 @@ class TrainConfig(Section):
     seed: int = Field(0, description="Seed of every random generator")
     output_dir: str = Field("runs", description="Where run dirs (checkpoints, adapters) are written")
     baseline_run: str | None = Field(None, description="MLflow run id of the single-agent baseline to compare this population with")
+    pair: str | None = Field(None, description="Id shared by a population run and its compute-matched baseline started together "
+                             "(Launch's baseline box, train --baseline): whichever starts second links both runs "
+                             "(populora.baseline_run / populora.baseline_of)")
     model: ModelConfig = ModelConfig()
     population: PopulationConfig = PopulationConfig()
     matchmaking: MatchmakingConfig = MatchmakingConfig()

@@ -179,6 +179,8 @@ class RunLog:
         tags = {rl.KIND: kind, rl.STATUS: rl.RUNNING, **rl.job_link_tags()}
         if cfg.sandbox.allow_unconfined:
             tags[rl.SANDBOX_UNCONFINED] = "true"
+        if cfg.pair:
+            tags[rl.PAIR] = cfg.pair
         run = cls(tracker.start_run(cfg.experiment, cfg.name, tags=tags), cfg.experiment, tracker=tracker, new=True)
         run.watch_system(resume=False)
         return run
@@ -214,6 +216,10 @@ class RunLog:
                                             rl.TASKS_FORMAT: cfg.tasks.format, **periodic_eval.run_tags(cfg)})
         self.tracker.log_params(self.run_id, config_io.flatten(cfg))
         self.tracker.log_text(self.run_id, config_io.dump(cfg), rl.CONFIG_FILE)  # eval/export without the run dir
+        if cfg.baseline_run and not cfg.population.single_agent:
+            rl.link_baseline(self.tracker, self.run_id, cfg.baseline_run)
+        if cfg.pair:
+            rl.link_pair(self.tracker, self.run_id, cfg.pair)
         rl.record_job_run(self.run_id)
 
     def seeded(self, report, buffers) -> None:

@@ -4,8 +4,9 @@ each a ``populora train`` job, run through the local job queue (K at a time) or 
 A grid axis is ``key=v1,v2`` (values parsed as YAML, like ``--set``), or several keys varied together,
 ``k1,k2=a1:a2,b1:b2`` (a population mix: ``population.teachers,population.students=1:1,4:4``).
 
-The baseline of seed s is the base config (preset + ``--set``, without the grid values) with
-``population.single_agent=true``: the same matching the Launch page's "also launch the baseline" uses.
+The baseline of seed s is the compute-matched single-agent baseline (``baseline.matched_baseline``: the same
+per-adapter tokens per step) of the base config (preset + ``--set``, without the grid values): the rule the Launch
+page's "also launch the baseline" and ``train --baseline`` use.
 
 Resumable: the sweep id is a hash of the plan, so the same command finds the same sweep; a planned run whose
 tagged MLflow run FINISHED is skipped, one still running (its job alive) is waited on, one killed is resumed from
@@ -29,6 +30,7 @@ from populora.platform import config as config_io
 from populora.platform import jobs, queue
 from populora.platform import runlayout as rl
 from populora.platform import sweep as S
+from populora.training.baseline import matched_baseline
 from populora.training.config import TrainConfig
 
 
@@ -89,7 +91,7 @@ def plan(config_path: str | None, grid: list[str], seeds: int, baseline: bool, s
     for offset in range(seeds):
         seed = base.seed + offset
         if baseline:
-            runs.append(_planned(config_path, sets + ["population.single_agent=true"], {}, seed, True, base.name, ray_address))
+            runs.append(_planned(config_path, sets, {}, seed, True, base.name, ray_address))
         for combo in combos:
             extra = [f"{k}={json.dumps(v) if not isinstance(v, str) else v}" for k, v in combo.items()]
             runs.append(_planned(config_path, sets + extra, combo, seed, False, base.name, ray_address))
@@ -99,6 +101,8 @@ def plan(config_path: str | None, grid: list[str], seeds: int, baseline: bool, s
 def _planned(config_path, overrides: list[str], combo: dict, seed: int, is_baseline: bool, name: str,
              ray_address: str | None) -> PlannedRun:
     cfg = config_io.load(TrainConfig, config_path, overrides + [f"seed={seed}"])
+    if is_baseline:
+        cfg = matched_baseline(cfg)
     lab = S.BASELINE_LABEL if is_baseline else label(combo)
     cfg.name = f"{name}-{'baseline' if is_baseline else _short(combo)}-s{seed}"
     if ray_address:  # the driver runs on the cluster's head node, where "auto" finds the cluster
@@ -213,13 +217,13 @@ class Driver:
         self._link()
 
     def _link(self) -> None:
-        """Every population run whose seed's baseline is known gets ``populora.baseline_run`` (idempotent)."""
+        """Every population run whose seed's baseline is known is linked with it both ways (idempotent)."""
         for r in self.runs:
             if r.baseline or r.key not in self.run_ids:
                 continue
             base = self.run_ids.get(S.run_key(S.BASELINE_LABEL, r.seed))
             if base:
-                self.tracker.set_tags(self.run_ids[r.key], {rl.BASELINE_RUN: base})
+                rl.link_baseline(self.tracker, self.run_ids[r.key], base)
 
     # ---------------------------------------------------------------- the queue
     def items(self) -> list[Item]:

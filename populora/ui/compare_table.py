@@ -12,6 +12,10 @@ import pandas as pd
 
 from populora.evaluation import AVERAGES, BENCHMARKS, averages, population_mean, report_extremes, weakest_best
 
+VERDICT_ARMS = {"population mean": "population mean", "weakest": "weakest member", "best": "best member",
+                "baseline": "baseline", "base model": "base model"}
+VERDICT_DELTAS = ("mean - baseline", "weakest - baseline")
+
 
 def _values(row: pd.Series) -> dict[str, float]:
     """A frame row as {key: float}, without the empty cells."""
@@ -42,11 +46,11 @@ def ends(rank: dict[str, float | None], unplayed: set[str] = frozenset(), places
 
 def summarize(scores: pd.DataFrame, members: list[str], baseline: pd.Series | None, base: pd.Series | None,
               rank: pd.Series | None = None, unplayed: set[str] = frozenset(),
-              picked: dict[str, pd.Series] | None = None) -> pd.DataFrame:
+              picked: dict[str, pd.Series] | None = None, deltas: bool = True) -> pd.DataFrame:
     """Rows: each member, the population mean, the weakest and best member by ``rank`` (e.g. a rating; left out
     without one; ties named, members in ``unplayed`` left out, see ``ends``) or the two rows of ``picked``
     ({label: row}, weakest first: the evaluation report's cross-fitted picks, see ``report_ends``), the baseline,
-    the base model, and the mean and weakest member minus the baseline.
+    the base model, and (``deltas``) the mean and weakest member minus the baseline.
 
     >>> s = pd.DataFrame({"x": [0.2, 0.4]}, index=["T0", "S0"])
     >>> t = summarize(s, ["T0", "S0"], pd.Series({"x": 0.25}), None, rank=s["x"])
@@ -75,7 +79,7 @@ def summarize(scores: pd.DataFrame, members: list[str], baseline: pd.Series | No
     if base is not None:
         rows["base model"] = base
     table = pd.DataFrame(rows).T.apply(pd.to_numeric, errors="coerce")
-    if baseline is not None and per:
+    if baseline is not None and per and deltas:
         table.loc["mean - baseline"] = table.loc["population mean"] - table.loc["baseline"]
         if weakest:
             table.loc["weakest - baseline"] = table.loc[weakest] - table.loc["baseline"]
@@ -115,3 +119,23 @@ def report_ends(data: dict, members: list[str]) -> tuple[dict[str, pd.Series], b
     picks, crossed = report_extremes(data, members)
     return {label: pd.Series({f"eval/{b}/score": v for b, v in scores.items()}, dtype=float)
             for label, scores, _ in picks.values()}, crossed
+
+
+def verdict_frame(v: dict) -> pd.DataFrame:
+    """The verdict (``build_verdict``) as the Compare page's table: rows = benchmarks then averages, columns = the
+    arms' scores in % and each difference with the baseline as "+d [lo, hi]" points (paired bootstrap 95%).
+
+    >>> row = {"name": "gsm8k", "label": "GSM8K", "population mean": 0.75, "baseline": 1.0,
+    ...        "mean - baseline": {"delta": -0.25, "ci95": [-0.25, -0.25]}}
+    >>> verdict_frame({"rows": [row]}).loc["GSM8K"].tolist()
+    ['75.0', '–', '–', '100.0', '–', '-25.0 [-25.0, -25.0]', '–']
+    """
+    def score(value):
+        return "–" if value is None else f"{100 * value:.1f}"
+
+    def delta(c):
+        return "–" if not c else f"{100 * c['delta']:+.1f} [{100 * c['ci95'][0]:+.1f}, {100 * c['ci95'][1]:+.1f}]"
+
+    rows = {r["label"]: [score(r.get(a)) for a in VERDICT_ARMS] + [delta(r.get(d)) for d in VERDICT_DELTAS]
+            for r in v["rows"]}
+    return pd.DataFrame.from_dict(rows, orient="index", columns=list(VERDICT_ARMS.values()) + list(VERDICT_DELTAS))

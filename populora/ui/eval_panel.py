@@ -56,10 +56,12 @@ class RunFacts:
                    bool(tags.get(rl.BASELINE_RUN)))
 
 
-def _fields(run_id: str, steps: list[int], key: str, errors: dict, facts: RunFacts) -> dict:
+def _fields(run_id: str, steps: list[int], key: str, errors: dict, facts: RunFacts,
+            picked_baseline: str | None = None) -> dict:
     """The form's widgets; returns the flat values (dotted EvalConfig fields). On a machine without a CUDA GPU the
     defaults (the model's protocol, quick for the embedded and tiny models, and a limit of ``CPU_LIMIT``) finish in
-    minutes; the estimate under the form says how long."""
+    minutes; the estimate under the form says how long. ``picked_baseline``: the baseline run picked on the page,
+    scored in the same job on the same problems."""
     info = EvalConfig.model_fields
     cols = st.columns(3)
     members = cols[0].selectbox("members", ["alive", "all"], help=info["members"].description, key=f"{key}_members")
@@ -78,8 +80,11 @@ def _fields(run_id: str, steps: list[int], key: str, errors: dict, facts: RunFac
             "protocol": None if protocol.startswith("(") else protocol, "benchmarks": ",".join(names),
             "limit": int(limit) or None, "include_baseline": False}
     if facts.kind != rl.BASELINE:  # a baseline run is its own single member: it has no baseline of its own
-        flat["include_baseline"] = cols[1].checkbox("the run's baseline", facts.has_baseline, key=f"{key}_baseline",
-                                                    help=info["include_baseline"].description)
+        label = f"the baseline picked above ({picked_baseline[:8]})" if picked_baseline else "the run's baseline"
+        flat["include_baseline"] = cols[1].checkbox(label, bool(picked_baseline) or facts.has_baseline, key=f"{key}_baseline",
+                                                    help=info["include_baseline"].description
+                                                    + " (scored in the same job, on the same problems)")
+        flat["baseline"] = picked_baseline if flat["include_baseline"] and picked_baseline else None
     flat["include_base"] = cols[2].checkbox("the base model", True, key=f"{key}_base", help=info["include_base"].description)
     defaults = _defaults()
     with st.expander("advanced (decoding, device)"):
@@ -141,15 +146,16 @@ def last_pace() -> float | None:
     return None
 
 
-def launcher(run_id: str, run_dir: str | None, key: str = "eval") -> None:
+def launcher(run_id: str, run_dir: str | None, key: str = "eval", baseline: str | None = None) -> None:
     """The evaluation form of ``run_id``; on submit, an evaluation job (or the fields' errors beside its button);
-    "Estimate" shows the size and time of the form's values without launching."""
+    "Estimate" shows the size and time of the form's values without launching. ``baseline``: the baseline run picked
+    on the page, scored in the same job (else the run's linked one)."""
     steps = checkpoint_steps(run_dir) if run_dir else []
     errors = st.session_state.get(f"{key}_errors", {})
     facts = RunFacts.read(run_id)
     with st.form(f"{key}_form"):
         st.markdown("**Evaluate this run** (a background job; it waits in the job queue like a training run)")
-        flat = _fields(run_id, steps, key, errors, facts)
+        flat = _fields(run_id, steps, key, errors, facts, baseline)
         st.caption(estimate_line(flat, facts) + " · change a value, then press Estimate to update")
         for field, message in errors.items():  # beside the button: the form is taller than a screen
             if field not in ADVANCED:

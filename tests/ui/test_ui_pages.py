@@ -143,7 +143,8 @@ def test_compare_empty_benchmarks_and_training_table(app, store):
     at = _ok(app("compare", run=store["population"]))
     assert f"populora eval --run {store['population']}" in texts(at)
     table = at.dataframe[-1].value
-    assert "population mean" in table.index and "mean - baseline" in table.index
+    # ratings of two runs live on separate TrueSkill scales: the baseline's row, no difference with it
+    assert "population mean" in table.index and "baseline" in table.index and "mean - baseline" not in table.index
 
 
 def test_launch_rejects_bad_values_inline(app):
@@ -171,6 +172,9 @@ def test_launch_starts_a_validated_job(app, monkeypatch):
     assert [s[1] for s in started] == ["ui-test; rm -rf /", "ui-test; rm -rf /-baseline"]
     first, second = (yaml.safe_load(s[0]) for s in started)
     assert first["population"]["single_agent"] is False and second["population"]["single_agent"] is True
+    # the compute-matched rule (configs/baseline.yaml of smoke.yaml), and one pair id linking the two runs
+    assert (second["tasks"]["tasks_per_teacher"], second["tasks"]["rollouts"]) == (1, 4)
+    assert first["pair"] and first["pair"] == second["pair"]
     assert started[0][2]["MLFLOW_TRACKING_URI"] == os.environ["MLFLOW_TRACKING_URI"]
     assert started[0][3] is None  # no Ray address: a local background process
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from populora.evaluation import eval_metric_keys
+from populora.evaluation import SweepReportError, build_verdict, compute_side_by_side, eval_metric_keys, with_baseline
 from populora.platform import runlayout as rl
 from populora.ui import charts, common, eval_panel, store, sweeps
-from populora.ui.compare_table import headline, report_ends, summarize
+from populora.ui.compare_table import headline, report_ends, summarize, verdict_frame
 
 st.title("Compare")
 
@@ -78,10 +78,9 @@ def benchmark_scores(uri: str, run_id: str, baseline: str | None, step: int | No
     unless in-training evaluation logs those (tag populora.eval_every: they are subset curves)."""
     data = store.eval_results(uri, run_id, step)
     if data is not None:
+        if baseline:  # no baseline scored in this evaluation: the baseline evaluated on its own run
+            data = with_baseline(data, store.eval_results(uri, baseline, step))
         members, base_line, base = results_frames(data)
-        if base_line is None and baseline and step is None:  # the baseline evaluated on its own run
-            other = store.eval_results(uri, baseline)
-            base_line = results_frames(other)[0].mean(numeric_only=True) if other else None
         return members, base_line, base, data
     tags = (store.run_info(uri, run_id) or {}).get("tags", {})
     if step is not None or tags.get(rl.EVAL_EVERY):
@@ -101,11 +100,58 @@ def no_scores(run_id: str, baseline: str | None) -> None:
                "baseline box on the Launch page) and pick it above."))
 
 
-def evaluations(run_id: str, run_dir: str | None, open_form: bool) -> None:
+def no_baseline_scored(run_id: str, baseline: str | None) -> None:
+    """A visible warning whenever the table has no baseline, saying what to do."""
+    if baseline:
+        todo = (f"evaluate it with the form below (it scores the picked baseline `{baseline[:12]}` with this run's "
+                f"members, on the same problems), or in a terminal: `populora eval --run {run_id} --baseline {baseline}`")
+    else:
+        todo = ("pick a baseline run above, or train one: tick \"Also launch the compute-matched baseline\" on "
+                "Launch, or `populora train --config <preset> --baseline`")
+    st.warning(f"No baseline scored: the population is not compared with the single-agent baseline. To compare, {todo}.",
+               icon="⚠️")
+
+
+@st.cache_data(show_spinner="paired bootstrap over the problems…", max_entries=8)
+def _verdict(data: dict) -> dict | None:
+    return build_verdict(data)
+
+
+def show_verdict(data: dict) -> None:
+    """Population vs baseline per benchmark and average, with paired bootstrap intervals, and one line in words."""
+    st.markdown("**Verdict: population vs baseline** (%; differences in points with paired bootstrap 95% intervals)")
+    try:
+        v = _verdict(data)
+    except SweepReportError as err:
+        st.warning(f"No verdict: {err}", icon="⚠️")
+        return
+    if v is None:
+        st.caption("No verdict: it needs the per-problem samples files of the evaluation, not found on this machine.")
+        return
+    st.table(verdict_frame(v))  # a few rows of text: all of it on the page (and in its text), no scrolling grid
+    st.markdown(f"**{v['words'][0].upper() + v['words'][1:]}.**")
+    st.caption("Weakest and best are cross-fitted (chosen on one half of the problems, scored on the other); every "
+               "difference pairs the two arms problem by problem. n per benchmark: "
+               + ", ".join(f"{b} {n}" for b, n in v["n"].items()))
+
+
+def show_compute(uri: str, run_id: str, baseline: str) -> None:
+    """Both runs' per-adapter training compute from their ledgers, side by side; a warning past 10%."""
+    pop, base = (store.run_info(uri, r) or {} for r in (run_id, baseline))
+    rows, warning = compute_side_by_side(pop.get("metrics", {}), base.get("metrics", {}))
+    table = pd.DataFrame(rows).set_index("quantity")
+    st.markdown("**Training compute per adapter** (the runs' ledgers, `compute/per_adapter/*`)")
+    st.dataframe(table.style.format({"population": "{:,.0f}", "baseline": "{:,.0f}", "ratio": "{:.2f}"}, na_rep="–"),
+                 width="stretch")
+    if warning:
+        st.warning(warning, icon="⚠️")
+
+
+def evaluations(run_id: str, run_dir: str | None, open_form: bool, baseline: str | None = None) -> None:
     """The launch form and the run's evaluation jobs (refreshed while one is active; the page reloads the
     scores when one ends)."""
     with st.expander("Evaluate this run", expanded=open_form):
-        eval_panel.launcher(run_id, run_dir, key="cmp_eval")
+        eval_panel.launcher(run_id, run_dir, key="cmp_eval", baseline=baseline)
 
     def jobs_part() -> None:
         before = st.session_state.get("cmp_eval_active", False)
@@ -171,6 +217,8 @@ def pickers(runs: pd.DataFrame) -> tuple[str, list[str], str | None, bool]:
     with cols[1]:
         baseline = st.selectbox("Baseline run", options, format_func=lambda i: "(none)" if i is None else labels[i],
                                 index=options.index(linked) if linked in options else (1 if len(options) > 1 else 0), key="cmp_baseline")
+    if baseline and baseline != linked:
+        cols[1].caption("not the run's linked baseline (`populora.baseline_run`): check that it was trained to match")
     chosen = st.multiselect("Members", ids, default=alive, key="cmp_members", help="Default: the members alive at the end")
     with_base = st.checkbox("Include the base model (if an evaluation scored it)", value=True, key="cmp_base")
     return run_id, chosen, baseline, with_base
@@ -208,10 +256,16 @@ def main() -> None:
                        "Weakest and best are the members with the lowest and highest overall score, scored on the "
                        "same problems that picked them: biased (the weakest looks weaker, the best better, than they "
                        "are); cross-fitted picks need the evaluation's samples files on this machine."))
+        if base_line is None:
+            no_baseline_scored(run_id, baseline)
+        elif data is not None:
+            show_verdict(data)
         if st.toggle("Every logged metric (base / plus, stderr, ...)", key="cmp_all_metrics"):
             show_table(summarize(evals, picked, base_line, base, overall, picked=ends), "All benchmark metrics", "{:.3f}")
+    if baseline:
+        show_compute(uri, run_id, baseline)
     run_dir = runs.set_index("run_id").loc[run_id, "run_dir"]
-    evaluations(run_id, None if pd.isna(run_dir) else run_dir, open_form=scores is None)
+    evaluations(run_id, None if pd.isna(run_dir) else run_dir, open_form=scores is None, baseline=baseline)
     st.subheader("Training scores (each member's last logged step)")
     train = metric_frame(uri, run_id, None, TRAINING_METRICS)
     if train.empty or not len(train.columns):
@@ -220,7 +274,8 @@ def main() -> None:
     rank = train["rating/conservative"] if "rating/conservative" in train.columns else None  # what evolution ranks by
     last_step = runs.set_index("run_id").loc[run_id, "step"]
     unplayed = unplayed_members(store.members(uri, run_id), None if pd.isna(last_step) else int(last_step))
-    show_table(summarize(train, chosen, baseline_row(uri, baseline, None, TRAINING_METRICS), None, rank, unplayed),
+    show_table(summarize(train, chosen, baseline_row(uri, baseline, None, TRAINING_METRICS), None, rank, unplayed,
+                         deltas=False),  # ratings of two runs live on separate TrueSkill scales: no difference
                "Training scores", split_axes=True)
     picked_unplayed = sorted(unplayed & set(chosen))
     if picked_unplayed:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tempfile
+import uuid
 from pathlib import Path
 
 import streamlit as st
@@ -12,7 +13,7 @@ from populora.platform import config as config_io
 from populora.platform import jobs, queue, ray_jobs
 from populora.platform import runlayout as rl
 from populora.platform.plan import GPUS, PlanError
-from populora.training import make_plan, preflight_problems, render_plan
+from populora.training import make_plan, matched_baseline, preflight_problems, render_plan
 from populora.ui import common, form, store, sweeps
 
 st.title("Launch a run")
@@ -94,7 +95,9 @@ def draw_form(preset: str, values: dict, errors: dict) -> dict | None:
         if "overrides" in errors:
             st.error(errors["overrides"], icon="⚠️")
         with_baseline = st.checkbox("Also launch the compute-matched single-agent baseline", key=f"f_{preset}_baseline",
-                                    help="A second run with population.single_agent=true and the same settings")
+                                    help="A second run: one adapter that proposes and solves, given the population's "
+                                    "generated and trained tokens per adapter and step (populora.training.baseline); "
+                                    "the two runs are linked, so Compare and evaluations pair them")
         sweep = sweeps.sweep_fields(preset)
         if errors:  # beside the button too: the fields' own messages may be a screen or more above it
             st.error("Not launched: fix " + ", ".join(f"**{p or 'config'}**" for p in errors)
@@ -178,9 +181,8 @@ def launch(submission: dict) -> None:
     cfg.name = form.run_name(cfg.name, preset.get("name", cfg.name), form.changes(submission["flat"], preset, submission["overrides"]), taken)
     runs = [cfg]
     if submission["baseline"] and not cfg.population.single_agent:
-        base = cfg.model_copy(deep=True)
-        base.population.single_agent, base.name = True, f"{cfg.name}-baseline"
-        runs.append(base)
+        cfg.pair = cfg.pair or uuid.uuid4().hex[:12]  # links the two runs, whichever starts first
+        runs.append(matched_baseline(cfg))
     started = []
     try:
         for run_cfg in runs:

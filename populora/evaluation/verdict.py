@@ -1,0 +1,152 @@
+"""The verdict of a population against its compute-matched baseline: per benchmark and for each average (code /
+math / overall, ours and AZR's), the population mean, its weakest and best member, the baseline and the base
+model, and the two differences that answer the paper's question, population mean - baseline and weakest member -
+baseline, each with a paired bootstrap 95% interval (problem by problem: every adapter answered the same
+problems, ``stats.compare``); then one line in words.
+
+The arms and the per-problem scores are ``sweep_report``'s (``run_arms``: the final population's per-problem mean,
+the cross-fitted weakest / best member, the baseline), so the numbers are those ``populora report`` prints. The
+baseline is read from the population's results, or from the baseline run's own evaluation (``with_baseline``:
+scored alone, on its own run, it is still the same problems if the evaluation used the same benchmarks and limit;
+anything else is refused by ``same_problems``). Beside it, both runs' per-adapter training compute from their
+ledgers (``compute_side_by_side``), flagged when they differ by more than 10%.
+"""
+
+from __future__ import annotations
+
+import copy
+
+from populora.evaluation import benchmarks, stats
+from populora.evaluation.sweep_report import _groups, run_arms, same_problems, strata, target_tables
+
+ARMS = ("population mean", "weakest", "best", "baseline", "base model")
+DELTAS = (("mean - baseline", "population mean"), ("weakest - baseline", "weakest"))
+MATCHED_WITHIN = 0.10  # per-adapter compute further apart than this: not compute-matched (training.baseline's rule)
+COMPUTE = ("generated_tokens", "trained_tokens")
+
+
+def with_baseline(results: dict, baseline_results: dict | None) -> dict:
+    """``results`` with the baseline targets of ``baseline_results`` (the baseline run evaluated on its own: its
+    one adapter is a target of kind baseline, or of kind member in results made before runs knew their kind)
+    added, when ``results`` scored no baseline itself. Neither input is changed.
+
+    >>> pop = {"results": {"T0": {}}, "targets": {"T0": {"kind": "member"}}}
+    >>> base = {"results": {"baseline (B0)": {"gsm8k": {"score": 0.5}}}, "targets": {"baseline (B0)": {"kind": "baseline"}}}
+    >>> merged = with_baseline(pop, base)
+    >>> merged["targets"]["baseline (B0)"]["kind"], "baseline (B0)" in pop["results"]
+    ('baseline', False)
+    """
+    kinds = {label: t.get("kind") for label, t in results.get("targets", {}).items()}
+    if baseline_results is None or "baseline" in kinds.values():
+        return results
+    out = copy.deepcopy(results)
+    for label, target in baseline_results.get("targets", {}).items():
+        if target.get("kind") not in ("baseline", "member") or label not in baseline_results.get("results", {}):
+            continue
+        name = label if target.get("kind") == "baseline" else f"baseline ({label})"
+        out["results"][name] = baseline_results["results"][label]
+        out["targets"][name] = {**target, "kind": "baseline"}
+        break  # a baseline run has one adapter
+    return out
+
+
+def _base_arm(results: dict, tables: dict) -> dict | None:
+    base = [label for label, t in results.get("targets", {}).items() if t.get("kind") == "base" and tables.get(label)]
+    return tables[base[0]] if base else None
+
+
+def build(results: dict, seed: int = 0) -> dict | None:
+    """{"rows": [{"name", "label", <arm>: score, <delta>: comparison dict}], "words": str, "n": {benchmark: n}}
+    from a results.json with per-problem samples files on disk; None when nothing has per-problem scores.
+    Scores are fractions (0-1); a comparison is ``stats.Comparison.to_dict()`` (delta, ci95, p_value)."""
+    arms = run_arms(results)
+    if "population mean" not in arms:
+        return None
+    base = _base_arm(results, target_tables(results))
+    if base is not None:
+        arms["base model"] = base
+    problems = same_problems(arms)
+    rows = []
+    for name, (names, weights) in _groups(problems).items():
+        row = {"name": name, "label": benchmarks.BENCHMARKS[name].label if name in benchmarks.BENCHMARKS else name}
+        data = {arm: strata([arms[arm]], names, problems) for arm in ARMS if arm in arms}
+        for arm, arrays in data.items():
+            row[arm] = stats.point(arrays, weights)
+        if "baseline" in data:
+            for delta, arm in DELTAS:
+                row[delta] = stats.compare(delta, data[arm], data["baseline"], seed=seed, weights=weights).to_dict()
+        rows.append(row)
+    return {"rows": rows, "words": words(rows), "n": {b: len(ps) for b, ps in problems.items()}}
+
+
+def words(rows: list[dict]) -> str:
+    """The verdict in one line, over the benchmarks (not the averages): on how many the population mean and the
+    weakest member beat the baseline, and on how many the paired interval excludes 0.
+
+    >>> r = lambda d, lo, hi: {"delta": d, "ci95": [lo, hi]}
+    >>> rows = [{"name": "gsm8k", "mean - baseline": r(0.1, 0.05, 0.2), "weakest - baseline": r(-0.1, -0.3, 0.1)},
+    ...         {"name": "aime24", "mean - baseline": r(0.0, -0.1, 0.1), "weakest - baseline": r(-0.2, -0.3, -0.1)},
+    ...         {"name": "overall", "mean - baseline": r(0.05, 0.01, 0.1)}]
+    >>> words(rows)
+    'population mean beats the baseline on 1 of 2 benchmarks (interval excludes 0 on 1: 1 above, 0 below); weakest member beats it on 0 of 2 (interval excludes 0 on 1: 0 above, 1 below); overall: +5.0 pts, 95% CI +1.0 to +10.0'
+    """
+    per = [r for r in rows if r["name"] in benchmarks.BENCHMARKS and "mean - baseline" in r]
+    if not per:
+        return "no baseline scored on the same problems: nothing to compare with"
+    parts = []
+    for delta, what, it in (("mean - baseline", "population mean", "the baseline"), ("weakest - baseline", "weakest member", "it")):
+        cs = [r[delta] for r in per if delta in r]
+        if not cs:
+            continue
+        above = sum(c["ci95"][0] > 0 for c in cs)
+        below = sum(c["ci95"][1] < 0 for c in cs)
+        parts.append(f"{what} beats {it} on {sum(c['delta'] > 0 for c in cs)} of {len(cs)}"
+                     + (" benchmarks" if not parts else "")
+                     + f" (interval excludes 0 on {above + below}: {above} above, {below} below)")
+    overall = next((r for r in rows if r["name"] == "overall" and "mean - baseline" in r), None)
+    if overall:
+        c = overall["mean - baseline"]
+        parts.append(f"overall: {100 * c['delta']:+.1f} pts, 95% CI {100 * c['ci95'][0]:+.1f} to {100 * c['ci95'][1]:+.1f}")
+    return "; ".join(parts)
+
+
+def _cell(value: float | None) -> str:
+    return "" if value is None else f"{100 * value:.1f}"
+
+
+def _delta_cell(c: dict | None) -> str:
+    return "" if not c else f"{100 * c['delta']:+.1f} [{100 * c['ci95'][0]:+.1f}, {100 * c['ci95'][1]:+.1f}]"
+
+
+def text(v: dict) -> str:
+    """The verdict as a fixed-width table (scores in %, differences in points with their 95% interval)."""
+    head = ["", *ARMS, *(d for d, _ in DELTAS)]
+    lines = [[r["label"], *(_cell(r.get(a)) for a in ARMS), *(_delta_cell(r.get(d)) for d, _ in DELTAS)] for r in v["rows"]]
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *lines)]
+    fmt = lambda cells: "  ".join(f"{str(c):>{w}}" for c, w in zip(cells, widths))  # noqa: E731
+    return "\n".join([fmt(head)] + [fmt(line) for line in lines]
+                     + ["differences: paired bootstrap over problems, 95% interval in brackets", "verdict: " + v["words"]]) + "\n"
+
+
+def compute_side_by_side(population: dict[str, float], baseline: dict[str, float]) -> tuple[list[dict], str | None]:
+    """Both runs' per-adapter training compute (``compute/per_adapter/<q>`` of each run's ledger) side by side:
+    ([{quantity, population, baseline, ratio}], a warning when a ratio is off 1 by more than 10%, else None).
+
+    >>> rows, warn = compute_side_by_side({"compute/per_adapter/generated_tokens": 256.0,
+    ...     "compute/per_adapter/trained_tokens": 300.0}, {"compute/per_adapter/generated_tokens": 512.0,
+    ...     "compute/per_adapter/trained_tokens": 310.0})
+    >>> [r["ratio"] for r in rows], warn.split(" per adapter")[0]
+    ([2.0, 1.0333333333333334], "not compute-matched: the baseline has 2.00x the population's generated tokens")
+    """
+    rows, off = [], []
+    for q in COMPUTE:
+        p, b = population.get(f"compute/per_adapter/{q}"), baseline.get(f"compute/per_adapter/{q}")
+        ratio = b / p if p and b is not None else None
+        rows.append({"quantity": q.replace("_", " ") + " per adapter", "population": p, "baseline": b, "ratio": ratio})
+        if ratio is not None and abs(ratio - 1) > MATCHED_WITHIN:
+            off.append(f"{ratio:.2f}x the population's {q.replace('_', ' ')}")
+    warning = None
+    if off:
+        warning = (f"not compute-matched: the baseline has {' and '.join(off)} per adapter (more than 10% apart); "
+                   "train the baseline with the matched rule (Launch's baseline box, populora train --baseline)")
+    return rows, warning

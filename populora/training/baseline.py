@@ -1,0 +1,126 @@
+"""The compute-matched single-agent baseline of a population: one rule, used by Launch, ``populora sweep
+--baseline`` and ``populora train --baseline``.
+
+The paper compares a population with a single agent trained on the same compute *per adapter*. With
+``population.single_agent`` the loop's one adapter (B0) plays both roles: it proposes ``tasks_per_teacher`` tasks
+and answers each of them itself (``answers_per_task``, else ``rollouts`` times), and with ``solver.data: buffer``
+it trains on ``batch_per_kind`` buffer tasks per kind. So "the same config with single_agent=true" gives B0 a
+whole teacher's proposals *and* a whole student's answers (2x the population's per-adapter tokens on
+configs/smoke.yaml). The rule divides the population's rows per step (``workload.counts``, what ``populora
+plan`` accounts) by its adapters and gives the baseline that many of each kind:
+
+    tasks_per_teacher       = population proposals / adapters
+    answers per task        = population answers / adapters / tasks_per_teacher   (rollouts or answers_per_task)
+    solver.batch_per_kind   = population buffer answers / adapters / kinds        (solver.data: buffer)
+
+in whole numbers (at least 1): where the population's rows per adapter are not whole (3 teachers x 2 tasks over 8
+adapters: 0.75 proposals), the pair of whole numbers whose per-adapter generated and trained tokens (the plan's
+token budgets) come closest to the population's. Token budgets, the model and everything else stay the
+population's, so equal rows are equal generated and trained tokens. configs/baseline.yaml (of smoke.yaml) and
+configs/paper-baseline.yaml (of every paper-*.yaml population) are this rule's output.
+"""
+
+from __future__ import annotations
+
+import math
+
+from populora.platform import plan
+from populora.training.config import TrainConfig
+from populora.training.workload import counts, solver_batch_rows, workload
+
+MATCHED_WITHIN = 0.10  # per-adapter compute of the two runs further apart than this: a warning (report, Compare)
+
+
+def per_adapter_rows(cfg: TrainConfig) -> dict[str, float]:
+    """Expected rows per adapter and step: proposals, answers that estimate solve rates (trained on unless
+    solver.data is buffer), and buffer answers (solver.data: buffer).
+
+    >>> from populora.platform import config as config_io
+    >>> per_adapter_rows(config_io.load(TrainConfig, "configs/smoke.yaml", []))
+    {'propose': 1.0, 'answers': 4.0, 'buffer': 0.0}
+    """
+    c = counts(cfg)
+    n = c["adapters"]
+    return {"propose": c["propose_rows"] / n, "answers": c["solve_rows"] / n, "buffer": solver_batch_rows(cfg) / n}
+
+
+def matched_baseline(cfg: TrainConfig) -> TrainConfig:
+    """The single-agent config with ``cfg``'s per-adapter rows per step (see the module's rule); a baseline
+    config is returned as it is (it is its own baseline).
+
+    >>> from populora.platform import config as config_io
+    >>> b = matched_baseline(config_io.load(TrainConfig, "configs/smoke.yaml", []))
+    >>> b.population.single_agent, b.tasks.tasks_per_teacher, b.tasks.rollouts, b.evolution.every, b.name
+    (True, 1, 4, 0, 'smoke-baseline')
+    """
+    if cfg.population.single_agent:
+        return cfg.model_copy(deep=True)
+    rows = per_adapter_rows(cfg)
+    data = cfg.model_dump(mode="json", exclude_unset=True)
+    data["name"] = f"{cfg.name}-baseline"
+    data["baseline_run"] = None
+    data.setdefault("population", {})["single_agent"] = True
+    data.setdefault("evolution", {})["every"] = 0  # one adapter: nothing to select or replace
+    if rows["buffer"]:
+        data.setdefault("solver", {})["batch_per_kind"] = max(1, round(rows["buffer"] / len(cfg.tasks.kinds)))
+    base = TrainConfig.model_validate(data)
+    tasks, answers = _closest(base, tokens_per_adapter(cfg), rows)
+    t = data.setdefault("tasks", {})
+    t["tasks_per_teacher"] = tasks
+    t["answers_per_task" if cfg.tasks.answers_per_task is not None else "rollouts"] = answers
+    return TrainConfig.model_validate(data)
+
+
+def tokens_per_adapter(cfg: TrainConfig) -> tuple[float, float]:
+    """(generated, trained) tokens per adapter and step by the plan's accounting (token budgets, every task valid).
+
+    >>> from populora.platform import config as config_io
+    >>> tokens_per_adapter(config_io.load(TrainConfig, "configs/smoke.yaml", []))
+    (320.0, 2220.0)
+    """
+    w = workload(cfg)
+    generated = w.propose_rows * w.propose_new + w.solve_rows * w.solve_new
+    trained = sum(r * w.trained_len(p, new) for r, p, new in plan.trained_rows(w))
+    return generated / w.adapters, trained / w.adapters
+
+
+def _closest(base: TrainConfig, target: tuple[float, float], rows: dict[str, float]) -> tuple[int, int]:
+    """(tasks per step, answers per task) of the single agent ``base`` whose per-adapter tokens are closest to
+    ``target`` (the larger of the two log-ratios, generated and trained, smallest), among the whole numbers next
+    to the population's rows per adapter."""
+    limit = 256 if base.tasks.answers_per_task is not None else 64  # the fields' bounds
+    guess = rows["propose"]
+    best, best_err = (1, 1), math.inf
+    for tasks in sorted({max(1, math.floor(guess)), max(1, math.ceil(guess))}):
+        ideal = rows["answers"] / tasks
+        for answers in sorted({max(1, min(limit, a)) for a in range(math.floor(ideal) - 1, math.ceil(ideal) + 2)}):
+            trial = base.model_copy(deep=True)
+            trial.tasks.tasks_per_teacher = tasks
+            if base.tasks.answers_per_task is not None:
+                trial.tasks.answers_per_task = answers
+            else:
+                trial.tasks.rollouts = answers
+            err = max(abs(math.log(max(m, 1e-9) / max(t, 1e-9))) for m, t in zip(tokens_per_adapter(trial), target))
+            if err < best_err - 1e-12:
+                best, best_err = (tasks, answers), err
+    return best
+
+
+def ratio(population: float | None, baseline: float | None) -> float | None:
+    """baseline / population (None when either is missing or the population's is 0).
+
+    >>> ratio(256.0, 512.0), ratio(0.0, 1.0)
+    (2.0, None)
+    """
+    if population in (None, 0) or baseline is None:
+        return None
+    return baseline / population
+
+
+def matched(r: float | None, within: float = MATCHED_WITHIN) -> bool:
+    """True when a baseline / population ratio is within ``within`` of 1 (a missing ratio is not a mismatch).
+
+    >>> matched(1.08), matched(1.2), matched(None)
+    (True, False, True)
+    """
+    return r is None or abs(r - 1) <= within

@@ -1,0 +1,88 @@
+"""The verdict (evaluation/verdict.py) on a results.json with known per-problem verdicts: the arms' scores equal
+`populora report`'s table, the paired intervals equal scipy's paired bootstrap of the same problems, the line in
+words counts what the rows say, and a baseline evaluated on its own run is read as the population's baseline."""
+
+import json
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from populora.evaluation import report, stats, verdict
+
+# per-problem verdicts (one sample each): gsm8k 8 problems, humaneval_plus 4
+KNOWN = {
+    "T0": {"gsm8k": [1, 1, 0, 1, 0, 1, 1, 0], "humaneval_plus": [1, 0, 1, 1]},
+    "S0": {"gsm8k": [1, 0, 0, 1, 0, 0, 1, 0], "humaneval_plus": [0, 0, 1, 1]},
+    "baseline (B0)": {"gsm8k": [0, 1, 0, 0, 0, 0, 1, 0], "humaneval_plus": [0, 0, 1, 0]},
+    "base model": {"gsm8k": [0, 0, 0, 0, 0, 0, 0, 0], "humaneval_plus": [0, 0, 0, 1]},
+}
+KINDS = {"T0": "member", "S0": "member", "baseline (B0)": "baseline", "base model": "base"}
+
+
+def _results(tmp_path, labels=tuple(KNOWN)) -> dict:
+    out = {"results": {}, "targets": {}, "config": {}}
+    for label in labels:
+        out["targets"][label] = {"kind": KINDS[label]}
+        out["results"][label] = {}
+        for b, verdicts in KNOWN[label].items():
+            path = tmp_path / f"{label.replace(' ', '_')}_{b}.jsonl"
+            key = "plus_status" if b == "humaneval_plus" else "passed"
+            lines = [{"task_id": f"{b}/{i}", **({"base_status": "pass", key: "pass" if v else "fail"} if key == "plus_status"
+                                                else {key: bool(v)})} for i, v in enumerate(verdicts)]
+            path.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+            out["results"][label][b] = {"score": float(np.mean(verdicts)), "n": len(verdicts), "samples_file": str(path)}
+    return out
+
+
+def test_arms_match_the_report_table_and_intervals_match_scipys_paired_bootstrap(tmp_path):
+    results = _results(tmp_path)
+    v = verdict.build(results)
+    rows = {r["name"]: r for r in v["rows"]}
+    table = report.build(results)
+    by_label = {r[0]: r for r in table.rows}
+    col = {h: i for i, h in enumerate(table.header)}
+    for name, label in (("gsm8k", "GSM8K"), ("humaneval_plus", "HumanEval+")):
+        assert rows[name]["population mean"] == pytest.approx(by_label["population mean"][col[label]])
+        assert rows[name]["baseline"] == pytest.approx(by_label["baseline (B0)"][col[label]])
+        assert rows[name]["base model"] == pytest.approx(by_label["base model"][col[label]])
+    assert rows["overall"]["population mean"] == pytest.approx(by_label["population mean"][col[report.COLUMNS["overall"]]])
+    # gsm8k: mean member per problem minus the baseline, bootstrapped by scipy itself (paired, same seed)
+    mean = np.mean([KNOWN["T0"]["gsm8k"], KNOWN["S0"]["gsm8k"]], axis=0)
+    base = np.array(KNOWN["baseline (B0)"]["gsm8k"], dtype=float)
+    ref = sps.bootstrap((mean, base), lambda a, b, axis=-1: a.mean(axis=axis) - b.mean(axis=axis), paired=True,
+                        vectorized=True, n_resamples=stats.N_RESAMPLES, method="percentile",
+                        random_state=np.random.default_rng(0))
+    c = rows["gsm8k"]["mean - baseline"]
+    assert c["delta"] == pytest.approx(mean.mean() - base.mean())
+    assert c["ci95"] == pytest.approx(list(ref.confidence_interval), abs=1e-9)
+
+
+def test_words_count_the_rows(tmp_path):
+    v = verdict.build(_results(tmp_path))
+    per = [r for r in v["rows"] if r["name"] in ("gsm8k", "humaneval_plus")]
+    beats = sum(r["mean - baseline"]["delta"] > 0 for r in per)
+    excl = sum(not (r["mean - baseline"]["ci95"][0] <= 0 <= r["mean - baseline"]["ci95"][1]) for r in per)
+    assert beats == 2  # gsm8k 0.4375 vs 0.25, humaneval+ 0.5 vs 0.25
+    assert v["words"].startswith(f"population mean beats the baseline on {beats} of 2 benchmarks (interval excludes 0 on {excl}")
+
+
+def test_a_baseline_evaluated_on_its_own_run_is_the_populations_baseline(tmp_path):
+    full = _results(tmp_path)
+    pop = _results(tmp_path, ("T0", "S0", "base model"))
+    alone = _results(tmp_path, ("baseline (B0)",))
+    assert verdict.build(pop)["words"].startswith("no baseline scored")
+    merged = verdict.with_baseline(pop, alone)
+    assert verdict.build(merged)["rows"] == verdict.build(full)["rows"]
+    # results made before targets had kinds: the baseline run's one adapter is a "member" there
+    alone["targets"]["baseline (B0)"]["kind"] = "member"
+    assert verdict.build(verdict.with_baseline(pop, alone))["rows"] == verdict.build(full)["rows"]
+
+
+def test_different_problems_are_refused(tmp_path):
+    pop = _results(tmp_path, ("T0", "S0"))
+    alone = _results(tmp_path, ("baseline (B0)",))
+    alone["results"]["baseline (B0)"]["gsm8k"]["samples_file"] = str(tmp_path / "short.jsonl")
+    (tmp_path / "short.jsonl").write_text(json.dumps({"task_id": "gsm8k/0", "passed": True}) + "\n")
+    with pytest.raises(ValueError, match="different problem sets"):
+        verdict.build(verdict.with_baseline(pop, alone))
