@@ -1,0 +1,8 @@
+"""The real vLLM engine (vLLM's CPU build, `make test-vllm`): only .venv-vllm runs these; the main venv never
+collects this folder (pyproject ``norecursedirs``)."""
+
+import os
+
+# vLLM on CPU sizes its KV cache from this (GiB; default 4): 1 holds our few short rows, and leaves room for
+# the trainer's copy of the model beside the engine on a small CI machine
+os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
