@@ -6,11 +6,15 @@ load shifts both sides alike. ``--json`` prints one JSON object of the figures a
 
 from __future__ import annotations
 
+import tempfile
 import time
 
 import torch
 
 from populora.platform.backends import LoraSpec, MultiLoraBackend, PeftBackend, TrainSample
+from populora.platform.backends.factory import vllm_max_loras
+from populora.platform.backends.vllm import VllmBackend
+from populora.platform.models import cached_source, load_base, resolve_source
 from populora.training import operators
 
 
@@ -154,12 +158,6 @@ def bench_vllm(adapters: int = 4, rows_per_adapter: int = 4, rank: int = 8, new_
     side: one mixed batch, ``rows_per_adapter`` rows for each of ``adapters`` members and for the bare base,
     sampled (T=1, per-row seeds), tokens/s counted from the tokens each returned. Needs vLLM (`make vllm-venv`
     on a CPU machine: vLLM's CPU build); the embedded model only (vLLM reads the GGUF cache's model dir)."""
-    import tempfile
-
-    from populora.platform.backends.factory import vllm_max_loras
-    from populora.platform.backends.vllm import VllmBackend
-    from populora.platform.models import cached_source, load_base, resolve_source
-
     source = resolve_source("embedded")
     model, tok = load_base(source, "float32", "cpu")
     trainer = MultiLoraBackend(model, tok, LoraSpec(rank=rank), adapters)
