@@ -93,7 +93,7 @@ def test_sampled_logprobs_equal_the_trainers_in_fp32(pair):
     sampled = [list(o.outputs[0].token_ids) for o in outs]
     engine_lp = [[step[t].logprob for step, t in zip(o.outputs[0].logprobs, o.outputs[0].token_ids)] for o in outs]
     lp, mask = trainer.rows_logprobs(adapters, ids, sampled)
-    for row, (want, n) in enumerate(zip(engine_lp, mask.sum(1).tolist())):
+    for row, (want, n) in enumerate(zip(engine_lp, mask.sum(1).long().tolist())):
         assert n == len(want) == len(sampled[row])
         diff = (lp[row, :n] - torch.tensor(want)).abs().max().item()
         assert diff < 1e-4, (row, adapters[row], diff)
