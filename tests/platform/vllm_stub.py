@@ -142,7 +142,8 @@ def install(monkeypatch) -> None:
     request.LoRARequest = LoRARequest
     vllm.lora, lora.request = lora, request
     platforms = types.ModuleType("vllm.platforms")
-    platforms.current_platform = types.SimpleNamespace(is_sleep_mode_available=lambda: SLEEP_MODE["available"])
+    platforms.current_platform = types.SimpleNamespace(is_sleep_mode_available=lambda: SLEEP_MODE["available"],
+                                                       is_cpu=lambda: False)
     vllm.platforms = platforms
     for name, mod in (("vllm", vllm), ("vllm.lora", lora), ("vllm.lora.request", request),
                       ("vllm.platforms", platforms)):

@@ -15,7 +15,7 @@ import torch
 from populora.platform.backends import LoraSpec, generation
 from populora.platform.backends.factory import vllm_max_loras
 from populora.platform.backends.multilora import MultiLoraBackend
-from populora.platform.backends.vllm import VllmBackend
+from populora.platform.backends.vllm import CPU_KV_CACHE_BYTES, VllmBackend
 from populora.platform.models import cached_source, load_base, resolve_source
 from populora.training import operators
 
@@ -62,6 +62,7 @@ def test_the_engine_takes_the_rounded_lora_rank_and_has_no_sleep_mode_on_cpu(pai
     config = backend.engine.llm_engine.vllm_config
     assert config.lora_config.max_lora_rank == 8 and config.lora_config.max_loras == MEMBERS + 1
     assert backend.can_sleep is False and config.model_config.enable_sleep_mode is False
+    assert config.cache_config.kv_cache_memory_bytes == CPU_KV_CACHE_BYTES  # not 0.45 of the host's RAM
     backend.sleep()  # a no-op where vLLM has no sleep mode (and must not raise)
     assert not backend.engine.llm_engine.is_sleeping()
 
