@@ -184,5 +184,5 @@ def bench_vllm(adapters: int = 4, rows_per_adapter: int = 4, rank: int = 8, new_
                 rate = tokens / (time.perf_counter() - t0)
                 out[f"{label}_tokens_per_s"] = max(out.get(f"{label}_tokens_per_s", 0.0), rate)
         out["vllm_speedup"] = out["vllm_tokens_per_s"] / out["multilora_tokens_per_s"]
-        del engine
+        engine.close()
     return out

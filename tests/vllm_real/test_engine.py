@@ -47,6 +47,7 @@ def pair(tmp_path_factory):
                           max_model_len=MAX_LEN, dtype="float32")
     print(f"\nvLLM engine started in {time.monotonic() - start:.1f}s")
     yield backend, trainer
+    backend.close()
 
 
 def prompts(backend, questions=QUESTIONS):

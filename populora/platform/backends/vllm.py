@@ -239,6 +239,11 @@ class VllmBackend:
             out[i] = Generation(prompts[i], o.outputs[0].text, list(ids[i]), list(o.outputs[0].token_ids))
         return out
 
+    def close(self) -> None:
+        """Stop the engine's processes now (else vLLM stops them at interpreter exit, after pytest or a caller
+        may have closed the streams its shutdown logs to)."""
+        self.engine.llm_engine.engine_core.shutdown()
+
     def sleep(self) -> None:
         """Free vLLM's GPU memory (level 1: weights to CPU RAM, KV cache dropped) while torch works on the GPU
         (only where vLLM has sleep mode: on CPU the engine stays up, nothing to free)."""
