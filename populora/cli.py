@@ -7,7 +7,7 @@
     populora jobs [--stop JOB_ID]
     populora prompts --config FILE [--kind K] [--role teacher|student] [--json]
     populora sandbox exec PROGRAM.py | sandbox check TASK.json
-    populora bench lora|step|evolve|verifier|eval|threads|scale|all [--json]
+    populora bench lora|step|evolve|verifier|eval|threads|scale|vllm|all [--json]
     populora eval --run RUN_ID | populora report --run RUN_ID | populora data verify|fetch
     populora ui [--host H] [--port P]
 """
@@ -211,7 +211,7 @@ def _sandbox(argv: list[str]) -> int:
     return sandbox_main(argv)
 
 
-BENCHES = ("lora", "step", "evolve", "verifier", "eval", "threads")
+BENCHES = ("lora", "step", "evolve", "verifier", "eval", "threads", "vllm")  # all: every one but eval and vllm
 
 
 def _bench(argv: list[str]) -> int:
@@ -235,7 +235,7 @@ def _bench(argv: list[str]) -> int:
     p.add_argument("--tiny", action="store_true", help="tiny random model instead of the embedded one (quick check)")
     args = p.parse_args(argv)
     figures = {}
-    for name in ([b for b in BENCHES if b != "eval"] if args.which == "all" else [args.which]):
+    for name in ([b for b in BENCHES if b not in ("eval", "vllm")] if args.which == "all" else [args.which]):
         figures[name] = _run_bench(name, args.tiny)
         print(f"bench {name}: " + ", ".join(f"{k}={v:.4g}" for k, v in figures[name].items()), flush=True)
     if args.json:
@@ -252,6 +252,10 @@ def _run_bench(name: str, tiny: bool) -> dict:
         return bench.bench_step(tiny=tiny)
     if name == "evolve":
         return bench.bench_evolve()
+    if name == "vllm":  # the real engine vs batched multi-LoRA (needs vLLM: on CPU, .venv-vllm/bin/populora)
+        if tiny:
+            raise SystemExit("populora bench vllm: --tiny is not supported (vLLM loads the embedded model's dir)")
+        return bench.bench_vllm()
     if name == "threads":
         from populora.platform.threads import bench_wait_policy
 

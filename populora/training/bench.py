@@ -6,11 +6,15 @@ load shifts both sides alike. ``--json`` prints one JSON object of the figures a
 
 from __future__ import annotations
 
+import tempfile
 import time
 
 import torch
 
 from populora.platform.backends import LoraSpec, MultiLoraBackend, PeftBackend, TrainSample
+from populora.platform.backends.factory import vllm_max_loras
+from populora.platform.backends.vllm import VllmBackend
+from populora.platform.models import cached_source, load_base, resolve_source
 from populora.training import operators
 
 
@@ -145,4 +149,40 @@ def bench_evolve(rank: int = 16, repeats: int = 3) -> dict:
         "crossover_swap_s": _best(lambda: operators.crossover_swap(a, b, gen), repeats),
         "adapter_params_millions": sum(t.numel() for t in a.values()) / 1e6,
     }
+    return out
+
+
+def bench_vllm(adapters: int = 4, rows_per_adapter: int = 4, rank: int = 8, new_tokens: int = 32,
+               repeats: int = 2) -> dict:
+    """Generation on the real vLLM engine vs the batched multi-LoRA backend (the trainer behind it), side by
+    side: one mixed batch, ``rows_per_adapter`` rows for each of ``adapters`` members and for the bare base,
+    sampled (T=1, per-row seeds), tokens/s counted from the tokens each returned. Needs vLLM (`make vllm-venv`
+    on a CPU machine: vLLM's CPU build); the embedded model only (vLLM reads the GGUF cache's model dir)."""
+    source = resolve_source("embedded")
+    model, tok = load_base(source, "float32", "cpu")
+    trainer = MultiLoraBackend(model, tok, LoraSpec(rank=rank), adapters)
+    names = [f"m{i}" for i in range(adapters)]
+    for n in names:
+        trainer.add_adapter(n)
+    _randomise(trainer, names)
+    questions = ["Write a Python function f that reverses a list.", "What is 17 * 23?", "Name three prime numbers.",
+                 "Explain recursion in one sentence."]
+    rows = [n for n in [*names, None] for _ in range(rows_per_adapter)]
+    prompts = [trainer.encode_chat([{"role": "user", "content": questions[i % len(questions)]}]) for i in range(len(rows))]
+    with tempfile.TemporaryDirectory() as sync:
+        t0 = time.perf_counter()
+        engine = VllmBackend(trainer, cached_source(source, need_weights=True).path_or_id, sync,
+                             vllm_max_loras(adapters), rank, max_model_len=512, dtype="float32")
+        out = {"engine_start_s": time.perf_counter() - t0, "rows": len(rows), "adapters": adapters}
+        sides = {"vllm": lambda: engine.generate(prompts, rows, new_tokens, seed=0),
+                 "multilora": lambda: trainer.generate(prompts, rows, new_tokens, seed=0, batch_size=len(rows))}
+        sides["vllm"]()  # warm-up (loads the adapters)
+        for _ in range(repeats):  # interleaved, best of repeats: machine load shifts both sides alike
+            for label, run in sides.items():
+                t0 = time.perf_counter()
+                tokens = sum(len(g.completion_ids) for g in run())
+                rate = tokens / (time.perf_counter() - t0)
+                out[f"{label}_tokens_per_s"] = max(out.get(f"{label}_tokens_per_s", 0.0), rate)
+        out["vllm_speedup"] = out["vllm_tokens_per_s"] / out["multilora_tokens_per_s"]
+        engine.close()
     return out

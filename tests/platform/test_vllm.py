@@ -37,8 +37,10 @@ def test_vllm_generation_matches_the_backend_contract(tmp_path):
 
 # ---------------------------------------------------------------- the GPU path on a stub engine (vllm_stub.py)
 import logging  # noqa: E402
+import threading  # noqa: E402
 
 import vllm_stub  # noqa: E402
+from conftest import wait_for  # noqa: E402
 from populora.platform.backends import BackendConfig, LoraSpec  # noqa: E402
 from populora.platform.backends import generation  # noqa: E402
 
@@ -110,6 +112,52 @@ def test_vllm_sleeps_while_torch_trains_and_wakes_before_generating(stub_vllm, t
     first_after_update = events.index("train_step")
     later = events[first_after_update:]
     assert later.index("wake_up") < later.index("generate"), events  # the next step's propose wakes it first
+    # upstream a request to a sleeping engine waits for wake_up: the backend must never send one
+    assert "generate-while-asleep" not in events, events
+
+
+def test_the_stand_in_blocks_a_generate_while_asleep_until_wake_up_as_vllm_does(stub_vllm):
+    """vLLM 0.32.0 queues a request behind the paused scheduler of a sleeping engine (core.py pause_scheduler):
+    generate returns only after wake_up. The stand-in must do the same for the test above to mean anything."""
+    engine = stub_vllm.LLM("m")
+    engine.sleep(level=1)
+    done = []
+    caller = threading.Thread(target=lambda: done.append(engine.generate([{"prompt_token_ids": [5, 6]}],
+                                                                         stub_vllm.SamplingParams(max_tokens=2, seed=0))))
+    caller.start()
+    wait_for(lambda: "generate-while-asleep" in stub_vllm.EVENTS, 30, "the request to reach the sleeping engine")
+    assert caller.is_alive() and done == []  # waiting, neither refused nor answered
+    engine.wake_up()
+    caller.join()
+    assert len(done[0]) == 1 and stub_vllm.EVENTS[-1] == "generate"
+
+
+def test_without_sleep_mode_the_engine_is_built_without_it_and_never_sleeps(stub_vllm, tmp_path, monkeypatch):
+    """vLLM's CPU build has no sleep mode and refuses enable_sleep_mode=True at construction."""
+    monkeypatch.setitem(stub_vllm.SLEEP_MODE, "available", False)
+    with pytest.raises(ValueError, match="Sleep mode is not supported"):  # the engine itself, as upstream
+        stub_vllm.LLM("m", enable_sleep_mode=True)
+    backend = _vllm_backend(tmp_path)
+    assert backend.engine.enable_sleep_mode is False
+    backend.generate(["Hi"], ["S0"], 4, seed=0)
+    backend.set_adapter_state("S0", backend.adapter_state("S0"))
+    backend.generate(["Hi"], ["S0"], 4, seed=0)
+    assert [e for e in stub_vllm.EVENTS if e.startswith(("sleep", "wake"))] == []
+
+
+def test_a_replaced_adapters_old_id_leaves_the_engine_before_the_new_one_loads(stub_vllm, tmp_path):
+    """vLLM's CPU LoRA path reads a base row's LoRA from the last slot (vllm PR 48421): with max_loras one more
+    than the members and each old id removed before its new one loads, the members never take that slot."""
+    backend = _vllm_backend(tmp_path, slots=3)
+    assert backend.engine.max_loras == 4
+    backend.generate(["Hi"], ["S0"], 4, seed=0)
+    first = backend.requests["S0"].lora_int_id
+    backend.set_adapter_state("S0", backend.adapter_state("S0"))
+    backend.generate(["Hi"], ["S0"], 4, seed=0)
+    assert backend.engine.removed == [first] and backend.requests["S0"].lora_int_id != first
+    backend.remove_adapter("S0")
+    backend.generate(["Hi"], [None], 4, seed=0)
+    assert backend.engine.removed == [first, first + 1]
 
 
 def test_a_prompt_longer_than_max_model_len_is_refused_alone(stub_vllm, tmp_path, caplog):

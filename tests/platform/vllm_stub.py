@@ -11,8 +11,14 @@ it, read from upstream source:
 - ``max_lora_rank`` outside ``Literal[1, 8, 16, 32, 64, 128, 256, 320, 512]`` fails at engine start
   (vllm/config/lora.py, ``MaxLoRARanks``).
 - generation stops at a token of ``stop_token_ids`` and keeps it in ``token_ids``.
-- ``sleep(level=1)`` / ``wake_up()`` (vllm/entrypoints/llm.py); generating while asleep is an error here (upstream
-  the KV cache is gone and the weights are in CPU RAM).
+- ``sleep(level=1)`` / ``wake_up()`` (vllm/entrypoints/llm.py). A request to a sleeping engine is queued, not
+  refused: ``EngineCore.sleep`` pauses the scheduler (vllm/v1/engine/core.py ``pause_scheduler``, 0.32.0), and
+  ``generate`` waits until ``wake_up`` resumes it. Here too ``generate`` blocks until ``wake_up`` (from another
+  thread); it records "generate-while-asleep" first, so a test can assert the backend never does it, and gives up
+  after ``ASLEEP_GIVE_UP_S`` with an error instead of hanging the suite when a backend does.
+- ``enable_sleep_mode`` only where the platform has it (vllm/config/model.py: "Sleep mode is not supported on
+  current platform"); ``vllm.platforms.current_platform.is_sleep_mode_available()`` says (``SLEEP_MODE`` here).
+- ``llm_engine.remove_lora(id)`` / ``list_loras()`` (vllm/v1/engine/llm_engine.py).
 
 Every call is appended to ``EVENTS`` (shared with the test, which adds the trainer's calls), and every
 SamplingParams the engine receives to ``LLM.instances[-1].params``.
@@ -21,6 +27,7 @@ SamplingParams the engine receives to ``LLM.instances[-1].params``.
 from __future__ import annotations
 
 import sys
+import threading
 import types
 from dataclasses import dataclass, field
 
@@ -29,6 +36,8 @@ import torch
 VOCAB = 97
 MAX_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 EVENTS: list[str] = []
+ASLEEP_GIVE_UP_S = 120  # only a broken backend waits this long (a real engine would wait forever)
+SLEEP_MODE = {"available": True}  # the platform's sleep mode (CUDA: yes; vLLM's CPU build: no)
 
 
 @dataclass
@@ -65,16 +74,32 @@ class LLM:
     instances: list["LLM"] = []
 
     def __init__(self, model, enable_lora=False, max_loras=1, max_lora_rank=16, gpu_memory_utilization=0.9,
-                 max_model_len=None, enable_sleep_mode=False):
+                 max_model_len=None, enable_sleep_mode=False, dtype="auto"):
         if max_lora_rank not in MAX_LORA_RANKS:
             raise ValueError(f"max_lora_rank: Input should be {MAX_LORA_RANKS} [input_value={max_lora_rank}]")
+        if enable_sleep_mode and not SLEEP_MODE["available"]:
+            raise ValueError("Sleep mode is not supported on current platform.")
         self.model, self.max_lora_rank, self.max_model_len = model, max_lora_rank, max_model_len or 8192
-        self.sleeping, self.params, self.loras = False, [], []
+        self.max_loras, self.enable_sleep_mode, self.dtype = max_loras, enable_sleep_mode, dtype
+        self.params, self.loras, self.removed = [], [], []
+        self.awake = threading.Event()
+        self.awake.set()
+        self.llm_engine = self
         LLM.instances.append(self)
 
+    @property
+    def sleeping(self) -> bool:
+        return not self.awake.is_set()
+
+    def remove_lora(self, lora_id: int) -> bool:
+        self.removed.append(lora_id)
+        return True
+
     def generate(self, prompts, sampling_params, lora_request=None, use_tqdm=True):
-        if self.sleeping:
-            raise RuntimeError("generate while asleep: the KV cache was dropped")
+        if self.sleeping:  # upstream: queued behind the paused scheduler until wake_up
+            EVENTS.append("generate-while-asleep")
+            if not self.awake.wait(ASLEEP_GIVE_UP_S):
+                raise RuntimeError(f"generate blocked {ASLEEP_GIVE_UP_S}s on a sleeping engine (upstream: forever)")
         params = sampling_params if isinstance(sampling_params, (list, tuple)) else [sampling_params] * len(prompts)
         loras = lora_request if isinstance(lora_request, (list, tuple)) else [lora_request] * len(prompts)
         for p in prompts:  # validated before any request runs: one bad prompt fails the call
@@ -102,11 +127,11 @@ class LLM:
 
     def sleep(self, level: int = 1):
         EVENTS.append(f"sleep(level={level})")
-        self.sleeping = True
+        self.awake.clear()
 
     def wake_up(self, tags=None):
         EVENTS.append("wake_up")
-        self.sleeping = False
+        self.awake.set()
 
 
 def install(monkeypatch) -> None:
@@ -116,8 +141,14 @@ def install(monkeypatch) -> None:
     lora, request = types.ModuleType("vllm.lora"), types.ModuleType("vllm.lora.request")
     request.LoRARequest = LoRARequest
     vllm.lora, lora.request = lora, request
-    for name, mod in (("vllm", vllm), ("vllm.lora", lora), ("vllm.lora.request", request)):
+    platforms = types.ModuleType("vllm.platforms")
+    platforms.current_platform = types.SimpleNamespace(is_sleep_mode_available=lambda: SLEEP_MODE["available"],
+                                                       is_cpu=lambda: False)
+    vllm.platforms = platforms
+    for name, mod in (("vllm", vllm), ("vllm.lora", lora), ("vllm.lora.request", request),
+                      ("vllm.platforms", platforms)):
         monkeypatch.setitem(sys.modules, name, mod)
+    monkeypatch.setitem(SLEEP_MODE, "available", True)
     EVENTS.clear()
     LLM.instances.clear()
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: EVENTS.append("empty_cache"))

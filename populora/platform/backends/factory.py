@@ -41,6 +41,16 @@ class BackendConfig:
     ray: RaySpec | None = None         # None: in this process
 
 
+def vllm_max_loras(slots: int) -> int:
+    """vLLM's ``max_loras`` for ``slots`` members mixed with base rows: one more than the members, so the slot a
+    base row reads on vLLM's CPU LoRA path stays empty (backends/vllm.py; upstream fix: vllm-project/vllm PR 48421).
+
+    >>> vllm_max_loras(4)
+    5
+    """
+    return max(slots + 1, 2)
+
+
 def make_backend(config: BackendConfig) -> Backend:
     """The backend ``config`` asks for: batched multi-LoRA (default) or PEFT in this process, multi-LoRA on Ray
     actors, or either with generation on vLLM."""
@@ -60,7 +70,7 @@ def make_backend(config: BackendConfig) -> Backend:
 
             vllm = None if config.generation != "vllm" else {
                 "model_path": cached_source(source, need_weights=True).path_or_id, "sync_dir": config.vllm_sync_dir,
-                "max_loras": max(config.slots, 2), "gpu_memory": config.vllm_gpu_memory,
+                "max_loras": vllm_max_loras(config.slots), "gpu_memory": config.vllm_gpu_memory,
                 "max_model_len": config.max_model_len}
             return DataParallelBackend(init_ray(rs.address, rs.num_cpus), model, tok, config.lora, rs.model_workers,
                                        config.slots, rs.gpus_per_worker, rs.cpus_per_worker, vllm)
@@ -83,6 +93,6 @@ def make_backend(config: BackendConfig) -> Backend:
         from populora.platform.backends.vllm import VllmBackend
 
         weights = cached_source(source, need_weights=True)
-        backend = VllmBackend(backend, weights.path_or_id, Path(config.vllm_sync_dir), max(config.slots, 2),
-                              config.lora.rank, config.vllm_gpu_memory, config.max_model_len)
+        backend = VllmBackend(backend, weights.path_or_id, Path(config.vllm_sync_dir), vllm_max_loras(config.slots),
+                              config.lora.rank, config.vllm_gpu_memory, config.max_model_len, config.dtype)
     return backend

@@ -10,12 +10,25 @@ vLLM and torch share one GPU and take turns: vLLM holds ``gpu_memory_utilization
 base, KV cache) while it generates, torch needs the room for the update's activations. So the first trainer-side
 call after a generation (an update, an evolution, a log-prob forward) puts the engine to sleep (level 1: weights
 to CPU RAM, KV cache dropped), and the next generation empties torch's allocator cache and wakes it up. The
-planner counts the two as alternatives (``populora.platform.plan.memory_gb``).
+planner counts the two as alternatives (``populora.platform.plan.memory_gb``). Sleep mode exists on CUDA, ROCm
+and XPU only (vllm/platforms/interface.py ``is_sleep_mode_available``, 0.32.0); elsewhere (vLLM's CPU build) the
+engine is built without it and never sleeps. A request sent to a sleeping engine is not refused: the engine core
+pauses its scheduler (vllm/v1/engine/core.py ``sleep`` -> ``pause_scheduler``) and the request waits, so
+``generate`` blocks until ``wake_up``; ``generate`` here always wakes the engine first.
+
+Base rows beside adapters: vLLM maps a row without an adapter to LoRA index -1, and its CPU LoRA ops index the
+stacked weights with it (vllm/lora/ops/torch_ops/lora_ops.py ``bgmv_shrink``), i.e. the last slot; the GPU
+kernels skip -1 (open upstream fix for CPU: vllm-project/vllm PR 48421). A slot keeps its weights after its
+adapter is removed (vllm/lora/model_manager.py ``_deactivate_adapter``), and a new adapter takes the lowest free
+slot. So the engine gets ``max_loras`` = adapters + 1 (``factory.vllm_max_loras``), and a replaced or removed adapter's
+old id is removed from the engine before its new one is loaded: the adapters then never reach the last slot,
+which stays zero, and a base row is the base model on every platform.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 from pathlib import Path
 
@@ -48,6 +61,29 @@ class VllmUnavailable(RuntimeError):
     pass
 
 
+def sleep_mode_available() -> bool:
+    """Whether this platform's vLLM has sleep mode (CUDA, ROCm, XPU; not its CPU build): ``enable_sleep_mode``
+    elsewhere is refused at engine construction (vllm/config/model.py, "Sleep mode is not supported")."""
+    from vllm.platforms import current_platform
+
+    return current_platform.is_sleep_mode_available()
+
+
+# vLLM's CPU build reads ``gpu_memory_utilization`` as the fraction of host RAM to reserve (vllm/v1/worker/
+# cpu_worker.py, 0.32.0): 0.45 of a 24 GB machine made a 10.9 GB engine for the 135M model. On CPU the KV cache
+# gets this size instead, unless VLLM_CPU_KVCACHE_SPACE (GiB, vLLM's own setting) says otherwise.
+CPU_KV_CACHE_BYTES = 1 << 30
+
+
+def cpu_kv_cache() -> dict:
+    """``LLM`` keyword arguments for the KV cache's size on vLLM's CPU build (none elsewhere)."""
+    from vllm.platforms import current_platform
+
+    if not current_platform.is_cpu() or os.environ.get("VLLM_CPU_KVCACHE_SPACE"):
+        return {}
+    return {"kv_cache_memory_bytes": CPU_KV_CACHE_BYTES}
+
+
 def load_vllm():
     try:
         import vllm  # noqa: F401
@@ -63,20 +99,22 @@ class VllmBackend:
     """The ``Backend`` protocol: generation on vLLM, everything else on ``trainer_backend``."""
 
     def __init__(self, trainer_backend: Backend, model_path: str, sync_dir: str | Path, max_loras: int, rank: int,
-                 gpu_memory_utilization: float = 0.45, max_model_len: int = 8192):
+                 gpu_memory_utilization: float = 0.45, max_model_len: int = 8192, dtype: str = "auto"):
         vllm, self._LoRARequest = load_vllm()
         self.trainer = trainer_backend
         self.sync_dir = Path(sync_dir)
-        self.max_model_len = max_model_len
+        self.max_model_len, self.max_loras = max_model_len, max_loras
         max_rank = vllm_lora_rank(rank)
         if max_rank != rank:
             log.info("vLLM takes LoRA ranks %s only: max_lora_rank %d for rank-%d adapters (zero-padded, same outputs)",
                      VLLM_LORA_RANKS, max_rank, rank)
+        self.can_sleep = sleep_mode_available()
         self.engine = vllm.LLM(model=model_path, enable_lora=True, max_loras=max_loras, max_lora_rank=max_rank,
                                gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,
-                               enable_sleep_mode=True)
+                               enable_sleep_mode=self.can_sleep, dtype=dtype, **cpu_kv_cache())
         self.requests: dict[str, object] = {}
         self.stale: set[str] = set(trainer_backend.adapters)
+        self.retired: list[int] = []  # LoRA ids replaced or removed, to drop from the engine before loading new ones
         self._next_id = 1
         self.asleep = False
 
@@ -111,6 +149,7 @@ class VllmBackend:
         old = self.requests.pop(name, None)
         if old is not None:
             shutil.rmtree(old.lora_path, ignore_errors=True)
+            self.retired.append(old.lora_int_id)
         self.stale.discard(name)
 
     def train_step(self, batches: dict[str, list[TrainSample]], *args, **kwargs) -> dict[str, dict]:
@@ -143,16 +182,26 @@ class VllmBackend:
         self.trainer.load_optimizer_state(name, state)
 
     def _sync(self) -> None:
-        """Write changed adapters as PEFT dirs under new LoRA ids (vLLM caches adapters by id)."""
+        """Write changed adapters as PEFT dirs under new LoRA ids (vLLM caches adapters by id), after dropping
+        the ids they replace from the engine (their slots are then the lowest free ones, see the module doc)."""
+        for name in sorted(self.stale):
+            old = self.requests.get(name)
+            if old is not None:
+                self.retired.append(old.lora_int_id)
+                shutil.rmtree(old.lora_path, ignore_errors=True)
+        for lora_id in self.retired:
+            self.engine.llm_engine.remove_lora(lora_id)
+        self.retired.clear()
         for name in sorted(self.stale):
             path = self.sync_dir / f"{name}-{self._next_id}"
             self.trainer.save_adapter(name, path)
-            old = self.requests.get(name)
             self.requests[name] = self._LoRARequest(name, self._next_id, str(path))
             self._next_id += 1
-            if old is not None:
-                shutil.rmtree(old.lora_path, ignore_errors=True)
         self.stale.clear()
+        if len(self.requests) >= self.max_loras:
+            raise ValueError(f"{len(self.requests)} adapters on a vLLM engine with max_loras={self.max_loras}: a row "
+                             "without an adapter would be served with one (vLLM's CPU LoRA path, vllm PR 48421); "
+                             "build it with max_loras >= adapters + 1 (model.slots)")
 
     def generate(self, prompts, adapters, max_new_tokens, temperature=1.0, top_p=1.0, seed=None, stop=(), batch_size=None,
                  seeds=None):
@@ -190,9 +239,15 @@ class VllmBackend:
             out[i] = Generation(prompts[i], o.outputs[0].text, list(ids[i]), list(o.outputs[0].token_ids))
         return out
 
+    def close(self) -> None:
+        """Stop the engine's processes now (else vLLM stops them at interpreter exit, after pytest or a caller
+        may have closed the streams its shutdown logs to)."""
+        self.engine.llm_engine.engine_core.shutdown()
+
     def sleep(self) -> None:
-        """Free vLLM's GPU memory (level 1: weights to CPU RAM, KV cache dropped) while torch works on the GPU."""
-        if not self.asleep:
+        """Free vLLM's GPU memory (level 1: weights to CPU RAM, KV cache dropped) while torch works on the GPU
+        (only where vLLM has sleep mode: on CPU the engine stays up, nothing to free)."""
+        if self.can_sleep and not self.asleep:
             self.engine.sleep(level=1)
             self.asleep = True
 
