@@ -89,3 +89,56 @@ def tiny_backend(tiny_model):
     yield backend
     if backend.model is not None:  # unwrap so the next test gets a clean base
         backend.model.unload()
+
+
+# ====================================================================== parallel workers (pytest-xdist)
+# `make test` runs `-n 2 --dist loadgroup`. The unit of work a worker gets is a test file, so a module-scoped
+# fixture (a trained store, a sandbox pool, a local Ray) is built once, except:
+# - every test that starts Ray is one unit: a bare ray.init() joins the newest cluster on the machine
+#   (/tmp/ray), so two workers' Ray tests must never overlap;
+# - the tests of SPLIT files (long, independent, no module-scoped fixture) go one by one, to either worker.
+# (xdist's own loadgroup reads xdist_group marks by renaming node ids, which pytest 9 no longer allows: the
+# units are made here, from the node ids, by pytest_xdist_make_scheduler.)
+RAY_TESTS = ("tests/platform/test_ray.py", "tests/platform/test_ray_jobs.py", "tests/platform/test_data_parallel.py",
+             "tests/training/test_periodic_eval.py::test_members_on_ray_workers_are_scored_as_on_the_local_path")
+SPLIT = ("tests/training/test_training_loop.py", "tests/training/test_run_lifecycle.py", "tests/ui/test_ui_jobs.py",
+         "tests/training/test_sweep.py", "tests/training/test_periodic_eval.py", "tests/platform/test_concurrent_writers.py",
+         "tests/evaluation/test_eval_code.py")
+# The longest files (the --durations profile) first, so that no long one starts last while the other worker idles.
+LONGEST_FIRST = ("tests/ui/test_ui_browser.py", "tests/platform/test_ray_jobs.py", "tests/evaluation/test_eval_cli.py",
+                 "tests/ui/test_ui_eval_curves_browser.py", "tests/ui/test_ui_pages.py", "tests/training/test_sweep.py",
+                 "tests/platform/test_data_parallel.py", "tests/training/test_periodic_eval.py", "tests/ui/test_ui_jobs.py",
+                 "tests/training/test_training_loop.py", "tests/ui/test_ui_scale.py", "tests/platform/test_ray.py",
+                 "tests/training/test_run_lifecycle.py", "tests/platform/test_concurrent_writers.py")
+
+
+def work_unit(nodeid: str) -> str:
+    """The unit of work ``nodeid`` belongs to (tests of one unit run in order on one worker).
+
+    >>> work_unit("tests/platform/test_ray.py::test_x"), work_unit("tests/ui/test_ui_jobs.py::test_y")
+    ('ray', 'tests/ui/test_ui_jobs.py::test_y')
+    >>> work_unit("tests/ui/test_ui_pages.py::test_z[runs]")
+    'tests/ui/test_ui_pages.py'
+    """
+    if nodeid.startswith(RAY_TESTS):
+        return "ray"
+    path = nodeid.split("::")[0]
+    return nodeid if path in SPLIT else path
+
+
+def pytest_xdist_make_scheduler(config, log):
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling  # only with xdist, which calls this hook
+
+    class Units(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    return Units(config, log)
+
+
+def pytest_collection_modifyitems(config, items):
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # only where workers share the load; a plain run keeps file order
+        rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
+        items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
