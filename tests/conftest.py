@@ -126,6 +126,7 @@ def work_unit(nodeid: str) -> str:
     return nodeid if path in SPLIT else path
 
 
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: unknown (and fine) without xdist
 def pytest_xdist_make_scheduler(config, log):
     if config.getvalue("dist") != "loadgroup":
         return None
