@@ -31,7 +31,7 @@ TEST_WORKERS ?= 2
 
 test: venv
 	bash scripts/install-browser.sh   # Debian chromium + chromium-driver for the UI's browser test
-	$(BIN)/python -m pytest -q --timeout=1200 -n $(TEST_WORKERS) --dist loadgroup   # pyproject testpaths: tests/ and the doctests in populora/
+	$(BIN)/python -m pytest -q --timeout=1200 -n $(TEST_WORKERS) --dist loadgroup --durations=25   # pyproject testpaths: tests/ and the doctests in populora/
 
 ui: venv
 	$(BIN)/populora ui
