@@ -103,9 +103,10 @@ RAY_TESTS = ("tests/platform/test_ray.py", "tests/platform/test_ray_jobs.py", "t
              "tests/training/test_periodic_eval.py::test_members_on_ray_workers_are_scored_as_on_the_local_path")
 SPLIT = ("tests/training/test_training_loop.py", "tests/training/test_run_lifecycle.py", "tests/ui/test_ui_jobs.py",
          "tests/training/test_sweep.py", "tests/training/test_periodic_eval.py", "tests/platform/test_concurrent_writers.py",
-         "tests/evaluation/test_eval_code.py")
+         "tests/evaluation/test_eval_code.py", "tests/evaluation/test_eval_fetch_report.py", "tests/evaluation/test_eval_data.py")
 # The longest files (the --durations profile) first, so that no long one starts last while the other worker idles.
 LONGEST_FIRST = ("tests/ui/test_ui_browser.py", "tests/platform/test_ray_jobs.py", "tests/evaluation/test_eval_cli.py",
+                 "tests/evaluation/test_eval_fetch_report.py", "tests/training/test_embedded_model.py",
                  "tests/ui/test_ui_eval_curves_browser.py", "tests/ui/test_ui_pages.py", "tests/training/test_sweep.py",
                  "tests/platform/test_data_parallel.py", "tests/training/test_periodic_eval.py", "tests/ui/test_ui_jobs.py",
                  "tests/training/test_training_loop.py", "tests/ui/test_ui_scale.py", "tests/platform/test_ray.py",
