@@ -39,9 +39,10 @@ def populora_cmd(*args: str) -> list[str]:
 # there until the test signals or kills it: a stop "mid-run" is then an event the test waits for, not a race
 # between its poll and a 0.6 s step (the run could otherwise end before the signal).
 _PAUSED_TRAIN = """
-import sys, time
+import signal, sys, time
 from pathlib import Path
 import populora.cli
+signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C as in a terminal, even if started in the background
 from populora.training.loop import Trainer
 method, at, marker = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3])
 original = getattr(Trainer, method)
