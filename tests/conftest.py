@@ -35,6 +35,44 @@ def populora_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "populora.cli", *args]
 
 
+# `populora train` whose trainer, once ``Trainer.<method>`` has returned at step N, writes a marker file and waits
+# there until the test signals or kills it: a stop "mid-run" is then an event the test waits for, not a race
+# between its poll and a 0.6 s step (the run could otherwise end before the signal).
+_PAUSED_TRAIN = """
+import signal, sys, time
+from pathlib import Path
+import populora.cli
+signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C as in a terminal, even if started in the background
+from populora.training.loop import Trainer
+method, at, marker = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3])
+original = getattr(Trainer, method)
+def paused(self, *args, **kwargs):
+    out = original(self, *args, **kwargs)
+    if self.step_index == at and not marker.exists():
+        marker.write_text(str(at))
+        time.sleep(3600)  # until the test's SIGINT / SIGTERM / SIGKILL
+    return out
+setattr(Trainer, method, paused)
+sys.exit(populora.cli.main(sys.argv[4:]))
+"""
+
+
+def paused_train_cmd(marker: Path, step: int, *args: str, after: str = "step") -> list[str]:
+    """``populora train ARGS`` that pauses after ``Trainer.<after>`` returns at ``step`` (``"step"``: the step is
+    done, checkpointed and in MLflow; ``"save_checkpoint"``: on disk only), once ``marker`` is written."""
+    return [sys.executable, "-c", _PAUSED_TRAIN, after, str(step), str(marker), "train", *args]
+
+
+def wait_for_marker(marker: Path, proc, timeout: float = 600) -> None:
+    """Wait until the paused trainer wrote ``marker``; fail with its output at once if it ended instead."""
+    def reached():
+        if proc.poll() is not None:
+            raise AssertionError(f"the trainer ended (exit {proc.returncode}) before pausing:\n{(proc.communicate()[0] or '')[-3000:]}")
+        return marker.exists()
+
+    wait_for(reached, timeout, f"the trainer to pause ({marker.name})", interval=0.2)
+
+
 @pytest.fixture(scope="session")
 def tiny_model():
     """A tiny randomly initialised model with the embedded model's tokenizer (loaded once per session)."""
@@ -52,3 +90,58 @@ def tiny_backend(tiny_model):
     yield backend
     if backend.model is not None:  # unwrap so the next test gets a clean base
         backend.model.unload()
+
+
+# ====================================================================== parallel workers (pytest-xdist)
+# `make test` runs `-n 2 --dist loadgroup`. The unit of work a worker gets is a test file, so a module-scoped
+# fixture (a trained store, a sandbox pool, a local Ray) is built once, except:
+# - every test that starts Ray is one unit: a bare ray.init() joins the newest cluster on the machine
+#   (/tmp/ray), so two workers' Ray tests must never overlap;
+# - the tests of SPLIT files (long, independent, no module-scoped fixture) go one by one, to either worker.
+# (xdist's own loadgroup reads xdist_group marks by renaming node ids, which pytest 9 no longer allows: the
+# units are made here, from the node ids, by pytest_xdist_make_scheduler.)
+RAY_TESTS = ("tests/platform/test_ray.py", "tests/platform/test_ray_jobs.py", "tests/platform/test_data_parallel.py",
+             "tests/training/test_periodic_eval.py::test_members_on_ray_workers_are_scored_as_on_the_local_path")
+SPLIT = ("tests/training/test_training_loop.py", "tests/training/test_run_lifecycle.py", "tests/ui/test_ui_jobs.py",
+         "tests/training/test_sweep.py", "tests/training/test_periodic_eval.py", "tests/platform/test_concurrent_writers.py",
+         "tests/evaluation/test_eval_code.py", "tests/evaluation/test_eval_fetch_report.py", "tests/evaluation/test_eval_data.py")
+# The longest files (the --durations profile) first, so that no long one starts last while the other worker idles.
+LONGEST_FIRST = ("tests/ui/test_ui_browser.py", "tests/platform/test_ray_jobs.py", "tests/evaluation/test_eval_cli.py",
+                 "tests/evaluation/test_eval_fetch_report.py", "tests/training/test_embedded_model.py",
+                 "tests/ui/test_ui_eval_curves_browser.py", "tests/ui/test_ui_pages.py", "tests/training/test_sweep.py",
+                 "tests/platform/test_data_parallel.py", "tests/training/test_periodic_eval.py", "tests/ui/test_ui_jobs.py",
+                 "tests/training/test_training_loop.py", "tests/ui/test_ui_scale.py", "tests/platform/test_ray.py",
+                 "tests/training/test_run_lifecycle.py", "tests/platform/test_concurrent_writers.py")
+
+
+def work_unit(nodeid: str) -> str:
+    """The unit of work ``nodeid`` belongs to (tests of one unit run in order on one worker).
+
+    >>> work_unit("tests/platform/test_ray.py::test_x"), work_unit("tests/ui/test_ui_jobs.py::test_y")
+    ('ray', 'tests/ui/test_ui_jobs.py::test_y')
+    >>> work_unit("tests/ui/test_ui_pages.py::test_z[runs]")
+    'tests/ui/test_ui_pages.py'
+    """
+    if nodeid.startswith(RAY_TESTS):
+        return "ray"
+    path = nodeid.split("::")[0]
+    return nodeid if path in SPLIT else path
+
+
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: unknown (and fine) without xdist
+def pytest_xdist_make_scheduler(config, log):
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling  # only with xdist, which calls this hook
+
+    class Units(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    return Units(config, log)
+
+
+def pytest_collection_modifyitems(config, items):
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # only where workers share the load; a plain run keeps file order
+        rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
+        items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))

@@ -6,11 +6,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import torch
+
+from conftest import wait_for
 
 from populora.evaluation import benchmarks as B
 from populora.evaluation.cli import eval_main, report_main
@@ -134,15 +135,36 @@ def test_finished_pairs_are_not_redone(runs, capsys, monkeypatch):
     assert all(p.stat().st_mtime_ns == t for p, t in before.items())
 
 
+# ``populora.evaluation.cli eval ...`` whose runner holds after storing its first pair (a marker file says so) and
+# holds every later pair before it is stored, until the test kills it
+HOLD_AFTER_FIRST_PAIR = """
+import sys, threading, time
+from pathlib import Path
+from populora.evaluation import cli, runner
+marker, held, store = Path(sys.argv[1]), threading.Lock(), runner.Runner._store
+def first_then_hold(self, *args, **kwargs):
+    held.acquire()  # never released: a later pair (another thread's too) waits here
+    out = store(self, *args, **kwargs)
+    marker.write_text("stored")
+    time.sleep(3600)
+    return out
+runner.Runner._store = first_then_hold
+sys.exit(cli.COMMANDS[sys.argv[2]](sys.argv[3:]))
+"""
+
+
 def test_killed_evaluation_resumes(runs, tmp_path):
     tracker, pop, _, _ = runs
     out = tmp_path / "eval"
     cmd = [sys.executable, "-m", "populora.evaluation.cli", "eval", "--run", pop, "--members", "T0", "--no-base",
            "--out", str(out), *FAST]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    deadline = time.time() + 120
-    while time.time() < deadline and not list(out.glob("pairs/*/*.json")):
-        time.sleep(0.2)
+    # the same evaluation, held once its first pair is stored (every later pair waits): killed there, mid-evaluation,
+    # at an event rather than a race between the poll and the remaining pairs
+    marker = tmp_path / "first_pair_stored"
+    held = [sys.executable, "-c", HOLD_AFTER_FIRST_PAIR, str(marker), *cmd[3:]]
+    proc = subprocess.Popen(held, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    wait_for(lambda: marker.exists() or proc.poll() is not None, 300, "a first stored pair")
+    assert proc.poll() is None, proc.communicate()[1][-2000:]
     os.killpg(proc.pid, signal.SIGKILL)  # killed mid-evaluation
     proc.wait()
     first = {p: p.stat().st_mtime_ns for p in out.glob("pairs/*/*.json")}

@@ -21,7 +21,9 @@ from populora.platform import jobs, ray_jobs, runlayout  # noqa: E402
 
 pytestmark = pytest.mark.timeout(900)
 
-TINY = {"name": "ray-job", "steps": 50, "model": {"tiny_random": True, "lora_rank": 4},
+# 1000 steps: many minutes, so the run is still going when the test stops it after its first step (50 steps could
+# all finish between two polls on a fast machine)
+TINY = {"name": "ray-job", "steps": 1000, "model": {"tiny_random": True, "lora_rank": 4},
         "tasks": {"max_new_tokens_propose": 24, "max_new_tokens_solve": 8, "tasks_per_teacher": 2},
         "population": {"teachers": 1, "students": 1},
         "ray": {"address": "auto", "cpus_per_model_worker": 0.5, "cpus_per_sandbox_worker": 0.5, "sandbox_workers": 1}}

@@ -11,6 +11,7 @@ import threading
 import time
 
 import pytest
+from conftest import wait_for
 
 from populora.platform.sandbox import ExecRequest, ExecResult, Sandbox, SandboxUnavailable, get_sandbox
 
@@ -360,7 +361,7 @@ def test_fallback_without_seccomp_warns_once_and_still_contains(monkeypatch, tmp
         r = s.run("import os, time\nfor _ in range(100):\n    try:\n        if os.fork() == 0:\n"
                   "            os.setsid(); time.sleep(30)\n    except OSError:\n        break\nprint('forked')")
         assert "forked" in r.stdout
-        time.sleep(0.1)
+        wait_for(lambda: leftovers(s) == [], 60, "the forked processes to be killed")  # SIGKILL is asynchronous
         assert leftovers(s) == []
         secret = tmp_path / "secret.txt"
         secret.write_text("TOPSECRET")

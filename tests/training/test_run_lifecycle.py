@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import populora_cmd, wait_for
+from conftest import paused_train_cmd, populora_cmd, wait_for, wait_for_marker
 
 from populora.platform import runlayout as rl
 
@@ -96,12 +96,14 @@ def test_ctrl_c_mid_run_says_how_to_resume_and_exits_130(mlflow_store, tmp_path)
     job_dir = tmp_path / "job"
     job_dir.mkdir()
     env = {**os.environ, rl.ENV_JOB_DIR: str(job_dir), rl.ENV_JOB_ID: "j1"}
-    proc = subprocess.Popen(populora_cmd("train", "--set", "steps=30", "--set", "checkpoint.every=1", *TINY, "--quiet"),
+    marker = tmp_path / "after_step_1"  # the trainer waits after step 1 until the SIGINT (no race with the run's end)
+    proc = subprocess.Popen(paused_train_cmd(marker, 1, "--set", "steps=30", "--set", "checkpoint.every=1", *TINY, "--quiet"),
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        run_id = wait_for(lambda: rl.read_run_id(job_dir), 300, "the trainer to create its run")
+        wait_for_marker(marker, proc)
+        run_id = rl.read_run_id(job_dir)
         client = MlflowClient(mlflow_store)
-        wait_for(lambda: client.get_run(run_id).data.tags.get(rl.PROGRESS, "0/30") != "0/30", 300, "a first logged step")
+        assert client.get_run(run_id).data.tags.get(rl.PROGRESS) == "1/30"  # a first logged step
         proc.send_signal(signal.SIGINT)
         out, _ = proc.communicate(timeout=120)
     finally:

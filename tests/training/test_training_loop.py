@@ -6,12 +6,11 @@ import json
 import os
 import signal
 import subprocess
-import time
 from collections import Counter
 from pathlib import Path
 
 
-from conftest import populora_cmd
+from conftest import paused_train_cmd, populora_cmd, wait_for_marker
 
 from populora.platform import runlayout as rl
 
@@ -115,18 +114,18 @@ def test_bad_config_fails_fast_naming_the_field(mlflow_store):
 
 
 def test_kill_9_then_resume_loses_and_duplicates_no_step(mlflow_store, tmp_path):
-    cmd = populora_cmd("train", "--set", "steps=5", "--set", "evolution.every=2", *TINY, "--quiet")
+    # the trainer waits once the third checkpoint is on disk (before its MLflow flush): kill -9 mid-run there
+    marker = tmp_path / "after_checkpoint_3"
+    cmd = paused_train_cmd(marker, 3, "--set", "steps=5", "--set", "evolution.every=2", *TINY, "--quiet", after="save_checkpoint")
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    run_id = None
-    deadline = time.time() + 300
-    while time.time() < deadline:  # wait for the third checkpoint, then kill -9 mid-run
-        ckpts = list(tmp_path.glob("runs/*/checkpoints/step_000003"))
-        if ckpts:
-            run_id = ckpts[0].parents[1].name
-            break
-        assert proc.poll() is None, proc.stdout.read()[-3000:]
-        time.sleep(0.2)
-    assert run_id, "no checkpoint appeared"
+    try:
+        wait_for_marker(marker, proc)
+    except BaseException:
+        proc.kill()
+        raise
+    ckpts = list(tmp_path.glob("runs/*/checkpoints/step_000003"))
+    assert ckpts, "no checkpoint appeared"
+    run_id = ckpts[0].parents[1].name
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     assert _client(mlflow_store).get_run(run_id).info.status == "RUNNING"  # killed, never closed

@@ -126,18 +126,19 @@ def _launch(driver, url: str, shots: Path, name_text: str = "browser-e2e", overr
 
 
 def _stop_a_run(browser, server, shots: Path) -> None:
-    """Launch a 30-step run, press its Stop button once a step is logged: the job ends stopped, its log ends with
-    how to resume and holds no traceback, and MLflow has the run KILLED."""
+    """Launch a 1000-step run, press its Stop button once a step is logged: the job ends stopped, its log ends with
+    how to resume and holds no traceback, and MLflow has the run KILLED. (1000 tiny steps take many minutes, far
+    beyond this test's waits: the run cannot end before the Stop, as a 30-step one could on a fast machine.)"""
     from mlflow import MlflowClient
     from selenium.webdriver.common.by import By
 
     from populora.platform import jobs
 
     url = server["url"]
-    _launch(browser, url, shots, "browser-stop", TINY.replace("steps=3", "steps=30"))
+    _launch(browser, url, shots, "browser-stop", TINY.replace("steps=3", "steps=1000"))
     job = _wait_for(browser, lambda: next((j for j in jobs.list_jobs(server["dir"] / "jobs") if j.name == "browser-stop"), None),
                     10, "the second job on disk")
-    _wait_for(browser, lambda: "step 1/30" in job.log_tail(), 240, "a first step in the job log")
+    _wait_for(browser, lambda: "step 1/1000" in job.log_tail(), 240, "a first step in the job log")
     _wait_for(browser, lambda: browser.find_elements(By.XPATH, "//button[.//p[normalize-space()='Stop']]"), 30, "the Stop button")
     button = browser.find_element(By.XPATH, "//button[.//p[normalize-space()='Stop']]")
     browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", button)

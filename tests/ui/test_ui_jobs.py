@@ -24,7 +24,7 @@ def own_queue(tmp_path, monkeypatch):
     return tmp_path / "queue"
 
 
-def _wait(job, statuses, timeout=15.0):
+def _wait(job, statuses, timeout=120.0):  # a bound for a loaded machine, not a timing: returns at the event
     deadline = time.time() + timeout
     while time.time() < deadline and job.status not in statuses:
         time.sleep(0.1)
@@ -43,7 +43,7 @@ def test_job_runs_survives_on_disk_and_reports_exit(tmp_path):
 
 def test_stop_interrupts_the_process_group_and_reads_the_run_id_the_job_wrote(tmp_path):
     job = jobs.start([sys.executable, "-c", SLEEPER], root=tmp_path)
-    deadline = time.time() + 15
+    deadline = time.time() + 120
     while job.run_id is None and time.time() < deadline:
         time.sleep(0.1)
     assert job.run_id == "0123456789abcdef0123456789abcdef" and job.status == "running"
@@ -245,15 +245,18 @@ def test_the_queue_runs_a_training_then_an_evaluation_with_one_slot(tmp_path, mo
     if not (benchmarks.data_dir() / benchmarks.CHECKSUMS).is_file():
         pytest.skip("no benchmark data")
     monkeypatch.setenv("POPULORA_MAX_PARALLEL_JOBS", "1")
-    ended = tmp_path / "train_ended"
-    train = jobs.start([sys.executable, "-c", f"import time; time.sleep(3); open({str(ended)!r}, 'w').write('x')"],
-                       name="train", root=tmp_path / "jobs", slots=jobs.max_parallel())
+    ended, go = tmp_path / "train_ended", tmp_path / "train_may_end"
+    # the stand-in training holds its slot until the test has seen the evaluation queued behind it (a file, not
+    # a 3 s sleep the evaluation's launch could outlast on a loaded machine)
+    hold = f"import os, time\nwhile not os.path.exists({str(go)!r}):\n    time.sleep(0.1)\nopen({str(ended)!r}, 'w').write('x')"
+    train = jobs.start([sys.executable, "-c", hold], name="train", root=tmp_path / "jobs", slots=jobs.max_parallel())
     assert _wait(train, ("running",)) == "running"
     out = tmp_path / "eval_out"
     ev = jobs.launch_eval(f"base_only: true\nmodel: {{tiny_random: true}}\nbenchmarks: gsm8k\nlimit: 1\n"
                           f"generation: {{max_new_tokens: 4}}\nout: {out}\n", name="eval", root=tmp_path / "jobs")
     assert ev.kind == "eval" and ev.argv[2:5] == ["populora.cli", "eval", "--config"]
     assert _wait(ev, ("queued",)) == "queued" and queue.position(ev) == 1
+    go.write_text("x")
     assert _wait(ev, ("finished", "failed"), timeout=300) == "finished", ev.log_tail()
     assert (out / "results.json").stat().st_mtime > ended.stat().st_mtime and train.status == "finished"
     assert "gsm8k" in (out / "results.json").read_text()
