@@ -241,10 +241,19 @@ def _bench(argv: list[str]) -> int:
     figures = {}
     for name in ([b for b in BENCHES if b != "eval"] if args.which == "all" else [args.which]):
         figures[name] = _run_bench(name, args.tiny)
-        print(f"bench {name}: " + ", ".join(f"{k}={v:.4g}" for k, v in figures[name].items()), flush=True)
+        print(f"bench {name}: " + ", ".join(_figure(k, v) for k, v in figures[name].items()), flush=True)
     if args.json:
         print(json.dumps(figures[args.which] if args.which != "all" else figures))
     return 0
+
+
+def _figure(key: str, value) -> str:
+    """>>> _figure("operators", {"clone": 0.01234})
+    'operators={clone=0.01234}'
+    """
+    if isinstance(value, dict):
+        return f"{key}={{" + ", ".join(_figure(k, v) for k, v in value.items()) + "}"
+    return f"{key}={value:.4g}"
 
 
 def _run_bench(name: str, tiny: bool) -> dict:
@@ -255,7 +264,7 @@ def _run_bench(name: str, tiny: bool) -> dict:
     if name == "step":
         return bench.bench_step(tiny=tiny)
     if name == "evolve":
-        return bench.bench_evolve()
+        return bench.bench_evolve(tiny=tiny)
     if name == "threads":
         from populora.platform.threads import bench_wait_policy
 

@@ -194,7 +194,7 @@ class EvolutionConfig(Section):
     crossover_prob: float = Field(0.5, ge=0, le=1, description="Probability a child is a crossover (else a mutation)")
     operators: OperatorMix = Field(default_factory=OperatorMix, description="The operator mix: evolution.operators.mutations / .crossovers, name -> weight")
     strength: dict[str, float] = Field(default_factory=dict, description="Operator name -> strength, replacing its default "
-                                       "(gaussian 0.05, svd_noise 0.03, layer_gaussian 0.07, mask 0.0625, neftune 0.07, dare 0.1, extrapolate 0.5)")
+                                       "(gaussian 0.05, svd_noise 0.06, layer_gaussian 0.1, mask 0.0625, neftune 0.09, dare 0.1, extrapolate 0.5; docs/evolution.md)")
     selection: Literal["truncation", "tournament", "fuss"] = Field("truncation", description="How a parent is drawn from the members "
                                                                    "that survive the evolution: truncation (uniform among them), tournament "
                                                                    "(the fittest of tournament_size drawn), fuss (fitness-uniform: a fitness "

@@ -317,10 +317,10 @@ def fitness_shares(fitness: list[float], temperature: float = 1.0) -> list[float
 
 MUTATIONS: dict[str, Operator] = {op.name: op for op in (
     Operator("gaussian", "mutation", _m_gaussian, 0.05, "noise std / each tensor's RMS (M4)"),
-    Operator("svd_noise", "mutation", mutate_svd, 0.03, "log-normal std of singular values and rotation angle (M1)"),
-    Operator("layer_gaussian", "mutation", mutate_layers, 0.07, "noise std / RMS on half the modules (M2)"),
+    Operator("svd_noise", "mutation", mutate_svd, 0.06, "log-normal std of singular values and rotation angle (M1)"),
+    Operator("layer_gaussian", "mutation", mutate_layers, 0.10, "noise std / RMS on half the modules (M2)"),
     Operator("mask", "mutation", mask_components, 0.0625, "fraction rho of singular components zeroed (M3)"),
-    Operator("neftune", "mutation", mutate_down, 0.07, "uniform noise std / RMS on A only (M5)"),
+    Operator("neftune", "mutation", mutate_down, 0.09, "uniform noise std / RMS on A only (M5)"),
     Operator("clone", "mutation", clone, 0.0, "none: a copy"),
 )}
 CROSSOVERS: dict[str, Operator] = {op.name: op for op in (
