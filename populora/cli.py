@@ -248,7 +248,9 @@ def _bench(argv: list[str]) -> int:
 
 
 def _figure(key: str, value) -> str:
-    """>>> _figure("operators", {"clone": 0.01234})
+    """One bench figure as text, a dict of figures in braces.
+
+    >>> _figure("operators", {"clone": 0.01234})
     'operators={clone=0.01234}'
     """
     if isinstance(value, dict):

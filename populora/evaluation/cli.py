@@ -199,6 +199,7 @@ def report_main(argv: list[str]) -> int:
         from populora.platform.tracking import Tracker
 
         tracker = Tracker()
+        _print_operators(tracker, args.run)
         try:
             from populora.evaluation import results
             data = results.load(tracker, args.run, args.step)
@@ -227,6 +228,19 @@ def report_main(argv: list[str]) -> int:
     if args.as_json:
         print(json.dumps(stats))
     return 0
+
+
+def _print_operators(tracker, run_id: str) -> None:
+    """The run's per-operator evolution table (``operator_table``), before the evaluation report: it needs no
+    evaluation, so it is printed whether or not one exists."""
+    from populora.platform import operator_table
+
+    try:
+        ops = operator_table.section(tracker.client, run_id)
+    except Exception:  # noqa: BLE001 - an unknown run: the evaluation part below says so
+        return
+    if ops:
+        print(ops, flush=True)
 
 
 def _report_sweep(args) -> int:

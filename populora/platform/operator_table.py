@@ -20,7 +20,9 @@ STATS = ("children", "judged", "survival", "rating_change", "kl", "seconds")
 
 
 def key(operator: str, stat: str) -> str:
-    """>>> key("gaussian", "kl")
+    """The metric name of one operator's statistic.
+
+    >>> key("gaussian", "kl")
     'evolution/gaussian/kl'
     """
     return f"{PREFIX}{operator}/{stat}"
@@ -56,3 +58,13 @@ def text(table: list[dict]) -> str:
                      f"{_fmt(r['survival'], '.2f'):>8} {_fmt(r['rating_change'], '+.2f'):>13} "
                      f"{_fmt(r['kl'], '.2e'):>9} {_fmt(r['seconds'], '.3f'):>8}")
     return "\n".join(lines)
+
+
+def section(client, run_id: str) -> str:
+    """The per-operator table of a training run's parent (its latest metrics) under a heading, or "" when the run
+    logged none (no evolution yet, or a run from before per-operator statistics)."""
+    table = rows(client.get_run(run_id).data.metrics)
+    if not table:
+        return ""
+    return ("evolution operators (children made; judged = faced an evolution since birth; survival of its first; "
+            "rating change vs its parent's over its life; KL parent -> child on the probe prompts):\n" + text(table) + "\n")
