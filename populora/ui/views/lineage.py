@@ -93,9 +93,9 @@ def main() -> None:
                     "orange = teacher, blue = student, green = baseline (both roles); dashed grey = replaced; "
                     "edges name the operator")
     st.graphviz_chart(lineage_dot(nodes, selected, show_dead, href=f"?run={run_id}&member={{member}}"))
-    operators_panel((store.run_info(uri, run_id) or {}).get("metrics", {}))
     st.subheader(f"Member {selected}")
     member_panel(uri, run_id, next(n for n in nodes if n["id"] == selected), nodes, members)
+    operators_panel((store.run_info(uri, run_id) or {}).get("metrics", {}))
 
 
 main()
