@@ -108,4 +108,4 @@ def next_token_kl(forward_p: Forward, forward_q: Forward, head: Head, pad_token_
     logq = torch.log_softmax(head(forward_q(input_ids, attn)).float(), dim=-1)
     kl = (logp.exp() * (logp - logq)).sum(-1)                                                    # (B, T)
     mask = attn.to(kl.dtype)
-    return float((kl * mask).sum() / mask.sum())
+    return max(0.0, float((kl * mask).sum() / mask.sum()))  # KL >= 0: float32 rounding gives ~-1e-8 for twins
