@@ -245,16 +245,16 @@ def dare_drop(state: State, p: float, generator: torch.Generator) -> State:
     survivors scaled by 1 / (1 - p). The masks are independent, so E[B' A'] = B A: the delta is kept on average."""
     if p <= 0:
         return state
-    return {k: (t.float() * _keep_mask(t.shape, p, generator).to(t.device) / (1 - p)).to(t.dtype) for k, t in state.items()}
+    return {k: torch.where(_keep_mask(t.shape, p, generator).to(t.device), t * (1.0 / (1 - p)), 0.0).to(t.dtype)
+            for k, t in state.items()}
 
 
 def _keep_mask(shape, p: float, generator: torch.Generator) -> torch.Tensor:
     """Bernoulli(1 - p) keep mask, p rounded to a multiple of 1/65536: four 16-bit draws per int64 from the
-    generator, 4x fewer draws than torch.rand (half DARE's time at 7B shapes)."""
+    generator, 4x fewer draws than torch.rand (half DARE's time at 7B shapes), compared in place as int16."""
     n = math.prod(shape)
     words = torch.randint(-2**63, 2**63 - 1, (-(-n // 4),), generator=generator, dtype=torch.int64)
-    u16 = words.view(torch.int16)[:n].to(torch.int32) + 32768                    # uniform in [0, 65536)
-    return (u16 >= round(p * 65536)).reshape(shape)
+    return (words.view(torch.int16)[:n] >= round(p * 65536) - 32768).reshape(shape)
 
 
 # ---------------------------------------------------------------- the registry's common signatures
