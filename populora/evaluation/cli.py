@@ -14,7 +14,7 @@ from populora.evaluation import benchmarks
 from populora.evaluation.evaluate import MissingDependency, require_packages  # noqa: F401 - part of this module's API
 from populora.evaluation.generation import ensure_offline
 from populora.evaluation.targets import TargetError
-from populora.platform import runlayout
+from populora.platform import operator_table, runlayout
 from populora.platform.config import ConfigError
 
 
@@ -233,8 +233,6 @@ def report_main(argv: list[str]) -> int:
 def _print_operators(tracker, run_id: str) -> None:
     """The run's per-operator evolution table (``operator_table``), before the evaluation report: it needs no
     evaluation, so it is printed whether or not one exists."""
-    from populora.platform import operator_table
-
     try:
         ops = operator_table.section(tracker.client, run_id)
     except Exception:  # noqa: BLE001 - an unknown run: the evaluation part below says so
