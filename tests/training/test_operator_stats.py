@@ -123,3 +123,9 @@ def test_a_tiny_run_evolving_every_step_uses_many_operators_and_logs_their_stati
             assert table[op]["survival"] == pytest.approx(kept / len(judged))
     history = client.get_metric_history(parent.info.run_id, operator_table.key(born[0]["operator"], "children"))
     assert [m.step for m in history][0] == born[0]["step"]
+    # populora report --run prints the table (it needs no evaluation, which this run does not have)
+    report = subprocess.run(populora_cmd("report", "--run", parent.info.run_id), capture_output=True, text=True, timeout=300)
+    lines = {line.split()[0]: line for line in report.stdout.splitlines() if line.split() and line.split()[0] in FAMILY}
+    assert set(lines) == used and report.returncode != 0 and "no evaluation results" in report.stderr
+    for op in used:
+        assert lines[op].split()[1] == str(table[op]["children"])
