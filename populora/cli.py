@@ -237,10 +237,21 @@ def _bench(argv: list[str]) -> int:
     figures = {}
     for name in ([b for b in BENCHES if b not in ("eval", "vllm")] if args.which == "all" else [args.which]):
         figures[name] = _run_bench(name, args.tiny)
-        print(f"bench {name}: " + ", ".join(f"{k}={v:.4g}" for k, v in figures[name].items()), flush=True)
+        print(f"bench {name}: " + ", ".join(_figure(k, v) for k, v in figures[name].items()), flush=True)
     if args.json:
         print(json.dumps(figures[args.which] if args.which != "all" else figures))
     return 0
+
+
+def _figure(key: str, value) -> str:
+    """One bench figure as text, a dict of figures in braces.
+
+    >>> _figure("operators", {"clone": 0.01234})
+    'operators={clone=0.01234}'
+    """
+    if isinstance(value, dict):
+        return f"{key}={{" + ", ".join(_figure(k, v) for k, v in value.items()) + "}"
+    return f"{key}={value:.4g}"
 
 
 def _run_bench(name: str, tiny: bool) -> dict:
@@ -251,7 +262,7 @@ def _run_bench(name: str, tiny: bool) -> dict:
     if name == "step":
         return bench.bench_step(tiny=tiny)
     if name == "evolve":
-        return bench.bench_evolve()
+        return bench.bench_evolve(tiny=tiny)
     if name == "vllm":  # the real engine vs batched multi-LoRA (needs vLLM: on CPU, .venv-vllm/bin/populora)
         if tiny:
             raise SystemExit("populora bench vllm: --tiny is not supported (vLLM loads the embedded model's dir)")

@@ -14,7 +14,7 @@ from populora.evaluation import benchmarks, results, verdict
 from populora.evaluation.evaluate import MissingDependency, require_packages  # noqa: F401 - part of this module's API
 from populora.evaluation.generation import ensure_offline
 from populora.evaluation.targets import TargetError
-from populora.platform import runlayout
+from populora.platform import operator_table, runlayout
 from populora.platform.config import ConfigError
 from populora.platform.stopping import stop_code
 
@@ -198,6 +198,7 @@ def report_main(argv: list[str]) -> int:
         from populora.platform.tracking import Tracker
 
         tracker = Tracker()
+        _print_operators(tracker, args.run)
         try:
             data = results.load(tracker, args.run, args.step)
         except Exception as err:  # noqa: BLE001 - unknown run or not evaluated: say what to do
@@ -249,6 +250,17 @@ def _with_linked_baseline(tracker, run_id: str, step: int | None, data: dict) ->
     lines += [f"  {r['quantity']:32} {fmt(r['population']):>12} {fmt(r['baseline']):>12}  ratio "
               + ("-" if r["ratio"] is None else f"{r['ratio']:.2f}") for r in rows]
     return data, "\n".join(lines + ([f"WARNING: {warning}"] if warning else [])) + "\n"
+
+
+def _print_operators(tracker, run_id: str) -> None:
+    """The run's per-operator evolution table (``operator_table``), before the evaluation report: it needs no
+    evaluation, so it is printed whether or not one exists."""
+    try:
+        ops = operator_table.section(tracker.client, run_id)
+    except Exception:  # noqa: BLE001 - an unknown run: the evaluation part below says so
+        return
+    if ops:
+        print(ops, flush=True)
 
 
 def _report_sweep(args) -> int:

@@ -26,7 +26,8 @@ def summary(rows: list[dict]) -> list[str]:
     """The lines under the table: member runs still RUNNING, each role's peak rating, evolution's children.
 
     >>> rows = [{"member": "T0", "role": "teacher", "status": "FINISHED", "peak_mu": 26.5, "peak_step": 2, "operator": "init"},
-    ...         {"member": "S2", "role": "student", "status": "RUNNING", "peak_mu": 24.0, "peak_step": 3, "operator": "crossover"}]
+    ...         {"member": "S2", "role": "student", "status": "RUNNING", "peak_mu": 24.0, "peak_step": 3, "operator": "svd_fit",
+    ...          "parents": ["S0", "S1"]}]
     >>> print("\\n".join(summary(rows)))
     member runs still RUNNING: S2
     peak teacher rating: mu 26.50 (T0, step 2)
@@ -40,8 +41,8 @@ def summary(rows: list[dict]) -> list[str]:
         if rated:
             top = max(rated, key=lambda r: r["peak_mu"])
             out.append(f"peak {role} rating: mu {top['peak_mu']:.2f} ({top['member']}, step {top['peak_step']})")
-    ops = [r["operator"] for r in rows]
-    out.append(f"children: {ops.count('crossover')} crossover, {ops.count('mutation')} mutation")
+    parents = [len(r.get("parents") or []) for r in rows if r["operator"] != "init"]  # a crossover has 2+ parents
+    out.append(f"children: {sum(n >= 2 for n in parents)} crossover, {sum(n == 1 for n in parents)} mutation")
     return out
 
 

@@ -7,7 +7,8 @@ A training run is one parent run plus one child run per member (``mlflow.parentR
     parent tags      populora.kind (population | baseline), .status, .progress ("<done>/<steps>"), .run_dir,
                      .base_model, .baseline_run, .resumed_from, .job_id; after ``populora eval``: .eval_dir
     parent params    the flattened TrainConfig (``steps``, ``model.base``, ``population.teachers``, ...)
-    parent metrics   tasks/*, student/*, teacher/*, curriculum/*, rating/games, time/*, and ``progress/step``
+    parent metrics   tasks/*, student/*, teacher/*, curriculum/*, rating/games, time/*, evolution/<operator>/*
+                     (``operator_table``), and ``progress/step``
                      (the sentinel, written last for each step); ``eval_base/<benchmark>/<metric>``; with
                      in-training evaluation (tags .eval_every, .eval_subset): ``eval_population/<mean|weakest|
                      best>/<benchmark>/<metric>`` and ``compute/eval/*`` at each evaluated step
@@ -73,7 +74,7 @@ MEMBER_ID = "populora.member_id"
 ROLE = "populora.role"
 GENERATION = "populora.generation"
 PARENTS = "populora.parents"            # comma-separated member ids, "-" for none
-OPERATOR = "populora.operator"          # init | mutation | crossover
+OPERATOR = "populora.operator"          # init or the evolution operator's name (gaussian, svd_fit, ...; older runs: mutation | crossover)
 ALIVE = "populora.alive"                # "true" | "false"
 REPLACED_BY = "populora.replaced_by"
 REPLACED_AT = "populora.replaced_at"    # the step evolution replaced the member at

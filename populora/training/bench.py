@@ -15,7 +15,7 @@ from populora.platform.backends import LoraSpec, MultiLoraBackend, PeftBackend, 
 from populora.platform.backends.factory import vllm_max_loras
 from populora.platform.backends.vllm import VllmBackend
 from populora.platform.models import cached_source, load_base, resolve_source
-from populora.training import operators
+from populora.training import operators, probe
 
 
 def _best(fn, repeats: int) -> float:
@@ -140,15 +140,47 @@ def qwen7b_lora_state(rank: int = 16, seed: int = 0) -> dict:
     return state
 
 
-def bench_evolve(rank: int = 16, repeats: int = 3) -> dict:
-    a, b = qwen7b_lora_state(rank, 0), qwen7b_lora_state(rank, 1)
-    gen = torch.Generator().manual_seed(0)
-    out = {
-        "mutation_s": _best(lambda: operators.mutate(a, 0.05, gen), repeats),
-        "crossover_s": _best(lambda: operators.crossover_svd(a, b, 0.5), repeats),
-        "crossover_swap_s": _best(lambda: operators.crossover_swap(a, b, gen), repeats),
-        "adapter_params_millions": sum(t.numel() for t in a.values()) / 1e6,
-    }
+def bench_evolve(rank: int = 16, repeats: int = 3, tiny: bool = False) -> dict:
+    """Every operator's time at Qwen2.5-7B LoRA shapes (``operators``: name -> seconds, best of ``repeats``) and
+    its functional distance on the embedded model at its default strength (``distance``: name -> mean KL(parent
+    || child) on the probe prompts, over 3 children)."""
+    a, b, c = (qwen7b_lora_state(rank, s) for s in range(3))
+    times = {}
+    for name, op in operators.FAMILY.items():
+        parents = [a] if op.kind == "mutation" else [a, b, c] if name == "xes" else [a, b]
+        weights = None if op.kind == "mutation" else operators.fitness_shares([30.0, 25.0, 20.0][: len(parents)])
+        gen = torch.Generator().manual_seed(0)
+        times[name] = _best(lambda: operators.apply(name, parents, weights, gen), repeats)
+    del a, b, c
+    return {"operators": times, "distance": operator_distances(rank, tiny),
+            "mutation_s": times["gaussian"], "crossover_s": times["svd_fit"], "crossover_swap_s": times["component_swap"],
+            "adapter_params_millions": sum(t.numel() for t in qwen7b_lora_state(rank, 0).values()) / 1e6,
+            "torch_threads": torch.get_num_threads()}
+
+
+def operator_distances(rank: int = 16, tiny: bool = False, strengths: dict | None = None, children: int = 3) -> dict:
+    """Name -> mean KL(parent || child) on ``probe.PROBE_PROMPTS`` of the embedded model, each child made from
+    the same parent (and partners) by the operator at its default strength (or ``strengths[name]``). Parents:
+    every LoRA tensor N(0, 0.02^2), as the other benches' adapters (an adapter a few hundred steps in)."""
+    model, tok = _load(tiny)
+    backend = MultiLoraBackend(model, tok, LoraSpec(rank=rank), 5)
+    names = ["p0", "p1", "p2"]
+    for n in names + ["child"]:
+        backend.add_adapter(n)
+    _randomise(backend, names)
+    states = [backend.adapter_state(n) for n in names]
+    distance = probe.ProbeKL(backend)
+    out = {}
+    for name, op in operators.FAMILY.items():
+        parents = states[:1] if op.kind == "mutation" else states if name == "xes" else states[:2]
+        weights = None if op.kind == "mutation" else operators.fitness_shares([30.0, 25.0, 20.0][: len(parents)])
+        kls = []
+        for seed in range(children):
+            child = operators.apply(name, parents, weights, torch.Generator().manual_seed(seed), (strengths or {}).get(name))
+            backend.set_adapter_state("child", child)
+            kls.append(distance("p0", "child"))
+        out[name] = sum(kls) / len(kls)
+    backend.unwrap()
     return out
 
 

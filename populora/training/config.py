@@ -10,6 +10,7 @@ from pydantic import Field, field_validator, model_validator
 import populora
 from populora.platform import config as config_io
 from populora.platform.config import ModelSource, Section
+from populora.training import operators
 
 TaskKind = Literal["code_o", "code_i", "code_f"]
 
@@ -150,6 +151,43 @@ class OptimConfig(Section):
                              "with model.generation=vllm also vLLM's max_model_len (a longer prompt gets an empty completion)")
 
 
+def _mix_check(kind: str, mix: dict[str, float]) -> dict[str, float]:
+    """Operator names of ``kind`` with weights >= 0; a wrong name is refused naming the valid ones."""
+    valid, other = (operators.MUTATIONS, operators.CROSSOVERS) if kind == "mutation" else (operators.CROSSOVERS, operators.MUTATIONS)
+    for name, weight in mix.items():
+        if name in other:
+            raise ValueError(f"{name!r} is a {other[name].kind}, not a {kind}; move it to evolution.operators."
+                             f"{other[name].kind}s (valid {kind}s: {', '.join(valid)})")
+        if name not in valid:
+            raise ValueError(f"unknown {kind} operator {name!r}; valid: {', '.join(valid)}")
+        if not weight >= 0:
+            raise ValueError(f"{kind} operator {name!r} has weight {weight}; weights are >= 0 (0 = never used)")
+    if mix and sum(mix.values()) <= 0:
+        raise ValueError(f"every {kind} weight is 0; give at least one operator a positive weight")
+    return mix
+
+
+class OperatorMix(Section):
+    """Which operators make children, and how often: name -> weight, normalised within each kind. A child is a
+    crossover with probability ``evolution.crossover_prob`` (else a mutation), then its operator is drawn from
+    that kind's weights. The family and the defaults: docs/evolution.md."""
+
+    mutations: dict[str, float] = Field(default_factory=lambda: {n: 1.0 for n in operators.MUTATIONS},
+                                        description=f"Mutation name -> weight (default: all equal): {', '.join(operators.MUTATIONS)}")
+    crossovers: dict[str, float] = Field(default_factory=lambda: {n: 1.0 for n in operators.CROSSOVERS},
+                                         description=f"Crossover name -> weight (default: all equal): {', '.join(operators.CROSSOVERS)}")
+
+    @field_validator("mutations")
+    @classmethod
+    def _mutations(cls, v: dict[str, float]) -> dict[str, float]:
+        return _mix_check("mutation", v)
+
+    @field_validator("crossovers")
+    @classmethod
+    def _crossovers(cls, v: dict[str, float]) -> dict[str, float]:
+        return _mix_check("crossover", v)
+
+
 class EvolutionConfig(Section):
     every: int = Field(2, ge=0, description="Evolve every N steps (0 = never)")
     replace_fraction: float = Field(0.25, ge=0, le=1, description="Fraction of each role replaced per evolution (at least 1 when > 0)")
@@ -157,9 +195,49 @@ class EvolutionConfig(Section):
                                   "leaderboard score) ranks every child, whose sigma is widened, weakest at its first "
                                   "evolution: docs/evolution.md")
     crossover_prob: float = Field(0.5, ge=0, le=1, description="Probability a child is a crossover (else a mutation)")
-    crossover: Literal["svd", "swap"] = Field("svd", description="svd: best rank-r fit of the parents' weighted delta; swap: rank-component swap")
-    mutation_scale: float = Field(0.05, ge=0, description="Mutation noise std relative to each tensor's RMS")
+    operators: OperatorMix = Field(default_factory=OperatorMix, description="The operator mix: evolution.operators.mutations / .crossovers, name -> weight")
+    strength: dict[str, float] = Field(default_factory=dict, description="Operator name -> strength, replacing its default "
+                                       "(gaussian 0.05, svd_noise 0.06, layer_gaussian 0.1, mask 0.0625, neftune 0.09, dare 0.1, extrapolate 0.5; docs/evolution.md)")
+    selection: Literal["truncation", "tournament", "fuss"] = Field("truncation", description="How a parent is drawn from the members "
+                                                                   "that survive the evolution: truncation (uniform among them), tournament "
+                                                                   "(the fittest of tournament_size drawn), fuss (fitness-uniform: a fitness "
+                                                                   "drawn uniformly between the lowest and highest, the nearest member)")
+    tournament_size: int = Field(2, ge=2, le=64, description="selection: tournament: members drawn per tournament")
+    xes_parents: int = Field(4, ge=2, le=64, description="Most parents of an xes (fitness-weighted) crossover: the fittest survivors")
+    crossover: Literal["svd", "swap"] | None = Field(None, description="Deprecated (older configs): svd = only svd_fit, swap = only component_swap")
+    mutation_scale: float | None = Field(None, ge=0, description="Deprecated (older configs): the gaussian mutation's strength")
     sigma_widen: float = Field(1.5, ge=1, description="Child sigma = parents' sigma * this")
+
+    @field_validator("strength")
+    @classmethod
+    def _strength(cls, v: dict[str, float]) -> dict[str, float]:
+        for name, value in v.items():
+            if name not in operators.FAMILY:
+                raise ValueError(f"unknown operator {name!r}; valid: {', '.join(operators.FAMILY)}")
+            if not value >= 0:
+                raise ValueError(f"{name!r} has strength {value}; strengths are >= 0")
+        return v
+
+    @model_validator(mode="after")
+    def _usable(self) -> "EvolutionConfig":
+        if self.crossover_prob < 1 and not self.mix("mutation"):
+            raise ValueError("evolution.operators.mutations is empty, but crossover_prob < 1 asks for mutations; "
+                             f"name at least one of {', '.join(operators.MUTATIONS)}, or set crossover_prob: 1")
+        if self.crossover_prob > 0 and not self.mix("crossover"):
+            raise ValueError("evolution.operators.crossovers is empty, but crossover_prob > 0 asks for crossovers; "
+                             f"name at least one of {', '.join(operators.CROSSOVERS)}, or set crossover_prob: 0")
+        return self
+
+    def mix(self, kind: str) -> dict[str, float]:
+        """The weights of one kind's operators (the deprecated ``crossover`` field, when set, wins)."""
+        if kind == "crossover" and self.crossover is not None:
+            return {"svd_fit" if self.crossover == "svd" else "component_swap": 1.0}
+        return self.operators.mutations if kind == "mutation" else self.operators.crossovers
+
+    def strength_of(self, name: str) -> float:
+        if name == "gaussian" and self.mutation_scale is not None and name not in self.strength:
+            return self.mutation_scale
+        return self.strength.get(name, operators.FAMILY[name].strength)
 
 
 class CheckpointConfig(Section):

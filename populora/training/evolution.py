@@ -3,6 +3,8 @@ made in LoRA weight space (mutation or crossover), same rank, inheriting a widen
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import torch
 
@@ -12,11 +14,13 @@ from populora.training.member import Member, Population
 
 
 def evolve(population: Population, backend, lineage: Lineage, cfg, step: int, rng: np.random.Generator,
-           torch_gen: torch.Generator, archive) -> list[tuple[Member, Member]]:
+           torch_gen: torch.Generator, archive, distance=None) -> list[tuple[Member, Member]]:
     """Evolve teachers and students separately; return (dead, child) pairs. Each child starts with a fresh
     optimizer (its parents' Adam moments belong to other weights).
 
     A replaced member's adapter is saved to ``archive / <id>`` first: lineage and evaluation still need it.
+    ``distance(parent_id, child_id)``: the functional distance parent -> child (``probe.ProbeKL``), recorded in the
+    child's lineage event; None: not measured.
     """
     ec = cfg.evolution
     replaced = []
@@ -28,7 +32,7 @@ def evolve(population: Population, backend, lineage: Lineage, cfg, step: int, rn
         ranked = sorted(members, key=lambda m: m.conservative(ec.conservative_k), reverse=True)
         elite, weakest = ranked[: len(ranked) - n], ranked[len(ranked) - n:]
         for dead in weakest:
-            child, state = _make_child(population, backend, lineage, elite, members, dead, ec, step, rng, torch_gen)
+            child, state, event = _make_child(population, backend, lineage, elite, members, dead, ec, step, rng, torch_gen)
             # the dead member leaves before the child arrives: its slot is reused, so the batched multi-LoRA
             # backend never grows its stacked adapters and AdamW moments (2x at the first evolution otherwise)
             dead.adapter_dir = str(backend.save_adapter(dead.id, archive / dead.id))
@@ -36,6 +40,8 @@ def evolve(population: Population, backend, lineage: Lineage, cfg, step: int, rn
             backend.add_adapter(child.id)
             backend.set_adapter_state(child.id, state)
             backend.init_optimizer(child.id, cfg.optim.lr, cfg.optim.weight_decay)
+            if distance is not None:
+                event.details["kl"] = float(distance(child.parents[0], child.id))
             replaced.append((dead, child))
     return replaced
 
@@ -51,46 +57,81 @@ def replace_count(size: int, fraction: float) -> int:
     return min(size // 2, max(1, round(fraction * size))) if fraction > 0 else 0
 
 
-def pick_parents(elite: list[Member], members: list[Member], crossover: bool, rng: np.random.Generator) -> list[Member]:
-    """One parent from the elite; for a crossover a second one, from the rest of the elite when it has two or
-    more members, else from the whole role (the member being replaced included): in a role of two the elite is
-    one member, and crossover would otherwise never happen. ``crossover_weights`` keeps the stronger parent's
-    share the larger, so a weak partner adds variation without dragging the child down."""
-    first = elite[int(rng.integers(len(elite)))]
-    if not crossover:
+def select(candidates: list[Member], ec, rng: np.random.Generator) -> Member:
+    """One parent from ``candidates`` by ``evolution.selection``: truncation (uniform: the candidates are what
+    truncation kept), tournament (the fittest of ``tournament_size`` drawn without replacement) or FUSS
+    (fitness-uniform selection, Hutter 2002: a fitness drawn uniformly between the lowest and the highest, the
+    member nearest to it, so rare fitness levels are picked as often as crowded ones)."""
+    fit = [m.conservative(ec.conservative_k) for m in candidates]
+    if ec.selection == "tournament":
+        drawn = rng.choice(len(candidates), size=min(ec.tournament_size, len(candidates)), replace=False)
+        return candidates[max(drawn, key=lambda i: fit[i])]
+    if ec.selection == "fuss":
+        target = rng.uniform(min(fit), max(fit))
+        gaps = np.abs(np.array(fit) - target)
+        return candidates[int(rng.choice(np.flatnonzero(gaps == gaps.min())))]
+    return candidates[int(rng.integers(len(candidates)))]
+
+
+def pick_parents(elite: list[Member], members: list[Member], operator: str, ec, rng: np.random.Generator) -> list[Member]:
+    """One parent from the elite (the members this evolution keeps), drawn by ``select``; a crossover's partner
+    from the rest of the elite when it has two or more members, else from the whole role (the member being
+    replaced included): in a role of two the elite is one member, and crossover would otherwise never happen.
+    xes takes the first parent and the fittest others of that pool, up to ``xes_parents``. Parents are returned
+    fittest first: ``crossover_weights`` keeps the stronger parent's share the larger, and extrapolation goes
+    past the first."""
+    first = select(elite, ec, rng)
+    if operators.FAMILY[operator].kind == "mutation":
         return [first]
     partners = [m for m in (elite if len(elite) >= 2 else members) if m is not first]
-    return [first, partners[int(rng.integers(len(partners)))]]
+    if operator == "xes":
+        chosen = [first, *sorted(partners, key=lambda m: m.conservative(ec.conservative_k), reverse=True)[: ec.xes_parents - 1]]
+    else:
+        chosen = [first, select(partners, ec, rng)]
+    return sorted(chosen, key=lambda m: m.conservative(ec.conservative_k), reverse=True)
 
 
-def crossover_weights(a: Member, b: Member, k: float) -> tuple[float, float]:
-    """Shares of parents a and b in a crossover child: the softmax of their mu - k*sigma (``rating.fitness_weight``)."""
-    w = rating.fitness_weight(a, b, k)
-    return w, 1.0 - w
+def crossover_weights(parents: list[Member], operator: str, k: float) -> list[float]:
+    """Shares of the parents in a crossover child: for two, the softmax of their mu - k*sigma
+    (``rating.fitness_weight``); xes: the softmax of their z-scored mu - k*sigma (``operators.fitness_shares``)."""
+    if operator == "xes":
+        return operators.fitness_shares([p.conservative(k) for p in parents])
+    w = rating.fitness_weight(parents[0], parents[1], k)
+    return [w, 1.0 - w]
+
+
+def draw_operator(ec, can_cross: bool, rng: np.random.Generator) -> str:
+    """A crossover with probability ``crossover_prob`` (when the role has two members), else a mutation; the
+    operator by the kind's weights in ``evolution.operators``."""
+    mix = ec.mix("crossover" if can_cross and rng.random() < ec.crossover_prob else "mutation")
+    names, weights = list(mix), np.array(list(mix.values()), dtype=float)
+    return names[int(rng.choice(len(names), p=weights / weights.sum()))]
 
 
 def _make_child(population, backend, lineage, elite, members, dead, ec, step, rng, torch_gen):
-    """(child, its LoRA state): the child is in the population and lineage; its adapter is the caller's to add."""
-    use_crossover = len(members) >= 2 and rng.random() < ec.crossover_prob
-    parents = pick_parents(elite, members, use_crossover, rng)
+    """(child, its LoRA state, its lineage event): the child is in the population and lineage; its adapter is
+    the caller's to add."""
+    operator = draw_operator(ec, len(members) >= 2, rng)
+    parents = pick_parents(elite, members, operator, ec, rng)
     states = [backend.adapter_state(p.id) for p in parents]
-    weights = None
-    if use_crossover:
-        weights = crossover_weights(parents[0], parents[1], ec.conservative_k)
-        if ec.crossover == "svd":
-            state = operators.crossover_svd(states[0], states[1], weights[0])
-        else:
-            state = operators.crossover_swap(states[0], states[1], torch_gen, weights[0])
-        operator, details = "crossover", {"method": ec.crossover, "weight": weights[0]}
-    else:
-        state, operator, details = operators.mutate(states[0], ec.mutation_scale, torch_gen), "mutation", {"scale": ec.mutation_scale}
+    op = operators.FAMILY[operator]
+    weights = crossover_weights(parents, operator, ec.conservative_k) if op.kind == "crossover" else None
+    strength = ec.strength_of(operator)
+    t0 = time.perf_counter()
+    state = operators.apply(operator, states, weights, torch_gen, strength)
+    seconds = time.perf_counter() - t0
     mu, sigma = rating.inherit(parents, ec.sigma_widen, weights)
     child = Member(
         id=population.new_id(dead.role), role=dead.role, rank=dead.rank,
         generation=1 + max(p.generation for p in parents), parents=[p.id for p in parents],
         operator=operator, born_step=step, mu=mu, sigma=sigma,
     )
+    details = {"kind": op.kind, "strength": strength, "seconds": seconds, "mu_at_birth": mu,
+               "parent_mu_at_birth": parents[0].mu}
+    if weights is not None:
+        details.update(weights=weights, weight=weights[0])
     dead.alive = False
     population.add(child)
-    lineage.record(LineageEvent(child.id, child.parents, operator, step, child.generation, child.role, dead.id, details))
-    return child, state
+    event = LineageEvent(child.id, child.parents, operator, step, child.generation, child.role, dead.id, details)
+    lineage.record(event)
+    return child, state, event

@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 class LineageEvent:
     child: str
     parents: list[str]
-    operator: str          # init | mutation | crossover
+    operator: str          # init or the operator's name (operators.FAMILY; older runs: mutation | crossover)
     step: int
     generation: int
     role: str

@@ -15,7 +15,7 @@ import yaml
 from populora.platform import config as config_io
 from populora.platform import runlayout as rl
 from populora.platform.backends import BackendConfig, LoraSpec, RaySpec, make_backend
-from populora.training import checkpoint, curriculum, periodic_eval, run_log
+from populora.training import checkpoint, curriculum, operator_stats, periodic_eval, probe, run_log
 from populora.training.buffers import TaskBuffers, buffer_kinds
 from populora.training.config import TrainConfig
 from populora.training.evolution import evolve
@@ -53,6 +53,7 @@ class Trainer:
         self.seed_report = None  # what step-0 seeding did (a new run only)
         self.rng = np.random.default_rng(cfg.seed)
         self.torch_gen = torch.Generator().manual_seed(cfg.seed)
+        self.distance = probe.distance_for(self.backend)  # evolution's parent -> child KL (None: not measured)
 
     # ================================================================== the step
     def step(self) -> dict:
@@ -89,7 +90,9 @@ class Trainer:
                 scored = self.evaluation.run(self.backend, [m.id for m in self.population.alive()], s)
                 eval_s = time.perf_counter() - t
             with _timed(timings, "evolve"):
-                replaced = evolve(self.population, self.backend, self.lineage, cfg, s, self.rng, self.torch_gen, self.run_dir / "adapters")
+                replaced = evolve(self.population, self.backend, self.lineage, cfg, s, self.rng, self.torch_gen,
+                                  self.run_dir / "adapters", self.distance)
+                operator_stats.settle(self.lineage, self.population, s)
 
         timings["step"] = time.perf_counter() - t0 - eval_s  # training only
         if due:
@@ -100,6 +103,8 @@ class Trainer:
         record = run_log.step_record(s, tasks, proposals, answers, rates, train_stats, self.population,
                                      len(self.seen_structures), games, timings, replaced, cfg.evolution.conservative_k,
                                      programs_proposed=self.programs_proposed)
+        if replaced:  # evolution/<operator>/*: children, survival, rating change, KL, seconds so far
+            record["run_metrics"].update(operator_stats.metrics(self.lineage, self.population, s))
         if batch:
             record["run_metrics"].update({"solver/batch_answers": len(batch),
                                           "solver/batch_solve_rate": sum(bool(a.correct) for a in batch) / len(batch)})

@@ -16,7 +16,7 @@ class Member:
     rank: int
     generation: int = 0
     parents: list[str] = field(default_factory=list)
-    operator: str = "init"          # init | mutation | crossover
+    operator: str = "init"          # init or the evolution operator's name (operators.FAMILY)
     born_step: int = 0
     mu: float = ratings.MU
     sigma: float = ratings.SIGMA

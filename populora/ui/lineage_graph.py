@@ -9,6 +9,13 @@ from populora.ui import common, store
 OPERATOR_STYLE = {"mutation": 'color="#555555"', "crossover": 'color="#b07aa1", penwidth=2, style=bold'}
 
 
+def kind(node: dict) -> str:
+    """mutation | crossover | init of a node, whatever its operator's name (runs before the operator family
+    logged "mutation" / "crossover"): a crossover has two or more parents."""
+    parents = node.get("parents") or []
+    return "init" if not parents else "crossover" if len(parents) >= 2 else "mutation"
+
+
 def graph_data(uri: str, run_id: str, members: pd.DataFrame) -> list[dict]:
     """One dict per member: id, role, parents, operator, step, generation, alive, replaced (whom it replaced),
     replaced_by and replaced_at (who replaced it, at which step), mu, sigma.
@@ -71,7 +78,7 @@ def lineage_dot(nodes: list[dict], selected: str | None = None, show_dead: bool 
     for n in nodes:
         for parent in n["parents"]:
             if parent in shown and n["id"] in shown:
-                style = OPERATOR_STYLE.get(n["operator"], "")
+                style = OPERATOR_STYLE.get(kind(n), "")
                 lines.append(f'"{parent}" -> "{n["id"]}" [label="{n["operator"]} @{n["step"]}", {style}];')
     lines.append("}")
     return "\n".join(lines)

@@ -139,13 +139,16 @@ def test_activation_checkpointing_recomputes_on_the_device(device_model, on_devi
     assert _all_on(grads_seen, on_device)
 
 
-def test_evolution_operators_keep_children_on_the_device(on_device):
+@pytest.mark.parametrize("name", list(operators.FAMILY))
+def test_evolution_operators_keep_children_on_the_device(on_device, name):
+    """Every operator of the family: its CPU generator's draws move to the device, no CPU tensor mixes in."""
     gen = torch.Generator().manual_seed(0)  # evolution's generator is a CPU one (the same children on any device)
-    state = lambda: {"m.lora_A.weight": torch.randn(4, 6, device=on_device), "m.lora_B.weight": torch.randn(5, 4, device=on_device)}
-    a, b = state(), state()
-    for child in (operators.mutate(a, 0.1, gen), operators.crossover_swap(a, b, gen), operators.crossover_svd(a, b, 0.3)):
-        assert _all_on(child.values(), on_device)
-        assert {k: v.shape for k, v in child.items()} == {k: v.shape for k, v in a.items()}
+    state = lambda: {f"m{i}.lora_A.weight": torch.randn(4, 16, device=on_device) for i in range(2)} | {
+        f"m{i}.lora_B.weight": torch.randn(12, 4, device=on_device) for i in range(2)}
+    parents = [state()] if operators.FAMILY[name].kind == "mutation" else [state(), state(), state()]
+    child = operators.apply(name, parents if name == "xes" else parents[:2], [0.5, 0.3, 0.2] if name == "xes" else None, gen)
+    assert _all_on(child.values(), on_device)
+    assert {k: v.shape for k, v in child.items()} == {k: v.shape for k, v in parents[0].items()}
 
 
 def test_checkpoint_save_and_restore_members_onto_the_device(device_model, on_device, tmp_path):

@@ -29,8 +29,8 @@ def test_runs_run_id_shows_every_member_and_the_summary(tmp_path, monkeypatch, c
     best = max(peaks, key=peaks.get)
     assert f"peak teacher rating: mu {peaks[best]:.2f} ({best}, step" in out
     assert "member runs still RUNNING: none" in out
-    ops = [c.data.tags.get(rl.OPERATOR, "init") for c in children]
-    assert f"children: {ops.count('crossover')} crossover, {ops.count('mutation')} mutation" in out
+    n_parents = [len(c.data.tags[rl.PARENTS].split(",")) for c in children if c.data.tags.get(rl.PARENTS, "-") != "-"]
+    assert f"children: {sum(n >= 2 for n in n_parents)} crossover, {sum(n == 1 for n in n_parents)} mutation" in out
 
 
 def test_an_unknown_run_id_is_named(tmp_path, monkeypatch, capsys):

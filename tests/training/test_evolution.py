@@ -128,7 +128,7 @@ def test_evolve_replaces_the_lowest_mu_minus_k_sigma_and_resets_its_optimizer(ti
     assert dead.id == "T1" and not dead.alive and (tmp_path / "T1" / "adapter_config.json").is_file()
     assert "T1" not in tiny_backend.adapters and child.id in tiny_backend.adapters
     parent = pop[child.parents[0]]
-    assert child.operator == "mutation" and parent.id in ("T0", "T2")
+    assert operators.FAMILY[child.operator].kind == "mutation" and parent.id in ("T0", "T2")
     assert (child.mu, child.sigma) == (parent.mu, parent.sigma * 1.5)  # inherited, sigma widened
     assert tiny_backend.optimizer_state(parent.id)["state"]            # the parent has Adam moments
     assert tiny_backend.optimizer_state(child.id)["state"] == {}       # the child starts without them
@@ -145,7 +145,7 @@ def test_a_role_of_two_can_make_a_crossover_weighted_by_fitness(tiny_backend, tm
                                                 crossover="svd", conservative_k=3.0)
     states = {m: tiny_backend.adapter_state(m) for m in ratings}
     replaced = evolve(pop, tiny_backend, lineage, cfg, 2, rng, gen, tmp_path)
-    assert [(d.id, c.operator) for d, c in replaced] == [("T1", "crossover"), ("S0", "crossover")]
+    assert [(d.id, c.operator) for d, c in replaced] == [("T1", "svd_fit"), ("S0", "svd_fit")]
     for dead, child in replaced:
         strong = "T0" if dead.id == "T1" else "S1"
         assert child.parents == [strong, dead.id]

@@ -13,6 +13,7 @@ from pathlib import Path
 from conftest import paused_train_cmd, populora_cmd, wait_for_marker
 
 from populora.platform import runlayout as rl
+from populora.training.operators import FAMILY
 
 TINY = ["--set", "model.tiny_random=true", "--set", "model.lora_rank=4",
         "--set", "tasks.max_new_tokens_propose=24", "--set", "tasks.max_new_tokens_solve=8",
@@ -68,11 +69,11 @@ def test_two_steps_logged_to_mlflow(mlflow_store, tmp_path):
             assert client.get_metric_history(c.info.run_id, key), (c.data.tags[rl.MEMBER_ID], key)
     assert client.get_metric_history(parent.info.run_id, "compute/per_adapter/rollouts")[-1].value > 0
     born = [c for c in children if c.data.tags[rl.MEMBER_ID] in ("T2", "S2")]
-    assert all(c.data.params["operator"] in ("mutation", "crossover") and c.data.params["generation"] == "1" for c in born)
+    assert all(c.data.params["operator"] in FAMILY and c.data.params["generation"] == "1" for c in born)
     # lineage artifact keeps every parent
     lineage = json.loads(Path(client.download_artifacts(parent.info.run_id, rl.LINEAGE, str(tmp_path))).read_text())
     assert {e["child"] for e in lineage["events"]} == set(ids)
-    assert any(e["operator"] in ("mutation", "crossover") and e["parents"] for e in lineage["events"])
+    assert any(e["operator"] in FAMILY and e["parents"] for e in lineage["events"])
     # tasks table: every proposed task with its verdict
     tasks = json.loads(Path(client.download_artifacts(parent.info.run_id, rl.step_table(rl.TASKS, 1), str(tmp_path))).read_text())
     assert len(tasks["data"]) == 4 and "valid" in tasks["columns"] and "reason" in tasks["columns"]

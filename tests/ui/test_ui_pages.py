@@ -121,6 +121,10 @@ def test_lineage_draws_every_member_and_selects_one(app, store):
     assert all(f'"{m}"' in dot for m in members)
     if store["real"]:  # evolution every step for 3 steps: replaced members and children with parents
         assert "->" in dot and len(members) > 4
+        # the per-operator table: one row per operator the edges name (evolution/<operator>/* on the parent run)
+        from populora.training.operators import FAMILY
+        named = {op for op in FAMILY if f'label="{op} @' in dot}
+        assert named and set(at.dataframe[-1].value["operator"]) == named
     at.selectbox(key="lin_member").set_value(members[-1]).run()
     _ok(at)
     assert at.subheader[0].value == f"Member {members[-1]}"

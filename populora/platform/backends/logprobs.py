@@ -94,3 +94,18 @@ def _head_stats(head: Head, h: torch.Tensor, targets: torch.Tensor, want_entropy
     with torch.set_grad_enabled(torch.is_grad_enabled() and grad_entropy):
         ent = -(logp_all.exp() * logp_all).sum(-1)                                          # (B, t)
     return token_logp, ent
+
+
+@torch.no_grad()
+def next_token_kl(forward_p: Forward, forward_q: Forward, head: Head, pad_token_id: int, device,
+                  prompt_ids: list[list[int]]) -> float:
+    """Mean KL(p || q) of the next-token distributions of two policies at every position of the prompts (the
+    functional distance evolution logs per operator): one forward of each, padding excluded."""
+    seqs = [torch.tensor(p, dtype=torch.long) for p in prompt_ids]
+    input_ids = pad_sequence(seqs, batch_first=True, padding_value=pad_token_id).to(device)        # (B, T)
+    attn = pad_sequence([torch.ones(len(s), dtype=torch.long) for s in seqs], batch_first=True).to(device)
+    logp = torch.log_softmax(head(forward_p(input_ids, attn)).float(), dim=-1)                   # (B, T, V)
+    logq = torch.log_softmax(head(forward_q(input_ids, attn)).float(), dim=-1)
+    kl = (logp.exp() * (logp - logq)).sum(-1)                                                    # (B, T)
+    mask = attn.to(kl.dtype)
+    return max(0.0, float((kl * mask).sum() / mask.sum()))  # KL >= 0: float32 rounding gives ~-1e-8 for twins

@@ -286,6 +286,13 @@ class MultiLoraBackend:
         return logprobs.sequence_logprobs(lambda ids, attn: self._forward_rows(adapters, ids, attn), self._head,
                                           self.tokenizer.pad_token_id, self.device, prompt_ids, completion_ids, max_len)
 
+    def probe_kl(self, p: str | None, q: str | None, prompt_ids: list[list[int]]) -> float:
+        """Mean KL(p || q) of the next-token distributions over the prompts' positions (``logprobs.next_token_kl``)."""
+        n = len(prompt_ids)
+        return logprobs.next_token_kl(lambda ids, attn: self._forward_rows([p] * n, ids, attn),
+                                      lambda ids, attn: self._forward_rows([q] * n, ids, attn), self._head,
+                                      self.tokenizer.pad_token_id, self.device, prompt_ids)
+
     def _slot_index(self, adapters: list[str | None]) -> torch.Tensor:
         return torch.tensor([0 if a is BASE else self.slots[a] for a in adapters], device=self.device)
 

@@ -193,6 +193,11 @@ class PeftBackend:
         return logprobs.sequence_logprobs(lambda ids, attn: self._forward(adapter, ids, attn), self._head(),
                                           self.tokenizer.pad_token_id, self.device, prompt_ids, completion_ids, max_len)
 
+    def probe_kl(self, p: str | None, q: str | None, prompt_ids: list[list[int]]) -> float:
+        """Mean KL(p || q) of the next-token distributions over the prompts' positions (``logprobs.next_token_kl``)."""
+        return logprobs.next_token_kl(lambda ids, attn: self._forward(p, ids, attn), lambda ids, attn: self._forward(q, ids, attn),
+                                      self._head(), self.tokenizer.pad_token_id, self.device, prompt_ids)
+
     def _head(self):
         return logprobs.decoder_and_head(self.model or self.base_model)[1]
 

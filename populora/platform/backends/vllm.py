@@ -162,6 +162,10 @@ class VllmBackend:
         self.sleep()
         return self.trainer.adapter_state(name)
 
+    def probe_kl(self, p, q, prompt_ids):
+        self.sleep()
+        return self.trainer.probe_kl(p, q, prompt_ids)
+
     def save_adapter(self, name: str, directory: str | Path) -> Path:
         return self.trainer.save_adapter(name, directory)
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from populora.platform import operator_table
 from populora.ui import charts, common, store, sweeps
-from populora.ui.lineage_graph import graph_data, lineage_dot
+from populora.ui.lineage_graph import graph_data, kind, lineage_dot
 
 st.title("Lineage")
 
@@ -46,6 +47,19 @@ def member_panel(uri: str, run_id: str, node: dict, nodes: list[dict], members: 
         st.dataframe(pd.DataFrame({"metric": list(scores), "latest": list(scores.values())}), hide_index=True, width="stretch")
 
 
+def operators_panel(metrics: dict) -> None:
+    """The per-operator table (``evolution/<operator>/*``, the latest values): what each operator made and how
+    its children fared."""
+    table = operator_table.rows(metrics)
+    if not table:
+        return
+    st.subheader("Operators")
+    st.caption("children made; judged = faced an evolution since birth; survival = share of the judged that "
+               "survived their first; rating change = the child's mu change minus its parent's over its life; "
+               "KL = parent -> child on the probe prompts (docs/evolution.md)")
+    st.dataframe(pd.DataFrame(table), hide_index=True, width="stretch")
+
+
 def pick_member(ids: list[str], column) -> str:
     """The member selectbox, mirrored in the URL (``?member=T1``): a link, a refresh or a click on a node (a link
     to the same page with that member) opens that member."""
@@ -73,13 +87,15 @@ def main() -> None:
     cols = st.columns([2, 1, 3])
     selected = pick_member(ids, cols[0])
     show_dead = cols[1].toggle("show replaced", value=len(nodes) <= 40, key="lin_dead")
-    n_cross = sum(n["operator"] == "crossover" for n in nodes)
+    n_cross = sum(kind(n) == "crossover" for n in nodes)
     cols[2].caption(f"{len(nodes)} members, {sum(n['alive'] for n in nodes)} alive, "
-                    f"{sum(n['operator'] == 'mutation' for n in nodes)} mutations, {n_cross} crossovers · "
-                    "orange = teacher, blue = student, green = baseline (both roles); dashed grey = replaced")
+                    f"{sum(kind(n) == 'mutation' for n in nodes)} mutations, {n_cross} crossovers · "
+                    "orange = teacher, blue = student, green = baseline (both roles); dashed grey = replaced; "
+                    "edges name the operator")
     st.graphviz_chart(lineage_dot(nodes, selected, show_dead, href=f"?run={run_id}&member={{member}}"))
     st.subheader(f"Member {selected}")
     member_panel(uri, run_id, next(n for n in nodes if n["id"] == selected), nodes, members)
+    operators_panel((store.run_info(uri, run_id) or {}).get("metrics", {}))
 
 
 main()
