@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import threading
 import time
 
 from populora.evaluation import benchmarks, evalplus_suite, livecodebench, math_grading
+from populora.evaluation.batching import SharedBackend
 from populora.evaluation.generation import GenConfig, chat_prompt, complete, ensure_offline
+from populora.platform.backends import BackendConfig, make_backend
 
 
 def _rate(n: int, fn) -> float:
@@ -26,8 +29,6 @@ def _rate(n: int, fn) -> float:
 
 
 def generation(root, n: int, max_new_tokens: int, tiny: bool, batch_size: int, kind: str = "multilora") -> dict:
-    from populora.platform.backends import BackendConfig, make_backend
-
     backend = make_backend(BackendConfig(tiny_random=tiny, device="cpu", kind=kind, slots=1))
     backend.add_adapter("bench", seed=0)  # an adapter applied, as in evaluation (B = 0: same outputs as the base)
     gen = GenConfig(max_new_tokens=max_new_tokens, batch_size=batch_size)
@@ -54,11 +55,6 @@ def population(root, targets: int, n: int, max_new_tokens: int, tiny: bool, batc
     """Generation time of ``targets`` targets on the same ``n`` HumanEval+ prompts: one target after the other,
     then every target at once through :class:`SharedBackend`, as ``populora eval`` runs them. Scoring is left
     out: it is the same work either way."""
-    import threading
-
-    from populora.evaluation.batching import SharedBackend
-    from populora.platform.backends import BackendConfig, make_backend
-
     backend = make_backend(BackendConfig(tiny_random=tiny, device="cpu", kind=kind, slots=max(targets - 1, 1)))
     adapters: list[str | None] = [None]  # the bare base model is a target too: rows without adapter
     for i in range(targets - 1):

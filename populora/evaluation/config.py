@@ -14,6 +14,8 @@ import yaml
 
 from pydantic import Field, model_validator
 
+from populora.evaluation import benchmarks
+from populora.evaluation import protocol as P
 from populora.evaluation.generation import GenConfig
 from populora.platform import config as config_io
 from populora.platform import runlayout as rl
@@ -76,8 +78,6 @@ class EvalConfig(Section):
         if (self.run or self.sweep) and "model" in self.model_fields_set:
             raise ValueError("model.* is for adapter / base_only: a run is scored on the base model its own config "
                              "names; drop model.* (--model, --gguf-file, --tiny-random)")
-        from populora.evaluation import benchmarks
-
         if not self.export_tasks:
             try:
                 benchmarks.select(self.benchmarks)
@@ -97,9 +97,7 @@ class EvalConfig(Section):
 
     def resolved_protocol(self, model: ModelSource):
         """The protocol with this config's overrides, for the base model ``model`` (a run's own)."""
-        from populora.evaluation import protocol
-
-        return protocol.resolve(self.protocol, model, self.budgets, self.generation.max_new_tokens,
+        return P.resolve(self.protocol, model, self.budgets, self.generation.max_new_tokens,
                                 self.evalplus_min_time_limit, self.evalplus_time_factor)
 
 

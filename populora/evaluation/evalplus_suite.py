@@ -30,6 +30,8 @@ import numpy as np
 from populora.evaluation import benchmarks
 from populora.evaluation.generation import GenConfig, chat_prompt, complete_detail, ensure_offline, truncated_rate
 from populora.evaluation.stats import mean_stderr
+from populora.platform.sandbox import ExecRequest, Sandbox
+from populora.platform.sandbox.values import parse_literal
 
 DATASETS = {"humaneval_plus": ("humaneval", "HUMANEVAL_OVERRIDE_PATH"), "mbpp_plus": ("mbpp", "MBPP_OVERRIDE_PATH")}
 # EvalPlus's own instruct-model prompt (evalplus/codegen.py), so scores are comparable with its leaderboard.
@@ -122,8 +124,6 @@ def make_sandbox(parallel: int | None = None):
     """The sandbox EvalPlus solutions run in: a pool of ``parallel`` workers (default: half the CPUs). One per
     evaluation, shared by every target of a batched run (a pool per target would oversubscribe the CPU under
     wall-clock time limits, and correct solutions would time out differently per target)."""
-    from populora.platform.sandbox import Sandbox
-
     return Sandbox(workers=parallel or max(1, (os.cpu_count() or 2) // 2), memory_mb=memory_mb(),
                    max_output_bytes=4096, preload=PRELOAD)
 
@@ -163,8 +163,6 @@ _UNPICKLE_S = 0.5  # the child reads its inputs itself (EvalPlus's child gets th
 
 def _request(dataset: str, problem: dict, solution: str, which: str, expected: dict, limits: dict):
     """The sandbox request of one ``untrusted_check`` (``which``: "base" or "plus"), and its number of inputs."""
-    from populora.platform.sandbox import ExecRequest
-
     inputs = problem[f"{which}_input"]
     time_limits = [max(limits["min_time_limit"], limits["gt_time_limit_factor"] * t)
                    for t in expected[f"{which}_time"]]
@@ -180,8 +178,6 @@ def _status(result, n_inputs: int) -> str:
     """``untrusted_check``'s status from the child's outcome: unknown (the child died, hung or never reported) is
     a timeout; a pass needs a passing detail for every input."""
     from evalplus.eval import _mapping, FAIL, PASS, TIMEOUT
-
-    from populora.platform.sandbox.values import parse_literal
 
     try:
         stat, progress, details = parse_literal(result.value) if result.status == "ok" else (None, 0, [])

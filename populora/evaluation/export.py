@@ -16,7 +16,12 @@ import shutil
 import sys
 from pathlib import Path
 
+from populora.evaluation import targets as T
+from populora.evaluation.config import run_model
 from populora.platform import runlayout as rl
+from populora.platform.config import ConfigError
+from populora.platform.models import load_base, resolve_source
+from populora.platform.tracking import Tracker
 
 EMBEDDED_HF_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"  # the embedded GGUF's source model (for vLLM users)
 
@@ -72,8 +77,6 @@ def export_merged(adapter_dir: str | Path, out: Path, spec) -> None:
     """Base + adapter -> one HF model dir (dequantised from GGUF when the base is a GGUF file)."""
     from peft import PeftModel
 
-    from populora.platform.models import load_base, resolve_source
-
     model, tok = load_base(resolve_source(spec.base, spec.gguf_file), spec.dtype, "cpu", spec.tiny_random)
     merged = PeftModel.from_pretrained(model, str(adapter_dir)).merge_and_unload()
     merged.save_pretrained(str(out))
@@ -99,11 +102,6 @@ def register(tracker, meta: dict, out: Path, name: str) -> str:
 
 
 def main(args) -> int:
-    from populora.evaluation import targets as T
-    from populora.evaluation.config import run_model
-    from populora.platform.config import ConfigError
-    from populora.platform.tracking import Tracker
-
     out = Path(args.out)
     try:
         if out.exists() and (not out.is_dir() or any(out.iterdir())):

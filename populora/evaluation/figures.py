@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from populora.platform import runlayout
+from populora.platform import sweep as S
 
 ARMS_RACE_METRIC = runlayout.SOLVE_RATE
 
@@ -96,8 +97,6 @@ def mean_curve(by_seed: dict[int, list[tuple[int, float]]]) -> list[tuple[int, f
 
 
 def sweep_curves(client, sweep_id: str, metric: str = ARMS_RACE_METRIC) -> dict[str, dict[int, list[tuple[int, float]]]]:
-    from populora.platform import sweep as S
-
     out: dict[str, dict[int, list[tuple[int, float]]]] = {}
     for run in S.latest_by_key(S.find_runs(client, sweep_id)).values():
         history = sorted((m.step, m.value) for m in client.get_metric_history(run.info.run_id, metric))

@@ -8,10 +8,13 @@ template (``backend.encode_chat``), the same temperature / top-p / token budget 
 from __future__ import annotations
 
 import os
+import sys
 import threading
 
 from pydantic import ConfigDict, Field
 
+from populora.evaluation.protocol import AZR, AZR_MATH_TEMPLATE
+from populora.platform.chat_template import stop_token_ids
 from populora.platform.config import Section
 
 
@@ -39,8 +42,6 @@ def ensure_offline() -> None:
     os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    import sys
-
     if "datasets" in sys.modules and os.environ["HF_DATASETS_OFFLINE"] == "1":
         sys.modules["datasets"].config.HF_DATASETS_OFFLINE = True
 
@@ -51,12 +52,10 @@ _END_IDS_LOCK = threading.Lock()
 
 def end_ids(backend) -> set[int]:
     """Token ids that end a completion: the backends' own stop tokens (EOS and the chat template's end-of-turn
-    token, ``backends.generation.stop_token_ids``), so a turn closed at exactly the budget is not "truncated"."""
+    token, ``chat_template.stop_token_ids``), so a turn closed at exactly the budget is not "truncated"."""
     tok = getattr(backend, "tokenizer", None)
     if tok is None:
         return set()
-    from populora.platform.backends.generation import stop_token_ids
-
     with _END_IDS_LOCK:  # once per tokenizer; rendering its template is not safe from several threads at once
         if id(tok) not in _END_IDS:
             _END_IDS[id(tok)] = (tok, set(stop_token_ids(tok)))  # the tokenizer kept: its id stays its own
@@ -120,8 +119,6 @@ def chat_prompt(backend, user: str, prefill: str = "") -> str:
 def render(backend, template: str, user: str, prefill: str = "") -> str:
     """``user`` in the benchmark's template: ``chat`` (the model's chat template) or ``azr`` (AZR's plain
     R1-style text, no chat markup: protocol.AZR_MATH_TEMPLATE)."""
-    from populora.evaluation.protocol import AZR, AZR_MATH_TEMPLATE
-
     if template == AZR:
         return AZR_MATH_TEMPLATE.format(input=user) + prefill
     return chat_prompt(backend, user, prefill)

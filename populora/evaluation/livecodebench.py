@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 import re
+from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
 from pathlib import Path
 
@@ -26,6 +27,7 @@ import numpy as np
 from populora.evaluation import benchmarks
 from populora.evaluation.generation import GenConfig, chat_prompt, complete_detail, truncated_rate
 from populora.evaluation.stats import mean_stderr
+from populora.platform.sandbox import get_sandbox
 
 NAME = "livecodebench"
 LABEL = benchmarks.BENCHMARKS[NAME].label
@@ -169,10 +171,6 @@ def grade(sandbox, record: dict, completion: str, timeout_s: float = 6.0) -> boo
 
 def score(records: list[dict], completions: list[list[str]], sandbox=None, timeout_s: float = 6.0) -> dict:
     """pass@1 (mean over n samples per problem) with per-sample verdicts."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from populora.platform.sandbox import get_sandbox
-
     sb = sandbox or get_sandbox()
     jobs = [(i, c) for i, cs in enumerate(completions) for c in cs]
     with ThreadPoolExecutor(max(1, sb.n_workers)) as pool:  # the sandbox is thread-safe; workers run in parallel

@@ -11,6 +11,8 @@ import ast
 import re
 from typing import NamedTuple
 
+from populora.evaluation import grading_pool
+
 GOLD_FIELDS = {"aime24": "answer", "aime25": "answer", "amc23": "answer", "math500": "answer"}
 
 
@@ -126,8 +128,6 @@ def _verify(answer: str, gold: str) -> tuple[bool, str]:
 
 def grade_verdict(output: str, gold: str, protocol: str = "quick") -> Verdict:
     """The verdict on ``output`` against ``gold`` and how it was reached; the same in any thread or process."""
-    from populora.evaluation import grading_pool
-
     answer = predicted_answer(output, protocol)
     if answer is None:
         return Verdict(False, NO_ANSWER)

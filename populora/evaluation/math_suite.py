@@ -71,6 +71,8 @@ def evaluate(backend, adapter: str | None, name: str, data_dir: Path, work_dir: 
 
     lm_eval.evaluator.get_git_commit_hash = quiet_git_hash
 
+    # lm_eval_model subclasses lm-eval's LM at import: it loads the harness, which `import populora.evaluation`
+    # must not (0.7 s), so it comes with lm-eval's own imports above
     from populora.evaluation.lm_eval_model import BackendLM
 
     include = export_tasks(work_dir / "lm_eval_tasks", data_dir, protocol)

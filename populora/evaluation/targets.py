@@ -8,12 +8,15 @@ and one child run per member (tags ``populora.member_id``, ``populora.role``, ``
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import json
+import sys
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from populora.evaluation.config import run_model
 from populora.platform import runlayout
 from populora.platform.config import ModelSource
+from populora.platform.lora_spec import LoraSpec, read_lora_spec
 
 MEMBER, BASELINE, BASE = "member", "baseline", "base"
 BASE_LABEL = "base model"
@@ -174,8 +177,6 @@ def checkpoint_targets(run, step: int, members: str = "all", kind: str = MEMBER,
     """The members alive at checkpoint ``step`` of ``run``, each with its own adapter saved there; ``members``:
     all / alive (the same here: a checkpoint holds the alive members only) or ids like ``T0,S1``; ``runs``:
     member id -> its MLflow child run."""
-    import json
-
     path = _checkpoint(run, step)
     state = json.loads((path / "state.json").read_text())
     alive = {m["id"]: m for m in state["population"]["members"] if m.get("alive")}
@@ -204,8 +205,6 @@ def step_targets(tracker, run_id: str, step: int, members: str = "all", baseline
     """Like ``run_targets``, at checkpoint ``step``: the members alive then with their adapters from that
     checkpoint; the baseline run's checkpoint at the same step when it has one (else it is left out, said on
     stderr); the base model."""
-    import sys
-
     run = get_run(tracker, run_id)
     kind = run.data.tags.get(runlayout.KIND)
     if kind not in (runlayout.POPULATION, runlayout.BASELINE):
@@ -233,11 +232,6 @@ def step_targets(tracker, run_id: str, step: int, members: str = "all", baseline
 def lora_spec(targets: list[Target]):
     """The one LoRA shape (rank, alpha, target modules) of every adapter target, which batched multi-LoRA needs;
     the default shape when only the bare base is evaluated."""
-    from dataclasses import replace
-
-    from populora.platform.backends import LoraSpec
-    from populora.platform.backends.peft_dir import read_lora_spec
-
     specs = {}
     for t in targets:
         if t.adapter_dir:

@@ -13,6 +13,7 @@ import psutil
 
 from populora.platform import ray_jobs, runlayout
 from populora.platform.stopping import is_stop_code
+from populora.platform.tracking import tracking_uri
 
 
 def jobs_dir() -> Path:
@@ -100,8 +101,6 @@ class Job:
 
     def _run_by_tag(self) -> str | None:
         from mlflow import MlflowClient
-
-        from populora.platform.tracking import tracking_uri
 
         try:
             client = MlflowClient(tracking_uri=self.env.get("MLFLOW_TRACKING_URI") or tracking_uri())

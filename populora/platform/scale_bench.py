@@ -18,12 +18,12 @@ import time
 
 import torch
 
+from populora.platform.backends import BackendConfig, LoraSpec, RaySpec, TrainSample, make_backend
+
 MEMBERS = ("T0", "T1", "S0", "S1")
 
 
 def _backend(workers: int, args):
-    from populora.platform.backends import BackendConfig, LoraSpec, RaySpec, make_backend
-
     gpus = 1.0 if args.device.startswith("cuda") else 0.0
     ray = RaySpec(args.address, num_cpus=max(os.cpu_count() or 1, math.ceil(workers * args.cpus_per_worker)),
                   model_workers=workers, gpus_per_worker=gpus, cpus_per_worker=args.cpus_per_worker,
@@ -34,8 +34,6 @@ def _backend(workers: int, args):
 
 def _samples(gens, adapters):
     """Each member's rows as train samples with fixed advantages (alternating signs, varying sizes)."""
-    from populora.platform.backends import TrainSample
-
     out = {m: [] for m in MEMBERS}
     for i, (g, m) in enumerate(zip(gens, adapters)):
         if g.completion_ids:

@@ -30,8 +30,14 @@ from pathlib import Path
 
 import numpy as np
 
+from populora.evaluation import benchmarks, evaluate, results
+from populora.evaluation.config import EvalConfig
+from populora.evaluation.evaluate import MissingDependency, require_packages
+from populora.evaluation.generation import GenConfig
+from populora.evaluation.runner import write_atomic
+from populora.evaluation.targets import MEMBER, Target
 from populora.platform import runlayout as rl
-from populora.platform.config import ConfigError
+from populora.platform.config import ConfigError, ModelSource
 
 log = logging.getLogger(__name__)
 
@@ -55,9 +61,6 @@ def subset_indices(n: int, limit: int, seed: int, name: str) -> list[int]:
 def write_subset(source: Path, names: list[str], limit: int, seed: int, out: Path) -> Path:
     """The subset of each benchmark in ``source`` written to ``out`` (same relative paths, JSONL lines kept byte
     for byte), with a ``SHA256SUMS`` of its own. Writing it again gives the same bytes."""
-    from populora.evaluation import benchmarks
-    from populora.evaluation.runner import write_atomic
-
     sums = []
     for name in names:
         rel = benchmarks.BENCHMARKS[name].file
@@ -79,9 +82,6 @@ def check(cfg) -> None:
     ``ConfigError`` naming ``eval.*`` and the fix otherwise."""
     if not cfg.eval.every:
         return
-    from populora.evaluation import benchmarks
-    from populora.evaluation.evaluate import MissingDependency, require_packages
-
     try:
         benchmarks.verify(benchmarks.data_dir(), cfg.eval.names)
         require_packages(cfg.eval.names)
@@ -181,11 +181,6 @@ class PeriodicEval:
     """``eval.every``'s evaluation of one run: the subset, the protocol and where each step's files go."""
 
     def __init__(self, cfg, run_dir: Path, data_dir: Path | None = None):
-        from populora.evaluation import benchmarks
-        from populora.evaluation.config import EvalConfig
-        from populora.evaluation.generation import GenConfig
-        from populora.platform.config import ModelSource
-
         self.cfg, self.ec, self.run_dir = cfg, cfg.eval, run_dir
         self.names = self.ec.names
         self.data = write_subset(data_dir or benchmarks.data_dir(), self.names, self.ec.limit, self.ec.seed,
@@ -205,9 +200,6 @@ class PeriodicEval:
     def run(self, backend, member_ids: list[str], step: int, part: str = "") -> Scored:
         """Score ``member_ids`` (adapters the backend holds under those names) on the subset at ``step``
         (``part``: a sub-folder of the step's files, for a second call in the same step)."""
-        from populora.evaluation import evaluate, results
-        from populora.evaluation.targets import MEMBER, Target
-
         out = self.run_dir / STEPS_DIR / f"step_{step:06d}" / part
         shutil.rmtree(out, ignore_errors=True)  # a resumed step re-trained its adapters: never reuse its old pairs
         counted = Counted(backend)

@@ -4,15 +4,20 @@ page calls; the sweep itself runs as a background ``populora sweep --wait`` job,
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
 import pandas as pd
 import streamlit as st
 
+from populora.evaluation import (SweepReportError, arms_race_figure, gather_sweep, intervals_figure, sweep_curves,
+                                 sweep_statistics)
 from populora.platform import jobs
 from populora.platform import runlayout as rl
 from populora.platform import sweep as S
+from populora.platform.tracking import Tracker
+from populora.training import plan_sweep, sweep_id
 from populora.ui import store
 
 
@@ -33,8 +38,6 @@ def sweep_fields(preset: str) -> dict:
 
 def launch_sweep(config_yaml: str, sweep: dict, baseline: bool, env: dict, ray_address: str | None) -> jobs.Job:
     """The validated form config as the sweep's preset; the driver is a background job (raises ConfigError)."""
-    from populora.training import plan_sweep, sweep_id
-
     root = S.sweeps_dir() / "launched"
     root.mkdir(parents=True, exist_ok=True)
     path = root / f"{abs(hash(config_yaml)) % 10**10}.yaml"
@@ -50,8 +53,6 @@ def launch_sweep(config_yaml: str, sweep: dict, baseline: bool, env: dict, ray_a
 
 # ====================================================================== Runs: a sweep's runs grouped, with progress
 def planned_count(sid: str) -> int | None:
-    import json
-
     path = S.sweeps_dir() / sid / "plan.json"
     try:
         return len(json.loads(path.read_text()))
@@ -94,9 +95,6 @@ def sweeps_panel(runs: pd.DataFrame) -> pd.DataFrame:
 # ====================================================================== Compare: the statistics of a sweep
 @st.cache_data(ttl=30, show_spinner="bootstrapping intervals…")
 def sweep_stats(uri: str, sid: str) -> tuple[dict | None, list[str], str]:
-    from populora.evaluation import SweepReportError, gather_sweep, sweep_statistics
-    from populora.platform.tracking import Tracker
-
     try:
         configs, missing = gather_sweep(Tracker(uri), sid)
     except SweepReportError as err:
@@ -105,8 +103,6 @@ def sweep_stats(uri: str, sid: str) -> tuple[dict | None, list[str], str]:
 
 
 def compare_panel() -> None:
-    from populora.evaluation import arms_race_figure, intervals_figure, sweep_curves
-
     table = sweep_table(store.uri())
     if table.empty:
         return

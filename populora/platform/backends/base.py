@@ -15,15 +15,9 @@ from typing import Protocol, runtime_checkable
 
 import torch
 
+from populora.platform.lora_spec import LoraSpec
+
 BASE = None  # adapter name meaning "the bare base model"
-
-
-@dataclass(frozen=True)
-class LoraSpec:
-    rank: int = 8
-    alpha: float = 16.0
-    dropout: float = 0.0
-    target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
 
 
 @dataclass

@@ -3,12 +3,11 @@ backend in, so checkpoints, evaluation and other tools (PEFT, vLLM) read what an
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import torch
 
-from populora.platform.backends.base import LoraSpec
+from populora.platform.lora_spec import LoraSpec, read_lora_spec
 
 
 def lora_config(spec: LoraSpec, base_model_name: str | None = None):
@@ -19,18 +18,6 @@ def lora_config(spec: LoraSpec, base_model_name: str | None = None):
                         target_modules=list(spec.target_modules), task_type="CAUSAL_LM")
     config.base_model_name_or_path = base_model_name
     return config
-
-
-def read_lora_spec(directory: str | Path) -> LoraSpec:
-    """The LoRA shape an adapter dir was saved with (rank, alpha, dropout, target modules)."""
-    config_path = Path(directory) / "adapter_config.json"
-    if not config_path.is_file():
-        raise ValueError(f"{directory} is not a PEFT adapter dir (no adapter_config.json)")
-    cfg = json.loads(config_path.read_text())
-    targets = cfg.get("target_modules")
-    if isinstance(targets, str):  # a regex: only PEFT itself can apply it
-        raise ValueError(f"adapter {directory} targets modules by the pattern {targets!r}; load it with the peft backend")
-    return LoraSpec(cfg.get("r"), float(cfg.get("lora_alpha")), float(cfg.get("lora_dropout") or 0.0), tuple(sorted(targets)))
 
 
 def read_peft_dir(directory: Path, spec: LoraSpec) -> dict[str, torch.Tensor]:

@@ -11,13 +11,19 @@ storage every node sees (NFS, a mounted bucket).
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 from collections import defaultdict
 from pathlib import Path
 
-from populora.platform.backends import generation
+import torch
+
+from populora.platform.backends import checkpointing, generation
 from populora.platform.backends.base import Generation, LoraSpec, TrainSample
+from populora.platform.backends.multilora import MultiLoraBackend
+from populora.platform.models import load_base, resolve_source
+from populora.platform.verifier import Verifier
 
 
 class RayError(RuntimeError):
@@ -87,23 +93,16 @@ class _ModelWorker:
     """Runs inside a Ray actor: a MultiLoraBackend over its own copy of the base model."""
 
     def __init__(self, model: dict, spec: LoraSpec, slots: int, gpus: float = 0):
-        from populora.platform.backends.multilora import MultiLoraBackend
-        from populora.platform.models import load_base, resolve_source
-
         # 'auto' on a worker that reserved no GPU must not find one anyway (Ray does not hide them)
         device = "cpu" if model["device"] == "auto" and gpus <= 0 else model["device"]
         base, tok = load_base(resolve_source(model["base"], model.get("gguf_file")), model["dtype"],
                               device, model["tiny_random"])
         if model.get("activation_checkpointing"):
-            from populora.platform.backends.checkpointing import enable
-
-            enable(base)
+            checkpointing.enable(base)
         self.backend = MultiLoraBackend(base, tok, spec, slots)
 
     def where(self) -> dict:
         """Which GPU(s) Ray gave this worker and where its model is (scripts/gpu-smoke.sh check d)."""
-        import os
-
         import ray
 
         return {"gpu_ids": [str(g) for g in ray.get_gpu_ids()], "device": str(self.backend.device),
@@ -121,8 +120,6 @@ def to_cpu(obj):
     >>> import torch; to_cpu({"a": [torch.ones(1)], "b": (1, "x")})
     {'a': [tensor([1.])], 'b': (1, 'x')}
     """
-    import torch
-
     if isinstance(obj, torch.Tensor):
         return obj.cpu()
     if isinstance(obj, dict):
@@ -134,8 +131,6 @@ def to_cpu(obj):
 
 class _VerifierWorker:
     def __init__(self, timeout_s: float, memory_mb: int):
-        from populora.platform.verifier import Verifier
-
         self.verifier = Verifier(timeout_s=timeout_s, memory_mb=memory_mb)
 
     def check_many(self, tasks: list):  # Validate / Check jobs (plain dataclasses: Ray pickles them)

@@ -12,11 +12,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from populora.platform.sandbox.asuser import as_user_command, ensure_user
 from populora.platform.sandbox.bench import BENCH_PROGRAM, bench_verifier
 from populora.platform.sandbox.pool import Sandbox
 
@@ -126,10 +128,6 @@ def bench_verifier_main(argv: list[str]) -> int:
 
 
 def _bench_as_user(user: str, argv: list[str]) -> int:
-    import subprocess
-
-    from populora.platform.sandbox.asuser import as_user_command, ensure_user
-
     if os.geteuid() != 0:
         print("populora bench verifier: --as-user needs root; as a user, run it without --as-user", file=sys.stderr)
         return 2

@@ -18,6 +18,12 @@ import sys
 
 import numpy as np
 
+from populora.platform import config as config_io
+from populora.platform.config import ConfigError
+from populora.platform.verifier import Verifier
+from populora.training.buffers import buffer_kinds
+from populora.training.config import TrainConfig
+from populora.training.seeding import initial_buffers
 from populora.training.tasks import KINDS, Task
 from populora.training.tasks.prompts import REDUCTION_NOTE, frame
 
@@ -26,9 +32,6 @@ ROLES = ("teacher", "student")
 
 def build(cfg, kinds: list[str], roles: list[str], verifier) -> dict:
     """The prompts of the config's format, one per (kind, role), drawing references as a run's first step would."""
-    from populora.training.buffers import buffer_kinds
-    from populora.training.seeding import initial_buffers
-
     tc = cfg.tasks
     buffers = initial_buffers(verifier, buffer_kinds(tc.kinds), tc.buffer_size, tc.buffer_full, tc.code_f_pool)
     rng = np.random.default_rng(cfg.seed)
@@ -58,11 +61,6 @@ def text(shown: dict) -> str:
 
 
 def prompts_main(argv: list[str]) -> int:
-    from populora.platform import config as config_io
-    from populora.platform.config import ConfigError
-    from populora.platform.verifier import Verifier
-    from populora.training.config import TrainConfig
-
     p = argparse.ArgumentParser(prog="populora prompts", description="print the prompts a run would send, per kind and role")
     p.add_argument("--config", help="YAML preset, e.g. configs/paper-4t4s.yaml (default: built-in defaults)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config value")
