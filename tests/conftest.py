@@ -101,7 +101,8 @@ def tiny_backend(tiny_model):
 # (xdist's own loadgroup reads xdist_group marks by renaming node ids, which pytest 9 no longer allows: the
 # units are made here, from the node ids, by pytest_xdist_make_scheduler.)
 RAY_TESTS = ("tests/platform/test_ray.py", "tests/platform/test_ray_jobs.py", "tests/platform/test_data_parallel.py",
-             "tests/training/test_periodic_eval.py::test_members_on_ray_workers_are_scored_as_on_the_local_path")
+             "tests/training/test_periodic_eval.py::test_members_on_ray_workers_are_scored_as_on_the_local_path",
+             "tests/evaluation/test_eval_math_suite.py::test_grading_in_a_ray_actor_gives_the_main_threads_verdicts")
 SPLIT = ("tests/training/test_training_loop.py", "tests/training/test_run_lifecycle.py", "tests/ui/test_ui_jobs.py",
          "tests/training/test_sweep.py", "tests/training/test_periodic_eval.py", "tests/platform/test_concurrent_writers.py",
          "tests/evaluation/test_eval_code.py", "tests/evaluation/test_eval_fetch_report.py", "tests/evaluation/test_eval_data.py")

@@ -23,7 +23,7 @@ from populora.training import TrainConfig, load_config, presets  # noqa: F401 - 
 MAIN_FIELDS = [
     "name", "steps", "model.base", "model.lora_rank", "population.teachers", "population.students",
     "population.single_agent", "matchmaking.teachers_per_student", "matchmaking.pfsp",
-    "evolution.every", "evolution.replace_fraction", "evolution.crossover_prob", "evolution.crossover",
+    "evolution.every", "evolution.replace_fraction", "evolution.crossover_prob", "evolution.selection",
 ]
 
 
@@ -52,19 +52,29 @@ def _unwrap_optional(ann) -> tuple[Any, bool]:
     return ann, False
 
 
+NONE = "(none)"  # an optional choice's "not set"
+
+
 def widget(path: str, info, value: Any, key: str) -> Any:
     """Draw one field's widget and return the raw value to validate."""
     ann, optional = _unwrap_optional(info.annotation)
     label, help_text = (path if path in MAIN_FIELDS else path.split(".")[-1]), info.description
     if get_origin(ann) is Literal:
-        options = list(get_args(ann))
-        return st.selectbox(label, options, index=options.index(value) if value in options else 0, help=help_text, key=key)
+        options = ([NONE] if optional else []) + list(get_args(ann))  # an optional choice keeps "none" as a choice
+        value = NONE if optional and value is None else value
+        picked = st.selectbox(label, options, index=options.index(value) if value in options else 0, help=help_text, key=key)
+        return None if picked == NONE else picked
     if get_origin(ann) is list:
         (item,) = get_args(ann) or (str,)
         if get_origin(item) is Literal:
             return st.multiselect(label, list(get_args(item)), default=value or [], help=help_text, key=key)
         text = st.text_input(label, ", ".join(map(str, value or [])), help=f"{help_text} (comma separated)", key=key)
         return [part.strip() for part in text.split(",") if part.strip()]
+    if get_origin(ann) is dict:  # name -> number maps (evolution.operators.*, evolution.strength)
+        text = st.text_input(label, ", ".join(f"{k}={v:g}" if isinstance(v, (int, float)) else f"{k}={v}"
+                                              for k, v in (value or {}).items()),
+                             help=f"{help_text} (comma separated name=value pairs; empty = none)", key=key)
+        return parse_mapping(text)
     if ann is bool:
         return st.checkbox(label, bool(value), help=help_text, key=key)
     if ann in (int, float) and not optional:
@@ -73,6 +83,26 @@ def widget(path: str, info, value: Any, key: str) -> Any:
         return st.number_input(label, value=number, help=help_text, key=key, **{k: v for k, v in kwargs.items() if v is not None})
     text = st.text_input(label, "" if value is None else str(value), help=help_text + (" (empty = none)" if optional else ""), key=key)
     return None if optional and not text.strip() else text
+
+
+def parse_mapping(text: str) -> dict[str, Any] | str:
+    """``"a=1, b=0.5"`` -> ``{"a": 1.0, "b": 0.5}`` (a value that is not a number stays text: the schema names it);
+    text that is not such pairs comes back as it is, so the schema's error names the field.
+
+    >>> parse_mapping("gaussian=1, mask = 0.5"), parse_mapping(""), parse_mapping("gaussian"), parse_mapping("mask=x")
+    ({'gaussian': 1.0, 'mask': 0.5}, {}, 'gaussian', {'mask': 'x'})
+    """
+    parts = [part.strip() for part in text.split(",") if part.strip()]
+    if not all("=" in part for part in parts):
+        return text
+    return {k.strip(): _number(v.strip()) for k, v in (part.split("=", 1) for part in parts)}
+
+
+def _number(text: str) -> float | str:
+    try:
+        return float(text)
+    except ValueError:
+        return text
 
 
 def nest(flat: dict[str, Any]) -> dict:

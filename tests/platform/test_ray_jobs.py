@@ -47,7 +47,8 @@ def ray_cluster(tmp_path_factory):
     gcs, dash = _free_port(), _free_port()
     start = [str(ray_bin), "start", "--head", f"--port={gcs}", "--num-cpus=2", "--include-dashboard=true",
              "--dashboard-host=127.0.0.1", f"--dashboard-port={dash}", f"--temp-dir={tmp}/r", "--disable-usage-stats"]
-    subprocess.run(start, env=env, check=True, capture_output=True, timeout=180, cwd=tmp)
+    started = subprocess.run(start, env=env, capture_output=True, text=True, timeout=180, cwd=tmp)
+    assert started.returncode == 0, f"ray start failed ({started.returncode}):\n{started.stdout[-3000:]}\n{started.stderr[-3000:]}"
     address = f"http://127.0.0.1:{dash}"
     os.environ[ray_jobs.ENV_ADDRESSES] = address  # as the operator allows this cluster
     try:

@@ -96,7 +96,7 @@ def draw_form(preset: str, values: dict, errors: dict) -> dict | None:
             st.error(errors["overrides"], icon="⚠️")
         with_baseline = st.checkbox("Also launch the compute-matched single-agent baseline", key=f"f_{preset}_baseline",
                                     help="A second run: one adapter that proposes and solves, given the population's "
-                                    "generated and trained tokens per adapter and step (populora.training.baseline); "
+                                    "generated and trained tokens per adapter and step (the rule `populora train --baseline` and `populora sweep --baseline` use too); "
                                     "the two runs are linked, so Compare and evaluations pair them")
         sweep = sweeps.sweep_fields(preset)
         if errors:  # beside the button too: the fields' own messages may be a screen or more above it
