@@ -6,6 +6,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -41,12 +42,15 @@ def ray_cluster(tmp_path_factory):
     would have populora installed. Ray turns token auth on when ~/.ray/auth_token exists (any earlier local
     ray.init writes one): then the client must find and send it, as the UI's would."""
     tmp = tmp_path_factory.mktemp("ray")
+    # Ray's session dir holds AF_UNIX sockets (at most 107 bytes of path): pytest's tmp path under an xdist worker
+    # (.../pytest-N/popen-gwK/ray0/r/session_<date>_<pid>/sockets/plasma_store) is longer, so a short dir of its own
+    ray_tmp = Path(tempfile.mkdtemp(prefix="ray", dir="/tmp"))
     ray_bin = Path(sys.executable).parent / "ray"
     saved = {k: os.environ.get(k) for k in ("RAY_AUTH_MODE", ray_jobs.ENV_ADDRESSES)}
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "RAY_USAGE_STATS_ENABLED": "0"}
     gcs, dash = _free_port(), _free_port()
     start = [str(ray_bin), "start", "--head", f"--port={gcs}", "--num-cpus=2", "--include-dashboard=true",
-             "--dashboard-host=127.0.0.1", f"--dashboard-port={dash}", f"--temp-dir={tmp}/r", "--disable-usage-stats"]
+             "--dashboard-host=127.0.0.1", f"--dashboard-port={dash}", f"--temp-dir={ray_tmp}", "--disable-usage-stats"]
     started = subprocess.run(start, env=env, capture_output=True, text=True, timeout=180, cwd=tmp)
     assert started.returncode == 0, f"ray start failed ({started.returncode}):\n{started.stdout[-3000:]}\n{started.stderr[-3000:]}"
     address = f"http://127.0.0.1:{dash}"
@@ -66,7 +70,7 @@ def ray_cluster(tmp_path_factory):
     finally:
         ray_jobs.client.cache_clear()
         subprocess.run([str(ray_bin), "stop", "--force"], env=env, capture_output=True, timeout=120)
-        shutil.rmtree(tmp / "r", ignore_errors=True)
+        shutil.rmtree(ray_tmp, ignore_errors=True)
         for k, v in saved.items():
             os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
 
