@@ -12,7 +12,8 @@ import time
 import pytest
 import torch
 
-from populora.platform.backends import LoraSpec, generation
+from populora.platform import chat_template
+from populora.platform.backends import LoraSpec
 from populora.platform.backends.factory import vllm_max_loras
 from populora.platform.backends.multilora import MultiLoraBackend
 from populora.platform.backends.vllm import CPU_KV_CACHE_BYTES, VllmBackend
@@ -168,8 +169,8 @@ def test_a_prompt_over_max_model_len_is_refused_alone(pair, caplog):
 def test_stops_at_the_end_of_a_turn_and_at_a_stop_string_kept_in_the_output(pair):
     backend, trainer = pair
     rows = prompts(backend, ("Say hello.",))
-    stops = generation.stop_token_ids(trainer.tokenizer)
-    end_of_turn = generation.end_of_turn_id(trainer.tokenizer)
+    stops = chat_template.stop_token_ids(trainer.tokenizer)
+    end_of_turn = chat_template.end_of_turn_id(trainer.tokenizer)
     assert end_of_turn in stops and trainer.tokenizer.eos_token_id in stops
     (turn,) = greedy(backend, rows, [None], tokens=64)
     assert turn[-1] == end_of_turn and end_of_turn not in turn[:-1], trainer.tokenizer.decode(turn)
