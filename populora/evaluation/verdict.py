@@ -21,7 +21,7 @@ from populora.evaluation.sweep_report import _groups, run_arms, same_problems, s
 
 ARMS = ("population mean", "weakest", "best", "baseline", "base model")
 DELTAS = (("mean - baseline", "population mean"), ("weakest - baseline", "weakest"))
-MATCHED_WITHIN = 0.10  # per-adapter compute further apart than this: not compute-matched (training.baseline's rule)
+MATCHED_WITHIN = 0.10  # per-adapter compute further apart than this: not compute-matched (the one threshold: report, Compare)
 COMPUTE = ("generated_tokens", "trained_tokens")
 
 

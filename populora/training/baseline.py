@@ -28,8 +28,6 @@ from populora.platform import plan
 from populora.training.config import TrainConfig
 from populora.training.workload import counts, solver_batch_rows, workload
 
-MATCHED_WITHIN = 0.10  # per-adapter compute of the two runs further apart than this: a warning (report, Compare)
-
 
 def per_adapter_rows(cfg: TrainConfig) -> dict[str, float]:
     """Expected rows per adapter and step: proposals, answers that estimate solve rates (trained on unless
@@ -104,23 +102,3 @@ def _closest(base: TrainConfig, target: tuple[float, float], rows: dict[str, flo
             if err < best_err - 1e-12:
                 best, best_err = (tasks, answers), err
     return best
-
-
-def ratio(population: float | None, baseline: float | None) -> float | None:
-    """baseline / population (None when either is missing or the population's is 0).
-
-    >>> ratio(256.0, 512.0), ratio(0.0, 1.0)
-    (2.0, None)
-    """
-    if population in (None, 0) or baseline is None:
-        return None
-    return baseline / population
-
-
-def matched(r: float | None, within: float = MATCHED_WITHIN) -> bool:
-    """True when a baseline / population ratio is within ``within`` of 1 (a missing ratio is not a mismatch).
-
-    >>> matched(1.08), matched(1.2), matched(None)
-    (True, False, True)
-    """
-    return r is None or abs(r - 1) <= within
