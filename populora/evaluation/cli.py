@@ -7,16 +7,22 @@ Also runnable as ``python -m populora.evaluation.cli eval|report|data|bench-eval
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
-from populora.evaluation import benchmarks, results, verdict
-from populora.evaluation.evaluate import MissingDependency, require_packages  # noqa: F401 - part of this module's API
+from populora.evaluation import benchmarks, fetch, figures, math_suite, report, results, sweep_report, verdict
+from populora.evaluation.config import EvalConfig, ReportConfig
+from populora.evaluation.evaluate import MissingDependency, evaluate, require_packages  # noqa: F401 - part of this module's API
 from populora.evaluation.generation import ensure_offline
+from populora.evaluation.runner import write_atomic
 from populora.evaluation.targets import TargetError
+from populora.platform import config as config_io
 from populora.platform import operator_table, runlayout
+from populora.platform import sweep as S
 from populora.platform.config import ConfigError
 from populora.platform.stopping import stop_code
+from populora.platform.tracking import Tracker
 
 
 BAD_INPUT = (benchmarks.DataError, TargetError, MissingDependency, ConfigError)
@@ -84,16 +90,12 @@ def _parser(prog: str, description: str, schema, flags: dict, exclusive: tuple, 
 
 
 def _eval_parser() -> argparse.ArgumentParser:
-    from populora.evaluation.config import EvalConfig
-
     return _parser("populora eval", "score adapters on HumanEval+, MBPP+, LiveCodeBench 2408-2501 (public tests) and the math "
                    "suite. Every flag sets one field of the evaluation config (EvalConfig); --config / --set set any "
                    "field.", EvalConfig, FLAGS, EXCLUSIVE, "generation.top_p=0.9")
 
 
 def _report_parser() -> argparse.ArgumentParser:
-    from populora.evaluation.config import ReportConfig
-
     return _parser("populora report", "the member / population / baseline / base table of an evaluated run, or the "
                    "intervals and paired tests of a sweep. Every flag sets one field of ReportConfig.",
                    ReportConfig, REPORT_FLAGS, REPORT_EXCLUSIVE, "as_json=true")
@@ -101,8 +103,6 @@ def _report_parser() -> argparse.ArgumentParser:
 
 def _parse(parser: argparse.ArgumentParser, schema, argv: list[str], source: str):
     """Flags into ``schema``: the --config file, then the flags, then --set."""
-    from populora.platform import config as config_io
-
     args = vars(parser.parse_args(argv))
     path, overrides = args.pop("config", None), args.pop("set", [])
     data = config_io.read_yaml(path) if path else {}
@@ -115,15 +115,11 @@ def _parse(parser: argparse.ArgumentParser, schema, argv: list[str], source: str
 
 def eval_config(argv: list[str]):
     """Parse ``populora eval`` flags into an ``EvalConfig``."""
-    from populora.evaluation.config import EvalConfig
-
     return _parse(_eval_parser(), EvalConfig, argv, "populora eval config")
 
 
 def report_config(argv: list[str]):
     """Parse ``populora report`` flags into a ``ReportConfig``."""
-    from populora.evaluation.config import ReportConfig
-
     return _parse(_report_parser(), ReportConfig, argv, "populora report config")
 
 
@@ -134,9 +130,6 @@ def _fail(err: Exception) -> int:
 
 def eval_main(argv: list[str]) -> int:
     """Parse, call ``evaluate``, print each run's table (stdout) and where everything went (stderr)."""
-    from populora.evaluation import report
-    from populora.evaluation.evaluate import evaluate
-
     ensure_offline()
     try:
         cfg = eval_config(argv)
@@ -162,16 +155,11 @@ def eval_main(argv: list[str]) -> int:
     if cfg.sweep:
         print(f"evaluated {len(done)} finished run(s) of sweep {cfg.sweep}; next: populora report --sweep {cfg.sweep}",
               file=sys.stderr)
-        from populora.platform import sweep as S
-        from populora.platform.tracking import Tracker
-
         return 0 if len(done) == len(S.latest_by_key(S.find_runs(Tracker().client, cfg.sweep))) else 1
     return 0
 
 
 def _export(root: Path, out: Path, protocol=None) -> int:
-    from populora.evaluation import math_suite
-
     benchmarks.verify(root, benchmarks.GROUPS["math"])
     math_suite.export_tasks(out, root, protocol)
     print(f"wrote lm-eval tasks to {out}; run e.g.: lm_eval --model hf --model_args pretrained=HuggingFaceTB/"
@@ -184,19 +172,12 @@ def report_main(argv: list[str]) -> int:
         args = report_config(argv)
     except ConfigError as err:
         return _fail(err)
-    import json
-
     if args.sweep:
         return _report_sweep(args)
-
-    from populora.evaluation import report
-    from populora.evaluation.runner import write_atomic
 
     if args.results:
         data, default_out = json.loads(Path(args.results).read_text()), Path(args.results).parent
     else:
-        from populora.platform.tracking import Tracker
-
         tracker = Tracker()
         _print_operators(tracker, args.run)
         try:
@@ -214,8 +195,6 @@ def report_main(argv: list[str]) -> int:
         data, compute = _with_linked_baseline(tracker, args.run, args.step, data)
     table = report.build(data)
     note = _format_note(tracker.get_run(args.run).data.tags) if args.run else ""
-    from populora.evaluation import sweep_report
-
     try:
         stats = sweep_report.single_run(sweep_report.run_arms(data))  # paired intervals over problems
         judged = verdict.build(data)
@@ -264,13 +243,6 @@ def _print_operators(tracker, run_id: str) -> None:
 
 
 def _report_sweep(args) -> int:
-    import json
-
-    from populora.evaluation import figures, sweep_report
-    from populora.evaluation.runner import write_atomic
-    from populora.platform import sweep as S
-    from populora.platform.tracking import Tracker
-
     tracker = Tracker()
     try:
         configs, missing = sweep_report.gather(tracker, args.sweep)
@@ -301,13 +273,13 @@ def _format_note(tags: dict) -> str:
 
 def data_main(argv: list[str]) -> int:
     """``populora data verify|fetch``."""
-    from populora.evaluation import fetch
-
     return fetch.main(argv)
 
 
 def bench_eval_main(argv: list[str]) -> int:
     """``populora bench eval``: samples/s of generation and of scoring on CPU."""
+    # the one import of our own inside a function here: evaluation.bench builds a model backend (torch, seconds),
+    # and `populora eval|report|data` (and their --help) load this module; `populora bench eval` imports it directly
     from populora.evaluation import bench
 
     return bench.main(argv)

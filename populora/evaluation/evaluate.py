@@ -14,16 +14,20 @@ A checkpoint (``step``) is scored into ``<run dir>/eval/step_NNNNNN`` and logged
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from populora.evaluation import benchmarks
-from populora.evaluation.runner import ITEMS_DIR, slug, write_atomic
+from populora.evaluation import benchmarks, regrade, results
+from populora.evaluation import targets as T
+from populora.evaluation.runner import ITEMS_DIR, Runner, slug, write_atomic
 from populora.evaluation.targets import TargetError
 from populora.platform import runlayout
+from populora.platform import sweep as S
+from populora.platform.tracking import Tracker
 
 PROGRESS_FILE = "progress.json"  # in the eval out dir: the plan of pairs, read by ``progress``
 
@@ -57,8 +61,6 @@ class Results:
 
 def require_packages(names: list[str]) -> None:
     """EvalPlus for HumanEval+/MBPP+, lm-eval + math-verify for the math suite: say so before loading a model."""
-    import importlib.util
-
     groups = {benchmarks.BENCHMARKS[n].group for n in names}
     need = {"evalplus": any(n in ("humaneval_plus", "mbpp_plus") for n in names),
             "lm_eval": "math" in groups, "math_verify": "math" in groups}
@@ -86,8 +88,6 @@ def evaluate(cfg, *, backend=None, tracker=None, log: Callable[[str], None] | No
     benchmarks.verify(root, names)
     require_packages(names)
     if (cfg.run or cfg.sweep) and tracker is None:
-        from populora.platform.tracking import Tracker
-
         tracker = Tracker()
     if cfg.sweep:
         return _evaluate_sweep(cfg, names, root, tracker, log)
@@ -96,8 +96,6 @@ def evaluate(cfg, *, backend=None, tracker=None, log: Callable[[str], None] | No
 
 def _evaluate_sweep(cfg, names: list[str], root: Path, tracker, log) -> list[Results]:
     """Each finished run of the sweep in turn, with the same configuration (each resumable as a single run)."""
-    from populora.platform import sweep as S
-
     runs = S.latest_by_key(S.find_runs(tracker.client, cfg.sweep))
     if not runs:
         raise TargetError(f"no runs tagged {runlayout.SWEEP}={cfg.sweep}; start one with populora sweep")
@@ -116,8 +114,6 @@ def _evaluate_sweep(cfg, names: list[str], root: Path, tracker, log) -> list[Res
 
 def plan(cfg, names: list[str], root: Path, tracker=None, in_sweep: bool = False) -> Plan:
     """The targets, base model, backend kind and output dir of what ``cfg`` asks to evaluate."""
-    from populora.evaluation import targets as T
-
     if cfg.run:
         if cfg.step is not None:
             found, model, run = T.step_targets(tracker, cfg.run, cfg.step, cfg.members, cfg.baseline, cfg.include_base)
@@ -143,6 +139,8 @@ def backend_factory(model, device: str, kind: str = "multilora", lora=None):
     """Builds the evaluation's backend with the platform's ``make_backend``, as training does. ``lora``: the one
     LoRA shape of the adapters (multi-LoRA needs it; PEFT reads each adapter dir's own)."""
     def make():
+        # the one import of our own inside a function here: the backends load torch (seconds), and importing
+        # populora.evaluation (the UI does) must not; a scored pair asks for a model only when it is still to do
         from populora.platform.backends import BackendConfig, LoraSpec, make_backend
 
         return make_backend(BackendConfig(model.base, model.gguf_file, model.tiny_random, model.dtype, device,
@@ -155,10 +153,6 @@ def score(p: Plan, cfg, tracker=None, backend=None, log=_stderr, loaded: dict[st
     """Score the plan's missing pairs, write results.json and its reports, log them to MLflow (a run's only).
     ``loaded``: {target label: adapter name} the given ``backend`` already holds (scored in place, see Runner);
     ``progress``: tqdm bars per (target, benchmark) on stderr."""
-    from populora.evaluation import results
-    from populora.evaluation import targets as T
-    from populora.evaluation.runner import Runner
-
     lora = T.lora_spec(p.targets) if p.backend == "multilora" and backend is None else None
     protocol = cfg.resolved_protocol(p.model)
     log(f"evaluating {', '.join(t.label for t in p.targets)} on {', '.join(p.names)}"
@@ -169,8 +163,6 @@ def score(p: Plan, cfg, tracker=None, backend=None, log=_stderr, loaded: dict[st
                     batched=cfg.batched, protocol=protocol, loaded=loaded, progress=progress)
     write_progress(p)
     if cfg.regrade:
-        from populora.evaluation import regrade
-
         scores = regrade.run(runner, p.targets, p.names)
     else:
         scores = runner.run(p.targets, p.names)

@@ -12,11 +12,14 @@ import json
 import os
 import re
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Callable
 
 from populora.evaluation import benchmarks, evalplus_suite, livecodebench, math_suite
+from populora.evaluation import protocol as P  # as P: Runner takes a ``protocol`` argument
+from populora.evaluation.batching import SharedBackend, Stopped
 from populora.evaluation.generation import GenConfig, ensure_offline
 from populora.evaluation.targets import Target
 
@@ -96,8 +99,6 @@ class Runner:
                  loaded: dict[str, str] | None = None, progress: bool = True):
         """``loaded``: {target label: adapter name} of adapters the backend already holds (in-training evaluation
         scores the trainer's own adapters in place): used as they are, neither loaded from a dir nor removed."""
-        from populora.evaluation import protocol as P
-
         self.backend_factory, self.backend = backend_factory, None
         # sampling draws its noise per batch: merged batches would change it, so only greedy runs batched
         self.batched = batched and gen.temperature == 0
@@ -198,10 +199,6 @@ class Runner:
 
     def _run_group(self, group: list[Target], name: str, adapters: dict, scores: dict) -> None:
         """One thread per target runs the suite; their generation meets in :class:`SharedBackend`."""
-        import threading
-
-        from populora.evaluation.batching import SharedBackend, Stopped
-
         self._warm_up(name)
         shared = SharedBackend(self.backend, len(group))
         errors: list[BaseException] = []

@@ -28,8 +28,6 @@ def _best(fn, repeats: int) -> float:
 
 
 def _load(tiny: bool):
-    from populora.platform.models import load_base, resolve_source
-
     return load_base(resolve_source("embedded"), tiny_random=tiny)
 
 

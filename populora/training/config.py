@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import math
+import os
 from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
 import populora
+from populora.evaluation import benchmarks
 from populora.platform import config as config_io
 from populora.platform.config import ModelSource, Section
+from populora.platform.ray_settings import check_ray, default_placement
 from populora.training import operators
 
 TaskKind = Literal["code_o", "code_i", "code_f"]
@@ -282,8 +286,6 @@ class PeriodicEvalConfig(Section):
     @field_validator("benchmarks", mode="before")
     @classmethod
     def _benchmarks(cls, v):
-        from populora.evaluation import benchmarks
-
         if isinstance(v, (list, tuple)):  # a YAML list reads as the comma-separated names
             v = ",".join(str(x) for x in v)
         if not isinstance(v, str):
@@ -355,20 +357,13 @@ class TrainConfig(Section):
         if not self.tasks.kinds:
             raise ValueError("tasks.kinds is empty; list at least one of code_o, code_i, code_f")
         if self.ray.placement == "auto":
-            from populora.platform.backends.ray import default_placement
-
             self.ray.placement = default_placement(self.model.device, self.ray.gpus_per_worker)
         if self.ray.address == "local" and self.ray.num_cpus is None:
-            import math
-            import os
-
             r = self.ray
             reserved = r.model_workers * r.cpus_per_model_worker + r.sandbox_workers * r.cpus_per_sandbox_worker
             if reserved > (os.cpu_count() or 1):
                 self.ray.num_cpus = math.ceil(reserved)
         if self.ray.address:
-            from populora.platform.backends.ray import check_ray
-
             m = self.model
             check_ray(m.generation, m.backend, m.device, self.ray.gpus_per_worker, self.ray.placement)
         return self

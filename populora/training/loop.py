@@ -15,6 +15,8 @@ import yaml
 from populora.platform import config as config_io
 from populora.platform import runlayout as rl
 from populora.platform.backends import BackendConfig, LoraSpec, RaySpec, make_backend
+from populora.platform.backends.ray import RayVerifier, init_ray
+from populora.platform.verifier import Verifier
 from populora.training import checkpoint, curriculum, operator_stats, periodic_eval, probe, run_log
 from populora.training.buffers import TaskBuffers, buffer_kinds
 from populora.training.config import TrainConfig
@@ -280,12 +282,8 @@ def backend_config(cfg: TrainConfig, run_dir: Path | None = None) -> BackendConf
 
 def make_verifier(cfg: TrainConfig):
     if cfg.ray.address:
-        from populora.platform.backends.ray import RayVerifier, init_ray
-
         rc = cfg.ray
         return RayVerifier(init_ray(rc.address, rc.num_cpus), rc.sandbox_workers, cfg.tasks.timeout_s, cfg.tasks.memory_mb, rc.cpus_per_sandbox_worker)
-    from populora.platform.verifier import Verifier
-
     return Verifier(timeout_s=cfg.tasks.timeout_s, memory_mb=cfg.tasks.memory_mb)
 
 

@@ -8,6 +8,7 @@ import importlib.util
 
 from populora.platform.config import ConfigError
 from populora.training.config import TrainConfig
+from populora.training.periodic_eval import check
 
 
 def cuda_available() -> bool:
@@ -39,8 +40,6 @@ def problems(cfg: TrainConfig, cuda: bool | None = None) -> list[str]:
     if mc.device.startswith("cuda") and not cuda:
         out.append(f"model.device: {mc.device} but no CUDA GPU is visible here; use model.device=cpu or auto")
     try:  # in-training evaluation: its benchmark files and graders, here
-        from populora.training.periodic_eval import check
-
         check(cfg)
     except ConfigError as err:
         out.append(str(err))

@@ -30,6 +30,7 @@ from populora.platform import config as config_io
 from populora.platform import jobs, queue
 from populora.platform import runlayout as rl
 from populora.platform import sweep as S
+from populora.platform.tracking import Tracker, tracking_uri
 from populora.training.baseline import matched_baseline
 from populora.training.config import TrainConfig
 
@@ -189,8 +190,6 @@ class Driver:
     population runs to their seed's baseline."""
 
     def __init__(self, sid: str, runs: list[PlannedRun], ray_address: str | None = None, log=print):
-        from populora.platform.tracking import Tracker, tracking_uri
-
         self.sid, self.runs, self.ray_address, self.log = sid, runs, ray_address, log
         self.tracker = Tracker()
         self.env = {"MLFLOW_TRACKING_URI": tracking_uri()}  # jobs write where this driver reads

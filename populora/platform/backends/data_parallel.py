@@ -37,6 +37,7 @@ from populora.platform.backends import generation, seeded_sampling, shard_update
 from populora.platform.backends.base import Generation, LoraSpec, TrainSample
 from populora.platform.backends.policy_loss import UpdateSpec
 from populora.platform.backends.ray import RayError, _ModelWorker
+from populora.platform.backends.vllm import VllmBackend
 
 COLLECTIVE_TIMEOUT_S = 1800  # Ray Train's default; the driver kills the group far sooner when a worker is lost
 
@@ -56,8 +57,6 @@ class _DataParallelWorker(_ModelWorker):
         self.trainer, self.rank, self.world = self.backend, rank, world
         self.rows = {"generated": 0, "trained": 0}  # this worker's share, for where() (tests, bench scale)
         if vllm is not None:
-            from populora.platform.backends.vllm import VllmBackend
-
             self.backend = VllmBackend(self.trainer, vllm["model_path"], Path(vllm["sync_dir"]) / f"rank{rank}",
                                        vllm["max_loras"], spec.rank, vllm["gpu_memory"], vllm["max_model_len"],
                                        model.get("dtype", "auto"))

@@ -1,4 +1,5 @@
-"""``make_backend``: the one place a backend is chosen and built, for training and evaluation alike."""
+"""``make_backend``: the one place a backend is chosen and built, for training and evaluation alike. Every backend
+module imports its heavy package (peft, ray, vllm) only when it builds one, so importing them all here is cheap."""
 
 from __future__ import annotations
 
@@ -6,7 +7,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from populora.platform import models  # called as models.X: a test replaces models.load_base to prove no model is loaded
 from populora.platform.backends.base import Backend, LoraSpec
+from populora.platform.backends.checkpointing import enable as enable_checkpointing
+from populora.platform.backends.data_parallel import DataParallelBackend
+from populora.platform.backends.multilora import MultiLoraBackend
+from populora.platform.backends.peft import PeftBackend
+from populora.platform.backends.ray import RayBackend, init_ray
+from populora.platform.backends.vllm import VllmBackend
+from populora.platform.ray_settings import check_ray
 
 
 @dataclass(frozen=True)
@@ -54,45 +63,31 @@ def vllm_max_loras(slots: int) -> int:
 def make_backend(config: BackendConfig) -> Backend:
     """The backend ``config`` asks for: batched multi-LoRA (default) or PEFT in this process, multi-LoRA on Ray
     actors, or either with generation on vLLM."""
-    from populora.platform.models import cached_source, load_base, load_tokenizer, resolve_source
-
-    source = resolve_source(config.base, config.gguf_file)
+    source = models.resolve_source(config.base, config.gguf_file)
     if config.ray is not None:
-        from populora.platform.backends.ray import RayBackend, check_ray, init_ray
-
         rs = config.ray
         check_ray(config.generation, config.kind, config.device, rs.gpus_per_worker, rs.placement)
-        tok = load_tokenizer(cached_source(source, need_weights=False))
+        tok = models.load_tokenizer(models.cached_source(source, need_weights=False))
         model = {k: v for k, v in asdict(config).items()
                  if k in ("base", "gguf_file", "dtype", "device", "tiny_random", "activation_checkpointing")}
         if rs.placement == "data_parallel":
-            from populora.platform.backends.data_parallel import DataParallelBackend
-
             vllm = None if config.generation != "vllm" else {
-                "model_path": cached_source(source, need_weights=True).path_or_id, "sync_dir": config.vllm_sync_dir,
+                "model_path": models.cached_source(source, need_weights=True).path_or_id, "sync_dir": config.vllm_sync_dir,
                 "max_loras": vllm_max_loras(config.slots), "gpu_memory": config.vllm_gpu_memory,
                 "max_model_len": config.max_model_len}
             return DataParallelBackend(init_ray(rs.address, rs.num_cpus), model, tok, config.lora, rs.model_workers,
                                        config.slots, rs.gpus_per_worker, rs.cpus_per_worker, vllm)
         return RayBackend(init_ray(rs.address, rs.num_cpus), model, tok, config.lora, rs.model_workers, config.slots,
                           rs.gpus_per_worker, rs.cpus_per_worker)
-    base, tok = load_base(source, config.dtype, config.device, config.tiny_random)
+    base, tok = models.load_base(source, config.dtype, config.device, config.tiny_random)
     if config.activation_checkpointing:
-        from populora.platform.backends.checkpointing import enable
-
-        enable(base)
+        enable_checkpointing(base)
     if config.kind == "multilora":
-        from populora.platform.backends.multilora import MultiLoraBackend
-
         backend = MultiLoraBackend(base, tok, config.lora, config.slots)
     else:
-        from populora.platform.backends.peft import PeftBackend
-
         backend = PeftBackend(base, tok, config.lora)
     if config.generation == "vllm":
-        from populora.platform.backends.vllm import VllmBackend
-
-        weights = cached_source(source, need_weights=True)
+        weights = models.cached_source(source, need_weights=True)
         backend = VllmBackend(backend, weights.path_or_id, Path(config.vllm_sync_dir), vllm_max_loras(config.slots),
                               config.lora.rank, config.vllm_gpu_memory, config.max_model_len, config.dtype)
     return backend

@@ -8,6 +8,7 @@ half is shown to the student (AZR: ``len // 2``) and the rest are held out.
 from __future__ import annotations
 
 from populora.platform.verifier import Check, Verdict
+from populora.training.tasks.code_o import EXAMPLE_INPUT
 from populora.training.tasks.parsing import (azr_blocks, azr_code_blocks, azr_message, blocks, call_arguments,
                                               first_block, imports_of, last_block, parseable_program)
 from populora.training.tasks.prompts import azr_prompt, chat, fenced, program_requirements, unwrap
@@ -71,8 +72,6 @@ CALL_SUFFIX = "\nf(<|YOUR INPUT WILL BE PLUGGED HERE|>)"  # where the inputs go,
 
 
 def code_o_example() -> str:
-    from populora.training.tasks.code_o import EXAMPLE_INPUT
-
     return EXAMPLE_INPUT
 
 
