@@ -1,0 +1,67 @@
+"""``populora bench lora|step|evolve|verifier|eval|threads|scale|vllm|all``: speed ratios measured side by side in
+one run. Imported only when ``populora bench`` runs (its benches build model backends: torch); ``bench verifier``
+loads no torch and is dispatched to the sandbox's own command by ``populora.cli``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from populora.evaluation import bench as eval_bench
+from populora.platform.sandbox.bench import bench_verifier
+from populora.platform.scale_bench import main as bench_scale_main
+from populora.platform.threads import bench_wait_policy
+from populora.training import bench
+
+BENCHES = ("lora", "step", "evolve", "verifier", "eval", "threads", "vllm")  # all: every one but eval and vllm
+
+
+def bench_main(argv: list[str]) -> int:
+    if argv[:1] == ["scale"]:  # data-parallel workers on Ray: its own options (--workers 1,2, --device, ...)
+        return bench_scale_main(argv[1:])
+    if argv[:1] == ["eval"]:  # its own options (-n, --targets, ...): its own parser (verifier's: populora.cli)
+        return eval_bench.main(["--tiny-random" if a == "--tiny" else a for a in argv[1:]])
+    p = argparse.ArgumentParser(prog="populora bench", description="speed ratios measured side by side in one run; "
+                                "`populora bench verifier|eval|scale --help` for theirs")
+    p.add_argument("which", choices=[*BENCHES, "all"])
+    p.add_argument("--json", action="store_true", help="last line: one JSON object of the figures")
+    p.add_argument("--tiny", action="store_true", help="tiny random model instead of the embedded one (quick check)")
+    args = p.parse_args(argv)
+    figures = {}
+    for name in ([b for b in BENCHES if b not in ("eval", "vllm")] if args.which == "all" else [args.which]):
+        figures[name] = _run_bench(name, args.tiny)
+        print(f"bench {name}: " + ", ".join(_figure(k, v) for k, v in figures[name].items()), flush=True)
+    if args.json:
+        print(json.dumps(figures[args.which] if args.which != "all" else figures))
+    return 0
+
+
+def _figure(key: str, value) -> str:
+    """One bench figure as text, a dict of figures in braces.
+
+    >>> _figure("operators", {"clone": 0.01234})
+    'operators={clone=0.01234}'
+    """
+    if isinstance(value, dict):
+        return f"{key}={{" + ", ".join(_figure(k, v) for k, v in value.items()) + "}"
+    return f"{key}={value:.4g}"
+
+
+def _run_bench(name: str, tiny: bool) -> dict:
+    if name == "lora":
+        return bench.bench_lora(tiny=tiny)
+    if name == "step":
+        return bench.bench_step(tiny=tiny)
+    if name == "evolve":
+        return bench.bench_evolve(tiny=tiny)
+    if name == "vllm":  # the real engine vs batched multi-LoRA (needs vLLM: on CPU, .venv-vllm/bin/populora)
+        if tiny:
+            raise SystemExit("populora bench vllm: --tiny is not supported (vLLM loads the embedded model's dir)")
+        return bench.bench_vllm()
+    if name == "threads":
+        return bench_wait_policy()
+    return bench_verifier()
+
+
+COMMANDS = {"bench": bench_main}  # parses its own argv: fn(argv)
+BAD_INPUT = ()

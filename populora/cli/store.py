@@ -1,0 +1,64 @@
+"""``populora runs`` and ``populora jobs``: what the MLflow store and the machine's job queue hold (the UI's Runs
+and Jobs pages read the same). No torch; MLflow is imported only when the store is read."""
+
+from __future__ import annotations
+
+import sys
+
+from populora.platform import jobs, queue, runlayout
+from populora.platform.run_detail import render
+from populora.platform.tracking import client, tracking_uri
+
+
+def runs(args) -> int:
+    if args.run_id:
+        from mlflow.exceptions import MlflowException  # mlflow is loaded only when the store is read
+
+        try:
+            print(render(client(), args.run_id))
+        except MlflowException as err:
+            print(f"error: no run {args.run_id!r} in {tracking_uri()} ({err.message[:100]}); list them with: populora runs",
+                  file=sys.stderr)
+            return 2
+        return 0
+    rows = runlayout.list_runs(client(), args.limit)  # the UI's Runs page reads the same rows
+    if not rows:
+        print(f"no PopuLoRA runs in {tracking_uri()} (start one with: populora train --config configs/smoke.yaml)")
+        return 0
+    print(f"{'run id':34} {'name':18} {'kind':10} {'status':9} {'progress':9} {'solve':>6} {'valid':>6}")
+    for r in rows:
+        solve, valid = r["solve_rate"], r["validity_rate"]
+        print(f"{r['run_id']:34} {r['name'][:18]:18} {r['kind']:10} {r['mlflow_status']:9} {r['progress'] or '?':9} "
+              f"{'' if solve is None else f'{solve:.0%}':>6} {'' if valid is None else f'{valid:.0%}':>6}")
+    return 0
+
+
+def jobs_(args) -> int:
+    """The machine's one job queue (the UI reads the same one): what holds a slot, what waits and in which place,
+    then the recent jobs of the jobs dir that have ended."""
+    if args.stop:
+        found = {e.job.id: e.job for e in queue.snapshot()} | {j.id: j for j in jobs.list_jobs()}
+        if args.stop not in found:
+            print(f"error: no job {args.stop!r} in the queue ({queue.queue_dir()}) or the jobs dir ({jobs.jobs_dir()}); "
+                  f"list them with: populora jobs", file=sys.stderr)
+            return 2
+        print(f"{args.stop}: {jobs.stop(found[args.stop])}")
+        return 0
+    rows = queue.snapshot()
+    print(f"queue {queue.queue_dir()}: {queue.max_parallel()} slot(s), {sum(e.position is None for e in rows)} running, "
+          f"{sum(e.position is not None for e in rows)} waiting")
+    line = "{:8} {:5} {:9} {:24} {}"
+    print(line.format("place", "kind", "status", "job id", "name"))
+    for e in rows:
+        print(line.format(f"#{e.position}" if e.position else "slot", e.job.kind, e.status, e.job.id, e.job.name))
+    queued = {e.job.id for e in rows}
+    ended = [j for j in jobs.list_jobs()[: args.limit] if j.id not in queued]
+    if ended:
+        print(f"\nrecent jobs in {jobs.jobs_dir()}:")
+        for j in ended:
+            print(line.format("", j.kind, j.status, j.id, j.name))
+    return 0
+
+
+COMMANDS = {"runs": runs, "jobs": jobs_}  # parsed by ``populora.cli.build_parser``: fn(args)
+BAD_INPUT = ()  # they print their own errors

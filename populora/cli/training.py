@@ -1,0 +1,139 @@
+"""``populora train``, ``sweep``, ``plan``, ``export`` and ``prompts``: the commands that read a training config or
+a trained run. Imported only when one of them runs (``populora.cli`` dispatches here): the training
+package loads torch at import (its operators), so ``populora --help`` must not import this module."""
+
+from __future__ import annotations
+
+import json
+import sys
+import uuid
+
+from populora.evaluation import export as export_adapter
+from populora.platform import config as config_io
+from populora.platform import jobs
+from populora.platform import sweep as S
+from populora.platform.backends.data_parallel import WorkerLost
+from populora.platform.config import ConfigError
+from populora.platform.models import ModelError
+from populora.platform.plan import PlanError
+from populora.platform.stopping import stop_code
+from populora.platform.tracking import tracking_uri
+from populora.training import TrainConfig, matched_baseline, sweep as sweeps
+from populora.training.checkpoint import CheckpointError
+from populora.training.loop import Trainer
+from populora.training.tasks.show import prompts_main
+from populora.training.workload import make_plan, render
+
+# bad input of these commands: one line on stderr, exit 2 (no traceback)
+BAD_INPUT = (ConfigError, ModelError, CheckpointError, PlanError)
+
+
+def train(args) -> int:
+    """Train (with ``--baseline``: the population, then its compute-matched baseline, linked); a stop (Ctrl-C, SIGTERM, the UI's Stop) ends with one line saying how to resume, no traceback, and
+    the stop's exit code. The run is already ended KILLED in MLflow by the trainer."""
+    trainer = None
+    try:
+        for cfg in _configs(args):
+            trainer = _start_trainer(args, cfg)
+            if trainer is None:
+                return 2
+            trainer.train(progress=not args.quiet)
+    except KeyboardInterrupt as err:
+        print("\n" + (trainer.stop_line() if trainer is not None else "stopped before the first step"), flush=True)
+        return stop_code(err)
+    except WorkerLost as err:
+        # the run is already FAILED in MLflow; say which run to resume rather than a traceback of Ray internals
+        where = trainer.stop_line() if trainer is not None else "lost while the run was being set up: run the same command again"
+        print(f"\nerror: {err}\n{where}", file=sys.stderr, flush=True)
+        return 1
+    _where(trainer)
+    return 0
+
+
+def _configs(args) -> list:
+    """The configs to train, in order: [None] for a resume; the config; with --baseline, the config and its
+    compute-matched single-agent baseline (``matched_baseline``), sharing a ``pair`` id that links the two runs."""
+    if args.resume:
+        return [None]
+    overrides = list(args.set) + ([f"ray.address={args.ray}"] if args.ray else [])
+    cfg = config_io.load(TrainConfig, args.config, overrides)
+    if not args.baseline:
+        return [cfg]
+    if cfg.population.single_agent:
+        raise config_io.ConfigError("--baseline adds the single-agent baseline of a population; this config is "
+                                    "already a baseline (population.single_agent=true): drop --baseline")
+    cfg.pair = cfg.pair or uuid.uuid4().hex[:12]
+    return [cfg, matched_baseline(cfg)]
+
+
+def _start_trainer(args, cfg):
+    if args.resume:
+        if args.config or args.set or args.baseline:
+            print("error: --resume continues a run with its own config; drop --config/--set/--baseline", file=sys.stderr)
+            return None
+        trainer = Trainer.resume(args.resume)
+        print(f"resuming run {trainer.run_id} at step {trainer.step_index}/{trainer.cfg.steps}", flush=True)
+    else:
+        trainer = Trainer.create(cfg)
+        if trainer.seed_report is not None:
+            print(trainer.seed_report.summary(), flush=True)
+        print(f"run {trainer.run_id}: {cfg.name} ({'single-agent baseline' if cfg.population.single_agent else f'{cfg.population.teachers} teachers + {cfg.population.students} students'}), "
+              f"{cfg.steps} steps, run dir {trainer.run_dir}", flush=True)
+    return trainer
+
+
+def _where(trainer) -> None:
+    uri = tracking_uri()
+    print(f"\ndone: run {trainer.run_id} in MLflow store {uri}")
+    print(f"  adapters (PEFT dirs): {trainer.run_dir / 'adapters'}")
+    print(f"  look at it:  mlflow ui --backend-store-uri {uri}      (then open http://127.0.0.1:5000)")
+    print("  list runs:   populora runs")
+
+
+def sweep(args) -> int:
+    runs = sweeps.plan(args.config, args.grid, args.seeds, args.baseline, list(args.set), args.ray)
+    sid = args.id or sweeps.sweep_id(runs)
+    if args.dry_run:
+        for r in runs:
+            print(f"{r.key:50} {r.name}")
+        if args.json:
+            print(json.dumps(sweeps.dry_run_json(sid, runs)))
+        return 0
+    if not args.wait:  # the driver itself becomes a background job, so the sweep outlives this shell
+        argv = [sys.executable, "-m", "populora.cli", *_sweep_argv(args), "--id", sid, "--wait"]
+        job = jobs.start(argv, name=f"sweep {sid}", env={"MLFLOW_TRACKING_URI": tracking_uri()},
+                         root=S.sweeps_dir() / sid / "driver")
+        print(f"sweep {sid}: {len(runs)} runs started in the background (driver job {job.id}, log {job.log_path}); "
+              f"follow it with: populora runs, or the UI's Runs page")
+        if args.json:
+            print(json.dumps({"sweep": sid, "driver_job": job.id, "runs": len(runs)}))
+        return 0
+    code = sweeps.Driver(sid, runs, args.ray, log=lambda m: print(m, flush=True)).run(args.parallel)
+    if args.json:
+        print(json.dumps({"sweep": sid, "failed": bool(code)}))
+    return code
+
+
+def _sweep_argv(args) -> list[str]:
+    """The sweep's own command line again (for its background driver)."""
+    out = ["sweep"] + (["--config", args.config] if args.config else [])
+    out += [a for g in args.grid for a in ("--grid", g)] + [a for s in args.set for a in ("--set", s)]
+    out += ["--seeds", str(args.seeds), "--parallel", str(args.parallel)] + (["--baseline"] if args.baseline else [])
+    return out + (["--ray", args.ray] if args.ray else [])
+
+
+def plan(args) -> int:
+    cfg = config_io.load(TrainConfig, args.config, args.set)
+    result = make_plan(cfg, args.gpu, args.gpus, args.arch_config)
+    print(render(result))
+    if args.json:
+        print(json.dumps(result))
+    return 0
+
+
+def export(args) -> int:
+    return export_adapter.main(args)
+
+
+# fn(args) parsed by ``populora.cli.build_parser``; prompts: fn(argv), parsing its own
+COMMANDS = {"train": train, "sweep": sweep, "plan": plan, "export": export, "prompts": prompts_main}
