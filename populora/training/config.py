@@ -14,7 +14,7 @@ from populora.evaluation import benchmarks
 from populora.platform import config as config_io
 from populora.platform.config import ModelSource, Section
 from populora.platform.ray_settings import check_ray, default_placement
-from populora.training import operators
+from populora.training import operator_catalogue as catalogue  # the operators by name: no torch
 
 TaskKind = Literal["code_o", "code_i", "code_f"]
 
@@ -157,7 +157,7 @@ class OptimConfig(Section):
 
 def _mix_check(kind: str, mix: dict[str, float]) -> dict[str, float]:
     """Operator names of ``kind`` with weights >= 0; a wrong name is refused naming the valid ones."""
-    valid, other = (operators.MUTATIONS, operators.CROSSOVERS) if kind == "mutation" else (operators.CROSSOVERS, operators.MUTATIONS)
+    valid, other = (catalogue.MUTATIONS, catalogue.CROSSOVERS) if kind == "mutation" else (catalogue.CROSSOVERS, catalogue.MUTATIONS)
     for name, weight in mix.items():
         if name in other:
             raise ValueError(f"{name!r} is a {other[name].kind}, not a {kind}; move it to evolution.operators."
@@ -176,10 +176,10 @@ class OperatorMix(Section):
     crossover with probability ``evolution.crossover_prob`` (else a mutation), then its operator is drawn from
     that kind's weights. The family and the defaults: docs/evolution.md."""
 
-    mutations: dict[str, float] = Field(default_factory=lambda: {n: 1.0 for n in operators.MUTATIONS},
-                                        description=f"Mutation name -> weight (default: all equal): {', '.join(operators.MUTATIONS)}")
-    crossovers: dict[str, float] = Field(default_factory=lambda: {n: 1.0 for n in operators.CROSSOVERS},
-                                         description=f"Crossover name -> weight (default: all equal): {', '.join(operators.CROSSOVERS)}")
+    mutations: dict[str, float] = Field(default_factory=lambda: {n: 1.0 for n in catalogue.MUTATIONS},
+                                        description=f"Mutation name -> weight (default: all equal): {', '.join(catalogue.MUTATIONS)}")
+    crossovers: dict[str, float] = Field(default_factory=lambda: {n: 1.0 for n in catalogue.CROSSOVERS},
+                                         description=f"Crossover name -> weight (default: all equal): {', '.join(catalogue.CROSSOVERS)}")
 
     @field_validator("mutations")
     @classmethod
@@ -216,8 +216,8 @@ class EvolutionConfig(Section):
     @classmethod
     def _strength(cls, v: dict[str, float]) -> dict[str, float]:
         for name, value in v.items():
-            if name not in operators.FAMILY:
-                raise ValueError(f"unknown operator {name!r}; valid: {', '.join(operators.FAMILY)}")
+            if name not in catalogue.FAMILY:
+                raise ValueError(f"unknown operator {name!r}; valid: {', '.join(catalogue.FAMILY)}")
             if not value >= 0:
                 raise ValueError(f"{name!r} has strength {value}; strengths are >= 0")
         return v
@@ -226,10 +226,10 @@ class EvolutionConfig(Section):
     def _usable(self) -> "EvolutionConfig":
         if self.crossover_prob < 1 and not self.mix("mutation"):
             raise ValueError("evolution.operators.mutations is empty, but crossover_prob < 1 asks for mutations; "
-                             f"name at least one of {', '.join(operators.MUTATIONS)}, or set crossover_prob: 1")
+                             f"name at least one of {', '.join(catalogue.MUTATIONS)}, or set crossover_prob: 1")
         if self.crossover_prob > 0 and not self.mix("crossover"):
             raise ValueError("evolution.operators.crossovers is empty, but crossover_prob > 0 asks for crossovers; "
-                             f"name at least one of {', '.join(operators.CROSSOVERS)}, or set crossover_prob: 0")
+                             f"name at least one of {', '.join(catalogue.CROSSOVERS)}, or set crossover_prob: 0")
         return self
 
     def mix(self, kind: str) -> dict[str, float]:
@@ -241,7 +241,7 @@ class EvolutionConfig(Section):
     def strength_of(self, name: str) -> float:
         if name == "gaussian" and self.mutation_scale is not None and name not in self.strength:
             return self.mutation_scale
-        return self.strength.get(name, operators.FAMILY[name].strength)
+        return self.strength.get(name, catalogue.FAMILY[name].strength)
 
 
 class CheckpointConfig(Section):

@@ -5,7 +5,8 @@ child state dict out, every random draw from one CPU ``torch.Generator`` (so the
 A state dict maps ``<module>.lora_A.weight`` (r, in) and ``<module>.lora_B.weight`` (out, r) to tensors; the
 module's weight delta is B @ A (times alpha / r, the same for parents and child, so ignored here). Children
 always keep the parents' rank r. Every operator is registered by name (``MUTATIONS``, ``CROSSOVERS``) with one
-strength knob and its default (docs/evolution.md says why these values):
+strength knob and its default, both listed in ``operator_catalogue.py`` (torch-free, so the training config reads
+them without torch; docs/evolution.md says why these values):
 
 - a mutation is ``fn(state, strength, generator)``; strength 0 gives the parent back (its delta B @ A);
 - a crossover is ``fn(states, weights, strength, generator)``: ``states[0]`` is the fitter parent, ``weights``
@@ -21,6 +22,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 import torch
+
+from populora.training import operator_catalogue as catalogue
 
 State = dict[str, torch.Tensor]
 
@@ -319,23 +322,15 @@ def fitness_shares(fitness: list[float], temperature: float = 1.0) -> list[float
     return torch.softmax(z / temperature, 0).tolist()
 
 
-MUTATIONS: dict[str, Operator] = {op.name: op for op in (
-    Operator("gaussian", "mutation", _m_gaussian, 0.05, "noise std / each tensor's RMS (M4)"),
-    Operator("svd_noise", "mutation", mutate_svd, 0.06, "log-normal std of singular values and rotation angle (M1)"),
-    Operator("layer_gaussian", "mutation", mutate_layers, 0.10, "noise std / RMS on half the modules (M2)"),
-    Operator("mask", "mutation", mask_components, 0.0625, "fraction rho of singular components zeroed (M3)"),
-    Operator("neftune", "mutation", mutate_down, 0.09, "uniform noise std / RMS on A only (M5)"),
-    Operator("clone", "mutation", clone, 0.0, "none: a copy"),
-)}
-CROSSOVERS: dict[str, Operator] = {op.name: op for op in (
-    Operator("svd_fit", "crossover", _x_svd, 0.0, "none: weights from fitness"),
-    Operator("component_swap", "crossover", _x_swap, 0.0, "none: weights from fitness"),
-    Operator("dare", "crossover", _x_dare, 0.1, "drop probability p (X1)"),
-    Operator("layerwise", "crossover", _x_layers, 0.0, "none: weights from fitness (X2)"),
-    Operator("subspace_split", "crossover", _x_split, 0.0, "none: k = round(w * r) (X3)"),
-    Operator("extrapolate", "crossover", _x_extrapolate, 0.5, "eta in [1, 1 + strength] (X4)"),
-    Operator("xes", "crossover", _x_xes, 0.0, "none: softmax of z-scored fitnesses (X5)"),
-)}
+# each operator's function, by its name in the catalogue (operator_catalogue.py: kind, default strength, knob)
+FUNCTIONS: dict[str, Callable] = {
+    "gaussian": _m_gaussian, "svd_noise": mutate_svd, "layer_gaussian": mutate_layers, "mask": mask_components,
+    "neftune": mutate_down, "clone": clone,
+    "svd_fit": _x_svd, "component_swap": _x_swap, "dare": _x_dare, "layerwise": _x_layers, "subspace_split": _x_split,
+    "extrapolate": _x_extrapolate, "xes": _x_xes,
+}
+MUTATIONS: dict[str, Operator] = {n: Operator(n, c.kind, FUNCTIONS[n], c.strength, c.knob) for n, c in catalogue.MUTATIONS.items()}
+CROSSOVERS: dict[str, Operator] = {n: Operator(n, c.kind, FUNCTIONS[n], c.strength, c.knob) for n, c in catalogue.CROSSOVERS.items()}
 FAMILY: dict[str, Operator] = MUTATIONS | CROSSOVERS
 
 
