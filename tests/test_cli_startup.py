@@ -1,0 +1,46 @@
+"""`populora --help` and `populora <command> --help` answer without loading torch or MLflow (seconds each): the
+parser of every command is built from argparse alone, and the dispatch imports only the chosen command's module
+(populora/cli/__init__.py). Also the packages the UI imports, which promise the same in their docstrings."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+HEAVY = ("torch", "mlflow", "transformers", "peft", "vllm", "ray")
+
+# runs the CLI's main in a fresh interpreter, then prints which heavy packages it had imported
+PROBE = """
+import json, sys
+argv = json.loads(sys.argv[1])
+try:
+    if argv[0] == "import":
+        __import__(argv[1])
+    else:
+        from populora.cli import main
+        main(argv)
+except SystemExit:
+    pass
+print(json.dumps(sorted({m.split(".")[0] for m in sys.modules} & set(json.loads(sys.argv[2])))))
+"""
+
+
+def loaded(argv: list[str]) -> list[str]:
+    out = subprocess.run([sys.executable, "-c", PROBE, json.dumps(argv), json.dumps(HEAVY)], capture_output=True,
+                         text=True, timeout=120, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+# one per way a --help is answered: the top parser (train, sweep, export, plan, runs, jobs share it), a layer's
+# own parser (eval, report and data share evaluation/cli.py), the sandbox's, the UI's, the sandbox bench's
+@pytest.mark.parametrize("argv", [["--help"], ["train", "--help"], ["runs", "--help"], ["eval", "--help"],
+                                  ["sandbox", "--help"], ["ui", "--help"], ["bench", "verifier", "--help"]])
+def test_help_loads_no_torch_nor_mlflow(argv):
+    heavy = loaded(argv)
+    assert heavy == [], f"populora {' '.join(argv)} imported {heavy}"
+
+
+@pytest.mark.parametrize("package", ["populora.evaluation", "populora.training"])
+def test_the_packages_the_ui_imports_load_no_model_library(package):
+    assert loaded(["import", package]) == []
