@@ -11,7 +11,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from populora.evaluation import SweepReportError, build_verdict, compute_side_by_side, eval_metric_keys, with_baseline
+from populora.evaluation import (BASE, BASELINE, MEMBER, Results, SweepReportError, build_verdict, compute_side_by_side,
+                                 eval_metric_keys, with_baseline)
 from populora.platform import runlayout as rl
 from populora.ui import charts, common, eval_panel, store, sweeps
 from populora.ui.compare_table import headline, report_ends, summarize, verdict_frame
@@ -52,12 +53,10 @@ def base_row(uri: str, run_id: str, evals: pd.DataFrame) -> pd.Series | None:
 def results_frames(data: dict) -> tuple[pd.DataFrame, pd.Series | None, pd.Series | None]:
     """(members, baseline, base) from a results.json: member rows by id, the baseline's members' mean, the base
     model's row; columns ``eval/<benchmark>/<metric>`` as ``populora eval`` names its metrics."""
-    kinds = {label: t.get("kind") for label, t in data.get("targets", {}).items()}
+    results = Results.from_dict(data)
     rows = {label: eval_metric_keys("eval", per) for label, per in data.get("results", {}).items()}
     frame = pd.DataFrame.from_dict(rows, orient="index")
-    members = frame.loc[[label for label in frame.index if kinds.get(label) == "member"]]
-    baseline = frame.loc[[label for label in frame.index if kinds.get(label) == "baseline"]]
-    base = frame.loc[[label for label in frame.index if kinds.get(label) == "base"]]
+    members, baseline, base = (frame.loc[results.of_kind(kind)] for kind in (MEMBER, BASELINE, BASE))
     return (members, baseline.mean(numeric_only=True) if len(baseline) else None,
             base.iloc[0] if len(base) else None)
 
