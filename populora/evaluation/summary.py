@@ -165,9 +165,9 @@ def population_summary(per: dict[str, dict[str, float]], rank: dict[str, float |
     score), members in ``exclude`` or without a rank left out (biased: chosen on the problems they are scored on).
     ``ties``: members whose rank equals the pick's (rounded to ``places`` decimals when given).
 
-    >>> s = population_summary({"T0": {"gsm8k": 0.5}, "S0": {"gsm8k": 0.25}, "S1": {"gsm8k": 0.25}})
+    >>> s = population_summary({"T0": {"gsm8k": 0.5}, "T1": {"gsm8k": 0.5}, "S0": {"gsm8k": 0.25}, "S1": {"gsm8k": 0.25}})
     >>> s.mean, s.picks, s.ties, s.cross_fitted
-    ({'gsm8k': 0.3333333333333333}, {'weakest': ['S0'], 'best': ['T0']}, {'weakest': ['S1'], 'best': []}, False)
+    ({'gsm8k': 0.375}, {'weakest': ['S0'], 'best': ['T0']}, {'weakest': ['S1'], 'best': ['T1']}, False)
     >>> population_summary({"S3": {}}, rank={"S3": 19.0}, exclude={"S3"}).picks
     {}
     """
