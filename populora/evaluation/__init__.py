@@ -22,7 +22,7 @@ from populora.evaluation.figures import sweep_curves
 from populora.evaluation.results import metric_keys as eval_metric_keys
 from populora.evaluation.report import AVERAGES, averages
 from populora.evaluation.report import pick_label as report_pick_label
-from populora.evaluation.report import summarize as report_summary
+from populora.evaluation.report import summary_of as report_summary
 from populora.evaluation.sweep_report import ReportError as SweepReportError
 from populora.evaluation.sweep_report import build as sweep_statistics
 from populora.evaluation.summary import Results, Summary, population_summary

@@ -111,7 +111,7 @@ def pick_label(summary: Summary, which: str) -> str:
     return f"{which} member ({summary.picks[which][0]}, {selection.BIASED})"
 
 
-def summarize(results: Results, members: list[str]) -> Summary:
+def summary_of(results: Results, members: list[str]) -> Summary:
     """The population summary of ``members`` as the report computes it: cross-fitted on the per-problem scores
     of the samples files on disk, else the biased pick by overall score (what the Compare page shows too)."""
     return population_summary(results.score_table(members), tables=results.tables())
@@ -133,7 +133,7 @@ def build(results: dict) -> Table:
     picked: dict[str, list[str]] = {}  # summary row label -> the members its compute is of
     notes = []
     if len(members) > 1:
-        summary = summarize(r, members)
+        summary = summary_of(r, members)
         named["population mean"] = row("population mean", summary.mean)
         for which in summary.picks:
             label = pick_label(summary, which)

@@ -24,6 +24,8 @@ from populora.evaluation import benchmarks, selection
 from populora.evaluation.per_problem import problem_scores
 from populora.evaluation.targets import BASE, BASELINE, MEMBER
 ENDS = ("weakest", "best")
+__all__ = ["BASE", "BASELINE", "ENDS", "MEMBER", "BenchmarkScore", "Results", "Summary", "TargetInfo", "overall",
+           "population_mean", "population_summary"]
 
 
 # ====================================================================== typed results
