@@ -129,24 +129,24 @@ def build(results: dict) -> Table:
     # keep their own rows, marked, and count only when no member of the final population was scored
     members = r.final_members(scored)
     rows = [row(f"{m} (retired)" if m in retired else m, per[m]) for m in scored]
+    compute = [adapter_tokens(r, [m]) for m in scored]  # per row, from the ids it is made of (never its label)
     named: dict[str, list] = {}
-    picked: dict[str, list[str]] = {}  # summary row label -> the members its compute is of
     notes = []
     if len(members) > 1:
         summary = summary_of(r, members)
         named["population mean"] = row("population mean", summary.mean)
         for which in summary.picks:
-            label = pick_label(summary, which)
-            named[which] = row(label, summary.scores[which])
-            picked[label] = summary.picks[which]
+            named[which] = row(pick_label(summary, which), summary.scores[which])
         notes += [CROSS_FIT if summary.cross_fitted else BIASED] if summary.picks else []
         rows += list(named.values())
+        compute += [adapter_tokens(r, members, population=True)] + [adapter_tokens(r, summary.picks[w]) for w in summary.picks]
+    others = r.of_kind(BASELINE) + r.of_kind(BASE)
     baselines = [row(label, per[label]) for label in r.of_kind(BASELINE)]
-    rows += baselines + [row(label, per[label]) for label in r.of_kind(BASE)]
+    rows += [row(label, per[label]) for label in others]
+    compute += [adapter_tokens(r, [t]) for t in others]
     if len(members) == 1:  # a one-member population is its own mean and weakest member
         only = row(members[0], per[members[0]])
         named = {"population mean": only, "weakest": only}
-    compute = [row_compute(r_[0], results["targets"], members, picked) for r_ in rows]
     table = Table(header, rows, call_outs(named, baselines[0] if baselines else None), compute,
                   notes + protocol_notes(results) + subset_notes(results) + quality_notes(results))
     table.deltas += compute_call_out(table)
@@ -206,21 +206,17 @@ def _tokens(info: dict) -> float | None:
     return None if value in (None, "") else float(value)
 
 
-def row_compute(label: str, targets: dict, members: list[str], picked: dict[str, list[str]] | None = None) -> float | None:
-    """Tokens per adapter of a row: a member's own; the population's total over its adapters (the run's
-    ``compute/per_adapter/*``, else the members' mean); the weakest / best member's own (the mean of the two
-    members a cross-fitted row is made of, ``picked[label]``)."""
-    if label in targets:
-        return _tokens(targets[label])
-    if label.endswith(" (retired)"):
-        return _tokens(targets.get(label[:-len(" (retired)")], {}))
-    if label == "population mean":
-        run = [targets[m].get("run_compute_tokens_per_adapter") for m in members]
-        run = [float(v) for v in run if v not in (None, "")]
-        return run[0] if run else _avg([_tokens(targets[m]) for m in members])
-    if picked and label in picked:
-        return _avg([_tokens(targets.get(m, {})) for m in picked[label]])
-    return None
+def adapter_tokens(results: Results, ids: list[str], population: bool = False) -> float | None:
+    """Tokens per adapter of a row made of the targets ``ids``: a member's own (the mean of the two members a
+    cross-fitted row is made of); the population's (``population``): the run's total over its adapters (the
+    run's ``compute/per_adapter/*``), else its members' mean."""
+    infos = [results.targets[t].info if t in results.targets else {} for t in ids]
+    if population:
+        run = [float(i["run_compute_tokens_per_adapter"]) for i in infos
+               if i.get("run_compute_tokens_per_adapter") not in (None, "")]
+        if run:
+            return run[0]
+    return _avg([_tokens(i) for i in infos])
 
 
 def compute_call_out(t: Table) -> list[str]:
