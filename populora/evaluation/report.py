@@ -117,10 +117,10 @@ def summary_of(results: Results, members: list[str]) -> Summary:
     return population_summary(results.score_table(members), tables=results.tables())
 
 
-def build(results: dict) -> Table:
-    """``results``: {"results": {label: {benchmark: {"score": x, "n": n, "samples_file": path, ...}}},
-    "targets": {label: {"kind": ...}}, "config": {"limit": N, ...}} (read by ``Results.from_dict``)."""
-    r = Results.from_dict(results)
+def build(results: Results | dict) -> Table:
+    """``results``: typed, or a results.json dict: {"results": {label: {benchmark: {"score": x, "n": n,
+    "samples_file": path, ...}}}, "targets": {label: {"kind": ...}}, "config": {"limit": N, ...}}."""
+    r = Results.of(results)
     per = r.score_table()
     header = ["adapter"] + [benchmarks.BENCHMARKS[n].label for n in benchmarks.BENCHMARKS] + [COLUMNS[a] for a in ALL_AVERAGES]
     scored = r.of_kind(MEMBER)
@@ -148,14 +148,14 @@ def build(results: dict) -> Table:
         only = row(members[0], per[members[0]])
         named = {"population mean": only, "weakest": only}
     table = Table(header, rows, call_outs(named, baselines[0] if baselines else None), compute,
-                  notes + protocol_notes(results) + subset_notes(results) + quality_notes(results))
+                  notes + protocol_notes(r) + subset_notes(r) + quality_notes(r))
     table.deltas += compute_call_out(table)
     return table
 
 
-def protocol_notes(results: dict) -> list[str]:
+def protocol_notes(results: Results) -> list[str]:
     """Which evaluation protocol, budgets and EvalPlus limits the scores were made under."""
-    proto = (results.get("config") or {}).get("protocol")
+    proto = results.config.get("protocol")
     if not isinstance(proto, dict):
         return ["protocol: not recorded (results made before protocols; regrade or re-run to compare)"]
     budgets = proto.get("budgets", {})
@@ -168,11 +168,11 @@ def protocol_notes(results: dict) -> list[str]:
             f"time limits {proto.get('evalplus_min_time_limit')} s / {proto.get('evalplus_time_factor')}x"]
 
 
-def quality_notes(results: dict) -> list[str]:
+def quality_notes(results: Results) -> list[str]:
     """Pairs whose completions ran out of budget, and math verdicts that were not math-verify's: both move scores."""
     cut, fell = [], []
-    for label, by in results["results"].items():
-        for b, entry in by.items():
+    for label, by in results.scores.items():
+        for b, entry in ((b, s.entry) for b, s in by.items()):
             name = benchmarks.BENCHMARKS[b].label if b in benchmarks.BENCHMARKS else b
             if entry.get("truncated_rate"):
                 cut.append(f"{label} {name} {100 * entry['truncated_rate']:.0f}%")
@@ -186,15 +186,15 @@ def quality_notes(results: dict) -> list[str]:
     return out
 
 
-def subset_notes(results: dict) -> list[str]:
+def subset_notes(results: Results) -> list[str]:
     """The ``--limit`` of the run (if any) and n per benchmark (flagged where targets differ)."""
-    limit = (results.get("config") or {}).get("limit")
+    limit = results.config.get("limit")
     out = [f"--limit {limit}: first {limit} items of each benchmark: not comparable with full-benchmark scores"] if limit else []
     ns: dict[str, list] = {}
-    for by in results["results"].values():
-        for b, entry in by.items():
-            if entry.get("n") is not None and entry["n"] not in ns.setdefault(b, []):
-                ns[b].append(entry["n"])
+    for by in results.scores.values():
+        for b, s in by.items():
+            if s.n is not None and s.n not in ns.setdefault(b, []):
+                ns[b].append(s.n)
     cells = [f"{benchmarks.BENCHMARKS[b].label} {' / '.join(map(str, ns[b]))}"
              + (" (differs between targets: not comparable)" if len(ns[b]) > 1 else "")
              for b in benchmarks.BENCHMARKS if ns.get(b)]

@@ -62,7 +62,13 @@ class Results:
     targets: dict[str, TargetInfo]
     scores: dict[str, dict[str, BenchmarkScore]]
     config: dict = field(default_factory=dict)
-    raw: dict = field(default_factory=dict)  # the dict it was read from (report notes read its pairs' fields)
+    raw: dict = field(default_factory=dict)  # the dict it was read from
+    _tables: dict | None = field(default=None, repr=False, compare=False)  # read once: ``tables``
+
+    @classmethod
+    def of(cls, results: Results | dict) -> Results:
+        """``results`` itself, or read from a results.json dict (``from_dict``)."""
+        return results if isinstance(results, Results) else cls.from_dict(results)
 
     @classmethod
     def from_dict(cls, data: dict) -> Results:
@@ -114,8 +120,10 @@ class Results:
                 for t, by in self.scores.items()}
 
     def tables(self) -> dict[str, selection.Table]:
-        """{target: {benchmark: {problem: score}}} from the samples files on disk (``per_problem``)."""
-        return {t: {b: problem_scores(p) for b, p in by.items()} for t, by in self.samples_paths().items()}
+        """{target: {benchmark: {problem: score}}} from the samples files on disk (``per_problem``), read once."""
+        if self._tables is None:
+            self._tables = {t: {b: problem_scores(p) for b, p in by.items()} for t, by in self.samples_paths().items()}
+        return self._tables
 
 
 # ====================================================================== the population summary

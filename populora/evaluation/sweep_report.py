@@ -40,9 +40,9 @@ class ReportError(ValueError):
     """Nothing to report (unknown sweep, runs not evaluated); the message says what to run."""
 
 
-def run_arms(results: dict) -> dict[str, dict[str, dict[str, float]]]:
-    """{arm: {benchmark: {problem: score}}} of one results.json (arms without data are left out)."""
-    r = Results.from_dict(results)
+def run_arms(results: Results | dict) -> dict[str, dict[str, dict[str, float]]]:
+    """{arm: {benchmark: {problem: score}}} of one evaluation's results (arms without data are left out)."""
+    r = Results.of(results)
     per_target = r.tables()
     alive = r.final_members([t for t in per_target if per_target[t]])
     arms: dict[str, dict[str, dict[str, float]]] = {}

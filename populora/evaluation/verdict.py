@@ -55,14 +55,14 @@ def _base_arm(r: Results, tables: dict) -> dict | None:
     return tables[base[0]] if base else None
 
 
-def build(results: dict, seed: int = 0) -> dict | None:
+def build(results: Results | dict, seed: int = 0) -> dict | None:
     """{"rows": [{"name", "label", <arm>: score, <delta>: comparison dict}], "words": str, "n": {benchmark: n}}
     from a results.json with per-problem samples files on disk; None when nothing has per-problem scores.
     Scores are fractions (0-1); a comparison is ``stats.Comparison.to_dict()`` (delta, ci95, p_value)."""
-    arms = run_arms(results)
+    r = Results.of(results)
+    arms = run_arms(r)  # the samples files are read once, for both
     if "population mean" not in arms:
         return None
-    r = Results.from_dict(results)
     base = _base_arm(r, r.tables())
     if base is not None:
         arms["base model"] = base
