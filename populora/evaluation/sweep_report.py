@@ -60,7 +60,7 @@ def run_arms(results: Results | dict) -> dict[str, dict[str, dict[str, float]]]:
         for which in ENDS:  # cross-fitted unless no benchmark has two problems (then biased)
             if summary.cross_fitted:
                 arms[which] = summary.selections[which].scores
-            else:  # no member ranked: no benchmark in common, nothing to pick on
+            else:  # the biased pick, scored on the problems that chose it (none without a benchmark in common)
                 m = summary.picks[which][0] if summary.picks else None
                 arms[which] = {b: {p: tables[m][b][p] for p in ps} for b, ps in problems.items()} if m else {}
     baselines = [t for t in r.of_kind(BASELINE) if per_target.get(t)]
