@@ -11,6 +11,7 @@ from pydantic import Field, field_validator, model_validator
 
 import populora
 from populora.platform import config as config_io
+from populora.platform.backends.optimizer import AdamConfig
 from populora.platform.config import ModelSource, Section
 from populora.training import operators
 
@@ -129,12 +130,12 @@ class RewardConfig(Section):
                                                  "the default; AZR code: -0.5, see AZR issue #37); 1 - solve rate otherwise")
 
 
-class OptimConfig(Section):
+class OptimConfig(AdamConfig):
     """The update as AZR's veRL actor runs it: TRR++ advantages, then per adapter ``mini_batches`` clipped
-    policy-gradient steps on the token mean (policy_loss.py). AZR's values: paper branch / master config."""
+    policy-gradient steps on the token mean (policy_loss.py). AZR's values: paper branch / master config.
+    AdamW's own settings (``lr``, ``weight_decay``) are ``AdamConfig``'s (platform/backends/optimizer.py), the one
+    place an optimizer setting is declared; every backend builds its optimizer from this section."""
 
-    lr: float = Field(5e-5, gt=0, description="AdamW learning rate of every adapter (AZR full fine-tune: 1e-6; LoRA needs more)")
-    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay")
     grad_clip: float = Field(1.0, gt=0, description="Max grad norm per adapter and optimizer step (AZR: 1.0)")
     mini_batches: int = Field(3, ge=1, description="Optimizer steps per training step, each on a contiguous slice of the "
                               "adapter's rollouts (AZR: 384 samples in PPO mini-batches of 128, so 3); 1 = one on-policy step")
