@@ -31,7 +31,7 @@ from populora.platform import jobs, queue
 from populora.platform import runlayout as rl
 from populora.platform import sweep as S
 from populora.training.baseline import matched_baseline
-from populora.training.config import TrainConfig
+from populora.training.config import TrainConfig, job_slots
 
 
 @dataclass
@@ -261,7 +261,7 @@ class Driver:
                 return jobs.start(argv, name=r.name, env=self.env, root=self.dir / "jobs")
             self.log(f"  {r.key}: starting {r.name}")
             return jobs.launch_training(r.yaml, name=r.name, env=self.env, root=self.dir / "jobs",
-                                        ray_address=self.ray_address)
+                                        ray_address=self.ray_address, need=job_slots(r.yaml))
         return start
 
     def run(self, parallel: int = 1) -> int:
