@@ -15,7 +15,7 @@ import time
 
 import torch
 
-from populora.platform.backends import LoraSpec, MultiLoraBackend, PeftBackend, TrainSample
+from populora.platform.backends import AdamConfig, LoraSpec, MultiLoraBackend, PeftBackend, TrainSample
 from populora.platform.models import load_base, resolve_source
 
 
@@ -38,7 +38,7 @@ def make_backend(kind: str, model, tok, names, rank: int = 8):
     g = torch.Generator().manual_seed(0)
     for n in names:
         backend.add_adapter(n, seed=0)
-        backend.init_optimizer(n, lr=1e-5)
+        backend.init_optimizer(n, AdamConfig(lr=1e-5))
         backend.set_adapter_state(n, {k: torch.randn(v.shape, generator=g) * 0.02 for k, v in backend.adapter_state(n).items()})
     return backend
 

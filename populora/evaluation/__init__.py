@@ -1,7 +1,8 @@
 """Evaluation: score adapters on the ten benchmarks and build the member / population / baseline table.
 
-What the UI (and other parts of PopuLoRA) may use is exported here: the benchmark registry, the report's pure
-summary functions, so the Compare page shows the numbers ``populora report`` prints, and a sweep's statistics
+What the UI (and other parts of PopuLoRA) may use is exported here: the benchmark registry, the typed results
+and the one population summary (``summary.py``: ``Results``, ``population_summary``) with the report's pick and
+its label (``report_summary``, ``report_pick_label``), so the Compare page shows the numbers ``populora report`` prints, and a sweep's statistics
 and figures, so it shows what ``populora report --sweep`` writes; the evaluation config (the UI launches ``populora eval``
 on it as a job; its one entry point is ``populora.evaluation.evaluate.evaluate``) and ``eval_progress``, which
 reads a running evaluation's pairs, with ``eval_size`` / ``eval_pace`` for its estimate before launching; the verdict of a
@@ -19,17 +20,19 @@ from populora.evaluation.figures import arms_race as arms_race_figure
 from populora.evaluation.figures import intervals as intervals_figure
 from populora.evaluation.figures import sweep_curves
 from populora.evaluation.results import metric_keys as eval_metric_keys
-from populora.evaluation.report import AVERAGES, averages, population_mean, weakest_best
-from populora.evaluation.report import results_extremes as report_extremes
+from populora.evaluation.report import AVERAGES, averages
+from populora.evaluation.report import pick_label as report_pick_label
+from populora.evaluation.report import summary_of as report_summary
 from populora.evaluation.sweep_report import ReportError as SweepReportError
 from populora.evaluation.sweep_report import build as sweep_statistics
+from populora.evaluation.summary import Results, Summary, population_summary
 from populora.evaluation.sweep_report import gather as gather_sweep
-from populora.evaluation.targets import checkpoint_steps
+from populora.evaluation.targets import BASE, BASELINE, MEMBER, checkpoint_steps
 from populora.evaluation.verdict import build as build_verdict
 from populora.evaluation.verdict import compute_side_by_side, with_baseline
 
-__all__ = ["AVERAGES", "BENCHMARKS", "EvalConfig", "GROUPS", "SweepReportError", "arms_race_figure", "averages",
-           "build_verdict", "checkpoint_steps", "compute_side_by_side", "eval_metric_keys", "eval_pace", "eval_progress",
-           "eval_size", "gather_sweep", "intervals_figure", "population_mean",
-           "report_extremes",
-           "sweep_curves", "sweep_statistics", "weakest_best", "with_baseline"]
+__all__ = ["AVERAGES", "BASE", "BASELINE", "BENCHMARKS", "MEMBER", "EvalConfig", "GROUPS", "Results", "Summary", "SweepReportError",
+           "arms_race_figure", "averages", "build_verdict", "checkpoint_steps", "compute_side_by_side",
+           "eval_metric_keys", "eval_pace", "eval_progress", "eval_size", "gather_sweep", "intervals_figure",
+           "population_summary", "report_pick_label", "report_summary", "sweep_curves", "sweep_statistics",
+           "with_baseline"]

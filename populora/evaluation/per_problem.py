@@ -1,5 +1,5 @@
-"""Per-problem scores of one evaluated run, read from the samples files its results.json names: the tables that
-the report's weakest / best (``selection.py``) and a sweep's paired tests (``sweep_report.py``) are computed on."""
+"""Per-problem scores, read from the samples files a results.json names (``summary.Results.tables``): the tables
+that the report's weakest / best (``selection.py``) and a sweep's paired tests (``sweep_report.py``) are computed on."""
 
 from __future__ import annotations
 
@@ -7,8 +7,6 @@ import json
 from pathlib import Path
 
 import numpy as np
-
-from populora.evaluation import selection
 
 
 def sample_correct(sample: dict) -> float:
@@ -26,11 +24,3 @@ def problem_scores(samples_file: str | Path) -> dict[str, float]:
             s = json.loads(line)
             per.setdefault(str(s["task_id"]), []).append(sample_correct(s))
     return {k: float(np.mean(v)) for k, v in per.items()}
-
-
-def target_tables(results: dict) -> dict[str, selection.Table]:
-    """{target: {benchmark: {problem: score}}} of one results.json, from the samples files that are on disk
-    (benchmarks whose file is missing are left out)."""
-    return {label: {b: problem_scores(e["samples_file"]) for b, e in by.items()
-                    if e.get("samples_file") and Path(e["samples_file"]).is_file()}
-            for label, by in results["results"].items()}

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from populora.evaluation import benchmarks, selection
-from populora.evaluation.per_problem import target_tables
+from populora.evaluation.summary import BASE, BASELINE, MEMBER, Results, Summary, population_summary
 
 AVERAGES = ("code avg", "math avg", "overall")  # ours: the keys of ``averages`` (the UI's Compare page too)
 AZR_AVERAGES = ("math avg (AZR)", "total (AZR)")
@@ -90,30 +90,6 @@ def azr_averages(scores: dict[str, float]) -> dict[str, float | None]:
     return {"math avg (AZR)": math, "total (AZR)": None if code is None or math is None else (code + math) / 2}
 
 
-def population_mean(per: dict[str, dict[str, float]]) -> dict[str, float]:
-    """Mean of each key over the members that have it: {member: {key: value}} -> {key: mean}.
-
-    >>> population_mean({"T0": {"gsm8k": 0.5, "aime24": 0.1}, "S0": {"gsm8k": 0.25}})
-    {'gsm8k': 0.375, 'aime24': 0.1}
-    """
-    keys = list(dict.fromkeys(k for scores in per.values() for k in scores))
-    mean = {k: _avg([scores.get(k) for scores in per.values()]) for k in keys}
-    return {k: v for k, v in mean.items() if v is not None}
-
-
-def weakest_best(rank: dict[str, float | None]) -> tuple[str, str] | None:
-    """(weakest, best) member by ``rank`` (the overall score); members without one are left out. Selected on the
-    same problems they are scored on (biased: the fallback when there are no per-problem verdicts).
-
-    >>> weakest_best({"T0": 0.4, "S0": 0.2, "S1": None})
-    ('S0', 'T0')
-    >>> weakest_best({"S1": None}) is None
-    True
-    """
-    ranked = sorted((m for m, v in rank.items() if v is not None), key=rank.get)
-    return (ranked[0], ranked[-1]) if ranked else None
-
-
 def row(label: str, scores: dict[str, float]) -> list:
     cells = [scores.get(n) for n in benchmarks.BENCHMARKS]
     return [label] + cells + list({**averages(scores), **azr_averages(scores)}.values())
@@ -124,69 +100,62 @@ def row_averages(r: list) -> dict[str, float | None]:
     return dict(zip(ALL_AVERAGES, r[1 + len(benchmarks.BENCHMARKS):]))
 
 
-def extremes(per: dict[str, dict[str, float]], members: list[str], tables: dict[str, selection.Table]
-             ) -> tuple[dict[str, tuple[str, dict[str, float], list[str]]], bool]:
-    """({"weakest"/"best": (row label, per-benchmark scores, members it is made of)}, cross-fitted?). Cross-fit
-    when every member has per-problem scores for the benchmarks it scored; else the biased same-problems pick."""
-    if all(tables.get(m) and set(tables[m]) >= set(per[m]) for m in members):
-        try:
-            picks = [selection.cross_fit({m: tables[m] for m in members}, w) for w in ("weakest", "best")]
-        except ValueError:  # too few problems to split, or members on different problems: the biased pick
-            picks = []
-        if picks:
-            return {p.which: (p.label(), {b: float(np.mean(list(ps.values()))) for b, ps in p.scores.items()},
-                              p.members) for p in picks}, True
-    ends = weakest_best({m: averages(per[m])["overall"] for m in members})
-    if not ends:
-        return {}, False
-    return {w: (f"{w} member ({m}, {selection.BIASED})", per[m], [m]) for w, m in zip(("weakest", "best"), ends)}, False
+def pick_label(summary: Summary, which: str) -> str:
+    """The weakest / best row's label: which members, and how they were chosen (display only).
+
+    >>> pick_label(population_summary({"T0": {"gsm8k": 0.5}, "S0": {"gsm8k": 0.25}}), "weakest")
+    'weakest member (S0, selected on the same problems: biased)'
+    """
+    if summary.cross_fitted:
+        return summary.selections[which].label()
+    return f"{which} member ({summary.picks[which][0]}, {selection.BIASED})"
 
 
-def results_extremes(results: dict, members: list[str]) -> tuple[dict[str, tuple[str, dict[str, float], list[str]]], bool]:
-    """``extremes`` of ``members`` of a results.json, as ``build`` picks them (per-problem scores from the samples
-    files that are on disk): what the Compare page shows under the report's labels."""
-    per = {m: {b: r["score"] for b, r in results["results"][m].items()} for m in members if m in results.get("results", {})}
-    return extremes(per, list(per), target_tables(results)) if len(per) > 1 else ({}, False)
+def summary_of(results: Results, members: list[str]) -> Summary:
+    """The population summary of ``members`` as the report computes it: cross-fitted on the per-problem scores
+    of the samples files on disk, else the biased pick by overall score (what the Compare page shows too)."""
+    return population_summary(results.score_table(members), tables=results.tables())
 
 
-def build(results: dict) -> Table:
-    """``results``: {"results": {label: {benchmark: {"score": x, "n": n, "samples_file": path, ...}}},
-    "targets": {label: {"kind": ...}}, "config": {"limit": N, ...}}."""
-    per = {label: {b: r["score"] for b, r in by.items()} for label, by in results["results"].items()}
-    kinds = {label: results["targets"].get(label, {}).get("kind", "member") for label in per}
+def build(results: Results | dict) -> Table:
+    """``results``: typed, or a results.json dict: {"results": {label: {benchmark: {"score": x, "n": n,
+    "samples_file": path, ...}}}, "targets": {label: {"kind": ...}}, "config": {"limit": N, ...}}."""
+    r = Results.of(results)
+    per = r.score_table()
     header = ["adapter"] + [benchmarks.BENCHMARKS[n].label for n in benchmarks.BENCHMARKS] + [COLUMNS[a] for a in ALL_AVERAGES]
-    scored = [label for label in per if kinds[label] == "member"]
-    retired = {m for m in scored if str(results["targets"].get(m, {}).get("alive", "true")).lower() == "false"}
+    scored = r.of_kind(MEMBER)
+    retired = {m for m in scored if not r.targets[m].alive}
     # the summary rows describe the final population (the paper's comparison); members replaced by evolution
     # keep their own rows, marked, and count only when no member of the final population was scored
-    members = [m for m in scored if m not in retired] or scored
+    members = r.final_members(scored)
     rows = [row(f"{m} (retired)" if m in retired else m, per[m]) for m in scored]
+    compute = [adapter_tokens(r, [m]) for m in scored]  # per row, from the ids it is made of (never its label)
     named: dict[str, list] = {}
-    picked: dict[str, list[str]] = {}  # summary row label -> the members its compute is of
     notes = []
     if len(members) > 1:
-        named["population mean"] = row("population mean", population_mean({m: per[m] for m in members}))
-        ends, cross_fit = extremes(per, members, target_tables(results))
-        for which, (label, scores, made_of) in ends.items():
-            named[which] = row(label, scores)
-            picked[label] = made_of
-        notes += [CROSS_FIT if cross_fit else BIASED] if ends else []
+        summary = summary_of(r, members)
+        named["population mean"] = row("population mean", summary.mean)
+        for which in summary.picks:
+            named[which] = row(pick_label(summary, which), summary.scores[which])
+        notes += [CROSS_FIT if summary.cross_fitted else BIASED] if summary.picks else []
         rows += list(named.values())
-    baselines = [row(label, per[label]) for label in per if kinds[label] == "baseline"]
-    rows += baselines + [row(label, per[label]) for label in per if kinds[label] == "base"]
+        compute += [adapter_tokens(r, members, population=True)] + [adapter_tokens(r, summary.picks[w]) for w in summary.picks]
+    others = r.of_kind(BASELINE) + r.of_kind(BASE)
+    baselines = [row(label, per[label]) for label in r.of_kind(BASELINE)]
+    rows += [row(label, per[label]) for label in others]
+    compute += [adapter_tokens(r, [t]) for t in others]
     if len(members) == 1:  # a one-member population is its own mean and weakest member
         only = row(members[0], per[members[0]])
         named = {"population mean": only, "weakest": only}
-    compute = [row_compute(r[0], results["targets"], members, picked) for r in rows]
     table = Table(header, rows, call_outs(named, baselines[0] if baselines else None), compute,
-                  notes + protocol_notes(results) + subset_notes(results) + quality_notes(results))
+                  notes + protocol_notes(r) + subset_notes(r) + quality_notes(r))
     table.deltas += compute_call_out(table)
     return table
 
 
-def protocol_notes(results: dict) -> list[str]:
+def protocol_notes(results: Results) -> list[str]:
     """Which evaluation protocol, budgets and EvalPlus limits the scores were made under."""
-    proto = (results.get("config") or {}).get("protocol")
+    proto = results.config.get("protocol")
     if not isinstance(proto, dict):
         return ["protocol: not recorded (results made before protocols; regrade or re-run to compare)"]
     budgets = proto.get("budgets", {})
@@ -199,11 +168,11 @@ def protocol_notes(results: dict) -> list[str]:
             f"time limits {proto.get('evalplus_min_time_limit')} s / {proto.get('evalplus_time_factor')}x"]
 
 
-def quality_notes(results: dict) -> list[str]:
+def quality_notes(results: Results) -> list[str]:
     """Pairs whose completions ran out of budget, and math verdicts that were not math-verify's: both move scores."""
     cut, fell = [], []
-    for label, by in results["results"].items():
-        for b, entry in by.items():
+    for label, by in results.scores.items():
+        for b, entry in ((b, s.entry) for b, s in by.items()):
             name = benchmarks.BENCHMARKS[b].label if b in benchmarks.BENCHMARKS else b
             if entry.get("truncated_rate"):
                 cut.append(f"{label} {name} {100 * entry['truncated_rate']:.0f}%")
@@ -217,15 +186,15 @@ def quality_notes(results: dict) -> list[str]:
     return out
 
 
-def subset_notes(results: dict) -> list[str]:
+def subset_notes(results: Results) -> list[str]:
     """The ``--limit`` of the run (if any) and n per benchmark (flagged where targets differ)."""
-    limit = (results.get("config") or {}).get("limit")
+    limit = results.config.get("limit")
     out = [f"--limit {limit}: first {limit} items of each benchmark: not comparable with full-benchmark scores"] if limit else []
     ns: dict[str, list] = {}
-    for by in results["results"].values():
-        for b, entry in by.items():
-            if entry.get("n") is not None and entry["n"] not in ns.setdefault(b, []):
-                ns[b].append(entry["n"])
+    for by in results.scores.values():
+        for b, s in by.items():
+            if s.n is not None and s.n not in ns.setdefault(b, []):
+                ns[b].append(s.n)
     cells = [f"{benchmarks.BENCHMARKS[b].label} {' / '.join(map(str, ns[b]))}"
              + (" (differs between targets: not comparable)" if len(ns[b]) > 1 else "")
              for b in benchmarks.BENCHMARKS if ns.get(b)]
@@ -237,21 +206,17 @@ def _tokens(info: dict) -> float | None:
     return None if value in (None, "") else float(value)
 
 
-def row_compute(label: str, targets: dict, members: list[str], picked: dict[str, list[str]] | None = None) -> float | None:
-    """Tokens per adapter of a row: a member's own; the population's total over its adapters (the run's
-    ``compute/per_adapter/*``, else the members' mean); the weakest / best member's own (the mean of the two
-    members a cross-fitted row is made of, ``picked[label]``)."""
-    if label in targets:
-        return _tokens(targets[label])
-    if label.endswith(" (retired)"):
-        return _tokens(targets.get(label[:-len(" (retired)")], {}))
-    if label == "population mean":
-        run = [targets[m].get("run_compute_tokens_per_adapter") for m in members]
-        run = [float(v) for v in run if v not in (None, "")]
-        return run[0] if run else _avg([_tokens(targets[m]) for m in members])
-    if picked and label in picked:
-        return _avg([_tokens(targets.get(m, {})) for m in picked[label]])
-    return None
+def adapter_tokens(results: Results, ids: list[str], population: bool = False) -> float | None:
+    """Tokens per adapter of a row made of the targets ``ids``: a member's own (the mean of the two members a
+    cross-fitted row is made of); the population's (``population``): the run's total over its adapters (the
+    run's ``compute/per_adapter/*``), else its members' mean."""
+    infos = [results.targets[t].info if t in results.targets else {} for t in ids]
+    if population:
+        run = [float(i["run_compute_tokens_per_adapter"]) for i in infos
+               if i.get("run_compute_tokens_per_adapter") not in (None, "")]
+        if run:
+            return run[0]
+    return _avg([_tokens(i) for i in infos])
 
 
 def compute_call_out(t: Table) -> list[str]:

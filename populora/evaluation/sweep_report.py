@@ -16,9 +16,9 @@ from __future__ import annotations
 import numpy as np
 
 from populora.evaluation import benchmarks, selection, stats
-from populora.evaluation.per_problem import target_tables
 from populora.evaluation.report import AZR_MATH
 from populora.evaluation.results import load as load_results
+from populora.evaluation.summary import BASELINE, ENDS, Results, population_summary
 from populora.platform import config as config_io
 from populora.platform import runlayout as rl
 from populora.platform import sweep as S
@@ -40,18 +40,11 @@ class ReportError(ValueError):
     """Nothing to report (unknown sweep, runs not evaluated); the message says what to run."""
 
 
-def final_members(results: dict, labels) -> list[str]:
-    """The members in ``labels`` alive at the end of training (all of them when none is marked alive)."""
-    targets = results.get("targets", {})
-    members = [m for m in labels if targets.get(m, {}).get("kind", "member") == "member"]
-    return [m for m in members if str(targets.get(m, {}).get("alive", "true")).lower() != "false"] or members
-
-
-def run_arms(results: dict) -> dict[str, dict[str, dict[str, float]]]:
-    """{arm: {benchmark: {problem: score}}} of one results.json (arms without data are left out)."""
-    per_target = target_tables(results)
-    kind = {label: results.get("targets", {}).get(label, {}).get("kind", "member") for label in per_target}
-    alive = final_members(results, [t for t in per_target if per_target[t]])
+def run_arms(results: Results | dict) -> dict[str, dict[str, dict[str, float]]]:
+    """{arm: {benchmark: {problem: score}}} of one evaluation's results (arms without data are left out)."""
+    r = Results.of(results)
+    per_target = r.tables()
+    alive = r.final_members([t for t in per_target if per_target[t]])
     arms: dict[str, dict[str, dict[str, float]]] = {}
     if alive:
         tables = {m: per_target[m] for m in alive}
@@ -61,9 +54,16 @@ def run_arms(results: dict) -> dict[str, dict[str, dict[str, float]]]:
             raise ReportError(str(err)) from err
         arms["population mean"] = {b: {p: float(np.mean([tables[m][b][p] for m in alive])) for p in ps}
                                    for b, ps in problems.items()}
-        for which in ("weakest", "best"):  # cross-fitted unless no benchmark has two problems (then biased)
-            arms[which] = selection.pick(tables, which).scores
-    baselines = [t for t in per_target if kind[t] == "baseline" and per_target[t]]
+        per = {m: {b: float(np.mean([tables[m][b][p] for p in ps])) for b, ps in problems.items()} for m in alive}
+        summary = population_summary(per, rank={m: selection.overall(tables[m], problems) for m in alive},
+                                     tables=tables)
+        for which in ENDS:  # cross-fitted unless no benchmark has two problems (then biased)
+            if summary.cross_fitted:
+                arms[which] = summary.selections[which].scores
+            else:  # the biased pick, scored on the problems that chose it (none without a benchmark in common)
+                m = summary.picks[which][0] if summary.picks else None
+                arms[which] = {b: {p: tables[m][b][p] for p in ps} for b, ps in problems.items()} if m else {}
+    baselines = [t for t in r.of_kind(BASELINE) if per_target.get(t)]
     if baselines:
         arms["baseline"] = per_target[baselines[0]]
     return arms

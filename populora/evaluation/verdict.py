@@ -17,7 +17,8 @@ from __future__ import annotations
 import copy
 
 from populora.evaluation import benchmarks, stats
-from populora.evaluation.sweep_report import _groups, run_arms, same_problems, strata, target_tables
+from populora.evaluation.summary import BASE, BASELINE, Results
+from populora.evaluation.sweep_report import _groups, run_arms, same_problems, strata
 
 ARMS = ("population mean", "weakest", "best", "baseline", "base model")
 DELTAS = (("mean - baseline", "population mean"), ("weakest - baseline", "weakest"))
@@ -36,33 +37,33 @@ def with_baseline(results: dict, baseline_results: dict | None) -> dict:
     >>> merged["targets"]["baseline (B0)"]["kind"], "baseline (B0)" in pop["results"]
     ('baseline', False)
     """
-    kinds = {label: t.get("kind") for label, t in results.get("targets", {}).items()}
-    if baseline_results is None or "baseline" in kinds.values():
+    if baseline_results is None or any(t.kind == BASELINE for t in Results.from_dict(results).targets.values()):
+        return results
+    alone = Results.from_dict(baseline_results)
+    label = alone.own_baseline()
+    if label is None:
         return results
     out = copy.deepcopy(results)
-    for label, target in baseline_results.get("targets", {}).items():
-        if target.get("kind") not in ("baseline", "member") or label not in baseline_results.get("results", {}):
-            continue
-        name = label if target.get("kind") == "baseline" else f"baseline ({label})"
-        out["results"][name] = baseline_results["results"][label]
-        out["targets"][name] = {**target, "kind": "baseline"}
-        break  # a baseline run has one adapter
+    name = label if alone.targets[label].kind == BASELINE else f"baseline ({label})"
+    out["results"][name] = baseline_results["results"][label]
+    out["targets"][name] = {**baseline_results["targets"][label], "kind": BASELINE}
     return out
 
 
-def _base_arm(results: dict, tables: dict) -> dict | None:
-    base = [label for label, t in results.get("targets", {}).items() if t.get("kind") == "base" and tables.get(label)]
+def _base_arm(r: Results, tables: dict) -> dict | None:
+    base = [label for label in r.of_kind(BASE) if tables.get(label)]
     return tables[base[0]] if base else None
 
 
-def build(results: dict, seed: int = 0) -> dict | None:
+def build(results: Results | dict, seed: int = 0) -> dict | None:
     """{"rows": [{"name", "label", <arm>: score, <delta>: comparison dict}], "words": str, "n": {benchmark: n}}
     from a results.json with per-problem samples files on disk; None when nothing has per-problem scores.
     Scores are fractions (0-1); a comparison is ``stats.Comparison.to_dict()`` (delta, ci95, p_value)."""
-    arms = run_arms(results)
+    r = Results.of(results)
+    arms = run_arms(r)  # the samples files are read once, for both
     if "population mean" not in arms:
         return None
-    base = _base_arm(results, target_tables(results))
+    base = _base_arm(r, r.tables())
     if base is not None:
         arms["base model"] = base
     problems = same_problems(arms)

@@ -1,6 +1,6 @@
-"""The record of a background job (``jobs.py`` starts, stops and supervises jobs; ``queue.py`` holds them in
-line): its ``job.json`` in its own dir under the jobs dir, and its status read from that dir and its supervisor
-process (see jobs.py for the layout of a job dir and why a pid is checked with its start time)."""
+"""The record of a background job (``jobs.py`` starts and stops jobs, ``supervisor.py`` runs one, ``queue.py``
+holds them in line): its ``job.json`` in its own dir under the jobs dir, and its status read from that dir and its
+supervisor process (see jobs.py for the layout of a job dir and why a pid is checked with its start time)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""Background jobs: launch ``populora train`` or ``populora eval`` detached from the caller, find it again, stop it.
+"""Background jobs, the caller's side: launch ``populora train`` or ``populora eval`` detached from the caller
+(locally or as a Ray Job), find it again, stop it. The job's side, the process that runs it, is ``supervisor.py``;
+its record and status ``job_record.py``; the line it waits in ``queue.py``.
 
 The web UI launches runs from a Streamlit session, which dies with a browser refresh; threads started there are
 orphaned (streamlit#10229). So a job is a separate process group started with ``start_new_session=True`` and
@@ -10,8 +12,8 @@ everything about it lives on disk, one directory per job under the jobs dir:
     <jobs_dir>/<job_id>/exit_code   written by the supervisor when the run ends
     <jobs_dir>/<job_id>/run_id      the MLflow run id, written by the trainer (runlayout.record_job_run)
 
-The process we start is a small supervisor (``python -m populora.platform.jobs supervise <job dir>``) that runs
-the real argv, waits for it and records its exit code, so the status survives the UI process and needs no
+The process we start is a small supervisor (``python -m populora.platform.supervisor supervise <job dir>``) that
+runs the real argv, waits for it and records its exit code, so the status survives the UI process and needs no
 zombie reaping. Stopping sends SIGINT to the whole process group: the trainer catches KeyboardInterrupt, tags
 the run ``stopped`` and ends it KILLED in MLflow.
 
@@ -21,7 +23,9 @@ while a process with that pid AND that start time exists; otherwise it is "lost"
 
 Training and evaluation jobs wait in the machine's one queue (``platform/queue.py``) for a slot: at most
 ``queue.max_parallel()`` run at once (one per GPU on a GPU box, one on CPU, or ``POPULORA_MAX_PARALLEL_JOBS``),
-in launch order; the others show "queued" and their place in line.
+in launch order; the others show "queued" and their place in line. How many slots a job holds at once (``need``)
+is the caller's to say: the platform counts slots and never reads what a training's config means (a training on
+N local GPUs: ``training.config.job_slots``).
 
 The job knows its run without parsing the trainer's output: the launcher sets ``POPULORA_JOB_ID`` and
 ``POPULORA_JOB_DIR`` in the trainer's environment; the trainer tags its run ``populora.job_id=<id>`` and writes
@@ -47,9 +51,8 @@ from pathlib import Path
 
 import psutil
 
-from populora.platform import queue, ray_jobs, runlayout
-from populora.platform.job_record import READY_FILE, SLOT_FILE, STOP_FILE, Job, jobs_dir
-from populora.platform.stopping import STOP_SIGNALS, Stopped, raise_stopped, stop_code
+from populora.platform import queue, ray_jobs, runlayout, supervisor
+from populora.platform.job_record import STOP_FILE, Job, jobs_dir
 
 
 def max_parallel() -> int:
@@ -80,7 +83,7 @@ def start(argv: list[str], name: str = "", env: dict[str, str] | None = None, ro
     if slots:  # in line from its launch, before its supervisor exists: launch order is queue order
         queue.enter(job)
     with open(job.log_path, "ab") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "populora.platform.jobs", "supervise", str(job_dir)],
+        proc = subprocess.Popen([sys.executable, "-m", supervisor.MODULE, "supervise", str(job_dir)],
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True, cwd=os.getcwd(), env={**_inherited_env(), **job.env, **_link_env(job)})
     job.pid = proc.pid
@@ -103,34 +106,34 @@ def _link_env(job: Job) -> dict[str, str]:
 
 
 def launch_training(config_yaml: str, name: str = "", env: dict[str, str] | None = None,
-                    root: str | Path | None = None, ray_address: str | None = None) -> Job:
+                    root: str | Path | None = None, ray_address: str | None = None, need: int = 1) -> Job:
     """Write the (already validated) config to the job dir and start ``populora train --config`` on it: here,
-    waiting in the machine's queue for a slot, or as a Ray Job on the cluster at ``ray_address`` (Ray schedules
-    those). Every local job waits in the one queue (a sweep's ``--parallel`` only caps how many of its own runs
-    are in it at once)."""
-    return _launch("train", config_yaml, name, env, root, ray_address)
+    waiting in the machine's queue until ``need`` of its slots are free, or as a Ray Job on the cluster at
+    ``ray_address`` (Ray schedules those; ``need`` is not used). Every local job waits in the one queue (a sweep's
+    ``--parallel`` only caps how many of its own runs are in it at once). The caller sizes ``need`` from the
+    config (``training.config.job_slots``): the platform does not read training's schema."""
+    return _launch("train", config_yaml, name, env, root, ray_address, need)
 
 
 def launch_eval(config_yaml: str, name: str = "", env: dict[str, str] | None = None,
                 root: str | Path | None = None, ray_address: str | None = None) -> Job:
     """``populora eval --config`` on the (already validated) ``EvalConfig`` YAML, as ``launch_training`` runs a
-    training: same supervisor, log, stop and queue. A stopped evaluation resumes where it stopped when launched
-    again with the same config (its finished pairs are kept in its out dir)."""
-    return _launch("eval", config_yaml, name, env, root, ray_address)
+    training: same supervisor, log, stop and queue (one slot). A stopped evaluation resumes where it stopped when
+    launched again with the same config (its finished pairs are kept in its out dir)."""
+    return _launch("eval", config_yaml, name, env, root, ray_address, 1)
 
 
 def launch_resume(run_id: str, name: str = "", env: dict[str, str] | None = None, root: str | Path | None = None,
-                  config_yaml: str = "") -> Job:
+                  need: int = 1) -> Job:
     """``populora train --resume RUN_ID`` as a job (the Runs page's Resume): same supervisor, log, stop and queue
-    as a launched training. The job knows its run from the start (``run_id`` is written before it runs), so the
-    run's page shows this job's log and state at once, also while it waits in the queue. ``config_yaml`` (the
-    run's config) only sizes its slots, as for a launch."""
+    as a launched training, holding ``need`` slots (sized by the caller from the run's config, as for a launch).
+    The job knows its run from the start (``run_id`` is written before it runs), so the run's page shows this
+    job's log and state at once, also while it waits in the queue."""
     root = Path(root or jobs_dir())
     job_id = time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
     argv = [sys.executable, "-m", "populora.cli", "train", "--resume", run_id, "--quiet"]
     return start(argv, name=name or f"resume {run_id[:8]}", env=env, root=root, job_id=job_id, slots=max_parallel(),
-                 files={runlayout.RUN_ID_FILE: run_id}, kind="train",
-                 need=slots_needed("train", config_yaml) if config_yaml else 1)
+                 files={runlayout.RUN_ID_FILE: run_id}, kind="train", need=need)
 
 
 def latest_for_run(run_id: str, root: str | Path | None = None) -> Job | None:
@@ -140,7 +143,7 @@ def latest_for_run(run_id: str, root: str | Path | None = None) -> Job | None:
 
 
 def _launch(kind: str, config_yaml: str, name: str, env: dict[str, str] | None, root: str | Path | None,
-            ray_address: str | None) -> Job:
+            ray_address: str | None, need: int) -> Job:
     root = Path(root or jobs_dir())
     job_id = time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
     if ray_address:
@@ -149,30 +152,7 @@ def _launch(kind: str, config_yaml: str, name: str, env: dict[str, str] | None, 
     argv = [sys.executable, "-m", "populora.cli", kind, "--config", str(root / job_id / "config.yaml")]
     argv += ["--quiet"] if kind == "train" else []
     return start(argv, name=name, env=env, root=root, job_id=job_id, slots=max_parallel(),
-                 files={"config.yaml": config_yaml}, kind=kind, need=slots_needed(kind, config_yaml))
-
-
-def slots_needed(kind: str, config_yaml: str) -> int:
-    """How many of the queue's slots (one per GPU) a job holds while it runs: a training on a local Ray with N
-    GPU model workers (``ray.address: local``, ``ray.model_workers`` x ``ray.gpus_per_worker``, e.g. data-parallel
-    on every GPU) takes that many; anything else one. A Ray cluster's own scheduler places a cluster run, and the
-    config was validated by the caller.
-
-    >>> slots_needed("train", "ray: {address: local, model_workers: 4, gpus_per_worker: 1}")
-    4
-    >>> slots_needed("train", "ray: {address: auto, model_workers: 4, gpus_per_worker: 1}"), slots_needed("eval", "run: x")
-    (1, 1)
-    """
-    import math
-
-    import yaml
-
-    if kind != "train":
-        return 1
-    ray = (yaml.safe_load(config_yaml) or {}).get("ray") or {}
-    if ray.get("address") != "local" or not ray.get("gpus_per_worker"):
-        return 1
-    return max(1, int(ray.get("model_workers") or 1) * math.ceil(float(ray["gpus_per_worker"])))
+                 files={"config.yaml": config_yaml}, kind=kind, need=need)
 
 
 def _submit_ray(kind: str, config_yaml: str, name: str, env: dict[str, str], root: Path, address: str, job_id: str) -> Job:
@@ -251,54 +231,3 @@ def list_jobs(root: str | Path | None = None) -> list[Job]:
 def get_job(job_id: str, root: str | Path | None = None) -> Job | None:
     job_dir = Path(root or jobs_dir()) / job_id
     return Job.load(job_dir) if (job_dir / "job.json").is_file() else None
-
-
-# ====================================================================== the supervisor process
-def _default_signals() -> None:
-    """In the child, before exec: default dispositions (so Python turns SIGINT into KeyboardInterrupt again), then
-    unblock, so a stop that arrived while the supervisor held the signals blocked is delivered now."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
-
-
-def supervise(job_dir: str | Path) -> int:
-    """Run the job's argv to completion (after waiting for a slot, if it has slots) and record its exit code
-    (even when interrupted)."""
-    job = Job.load(job_dir)
-    code, slot = 1, None
-    # a stop while queued ends the supervisor without running anything; once the child runs, SIGINT goes to the
-    # whole group and the supervisor ignores it, to outlive the child and write its exit code
-    # (blocked, not ignored: an ignored signal is inherited, so a stop arriving between fork and the child's reset
-    # would be lost; a blocked one stays pending and reaches the child the moment it unblocks, see _default_signals)
-    if not job.slots:
-        signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
-    for sig in STOP_SIGNALS:
-        signal.signal(sig, raise_stopped)  # while queued (signals not blocked yet): stop before anything ran
-    Path(job_dir, READY_FILE).touch()
-    try:
-        if job.slots:
-            slot = queue.wait_for_slot(job)
-            Path(job_dir, SLOT_FILE).write_text("held")  # out of the line: status "running"
-            signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
-        child = subprocess.Popen(job.argv, stdin=subprocess.DEVNULL, preexec_fn=_default_signals)
-        code = child.wait()
-    except Stopped as err:
-        code = stop_code(err)  # stopped while queued, before anything ran: "stopped", like a trainer that caught it
-    except OSError as err:
-        print(f"error: could not start {job.argv[0]!r}: {err}", flush=True)
-        code = 127
-    finally:
-        Path(job_dir, "exit_code").write_text(str(code))
-        if slot is not None:
-            slot.release()
-        if job.slots:
-            queue.leave(job)
-    return code
-
-
-if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "supervise":
-        sys.exit(supervise(sys.argv[2]))
-    print("usage: python -m populora.platform.jobs supervise JOB_DIR", file=sys.stderr)
-    sys.exit(2)

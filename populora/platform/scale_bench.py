@@ -18,7 +18,7 @@ import time
 
 import torch
 
-from populora.platform.backends import BackendConfig, LoraSpec, RaySpec, TrainSample, make_backend
+from populora.platform.backends import AdamConfig, BackendConfig, LoraSpec, RaySpec, TrainSample, make_backend
 
 MEMBERS = ("T0", "T1", "S0", "S1")
 
@@ -47,7 +47,7 @@ def one(workers: int, args) -> dict:
     try:
         for i, m in enumerate(MEMBERS):
             backend.add_adapter(m, seed=10 + i)
-            backend.init_optimizer(m, lr=1e-3)
+            backend.init_optimizer(m, AdamConfig(lr=1e-3))
         prompts = [backend.encode_chat([{"role": "user", "content": f"Write a Python function number {i}."}])
                    for i in range(args.rows * len(MEMBERS))]
         adapters = list(MEMBERS) * args.rows

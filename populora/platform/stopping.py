@@ -2,7 +2,7 @@
 ``docker stop`` and Ray's stop_job (SIGTERM) all reach Python as a KeyboardInterrupt, which the trainer and
 ``populora eval`` treat as a stop (the run ended KILLED, one line saying how to resume), and the process exits
 with the shell's code of the signal, 128 + signum: 130 for SIGINT, 143 for SIGTERM. ``populora train`` / ``eval``
-(cli/training.py, evaluation/cli.py) and the job supervisor (jobs.py) stop through here; a job's status reads the codes back
+(cli/training.py, evaluation/cli.py) and the job supervisor (supervisor.py) stop through here; a job's status reads the codes back
 with ``is_stop_code``.
 """
 

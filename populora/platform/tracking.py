@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 LOCK_TIMEOUT_S = 600.0  # creating a store takes seconds; a holder stuck this long is a bug worth an error
 # Retries of a locked store (tenacity): 0.1 s doubling to 8 s, jittered so writers that collided do not collide
 # again, 11 attempts (~40 s in all) before the error surfaces.
-RETRY_WAIT = tenacity.wait_exponential_jitter(initial=0.1, max=8.0, jitter=0.05)
+RETRY_WAIT = tenacity.wait_exponential_jitter(multiplier=0.1, max=8.0, jitter=0.05)
 RETRY_ATTEMPTS = 11
 _READY: set[str] = set()  # stores this process has already created or checked
 

@@ -11,7 +11,7 @@ import time
 
 import torch
 
-from populora.platform.backends import LoraSpec, MultiLoraBackend, PeftBackend, TrainSample
+from populora.platform.backends import AdamConfig, LoraSpec, MultiLoraBackend, PeftBackend, TrainSample
 from populora.platform.backends.factory import vllm_max_loras
 from populora.platform.backends.vllm import VllmBackend
 from populora.platform.models import cached_source, load_base, resolve_source
@@ -58,7 +58,7 @@ def bench_lora(adapters: int = 8, rank: int = 16, new_tokens: int = 32, tiny: bo
     for label, backend in (("ours", MultiLoraBackend(model, tok, spec, adapters)), ("peft", PeftBackend(model, tok, spec))):
         for n in names:
             backend.add_adapter(n)
-            backend.init_optimizer(n, lr=1e-5)
+            backend.init_optimizer(n, AdamConfig(lr=1e-5))
         _randomise(backend, names)
         gen = lambda rows: backend.generate(prompts, rows, new_tokens, temperature=0)
         mixed_t = lambda: backend.train_step({n: [s] for n, s in zip(names, samples)}, micro_batch=adapters, log_kl=False)
@@ -93,7 +93,7 @@ def bench_step(teachers: int = 4, students: int = 4, rank: int = 16, tasks_per_t
     s_names = [f"S{i}" for i in range(students)]
     for n in t_names + s_names + ["B0"]:
         backend.add_adapter(n)
-        backend.init_optimizer(n, lr=1e-5)
+        backend.init_optimizer(n, AdamConfig(lr=1e-5))
     _randomise(backend, t_names + s_names + ["B0"])
     prompt = tok.apply_chat_template([{"role": "user", "content": "Write a new Python function f and an input for it."}],
                                      tokenize=False, add_generation_prompt=True)

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import torch
 
+from populora.platform.backends.optimizer import AdamConfig
+
 KEEP = 2
 
 
@@ -61,14 +63,15 @@ def load(path: Path) -> tuple[dict, str, dict]:
     return state, (path / "config.yaml").read_text(), rng_state
 
 
-def restore_member(backend, path: Path, member: str, lr: float, weight_decay: float) -> None:
-    """Load one member's adapter and optimizer state from checkpoint ``path`` into ``backend``.
+def restore_member(backend, path: Path, member: str, optim: AdamConfig) -> None:
+    """Load one member's adapter and optimizer state (its optimizer built with ``optim``'s settings) from
+    checkpoint ``path`` into ``backend``.
 
     Optimizer tensors are read onto the CPU (``map_location``): a checkpoint written on a GPU must resume on a
     process without one (a Ray head, a CPU box); the backend copies them onto its own device.
     """
     backend.add_adapter(member, from_dir=path / "adapters" / member)
-    backend.init_optimizer(member, lr, weight_decay)
+    backend.init_optimizer(member, optim)
     backend.load_optimizer_state(member, torch.load(path / "optim" / f"{member}.pt", map_location="cpu", weights_only=False))
 
 

@@ -7,11 +7,13 @@ import os
 from pathlib import Path
 from typing import Literal
 
+import yaml
 from pydantic import Field, field_validator, model_validator
 
 import populora
 from populora.evaluation import benchmarks
 from populora.platform import config as config_io
+from populora.platform.adam_config import AdamConfig
 from populora.platform.config import ModelSource, Section
 from populora.platform.ray_settings import check_ray, default_placement
 from populora.training import operator_catalogue as catalogue  # the operators by name: no torch
@@ -131,12 +133,12 @@ class RewardConfig(Section):
                                                  "the default; AZR code: -0.5, see AZR issue #37); 1 - solve rate otherwise")
 
 
-class OptimConfig(Section):
+class OptimConfig(AdamConfig):
     """The update as AZR's veRL actor runs it: TRR++ advantages, then per adapter ``mini_batches`` clipped
-    policy-gradient steps on the token mean (policy_loss.py). AZR's values: paper branch / master config."""
+    policy-gradient steps on the token mean (policy_loss.py). AZR's values: paper branch / master config.
+    AdamW's own settings (``lr``, ``weight_decay``) are ``AdamConfig``'s (platform/adam_config.py), the one
+    place an optimizer setting is declared; every backend builds its optimizer from this section."""
 
-    lr: float = Field(5e-5, gt=0, description="AdamW learning rate of every adapter (AZR full fine-tune: 1e-6; LoRA needs more)")
-    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay")
     grad_clip: float = Field(1.0, gt=0, description="Max grad norm per adapter and optimizer step (AZR: 1.0)")
     mini_batches: int = Field(3, ge=1, description="Optimizer steps per training step, each on a contiguous slice of the "
                               "adapter's rollouts (AZR: 384 samples in PPO mini-batches of 128, so 3); 1 = one on-policy step")
@@ -316,6 +318,21 @@ class RayConfig(Section):
     num_cpus: int | None = Field(None, ge=1, le=4096, description="CPUs of a 'local' Ray instance (default: all, or what the run's "
                                  "actors reserve if that is more: they share the cores rather than wait for CPUs that never come)")
 
+    def job_slots(self) -> int:
+        """How many of the machine's job-queue slots (one per GPU) a run holds while it runs: a training on a local
+        Ray with N GPU model workers (``address: local``, ``model_workers`` x ``gpus_per_worker``, e.g.
+        data-parallel on every GPU) takes that many; anything else one. A Ray cluster's own scheduler places a
+        cluster run.
+
+        >>> RayConfig(address="local", model_workers=4, gpus_per_worker=1).job_slots()
+        4
+        >>> RayConfig(address="auto", model_workers=4, gpus_per_worker=1).job_slots(), RayConfig(address="local", model_workers=2).job_slots()
+        (1, 1)
+        """
+        if self.address != "local" or not self.gpus_per_worker:
+            return 1
+        return max(1, self.model_workers * math.ceil(self.gpus_per_worker))
+
 
 class TrainConfig(Section):
     name: str = Field("populora", description="Run name shown in MLflow")
@@ -372,6 +389,18 @@ class TrainConfig(Section):
 def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> TrainConfig:
     """A preset (or the defaults) with ``key=value`` overrides, validated (raises ``ConfigError`` naming the field)."""
     return config_io.load(TrainConfig, path, overrides)
+
+
+def job_slots(config_yaml: str) -> int:
+    """``RayConfig.job_slots`` of a training config's YAML (a launch's, a sweep run's, or the config a run logged,
+    for its resume): what its job passes as ``need`` to ``platform.jobs``. Only the ``ray`` section's known keys
+    are read, so a config logged by an older version sizes its resume too.
+
+    >>> job_slots("ray: {address: local, model_workers: 2, gpus_per_worker: 1}\\nmodel: {device: cuda}"), job_slots("")
+    (2, 1)
+    """
+    ray = (yaml.safe_load(config_yaml) or {}).get("ray") or {}
+    return RayConfig.model_validate({k: v for k, v in ray.items() if k in RayConfig.model_fields}).job_slots()
 
 
 def presets_dir() -> Path:

@@ -39,7 +39,7 @@ def evolve(population: Population, backend, lineage: Lineage, cfg, step: int, rn
             backend.remove_adapter(dead.id)
             backend.add_adapter(child.id)
             backend.set_adapter_state(child.id, state)
-            backend.init_optimizer(child.id, cfg.optim.lr, cfg.optim.weight_decay)
+            backend.init_optimizer(child.id, cfg.optim)
             if distance is not None:
                 event.details["kl"] = float(distance(child.parents[0], child.id))
             replaced.append((dead, child))

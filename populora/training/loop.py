@@ -169,7 +169,7 @@ class Trainer:
         for i, role in enumerate(roles):
             m = self.population.add(Member(self.population.new_id(role), role, rank))
             self.backend.add_adapter(m.id, seed=self.cfg.seed * 1000 + i)  # LoRA A init, same on every backend
-            self.backend.init_optimizer(m.id, self.cfg.optim.lr, self.cfg.optim.weight_decay)
+            self.backend.init_optimizer(m.id, self.cfg.optim)
             self.lineage.record(LineageEvent(m.id, [], "init", 0, 0, role))
 
     def _seed_buffers(self) -> None:
@@ -233,7 +233,7 @@ class Trainer:
         self.ledger = ComputeLedger.from_dict(state.get("ledger"))
         self.eval_ledger = EvalLedger.from_dict(state.get("eval_ledger"))
         for m in self.population.alive():
-            checkpoint.restore_member(self.backend, path, m.id, self.cfg.optim.lr, self.cfg.optim.weight_decay)
+            checkpoint.restore_member(self.backend, path, m.id, self.cfg.optim)
         self.rng.bit_generator.state = rng_state["numpy"]
         torch.set_rng_state(rng_state["torch"])
         self.torch_gen.set_state(rng_state["torch_gen"])

@@ -35,6 +35,7 @@ from populora.evaluation.config import EvalConfig
 from populora.evaluation.evaluate import MissingDependency, require_packages
 from populora.evaluation.generation import GenConfig
 from populora.evaluation.runner import write_atomic
+from populora.evaluation.summary import population_summary
 from populora.evaluation.targets import MEMBER, Target
 from populora.platform import runlayout as rl
 from populora.platform.config import ConfigError, ModelSource
@@ -103,28 +104,23 @@ def run_tags(cfg) -> dict[str, str]:
 NOT_AVERAGED = ("_stderr", "/max_new_tokens")  # a mean of these says nothing; the weakest's / best's own are kept
 def population_stats(per_member: dict[str, dict[str, float]], names: list[str]) -> dict[str, float]:
     """The parent's ``eval_population/*`` metrics of one step from each alive member's ``eval/*`` metrics: the
-    mean of every metric (but standard errors and token budgets), and per benchmark all metrics of the weakest and of the best member, ranked by the
-    benchmark's score (ties: the first member id). Chosen on the same problems they are scored on.
+    mean of every metric (but standard errors and token budgets), and per benchmark all metrics of the weakest and
+    of the best member, ranked by the benchmark's score (``population_summary``; ties: the first member id).
+    Chosen on the same problems they are scored on.
 
     >>> s = population_stats({"S0": {"eval/gsm8k/score": 0.5, "eval/gsm8k/truncated_rate": 0.0},
     ...                       "S1": {"eval/gsm8k/score": 0.0, "eval/gsm8k/truncated_rate": 1.0}}, ["gsm8k"])
     >>> s["eval_population/mean/gsm8k/score"], s["eval_population/weakest/gsm8k/truncated_rate"], s["eval_population/best/gsm8k/score"]
     (0.25, 1.0, 0.5)
     """
-    out: dict[str, float] = {}
-    keys = sorted({k for m in per_member.values() for k in m if not k.endswith(NOT_AVERAGED)})
-    for key in keys:
-        values = [m[key] for m in per_member.values() if key in m]
-        out[rl.eval_population_key("mean", key)] = float(np.mean(values))
+    per = {m: per_member[m] for m in sorted(per_member, key=rl.member_order)}  # ties go to the first listed
+    averaged = population_summary({m: {k: v for k, v in s.items() if not k.endswith(NOT_AVERAGED)} for m, s in per.items()})
+    out = {rl.eval_population_key("mean", key): averaged.mean[key] for key in sorted(averaged.mean)}
     for name in names:
         score = f"{rl.EVAL_PREFIX}{name}/score"
-        ranked = sorted((m for m in per_member if score in per_member[m]), key=lambda m: (per_member[m][score], rl.member_order(m)))
-        if not ranked:
-            continue
-        worst_first = ranked[0]
-        best = sorted(ranked, key=lambda m: (-per_member[m][score], rl.member_order(m)))[0]
-        for stat, member in (("weakest", worst_first), ("best", best)):
-            for key, value in per_member[member].items():
+        summary = population_summary(per, rank={m: s.get(score) for m, s in per.items()})
+        for stat, member in ((w, summary.picks[w][0]) for w in summary.picks):
+            for key, value in per[member].items():
                 if key.startswith(f"{rl.EVAL_PREFIX}{name}/"):
                     out[rl.eval_population_key(stat, key)] = value
     return out

@@ -20,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -32,7 +31,7 @@ from populora.platform import runlayout as rl
 from populora.platform import sweep as S
 from populora.platform.tracking import Tracker, tracking_uri
 from populora.training.baseline import matched_baseline
-from populora.training.config import TrainConfig
+from populora.training.config import TrainConfig, job_slots
 
 
 @dataclass
@@ -256,11 +255,12 @@ class Driver:
         def start() -> jobs.Job:
             if prev is not None and prev.info.status in ("KILLED", "RUNNING") and not self.ray_address:
                 self.log(f"  {r.key}: resuming run {prev.info.run_id} from its last checkpoint")
-                argv = [sys.executable, "-m", "populora.cli", "train", "--resume", prev.info.run_id, "--quiet"]
-                return jobs.start(argv, name=r.name, env=self.env, root=self.dir / "jobs")
+                # through the machine's queue with the run's slot need, as the Runs page's Resume does
+                return jobs.launch_resume(prev.info.run_id, name=r.name, env=self.env, root=self.dir / "jobs",
+                                          need=job_slots(r.yaml))
             self.log(f"  {r.key}: starting {r.name}")
             return jobs.launch_training(r.yaml, name=r.name, env=self.env, root=self.dir / "jobs",
-                                        ray_address=self.ray_address)
+                                        ray_address=self.ray_address, need=job_slots(r.yaml))
         return start
 
     def run(self, parallel: int = 1) -> int:

@@ -10,7 +10,8 @@ import math
 
 import pandas as pd
 
-from populora.evaluation import AVERAGES, BENCHMARKS, averages, population_mean, report_extremes, weakest_best
+from populora.evaluation import (AVERAGES, BENCHMARKS, Results, Summary, averages, population_summary,
+                                 report_pick_label, report_summary)
 
 VERDICT_ARMS = {"population mean": "population mean", "weakest": "weakest member", "best": "best member",
                 "baseline": "baseline", "base model": "base model"}
@@ -23,32 +24,23 @@ def _values(row: pd.Series) -> dict[str, float]:
     return {k: float(v) for k, v in numbers.items() if not math.isnan(v)}
 
 
-def ends(rank: dict[str, float | None], unplayed: set[str] = frozenset(), places: int = 3) -> tuple[str, str] | None:
-    """Labels of the weakest and best member by ``rank`` (``weakest_best``, the evaluation report's), naming the
-    members tied with them (equal at ``places`` decimals, as the tables show them) and leaving out the members
-    that never played a game (a rating they were born with says nothing of their skill).
+def end_labels(summary: Summary) -> dict[str, str]:
+    """{"weakest" | "best": row label} of a summary ranked by a rating (display only): the member, and the members
+    tied with it (``Summary.ties``: equal at the ``places`` decimals the tables show).
 
-    >>> ends({"T1": 23.0691, "T3": 23.0694, "S0": 20.0, "S3": 19.0}, unplayed={"S3"})
-    ('weakest member (S0)', 'best member (T3; tied: T1)')
-    >>> ends({"S3": 19.0}, unplayed={"S3"}) is None
-    True
+    >>> end_labels(population_summary({m: {} for m in ("T1", "T3", "S0", "S3")}, exclude={"S3"}, places=3,
+    ...                               rank={"T1": 23.0691, "T3": 23.0694, "S0": 20.0, "S3": 19.0}))
+    {'weakest': 'weakest member (S0)', 'best': 'best member (T3; tied: T1)'}
     """
-    played = {m: v for m, v in rank.items() if m not in unplayed and v is not None and not math.isnan(v)}
-    picked = weakest_best(played)
-    if picked is None:
-        return None
-    labels = []
-    for word, member in zip(("weakest", "best"), picked):
-        tied = [m for m, v in played.items() if m != member and round(v, places) == round(played[member], places)]
-        labels.append(f"{word} member ({member}" + (f"; tied: {', '.join(sorted(tied))})" if tied else ")"))
-    return labels[0], labels[1]
+    return {w: f"{w} member ({summary.picks[w][0]}" + (f"; tied: {', '.join(summary.ties[w])})" if summary.ties[w] else ")")
+            for w in summary.picks}
 
 
 def summarize(scores: pd.DataFrame, members: list[str], baseline: pd.Series | None, base: pd.Series | None,
               rank: pd.Series | None = None, unplayed: set[str] = frozenset(),
               picked: dict[str, pd.Series] | None = None, deltas: bool = True) -> pd.DataFrame:
     """Rows: each member, the population mean, the weakest and best member by ``rank`` (e.g. a rating; left out
-    without one; ties named, members in ``unplayed`` left out, see ``ends``) or the two rows of ``picked``
+    without one; ties named, members in ``unplayed`` left out, see ``end_labels``) or the two rows of ``picked``
     ({label: row}, weakest first: the evaluation report's cross-fitted picks, see ``report_ends``), the baseline,
     the base model, and (``deltas``) the mean and weakest member minus the baseline.
 
@@ -64,16 +56,16 @@ def summarize(scores: pd.DataFrame, members: list[str], baseline: pd.Series | No
     rows = {m: pop.loc[m] for m in pop.index}
     weakest = None
     if per:
-        rows["population mean"] = pd.Series(population_mean(per), dtype=float)
+        ranks = {m: _values(rank).get(m) for m in per} if rank is not None else {}
+        summary = population_summary(per, rank=ranks, exclude=unplayed, places=3)
+        rows["population mean"] = pd.Series(summary.mean, dtype=float)
         if picked:
             weakest = next(iter(picked))
             rows.update(picked)
         else:
-            ranks = {m: _values(rank).get(m) for m in per} if rank is not None else {}
-            labels = ends(ranks, unplayed)
-            if labels:
-                weakest = labels[0]
-                rows[labels[0]], rows[labels[1]] = (pop.loc[_member_of(label)] for label in labels)
+            labels = end_labels(summary)
+            weakest = labels.get("weakest")
+            rows.update({labels[w]: pop.loc[summary.picks[w][0]] for w in labels})
     if baseline is not None:
         rows["baseline"] = baseline
     if base is not None:
@@ -84,11 +76,6 @@ def summarize(scores: pd.DataFrame, members: list[str], baseline: pd.Series | No
         if weakest:
             table.loc["weakest - baseline"] = table.loc[weakest] - table.loc["baseline"]
     return table
-
-
-def _member_of(label: str) -> str:
-    """The member a weakest/best label names: ``best member (T3; tied: T1)`` -> T3."""
-    return label.split("(", 1)[1].split(";")[0].rstrip(")")
 
 
 def headline(scores: pd.DataFrame | pd.Series | None) -> pd.DataFrame | pd.Series | None:
@@ -110,15 +97,19 @@ def headline(scores: pd.DataFrame | pd.Series | None) -> pd.DataFrame | pd.Serie
 
 
 def report_ends(data: dict, members: list[str]) -> tuple[dict[str, pd.Series], bool]:
-    """The weakest and best member rows of ``members`` exactly as ``populora report`` picks them from a
-    results.json (``report_extremes``): cross-fitted on held-out halves of the problems when the samples files are
+    """The weakest and best member rows of ``members`` exactly as ``populora report`` picks and labels them from a
+    results.json (``report_summary``): cross-fitted on held-out halves of the problems when the samples files are
     on disk (a member picked as weakest on one half is scored on the other, so the pick's luck does not lower its
     score), else the biased pick on the same problems, labelled so. Rows hold ``eval/<benchmark>/score``;
     ({}, False) with fewer than two scored members.
     """
-    picks, crossed = report_extremes(data, members)
-    return {label: pd.Series({f"eval/{b}/score": v for b, v in scores.items()}, dtype=float)
-            for label, scores, _ in picks.values()}, crossed
+    results = Results.from_dict(data)
+    members = [m for m in members if m in results.scores]
+    if len(members) < 2:
+        return {}, False
+    summary = report_summary(results, members)
+    return {report_pick_label(summary, w): pd.Series({f"eval/{b}/score": v for b, v in summary.scores[w].items()},
+                                                     dtype=float) for w in summary.picks}, summary.cross_fitted
 
 
 def verdict_frame(v: dict) -> pd.DataFrame:

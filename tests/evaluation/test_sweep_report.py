@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from populora.evaluation import sweep_report as R
+from populora.evaluation.summary import population_summary
 
 
 def _samples(tmp, name, verdicts, kind="math"):
@@ -85,6 +86,18 @@ def test_run_arms_weakest_and_best_are_cross_fitted(tmp_path):
     code = {f"HumanEval/{i}": v for i, v in enumerate([1.0, 1.0, 1.0, 1.0])}
     assert arms["weakest"]["humaneval_plus"] == code  # selected on the same problems both would score 0.5
     assert arms["best"]["humaneval_plus"] == {k: 0.0 for k in code}
+
+
+def test_run_arms_with_one_problem_each_fall_back_to_the_biased_pick_ties_to_the_first(tmp_path):
+    # one problem per benchmark: nothing to cross-fit on. Overall (mean over the 2 benchmarks): T0 0.5, S0 0.0,
+    # S1 0.0, T1 1.0, S2 1.0; weakest and best go to the first listed of the tied (``min`` / ``max`` keep the first)
+    data = _results(tmp_path, "one", {"T0": ([1], [0]), "S0": ([0], [0]), "S1": ([0], [0]), "T1": ([1], [1]),
+                                       "S2": ([1], [1])})
+    arms = R.run_arms(data)
+    assert arms["weakest"] == {"humaneval_plus": {"HumanEval/0": 0.0}, "gsm8k": {"gsm8k/0": 0.0}}
+    assert arms["best"] == {"humaneval_plus": {"HumanEval/0": 1.0}, "gsm8k": {"gsm8k/0": 1.0}}
+    ends = population_summary({m: {} for m in data["results"]}, rank={"T0": 0.5, "S0": 0.0, "S1": 0.0, "T1": 1.0, "S2": 1.0})
+    assert (ends.picks, ends.ties) == ({"weakest": ["S0"], "best": ["T1"]}, {"weakest": ["S1"], "best": ["S2"]})
 
 
 def test_arms_on_different_problem_sets_are_refused_not_intersected(tmp_path):

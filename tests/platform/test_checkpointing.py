@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from populora.platform.backends import BackendConfig, LoraSpec, TrainSample, make_backend
+from populora.platform.backends import AdamConfig, BackendConfig, LoraSpec, TrainSample, make_backend
 from populora.platform.backends import checkpointing
 
 
@@ -16,7 +16,7 @@ def _backend(kind: str, on: bool):
                                          activation_checkpointing=on))
     for name in ("m0", "m1"):
         backend.add_adapter(name, seed=1 if name == "m0" else 2)
-        backend.init_optimizer(name, lr=1e-2)
+        backend.init_optimizer(name, AdamConfig(lr=1e-2))
     return backend
 
 

@@ -8,7 +8,7 @@ import torch
 
 ray = pytest.importorskip("ray", reason="Ray is an optional extra: pip install 'populora[ray]'")
 
-from populora.platform.backends import BackendConfig, LoraSpec, RaySpec, TrainSample, make_backend  # noqa: E402
+from populora.platform.backends import AdamConfig, BackendConfig, LoraSpec, RaySpec, TrainSample, make_backend  # noqa: E402
 from populora.platform.backends.data_parallel import DataParallelBackend, WorkerLost  # noqa: E402
 from populora.platform.backends.multilora import MultiLoraBackend  # noqa: E402
 
@@ -34,7 +34,7 @@ def _dp(workers: int) -> DataParallelBackend:
 def _population(backend) -> None:
     for i, name in enumerate(("T0", "S0")):
         backend.add_adapter(name, seed=100 + i)
-        backend.init_optimizer(name, lr=1e-2)
+        backend.init_optimizer(name, AdamConfig(lr=1e-2))
 
 
 def _batches() -> dict[str, list[TrainSample]]:

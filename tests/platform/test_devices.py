@@ -20,7 +20,7 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from populora.platform.backends import LoraSpec, MultiLoraBackend, PeftBackend, TrainSample
+from populora.platform.backends import AdamConfig, LoraSpec, MultiLoraBackend, PeftBackend, TrainSample
 from populora.training import checkpoint, operators
 from populora.platform.backends.multilora import SlotAdam
 
@@ -95,7 +95,7 @@ def test_multilora_generate_train_step_and_growth_on_the_device(device_model, on
     backend = MultiLoraBackend(model, tok, LoraSpec(rank=4), initial_slots=1)
     for i, name in enumerate(["a", "b", "c"]):  # the third grows the slots and the optimizer's moments
         backend.add_adapter(name, seed=i)
-        backend.init_optimizer(name, lr=1e-3)
+        backend.init_optimizer(name, AdamConfig(lr=1e-3))
     gens = backend.generate(["def f(x):", "print("], ["a", None], max_new_tokens=3, temperature=1.0, top_p=0.9, seed=0)
     assert len(gens) == 2
     stats = backend.train_step({"a": SAMPLES, "c": SAMPLES[:1]}, micro_batch=1, log_kl=True, kl_coef=0.1)
@@ -110,7 +110,7 @@ def test_peft_generate_and_train_step_on_the_device(device_model, on_device):
         backend.add_adapter(name, seed=i)
         if on_device.type == "meta":  # PEFT moves no adapter of a layer that already holds one on meta (its
             backend.model.to(on_device)  # lazy-loading case); on a real device it moves each new one itself
-        backend.init_optimizer(name, lr=1e-3)
+        backend.init_optimizer(name, AdamConfig(lr=1e-3))
     assert _all_on([p for n in backend.adapters for p in backend.parameters(n)], on_device)
     assert len(backend.generate(["def f(x):", "x ="], ["a", "b"], max_new_tokens=3, seed=0)) == 2
     stats = backend.train_step({"a": SAMPLES, "b": SAMPLES}, micro_batch=2, log_kl=True, kl_coef=0.1)
@@ -132,7 +132,7 @@ def test_activation_checkpointing_recomputes_on_the_device(device_model, on_devi
         backend.add_adapter(name, seed=i)
         if on_device.type == "meta" and backend_cls is PeftBackend:
             backend.model.to(on_device)  # see test_peft_generate_and_train_step_on_the_device
-        backend.init_optimizer(name, lr=1e-3)
+        backend.init_optimizer(name, AdamConfig(lr=1e-3))
     stats = backend.train_step({"a": SAMPLES, "b": SAMPLES[:1]}, micro_batch=2)
     assert set(stats) == {"a", "b"}
     grads_seen = [p for n in ("a", "b") for p in backend.parameters(n)]
@@ -156,13 +156,13 @@ def test_checkpoint_save_and_restore_members_onto_the_device(device_model, on_de
     backend = MultiLoraBackend(model, tok, LoraSpec(rank=4), initial_slots=2)
     for name in ("a", "b"):
         backend.add_adapter(name, seed=0)
-        backend.init_optimizer(name, lr=1e-3)
+        backend.init_optimizer(name, AdamConfig(lr=1e-3))
     backend.train_step({"a": SAMPLES}, micro_batch=2, log_kl=False)
     path = checkpoint.save(tmp_path, 1, {"step": 1}, "x: 1\n", backend, ["a", "b"], {"torch": torch.get_rng_state()})
     backend.unwrap()
     fresh = MultiLoraBackend(model, tok, LoraSpec(rank=4), initial_slots=2)
     for name in ("a", "b"):
-        checkpoint.restore_member(fresh, path, name, lr=1e-3, weight_decay=0.0)
+        checkpoint.restore_member(fresh, path, name, AdamConfig(lr=1e-3))
     assert fresh.optimizer.steps[fresh.slots["a"]] == 1
     fresh.train_step({"a": SAMPLES, "b": SAMPLES}, micro_batch=2, log_kl=False)  # restored moments mix with device grads
     assert _all_on(fresh._params() + fresh.optimizer.exp_avg + fresh.optimizer.exp_avg_sq, on_device)
@@ -192,7 +192,7 @@ def test_bfloat16_base_trains_and_generates_with_fp32_lora_and_moments(backend_c
     assert next(model.parameters()).dtype == torch.bfloat16
     backend = backend_cls(model, tok, LoraSpec(rank=4))
     backend.add_adapter("a", seed=0)
-    backend.init_optimizer("a", lr=1e-3)
+    backend.init_optimizer("a", AdamConfig(lr=1e-3))
     prompt = backend.encode_chat([{"role": "user", "content": "Write a Python function that adds two numbers."}])
     gen = backend.generate([prompt], ["a"], max_new_tokens=8, temperature=0)[0]
     assert gen.completion_ids

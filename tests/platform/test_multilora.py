@@ -3,7 +3,8 @@
 import pytest
 import torch
 
-from populora.platform.backends import LoraSpec, MultiLoraBackend, PeftBackend, SlotAdam, TrainSample
+from populora.platform.backends import AdamConfig, LoraSpec, MultiLoraBackend, PeftBackend, SlotAdam, TrainSample, make_optimizer
+from populora.training.config import TrainConfig
 
 NAMES = ["m0", "m1", "m2"]
 PROMPTS = [[1, 2, 3, 4, 5], [7, 8], [9, 10, 11], [3, 3]]
@@ -86,13 +87,13 @@ def test_train_step_matches_peft_adamw_step(pair):
     peft, _, _ = pair
     batches = {n: [TrainSample(PROMPTS[i], COMPLETIONS[i], w) for i, w in enumerate([1.0, -0.5, 0.3, 2.0])] for n in NAMES[:2]}
     for n in NAMES:
-        peft.init_optimizer(n, lr=1e-2)
+        peft.init_optimizer(n, AdamConfig(lr=1e-2))
     peft_stats = peft.train_step(batches, micro_batch=3, log_kl=True)
     after_peft = {n: peft.adapter_state(n) for n in NAMES}
     # undo: rebuild the same starting point for the multi-LoRA backend from the saved dirs
     multi, before, _ = _multi(pair)
     for n in NAMES:
-        multi.init_optimizer(n, lr=1e-2)
+        multi.init_optimizer(n, AdamConfig(lr=1e-2))
     stats = multi.train_step(batches, micro_batch=3, log_kl=True)
     for n in NAMES:
         state = multi.adapter_state(n)
@@ -135,6 +136,28 @@ def test_slot_adam_equals_torch_adamw_per_slot():
         assert torch.allclose(stacked[s], singles[s], atol=1e-6)
 
 
+def test_make_optimizer_builds_both_optimizers_from_training_s_optim_section():
+    """The one owner of the optimizer settings: training's ``optim`` section (an ``AdamConfig``, other fields
+    and all) builds the PEFT reference's AdamW and the batched SlotAdam, and both step as ``torch.optim.AdamW`` with
+    those settings does (the reference)."""
+    optim = TrainConfig(optim={"lr": 0.1, "weight_decay": 0.01, "grad_clip": 0.5}).optim
+    torch.manual_seed(0)
+    stacked = torch.nn.Parameter(torch.randn(2, 4, 5))
+    single, reference = (torch.nn.Parameter(stacked[1].detach().clone()) for _ in range(2))
+    ours = make_optimizer([stacked], optim, stacked=True)
+    peft_side = make_optimizer([single], optim)
+    theirs = torch.optim.AdamW([reference], lr=0.1, weight_decay=0.01)
+    assert isinstance(ours, SlotAdam) and peft_side.param_groups[0]["lr"] == 0.1 and peft_side.param_groups[0]["weight_decay"] == 0.01
+    for _ in range(3):
+        grad = torch.randn(4, 5)
+        stacked.grad = torch.stack([torch.zeros(4, 5), grad])
+        single.grad, reference.grad = grad.clone(), grad.clone()
+        ours.step([1])
+        peft_side.step()
+        theirs.step()
+    assert torch.allclose(stacked[1], reference, atol=1e-6) and torch.equal(single, reference)
+
+
 # ---------------------------------------------------------------- the clipped mini-batch update (AZR's veRL actor)
 CLIPPED = dict(mini_batches=2, clip_ratio=0.2, entropy_coef=0.01)
 
@@ -150,12 +173,12 @@ def test_clipped_mini_batch_step_matches_peft_and_clipping_engages(pair):
     peft, _, _ = pair
     batches = _repeated_batches()
     for n in NAMES:
-        peft.init_optimizer(n, lr=5e-2)
+        peft.init_optimizer(n, AdamConfig(lr=5e-2))
     peft_stats = peft.train_step(batches, micro_batch=2, log_kl=True, **CLIPPED)
     after_peft = {n: peft.adapter_state(n) for n in NAMES}
     multi, _, _ = _multi(pair)
     for n in NAMES:
-        multi.init_optimizer(n, lr=5e-2)
+        multi.init_optimizer(n, AdamConfig(lr=5e-2))
     stats = multi.train_step(batches, micro_batch=2, log_kl=True, **CLIPPED)
     for n in NAMES:
         for k, v in multi.adapter_state(n).items():

@@ -6,6 +6,7 @@ runs this file again as a freshly created unprivileged user when the session is 
 from __future__ import annotations
 
 import os
+import resource
 import socket
 import threading
 import time
@@ -417,3 +418,23 @@ def test_workers_outlive_the_threads_that_started_them():
         assert [r.stdout.strip() for r in sb.run_many(["print(3)"] * 4)] == ["3"] * 4
     finally:
         sb.close()
+
+
+def test_workers_whose_pipes_are_past_descriptor_1024_still_answer():
+    """A GPU server's core count gives the pool >1,024 descriptors (32 workers x 8 slots x 5 io files), so the
+    workers' pipes land past select()'s FD_SETSIZE, where select() raised "filedescriptor out of range" at start
+    (seen on a 16-core H100 machine). Here other files hold the low descriptors instead."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < 1200:
+        if hard != resource.RLIM_INFINITY and hard < 1200:
+            pytest.skip(f"the descriptor limit ({hard}) is under 1,200")
+        resource.setrlimit(resource.RLIMIT_NOFILE, (1200, hard))
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        with Sandbox(workers=1, timeout_s=2.0) as s:
+            assert s._all[0].proc.stdout.fileno() >= 1024  # the case under test: a pipe past FD_SETSIZE
+            assert s.run("print(6 * 7)").stdout == "42\n"
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

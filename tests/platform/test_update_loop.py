@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import torch
 
-from populora.platform.backends import LoraSpec, TrainSample
+from populora.platform.backends import AdamConfig, LoraSpec, TrainSample
 from populora.platform.backends.multilora import MultiLoraBackend
 from populora.platform.backends.policy_loss import UpdateSpec
 from populora.platform.backends.shard_update import merge_tallies, shard
@@ -37,7 +37,7 @@ def _backend(tiny_model) -> MultiLoraBackend:
     backend = MultiLoraBackend(copy.deepcopy(model), tok, LoraSpec(rank=4), 2)
     for i, name in enumerate(NAMES):
         backend.add_adapter(name, seed=100 + i)
-        backend.init_optimizer(name, lr=1e-2)
+        backend.init_optimizer(name, AdamConfig(lr=1e-2))
     return backend
 
 

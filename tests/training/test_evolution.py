@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from populora.platform.backends import AdamConfig
 from populora.training import operators
 from populora.training.lineage import Lineage, LineageEvent
 
@@ -109,7 +110,7 @@ def _evolve_setup(backend, ratings: dict[str, tuple[float, float]], **evolution)
         with torch.no_grad():
             for p in backend.parameters(mid):
                 p.normal_()
-        backend.init_optimizer(mid, 1e-3)
+        backend.init_optimizer(mid, AdamConfig(lr=1e-3))
         sum(p.square().sum() for p in backend.parameters(mid)).backward()
         backend.optimizers[mid].step()
         lineage.record(LineageEvent(mid, [], "init", 0, 0, role))

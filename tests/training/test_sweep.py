@@ -134,3 +134,30 @@ def test_sweep_of_two_mixes_two_seeds_with_baselines_end_to_end(mlflow_store, tm
         assert c["ci95"][0] <= c["delta"] <= c["ci95"][1] and 0 <= c["p_value"] <= 1
     assert (tmp_path / "rep" / "intervals.png").stat().st_size > 1000
     assert (tmp_path / "rep" / "arms_race.png").stat().st_size > 1000
+
+
+def test_a_killed_sweep_run_resumes_through_the_machine_s_queue(mlflow_store, tmp_path, monkeypatch):
+    """Re-running a sweep resumes its KILLED run as every local job starts: in the machine's one queue, holding
+    its slot need, knowing its run from the start (here it waits behind a job holding the only slot)."""
+    from mlflow import MlflowClient
+
+    monkeypatch.setenv("POPULORA_MAX_PARALLEL_JOBS", "1")
+    monkeypatch.setenv("POPULORA_QUEUE_DIR", str(tmp_path / "queue"))
+    runs = sweep.plan(SMOKE, [], 1, False, ["matchmaking.teachers_per_student=1"])
+    sid = sweep.sweep_id(runs)
+    client = MlflowClient()
+    killed = client.create_run(client.create_experiment("sweep-test"), tags=rl.sweep_tags(sid, runs[0].key, runs[0].config, 0))
+    client.set_terminated(killed.info.run_id, "KILLED")
+    holder = jobs.start([sys.executable, "-c", "import time; time.sleep(600)"], root=tmp_path / "held", slots=1)
+    try:
+        item, = sweep.Driver(sid, runs, log=lambda line: None).items()
+        resumed = item.start()
+        assert resumed.argv[-3:] == ["--resume", killed.info.run_id, "--quiet"]
+        assert resumed.run_id == killed.info.run_id  # linked before it runs: the UI shows this job on the run's page
+        deadline = time.time() + 120  # a bound for a loaded machine: returns at the event
+        while resumed.status not in ("queued", "running", "finished", "failed") and time.time() < deadline:
+            time.sleep(0.1)
+        assert resumed.status == "queued" and queue.position(resumed) == 1
+        assert jobs.stop(resumed) == "stopped"
+    finally:
+        jobs.stop(holder)

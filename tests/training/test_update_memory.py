@@ -5,7 +5,7 @@ import numpy as np
 import torch
 
 from populora.platform import config as config_io
-from populora.platform.backends import LoraSpec, MultiLoraBackend
+from populora.platform.backends import AdamConfig, LoraSpec, MultiLoraBackend
 from populora.training.config import TrainConfig
 from populora.training.evolution import evolve
 from populora.training.lineage import Lineage
@@ -24,7 +24,7 @@ def test_evolution_reuses_the_dead_members_slot(tiny_model, tmp_path):
         for i, role in enumerate([TEACHER, TEACHER, STUDENT, STUDENT]):
             m = population.add(Member(population.new_id(role), role, 4))
             backend.add_adapter(m.id, seed=i)
-            backend.init_optimizer(m.id, 1e-3)
+            backend.init_optimizer(m.id, AdamConfig(lr=1e-3))
         capacity = next(iter(backend.layers.values())).lora_A.shape[0]
         replaced = evolve(population, backend, Lineage(), cfg, 2, np.random.default_rng(0), torch.Generator().manual_seed(0),
                           tmp_path)
@@ -60,7 +60,7 @@ def test_a_step_without_the_kl_forward_logs_no_kl(tiny_model):
     backend = MultiLoraBackend(model, tok, LoraSpec(rank=4), initial_slots=1)
     try:
         backend.add_adapter("T0", seed=0)
-        backend.init_optimizer("T0", 1e-3)
+        backend.init_optimizer("T0", AdamConfig(lr=1e-3))
         samples = [TrainSample([1, 2, 3], [4, 5], 1.0), TrainSample([6, 7], [8], -1.0)]
         without = backend.train_step({"T0": samples}, log_kl=False)["T0"]
         with_kl = backend.train_step({"T0": samples}, log_kl=True)["T0"]

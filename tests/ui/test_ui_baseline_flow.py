@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from test_ui_browser import CHROMEDRIVER, CHROMIUM, ROOT, _free_port, _open, _text, _wait_for
+from headless import NEEDS_CHROMIUM, ROOT, chromium, ui_server
+from headless import open_page as _open
+from headless import page_text as _text
+from headless import wait_on_page as _wait_for
 
 BENCHMARKS = "gsm8k,math500"
 MODES = "T0=reference,T1=reference,S0=reference,S1=wrong,B0=reference@gsm8k,base=wrong"
@@ -39,69 +41,27 @@ WORDS = ("Population mean beats the baseline on 1 of 2 benchmarks (interval excl
          "weakest member beats it on 0 of 2 (interval excludes 0 on 1: 0 above, 1 below); overall: +25.0 pts, "
          "95% CI +25.0 to +25.0.")
 
-pytestmark = [
-    pytest.mark.skipif(not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)),
-                       reason="headless browser test needs Debian chromium + chromium-driver: run scripts/install-browser.sh"),
-    pytest.mark.timeout(900),
-    pytest.mark.slow,
-]
+pytestmark = [NEEDS_CHROMIUM, pytest.mark.timeout(900), pytest.mark.slow]
 webdriver = pytest.importorskip("selenium.webdriver", reason="pip install selenium")
 
 
 @pytest.fixture()
 def oracle_server(tmp_path):
     """``populora ui`` on an empty store, its jobs evaluating with the oracle backend."""
-    import subprocess
-    import urllib.request
-
     from populora.evaluation import benchmarks
 
     if not (benchmarks.data_dir() / benchmarks.CHECKSUMS).is_file():
         pytest.skip(f"no benchmark data at {benchmarks.data_dir()}")
-    port = _free_port()
     path = [str(ROOT / "tests" / "ui" / "oracle_site"), str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(":") if p]
-    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}", "POPULORA_JOBS_DIR": str(tmp_path / "jobs"),
-           "PYTHONPATH": ":".join(path), "POPULORA_TEST_ORACLE": MODES, "POPULORA_TEST_ORACLE_BENCHMARKS": BENCHMARKS}
-    log = open(tmp_path / "server.log", "wb")
-    proc = subprocess.Popen([sys.executable, "-m", "populora.ui.cli", "--port", str(port)], cwd=tmp_path, env=env,
-                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-
-    def healthy() -> bool:
-        try:
-            return urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).status == 200
-        except OSError:
-            return False
-
-    from conftest import wait_for
-
-    wait_for(healthy, 90, "the UI server", detail=lambda: (tmp_path / "server.log").read_text()[-2000:])
-    yield {"url": url, "dir": tmp_path}
-    from populora.platform import jobs
-
-    for job in jobs.list_jobs(tmp_path / "jobs"):
-        jobs.stop(job, timeout_s=10)
-    os.killpg(proc.pid, 2)
-    proc.wait(timeout=20)
-    log.close()
+    env = {"PYTHONPATH": ":".join(path), "POPULORA_TEST_ORACLE": MODES, "POPULORA_TEST_ORACLE_BENCHMARKS": BENCHMARKS}
+    with ui_server(tmp_path, env=env, start_timeout=90) as served:
+        yield served
 
 
 @pytest.fixture()
 def browser():
-    import tempfile
-
-    from selenium.webdriver.chrome.service import Service
-
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = CHROMIUM
-    for flag in ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--window-size=1600,2400",
-                 f"--user-data-dir={tempfile.mkdtemp(prefix='populora-chromium-')}"]:
-        opts.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
-    driver.set_page_load_timeout(90)
-    yield driver
-    driver.quit()
+    with chromium(window="1600,2400", page_load_timeout=90) as driver:
+        yield driver
 
 
 def _click(driver, element) -> None:

@@ -10,102 +10,34 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import socket
-import subprocess
-import sys
-import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import wait_for
+from headless import NEEDS_CHROMIUM, ROOT, chromium, ui_server
+from headless import open_page as _open
+from headless import page_text as _text
+from headless import wait_on_page as _wait_for
 
-ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM, CHROMEDRIVER = shutil.which("chromium") or "/usr/bin/chromium", shutil.which("chromedriver") or "/usr/bin/chromedriver"
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--disable-quic", "--window-size=1400,1500"]
 # steps=3 shadows the form's steps (4, from the smoke preset): the page must warn that the override wins
 TINY = ("model.tiny_random=true\nsteps=3\nevolution.every=1\ntasks.tasks_per_teacher=2\n"
         "tasks.max_new_tokens_propose=24\ntasks.max_new_tokens_solve=8")
 
-pytestmark = [
-    pytest.mark.skipif(not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)),
-                       reason="headless browser test needs Debian chromium + chromium-driver: run scripts/install-browser.sh"),
-    pytest.mark.timeout(600),
-]
+pytestmark = [NEEDS_CHROMIUM, pytest.mark.timeout(600)]
 webdriver = pytest.importorskip("selenium.webdriver", reason="pip install selenium")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture()
 def server(tmp_path):
     """The app served by ``populora ui`` on an empty store in a fresh working dir."""
-    port = _free_port()
-    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}", "POPULORA_JOBS_DIR": str(tmp_path / "jobs")}
-    log = open(tmp_path / "server.log", "wb")
-    proc = subprocess.Popen([sys.executable, "-m", "populora.ui.cli", "--port", str(port)], cwd=tmp_path, env=env,
-                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        try:
-            if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).status == 200:
-                break
-        except OSError:
-            time.sleep(0.5)
-    else:
-        proc.kill()
-        pytest.fail(f"the UI did not start: {(tmp_path / 'server.log').read_text()[-2000:]}")
-    yield {"url": url, "dir": tmp_path}
-    from populora.platform import jobs
-
-    for job in jobs.list_jobs(tmp_path / "jobs"):  # never leave a training process behind
-        jobs.stop(job, timeout_s=10)
-    os.killpg(proc.pid, 2)
-    proc.wait(timeout=20)
-    log.close()
+    with ui_server(tmp_path) as served:
+        yield served
 
 
 @pytest.fixture()
 def browser():
-    from selenium.webdriver.chrome.service import Service
-
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = CHROMIUM
-    for flag in FLAGS + [f"--user-data-dir={tempfile.mkdtemp(prefix='populora-chromium-')}"]:
-        opts.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
-    driver.set_page_load_timeout(60)
-    yield driver
-    driver.quit()
-
-
-def _wait_for(driver, predicate, timeout: float, what: str):
-    return wait_for(predicate, timeout, what, detail=lambda: f"; page text:\n{_text(driver)[-1500:]}")
-
-
-def _text(driver) -> str:
-    from selenium.webdriver.common.by import By
-
-    return driver.find_element(By.TAG_NAME, "body").text
-
-
-def _open(driver, url: str, ready_text: str, shots: Path, name: str | None = None) -> None:
-    from selenium.webdriver.common.by import By
-
-    driver.get(url)
-    _wait_for(driver, lambda: ready_text in _text(driver) and "Running..." not in _text(driver), 60, f"{ready_text!r} at {url}")
-    time.sleep(2.5)  # charts and the graphviz layout draw after the script finishes
-    errors = driver.find_elements(By.CSS_SELECTOR, '[data-testid="stException"]')
-    assert not errors, f"{url}: {[e.text[:500] for e in errors]}"
-    if name:
-        driver.save_screenshot(str(shots / f"{name}.png"))
+    with chromium(window="1400,1500", page_load_timeout=60) as driver:
+        yield driver
 
 
 def _launch(driver, url: str, shots: Path, name_text: str = "browser-e2e", overrides: str = TINY) -> None:

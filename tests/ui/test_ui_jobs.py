@@ -8,6 +8,7 @@ import time
 import pytest
 
 from populora.platform import jobs, runlayout
+from populora.training.config import job_slots
 
 # links itself to its job as the trainer does (runlayout.record_job_run), and prints a decoy run line: the job
 # must not take its run id from the output
@@ -228,8 +229,8 @@ def test_a_job_needing_several_slots_waits_for_all_and_keeps_its_place(tmp_path,
 
 def test_a_local_gpu_training_needs_a_slot_per_gpu(tmp_path):
     yaml_text = "ray: {address: local, model_workers: 2, gpus_per_worker: 1}\nmodel: {device: cuda}\n"
-    assert jobs.slots_needed("train", yaml_text) == 2
-    assert jobs.slots_needed("train", "ray: {address: local, model_workers: 2, gpus_per_worker: 0}") == 1  # CPU workers
+    assert job_slots(yaml_text) == 2  # the training side sizes the job; the platform only counts slots
+    assert job_slots("ray: {address: local, model_workers: 2, gpus_per_worker: 0}") == 1  # CPU workers
     job = jobs.start([sys.executable, "-c", "pass"], root=tmp_path, slots=1, need=2)
     assert job.need == 1  # never more than the machine has: it takes the whole machine instead of waiting forever
     assert _wait(job, ("finished", "failed")) == "finished"

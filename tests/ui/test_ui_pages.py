@@ -166,7 +166,7 @@ def test_launch_starts_a_validated_job(app, monkeypatch):
     from populora.platform import jobs
 
     started = []
-    monkeypatch.setattr(jobs, "launch_training", lambda text, name="", env=None, ray_address=None: started.append(
+    monkeypatch.setattr(jobs, "launch_training", lambda text, name="", env=None, ray_address=None, need=1: started.append(
         (text, name, env, ray_address)) or jobs.Job(id="fake", argv=[], dir=os.environ["POPULORA_JOBS_DIR"], created=0.0, name=name))
     at = _ok(app("launch"))
     at.text_input(key="f_smoke_name").set_value("ui-test; rm -rf /")  # stays a YAML value, never a shell word
@@ -191,7 +191,7 @@ def test_launch_with_a_ray_cluster_submits_ray_jobs(app, monkeypatch):
     from populora.platform import jobs
 
     started = []
-    monkeypatch.setattr(jobs, "launch_training", lambda text, name="", env=None, ray_address=None: started.append(
+    monkeypatch.setattr(jobs, "launch_training", lambda text, name="", env=None, ray_address=None, need=1: started.append(
         (yaml.safe_load(text), ray_address)) or jobs.Job(id="fake", argv=[], dir=os.environ["POPULORA_JOBS_DIR"], created=0.0))
     monkeypatch.setenv("POPULORA_RAY_ADDRESSES", "ray://head.example:10001")  # the operator allows this cluster
     at = _ok(app("launch"))

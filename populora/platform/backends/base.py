@@ -15,6 +15,7 @@ from typing import Protocol, runtime_checkable
 
 import torch
 
+from populora.platform.backends.optimizer import AdamConfig
 from populora.platform.lora_spec import LoraSpec
 
 BASE = None  # adapter name meaning "the bare base model"
@@ -78,8 +79,9 @@ class Backend(Protocol):
         """(logp, mask), both (B, T_completion): per-token log-probs of each completion given its prompt."""
 
     # training
-    def init_optimizer(self, name: str, lr: float, weight_decay: float = 0.0) -> None:
-        """Fresh AdamW moments for one adapter (new members and evolved children start with none)."""
+    def init_optimizer(self, name: str, optim: AdamConfig) -> None:
+        """Fresh AdamW moments for one adapter (new members and evolved children start with none), the optimizer
+        built from ``optim`` by ``optimizer.make_optimizer``."""
 
     def optimizer_state(self, name: str) -> dict: ...
 

@@ -35,6 +35,7 @@ import torch
 
 from populora.platform.backends import generation, seeded_sampling, shard_update
 from populora.platform.backends.base import Generation, LoraSpec, TrainSample
+from populora.platform.backends.optimizer import AdamConfig
 from populora.platform.backends.policy_loss import UpdateSpec
 from populora.platform.backends.ray import RayError, _ModelWorker
 from populora.platform.backends.vllm import VllmBackend
@@ -188,8 +189,8 @@ class DataParallelBackend:
     def save_adapter(self, name: str, directory) -> Path:
         return Path(self._rank0("save_adapter", name, str(directory)))
 
-    def init_optimizer(self, name: str, lr: float, weight_decay: float = 0.0) -> None:
-        self._everywhere("init_optimizer", name, lr, weight_decay)
+    def init_optimizer(self, name: str, optim: AdamConfig) -> None:
+        self._everywhere("init_optimizer", name, optim.adam())
 
     def optimizer_state(self, name: str) -> dict:
         return self._rank0("optimizer_state", name)

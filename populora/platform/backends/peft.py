@@ -15,6 +15,7 @@ import torch
 
 from populora.platform.backends import generation, logprobs
 from populora.platform.backends.base import BASE, Generation, LoraSpec, TrainSample
+from populora.platform.backends.optimizer import AdamConfig, make_optimizer
 from populora.platform.backends.peft_dir import lora_config
 from populora.platform.backends.policy_loss import Tally, UpdateSpec, mini_batch_slices, pad_rows, row_terms
 
@@ -113,9 +114,9 @@ class PeftBackend:
                                    temperature, top_p, seed, stop, batch_size)
 
     # ------------------------------------------------------------------ training
-    def init_optimizer(self, name: str, lr: float, weight_decay: float = 0.0) -> None:
+    def init_optimizer(self, name: str, optim: AdamConfig) -> None:
         """A fresh AdamW for one adapter (new members and evolved children start with no moments)."""
-        self.optimizers[name] = torch.optim.AdamW(self.parameters(name), lr=lr, weight_decay=weight_decay)
+        self.optimizers[name] = make_optimizer(self.parameters(name), optim)
 
     def optimizer_state(self, name: str) -> dict:
         return self.optimizers[name].state_dict()

@@ -22,6 +22,7 @@ import torch
 from populora.platform.backends import checkpointing, generation
 from populora.platform.backends.base import Generation, LoraSpec, TrainSample
 from populora.platform.backends.multilora import MultiLoraBackend
+from populora.platform.backends.optimizer import AdamConfig
 from populora.platform.models import load_base, resolve_source
 from populora.platform.ray_settings import PLACEMENTS, RayError, RaySettingError, check_ray, default_placement  # noqa: F401 - their names here too
 from populora.platform.verifier import Verifier
@@ -150,8 +151,8 @@ class RayBackend:
     def save_adapter(self, name: str, directory) -> Path:
         return Path(self._on(name, "save_adapter", name, str(directory)))
 
-    def init_optimizer(self, name: str, lr: float, weight_decay: float = 0.0) -> None:
-        self._on(name, "init_optimizer", name, lr, weight_decay)
+    def init_optimizer(self, name: str, optim: AdamConfig) -> None:
+        self._on(name, "init_optimizer", name, optim.adam())
 
     def optimizer_state(self, name: str) -> dict:
         return self._on(name, "optimizer_state", name)

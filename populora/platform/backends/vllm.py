@@ -36,6 +36,7 @@ import torch
 
 from populora.platform.backends import generation
 from populora.platform.backends.base import Backend, Generation, LoraSpec, TrainSample
+from populora.platform.backends.optimizer import AdamConfig
 
 log = logging.getLogger(__name__)
 
@@ -176,8 +177,8 @@ class VllmBackend:
         self.sleep()  # a forward with activations: torch needs the room
         return self.trainer.sequence_logprobs(adapter, prompt_ids, completion_ids, max_len)
 
-    def init_optimizer(self, name: str, lr: float, weight_decay: float = 0.0) -> None:
-        self.trainer.init_optimizer(name, lr, weight_decay)
+    def init_optimizer(self, name: str, optim: AdamConfig) -> None:
+        self.trainer.init_optimizer(name, optim)
 
     def optimizer_state(self, name: str) -> dict:
         return self.trainer.optimizer_state(name)

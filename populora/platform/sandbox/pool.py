@@ -174,8 +174,12 @@ class _WorkerProc:
 
     def _readline(self, timeout_s: float) -> bytes | None:
         fd = self.proc.stdout.fileno()
+        # poll, not select: select() refuses descriptors >= 1024 (FD_SETSIZE), and each worker holds 5 io files
+        # per slot, so a 16-core machine's 32 workers x 8 slots (1,280) pass it before the last worker is ready
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
         while b"\n" not in self.buf:
-            if not select.select([fd], [], [], timeout_s)[0]:
+            if not poller.poll(timeout_s * 1000):
                 return None
             chunk = os.read(fd, 1 << 20)
             if not chunk:

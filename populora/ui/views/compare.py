@@ -11,7 +11,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from populora.evaluation import SweepReportError, build_verdict, compute_side_by_side, eval_metric_keys, with_baseline
+from populora.evaluation import (BASE, BASELINE, MEMBER, Results, SweepReportError, build_verdict, compute_side_by_side,
+                                 eval_metric_keys, with_baseline)
 from populora.platform import runlayout as rl
 from populora.ui import charts, common, eval_panel, store, sweeps
 from populora.ui.compare_table import headline, report_ends, summarize, verdict_frame
@@ -38,26 +39,13 @@ def baseline_row(uri: str, baseline: str | None, prefix: str | None, keys: list[
     return frame.mean(numeric_only=True) if not frame.empty and len(frame.columns) else None
 
 
-def base_row(uri: str, run_id: str, evals: pd.DataFrame) -> pd.Series | None:
-    """The bare base model's scores: ``populora eval`` logs them on the parent run as ``eval_base/...``
-    (older stores may hold them as a member run with id base)."""
-    info = store.run_info(uri, run_id) or {}
-    logged = {"eval/" + k[len("eval_base/"):]: v for k, v in info.get("metrics", {}).items() if k.startswith("eval_base/")}
-    if logged:
-        return pd.Series(logged)
-    ids = [b for b in BASE_IDS if b in evals.index]
-    return evals.loc[ids].mean(numeric_only=True) if ids else None
-
-
 def results_frames(data: dict) -> tuple[pd.DataFrame, pd.Series | None, pd.Series | None]:
     """(members, baseline, base) from a results.json: member rows by id, the baseline's members' mean, the base
     model's row; columns ``eval/<benchmark>/<metric>`` as ``populora eval`` names its metrics."""
-    kinds = {label: t.get("kind") for label, t in data.get("targets", {}).items()}
+    results = Results.from_dict(data)
     rows = {label: eval_metric_keys("eval", per) for label, per in data.get("results", {}).items()}
     frame = pd.DataFrame.from_dict(rows, orient="index")
-    members = frame.loc[[label for label in frame.index if kinds.get(label) == "member"]]
-    baseline = frame.loc[[label for label in frame.index if kinds.get(label) == "baseline"]]
-    base = frame.loc[[label for label in frame.index if kinds.get(label) == "base"]]
+    members, baseline, base = (frame.loc[results.of_kind(kind)] for kind in (MEMBER, BASELINE, BASE))
     return (members, baseline.mean(numeric_only=True) if len(baseline) else None,
             base.iloc[0] if len(base) else None)
 
@@ -73,22 +61,33 @@ def pick_evaluation(uri: str, run_id: str) -> int | None:
 
 
 def benchmark_scores(uri: str, run_id: str, baseline: str | None, step: int | None):
-    """(members, baseline row, base row) of the evaluation picked, or None when there is none to show. A run
-    evaluated before results.json was logged (older stores) falls back to its members' latest eval/ metrics,
-    unless in-training evaluation logs those (tag populora.eval_every: they are subset curves)."""
+    """(members, baseline row, base row, results.json) of the evaluation picked, or None when there is none to
+    show: the results.json (read by ``Results.from_dict``, the one loader of its older layouts), else
+    ``older_store_scores``."""
     data = store.eval_results(uri, run_id, step)
-    if data is not None:
-        if baseline:  # no baseline scored in this evaluation: the baseline evaluated on its own run
-            data = with_baseline(data, store.eval_results(uri, baseline, step))
-        members, base_line, base = results_frames(data)
-        return members, base_line, base, data
-    tags = (store.run_info(uri, run_id) or {}).get("tags", {})
-    if step is not None or tags.get(rl.EVAL_EVERY):
+    if data is None:
+        return older_store_scores(uri, run_id, baseline, step)
+    if baseline:  # no baseline scored in this evaluation: the baseline evaluated on its own run
+        data = with_baseline(data, store.eval_results(uri, baseline, step))
+    members, base_line, base = results_frames(data)
+    return members, base_line, base, data
+
+
+def older_store_scores(uri: str, run_id: str, baseline: str | None, step: int | None):
+    """Every fallback for stores written before ``populora eval`` logged results.json, in one place: the members'
+    latest ``eval/`` metrics (unless in-training evaluation logs those: tag populora.eval_every, subset curves),
+    the baseline's members' mean, and the bare base model's ``eval_base/...`` on the parent run, else a member
+    run with id base (no results.json: the report's cross-fitted picks need it). None when there are none."""
+    info = store.run_info(uri, run_id) or {}
+    if step is not None or info.get("tags", {}).get(rl.EVAL_EVERY):
         return None
     evals = metric_frame(uri, run_id, "eval/")
     if evals.empty or not len(evals.columns):
         return None
-    return evals, baseline_row(uri, baseline, "eval/", None), base_row(uri, run_id, evals), None
+    logged = {"eval/" + k[len("eval_base/"):]: v for k, v in info.get("metrics", {}).items() if k.startswith("eval_base/")}
+    ids = [b for b in BASE_IDS if b in evals.index]
+    base = pd.Series(logged) if logged else evals.loc[ids].mean(numeric_only=True) if ids else None
+    return evals, baseline_row(uri, baseline, "eval/", None), base, None
 
 
 def no_scores(run_id: str, baseline: str | None) -> None:
@@ -241,7 +240,7 @@ def main() -> None:
         base = base if with_base else None
         picked = chosen if step is None else list(evals.index)  # a checkpoint's members: the ones alive then
         main_scores = headline(evals)
-        overall = main_scores["overall"]  # metrics only (older stores): lowest / highest overall, the biased pick
+        overall = main_scores["overall"]  # older stores (no results.json): lowest / highest overall, the biased pick
         ends, crossed = report_ends(data, picked) if data is not None else ({}, False)
         show_table(summarize(main_scores, picked, headline(base_line), headline(base), overall,
                              picked={label: headline(row) for label, row in ends.items()}),

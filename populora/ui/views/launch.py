@@ -190,7 +190,7 @@ def launch(submission: dict) -> None:
                 run_cfg = run_cfg.model_copy(deep=True)
                 run_cfg.ray.address = "auto"
             started.append(jobs.launch_training(config_io.dump(run_cfg), name=run_cfg.name, env=env,
-                                                ray_address=ray_address))
+                                                ray_address=ray_address, need=run_cfg.ray.job_slots()))
     except ray_jobs.RayJobError as err:
         st.error(f"**ray.address**: {err}", icon="⚠️")
     st.session_state["launched"] = [j.id for j in started]
@@ -229,7 +229,8 @@ def job_row(job: jobs.Job) -> None:
     elif (status in ("stopped", "failed") and job.kind == "train" and run_id and not job.ray_address
           and common.job_for_run(run_id) is not None and common.job_for_run(run_id).id == job.id
           and cols[3].button("Resume", key=f"resume_{job.id}", help=f"populora train --resume {run_id} as a job")):
-        again = jobs.launch_resume(run_id, name=f"{job.name.removesuffix(' (resumed)')} (resumed)", env=job.env)
+        again = jobs.launch_resume(run_id, name=f"{job.name.removesuffix(' (resumed)')} (resumed)", env=job.env,
+                                   need=job.need)
         cols[3].write(f"job {again.id}")
     with st.expander("log", expanded=status in ("failed", "lost")):
         st.code(job.log_tail(30) or "(empty)", language="text", wrap_lines=True)

@@ -7,6 +7,7 @@ import streamlit as st
 
 from populora.platform import jobs, queue
 from populora.platform import runlayout as rl
+from populora.training.config import job_slots
 from populora.ui import common, eval_panel, store, sweeps
 
 st.title("Runs")
@@ -164,7 +165,7 @@ def resume_controls(run_id: str, row, status: str, job: jobs.Job | None, tags: d
                  help="Runs populora train --resume as a background job (it waits in the job queue like a launch)"):
         config = store.artifact_text(store.uri(), run_id, rl.CONFIG_FILE) or ""
         started = jobs.launch_resume(run_id, name=f"{row['name'] or run_id[:8]} (resumed)",
-                                     env={"MLFLOW_TRACKING_URI": store.uri()}, config_yaml=config)
+                                     env={"MLFLOW_TRACKING_URI": store.uri()}, need=job_slots(config))
         st.toast(f"resume job {started.id} started")
         st.rerun()
 

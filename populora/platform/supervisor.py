@@ -1,0 +1,72 @@
+"""The process that runs a job: ``python -m populora.platform.supervisor supervise <job dir>``.
+
+``jobs.start`` launches this small supervisor in a new session (its own process group) instead of the job's argv
+itself, so the job's status survives the process that launched it (a Streamlit session dies with a browser
+refresh) and needs no zombie reaping: the supervisor waits in the queue for the job's slots (if it has any),
+runs the real argv, waits for it and writes its exit code to ``<job dir>/exit_code``, however it ends.
+
+Signals: a stop while queued ends the supervisor before anything ran (exit code of the stop, status "stopped").
+Once the child runs, a stop (SIGINT to the whole group) is for the child: the supervisor keeps the stop signals
+blocked, to outlive the child and write its exit code. Blocked, not ignored: an ignored signal is inherited, so a
+stop arriving between fork and the child's reset would be lost; a blocked one stays pending and reaches the child
+the moment it unblocks (``_default_signals``).
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from populora.platform import queue
+from populora.platform.job_record import READY_FILE, SLOT_FILE, Job
+from populora.platform.stopping import STOP_SIGNALS, Stopped, raise_stopped, stop_code
+
+MODULE = "populora.platform.supervisor"  # what ``jobs.start`` runs with ``python -m``
+
+
+def _default_signals() -> None:
+    """In the child, before exec: default dispositions (so Python turns SIGINT into KeyboardInterrupt again), then
+    unblock, so a stop that arrived while the supervisor held the signals blocked is delivered now."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+
+
+def supervise(job_dir: str | Path) -> int:
+    """Run the job's argv to completion (after waiting for a slot, if it has slots) and record its exit code
+    (even when interrupted)."""
+    job = Job.load(job_dir)
+    code, slot = 1, None
+    if not job.slots:
+        signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, raise_stopped)  # while queued (signals not blocked yet): stop before anything ran
+    Path(job_dir, READY_FILE).touch()
+    try:
+        if job.slots:
+            slot = queue.wait_for_slot(job)
+            Path(job_dir, SLOT_FILE).write_text("held")  # out of the line: status "running"
+            signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        child = subprocess.Popen(job.argv, stdin=subprocess.DEVNULL, preexec_fn=_default_signals)
+        code = child.wait()
+    except Stopped as err:
+        code = stop_code(err)  # stopped while queued, before anything ran: "stopped", like a trainer that caught it
+    except OSError as err:
+        print(f"error: could not start {job.argv[0]!r}: {err}", flush=True)
+        code = 127
+    finally:
+        Path(job_dir, "exit_code").write_text(str(code))
+        if slot is not None:
+            slot.release()
+        if job.slots:
+            queue.leave(job)
+    return code
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "supervise":
+        sys.exit(supervise(sys.argv[2]))
+    print(f"usage: python -m {MODULE} supervise JOB_DIR", file=sys.stderr)
+    sys.exit(2)

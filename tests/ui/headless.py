@@ -1,0 +1,114 @@
+"""What the headless-browser tests share: ``populora ui`` served on a store in a fresh working dir, headless
+Chromium, and waiting for a page's text.
+
+Needs the Debian packages ``chromium`` and ``chromium-driver`` (``scripts/install-browser.sh``) and ``selenium``:
+a test module marks itself with ``NEEDS_CHROMIUM`` and calls ``pytest.importorskip("selenium.webdriver")``, so it
+skips with the reason when they are missing (selenium is imported here only inside the functions that drive it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from conftest import wait_for
+
+from populora.platform import jobs
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM, CHROMEDRIVER = shutil.which("chromium") or "/usr/bin/chromium", shutil.which("chromedriver") or "/usr/bin/chromedriver"
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--disable-quic"]
+NEEDS_CHROMIUM = pytest.mark.skipif(
+    not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)),
+    reason="headless browser test needs Debian chromium + chromium-driver: run scripts/install-browser.sh")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def ui_server(tmp_path: Path, uri: str | None = None, env: dict[str, str] | None = None, start_timeout: float = 60):
+    """``populora ui`` in ``tmp_path`` (its cwd and jobs dir), on the MLflow store ``uri`` (default: a fresh one
+    there), with ``env`` added to the environment; yields {"url", "dir"}. On the way out every job it launched is
+    stopped (never a training process left behind) and the server ends."""
+    port = free_port()
+    env = {**os.environ, "MLFLOW_TRACKING_URI": uri or f"sqlite:///{tmp_path / 'mlflow.db'}",
+           "POPULORA_JOBS_DIR": str(tmp_path / "jobs"), **(env or {})}
+    log = open(tmp_path / "server.log", "wb")
+    proc = subprocess.Popen([sys.executable, "-m", "populora.ui.cli", "--port", str(port)], cwd=tmp_path, env=env,
+                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+
+    def healthy() -> bool:
+        try:
+            return urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).status == 200
+        except OSError:
+            return False
+
+    try:
+        wait_for(healthy, start_timeout, "the UI server to start",
+                 detail=lambda: f"; its log:\n{(tmp_path / 'server.log').read_text()[-2000:]}")
+        yield {"url": url, "dir": tmp_path}
+    finally:
+        for job in jobs.list_jobs(tmp_path / "jobs"):
+            jobs.stop(job, timeout_s=10)
+        os.killpg(proc.pid, 2)
+        proc.wait(timeout=20)
+        log.close()
+
+
+@contextlib.contextmanager
+def chromium(window: str = "1400,1500", page_load_timeout: float = 60):
+    """A headless Chromium (its own fresh profile dir) with a ``window`` of "width,height"; quit on the way out."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = CHROMIUM
+    for flag in FLAGS + [f"--window-size={window}", f"--user-data-dir={tempfile.mkdtemp(prefix='populora-chromium-')}"]:
+        opts.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+    try:
+        driver.set_page_load_timeout(page_load_timeout)
+        yield driver
+    finally:
+        driver.quit()
+
+
+def page_text(driver) -> str:
+    from selenium.webdriver.common.by import By
+
+    return driver.find_element(By.TAG_NAME, "body").text
+
+
+def wait_on_page(driver, predicate, timeout: float, what: str):
+    """``conftest.wait_for``, its failure showing the end of the page's text."""
+    return wait_for(predicate, timeout, what, detail=lambda: f"; page text:\n{page_text(driver)[-1500:]}")
+
+
+def open_page(driver, url: str, ready_text: str, shots: Path, name: str | None = None) -> None:
+    """Load ``url``, wait until the page shows ``ready_text`` and its script has finished, fail on any exception
+    box on the page; with ``name``, save a screenshot ``<shots>/<name>.png``."""
+    from selenium.webdriver.common.by import By
+
+    driver.get(url)
+    wait_on_page(driver, lambda: ready_text in page_text(driver) and "Running..." not in page_text(driver), 60,
+                 f"{ready_text!r} at {url}")
+    time.sleep(2.5)  # charts and the graphviz layout draw after the script finishes
+    errors = driver.find_elements(By.CSS_SELECTOR, '[data-testid="stException"]')
+    assert not errors, f"{url}: {[e.text[:500] for e in errors]}"
+    if name:
+        driver.save_screenshot(str(shots / f"{name}.png"))
