@@ -145,7 +145,7 @@ def test_a_killed_sweep_run_resumes_through_the_machine_s_queue(mlflow_store, tm
     monkeypatch.setenv("POPULORA_QUEUE_DIR", str(tmp_path / "queue"))
     runs = sweep.plan(SMOKE, [], 1, False, ["matchmaking.teachers_per_student=1"])
     sid = sweep.sweep_id(runs)
-    client = MlflowClient()
+    client = MlflowClient(mlflow_store)  # this test's store: an earlier test in the process may have set mlflow's global URI
     killed = client.create_run(client.create_experiment("sweep-test"), tags=rl.sweep_tags(sid, runs[0].key, runs[0].config, 0))
     client.set_terminated(killed.info.run_id, "KILLED")
     holder = jobs.start([sys.executable, "-c", "import time; time.sleep(600)"], root=tmp_path / "held", slots=1)
