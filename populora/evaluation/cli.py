@@ -16,6 +16,7 @@ from populora.evaluation.config import EvalConfig, ReportConfig
 from populora.evaluation.evaluate import MissingDependency, evaluate, require_packages  # noqa: F401 - part of this module's API
 from populora.evaluation.generation import ensure_offline
 from populora.evaluation.runner import write_atomic
+from populora.evaluation.summary import Results
 from populora.evaluation.targets import TargetError
 from populora.platform import config as config_io
 from populora.platform import operator_table, runlayout
@@ -193,11 +194,12 @@ def report_main(argv: list[str]) -> int:
     compute = ""
     if args.run:
         data, compute = _with_linked_baseline(tracker, args.run, args.step, data)
-    table = report.build(data)
+    typed = Results.from_dict(data)  # one read of the samples files for the table, the intervals and the verdict
+    table = report.build(typed)
     note = _format_note(tracker.get_run(args.run).data.tags) if args.run else ""
     try:
-        stats = sweep_report.single_run(sweep_report.run_arms(data))  # paired intervals over problems
-        judged = verdict.build(data)
+        stats = sweep_report.single_run(sweep_report.run_arms(typed))  # paired intervals over problems
+        judged = verdict.build(typed)
     except sweep_report.ReportError as err:
         return _fail(err)
     judged_text = ("\nverdict (population vs baseline, scores in %):\n" + verdict.text(judged)) if judged else \
