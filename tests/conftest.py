@@ -106,13 +106,22 @@ RAY_TESTS = ("tests/platform/test_ray.py", "tests/platform/test_ray_jobs.py", "t
 SPLIT = ("tests/training/test_training_loop.py", "tests/training/test_run_lifecycle.py", "tests/ui/test_ui_jobs.py",
          "tests/training/test_sweep.py", "tests/training/test_periodic_eval.py", "tests/platform/test_concurrent_writers.py",
          "tests/evaluation/test_eval_code.py", "tests/evaluation/test_eval_fetch_report.py", "tests/evaluation/test_eval_data.py")
-# The longest files (the --durations profile) first, so that no long one starts last while the other worker idles.
-LONGEST_FIRST = ("tests/ui/test_ui_browser.py", "tests/platform/test_ray_jobs.py", "tests/evaluation/test_eval_cli.py",
-                 "tests/evaluation/test_eval_fetch_report.py", "tests/training/test_embedded_model.py",
-                 "tests/ui/test_ui_eval_curves_browser.py", "tests/ui/test_ui_pages.py", "tests/training/test_sweep.py",
-                 "tests/platform/test_data_parallel.py", "tests/training/test_periodic_eval.py", "tests/ui/test_ui_jobs.py",
-                 "tests/training/test_training_loop.py", "tests/ui/test_ui_scale.py", "tests/platform/test_ray.py",
-                 "tests/training/test_run_lifecycle.py", "tests/platform/test_concurrent_writers.py")
+# The units workers take first, in this order (node-id prefixes; a unit is placed at its first match): the longest
+# by the --durations=0 profile of a full -n 2 run, so that no long unit starts late while the other worker idles.
+# The other units follow, the most tests first. Update it when a test becomes one of the long ones.
+LONGEST_FIRST = ("tests/platform/test_ray_jobs.py",  # the Ray unit
+                 "tests/training/test_embedded_model.py", "tests/ui/test_ui_browser.py", "tests/evaluation/test_eval_cli.py",
+                 "tests/training/test_sweep.py::test_sweep_of_two_mixes_two_seeds_with_baselines_end_to_end",
+                 "tests/ui/test_ui_baseline_flow.py", "tests/evaluation/test_oracle_eval.py", "tests/ui/test_ui_pages.py",
+                 "tests/training/test_periodic_eval.py::test_a_run_with_eval_every_1", "tests/ui/test_ui_job_lifecycle.py",
+                 "tests/ui/test_ui_scale.py", "tests/evaluation/test_export.py", "tests/platform/test_mlflow_server.py",
+                 "tests/platform/test_concurrent_writers.py::test_four_trainings_at_once",
+                 "tests/ui/test_ui_jobs.py::test_compare_page_launches_an_evaluation",
+                 "tests/training/test_run_lifecycle.py::test_ctrl_c_mid_run",
+                 "tests/evaluation/test_eval_fetch_report.py::test_embedded_model_evaluates_an_adapter",
+                 "tests/training/test_training_loop.py::test_kill_9_then_resume", "tests/platform/test_docker_files.py",
+                 "tests/evaluation/test_eval_code.py::test_our_pass_at_1_equals_evalplus_evaluate",
+                 "tests/training/test_operator_stats.py", "tests/ui/test_ui_ratings.py")
 
 
 def work_unit(nodeid: str) -> str:
@@ -129,20 +138,48 @@ def work_unit(nodeid: str) -> str:
     return nodeid if path in SPLIT else path
 
 
+def unit_order(nodeids: list[str]) -> list[str]:
+    """``nodeids`` grouped by work unit, the units in the order the workers take them: those with a LONGEST_FIRST
+    prefix in its order, then the others, the most tests first; tests keep their order within a unit.
+
+    >>> unit_order(["tests/a.py::x", "tests/b.py::y", "tests/b.py::z", "tests/ui/test_ui_browser.py::t"])
+    ['tests/ui/test_ui_browser.py::t', 'tests/b.py::y', 'tests/b.py::z', 'tests/a.py::x']
+    """
+    units: dict[str, list[str]] = {}
+    for nodeid in nodeids:
+        units.setdefault(work_unit(nodeid), []).append(nodeid)
+
+    def rank(unit: str) -> tuple[int, int]:
+        listed = [i for i, prefix in enumerate(LONGEST_FIRST) if any(n.startswith(prefix) for n in units[unit])]
+        return min(listed, default=len(LONGEST_FIRST)), -len(units[unit])
+
+    return [nodeid for unit in sorted(units, key=rank) for nodeid in units[unit]]
+
+
 @pytest.hookimpl(optionalhook=True)  # an xdist hook: unknown (and fine) without xdist
 def pytest_xdist_make_scheduler(config, log):
     if config.getvalue("dist") != "loadgroup":
         return None
     from xdist.scheduler import LoadScopeScheduling  # only with xdist, which calls this hook
 
+    config.option.loadscopereorder = False  # the queue keeps the workers' order (unit_order), not "most tests first"
+
     class Units(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             return work_unit(nodeid)
+
+        def _reschedule(self, node) -> None:
+            # A worker takes its next unit only when down to its last test (which it runs once it knows the next
+            # one). xdist's own rule (at most 2 left) queues up to two units behind a long test, where they wait
+            # while the other worker idles.
+            if self.workqueue and not node.shutting_down and self._pending_of(self.assigned_work[node]) > 1:
+                return
+            super()._reschedule(node)
 
     return Units(config, log)
 
 
 def pytest_collection_modifyitems(config, items):
     if os.environ.get("PYTEST_XDIST_WORKER"):  # only where workers share the load; a plain run keeps file order
-        rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
-        items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
+        rank = {nodeid: i for i, nodeid in enumerate(unit_order([item.nodeid for item in items]))}
+        items.sort(key=lambda item: rank[item.nodeid])
