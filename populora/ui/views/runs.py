@@ -7,7 +7,7 @@ import streamlit as st
 
 from populora.platform import jobs, queue
 from populora.platform import runlayout as rl
-from populora.training.config import job_slots
+from populora.training import job_slots
 from populora.ui import common, eval_panel, store, sweeps
 
 st.title("Runs")
