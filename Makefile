@@ -26,10 +26,9 @@ demo: venv
 	@echo "       $(BIN)/mlflow ui --backend-store-uri sqlite:///$(CURDIR)/mlflow.db   # browse them in MLflow"
 
 # Two workers (pytest-xdist): while one test waits on its subprocess, server or browser, the other core works; the work
-# units (a file; Ray tests together) are set in tests/conftest.py. TEST_WORKERS=0 runs in one process.
-# Three on two cores: many tests wait on a subprocess, a server or a browser, so two workers left a core idle about
-# a third of the time (139% CPU over a whole fresh-clone make test).
-TEST_WORKERS ?= 3
+# units (a file; Ray tests together) are set in tests/conftest.py. TEST_WORKERS=0 runs in one process. Three were
+# no faster on the 2-core machine (main suite 987 s against 995 s with two, fresh clones, quiet).
+TEST_WORKERS ?= 2
 
 # The vLLM venv (below; mostly download and unpack) builds beside the main suite, its pip output in $(VLLM_LOG)
 # (printed if it fails); its tests run after the main suite, so that they never share the 2 cores with its workers.

@@ -18,6 +18,7 @@ import pytest
 from mlflow import MlflowClient
 
 pytest.importorskip("streamlit")
+from streamlit.runtime.caching import cache_utils  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 VIEWS = Path(__file__).resolve().parents[2] / "populora" / "ui" / "views"
@@ -30,7 +31,12 @@ COLD_READS = {"search_experiments": 3, "search_runs": 6, "get_run": MEMBERS, "li
 
 @pytest.fixture
 def store_reads(monkeypatch) -> Counter:
-    """Every read of the MLflow store from here on, by kind (the client's read calls; artifact downloads)."""
+    """Every read of the MLflow store from here on, by kind (the client's read calls; artifact downloads).
+
+    Streamlit's cache clock stands still meanwhile (``cache_utils.TTLCACHE_TIMER``, which Streamlit exposes for
+    tests): an entry lives ``store.TTL`` seconds, and on a loaded machine a rerun can come later than that, when
+    re-reading is right (a live refresh) but is not what these tests look at."""
+    monkeypatch.setattr(cache_utils, "TTLCACHE_TIMER", lambda: 0.0)
     reads = Counter()
 
     def counted(name, fn):
