@@ -336,6 +336,8 @@ class RunLog:
                 self.tracker.set_tags(dead_run, {rl.ALIVE: "false", rl.REPLACED_BY: event["child"], rl.REPLACED_AT: s,
                                                  rl.RUN_NAME: rl.member_run_name(dead.id, dead.role, "replaced", event["child"], s)})
                 self.tracker.end_run(dead_run, rl.MLFLOW_STATUS[rl.FINISHED])
+            if record.get("tags"):  # a monitor that fired (training.monitors): its run tag
+                self.tracker.set_tags(self.run_id, record["tags"])
             self.tracker.log_table(self.run_id, record["tasks"], rl.step_table(rl.TASKS, s))
             self.tracker.log_table(self.run_id, record["answers"], rl.step_table(rl.ANSWERS, s))
         # the sentinel last within each step's batch: its presence means the whole step is in the store

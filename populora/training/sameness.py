@@ -178,6 +178,14 @@ class SamenessIndex:
             del self.shingles[old]
         return verdict
 
+    def reproposed(self, program: str, inputs: Iterable[str]) -> bool:
+        """Whether this task (program and inputs) was proposed before; remembers it (code_f: the program is a
+        buffered one, only the task counts)."""
+        key = task_key(program, list(inputs))
+        seen = key in self.task_keys
+        self.task_keys.add(key)
+        return seen
+
     # ------------------------------------------------------------------ checkpoint
     def to_dict(self) -> dict:
         behaviours = {}
