@@ -27,7 +27,7 @@ from collections.abc import Iterable
 from datasketch import MinHash, MinHashLSH
 
 SHINGLE = 3                # tokens per shingle
-NEAR_THRESHOLD = 0.8       # Jaccard of shingle sets at or above which two programs are near-duplicates
+NEAR_THRESHOLD = 0.7       # Jaccard of shingle sets at or above which two programs are near-duplicates
 MEMORY = 2000              # programs the near-duplicate index remembers (the most recent)
 NUM_PERM = 64              # MinHash permutations (LSH candidates only: every pair is checked exactly)
 _SKIP = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER,
