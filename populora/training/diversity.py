@@ -196,4 +196,4 @@ def window_rarefied(keys: Sequence[Hashable], m: int, window: int) -> float | No
     diversity of what is written now, not since the start (the collapse monitor's)."""
     if len(keys) < window or window < m:
         return None
-    return rarefy(counts(keys[-window:]), m).value
+    return rarefied(counts(keys[-window:]), m)
