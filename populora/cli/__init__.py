@@ -107,6 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     fg.add_argument("--baseline", help="with --run: the baseline run to compare with")
     fg.add_argument("--out", help="folder the files go to (default: figures/<run or sweep id>)")
     fg.add_argument("--uri", help="MLflow tracking URI (default: MLFLOW_TRACKING_URI, else ./mlflow.db)")
+    fg.add_argument("--formats", default="png,svg,pdf", help="comma-separated, among png, svg, pdf (default: all three)")
     return p
 
 

@@ -266,14 +266,14 @@ def build(arms: list[Arm]) -> list[dict]:
     smallest, largest = min(sizes), max(sizes)
     series = {a.name: aggregate(coverage_curves(a)) for a in arms}
     figures.append({"slug": "coverage_equal_volume", "title": "distinct structures by programs written",
-                    "xlabel": "valid programs teachers wrote", "series": series,
+                    "xlabel": "valid programs teachers wrote", "series": series, "compare_at": smallest,
                     "caption": "Coverage at equal program counts: distinct program structures (names and constants "
                                "abstracted) after the first n valid programs each arm's teachers wrote, so arms are "
                                f"read at the same x. Arms wrote {smallest} to {largest} programs; the mean over "
                                f"seeds stops where its shortest seed stops. {note}"})
     series = {a.name: rarefaction_band(a, largest) for a in arms}
     figures.append({"slug": "rarefaction", "title": "rarefaction: distinct structures among m programs",
-                    "xlabel": "m (programs drawn)", "series": series,
+                    "xlabel": "m (programs drawn)", "series": series, "compare_at": smallest,
                     "caption": "Expected distinct structures among m valid programs drawn without replacement from "
                                "all each arm wrote (hypergeometric rarefaction); compare arms at the same m, up to "
                                f"the smaller arm's {smallest}. Band: bootstrap 95% interval with one seed, else one "
@@ -311,6 +311,11 @@ def rarefaction_band(arm: Arm, m_max: int, kind: str | None = None) -> list[dict
 
 
 # ====================================================================== files
+def check_formats(formats: tuple[str, ...]) -> None:
+    if not formats or set(formats) - set(FORMATS):
+        raise FiguresError(f"formats must be among {', '.join(FORMATS)}, got {', '.join(formats) or 'none'}")
+
+
 def _plt():
     import matplotlib
 
@@ -327,6 +332,8 @@ def _panel(ax, fig: dict) -> None:
         ax.plot(xs, [p["mean"] for p in points], marker="." if len(points) < 40 else None, color=color, label=arm)
         if any(p["high"] > p["low"] for p in points):
             ax.fill_between(xs, [p["low"] for p in points], [p["high"] for p in points], color=color, alpha=0.2, lw=0)
+    if fig.get("compare_at"):  # the volume the arms are compared at
+        ax.axvline(fig["compare_at"], color="black", lw=0.8, ls=":", label=f"compared at {fig['compare_at']}")
     ax.set_title(fig["title"], fontsize=9)
     ax.set_xlabel(fig["xlabel"], fontsize=8)
     ax.grid(alpha=0.3)
@@ -334,9 +341,10 @@ def _panel(ax, fig: dict) -> None:
         ax.legend(fontsize=7)
 
 
-def write(figures: list[dict], out: Path, meta: dict) -> list[Path]:
-    """Each figure as PNG/SVG/PDF and CSV, all of them in one grid (figure-set.png), figures.json (numbers,
-    captions, ``meta``) and captions.md."""
+def write(figures: list[dict], out: Path, meta: dict, formats: tuple[str, ...] = FORMATS) -> list[Path]:
+    """Each figure in ``formats`` (PNG/SVG/PDF) and CSV, all of them in one grid (figure-set.png), figures.json
+    (numbers, captions, ``meta``) and captions.md."""
+    check_formats(formats)
     plt = _plt()
     out.mkdir(parents=True, exist_ok=True)
     paths = []
@@ -344,7 +352,7 @@ def write(figures: list[dict], out: Path, meta: dict) -> list[Path]:
         f, ax = plt.subplots(figsize=(5, 3.3))
         _panel(ax, fig)
         f.tight_layout()
-        for fmt in FORMATS:
+        for fmt in formats:
             f.savefig(out / f"{fig['slug']}.{fmt}", dpi=130)
             paths.append(out / f"{fig['slug']}.{fmt}")
         plt.close(f)
@@ -369,7 +377,7 @@ def write(figures: list[dict], out: Path, meta: dict) -> list[Path]:
     rows_ = headline({fig["title"]: fig["series"] for fig in figures if fig["xlabel"] == "step"})
     (out / "figures.json").write_text(json.dumps({**meta, "figures": figures, "headline": rows_}, indent=1))
     text = [f"# Figures: {meta.get('title', '')}", ""]
-    text += [f"- **{fig['slug']}** ({', '.join(FORMATS)}, csv): {fig['caption']}" for fig in figures]
+    text += [f"- **{fig['slug']}** ({', '.join(formats)}, csv): {fig['caption']}" for fig in figures]
     ev = meta.get("equal_volume", {})
     if ev.get("m"):
         text += ["", f"## Diversity at equal volume (m = {ev['m']} valid programs)", "",
@@ -386,14 +394,15 @@ def write(figures: list[dict], out: Path, meta: dict) -> list[Path]:
 
 
 def figure_set(client, out: Path, run_id: str | None = None, sweep_id: str | None = None,
-               baseline: str | None = None) -> list[Path]:
+               baseline: str | None = None, formats: tuple[str, ...] = FORMATS) -> list[Path]:
     """Load the arms of a run (and its baseline) or of a sweep, build the figures, write them under ``out``."""
     if bool(run_id) == bool(sweep_id):
         raise FiguresError("give a run (--run RUN_ID) or a sweep (--sweep SWEEP_ID), one of them")
+    check_formats(formats)
     arms = sweep_arms(client, sweep_id) if sweep_id else run_arms(client, run_id, baseline)
     figures = build(arms)
     if not figures:
         raise FiguresError("nothing to draw: the runs logged no step yet")
     meta = {"title": f"sweep {sweep_id}" if sweep_id else f"run {run_id}", "sweep": sweep_id,
             "arms": {a.name: {str(s): r for s, r in a.runs.items()} for a in arms}, "equal_volume": equal_volume_table(arms)}
-    return write(figures, out, meta)
+    return write(figures, out, meta, formats)

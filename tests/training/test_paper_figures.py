@@ -86,7 +86,8 @@ def test_figures_of_a_two_seed_sweep_with_baselines(sweep_store, tmp_path):
 def test_figures_of_one_run_and_bad_input(sweep_store, tmp_path, capsys):
     uri, ids = sweep_store
     out = tmp_path / "run"
-    assert main(["figures", "--run", ids[(POPULATION, 0)], "--out", str(out), "--uri", uri]) == 0
+    assert main(["figures", "--run", ids[(POPULATION, 0)], "--out", str(out), "--uri", uri, "--formats", "png"]) == 0
+    assert not list(out.glob("*.pdf")) and (out / "rarefaction.png").is_file()
     data = json.loads((out / "figures.json").read_text())
     assert set(data["arms"]) == {"population", "baseline"}  # the linked baseline came along
     assert data["arms"]["baseline"]["0"] == ids[(rl.SWEEP_BASELINE, 0)]
@@ -94,3 +95,5 @@ def test_figures_of_one_run_and_bad_input(sweep_store, tmp_path, capsys):
     assert all(p["low"] <= p["mean"] <= p["high"] for p in rare) and rare[-1]["high"] > rare[-1]["low"]  # bootstrap band
     assert main(["figures", "--sweep", "sw-none", "--out", str(out), "--uri", uri]) == 2
     assert "no run of sweep 'sw-none'" in capsys.readouterr().err
+    assert main(["figures", "--run", ids[(POPULATION, 0)], "--out", str(out), "--uri", uri, "--formats", "gif"]) == 2
+    assert "formats must be among png, svg, pdf" in capsys.readouterr().err
