@@ -1,5 +1,6 @@
 """``populora figures``: the paper's figure set of a sweep (mean over seeds with a band per arm) and of a run,
-on a synthetic store written by the trainer's own writers (tests/synthetic_store.py)."""
+and scripts/arms_race_figures.py over it, on one synthetic store written by the trainer's own writers
+(tests/synthetic_store.py)."""
 
 import csv
 import json
@@ -97,3 +98,22 @@ def test_figures_of_one_run_and_bad_input(sweep_store, tmp_path, capsys):
     assert "no run of sweep 'sw-none'" in capsys.readouterr().err
     assert main(["figures", "--run", ids[(POPULATION, 0)], "--out", str(out), "--uri", uri, "--formats", "gif"]) == 2
     assert "formats must be among png, svg, pdf" in capsys.readouterr().err
+
+
+def test_the_script_draws_the_newest_population_and_its_baseline(sweep_store, tmp_path):
+    """scripts/arms_race_figures.py, the wrapper over `figures --run` that picks the newest finished population
+    run and its linked baseline; the headline rows say what the curves say."""
+    uri, ids = sweep_store
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+    import arms_race_figures
+
+    out = tmp_path / "script"
+    assert arms_race_figures.main(["--uri", uri, "--out", str(out), "--formats", "png"]) == 0
+    data = json.loads((out / "figures.json").read_text())
+    assert data["arms"] == {"population": {"0": ids[(POPULATION, 1)]}, "baseline": {"0": ids[(rl.SWEEP_BASELINE, 1)]}}
+    for row in data["headline"]:  # first / last third and slope of every curve over steps with 3+ points
+        values = [p["mean"] for p in next(f for f in data["figures"] if f["title"] == row["curve"])["series"][row["arm"]]]
+        third = len(values) // 3
+        assert row["first"] == pytest.approx(np.mean(values[:third])) and row["last"] == pytest.approx(np.mean(values[-third:]))
+        assert row["points"] == len(values) and row["slope_low"] <= row["slope"] <= row["slope_high"]
+    assert {r["arm"] for r in data["headline"]} == {"population", "baseline"}
