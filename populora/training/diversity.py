@@ -107,7 +107,7 @@ def rarefy(abundance: Sequence[int] | np.ndarray, m: int, boot: int = 200, seed:
         rng = np.random.default_rng(seed)
         draws = rng.multinomial(n, assemblage(n_i), size=boot)
         sd = float(np.std([rarefied(d, m) for d in draws], ddof=1))
-    return Estimate(value, sd, max(1.0, value - Z95 * sd), value + Z95 * sd)
+    return Estimate(value, sd, max(min(1.0, value), value - Z95 * sd), value + Z95 * sd)  # at least one key
 
 
 def rarefaction_curve(abundance: Sequence[int] | np.ndarray, ms: Iterable[int]) -> list[dict]:

@@ -84,20 +84,14 @@ def test_figures_of_a_two_seed_sweep_with_baselines(sweep_store, tmp_path):
     assert {r["arm"] for r in rows} == {POPULATION, "baseline"}
 
 
-def test_figures_of_one_run_and_bad_input(sweep_store, tmp_path, capsys):
+def test_bad_input_is_one_line_and_exit_2(sweep_store, tmp_path, capsys):
     uri, ids = sweep_store
-    out = tmp_path / "run"
-    assert main(["figures", "--run", ids[(POPULATION, 0)], "--out", str(out), "--uri", uri, "--formats", "png"]) == 0
-    assert not list(out.glob("*.pdf")) and (out / "rarefaction.png").is_file()
-    data = json.loads((out / "figures.json").read_text())
-    assert set(data["arms"]) == {"population", "baseline"}  # the linked baseline came along
-    assert data["arms"]["baseline"]["0"] == ids[(rl.SWEEP_BASELINE, 0)]
-    rare = next(f for f in data["figures"] if f["slug"] == "rarefaction")["series"]["population"]
-    assert all(p["low"] <= p["mean"] <= p["high"] for p in rare) and rare[-1]["high"] > rare[-1]["low"]  # bootstrap band
-    assert main(["figures", "--sweep", "sw-none", "--out", str(out), "--uri", uri]) == 2
+    assert main(["figures", "--sweep", "sw-none", "--out", str(tmp_path), "--uri", uri]) == 2
     assert "no run of sweep 'sw-none'" in capsys.readouterr().err
-    assert main(["figures", "--run", ids[(POPULATION, 0)], "--out", str(out), "--uri", uri, "--formats", "gif"]) == 2
+    assert main(["figures", "--run", ids[(POPULATION, 0)], "--out", str(tmp_path), "--uri", uri, "--formats", "gif"]) == 2
     assert "formats must be among png, svg, pdf" in capsys.readouterr().err
+    assert main(["figures", "--run", "0" * 32, "--out", str(tmp_path), "--uri", uri]) == 2
+    assert "no run '000" in capsys.readouterr().err
 
 
 def test_the_script_draws_the_newest_population_and_its_baseline(sweep_store, tmp_path):
@@ -111,6 +105,9 @@ def test_the_script_draws_the_newest_population_and_its_baseline(sweep_store, tm
     assert arms_race_figures.main(["--uri", uri, "--out", str(out), "--formats", "png"]) == 0
     data = json.loads((out / "figures.json").read_text())
     assert data["arms"] == {"population": {"0": ids[(POPULATION, 1)]}, "baseline": {"0": ids[(rl.SWEEP_BASELINE, 1)]}}
+    assert not list(out.glob("*.pdf")) and (out / "rarefaction.png").stat().st_size > 1000
+    rare = next(f for f in data["figures"] if f["slug"] == "rarefaction")["series"]["population"]
+    assert all(p["low"] <= p["mean"] <= p["high"] for p in rare) and rare[-1]["high"] > rare[-1]["low"]  # bootstrap band
     for row in data["headline"]:  # first / last third and slope of every curve over steps with 3+ points
         values = [p["mean"] for p in next(f for f in data["figures"] if f["title"] == row["curve"])["series"][row["arm"]]]
         third = len(values) // 3
