@@ -308,7 +308,8 @@ def run_row(run, exps: dict[str, str]) -> dict:
             "teachers": to_int(p.get(PARAM_TEACHERS)), "students": to_int(p.get(PARAM_STUDENTS)),
             "solve_rate": m.get(SOLVE_RATE), "validity_rate": m.get(VALIDITY_RATE),
             "baseline_run": t.get(BASELINE_RUN, ""), "run_dir": t.get(RUN_DIR, ""),
-            "experiment": exps.get(run.info.experiment_id, run.info.experiment_id)}
+            "experiment": exps.get(run.info.experiment_id, run.info.experiment_id),
+            "monitors": ", ".join(fired_monitors(t))}
 
 
 def base_model_label(base: str, params: dict) -> str:

@@ -17,8 +17,10 @@ import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 MIN_STEPS = 6                 # fewer steps: nothing judged
 COLLAPSE_SOLVE = 0.9          # the last third's mean solve rate at or above this ...
@@ -138,7 +140,7 @@ def task_overlap(structures: dict[str, set]) -> float | None:
     return sum(len(a & b) / len(a | b) for a, b in pairs) / len(pairs)
 
 
-def _products(state: dict[str, torch.Tensor]) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+def _products(state: dict[str, "torch.Tensor"]) -> dict[str, tuple["torch.Tensor", "torch.Tensor"]]:
     """{module prefix: (A (r, in), B (out, r))} of a LoRA state dict."""
     out = {}
     for key, a in state.items():
@@ -147,11 +149,17 @@ def _products(state: dict[str, torch.Tensor]) -> dict[str, tuple[torch.Tensor, t
     return out
 
 
-def adapter_distance(states: dict[str, dict[str, torch.Tensor]]) -> float | None:
+def _trace_of_product(p, q) -> float:
+    """tr(P Q) as sum(P * Q^T): r x r tensors, no torch import needed."""
+    return float((p * q.T).sum())
+
+
+def adapter_distance(states: dict[str, dict[str, "torch.Tensor"]]) -> float | None:
     """Mean over pairs of members of ||dW_a - dW_b|| / mean(||dW_a||, ||dW_b||) (Frobenius over every module,
     dW = B A), computed with r x r products only (no d x d matrix), so it is cheap at any model size. None below
     two members or when every adapter is still zero (B starts at zero).
 
+    >>> import torch
     >>> a = {"m.lora_A.weight": torch.eye(2), "m.lora_B.weight": torch.eye(2)}
     >>> b = {"m.lora_A.weight": torch.eye(2), "m.lora_B.weight": -torch.eye(2)}
     >>> adapter_distance({"x": a, "y": b}), adapter_distance({"x": a, "y": a})
@@ -163,9 +171,9 @@ def adapter_distance(states: dict[str, dict[str, torch.Tensor]]) -> float | None
         nx = ny = cross = 0.0
         for module, (ax, bx) in prods[x].items():
             ay, by = prods[y][module]
-            nx += float(torch.trace((bx.T @ bx) @ (ax @ ax.T)))
-            ny += float(torch.trace((by.T @ by) @ (ay @ ay.T)))
-            cross += float(torch.trace((bx.T @ by) @ (ay @ ax.T)))
+            nx += _trace_of_product(bx.T @ bx, ax @ ax.T)
+            ny += _trace_of_product(by.T @ by, ay @ ay.T)
+            cross += _trace_of_product(bx.T @ by, ay @ ax.T)
         scale = (math.sqrt(max(nx, 0)) + math.sqrt(max(ny, 0))) / 2
         if scale > 0:
             values.append(math.sqrt(max(nx + ny - 2 * cross, 0.0)) / scale)

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from scipy import stats
 
 from populora.platform import runlayout as rl
 from populora.platform import sweep as S
@@ -196,8 +197,6 @@ def headline(curves: dict[str, dict[str, list[dict]]]) -> list[dict]:
     >>> (rows[0]["first"], rows[0]["last"], round(rows[0]["slope"], 3))
     (2.0, 8.0, 1.0)
     """
-    from scipy import stats
-
     rows = []
     for title, arms in curves.items():
         for arm, points in arms.items():
