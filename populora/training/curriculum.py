@@ -8,7 +8,7 @@ statements that cannot matter: after a return, under ``if False``, ``pass``, ass
 ``ignores_input`` (f never reads its arguments: the output is a constant).
 
 Coverage (distinct structures so far) grows with how much an arm proposes, and distinct structures per 100
-programs proposed (``coverage_per_100``) falls with it even for a generator that never changes: neither compares
+programs proposed (``diversity.per_100``) falls with it even for a generator that never changes: neither compares
 arms. ``populora.training.diversity`` compares them at equal volume (rarefaction, Chao1).
 """
 
@@ -197,16 +197,3 @@ def measure(program: str, seen_structures: set[str]) -> dict[str, float]:
     metrics["novel_structure"] = float(key not in seen_structures)
     seen_structures.add(key)
     return metrics
-
-
-def coverage_per_100(distinct: int, proposed: int) -> float | None:
-    """Distinct structures per 100 programs proposed (None before any proposal). Volume-biased: it falls as an
-    arm proposes more even when what it writes never changes, so it must not compare arms (use
-    ``diversity.rarefy`` at equal program counts); still logged so older runs and newer ones read alike.
-
-    >>> coverage_per_100(12, 40)
-    30.0
-    >>> coverage_per_100(0, 0) is None
-    True
-    """
-    return 100.0 * distinct / proposed if proposed else None

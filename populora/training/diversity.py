@@ -157,10 +157,13 @@ def accumulation(keys: Iterable[Hashable]) -> list[int]:
 
 
 def per_100(distinct: int, proposed: int) -> float | None:
-    """The old volume-biased measure: distinct per 100 proposed (falls with volume; kept to show why not).
+    """The old volume-biased measure: distinct per 100 proposed, ``curriculum/coverage_per_100`` (it falls with
+    volume even for a generator that never changes: never compare arms on it). None before any proposal.
 
     >>> per_100(12, 40)
     30.0
+    >>> per_100(0, 0) is None
+    True
     """
     return 100.0 * distinct / proposed if proposed else None
 
