@@ -224,7 +224,7 @@ def headline_markdown(rows: list[dict]) -> str:
 def _seed_note(arms: list[Arm]) -> str:
     seeds = {a.name: len(a.runs) for a in arms}
     if max(seeds.values()) > 1:
-        return ("Lines: the mean over seeds (" + ", ".join(f"{a} {n}" for a, n in seeds.items())
+        return ("Lines: the mean over seeds (" + ", ".join(f"{a}: {n} seeds" for a, n in seeds.items())
                 + "); band: one standard error over seeds.")
     return "One seed per arm: no band over seeds."
 
@@ -251,14 +251,13 @@ def equal_volume_table(arms: list[Arm]) -> dict:
 def build(arms: list[Arm]) -> list[dict]:
     """Every figure of the set: {slug, title, xlabel, caption, series: {arm: [{x, mean, low, high}]}}."""
     note = _seed_note(arms)
-    names = ", ".join(a.name for a in arms)
     figures = []
     for _, slug, title in STEP_METRICS + RATINGS:
         series = {a.name: aggregate(a.curves.get(slug, {})) for a in arms}
         series = {k: v for k, v in series.items() if v}
         if series:
             figures.append({"slug": slug, "title": title, "xlabel": "step", "series": series,
-                            "caption": f"{title} per training step ({names}). {note}"})
+                            "caption": f"{title} per training step ({', '.join(series)}). {note}"})
     sizes = [len(rows) for a in arms for rows in a.structures.values() if rows]
     if not sizes:
         return figures

@@ -217,7 +217,8 @@ def body(run_id: str, baseline: str | None, status: str = "running", others: dic
                f"{M} valid programs drawn from those written so far (rarefaction), so an arm that proposes more does "
                "not look narrower for it. Structures per 100 programs proposed (`curriculum/coverage_per_100`, still "
                "logged) falls with volume even for a generator that never changes: it does not compare arms.")
-    with st.expander("Sameness, degenerate teaching and the monitors, step by step"):
+    # on demand: eleven more histories per run would double a first load's reads of the store
+    if st.toggle("Sameness, degenerate teaching and the monitors, step by step", key="ar_sameness"):
         grid(uri, runs, SAMENESS, per_row=3, empty=empty)
     members = store.members(uri, run_id)
     if members.empty:
