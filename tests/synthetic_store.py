@@ -80,12 +80,24 @@ def _evolve(population: Population, lineage: Lineage, step: int, rng: random.Ran
     return [(dead, child)]
 
 
-def _tasks(step: int, n: int, teachers: list[Member], rng: random.Random) -> list[Task]:
+AUGMENTED = ("+=", "-=", "*=", "|=", "^=")
+
+
+def program(structure: int) -> str:
+    """PROGRAM's shape with ``structure`` choosing its update operator and how many extra statements it has: a
+    different structure key for each value."""
+    extra = "".join(f"    total {AUGMENTED[(structure + k) % 5]} {k}\n" for k in range(structure // 5))
+    return PROGRAM.replace("total += i", f"total {AUGMENTED[structure % 5]} i").replace("    return", extra + "    return")
+
+
+def _tasks(step: int, n: int, teachers: list[Member], rng: random.Random, structures: int = 0) -> list[Task]:
+    """``structures``: the programs are drawn from that many structures (0: all PROGRAM)."""
     tasks = []
     for i in range(n):
         kind, valid, teacher = KINDS[i % 3], rng.random() < 0.6, teachers[i % len(teachers)].id
         depth = 4 + rng.randint(0, 3)
-        tasks.append(Task(id=f"s{step}-{teacher}-{i}", kind=kind, program=PROGRAM, input=str(i), teacher=teacher, step=step,
+        source = program(rng.randrange(structures)) if structures else PROGRAM
+        tasks.append(Task(id=f"s{step}-{teacher}-{i}", kind=kind, program=source, input=str(i), teacher=teacher, step=step,
                           output=str(i * 2) if valid else "", valid=valid,
                           reason="ok" if valid else "error: error: NameError: name 'y' is not defined",  # as runs logged before Verdict.said
                           message="sum of odd numbers below x" if kind == "code_f" else "",
@@ -98,10 +110,10 @@ def _rollout(member: str, role: str, task: Task, reward: float, **kw) -> Rollout
 
 
 def _step(step: int, tasks_per_step: int, population: Population, lineage: Lineage, evolve_every: int,
-          rng: random.Random, eval_every: int = 0, skill: float = 0.3) -> dict:
+          rng: random.Random, eval_every: int = 0, skill: float = 0.3, structures: int = 0) -> dict:
     """One step's record, built by the trainer's step_record from made-up tasks, answers and ratings."""
     teachers, students = population.alive(TEACHER), population.alive(STUDENT)
-    tasks = _tasks(step, tasks_per_step, teachers, rng)
+    tasks = _tasks(step, tasks_per_step, teachers, rng, structures)
     proposals = [_rollout(t.teacher, TEACHER, t, rng.random() - 0.3) for t in tasks]
     answers = []
     for t in (t for t in tasks if t.valid):
@@ -127,10 +139,12 @@ def _step(step: int, tasks_per_step: int, population: Population, lineage: Linea
 
 
 def make_run(tracker: Tracker, name: str, members: int, steps: int, tasks_per_step: int, status: str = rl.FINISHED,
-             baseline: bool = False, baseline_run: str = "", seed: int = 0, eval_every: int = 0, skill: float = 0.3) -> str:
+             baseline: bool = False, baseline_run: str = "", seed: int = 0, eval_every: int = 0, skill: float = 0.3,
+             structures: int = 0) -> str:
     """One training run (parent and member runs) as ``populora train`` leaves it after ``steps`` steps; a run
     left ``running`` has done half of its steps. ``eval_every``: made-up in-training evaluation every so many
-    steps (``skill``: the members' score at step 0)."""
+    steps (``skill``: the members' score at step 0); ``structures``: teachers' programs drawn from that many
+    program structures (0: one)."""
     rng = random.Random(seed)
     cfg = _config(name, members, steps, baseline, baseline_run, eval_every)
     log = RunLog.start(cfg, tracker)
@@ -139,7 +153,7 @@ def make_run(tracker: Tracker, name: str, members: int, steps: int, tasks_per_st
     lineage = Lineage()
     population = _population(cfg, lineage)
     done = steps if status == rl.FINISHED else max(1, steps // 2)
-    records = [_step(s, tasks_per_step, population, lineage, cfg.evolution.every, rng, eval_every, skill)
+    records = [_step(s, tasks_per_step, population, lineage, cfg.evolution.every, rng, eval_every, skill, structures)
                for s in range(1, done + 1)]
     for m in population.alive():
         m.adapter_dir = f"{run_dir}/checkpoints/step_{done:06d}/adapters/{m.id}"

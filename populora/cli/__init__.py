@@ -9,6 +9,7 @@
     populora sandbox exec PROGRAM.py | sandbox check TASK.json
     populora bench lora|step|evolve|verifier|eval|threads|scale|vllm|all [--json]
     populora eval --run RUN_ID | populora report --run RUN_ID | populora data verify|fetch
+    populora figures --run RUN_ID | --sweep SWEEP_ID [--out DIR]
     populora ui [--host H] [--port P]
 
 This module holds the parser of every command and the one dispatch: ``_command`` imports the module that runs
@@ -98,6 +99,15 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("eval", help="score a run's adapters on the ten benchmarks (populora eval --help)", add_help=False)
     sub.add_parser("report", help="member-vs-baseline table of an evaluated run", add_help=False)
     sub.add_parser("ui", help="serve the web UI on 127.0.0.1:8501 (populora ui --help)", add_help=False)
+
+    fg = sub.add_parser("figures", help="the paper's figure set of a run or a sweep: PNG, SVG, PDF, CSV, captions")
+    which = fg.add_mutually_exclusive_group(required=True)
+    which.add_argument("--run", help="a training run id (drawn with its baseline: --baseline, else its linked one)")
+    which.add_argument("--sweep", help="a sweep id: each configuration's mean over seeds with a band, and the baseline")
+    fg.add_argument("--baseline", help="with --run: the baseline run to compare with")
+    fg.add_argument("--out", help="folder the files go to (default: figures/<run or sweep id>)")
+    fg.add_argument("--uri", help="MLflow tracking URI (default: MLFLOW_TRACKING_URI, else ./mlflow.db)")
+    fg.add_argument("--formats", default="png,svg,pdf", help="comma-separated, among png, svg, pdf (default: all three)")
     return p
 
 
@@ -123,6 +133,8 @@ def _command(name: str, argv: list[str]):
         from populora.cli import store as module
     elif name == "bench":
         from populora.cli import bench as module
+    elif name == "figures":
+        from populora.cli import figures as module
     else:  # train, sweep, plan, export, prompts
         from populora.cli import training as module
     return module.COMMANDS[name], module.BAD_INPUT

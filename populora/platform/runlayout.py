@@ -63,6 +63,7 @@ EVAL_EVERY = "populora.eval_every"      # in-training evaluation every K steps (
 EVAL_SUBSET = "populora.eval_subset"    # its fixed subset, "<benchmarks>@<limit>" (e.g. "gsm8k,mbpp_plus@20")
 EVAL_SUBSET_SEED = "populora.eval_subset_seed"  # the seed that drew the subset (same seed, same problems)
 # a sweep's runs (set by the sweep driver as soon as a run's id is known)
+MONITOR_TAG = "populora.monitor."      # + collapse | degenerate | convergence: "fired at step N: what was seen"
 SWEEP = "populora.sweep"                # the sweep id (``sw-<hash of the plan>`` unless named with --id)
 SWEEP_RUN = "populora.sweep_run"        # "<config label>|seed=<s>", unique within the sweep
 SWEEP_CONFIG = "populora.sweep_config"  # the configuration's label: its grid overrides, or SWEEP_BASELINE
@@ -111,7 +112,12 @@ COMPUTE_STEP = {q: f"compute/{q}" for q in COMPUTE_QUANTITIES}                  
 COMPUTE_CUMULATIVE = {q: f"compute/cumulative/{q}" for q in COMPUTE_QUANTITIES}    # since the member (or run) began
 COMPUTE_PER_ADAPTER = {q: f"compute/per_adapter/{q}" for q in COMPUTE_QUANTITIES}  # parent only: cumulative / adapters alive
 COVERAGE = "curriculum/coverage"                   # distinct program structures teachers wrote, cumulative
-COVERAGE_PER_100 = "curriculum/coverage_per_100"   # the same per 100 programs proposed: compares arms fairly
+# the same per 100 programs proposed: volume-biased (falls as an arm proposes more), never compare arms on it
+COVERAGE_PER_100 = "curriculum/coverage_per_100"
+PROGRAMS = "curriculum/programs"                   # valid programs teachers wrote so far (diversity's volume)
+RAREFIED = "curriculum/rarefied_structures"        # expected distinct structures among a fixed number of them
+RECENT_RAREFIED = "curriculum/recent_rarefied_structures"  # the same among the most recent ones
+MONITORS = ("collapse", "degenerate", "convergence")  # training.monitors: metric monitor/<name>, tag monitor_tag
 EVAL_PREFIX = "eval/"            # member runs: eval/<benchmark>/<metric> (in-training: at each evaluated step)
 EVAL_POPULATION_PREFIX = "eval_population/"  # parent run, in-training: eval_population/<stat>/<benchmark>/<metric>
 EVAL_POPULATION_STATS = ("mean", "weakest", "best")  # over the members alive at the step
@@ -190,6 +196,24 @@ def table_step(path: str) -> int | None:
     """
     stem = Path(path).stem
     return int(stem[5:]) if stem.startswith("step_") and stem[5:].isdigit() else None
+
+
+def monitor_tag(name: str) -> str:
+    """The tag a fired monitor leaves on its run.
+
+    >>> monitor_tag("collapse")
+    'populora.monitor.collapse'
+    """
+    return MONITOR_TAG + name
+
+
+def fired_monitors(tags: dict[str, str]) -> dict[str, str]:
+    """{monitor: what its tag says} of the monitors that fired on a run.
+
+    >>> fired_monitors({"populora.monitor.collapse": "fired at step 9: ...", "populora.kind": "baseline"})
+    {'collapse': 'fired at step 9: ...'}
+    """
+    return {name: tags[monitor_tag(name)] for name in MONITORS if tags.get(monitor_tag(name))}
 
 
 def sweep_tags(sweep_id: str, key: str, config: str, seed: int) -> dict[str, str]:
@@ -284,7 +308,8 @@ def run_row(run, exps: dict[str, str]) -> dict:
             "teachers": to_int(p.get(PARAM_TEACHERS)), "students": to_int(p.get(PARAM_STUDENTS)),
             "solve_rate": m.get(SOLVE_RATE), "validity_rate": m.get(VALIDITY_RATE),
             "baseline_run": t.get(BASELINE_RUN, ""), "run_dir": t.get(RUN_DIR, ""),
-            "experiment": exps.get(run.info.experiment_id, run.info.experiment_id)}
+            "experiment": exps.get(run.info.experiment_id, run.info.experiment_id),
+            "monitors": ", ".join(fired_monitors(t))}
 
 
 def base_model_label(base: str, params: dict) -> str:

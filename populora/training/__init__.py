@@ -6,6 +6,9 @@ package is internal and may change. Importing this package does not import torch
 
 from populora.training.baseline import matched_baseline
 from populora.training.config import TrainConfig, job_slots, load_config, presets, presets_dir
+from populora.training.curriculum_tracker import EQUAL_M, RECENT
+from populora.training.monitors import MEANINGS as MONITOR_MEANINGS
+from populora.training.paper_figures import FiguresError, figure_set
 from populora.training.preflight import problems as preflight_problems
 from populora.training.sweep import plan as plan_sweep
 from populora.training.sweep import sweep_id
@@ -13,5 +16,6 @@ from populora.training.tasks import proposal_prefill
 from populora.training.workload import make_plan
 from populora.training.workload import render as render_plan
 
-__all__ = ["TrainConfig", "job_slots", "load_config", "make_plan", "matched_baseline", "plan_sweep", "preflight_problems",
-           "presets", "presets_dir", "proposal_prefill", "render_plan", "sweep_id"]
+__all__ = ["EQUAL_M", "MONITOR_MEANINGS", "RECENT", "FiguresError", "TrainConfig", "figure_set", "job_slots", "load_config",
+           "make_plan", "matched_baseline", "plan_sweep", "preflight_problems", "presets", "presets_dir",
+           "proposal_prefill", "render_plan", "sweep_id"]

@@ -3,8 +3,13 @@ problem-space coverage (distinct program structures, names and constants abstrac
 
 They measure what teachers write, so they are taken only on programs a teacher wrote in the step (``wrote_program``):
 not on a code_f task's program (re-sampled from the buffer, the teacher only writes its inputs) and not on the
-seed programs. Coverage is kept two ways: cumulative (distinct structures so far) and per 100 programs proposed,
-the one to compare arms by, since raw coverage grows with how much an arm proposes.
+seed programs. Two static signs of degenerate teaching are measured here too: ``dead_code`` (the share of
+statements that cannot matter: after a return, under ``if False``, ``pass``, assignments never read) and
+``ignores_input`` (f never reads its arguments: the output is a constant).
+
+Coverage (distinct structures so far) grows with how much an arm proposes, and distinct structures per 100
+programs proposed (``diversity.per_100``) falls with it even for a generator that never changes: neither compares
+arms. ``populora.training.diversity`` compares them at equal volume (rarefaction, Chao1).
 """
 
 from __future__ import annotations
@@ -58,7 +63,86 @@ def program_metrics(program: str) -> dict[str, float]:
         "cyclomatic": cyclomatic_complexity(program),
         "loc": float(sum(1 for line in program.splitlines() if line.strip() and not line.strip().startswith("#"))),
         "variables": float(variable_count(tree)),
+        "dead_code": dead_code_fraction(tree),
+        "ignores_input": float(ignores_input(tree)),
     }
+
+
+def _falsy_constant(test: ast.expr) -> bool | None:
+    """True / False if ``test`` is a literal constant that is falsy / truthy, None if it is not a constant."""
+    return not test.value if isinstance(test, ast.Constant) else None
+
+
+def _dead_in(body: list[ast.stmt], out: list[ast.stmt]) -> None:
+    """Collect the statements of ``body`` (and nested bodies) that can never matter."""
+    ended = False
+    for stmt in body:
+        if ended:  # after return / raise / break / continue in the same block
+            out.extend(n for n in ast.walk(stmt) if isinstance(n, ast.stmt))
+            continue
+        if isinstance(stmt, ast.Pass) or (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)):
+            out.append(stmt)
+        elif isinstance(stmt, (ast.If, ast.While)) and _falsy_constant(stmt.test) is not None:
+            dead, live = (stmt.body, stmt.orelse) if _falsy_constant(stmt.test) else (stmt.orelse, []  if isinstance(stmt, ast.While) else stmt.body)
+            out.extend(n for s in dead for n in ast.walk(s) if isinstance(n, ast.stmt))
+            _dead_in(live, out)
+            continue
+        for field in ("body", "orelse", "finalbody", "handlers"):
+            inner = getattr(stmt, field, None)
+            if isinstance(inner, list) and inner and isinstance(inner[0], (ast.stmt, ast.excepthandler)):
+                _dead_in([s for h in inner for s in (h.body if isinstance(h, ast.excepthandler) else [h])], out)
+        ended = isinstance(stmt, (ast.Return, ast.Raise, ast.Break, ast.Continue))
+
+
+def dead_code_fraction(tree: ast.AST) -> float:
+    """Share of the program's statements that cannot change its output: after a return/raise/break/continue,
+    in a branch a constant test never takes, ``pass`` and bare constants, and assignments to names nothing reads
+    (whose value calls nothing). Padding raises lines and AST size without making the task harder.
+
+    >>> dead_code_fraction(ast.parse("def f(a):\\n    unused = 3\\n    if False:\\n        a = 1\\n    return a\\n    a += 1"))
+    0.6
+    >>> dead_code_fraction(ast.parse("def f(a):\\n    b = a * 2\\n    return b"))
+    0.0
+    """
+    stmts = [n for n in ast.walk(tree) if isinstance(n, ast.stmt) and not isinstance(n, (ast.FunctionDef, ast.ClassDef))]
+    if not stmts:
+        return 0.0
+    dead: list[ast.stmt] = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.FunctionDef)):
+            body = node.body[1:] if isinstance(node, ast.FunctionDef) and _docstring(node) else node.body
+            _dead_in(body, dead)
+    loaded = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and not any(isinstance(c, ast.Call) for c in ast.walk(node.value)):
+            names = [t.id for t in node.targets if isinstance(t, ast.Name)]
+            if names and len(names) == len(node.targets) and not set(names) & loaded:
+                dead.append(node)
+    return len({id(d) for d in dead if not isinstance(d, (ast.FunctionDef, ast.ClassDef))}) / len(stmts)
+
+
+def _docstring(fn: ast.FunctionDef) -> bool:
+    first = fn.body[0] if fn.body else None
+    return isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str)
+
+
+def ignores_input(tree: ast.AST) -> bool:
+    """Whether the task's function ``f`` (else the last function defined) never reads any of its arguments, so
+    its output is the same whatever the input (a constant-output task). False if there is no function.
+
+    >>> ignores_input(ast.parse("def f(a, b):\\n    return 42"))
+    True
+    >>> ignores_input(ast.parse("def f(a, b):\\n    return b"))
+    False
+    """
+    functions = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)]
+    if not functions:
+        return False
+    fn = next((f for f in functions if f.name == "f"), functions[-1])
+    args = {a.arg for a in [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]}
+    args |= {a.arg for a in (fn.args.vararg, fn.args.kwarg) if a is not None}
+    read = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    return not args & read
 
 
 class _Abstract(ast.NodeTransformer):
@@ -113,14 +197,3 @@ def measure(program: str, seen_structures: set[str]) -> dict[str, float]:
     metrics["novel_structure"] = float(key not in seen_structures)
     seen_structures.add(key)
     return metrics
-
-
-def coverage_per_100(distinct: int, proposed: int) -> float | None:
-    """Distinct structures per 100 programs proposed (None before any proposal).
-
-    >>> coverage_per_100(12, 40)
-    30.0
-    >>> coverage_per_100(0, 0) is None
-    True
-    """
-    return 100.0 * distinct / proposed if proposed else None

@@ -17,9 +17,10 @@ from populora.platform import runlayout as rl
 from populora.platform.backends import BackendConfig, LoraSpec, RaySpec, make_backend
 from populora.platform.backends.ray import RayVerifier, init_ray
 from populora.platform.verifier import Verifier
-from populora.training import checkpoint, curriculum, operator_stats, periodic_eval, probe, run_log
+from populora.training import checkpoint, curriculum, monitors, operator_stats, periodic_eval, probe, run_log
 from populora.training.buffers import TaskBuffers, buffer_kinds
 from populora.training.config import TrainConfig
+from populora.training.curriculum_tracker import CurriculumTracker
 from populora.training.evolution import evolve
 from populora.training.ledger import ComputeLedger, EvalLedger, add_to_record, step_compute
 from populora.training.lineage import Lineage, LineageEvent
@@ -46,6 +47,7 @@ class Trainer:
         self.buffers = TaskBuffers(buffer_kinds(cfg.tasks.kinds), cfg.tasks.buffer_size, cfg.tasks.buffer_full, cfg.tasks.code_f_pool)
         self.seen_structures: set[str] = set()  # program structures teachers wrote (coverage)
         self.programs_proposed = 0                # programs teachers wrote, valid or not (coverage per 100)
+        self.curriculum = CurriculumTracker()     # equal-volume diversity, sameness, monitors
         self.pending: list[dict] = []  # step records not yet in MLflow (written after the checkpoint holding them)
         self.step_index = 0
         self.ledger = ComputeLedger()  # measured compute per member (tokens, rollouts)
@@ -107,6 +109,9 @@ class Trainer:
                                      programs_proposed=self.programs_proposed)
         if replaced:  # evolution/<operator>/*: children, survival, rating change, KL, seconds so far
             record["run_metrics"].update(operator_stats.metrics(self.lineage, self.population, s))
+        distance = self.adapter_distance() if cfg.evolution.every and s % cfg.evolution.every == 0 else None
+        run_metrics, by_teacher, record["tags"] = self.curriculum.observe(s, tasks, record["run_metrics"], distance)
+        add_to_record(record, by_teacher, run_metrics)
         if batch:
             record["run_metrics"].update({"solver/batch_answers": len(batch),
                                           "solver/batch_solve_rate": sum(bool(a.correct) for a in batch) / len(batch)})
@@ -121,6 +126,17 @@ class Trainer:
             self.save_checkpoint()
             self.flush()
         return record
+
+    def adapter_distance(self) -> float | None:
+        """Mean weight-space distance between the alive members of each role (population convergence)."""
+        values = []
+        for role in (TEACHER, STUDENT):
+            members = [m.id for m in self.population.alive() if m.role == role]
+            if len(members) > 1:
+                d = monitors.adapter_distance({m: self.backend.adapter_state(m) for m in members})
+                if d is not None:
+                    values.append(d)
+        return sum(values) / len(values) if values else None
 
     def train(self, progress: bool = True, on_step=None) -> None:
         from tqdm import tqdm
@@ -189,7 +205,7 @@ class Trainer:
         state = {
             "step": self.step_index, "population": self.population.to_dict(), "lineage": self.lineage.to_dict(),
             "buffers": self.buffers.to_dict(), "seen_structures": sorted(self.seen_structures),
-            "programs_proposed": self.programs_proposed,
+            "programs_proposed": self.programs_proposed, "curriculum": self.curriculum.to_dict(),
             "pending": self.pending, "member_runs": self.log.member_runs, "run_id": self.run_id,
             "ledger": self.ledger.to_dict(), "eval_ledger": self.eval_ledger.to_dict(),
         }
@@ -229,6 +245,7 @@ class Trainer:
         self.buffers.load(state["buffers"])
         self.seen_structures = set(state["seen_structures"])
         self.programs_proposed = state.get("programs_proposed", 0)  # absent in checkpoints from before it existed
+        self.curriculum = CurriculumTracker.from_dict(state.get("curriculum"))
         self.pending = state["pending"]
         self.ledger = ComputeLedger.from_dict(state.get("ledger"))
         self.eval_ledger = EvalLedger.from_dict(state.get("eval_ledger"))

@@ -19,7 +19,7 @@ from populora.platform import config as config_io
 from populora.platform import runlayout as rl
 from populora.platform.tracking import Tracker
 from populora.training import periodic_eval
-from populora.training.curriculum import coverage_per_100
+from populora.training.diversity import per_100
 from populora.training.lineage import Lineage
 from populora.training.member import Member, Population
 from populora.training.rollout import Rollout
@@ -40,7 +40,8 @@ def step_record(step: int, tasks: list[Task], proposals: list[Rollout], answers:
                 conservative_k: float, programs_proposed: int | None = None) -> dict:
     """``conservative_k``: the k of ``rating/conservative`` = mu - k * sigma, the one evolution ranks by.
     ``coverage``: distinct structures teachers wrote so far; ``programs_proposed``: programs they proposed so far
-    (valid or not), the denominator of ``curriculum/coverage_per_100``."""
+    (valid or not), the denominator of ``curriculum/coverage_per_100`` (volume-biased, kept for older runs' sake;
+    arms are compared at equal volume: ``curriculum_tracker``)."""
     valid = [t for t in tasks if t.valid]
     texts = {p.task_id: p.text for p in proposals}  # the teacher's raw completion, reasoning included
     run_metrics = {
@@ -51,7 +52,7 @@ def step_record(step: int, tasks: list[Task], proposals: list[Rollout], answers:
         "student/reward": _mean([a.reward for a in answers]),
         "teacher/reward": _mean([p.reward for p in proposals]),
         rl.COVERAGE: coverage,
-        rl.COVERAGE_PER_100: None if programs_proposed is None else coverage_per_100(coverage, programs_proposed),
+        rl.COVERAGE_PER_100: None if programs_proposed is None else per_100(coverage, programs_proposed),
         "curriculum/novel_rate": _mean([t.metrics.get("novel_structure") for t in valid]),
         "rating/games": games, "evolution/replaced": len(replaced),
     }
@@ -336,6 +337,8 @@ class RunLog:
                 self.tracker.set_tags(dead_run, {rl.ALIVE: "false", rl.REPLACED_BY: event["child"], rl.REPLACED_AT: s,
                                                  rl.RUN_NAME: rl.member_run_name(dead.id, dead.role, "replaced", event["child"], s)})
                 self.tracker.end_run(dead_run, rl.MLFLOW_STATUS[rl.FINISHED])
+            if record.get("tags"):  # a monitor that fired (training.monitors): its run tag
+                self.tracker.set_tags(self.run_id, record["tags"])
             self.tracker.log_table(self.run_id, record["tasks"], rl.step_table(rl.TASKS, s))
             self.tracker.log_table(self.run_id, record["answers"], rl.step_table(rl.ANSWERS, s))
         # the sentinel last within each step's batch: its presence means the whole step is in the store

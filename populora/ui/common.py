@@ -12,6 +12,7 @@ import streamlit as st
 
 from populora.platform import jobs, queue
 from populora.platform import runlayout as rl
+from populora.training import MONITOR_MEANINGS
 from populora.ui import charts, store
 
 ROLE_COLORS = {"teacher": "#f28e2b", "student": "#4e79a7", "both": "#59a14f"}
@@ -233,3 +234,9 @@ def timing(started, ended, step, steps, status: str, now: pd.Timestamp | None = 
     if status == "running" and step and steps and steps > step:
         eta = fmt_duration(elapsed / step * (steps - step))
     return fmt_duration(elapsed), eta
+
+
+def monitor_flags(tags: dict, label: str = "") -> None:
+    """A warning per monitor that fired on the run (its tag): what was seen, and what it means."""
+    for name, text in rl.fired_monitors(tags).items():
+        st.warning(f"**{label}{name}** monitor {text}. {MONITOR_MEANINGS[name]}", icon="🚩")

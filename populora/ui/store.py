@@ -24,7 +24,8 @@ os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
 TTL = 5  # seconds: live enough for a run that logs every step, light enough for 50 runs
 RUN_COLUMNS = ["run_id", "name", "kind", "status", "mlflow_status", "progress", "step", "steps", "started", "ended",
-               "base_model", "teachers", "students", "solve_rate", "validity_rate", "baseline_run", "run_dir", "experiment"]
+               "base_model", "teachers", "students", "solve_rate", "validity_rate", "baseline_run", "run_dir", "experiment",
+               "monitors"]
 
 
 class StoreError(RuntimeError):
@@ -40,6 +41,11 @@ def _client(store: str):
 
     tracking.ensure_store(store)  # created and migrated once, under its lock, even when runs start beside us
     return tracking.RetryingClient(MlflowClient(tracking_uri=store))
+
+
+def client(store: str):
+    """An MLflow client of the store (for the package functions a page calls, e.g. the paper's figure set)."""
+    return _client(store)
 
 
 # ====================================================================== runs

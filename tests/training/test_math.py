@@ -69,7 +69,7 @@ def test_program_metrics_grow_with_complexity():
     richer = program_metrics("def f(xs):\n    out = []\n    for x in xs:\n        if x % 2:\n            out.append(x * x)\n    return out")
     for key in ("ast_depth", "cyclomatic", "loc", "variables"):
         assert richer[key] > simple[key], key
-    assert simple == {"ast_depth": 4.0, "cyclomatic": 1.0, "loc": 2.0, "variables": 1.0}
+    assert simple == {"ast_depth": 4.0, "cyclomatic": 1.0, "loc": 2.0, "variables": 1.0, "dead_code": 0.0, "ignores_input": 0.0}
 
 
 def test_structure_key_abstracts_names_and_constants_only():

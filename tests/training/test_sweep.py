@@ -109,6 +109,14 @@ def test_sweep_of_two_mixes_two_seeds_with_baselines_end_to_end(mlflow_store, tm
 
     again = subprocess.run(populora_cmd(*args, "--wait"), capture_output=True, text=True, timeout=300)
     assert again.returncode == 0 and "6 finished earlier, 0 to run" in again.stdout, again.stdout[-2000:]
+    # the paper's figure set of the real sweep: every arm found through the sweep's tags, the baseline last
+    fig = subprocess.run(populora_cmd("figures", "--sweep", sid, "--out", str(tmp_path / "figs"), "--formats", "png"),
+                         capture_output=True, text=True, timeout=300)
+    assert fig.returncode == 0, fig.stderr[-3000:]
+    figures = json.loads((tmp_path / "figs" / "figures.json").read_text())
+    assert list(figures["arms"])[-1] == "baseline" and len(figures["arms"]) == 3
+    assert all(len(seeds) == 2 for seeds in figures["arms"].values())
+    assert (tmp_path / "figs" / "validity.png").stat().st_size > 1000
 
     if not (B.data_dir() / B.CHECKSUMS).is_file():
         pytest.skip("no benchmark data: the evaluation half needs it")

@@ -48,7 +48,7 @@ def test_two_steps_logged_to_mlflow(mlflow_store, tmp_path):
     assert parent.data.params["population.teachers"] == "2"
     client = _client(mlflow_store)
     assert [m.step for m in client.get_metric_history(parent.info.run_id, rl.STEP_SENTINEL)] == [1, 2]
-    for key in ("tasks/validity_rate", "teacher/reward", rl.COVERAGE, rl.COVERAGE_PER_100, "time/step_s"):
+    for key in ("tasks/validity_rate", "teacher/reward", rl.COVERAGE, rl.COVERAGE_PER_100, rl.PROGRAMS, "time/step_s"):
         assert len(client.get_metric_history(parent.info.run_id, key)) == 2, key
     # one child run per member: 4 initial + 2 children of the evolution at step 2 (1 teacher, 1 student)
     ids = sorted(c.data.tags[rl.MEMBER_ID] for c in children)

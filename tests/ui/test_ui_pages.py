@@ -352,6 +352,27 @@ def test_launch_refuses_vllm_without_cuda_before_any_job(app, monkeypatch):
     assert started == []
 
 
+def test_a_fired_monitor_is_flagged_on_runs_and_arms_race(app, store):
+    """A monitor's run tag (training.monitors via the CurriculumTracker) shows as a flag with what it means: in the
+    run list, on the run's page and on the Arms race page; none while no monitor fired."""
+    from mlflow import MlflowClient
+
+    assert not any("monitor" in w.value for w in _ok(app("runs", run=store["population"])).warning)
+    client = MlflowClient(store["uri"])
+    client.set_tag(store["population"], runlayout.monitor_tag("collapse"), "fired at step 3: solve rate 0.40 -> 0.95")
+    try:
+        at = _ok(app("runs", run=store["population"]))
+        table = at.dataframe[0].value.set_index("run_id")
+        assert table.loc[store["population"], "monitors"] == "collapse" and table.loc[store["baseline"], "monitors"] == ""
+        flag = next(w.value for w in at.warning if "monitor" in w.value)
+        assert "collapse** monitor fired at step 3: solve rate 0.40 -> 0.95" in flag and "easy, narrow tasks" in flag
+        at = _ok(app("arms_race", run=store["population"]))
+        assert any("population: collapse** monitor fired at step 3" in w.value for w in at.warning)
+        assert at.button(key="ar_fig_go") is not None  # the figure set is one click away
+    finally:
+        client.delete_tag(store["population"], runlayout.monitor_tag("collapse"))
+
+
 def test_ui_imports_training_and_evaluation_only_through_their_public_api():
     """The UI depends on ``populora.training`` / ``populora.evaluation`` as declared in their ``__all__``, never on
     their submodules, so those can be reorganised without breaking it."""

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import io
+import zipfile
+from pathlib import Path
+
 import pandas as pd
 import streamlit as st
 
 from populora.evaluation import BENCHMARKS
 from populora.platform import runlayout as rl
+from populora.training import EQUAL_M, RECENT, FiguresError, figure_set
 from populora.ui import charts, common, store
 from populora.ui.eval_curves import setup_of, subset_note
 
@@ -14,10 +19,22 @@ st.title("Arms race")
 
 HEADLINE = [("student/solve_rate", "student solve rate"), ("teacher/reward", "teacher reward"),
             ("tasks/validity_rate", "task validity rate"), ("student/format_rate", "answer format rate")]
+M = EQUAL_M
 CURRICULUM = [("curriculum/ast_depth", "AST depth"), ("curriculum/cyclomatic", "cyclomatic complexity"),
               ("curriculum/loc", "lines of code"), ("curriculum/variables", "variables"),
-              # per 100 programs proposed, not raw: raw coverage grows with how much an arm proposes
-              (rl.COVERAGE_PER_100, "coverage per 100 proposed"), ("curriculum/novel_rate", "novel structure rate")]
+              # equal volume: distinct per program proposed falls with volume, so arms are compared at the same m
+              (rl.RAREFIED, f"distinct structures among {M} programs (all so far)"),
+              (rl.RECENT_RAREFIED, f"distinct structures among {M} of the last {RECENT} programs")]
+SAMENESS = [("sameness/exact_rate", "same structure as an earlier program"),
+            ("sameness/near_rate", "near-duplicate of an earlier program"),
+            ("sameness/semantic_rate", "same outputs as an earlier program on its inputs"),
+            ("sameness/reproposed_rate", "task proposed before"),
+            ("degenerate/constant_output_rate", "constant-output tasks"),
+            ("degenerate/dead_code", "dead code share of teachers' programs"),
+            ("population/task_overlap", "teachers' task overlap (Jaccard)"),
+            ("population/adapter_distance", "adapter weight distance (within a role)"),
+            ("monitor/collapse", "collapse monitor (1: firing)"), ("monitor/degenerate", "degenerate-teaching monitor"),
+            ("monitor/convergence", "convergence monitor")]
 FIRST_MEMBER_METRICS = ["student/solve_rate", "teacher/reward", "teacher/validity_rate", "teacher/task_solve_rate",
                         "student/reward", "rating/mu", "rating/conservative", "train/loss", "train/kl", "train/grad_norm"]
 
@@ -192,7 +209,17 @@ def body(run_id: str, baseline: str | None, status: str = "running", others: dic
     grid(uri, runs, HEADLINE, empty=empty)
     benchmarks_during_training(uri, runs, empty)
     st.subheader("Curriculum of the programs teachers wrote (valid ones)")
+    for label, rid in runs.items():
+        if rid:
+            common.monitor_flags((store.run_info(uri, rid) or {}).get("tags", {}), label=f"{label}: ")
     grid(uri, runs, CURRICULUM, per_row=3, empty=empty)
+    st.caption(f"Diversity is compared at equal volume: the expected number of distinct program structures among "
+               f"{M} valid programs drawn from those written so far (rarefaction), so an arm that proposes more does "
+               "not look narrower for it. Structures per 100 programs proposed (`curriculum/coverage_per_100`, still "
+               "logged) falls with volume even for a generator that never changes: it does not compare arms.")
+    # on demand: eleven more histories per run would double a first load's reads of the store
+    if st.toggle("Sameness, degenerate teaching and the monitors, step by step", key="ar_sameness"):
+        grid(uri, runs, SAMENESS, per_row=3, empty=empty)
     members = store.members(uri, run_id)
     if members.empty:
         st.info("No member runs yet: the trainer logs them with its first checkpoint.")
@@ -203,6 +230,33 @@ def body(run_id: str, baseline: str | None, status: str = "running", others: dic
         grid(uri, {"run": run_id}, [(f"tasks/validity_rate/{k}", f"validity rate {k}") for k in kinds]
              + [(f"student/solve_rate/{k}", f"solve rate {k}") for k in kinds], per_row=max(1, len(kinds)),
              empty="no valid task of this kind, so nothing to solve" if status not in ("running", "starting") else empty)
+
+
+def figure_files(run_id: str, baseline: str | None, sweep: str | None) -> None:
+    """The paper's figure set (``populora figures``) of this run and its baseline, or of its whole sweep."""
+    st.subheader("Figures for the paper")
+    options = ["this run and its baseline"] + ([f"the whole sweep {sweep} (mean over seeds, band)"] if sweep else [])
+    which = st.radio("figures of", options, horizontal=True, key="ar_fig_scope")
+    whole_sweep = which != options[0]
+    out = Path("figures") / (sweep if whole_sweep else run_id)
+    st.caption(f"PNG, SVG and PDF with the numbers beside them (CSV, figures.json) and captions.md, written to `{out}`; "
+               f"the same as `populora figures {'--sweep ' + sweep if whole_sweep else '--run ' + run_id}`.")
+    if st.button("Write the figure set", key="ar_fig_go"):
+        with st.spinner("reading the runs and drawing"):
+            try:
+                figure_set(store.client(store.uri()), out, run_id=None if whole_sweep else run_id,
+                                         sweep_id=sweep if whole_sweep else None, baseline=None if whole_sweep else baseline)
+            except FiguresError as err:
+                st.error(str(err))
+                return
+    if (out / "figure-set.png").is_file():
+        st.image(str(out / "figure-set.png"), width="stretch")
+        st.markdown((out / "captions.md").read_text())
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w") as z:
+            for f in sorted(out.iterdir()):
+                z.write(f, f.name)
+        st.download_button("Download the figure set (zip)", buffer.getvalue(), f"{out.name}-figures.zip", key="ar_fig_zip")
 
 
 def main() -> None:
@@ -220,6 +274,7 @@ def main() -> None:
         st.warning(f"This run {status}: the charts show the steps it logged before stopping.")
     others = overlay_runs(runs, {run_id, baseline})
     st.fragment(body, run_every=common.live_interval(status))(run_id, baseline, status, others)
+    figure_files(run_id, baseline, (store.run_info(store.uri(), run_id) or {}).get("tags", {}).get(rl.SWEEP))
 
 
 def overlay_runs(runs: pd.DataFrame, shown: set) -> dict[str, str]:

@@ -25,8 +25,8 @@ def run_table(runs: pd.DataFrame) -> None:
         done=[(r.step or 0) / r.steps if r.steps else 0.0 for r in runs.itertuples()],
         solve_rate=runs["solve_rate"].map(common.fmt_rate), validity_rate=runs["validity_rate"].map(common.fmt_rate))
     st.dataframe(
-        shown[["state", "name", "kind", "done", "progress", "duration", "eta", "solve_rate", "validity_rate", "teachers",
-               "students", "base_model", "started", "experiment", "run_id"]],
+        shown[["state", "name", "kind", "done", "progress", "duration", "eta", "solve_rate", "validity_rate", "monitors",
+               "teachers", "students", "base_model", "started", "experiment", "run_id"]],
         hide_index=True, width="stretch",
         column_config={
             "done": st.column_config.ProgressColumn("progress", min_value=0.0, max_value=1.0, format="percent"),
@@ -35,6 +35,8 @@ def run_table(runs: pd.DataFrame) -> None:
             "eta": st.column_config.TextColumn("ETA", help="the remaining steps at the run's pace so far"),
             "solve_rate": st.column_config.TextColumn("solve rate"),
             "validity_rate": st.column_config.TextColumn("valid tasks"),
+            "monitors": st.column_config.TextColumn("🚩 monitors", help="curriculum monitors that fired (collapse, "
+                                                    "degenerate teaching, population convergence): the run's page says what they saw"),
             "started": st.column_config.DatetimeColumn("started (UTC)", format="YYYY-MM-DD HH:mm"),
         },
     )
@@ -111,6 +113,7 @@ def run_details(row, status: str) -> None:
                f" · tasks format `{fmt}`")
     if fmt == "direct":
         st.info(DIRECT_NOTE)
+    common.monitor_flags(tags)
     if tags.get(rl.SEED_FALLBACK, "none") != "none":
         st.warning(f"the base model proposed no valid {tags[rl.SEED_FALLBACK]} task at step 0: "
                    "those buffers were seeded with hand-written programs")

@@ -1,0 +1,116 @@
+"""``populora figures``: the paper's figure set of a sweep (mean over seeds with a band per arm) and of a run,
+and scripts/arms_race_figures.py over it, on one synthetic store written by the trainer's own writers
+(tests/synthetic_store.py)."""
+
+import csv
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from populora.cli import main
+from populora.platform import runlayout as rl
+from populora.platform.tracking import Tracker
+from populora.training import paper_figures as P
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import synthetic_store  # noqa: E402
+
+POPULATION = "population.students=2 population.teachers=2"
+STEPS = 6
+
+
+@pytest.fixture(scope="module")
+def sweep_store(tmp_path_factory):
+    """A 2-seed sweep: per seed a population (teachers drawing from 30 program structures) and its baseline
+    (from 3), tagged as `populora sweep` tags them."""
+    uri = f"sqlite:///{tmp_path_factory.mktemp('figures') / 'mlflow.db'}"
+    tracker = Tracker(uri)
+    ids = {}
+    for seed in (0, 1):
+        baseline = synthetic_store.make_run(tracker, f"baseline-{seed}", 1, STEPS, 4, baseline=True, seed=100 + seed, structures=3)
+        population = synthetic_store.make_run(tracker, f"population-{seed}", 4, STEPS, 12, baseline_run=baseline, seed=seed,
+                                              structures=30)
+        for run_id, config in ((baseline, rl.SWEEP_BASELINE), (population, POPULATION)):
+            tracker.set_tags(run_id, rl.sweep_tags("sw-test", f"{config}|seed={seed}", config, seed))
+            ids[(config, seed)] = run_id
+    return uri, ids
+
+
+def test_figures_of_a_two_seed_sweep_with_baselines(sweep_store, tmp_path):
+    uri, ids = sweep_store
+    out = tmp_path / "figs"
+    assert main(["figures", "--sweep", "sw-test", "--out", str(out), "--uri", uri]) == 0
+    data = json.loads((out / "figures.json").read_text())
+    slugs = [f["slug"] for f in data["figures"]]
+    assert {"validity", "solve_rate", "ast_depth", "cyclomatic", "teacher_rating", "student_rating",
+            "coverage_equal_volume", "rarefaction", "diversity_equal_volume"} <= set(slugs)
+    for slug in slugs:
+        assert (out / f"{slug}.png").stat().st_size > 1000
+        assert (out / f"{slug}.svg").read_text()[:200].count("<svg") == 1
+        assert (out / f"{slug}.pdf").read_bytes()[:4] == b"%PDF"
+        assert (out / f"{slug}.csv").read_text().startswith("arm,")
+    assert (out / "figure-set.png").stat().st_size > 10_000
+    figures = {f["slug"]: f for f in data["figures"]}
+    assert set(data["arms"]) == {POPULATION, "baseline"}
+
+    # the line is the mean over the two seeds, the band one standard error
+    from mlflow import MlflowClient
+
+    client = MlflowClient(uri)
+    per_seed = [dict(P.metric_history(client, ids[(POPULATION, s)], rl.SOLVE_RATE)) for s in (0, 1)]
+    for point in figures["solve_rate"]["series"][POPULATION]:
+        values = [t[point["x"]] for t in per_seed]
+        assert point["seeds"] == 2 and point["mean"] == pytest.approx(np.mean(values))
+        assert point["high"] - point["mean"] == pytest.approx(np.std(values, ddof=1) / np.sqrt(2))
+    assert len(figures["solve_rate"]["series"][POPULATION]) == STEPS
+    assert "teacher_rating" in figures and "baseline" not in figures["teacher_rating"]["series"]
+
+    # equal volume: the baseline (3 structures) below the population (30) at the same m, where per-100 is unfair
+    ev = data["equal_volume"]
+    m = ev["m"]
+    assert m == min(s["n"] for a in ev["arms"].values() for s in a["seeds"].values())
+    for seed in ("0", "1"):
+        pop, base = ev["arms"][POPULATION]["seeds"][seed], ev["arms"]["baseline"]["seeds"][seed]
+        assert base["observed"] <= 3 and base["rarefied"]["high"] < pop["rarefied"]["low"]
+    coverage = {arm: [p["x"] for p in pts] for arm, pts in figures["coverage_equal_volume"]["series"].items()}
+    assert coverage["baseline"][0] == 1 and max(coverage[POPULATION]) > max(coverage["baseline"])  # x = programs
+    assert f"m = {m} valid programs" in (out / "captions.md").read_text()
+    assert "band: one standard error over seeds" in figures["solve_rate"]["caption"]
+    with open(out / "rarefaction.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert {r["arm"] for r in rows} == {POPULATION, "baseline"}
+
+
+def test_bad_input_is_one_line_and_exit_2(sweep_store, tmp_path, capsys):
+    uri, ids = sweep_store
+    assert main(["figures", "--sweep", "sw-none", "--out", str(tmp_path), "--uri", uri]) == 2
+    assert "no run of sweep 'sw-none'" in capsys.readouterr().err
+    assert main(["figures", "--run", ids[(POPULATION, 0)], "--out", str(tmp_path), "--uri", uri, "--formats", "gif"]) == 2
+    assert "formats must be among png, svg, pdf" in capsys.readouterr().err
+    assert main(["figures", "--run", "0" * 32, "--out", str(tmp_path), "--uri", uri]) == 2
+    assert "no run '000" in capsys.readouterr().err
+
+
+def test_the_script_draws_the_newest_population_and_its_baseline(sweep_store, tmp_path):
+    """scripts/arms_race_figures.py, the wrapper over `figures --run` that picks the newest finished population
+    run and its linked baseline; the headline rows say what the curves say."""
+    uri, ids = sweep_store
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+    import arms_race_figures
+
+    out = tmp_path / "script"
+    assert arms_race_figures.main(["--uri", uri, "--out", str(out), "--formats", "png"]) == 0
+    data = json.loads((out / "figures.json").read_text())
+    assert data["arms"] == {"population": {"0": ids[(POPULATION, 1)]}, "baseline": {"0": ids[(rl.SWEEP_BASELINE, 1)]}}
+    assert not list(out.glob("*.pdf")) and (out / "rarefaction.png").stat().st_size > 1000
+    rare = next(f for f in data["figures"] if f["slug"] == "rarefaction")["series"]["population"]
+    assert all(p["low"] <= p["mean"] <= p["high"] for p in rare) and rare[-1]["high"] > rare[-1]["low"]  # bootstrap band
+    for row in data["headline"]:  # first / last third and slope of every curve over steps with 3+ points
+        values = [p["mean"] for p in next(f for f in data["figures"] if f["title"] == row["curve"])["series"][row["arm"]]]
+        third = len(values) // 3
+        assert row["first"] == pytest.approx(np.mean(values[:third])) and row["last"] == pytest.approx(np.mean(values[-third:]))
+        assert row["points"] == len(values) and row["slope_low"] <= row["slope"] <= row["slope_high"]
+    assert {r["arm"] for r in data["headline"]} == {"population", "baseline"}
