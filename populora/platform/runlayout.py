@@ -5,7 +5,7 @@ the readers share, so a renamed tag is one edit and a reader cannot drift from t
 A training run is one parent run plus one child run per member (``mlflow.parentRunId``):
 
     parent tags      populora.kind (population | baseline), .status, .progress ("<done>/<steps>"), .run_dir,
-                     .base_model, .baseline_run, .resumed_from, .job_id; after ``populora eval``: .eval_dir
+                     .base_model, .baseline_run, .resumed_from, .job_id, .forked_from and .fork_step (a fork); after ``populora eval``: .eval_dir
     parent params    the flattened TrainConfig (``steps``, ``model.base``, ``population.teachers``, ...)
     parent metrics   tasks/*, student/*, teacher/*, curriculum/*, rating/games, time/*, evolution/<operator>/*
                      (``operator_table``), and ``progress/step``
@@ -57,6 +57,8 @@ BASELINE_RUN = "populora.baseline_run"  # the single-agent run to compare agains
 BASELINE_OF = "populora.baseline_of"    # on a baseline run: the population run(s) it is the baseline of (comma-separated)
 PAIR = "populora.pair"                  # a population and its baseline started together share it (see link_pair)
 RESUMED_FROM = "populora.resumed_from"  # checkpoint dir name of the last resume
+FORKED_FROM = "populora.forked_from"    # a fork (populora train --fork): the run it continues
+FORK_STEP = "populora.fork_step"        # ... and the step of that run's checkpoint it starts from
 JOB_ID = "populora.job_id"              # the job (local or Ray) that started the run, see job_link_tags()
 EVAL_DIR = "populora.eval_dir"          # local dir of the last ``populora eval`` output
 EVAL_EVERY = "populora.eval_every"      # in-training evaluation every K steps (training's ``eval.every``; absent: off)

@@ -24,7 +24,8 @@ class CheckpointError(RuntimeError):
     pass
 
 
-def save(run_dir: Path, step: int, state: dict, config_yaml: str, backend, members: list[str], rng_state: dict) -> Path:
+def save(run_dir: Path, step: int, state: dict, config_yaml: str, backend, members: list[str], rng_state: dict,
+         keep: int = KEEP) -> Path:
     root = run_dir / "checkpoints"
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"step_{step:06d}"
@@ -42,7 +43,7 @@ def save(run_dir: Path, step: int, state: dict, config_yaml: str, backend, membe
         shutil.rmtree(final)
     os.rename(tmp, final)
     _atomic_write(root / "latest", final.name)
-    _prune(root, keep=KEEP)
+    _prune(root, keep=keep)
     return final
 
 
@@ -53,6 +54,24 @@ def latest(run_dir: Path) -> Path | None:
     path = run_dir / "checkpoints" / pointer.read_text().strip()
     if not (path / "state.json").is_file():
         raise CheckpointError(f"checkpoint pointer {pointer} names {path.name}, which is missing or incomplete")
+    return path
+
+
+def steps(run_dir: Path) -> list[int]:
+    """The steps of the complete checkpoints a run dir keeps, oldest first."""
+    root = run_dir / "checkpoints"
+    return sorted(int(p.name[len("step_"):]) for p in root.glob("step_*") if (p / "state.json").is_file()) if root.is_dir() else []
+
+
+def at_step(run_dir: Path, step: int) -> Path:
+    """Checkpoint ``step`` of a run dir; CheckpointError naming the steps it keeps if it has no such checkpoint
+    (older ones are pruned: ``checkpoint.keep``)."""
+    path = run_dir / "checkpoints" / f"step_{step:06d}"
+    if not (path / "state.json").is_file():
+        kept = steps(run_dir)
+        raise CheckpointError(f"no checkpoint of step {step} under {str(run_dir)!r}; "
+                              + (f"it keeps steps {', '.join(map(str, kept))} (older ones are pruned: the run's "
+                                 "checkpoint.keep)" if kept else "it has no checkpoint"))
     return path
 
 
