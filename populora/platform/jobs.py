@@ -136,6 +136,16 @@ def launch_resume(run_id: str, name: str = "", env: dict[str, str] | None = None
                  files={runlayout.RUN_ID_FILE: run_id}, kind="train", need=need)
 
 
+def launch_fork(run_id: str, step: int, overrides: list[str], name: str = "", env: dict[str, str] | None = None,
+                root: str | Path | None = None, need: int = 1) -> Job:
+    """``populora train --fork RUN_ID --step N --set ...`` as a job (the Runs and Lineage pages' Fork): a new run,
+    queued like a launch; the trainer tells the job its new run's id once it exists."""
+    argv = [sys.executable, "-m", "populora.cli", "train", "--fork", run_id, "--step", str(step), "--quiet"]
+    argv += [a for o in overrides for a in ("--set", o)]
+    return start(argv, name=name or f"fork of {run_id[:8]} @{step}", env=env, root=Path(root or jobs_dir()),
+                 slots=max_parallel(), kind="train", need=need)
+
+
 def latest_for_run(run_id: str, root: str | Path | None = None) -> Job | None:
     """The newest job of ``run_id`` (its launch, or the latest resume of it), or None if none ran it from here.
     The newest, not the first: after a resume the run's state and log are the resume's."""

@@ -133,6 +133,8 @@ EVAL_FOLDER = "eval"
 EVAL_RESULTS = "eval/results.json"
 EVAL_TABLE = "eval/table.json"
 EXPORT_FOLDER = "export"             # member runs: the dir ``populora export --register`` logged
+CHECKPOINTS = "checkpoints"          # <run dir>/checkpoints/step_NNNNNN/ (populora.training.checkpoint)
+CHECKPOINT_STATE = "state.json"      # a checkpoint is complete once this is in its dir
 CONFIG_FILE = "config.yaml"          # the validated config a run trained with: in its run dir and as an artifact
 ERROR_FILE = "error.txt"             # a failed run: the traceback of the error that ended it
 
@@ -217,6 +219,27 @@ def step_folder(step: int) -> str:
     """``step_000001``: a checkpoint's dir name under ``<run dir>/checkpoints``, and the folder of its evaluation
     (``<run dir>/eval/step_000001``, artifacts ``eval/step_000001/...`` on the parent run)."""
     return f"step_{step:06d}"
+
+
+def checkpoint_dir(run_dir: Path, step: int) -> Path:
+    """Checkpoint ``step``'s dir in a run dir (``populora.training.checkpoint`` writes it)."""
+    return Path(run_dir) / CHECKPOINTS / step_folder(step)
+
+
+def checkpoint_steps(run_dir: Path) -> list[int]:
+    """The steps of the complete checkpoints a run dir keeps on disk, oldest first (fork points)."""
+    if not run_dir:
+        return []
+    root = Path(run_dir) / CHECKPOINTS
+    found = [folder_step(p.name) for p in root.glob("step_*") if (p / CHECKPOINT_STATE).is_file()] if root.is_dir() else []
+    return sorted(s for s in found if s is not None)
+
+
+def kept_note(run_dir: Path) -> str:
+    """What a run dir keeps, for an error naming a missing checkpoint."""
+    kept = checkpoint_steps(run_dir)
+    return (f"it keeps steps {', '.join(map(str, kept))} (older ones are pruned: the run's checkpoint.keep)"
+            if kept else "it has no checkpoint")
 
 
 def folder_step(name: str) -> int | None:
@@ -308,6 +331,11 @@ def list_runs(client, limit: int = 500) -> list[dict]:
 
 def run_dir(run) -> Path:
     return Path(run.data.tags.get(RUN_DIR, ""))
+
+
+def run_dir_of(tags: dict) -> Path | None:
+    """The run dir a run's tags name, None if they name none."""
+    return Path(tags[RUN_DIR]) if tags.get(RUN_DIR) else None
 
 
 # ====================================================================== reads: members

@@ -6,6 +6,7 @@ package is internal and may change. Importing this package does not import torch
 
 from populora.training.baseline import matched_baseline
 from populora.training.config import TrainConfig, job_slots, load_config, presets, presets_dir
+from populora.training.fork import checkpoint_config, fork_config
 from populora.training.preflight import problems as preflight_problems
 from populora.training.sweep import plan as plan_sweep
 from populora.training.sweep import sweep_id
@@ -13,5 +14,5 @@ from populora.training.tasks import proposal_prefill
 from populora.training.workload import make_plan
 from populora.training.workload import render as render_plan
 
-__all__ = ["TrainConfig", "job_slots", "load_config", "make_plan", "matched_baseline", "plan_sweep", "preflight_problems",
+__all__ = ["TrainConfig", "checkpoint_config", "fork_config", "job_slots", "load_config", "make_plan", "matched_baseline", "plan_sweep", "preflight_problems",
            "presets", "presets_dir", "proposal_prefill", "render_plan", "sweep_id"]

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import torch
 
+from populora.platform import runlayout as rl
 from populora.platform.backends.optimizer import AdamConfig
 
 KEEP = 2
@@ -57,21 +58,11 @@ def latest(run_dir: Path) -> Path | None:
     return path
 
 
-def steps(run_dir: Path) -> list[int]:
-    """The steps of the complete checkpoints a run dir keeps, oldest first."""
-    root = run_dir / "checkpoints"
-    return sorted(int(p.name[len("step_"):]) for p in root.glob("step_*") if (p / "state.json").is_file()) if root.is_dir() else []
-
-
 def at_step(run_dir: Path, step: int) -> Path:
-    """Checkpoint ``step`` of a run dir; CheckpointError naming the steps it keeps if it has no such checkpoint
-    (older ones are pruned: ``checkpoint.keep``)."""
-    path = run_dir / "checkpoints" / f"step_{step:06d}"
-    if not (path / "state.json").is_file():
-        kept = steps(run_dir)
-        raise CheckpointError(f"no checkpoint of step {step} under {str(run_dir)!r}; "
-                              + (f"it keeps steps {', '.join(map(str, kept))} (older ones are pruned: the run's "
-                                 "checkpoint.keep)" if kept else "it has no checkpoint"))
+    """Checkpoint ``step`` of a run dir; CheckpointError naming the steps it keeps if it has no such checkpoint."""
+    path = rl.checkpoint_dir(run_dir, step)
+    if not (path / rl.CHECKPOINT_STATE).is_file():
+        raise CheckpointError(f"no checkpoint of step {step} under {str(run_dir)!r}; {rl.kept_note(run_dir)}")
     return path
 
 

@@ -9,7 +9,12 @@ state was built with) and the fork's config; ``Trainer.fork`` does the rest.
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import yaml
+
 from populora.platform import config as config_io
+from populora.platform import runlayout as rl
 from populora.platform.config import ConfigError
 from populora.training.config import TrainConfig
 
@@ -61,6 +66,15 @@ def fork_config(parent: TrainConfig, overrides: list[str], step: int) -> TrainCo
         raise ConfigError(f"steps={cfg.steps}: a fork at step {step} trains steps {step + 1} onwards; "
                           f"set steps above {step}, e.g. --set steps={step + max(1, parent.steps - step)}")
     return cfg
+
+
+def checkpoint_config(run_dir: Path, step: int) -> TrainConfig:
+    """The config a run trained with, as its checkpoint ``step`` holds it; ConfigError if the run dir keeps no
+    such checkpoint (naming the ones it keeps). No torch: the UI checks a fork with it before starting the job."""
+    path = rl.checkpoint_dir(run_dir, step)
+    if not (path / rl.CHECKPOINT_STATE).is_file():
+        raise ConfigError(f"no checkpoint of step {step} under {str(run_dir)!r}; {rl.kept_note(run_dir)}")
+    return config_io.build(TrainConfig, yaml.safe_load((path / rl.CONFIG_FILE).read_text()), source=f"checkpoint {path}")
 
 
 def fork_note(parent_run: str, step: int, changed: list[tuple[str, object, object]]) -> str:

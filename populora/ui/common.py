@@ -63,8 +63,9 @@ def job_for_run(run_id: str) -> jobs.Job | None:
 
 def job_is_current(job: jobs.Job, tags: dict) -> bool:
     """Whether ``job`` is what last started the run: the run's job tag names it (a resume re-tags the run with its
-    own job, or "" from a terminal); a run without the tag (older stores) counts its job as current."""
-    return tags.get(rl.JOB_ID) in (None, job.id)
+    own job, or "" from a terminal); a run without the tag (older stores) counts its job as current. The run's
+    newest job while it is still active (a resume waiting in the queue, not yet re-tagging the run) is current."""
+    return tags.get(rl.JOB_ID) in (None, job.id) or job.status in queue.ACTIVE
 
 
 def queued_jobs(known_runs: set[str]) -> pd.DataFrame:
@@ -94,9 +95,13 @@ def run_label(row) -> str:
     return f"{row.name} · {row.kind} · {row.run_id[:8]} · started {row.started:%Y-%m-%d %H:%M}"
 
 
+CHOSEN = "populora_chosen_"  # session-state prefix: the run last chosen on any page, per picker key
+
+
 def pick_run(runs: pd.DataFrame, label: str = "Run", kinds: tuple[str, ...] | None = None, key: str = "run",
              sync_url: bool = True, allow_none: bool = False) -> str | None:
-    """A run selectbox; its choice is mirrored in the URL (``?run=ID``) so links and refreshes keep it."""
+    """A run selectbox; its choice is mirrored in the URL (``?run=ID``) so links and refreshes keep it, and in the
+    session (``CHOSEN``), so a page opened from the sidebar (whose links carry no query) opens the same run."""
     if kinds:
         runs = runs[runs["kind"].isin(kinds)]
     ids = list(runs["run_id"])
@@ -104,11 +109,13 @@ def pick_run(runs: pd.DataFrame, label: str = "Run", kinds: tuple[str, ...] | No
     options = ([None] if allow_none else []) + ids
     if not ids and not allow_none:
         return None
-    wanted = st.query_params.get(key) if sync_url else None
+    wanted = (st.query_params.get(key) or st.session_state.get(CHOSEN + key)) if sync_url else None
     index = options.index(wanted) if wanted in options else 0
     chosen = st.selectbox(label, options, index=index, format_func=lambda i: "(none)" if i is None else labels[i], key=f"pick_{key}")
     if sync_url and chosen and st.query_params.get(key) != chosen:
         st.query_params[key] = chosen
+    if sync_url and chosen:
+        st.session_state[CHOSEN + key] = chosen
     return chosen
 
 

@@ -6,7 +6,8 @@ import pandas as pd
 import streamlit as st
 
 from populora.platform import operator_table
-from populora.ui import charts, common, store, sweeps
+from populora.platform import runlayout as rl
+from populora.ui import charts, common, experiments, store, sweeps
 from populora.ui.lineage_graph import graph_data, kind, lineage_dot
 
 st.title("Lineage")
@@ -34,6 +35,7 @@ def member_panel(uri: str, run_id: str, node: dict, nodes: list[dict], members: 
     if row is None:
         st.caption("no member run logged yet")
         return
+    experiments.ancestry_download(uri, run_id, node["id"])
     st.markdown(f"**adapter**: `{row['adapter_dir'] or '(saved at the end of the run)'}`  \n"
                 f"**member run**: {common.mlflow_link(row['member_run_id'], (store.run_info(uri, run_id) or {}).get('experiment_id'))}")
     if row["adapter_dir"]:
@@ -92,9 +94,18 @@ def main() -> None:
                     f"{sum(kind(n) == 'mutation' for n in nodes)} mutations, {n_cross} crossovers · "
                     "orange = teacher, blue = student, green = baseline (both roles); dashed grey = replaced; "
                     "edges name the operator")
-    st.graphviz_chart(lineage_dot(nodes, selected, show_dead, href=f"?run={run_id}&member={{member}}"))
+    tags = (store.run_info(uri, run_id) or {}).get("tags", {})
+    experiments.fork_origin(tags)
+    forks = store.lineage(uri, run_id).get("forks") or []
+    st.graphviz_chart(lineage_dot(nodes, selected, show_dead, href=f"?run={run_id}&member={{member}}", forks=forks, run_id=run_id))
+    kept = rl.checkpoint_steps(rl.run_dir_of(tags))
+    if kept:
+        common.link("runs", f"Fork from here (a checkpoint of step {', '.join(map(str, kept))})", run_id, "🍴",
+                    query={"fork": kept[-1]})
     st.subheader(f"Member {selected}")
     member_panel(uri, run_id, next(n for n in nodes if n["id"] == selected), nodes, members)
+    with st.expander(f"Diff: {selected} against another member"):
+        experiments.members_diff(uri, run_id, selected, ids)
     operators_panel((store.run_info(uri, run_id) or {}).get("metrics", {}))
 
 

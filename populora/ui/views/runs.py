@@ -8,7 +8,7 @@ import streamlit as st
 from populora.platform import jobs, queue
 from populora.platform import runlayout as rl
 from populora.training import job_slots
-from populora.ui import common, eval_panel, store, sweeps
+from populora.ui import common, eval_panel, experiments, store, sweeps
 
 st.title("Runs")
 
@@ -95,6 +95,7 @@ def run_details(row, status: str) -> None:
     cols[4].metric("task validity", common.fmt_rate(row["validity_rate"]))
     if eta != "–":
         st.caption(f"ETA {eta} at this run's pace so far")
+    experiments.fork_origin(tags)
     job = common.job_for_run(run_id)
     resume_controls(run_id, row, status, job, tags)
     links = st.columns(4)
@@ -122,6 +123,12 @@ def run_details(row, status: str) -> None:
     else:
         st.caption("no job log: this run was not launched from this UI (a terminal's `populora train` prints its "
                    "steps there; its metrics are all here)")
+    experiments.notes(store.uri(), run_id, tags)
+    wanted = rl.to_int(st.query_params.get("fork"))
+    with st.expander("🍴 Fork from a checkpoint (a new run from its full state, with changed settings)", expanded=wanted is not None):
+        experiments.fork_form(run_id, tags.get(rl.RUN_DIR), row["name"] or run_id[:8], wanted)
+    with st.expander("Diff: the settings that differ from another run", expanded=bool(tags.get(rl.FORKED_FROM))):
+        experiments.runs_diff(store.uri(), run_id, common.load_runs())
     if status in ("finished", "stopped"):
         with st.expander("Evaluate this run (benchmarks; scores show on the Compare page)"):
             eval_panel.launcher(run_id, tags.get(rl.RUN_DIR), key="runs_eval")
