@@ -307,9 +307,25 @@ def run_row(run, exps: dict[str, str]) -> dict:
             "mlflow_status": run.info.status, "progress": text, "step": step, "steps": steps or to_int(p.get(PARAM_STEPS)),
             "start_time": run.info.start_time, "end_time": run.info.end_time, "base_model": base_model_label(t.get(BASE_MODEL, p.get(PARAM_BASE_MODEL, "")), p),
             "teachers": to_int(p.get(PARAM_TEACHERS)), "students": to_int(p.get(PARAM_STUDENTS)),
+            "population": population_label(t.get(KIND, ""), to_int(p.get(PARAM_TEACHERS)), to_int(p.get(PARAM_STUDENTS))),
+            "note": t.get(NOTE, ""), "forked_from": t.get(FORKED_FROM, ""), "sweep": t.get(SWEEP, ""), "settings": dict(p),
             "solve_rate": m.get(SOLVE_RATE), "validity_rate": m.get(VALIDITY_RATE),
             "baseline_run": t.get(BASELINE_RUN, ""), "run_dir": t.get(RUN_DIR, ""),
             "experiment": exps.get(run.info.experiment_id, run.info.experiment_id)}
+
+
+def population_label(kind: str, teachers: int | None, students: int | None) -> str:
+    """What a run trains, as lists show it: a baseline is one adapter in both roles, whatever its config's
+    (unused) population.teachers/students say.
+
+    >>> population_label(BASELINE, 2, 2), population_label(POPULATION, 4, 4), population_label(POPULATION, None, None)
+    ('1 adapter (both roles)', '4 teachers + 4 students', '?')
+    """
+    if kind == BASELINE:
+        return "1 adapter (both roles)"
+    if teachers is None or students is None:
+        return "?"
+    return f"{teachers} teachers + {students} students"
 
 
 def base_model_label(base: str, params: dict) -> str:

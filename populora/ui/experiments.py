@@ -20,7 +20,9 @@ from populora.platform.tracking import Tracker
 from populora.training import checkpoint_config, fork_config, job_slots
 from populora.ui import common, store
 
-DIFF_COLUMNS = ["setting", "a", "b"]
+def show_diff(rows: list[tuple], label_a: str, label_b: str) -> None:
+    """A small HTML table (its text is the page's, unlike a data grid's canvas), one row per differing setting."""
+    st.table(diff_frame(rows, label_a, label_b).set_index("setting"))
 
 
 def diff_frame(rows: list[tuple], label_a: str, label_b: str) -> pd.DataFrame:
@@ -70,7 +72,7 @@ def fork_form(run_id: str, run_dir: str | None, name: str, step: int | None = No
         return
     changed = settings_diff(config_io.flatten(parent), config_io.flatten(cfg), ignore=("pair",))
     if changed:
-        st.dataframe(diff_frame(changed, "this run", "the fork"), hide_index=True, width="stretch")
+        show_diff(changed, "this run", "the fork")
     if clicked:
         job = jobs.launch_fork(run_id, chosen, overrides, name=f"{name} fork @{chosen}",
                                env={"MLFLOW_TRACKING_URI": store.uri()}, need=job_slots(config_io.dump(cfg)))
@@ -97,8 +99,8 @@ def runs_diff(uri: str, run_id: str, runs: pd.DataFrame, key: str = "diff") -> N
     if not rows:
         st.caption("no setting differs")
         return
-    st.dataframe(diff_frame(rows, f"this run ({run_id[:8]})", f"{labels[other].split(' · ')[0]} ({other[:8]})"),
-                 hide_index=True, width="stretch")
+    st.caption(f"{len(rows)} setting(s) differ")
+    show_diff(rows, f"this run ({run_id[:8]})", f"{labels[other].split(' · ')[0]} ({other[:8]})")
 
 
 def members_diff(uri: str, run_id: str, member: str, ids: list[str], key: str = "mdiff") -> None:
@@ -116,7 +118,7 @@ def members_diff(uri: str, run_id: str, member: str, ids: list[str], key: str = 
     keep = ("role", "generation", "operator", "strength", "born_step", "parents", "replaced", "died_step", "replaced_by")
     flat = [{k: (",".join(f[k]) or "-") if k == "parents" else f[k] for k in keep} for f in (a, b)]
     rows = settings_diff(*flat)
-    st.dataframe(diff_frame(rows, member, other), hide_index=True, width="stretch")
+    show_diff(rows, member, other) if rows else st.caption("no difference")
 
 
 def ancestry_download(uri: str, run_id: str, member: str) -> None:

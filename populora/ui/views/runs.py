@@ -25,11 +25,12 @@ def run_table(runs: pd.DataFrame) -> None:
         done=[(r.step or 0) / r.steps if r.steps else 0.0 for r in runs.itertuples()],
         solve_rate=runs["solve_rate"].map(common.fmt_rate), validity_rate=runs["validity_rate"].map(common.fmt_rate))
     st.dataframe(
-        shown[["state", "name", "kind", "done", "progress", "duration", "eta", "solve_rate", "validity_rate", "teachers",
-               "students", "base_model", "started", "experiment", "run_id"]],
+        shown[(["_group"] if "_group" in shown.columns else []) + ["state", "name", "kind", "done", "progress", "duration", "eta", "solve_rate", "validity_rate", "population",
+               "base_model", "note", "started", "experiment", "run_id"]],
         hide_index=True, width="stretch",
         column_config={
             "done": st.column_config.ProgressColumn("progress", min_value=0.0, max_value=1.0, format="percent"),
+            "_group": st.column_config.TextColumn("group"),
             "progress": st.column_config.TextColumn("steps"),
             "duration": st.column_config.TextColumn("duration", help="start to end (to now while it trains)"),
             "eta": st.column_config.TextColumn("ETA", help="the remaining steps at the run's pace so far"),
@@ -200,18 +201,41 @@ def queue_table(waiting: pd.DataFrame) -> None:
     st.dataframe(waiting, hide_index=True, width="stretch")
 
 
+GROUPS = {"(none)": None, "sweep": "sweep", "preset / name": "name", "kind": "kind", "forked from": "forked_from"}
+
+
 def filters(runs: pd.DataFrame) -> pd.DataFrame:
-    cols = st.columns([2, 2, 3])
+    cols = st.columns([2, 2, 3, 3, 2])
     kinds = cols[0].multiselect("kind", sorted(runs["kind"].unique()), placeholder="all kinds")
     statuses = cols[1].multiselect("status", sorted(runs["status"].unique()), placeholder="any status")
-    text = cols[2].text_input("name or run id contains", "")
+    text = cols[2].text_input("name, notes or run id contains", "")
+    setting = cols[3].text_input("setting = value", "", placeholder="optim.lr=3e-05",
+                                 help="runs whose config has this value (the dotted key of the config, as logged)")
+    group = cols[4].selectbox("group by", list(GROUPS), key="runs_group")
     if kinds:
         runs = runs[runs["kind"].isin(kinds)]
     if statuses:
         runs = runs[runs["status"].isin(statuses)]
     if text:
-        runs = runs[runs["name"].str.contains(text, case=False, regex=False) | runs["run_id"].str.startswith(text)]
+        runs = runs[runs["name"].str.contains(text, case=False, regex=False) | runs["run_id"].str.startswith(text)
+                    | runs["note"].fillna("").str.contains(text, case=False, regex=False)]
+    if "=" in setting:
+        runs = runs[[matches_setting(s, setting) for s in runs["settings"]]]
+    if GROUPS[group]:
+        runs = runs.assign(_group=runs[GROUPS[group]].fillna("").replace("", "(none)")).sort_values("_group", kind="stable")
     return runs
+
+
+def matches_setting(settings, query: str) -> bool:
+    """Whether a run's logged settings hold ``key=value`` (values compared as typed config values).
+
+    >>> matches_setting({"optim.lr": "3e-05"}, "optim.lr = 3e-5"), matches_setting({"optim.lr": "3e-05"}, "optim.lr=1e-5")
+    (True, False)
+    """
+    key, _, value = query.partition("=")
+    if not isinstance(settings, dict) or key.strip() not in settings:
+        return False
+    return typed(settings[key.strip()]) == typed(value.strip())
 
 
 def body() -> None:
