@@ -191,6 +191,20 @@ def cell_formats(table: pd.DataFrame) -> dict:
     return {c: (lambda v: fmt_pct(v, 1)) if charts.is_rate(str(c)) else (lambda v: f"{v:.2f}") for c in table.columns}
 
 
+def text_table(table: pd.DataFrame, formats: dict[str, str]) -> pd.DataFrame:
+    """``table`` with the ``formats`` columns as text ("–" where missing: Streamlit draws a missing number as
+    "None" whatever a Styler's na_rep says); other columns as they are.
+
+    >>> text_table(pd.DataFrame({"op": ["mask", "svd"], "kl": [0.01, None]}), {"kl": "{:.2e}"})["kl"].tolist()
+    ['1.00e-02', '–']
+    """
+    out = table.copy()
+    for column, fmt in formats.items():
+        if column in out.columns:
+            out[column] = ["–" if v is None or pd.isna(v) else fmt.format(v) for v in table[column]]
+    return out
+
+
 def styled_table(table: pd.DataFrame, fmt: str | None = None, signed_rows: list | None = None):
     """``table`` as text cells for ``st.dataframe`` ("–" where missing: Streamlit draws a missing number as "None"
     whatever the Styler's na_rep says), rates in % (``cell_formats``) unless ``fmt`` says otherwise;

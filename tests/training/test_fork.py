@@ -58,9 +58,9 @@ def _new_run(client, known: set[str]) -> str:
 
 
 def test_fork_kill_9_resume_fork_of_fork_diff_and_ancestry(mlflow_store, tmp_path, capsys):
-    # the parent: 3 steps, evolution every step, so its members at step 1 already include a child (with ancestry)
-    out = subprocess.run(populora_cmd("train", "--config", str(ROOT / "configs/smoke.yaml"), "--set", "steps=3",
-                                      "--set", "evolution.every=1", "--set", "checkpoint.keep=3", *TINY, "--quiet"),
+    # the parent: 2 steps, evolution every step, so its members at step 1 already include a child (with ancestry)
+    out = subprocess.run(populora_cmd("train", "--config", str(ROOT / "configs/smoke.yaml"), "--set", "steps=2",
+                                      "--set", "evolution.every=1", *TINY, "--quiet"),
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     client = _client(mlflow_store)
@@ -79,7 +79,8 @@ def test_fork_kill_9_resume_fork_of_fork_diff_and_ancestry(mlflow_store, tmp_pat
     assert "no checkpoint of step 7" in capsys.readouterr().err
     assert _parent_ids(client) == {parent}  # nothing half-created
 
-    # the fork at step 1 with a new learning rate, killed with -9 once its step-2 checkpoint is on disk
+    # the fork at step 1 with a new learning rate, killed with -9 once its step-2 checkpoint (its last) is on disk,
+    # before that step reached MLflow: the resume must log step 2 once
     marker = tmp_path / "fork_after_checkpoint_2"
     proc = subprocess.Popen(paused_train_cmd(marker, 2, "--fork", parent, "--step", "1", "--set", "optim.lr=3e-5",
                                              "--quiet", after="save_checkpoint"),
@@ -101,7 +102,7 @@ def test_fork_kill_9_resume_fork_of_fork_diff_and_ancestry(mlflow_store, tmp_pat
     assert run.data.tags[rl.FORKED_FROM] == parent and run.data.tags[rl.FORK_STEP] == "1"
     assert run.data.tags[rl.NOTE] == f"forked from run {parent} at step 1; changed: optim.lr 5e-05 -> 3e-05"
     assert run.data.params["optim.lr"] == "3e-05" and client.get_run(parent).data.params["optim.lr"] == "5e-05"
-    assert _sentinels(client, fork) == [2, 3]  # the fork's own steps: none lost, none twice, none of the parent's
+    assert _sentinels(client, fork) == [2]  # the fork's own step: not lost, not twice, none of the parent's
     lineage = _lineage(fork)
     assert lineage["forks"] == [{"run": parent, "step": 1}]
     # its lineage continues the parent's: the parent's events up to step 1 first, then the fork's own (details
@@ -124,8 +125,8 @@ def test_fork_kill_9_resume_fork_of_fork_diff_and_ancestry(mlflow_store, tmp_pat
     printed = capsys.readouterr().out.strip().splitlines()
     assert len(printed) == 2 and printed[1].split() == ["optim.lr", "5e-05", "3e-05"], printed
 
-    # a fork of the fork, at its step 2
-    out = subprocess.run(populora_cmd("train", "--fork", fork, "--step", "2", "--set", "evolution.every=3", "--quiet"),
+    # a fork of the fork, at its step 2, one step further
+    out = subprocess.run(populora_cmd("train", "--fork", fork, "--step", "2", "--set", "steps=3", "--quiet"),
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     fork2 = _new_run(client, {parent, fork})

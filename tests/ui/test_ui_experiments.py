@@ -30,6 +30,7 @@ def _run(tracker: Tracker, cfg: TrainConfig, run_dir: Path, tags: dict, lineage:
     members = [{"id": e["child"], "role": e["role"], "mu": 25.0, "sigma": 8.3, "alive": e["child"] != "S0"}
                for e in lineage["events"]]
     tracker.log_json(run_id, {"members": members, "next_index": {}}, rl.POPULATION_FILE)
+    tracker.log_metrics(run_id, {"evolution/gaussian/children": 1.0, "evolution/gaussian/seconds": 0.5}, 1)  # no KL, unjudged
     tracker.end_run(run_id, "FINISHED")
     return run_id
 
@@ -124,6 +125,8 @@ def test_lineage_boxes_the_members_born_in_the_parent_run_and_offers_a_fork(stor
     box = next(line for line in dot.splitlines() if line.startswith('subgraph "cluster_fork0"'))
     assert f"run {store['parent'][:8]}, up to its step 1: forked here" in box
     assert all(f'"{m}";' in box for m in ("T0", "T1", "S0", "S1", "S2"))  # born at or before step 1: the parent's
+    operators = next(d.value for d in at.dataframe if "operator" in d.value.columns)
+    assert operators.iloc[0].tolist() == ["gaussian", "1", "–", "–", "–", "–", "0.500"]  # "–", never "None"
     at = _page("lineage", run=store["parent"])
     assert "cluster_fork" not in at.get("graphviz_chart")[0].proto.spec
     assert "Fork from here (a checkpoint of step 1)" in _texts(at)  # a link to Runs' fork form (a caption in AppTest)

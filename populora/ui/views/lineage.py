@@ -59,7 +59,9 @@ def operators_panel(metrics: dict) -> None:
     st.caption("children made; judged = faced an evolution since birth; survival = share of the judged that "
                "survived their first; rating change = the child's mu change minus its parent's over its life; "
                "KL = parent -> child on the probe prompts (docs/evolution.md)")
-    st.dataframe(pd.DataFrame(table), hide_index=True, width="stretch")
+    formats = {"children": "{:.0f}", "judged": "{:.0f}", "survival": "{:.2f}", "rating_change": "{:+.2f}", "kl": "{:.2e}",
+               "seconds": "{:.3f}"}
+    st.dataframe(common.text_table(pd.DataFrame(table), formats), hide_index=True, width="stretch")
 
 
 def pick_member(ids: list[str], column) -> str:
