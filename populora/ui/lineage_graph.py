@@ -80,8 +80,9 @@ def lineage_dot(nodes: list[dict], selected: str | None = None, show_dead: bool 
     lines = ["digraph lineage {", "rankdir=LR; nodesep=0.25; ranksep=0.6;",
              'node [shape=box, style="rounded,filled", fontname="Helvetica", fontsize=11, fontcolor="white"];',
              'edge [fontname="Helvetica", fontsize=9];']
-    for gen in sorted({n["generation"] for n in nodes}):
-        same = " ".join(f'"{n["id"]}";' for n in nodes if n["generation"] == gen and n["id"] in shown)
+    boxed = {n["id"] for n in nodes if forks and birth_run(n["step"], forks, run_id) != run_id}
+    for gen in sorted({n["generation"] for n in nodes}):  # (a node in a fork's box too: Graphviz drops the box)
+        same = " ".join(f'"{n["id"]}";' for n in nodes if n["generation"] == gen and n["id"] in shown - boxed)
         if same:
             lines.append(f"{{ rank=same; {same} }}")
     for n in nodes:

@@ -120,6 +120,9 @@ def test_fork_kill_9_resume_fork_of_fork_diff_and_ancestry(mlflow_store, tmp_pat
         mu_steps = [m.step for m in client.get_metric_history(c.info.run_id, "rating/mu")]
         assert len(mu_steps) == len(set(mu_steps)) and min(mu_steps) >= 2, (member_id, mu_steps)
 
+    assert main(["runs", fork]) == 0
+    assert f"forked from run {parent} at step 1" in capsys.readouterr().out
+
     # diff: only the changed setting
     assert main(["diff", parent, fork]) == 0
     printed = capsys.readouterr().out.strip().splitlines()

@@ -125,6 +125,8 @@ def test_lineage_boxes_the_members_born_in_the_parent_run_and_offers_a_fork(stor
     box = next(line for line in dot.splitlines() if line.startswith('subgraph "cluster_fork0"'))
     assert f"run {store['parent'][:8]}, up to its step 1: forked here" in box
     assert all(f'"{m}";' in box for m in ("T0", "T1", "S0", "S1", "S2"))  # born at or before step 1: the parent's
+    ranked = " ".join(line for line in dot.splitlines() if line.startswith("{ rank=same"))
+    assert '"T0"' not in ranked  # a boxed node also in a rank=same group: Graphviz would drop the box
     operators = next(d.value for d in at.dataframe if "operator" in d.value.columns)
     assert operators.iloc[0].tolist() == ["gaussian", "1", "–", "–", "–", "–", "0.500"]  # "–", never "None"
     at = _page("lineage", run=store["parent"])
