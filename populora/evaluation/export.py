@@ -125,7 +125,11 @@ def main(args) -> int:
     meta["format"] = "merged HF model" if args.merge else "PEFT adapter"
     (out / "populora_export.json").write_text(json.dumps(meta, indent=1, default=str))
     # the member's whole ancestry (every ancestor up to the base, the settings of each run), beside the adapter
-    (out / ANCESTRY_FILE).write_text(yaml.safe_dump(ancestry.read(tracker.client, tracker.uri, args.run, args.member), sort_keys=False))
+    try:
+        record = ancestry.read(tracker.client, tracker.uri, args.run, args.member)
+        (out / ANCESTRY_FILE).write_text(yaml.safe_dump(record, sort_keys=False))
+    except KeyError as err:  # a run without lineage.json (an older store): the adapter is still worth exporting
+        print(f"warning: no ancestry record: {err.args[0]}", file=sys.stderr)
     print(f"exported {args.member} of run {args.run} as a {meta['format']} to {out}")
     if args.register:
         version = register(tracker, meta, out, args.register)

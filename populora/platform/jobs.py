@@ -85,7 +85,7 @@ def start(argv: list[str], name: str = "", env: dict[str, str] | None = None, ro
     with open(job.log_path, "ab") as log:
         proc = subprocess.Popen([sys.executable, "-m", supervisor.MODULE, "supervise", str(job_dir)],
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True, cwd=os.getcwd(), env={**_inherited_env(), **job.env, **_link_env(job)})
+                                start_new_session=True, cwd=os.getcwd(), env={**_inherited_env(), **QUIET_ENV, **job.env, **_link_env(job)})
     job.pid = proc.pid
     try:
         job.pid_started = psutil.Process(proc.pid).create_time()
@@ -93,6 +93,11 @@ def start(argv: list[str], name: str = "", env: dict[str, str] | None = None, ro
         pass
     job.save()
     return job
+
+
+# a job's log is read as text: no Hugging Face progress bars (transformers' "Loading weights", hub downloads),
+# which redraw a line per update; our own bars (the evaluation's) are passed ``disable`` explicitly and stay
+QUIET_ENV = {"HF_HUB_DISABLE_PROGRESS_BARS": "1"}
 
 
 def _inherited_env() -> dict[str, str]:

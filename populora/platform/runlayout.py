@@ -106,6 +106,7 @@ PARAM_BORN_STEP = "born_step"
 # ====================================================================== metrics read outside training
 STEP_SENTINEL = "progress/step"  # the run-level metric written last for each step: "this step is fully logged"
 SOLVE_RATE = "student/solve_rate"
+STEP_SECONDS = "time/step_s"     # the latest step's training time (the Runs page's ETA)
 VALIDITY_RATE = "tasks/validity_rate"
 # the compute ledger (populora.training.ledger): member runs and the parent log all three families
 COMPUTE_QUANTITIES = ("generated_tokens", "trained_tokens", "rollouts")
@@ -309,7 +310,7 @@ def run_row(run, exps: dict[str, str]) -> dict:
             "teachers": to_int(p.get(PARAM_TEACHERS)), "students": to_int(p.get(PARAM_STUDENTS)),
             "population": population_label(t.get(KIND, ""), to_int(p.get(PARAM_TEACHERS)), to_int(p.get(PARAM_STUDENTS))),
             "note": t.get(NOTE, ""), "forked_from": t.get(FORKED_FROM, ""), "sweep": t.get(SWEEP, ""), "settings": dict(p),
-            "solve_rate": m.get(SOLVE_RATE), "validity_rate": m.get(VALIDITY_RATE),
+            "solve_rate": m.get(SOLVE_RATE), "validity_rate": m.get(VALIDITY_RATE), "step_s": m.get(STEP_SECONDS),
             "baseline_run": t.get(BASELINE_RUN, ""), "run_dir": t.get(RUN_DIR, ""),
             "experiment": exps.get(run.info.experiment_id, run.info.experiment_id)}
 

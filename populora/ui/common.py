@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import time
 import urllib.parse
 import urllib.request
@@ -191,6 +192,18 @@ def cell_formats(table: pd.DataFrame) -> dict:
     return {c: (lambda v: fmt_pct(v, 1)) if charts.is_rate(str(c)) else (lambda v: f"{v:.2f}") for c in table.columns}
 
 
+def code_span(text: str) -> str:
+    """``text`` as one inline code span in Markdown, whatever backticks it holds (a prefill ending in a code
+    fence broke the caption's markup): fenced by one more backtick than its longest run, spaces inside.
+
+    >>> code_span("```python"), code_span("<think>")
+    ('```` ```python ````', '` <think> `')
+    """
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    return f"{fence} {text.strip()} {fence}"
+
+
 def text_table(table: pd.DataFrame, formats: dict[str, str]) -> pd.DataFrame:
     """``table`` with the ``formats`` columns as text ("–" where missing: Streamlit draws a missing number as
     "None" whatever a Styler's na_rep says); other columns as they are.
@@ -235,13 +248,18 @@ def fmt_duration(seconds) -> str:
     return f"{minutes}m {s:02d}s" if minutes < 60 else f"{minutes // 60}h {minutes % 60:02d}m"
 
 
-def timing(started, ended, step, steps, status: str, now: pd.Timestamp | None = None) -> tuple[str, str]:
+def timing(started, ended, step, steps, status: str, now: pd.Timestamp | None = None,
+           step_s: float | None = None) -> tuple[str, str]:
     """(duration, ETA) of a run: time from start to end (or now, while it trains), and for a running run the time
-    its remaining steps take at its pace so far (which includes model loading and seeding: a slight over-estimate).
+    its remaining steps take: at its latest step's time (``step_s``, the run's ``time/step_s``) when known, else at
+    its pace so far (which includes model loading and seeding, an over-estimate after a few steps: the walk saw
+    10 min after step 1 when 5 remained).
 
     >>> t0 = pd.Timestamp("2026-01-01 00:00")
     >>> timing(t0, pd.NaT, 2, 10, "running", now=t0 + pd.Timedelta(minutes=4))
     ('4m 00s', '16m 00s')
+    >>> timing(t0, pd.NaT, 1, 3, "running", now=t0 + pd.Timedelta(minutes=5), step_s=150.0)
+    ('5m 00s', '5m 00s')
     >>> timing(t0, t0 + pd.Timedelta(seconds=30), 2, 2, "finished")
     ('30s', '–')
     """
@@ -252,5 +270,6 @@ def timing(started, ended, step, steps, status: str, now: pd.Timestamp | None = 
     elapsed = (end - started).total_seconds()
     eta = "–"
     if status == "running" and step and steps and steps > step:
-        eta = fmt_duration(elapsed / step * (steps - step))
+        pace = step_s if step_s is not None and not pd.isna(step_s) and step_s > 0 else elapsed / step
+        eta = fmt_duration(pace * (steps - step))
     return fmt_duration(elapsed), eta

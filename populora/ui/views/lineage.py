@@ -45,8 +45,29 @@ def member_panel(uri: str, run_id: str, node: dict, nodes: list[dict], members: 
     sigma = store.member_history(uri, record, "rating/sigma").rename(columns={"value": "sigma"})
     charts.rating_band(mu.merge(sigma, on="step", how="left").fillna({"sigma": 0.0}).assign(member=node["id"]) if not mu.empty else mu, height=220)
     scores = {k: v for k, v in row.items() if isinstance(k, str) and "/" in k and not pd.isna(v)}
-    if scores:
-        st.dataframe(pd.DataFrame({"metric": list(scores), "latest": list(scores.values())}), hide_index=True, width="stretch")
+    evals = eval_scores(scores)
+    if evals:
+        st.markdown("**Evaluation scores** (the latest evaluation of this member)")
+        st.table(pd.DataFrame(evals).set_index("benchmark"))
+    rest = {k: v for k, v in scores.items() if not k.startswith(rl.EVAL_PREFIX)}
+    if rest:
+        with st.expander("every latest metric of this member"):
+            st.dataframe(pd.DataFrame({"metric": list(rest), "latest": list(rest.values())}), hide_index=True, width="stretch")
+
+
+def eval_scores(metrics: dict) -> list[dict]:
+    """A member's ``eval/<benchmark>/<metric>`` values as rows of benchmark, metric and score (rates in %).
+
+    >>> eval_scores({"eval/gsm8k/accuracy": 0.25, "rating/mu": 25.0})
+    [{'benchmark': 'gsm8k', 'metric': 'accuracy', 'score': '25.0%'}]
+    """
+    rows = []
+    for key, value in sorted(metrics.items()):
+        parts = key.split("/")
+        if key.startswith(rl.EVAL_PREFIX) and len(parts) == 3:
+            rows.append({"benchmark": parts[1], "metric": parts[2],
+                         "score": common.fmt_pct(value, 1) if 0 <= value <= 1 else f"{value:.3g}"})
+    return rows
 
 
 def operators_panel(metrics: dict) -> None:

@@ -14,7 +14,7 @@ st.title("Runs")
 
 
 def with_timing(runs: pd.DataFrame) -> pd.DataFrame:
-    times = [common.timing(r.started, r.ended, r.step, r.steps, r.status) for r in runs.itertuples()]
+    times = [common.timing(r.started, r.ended, r.step, r.steps, r.status, step_s=r.step_s) for r in runs.itertuples()]
     return runs.assign(duration=[t[0] for t in times], eta=[t[1] for t in times])
 
 
@@ -90,7 +90,7 @@ def run_details(row, status: str) -> None:
     cols = st.columns([1.4, 1, 1, 1, 1])  # "⏹️ stopped" whole, not "stopp…"
     cols[0].metric("status", f"{common.STATUS_ICONS.get(status, '')} {status}")
     cols[1].metric("progress", row["progress"] or "?")
-    duration, eta = common.timing(row["started"], row["ended"], row["step"], row["steps"], status)
+    duration, eta = common.timing(row["started"], row["ended"], row["step"], row["steps"], status, step_s=row["step_s"])
     cols[2].metric("duration", duration, help=f"ETA {eta}" if eta != "–" else None)
     cols[3].metric("student solve rate", common.fmt_rate(row["solve_rate"]))
     cols[4].metric("task validity", common.fmt_rate(row["validity_rate"]))
