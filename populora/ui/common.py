@@ -166,7 +166,7 @@ def mlflow_link(run_id: str, experiment_id: str | None) -> str:
     if mlflow_ui_up(base):
         return f"[`{run_id}`]({base}/#/experiments/{experiment_id}/runs/{run_id}) (in MLflow's UI)"
     port = urllib.parse.urlsplit(base).port or 5000
-    return (f"`{run_id}` (MLflow's UI does not answer at {base}: start it with "
+    return (f"`{run_id}` (MLflow's UI does not answer at `{base}`: start it with "
             f"`mlflow ui --backend-store-uri {store.uri()} --port {port}` in `{os.getcwd()}`, or set "
             f"`POPULORA_MLFLOW_UI` to where it runs)")
 

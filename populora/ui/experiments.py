@@ -121,13 +121,28 @@ def members_diff(uri: str, run_id: str, member: str, ids: list[str], key: str = 
     show_diff(rows, member, other) if rows else st.caption("no difference")
 
 
+def ancestry_record(uri: str, run_id: str, member: str) -> dict:
+    """``ancestry.record`` from the page's own cached reads (lineage, population, each chain run's info and
+    members), so offering the download reads nothing the page has not read already (for a fork: its parents')."""
+    lineage, population = store.lineage(uri, run_id), store.population(uri, run_id)
+    chain = [f["run"] for f in lineage.get("forks") or []] + [run_id]
+    settings, run_dirs, scores = {}, {}, {}
+    for r in chain:
+        info = store.run_info(uri, r) or {}
+        settings[r], run_dirs[r] = info.get("params", {}), info.get("tags", {}).get(rl.RUN_DIR)
+        for row in store.members(uri, r).to_dict("records"):
+            found = ancestry.scores_of({k: v for k, v in row.items() if isinstance(k, str) and isinstance(v, float)
+                                        and not pd.isna(v)})
+            if found:
+                scores[row["member"]] = found
+    return ancestry.record(member, run_id, lineage, population, settings, scores, run_dirs)
+
+
 def ancestry_download(uri: str, run_id: str, member: str) -> None:
     """The member's whole ancestry record (YAML) as a download, as ``populora runs RUN --ancestry M`` writes it."""
-    from mlflow import MlflowClient
-
     try:
-        data = ancestry.read(MlflowClient(uri), uri, run_id, member)
-    except KeyError:
+        data = ancestry_record(uri, run_id, member)
+    except KeyError:  # not in lineage.json yet (before the run's first checkpoint)
         return
     st.download_button("Download ancestry record (YAML)", yaml.safe_dump(data, sort_keys=False),
                        file_name=f"{member}-ancestry.yaml", mime="application/x-yaml", key=f"anc_{run_id}_{member}",
