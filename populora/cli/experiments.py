@@ -5,6 +5,7 @@ member's whole ancestry as one record. No torch: they read the MLflow store (``p
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -13,6 +14,9 @@ import yaml
 from populora.platform import ancestry, runlayout as rl
 from populora.platform.settings_diff import render, settings_diff
 from populora.platform.tracking import client, tracking_uri
+
+# a record reads a few small JSON artifacts: no progress bar per download on the terminal
+os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
 
 def split_target(text: str, default_run: str | None = None) -> tuple[str, str | None]:

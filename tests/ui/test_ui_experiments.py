@@ -140,3 +140,16 @@ def test_the_chosen_run_is_kept_when_a_page_is_opened_from_the_sidebar(store):
     assert at.selectbox(key="pick_run").value == store["parent"]  # not the newest run, the one chosen before
     at = _page("lineage")
     assert at.selectbox(key="pick_run").value == store["fork"]  # nothing chosen yet: the newest
+
+
+def test_diff_of_two_members_prints_only_their_differing_facts(store, capsys):
+    """``populora diff RUN/M /M``: the members' own facts (operator, strength, parents, birth step), the run's
+    settings being the same."""
+    from populora.cli import main
+
+    assert main(["diff", f"{store['fork']}/S2", "/S1"]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.strip().splitlines()[1:]]
+    assert rows == [["member.born_step", "1", "0"], ["member.generation", "1", "0"], ["member.operator", "gaussian", "init"],
+                    ["member.parents", "S1", "-"], ["member.strength", "0.02", "None"]], rows
+    assert main(["diff", store["fork"], "/S1"]) == 2  # a run against a member: refused
+    assert "not a run with a member" in capsys.readouterr().err
