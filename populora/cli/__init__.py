@@ -1,6 +1,8 @@
 """The ``populora`` command line.
 
     populora train --config configs/smoke.yaml [--set key=value ...] [--baseline] [--resume RUN_ID]
+    populora train --fork RUN_ID --step N [--set key=value ...]
+    populora diff RUN_A[/MEMBER] RUN_B[/MEMBER]
     populora sweep --config FILE [--grid key=v1,v2 ...] [--seeds N] [--baseline] [--parallel K] [--wait]
     populora export --run RUN_ID --member M --out DIR [--merge] [--register NAME]
     populora runs
@@ -49,6 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--config", help="YAML preset, e.g. configs/smoke.yaml (default: built-in defaults)")
     t.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config value, e.g. --set steps=10")
     t.add_argument("--resume", metavar="RUN_ID", help="continue a killed run from its last checkpoint")
+    t.add_argument("--fork", metavar="RUN_ID", help="a new run continuing this run's checkpoint --step (its full state) "
+                   "with the --set changes; settings the checkpoint was built with (base, rank, population size) are refused")
+    t.add_argument("--step", type=int, metavar="N", help="with --fork: the checkpoint's step (see populora runs RUN_ID)")
     t.add_argument("--ray", metavar="ADDRESS", help="run on Ray: 'local' (start one here), 'auto' or ray://host:port (a cluster)")
     t.add_argument("--quiet", action="store_true", help="no progress bar: one plain line per step instead (for logs)")
     t.add_argument("--baseline", action="store_true", help="then train the compute-matched single-agent baseline "
@@ -84,9 +89,18 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--arch-config", metavar="CONFIG_JSON", help="the base's config.json when it is not local, cached or in the shipped table")
     pl.add_argument("--json", action="store_true", help="last line: the plan as one JSON object")
 
+    d = sub.add_parser("diff", help="only the settings that differ between two runs, or two members (RUN/MEMBER)")
+    d.add_argument("a", metavar="RUN_A[/MEMBER]", help="a run id, or run id/member id (e.g. abc123/S2)")
+    d.add_argument("b", metavar="RUN_B[/MEMBER]", help="the other run, or member (RUN/MEMBER; /MEMBER alone: of RUN_A)")
+    d.add_argument("--json", action="store_true", help="the differences as one JSON list of {setting, a, b}")
+
     r = sub.add_parser("runs", help="list training runs in the MLflow store, or one run's members (populora runs RUN_ID)")
     r.add_argument("run_id", nargs="?", help="show this run's members: status, rating now and at its peak, origin, compute")
     r.add_argument("--limit", type=int, default=50)
+    r.add_argument("--ancestry", metavar="MEMBER", help="with RUN_ID: the member's ancestry record, every ancestor up to "
+                   "the base (parents, operator, strength, step, ratings at birth and death, settings, paths, scores)")
+    r.add_argument("--format", choices=["json", "yaml"], default="yaml", help="of --ancestry (default yaml)")
+    r.add_argument("--out", metavar="FILE", help="write --ancestry's record to FILE instead of printing it")
 
     jb = sub.add_parser("jobs", help="the job queue training, sweep and evaluation jobs share: running, waiting (with their place), recent")
     jb.add_argument("--stop", metavar="JOB_ID", help="stop this job (a queued one never starts)")
@@ -129,7 +143,7 @@ def _command(name: str, argv: list[str]):
         from populora.training.tasks.cli import sandbox_main
 
         return sandbox_main, ()
-    if name in ("runs", "jobs"):
+    if name in ("runs", "jobs", "diff"):
         from populora.cli import store as module
     elif name == "bench":
         from populora.cli import bench as module

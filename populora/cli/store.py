@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import sys
 
+from populora.cli import experiments
 from populora.platform import jobs, queue, runlayout
 from populora.platform.run_detail import render
 from populora.platform.tracking import client, tracking_uri
 
 
 def runs(args) -> int:
+    if args.ancestry:
+        return experiments.ancestry_record(args)
     if args.run_id:
         from mlflow.exceptions import MlflowException  # mlflow is loaded only when the store is read
 
@@ -60,5 +63,5 @@ def jobs_(args) -> int:
     return 0
 
 
-COMMANDS = {"runs": runs, "jobs": jobs_}  # parsed by ``populora.cli.build_parser``: fn(args)
+COMMANDS = {"runs": runs, "jobs": jobs_, "diff": experiments.diff}  # parsed by ``populora.cli.build_parser``: fn(args)
 BAD_INPUT = ()  # they print their own errors

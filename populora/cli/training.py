@@ -53,8 +53,10 @@ def train(args) -> int:
 def _configs(args) -> list:
     """The configs to train, in order: [None] for a resume; the config; with --baseline, the config and its
     compute-matched single-agent baseline (``matched_baseline``), sharing a ``pair`` id that links the two runs."""
-    if args.resume:
+    if args.resume or args.fork:
         return [None]
+    if args.step is not None:
+        raise config_io.ConfigError("--step names the checkpoint of --fork RUN_ID; add --fork RUN_ID")
     overrides = list(args.set) + ([f"ray.address={args.ray}"] if args.ray else [])
     cfg = config_io.load(TrainConfig, args.config, overrides)
     if not args.baseline:
@@ -68,11 +70,19 @@ def _configs(args) -> list:
 
 def _start_trainer(args, cfg):
     if args.resume:
-        if args.config or args.set or args.baseline:
-            print("error: --resume continues a run with its own config; drop --config/--set/--baseline", file=sys.stderr)
+        if args.config or args.set or args.baseline or args.fork or args.step is not None:
+            print("error: --resume continues a run with its own config; drop --config/--set/--baseline/--fork/--step", file=sys.stderr)
             return None
         trainer = Trainer.resume(args.resume)
         print(f"resuming run {trainer.run_id} at step {trainer.step_index}/{trainer.cfg.steps}", flush=True)
+    elif args.fork:
+        if args.config or args.baseline or args.step is None:
+            print("error: --fork RUN_ID --step N starts from that run's checkpoint and config: give --step, change "
+                  "settings with --set, drop --config/--baseline", file=sys.stderr)
+            return None
+        trainer = Trainer.fork(args.fork, args.step, list(args.set) + ([f"ray.address={args.ray}"] if args.ray else []))
+        print(f"run {trainer.run_id}: {trainer.log.note}, trains steps {trainer.step_index + 1}-{trainer.cfg.steps}, "
+              f"run dir {trainer.run_dir}", flush=True)
     else:
         trainer = Trainer.create(cfg)
         if trainer.seed_report is not None:

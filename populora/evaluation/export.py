@@ -4,7 +4,9 @@ Default: the member's adapter as a standard PEFT dir (adapter_config.json + adap
 ``PeftModel.from_pretrained`` and vLLM's LoRA loader (``LoRARequest(name, id, DIR)``) read as they are.
 ``--merge``: the adapter folded into the frozen base (``merge_and_unload``), saved as a plain HF model dir with
 its tokenizer. Either way ``populora_export.json`` records where it came from: run, member, base model, the
-member's lineage (its ancestors back to the initial population) and its evaluation scores. ``--register`` logs
+member's lineage (its ancestors back to the initial population) and its evaluation scores, and ``ancestry.yaml``
+the member's whole ancestry record (``populora.platform.ancestry``: every ancestor's operator, strength, ratings,
+the settings of each run of a fork chain). ``--register`` logs
 the dir to the member's MLflow run (artifact ``export/``) and registers it in the MLflow model registry, the
 same metadata as tags of the model version.
 """
@@ -16,13 +18,17 @@ import shutil
 import sys
 from pathlib import Path
 
+import yaml
+
 from populora.evaluation import targets as T
 from populora.evaluation.config import run_model
+from populora.platform import ancestry
 from populora.platform import runlayout as rl
 from populora.platform.config import ConfigError
 from populora.platform.models import load_base, resolve_source
 from populora.platform.tracking import Tracker
 
+ANCESTRY_FILE = "ancestry.yaml"  # the member's ancestry record (populora.platform.ancestry), beside the adapter
 EMBEDDED_HF_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"  # the embedded GGUF's source model (for vLLM users)
 
 
@@ -118,6 +124,12 @@ def main(args) -> int:
     meta = metadata(tracker, args.run, target, spec)
     meta["format"] = "merged HF model" if args.merge else "PEFT adapter"
     (out / "populora_export.json").write_text(json.dumps(meta, indent=1, default=str))
+    # the member's whole ancestry (every ancestor up to the base, the settings of each run), beside the adapter
+    try:
+        record = ancestry.read(tracker.client, tracker.uri, args.run, args.member)
+        (out / ANCESTRY_FILE).write_text(yaml.safe_dump(record, sort_keys=False))
+    except KeyError as err:  # a run without lineage.json (an older store): the adapter is still worth exporting
+        print(f"warning: no ancestry record: {err.args[0]}", file=sys.stderr)
     print(f"exported {args.member} of run {args.run} as a {meta['format']} to {out}")
     if args.register:
         version = register(tracker, meta, out, args.register)

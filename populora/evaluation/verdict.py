@@ -129,7 +129,8 @@ def text(v: dict) -> str:
                      + ["differences: paired bootstrap over problems, 95% interval in brackets", "verdict: " + v["words"]]) + "\n"
 
 
-def compute_side_by_side(population: dict[str, float], baseline: dict[str, float]) -> tuple[list[dict], str | None]:
+def compute_side_by_side(population: dict[str, float], baseline: dict[str, float],
+                         by_rule: bool = False) -> tuple[list[dict], str | None]:
     """Both runs' per-adapter training compute (``compute/per_adapter/<q>`` of each run's ledger) side by side:
     ([{quantity, population, baseline, ratio}], a warning when a ratio is off 1 by more than 10%, else None).
 
@@ -138,6 +139,12 @@ def compute_side_by_side(population: dict[str, float], baseline: dict[str, float
     ...     "compute/per_adapter/trained_tokens": 310.0})
     >>> [r["ratio"] for r in rows], warn.split(" per adapter")[0]
     ([2.0, 1.0333333333333334], "not compute-matched: the baseline has 2.00x the population's generated tokens")
+
+    ``by_rule``: the baseline was configured by the matching rule (the two runs share a ``populora.pair``): a gap
+    is then realised compute, and the advice to use the rule would be wrong.
+
+    >>> compute_side_by_side({"compute/per_adapter/trained_tokens": 237.0}, {"compute/per_adapter/trained_tokens": 308.0}, by_rule=True)[1][:49]
+    'realised compute differs: the baseline has 1.30x '
     """
     rows, off = [], []
     for q in COMPUTE:
@@ -147,7 +154,12 @@ def compute_side_by_side(population: dict[str, float], baseline: dict[str, float
         if ratio is not None and abs(ratio - 1) > MATCHED_WITHIN:
             off.append(f"{ratio:.2f}x the population's {q.replace('_', ' ')}")
     warning = None
-    if off:
+    if off and by_rule:  # configured by the matching rule: what differs is the compute the runs realised
+        warning = (f"realised compute differs: the baseline has {' and '.join(off)} per adapter (more than 10% "
+                   "apart), though its configuration was matched to the population by rule (populora train "
+                   "--baseline). The ledgers count what was realised: a population's invalid tasks are never "
+                   "answered, so it trains on fewer rollouts than configured when its teachers write invalid tasks")
+    elif off:
         warning = (f"not compute-matched: the baseline has {' and '.join(off)} per adapter (more than 10% apart); "
                    "train the baseline with the matched rule (Launch's baseline box, populora train --baseline)")
     return rows, warning

@@ -85,7 +85,7 @@ def start(argv: list[str], name: str = "", env: dict[str, str] | None = None, ro
     with open(job.log_path, "ab") as log:
         proc = subprocess.Popen([sys.executable, "-m", supervisor.MODULE, "supervise", str(job_dir)],
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True, cwd=os.getcwd(), env={**_inherited_env(), **job.env, **_link_env(job)})
+                                start_new_session=True, cwd=os.getcwd(), env={**_inherited_env(), **QUIET_ENV, **job.env, **_link_env(job)})
     job.pid = proc.pid
     try:
         job.pid_started = psutil.Process(proc.pid).create_time()
@@ -93,6 +93,11 @@ def start(argv: list[str], name: str = "", env: dict[str, str] | None = None, ro
         pass
     job.save()
     return job
+
+
+# a job's log is read as text: no Hugging Face progress bars (transformers' "Loading weights", hub downloads),
+# which redraw a line per update; our own bars (the evaluation's) are passed ``disable`` explicitly and stay
+QUIET_ENV = {"HF_HUB_DISABLE_PROGRESS_BARS": "1"}
 
 
 def _inherited_env() -> dict[str, str]:
@@ -134,6 +139,16 @@ def launch_resume(run_id: str, name: str = "", env: dict[str, str] | None = None
     argv = [sys.executable, "-m", "populora.cli", "train", "--resume", run_id, "--quiet"]
     return start(argv, name=name or f"resume {run_id[:8]}", env=env, root=root, job_id=job_id, slots=max_parallel(),
                  files={runlayout.RUN_ID_FILE: run_id}, kind="train", need=need)
+
+
+def launch_fork(run_id: str, step: int, overrides: list[str], name: str = "", env: dict[str, str] | None = None,
+                root: str | Path | None = None, need: int = 1) -> Job:
+    """``populora train --fork RUN_ID --step N --set ...`` as a job (the Runs and Lineage pages' Fork): a new run,
+    queued like a launch; the trainer tells the job its new run's id once it exists."""
+    argv = [sys.executable, "-m", "populora.cli", "train", "--fork", run_id, "--step", str(step), "--quiet"]
+    argv += [a for o in overrides for a in ("--set", o)]
+    return start(argv, name=name or f"fork of {run_id[:8]} @{step}", env=env, root=Path(root or jobs_dir()),
+                 slots=max_parallel(), kind="train", need=need)
 
 
 def latest_for_run(run_id: str, root: str | Path | None = None) -> Job | None:

@@ -60,7 +60,21 @@ def render(client, run_id: str) -> str:
         table.append(f"{r['member']:7} {r['role']:8} {r['generation']:>3} {origin[:22]:22} {r['status']:9} "
                      f"{'yes' if r['alive'] else 'no':5} {_num(mu):>6} {_num(sigma):>6} {_num(r['peak_mu']):>8} "
                      f"{_num(r.get(gen), 0):>11}")
-    return "\n".join([head, *table, *summary(rows)])
+    return "\n".join([head, *origin_lines(run_id, run.data.tags), *table, *summary(rows)])
+
+
+def origin_lines(run_id: str, tags: dict) -> list[str]:
+    """Where a fork comes from, and the checkpoints on disk a new fork can start from.
+
+    >>> origin_lines("r2", {rl.FORKED_FROM: "r1", rl.FORK_STEP: "3"})
+    ['forked from run r1 at step 3']
+    """
+    out = [f"forked from run {tags[rl.FORKED_FROM]} at step {tags.get(rl.FORK_STEP, '?')}"] if tags.get(rl.FORKED_FROM) else []
+    kept = rl.checkpoint_steps(rl.run_dir_of(tags))
+    if kept:
+        out.append(f"checkpoints on disk: steps {', '.join(map(str, kept))} "
+                   f"(fork one: populora train --fork {run_id} --step N --set key=value)")
+    return out
 
 
 def _num(value, digits: int = 2) -> str:

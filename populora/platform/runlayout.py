@@ -5,7 +5,7 @@ the readers share, so a renamed tag is one edit and a reader cannot drift from t
 A training run is one parent run plus one child run per member (``mlflow.parentRunId``):
 
     parent tags      populora.kind (population | baseline), .status, .progress ("<done>/<steps>"), .run_dir,
-                     .base_model, .baseline_run, .resumed_from, .job_id; after ``populora eval``: .eval_dir
+                     .base_model, .baseline_run, .resumed_from, .job_id, .forked_from and .fork_step (a fork); after ``populora eval``: .eval_dir
     parent params    the flattened TrainConfig (``steps``, ``model.base``, ``population.teachers``, ...)
     parent metrics   tasks/*, student/*, teacher/*, curriculum/*, rating/games, time/*, evolution/<operator>/*
                      (``operator_table``), and ``progress/step``
@@ -57,6 +57,8 @@ BASELINE_RUN = "populora.baseline_run"  # the single-agent run to compare agains
 BASELINE_OF = "populora.baseline_of"    # on a baseline run: the population run(s) it is the baseline of (comma-separated)
 PAIR = "populora.pair"                  # a population and its baseline started together share it (see link_pair)
 RESUMED_FROM = "populora.resumed_from"  # checkpoint dir name of the last resume
+FORKED_FROM = "populora.forked_from"    # a fork (populora train --fork): the run it continues
+FORK_STEP = "populora.fork_step"        # ... and the step of that run's checkpoint it starts from
 JOB_ID = "populora.job_id"              # the job (local or Ray) that started the run, see job_link_tags()
 EVAL_DIR = "populora.eval_dir"          # local dir of the last ``populora eval`` output
 EVAL_EVERY = "populora.eval_every"      # in-training evaluation every K steps (training's ``eval.every``; absent: off)
@@ -105,6 +107,7 @@ PARAM_BORN_STEP = "born_step"
 # ====================================================================== metrics read outside training
 STEP_SENTINEL = "progress/step"  # the run-level metric written last for each step: "this step is fully logged"
 SOLVE_RATE = "student/solve_rate"
+STEP_SECONDS = "time/step_s"     # the latest step's training time (the Runs page's ETA)
 VALIDITY_RATE = "tasks/validity_rate"
 # the compute ledger (populora.training.ledger): member runs and the parent log all three families
 COMPUTE_QUANTITIES = ("generated_tokens", "trained_tokens", "rollouts")
@@ -137,6 +140,8 @@ EVAL_FOLDER = "eval"
 EVAL_RESULTS = "eval/results.json"
 EVAL_TABLE = "eval/table.json"
 EXPORT_FOLDER = "export"             # member runs: the dir ``populora export --register`` logged
+CHECKPOINTS = "checkpoints"          # <run dir>/checkpoints/step_NNNNNN/ (populora.training.checkpoint)
+CHECKPOINT_STATE = "state.json"      # a checkpoint is complete once this is in its dir
 CONFIG_FILE = "config.yaml"          # the validated config a run trained with: in its run dir and as an artifact
 ERROR_FILE = "error.txt"             # a failed run: the traceback of the error that ended it
 
@@ -241,6 +246,27 @@ def step_folder(step: int) -> str:
     return f"step_{step:06d}"
 
 
+def checkpoint_dir(run_dir: Path, step: int) -> Path:
+    """Checkpoint ``step``'s dir in a run dir (``populora.training.checkpoint`` writes it)."""
+    return Path(run_dir) / CHECKPOINTS / step_folder(step)
+
+
+def checkpoint_steps(run_dir: Path) -> list[int]:
+    """The steps of the complete checkpoints a run dir keeps on disk, oldest first (fork points)."""
+    if not run_dir:
+        return []
+    root = Path(run_dir) / CHECKPOINTS
+    found = [folder_step(p.name) for p in root.glob("step_*") if (p / CHECKPOINT_STATE).is_file()] if root.is_dir() else []
+    return sorted(s for s in found if s is not None)
+
+
+def kept_note(run_dir: Path) -> str:
+    """What a run dir keeps, for an error naming a missing checkpoint."""
+    kept = checkpoint_steps(run_dir)
+    return (f"it keeps steps {', '.join(map(str, kept))} (older ones are pruned: the run's checkpoint.keep)"
+            if kept else "it has no checkpoint")
+
+
 def folder_step(name: str) -> int | None:
     """The step of a ``step_NNNNNN`` folder name, else None."""
     return to_int(name[len("step_"):]) if name.startswith("step_") else None
@@ -306,10 +332,26 @@ def run_row(run, exps: dict[str, str]) -> dict:
             "mlflow_status": run.info.status, "progress": text, "step": step, "steps": steps or to_int(p.get(PARAM_STEPS)),
             "start_time": run.info.start_time, "end_time": run.info.end_time, "base_model": base_model_label(t.get(BASE_MODEL, p.get(PARAM_BASE_MODEL, "")), p),
             "teachers": to_int(p.get(PARAM_TEACHERS)), "students": to_int(p.get(PARAM_STUDENTS)),
-            "solve_rate": m.get(SOLVE_RATE), "validity_rate": m.get(VALIDITY_RATE),
+            "population": population_label(t.get(KIND, ""), to_int(p.get(PARAM_TEACHERS)), to_int(p.get(PARAM_STUDENTS))),
+            "note": t.get(NOTE, ""), "forked_from": t.get(FORKED_FROM, ""), "sweep": t.get(SWEEP, ""), "settings": dict(p),
+            "solve_rate": m.get(SOLVE_RATE), "validity_rate": m.get(VALIDITY_RATE), "step_s": m.get(STEP_SECONDS),
             "baseline_run": t.get(BASELINE_RUN, ""), "run_dir": t.get(RUN_DIR, ""),
             "experiment": exps.get(run.info.experiment_id, run.info.experiment_id),
             "monitors": ", ".join(fired_monitors(t))}
+
+
+def population_label(kind: str, teachers: int | None, students: int | None) -> str:
+    """What a run trains, as lists show it: a baseline is one adapter in both roles, whatever its config's
+    (unused) population.teachers/students say.
+
+    >>> population_label(BASELINE, 2, 2), population_label(POPULATION, 4, 4), population_label(POPULATION, None, None)
+    ('1 adapter (both roles)', '4 teachers + 4 students', '?')
+    """
+    if kind == BASELINE:
+        return "1 adapter (both roles)"
+    if teachers is None or students is None:
+        return "?"
+    return f"{teachers} teachers + {students} students"
 
 
 def base_model_label(base: str, params: dict) -> str:
@@ -331,6 +373,11 @@ def list_runs(client, limit: int = 500) -> list[dict]:
 
 def run_dir(run) -> Path:
     return Path(run.data.tags.get(RUN_DIR, ""))
+
+
+def run_dir_of(tags: dict) -> Path | None:
+    """The run dir a run's tags name, None if they name none."""
+    return Path(tags[RUN_DIR]) if tags.get(RUN_DIR) else None
 
 
 # ====================================================================== reads: members

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import torch
 
+from populora.platform import runlayout as rl
 from populora.platform.backends.optimizer import AdamConfig
 
 KEEP = 2
@@ -24,7 +25,8 @@ class CheckpointError(RuntimeError):
     pass
 
 
-def save(run_dir: Path, step: int, state: dict, config_yaml: str, backend, members: list[str], rng_state: dict) -> Path:
+def save(run_dir: Path, step: int, state: dict, config_yaml: str, backend, members: list[str], rng_state: dict,
+         keep: int = KEEP) -> Path:
     root = run_dir / "checkpoints"
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"step_{step:06d}"
@@ -42,7 +44,7 @@ def save(run_dir: Path, step: int, state: dict, config_yaml: str, backend, membe
         shutil.rmtree(final)
     os.rename(tmp, final)
     _atomic_write(root / "latest", final.name)
-    _prune(root, keep=KEEP)
+    _prune(root, keep=keep)
     return final
 
 
@@ -53,6 +55,14 @@ def latest(run_dir: Path) -> Path | None:
     path = run_dir / "checkpoints" / pointer.read_text().strip()
     if not (path / "state.json").is_file():
         raise CheckpointError(f"checkpoint pointer {pointer} names {path.name}, which is missing or incomplete")
+    return path
+
+
+def at_step(run_dir: Path, step: int) -> Path:
+    """Checkpoint ``step`` of a run dir; CheckpointError naming the steps it keeps if it has no such checkpoint."""
+    path = rl.checkpoint_dir(run_dir, step)
+    if not (path / rl.CHECKPOINT_STATE).is_file():
+        raise CheckpointError(f"no checkpoint of step {step} under {str(run_dir)!r}; {rl.kept_note(run_dir)}")
     return path
 
 

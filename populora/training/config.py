@@ -249,6 +249,7 @@ class EvolutionConfig(Section):
 class CheckpointConfig(Section):
     every: int = Field(1, ge=1, description="Checkpoint every N steps; metrics reach MLflow at each checkpoint so a resume never duplicates them")
     log_adapters_every: int = Field(0, ge=0, description="Also upload adapters to MLflow every N steps (0 = only at the end)")
+    keep: int = Field(2, ge=1, le=1_000_000, description="Checkpoints kept on disk (the newest); a run can be forked (populora train --fork) from any kept one")
 
 
 class PeriodicEvalConfig(Section):

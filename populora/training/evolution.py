@@ -126,7 +126,7 @@ def _make_child(population, backend, lineage, elite, members, dead, ec, step, rn
         generation=1 + max(p.generation for p in parents), parents=[p.id for p in parents],
         operator=operator, born_step=step, mu=mu, sigma=sigma,
     )
-    details = {"kind": op.kind, "strength": strength, "seconds": seconds, "mu_at_birth": mu,
+    details = {"kind": op.kind, "strength": strength, "seconds": seconds, "mu_at_birth": mu, "sigma_at_birth": sigma,
                "parent_mu_at_birth": parents[0].mu}
     if weights is not None:
         details.update(weights=weights, weight=weights[0])

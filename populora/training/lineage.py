@@ -19,8 +19,12 @@ class LineageEvent:
 
 
 class Lineage:
-    def __init__(self, events: list[LineageEvent] | None = None):
+    """``forks``: the runs this run's lineage continues, oldest first, one ``{"run", "step"}`` per fork (a fork of
+    a fork: two); members born at or before the last fork's step are the parent runs' members."""
+
+    def __init__(self, events: list[LineageEvent] | None = None, forks: list[dict] | None = None):
         self.events = list(events or [])
+        self.forks = list(forks or [])
 
     def record(self, event: LineageEvent) -> None:
         self.events.append(event)
@@ -40,11 +44,27 @@ class Lineage:
                 todo += self.parents(m)
         return seen
 
+    def forked(self, run_id: str, step: int) -> None:
+        """Record that this lineage continues run ``run_id``'s at its checkpoint ``step``."""
+        self.forks.append({"run": run_id, "step": step})
+
+    def dead_before_fork(self) -> set[str]:
+        """The members the parent run(s) had replaced by the last fork's step: they never lived in this run.
+
+        >>> lin = Lineage([LineageEvent("T1", ["T0"], "gaussian", 2, 1, "teacher", replaced="T0")])
+        >>> lin.forked("abc", 2); sorted(lin.dead_before_fork())
+        ['T0']
+        """
+        if not self.forks:
+            return set()
+        at = self.forks[-1]["step"]
+        return {e.replaced for e in self.events if e.replaced and e.step <= at}
+
     def to_dict(self) -> dict:
         nodes = sorted({e.child for e in self.events})
         edges = [{"parent": p, "child": e.child, "operator": e.operator, "step": e.step} for e in self.events for p in e.parents]
-        return {"events": [asdict(e) for e in self.events], "nodes": nodes, "edges": edges}
+        return {"events": [asdict(e) for e in self.events], "nodes": nodes, "edges": edges, "forks": list(self.forks)}
 
     @classmethod
     def from_dict(cls, data: dict) -> "Lineage":
-        return cls([LineageEvent(**e) for e in data["events"]])
+        return cls([LineageEvent(**e) for e in data["events"]], data.get("forks"))

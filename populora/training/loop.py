@@ -17,11 +17,13 @@ from populora.platform import runlayout as rl
 from populora.platform.backends import BackendConfig, LoraSpec, RaySpec, make_backend
 from populora.platform.backends.ray import RayVerifier, init_ray
 from populora.platform.verifier import Verifier
+from populora.platform.settings_diff import settings_diff
 from populora.training import checkpoint, curriculum, monitors, operator_stats, periodic_eval, probe, run_log
 from populora.training.buffers import TaskBuffers, buffer_kinds
 from populora.training.config import TrainConfig
 from populora.training.curriculum_tracker import CurriculumTracker
 from populora.training.evolution import evolve
+from populora.training.fork import fork_config, fork_note
 from populora.training.ledger import ComputeLedger, EvalLedger, add_to_record, step_compute
 from populora.training.lineage import Lineage, LineageEvent
 from populora.training.matchmaking import answer_plan, match
@@ -186,7 +188,7 @@ class Trainer:
             m = self.population.add(Member(self.population.new_id(role), role, rank))
             self.backend.add_adapter(m.id, seed=self.cfg.seed * 1000 + i)  # LoRA A init, same on every backend
             self.backend.init_optimizer(m.id, self.cfg.optim)
-            self.lineage.record(LineageEvent(m.id, [], "init", 0, 0, role))
+            self.lineage.record(LineageEvent(m.id, [], "init", 0, 0, role, details={"init_mu": m.mu, "init_sigma": m.sigma}))
 
     def _seed_buffers(self) -> None:
         """AZR's seeding: the base model proposes until each kind's buffer is full (bounded tries); hand-written
@@ -211,7 +213,8 @@ class Trainer:
         }
         rng_state = {"numpy": self.rng.bit_generator.state, "torch": torch.get_rng_state(), "torch_gen": self.torch_gen.get_state()}
         members = [m.id for m in self.population.alive()]
-        path = checkpoint.save(self.run_dir, self.step_index, state, config_io.dump(self.cfg), self.backend, members, rng_state)
+        path = checkpoint.save(self.run_dir, self.step_index, state, config_io.dump(self.cfg), self.backend, members, rng_state,
+                               keep=self.cfg.checkpoint.keep)
         for m in self.population.alive():
             m.adapter_dir = str(path / "adapters" / m.id)
         return path
@@ -235,6 +238,40 @@ class Trainer:
             trainer.flush(replay=True)  # records the killed process checkpointed but may not have logged
         except BaseException as err:  # the run is RUNNING again: end it, as create() does
             trainer.log.ended_by(err)
+            raise
+        return trainer
+
+    @classmethod
+    def fork(cls, run_id: str, step: int, overrides: list[str]) -> "Trainer":
+        """A new run continuing run ``run_id``'s checkpoint ``step`` (its full state) with ``overrides``
+        (validated by ``fork.fork_config``), tagged with its origin; its lineage continues the parent's. It writes
+        its own checkpoint of ``step`` at once, so it resumes like any run even if killed before its first step."""
+        try:
+            parent_dir = RunLog.recorded_run_dir(run_id)
+        except LookupError as err:
+            raise checkpoint.CheckpointError(f"{err}; list runs with: populora runs") from None
+        path = checkpoint.at_step(parent_dir, step)
+        state, config_yaml, rng_state = checkpoint.load(path)
+        parent_cfg = config_io.build(TrainConfig, yaml.safe_load(config_yaml), source=f"checkpoint {path}")
+        cfg = fork_config(parent_cfg, overrides, step)
+        periodic_eval.check(cfg)
+        changed = settings_diff(config_io.flatten(parent_cfg), config_io.flatten(cfg), ignore=("pair",))
+        log = RunLog.start(cfg, origin=(run_id, step, fork_note(run_id, step, changed)))
+        try:  # as create(): from here on the run exists in MLflow, whatever stops the setup must end it
+            run_dir = (Path(cfg.output_dir) / log.run_id).resolve()
+            run_dir.mkdir(parents=True, exist_ok=True)
+            log.describe(cfg, run_dir)
+            (run_dir / rl.CONFIG_FILE).write_text(config_io.dump(cfg))
+            trainer = cls(cfg, log, run_dir)
+            trainer._restore(path, state, rng_state)
+            trainer.pending = []  # records of steps <= step are the parent's, logged there
+            for m in trainer.population.members.values():
+                m.mlflow_run_id = ""  # the fork's members get their own member runs
+            trainer.lineage.forked(run_id, step)
+            trainer.save_checkpoint()
+            trainer.flush()  # lineage, population and progress step/steps
+        except BaseException as err:
+            log.ended_by(err)
             raise
         return trainer
 
@@ -277,7 +314,7 @@ class Trainer:
         adapters = self.run_dir / "adapters"
         for m in self.population.alive():
             m.adapter_dir = str(self.backend.save_adapter(m.id, adapters / m.id))
-        self.log.finish(self.population)
+        self.log.finish(self.population, skip=self.lineage.dead_before_fork())
 
 
 def backend_config(cfg: TrainConfig, run_dir: Path | None = None) -> BackendConfig:

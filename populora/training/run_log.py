@@ -170,19 +170,24 @@ class RunLog:
         self.member_runs: dict[str, str] = dict(member_runs or {})  # member id -> child run id (checkpointed)
         self.new = new  # a run this process created: every child run it has is in member_runs
         self.system_metrics = None  # MLflow's SystemMetricsMonitor on the parent run, while it runs
+        self.note = ""  # the description this process gave the run (a fork's origin)
 
     # ------------------------------------------------------------------ the run
     @classmethod
-    def start(cls, cfg, tracker: Tracker | None = None) -> "RunLog":
-        """A new parent run, tagged running (and with the job that started it, inside a job)."""
+    def start(cls, cfg, tracker: Tracker | None = None, origin: tuple[str, int, str] | None = None) -> "RunLog":
+        """A new parent run, tagged running (and with the job that started it, inside a job). ``origin``: a
+        fork's (parent run id, step, description)."""
         tracker = tracker or Tracker()
         kind = rl.BASELINE if cfg.population.single_agent else rl.POPULATION
         tags = {rl.KIND: kind, rl.STATUS: rl.RUNNING, **rl.job_link_tags()}
+        if origin:
+            tags.update({rl.FORKED_FROM: origin[0], rl.FORK_STEP: str(origin[1]), rl.NOTE: origin[2]})
         if cfg.sandbox.allow_unconfined:
             tags[rl.SANDBOX_UNCONFINED] = "true"
         if cfg.pair:
             tags[rl.PAIR] = cfg.pair
         run = cls(tracker.start_run(cfg.experiment, cfg.name, tags=tags), cfg.experiment, tracker=tracker, new=True)
+        run.note = tags.get(rl.NOTE, "")
         run.watch_system(resume=False)
         return run
 
@@ -354,9 +359,12 @@ class RunLog:
         self.tracker.log_json(self.run_id, population.to_dict(), rl.POPULATION_FILE)
         self.tracker.set_tags(self.run_id, {rl.PROGRESS: rl.progress(step, steps)})
 
-    def finish(self, population: Population) -> None:
-        """Every member's final adapter dir and alive flag (adapters uploaded), the population, status finished."""
+    def finish(self, population: Population, skip: set[str] = frozenset()) -> None:
+        """Every member's final adapter dir and alive flag (adapters uploaded), the population, status finished.
+        ``skip``: members that never lived in this run (a fork's parent had replaced them): no member run."""
         for m in population.members.values():
+            if m.id in skip:
+                continue
             rid = self.member_run(m)
             tags = {rl.ADAPTER_DIR: m.adapter_dir, rl.ALIVE: str(m.alive).lower()}
             if m.alive:  # a replaced member's run was renamed when it died

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import time
 import urllib.parse
 import urllib.request
@@ -64,8 +65,9 @@ def job_for_run(run_id: str) -> jobs.Job | None:
 
 def job_is_current(job: jobs.Job, tags: dict) -> bool:
     """Whether ``job`` is what last started the run: the run's job tag names it (a resume re-tags the run with its
-    own job, or "" from a terminal); a run without the tag (older stores) counts its job as current."""
-    return tags.get(rl.JOB_ID) in (None, job.id)
+    own job, or "" from a terminal); a run without the tag (older stores) counts its job as current. The run's
+    newest job while it is still active (a resume waiting in the queue, not yet re-tagging the run) is current."""
+    return tags.get(rl.JOB_ID) in (None, job.id) or job.status in queue.ACTIVE
 
 
 def queued_jobs(known_runs: set[str]) -> pd.DataFrame:
@@ -95,9 +97,13 @@ def run_label(row) -> str:
     return f"{row.name} · {row.kind} · {row.run_id[:8]} · started {row.started:%Y-%m-%d %H:%M}"
 
 
+CHOSEN = "populora_chosen_"  # session-state prefix: the run last chosen on any page, per picker key
+
+
 def pick_run(runs: pd.DataFrame, label: str = "Run", kinds: tuple[str, ...] | None = None, key: str = "run",
              sync_url: bool = True, allow_none: bool = False) -> str | None:
-    """A run selectbox; its choice is mirrored in the URL (``?run=ID``) so links and refreshes keep it."""
+    """A run selectbox; its choice is mirrored in the URL (``?run=ID``) so links and refreshes keep it, and in the
+    session (``CHOSEN``), so a page opened from the sidebar (whose links carry no query) opens the same run."""
     if kinds:
         runs = runs[runs["kind"].isin(kinds)]
     ids = list(runs["run_id"])
@@ -105,11 +111,13 @@ def pick_run(runs: pd.DataFrame, label: str = "Run", kinds: tuple[str, ...] | No
     options = ([None] if allow_none else []) + ids
     if not ids and not allow_none:
         return None
-    wanted = st.query_params.get(key) if sync_url else None
+    wanted = (st.query_params.get(key) or st.session_state.get(CHOSEN + key)) if sync_url else None
     index = options.index(wanted) if wanted in options else 0
     chosen = st.selectbox(label, options, index=index, format_func=lambda i: "(none)" if i is None else labels[i], key=f"pick_{key}")
     if sync_url and chosen and st.query_params.get(key) != chosen:
         st.query_params[key] = chosen
+    if sync_url and chosen:
+        st.session_state[CHOSEN + key] = chosen
     return chosen
 
 
@@ -159,7 +167,7 @@ def mlflow_link(run_id: str, experiment_id: str | None) -> str:
     if mlflow_ui_up(base):
         return f"[`{run_id}`]({base}/#/experiments/{experiment_id}/runs/{run_id}) (in MLflow's UI)"
     port = urllib.parse.urlsplit(base).port or 5000
-    return (f"`{run_id}` (MLflow's UI does not answer at {base}: start it with "
+    return (f"`{run_id}` (MLflow's UI does not answer at `{base}`: start it with "
             f"`mlflow ui --backend-store-uri {store.uri()} --port {port}` in `{os.getcwd()}`, or set "
             f"`POPULORA_MLFLOW_UI` to where it runs)")
 
@@ -183,6 +191,32 @@ def cell_formats(table: pd.DataFrame) -> dict:
     ('50.0%', '25.00')
     """
     return {c: (lambda v: fmt_pct(v, 1)) if charts.is_rate(str(c)) else (lambda v: f"{v:.2f}") for c in table.columns}
+
+
+def code_span(text: str) -> str:
+    """``text`` as one inline code span in Markdown, whatever backticks it holds (a prefill ending in a code
+    fence broke the caption's markup): fenced by one more backtick than its longest run, spaces inside.
+
+    >>> code_span("```python"), code_span("<think>")
+    ('```` ```python ````', '` <think> `')
+    """
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    return f"{fence} {text.strip()} {fence}"
+
+
+def text_table(table: pd.DataFrame, formats: dict[str, str]) -> pd.DataFrame:
+    """``table`` with the ``formats`` columns as text ("–" where missing: Streamlit draws a missing number as
+    "None" whatever a Styler's na_rep says); other columns as they are.
+
+    >>> text_table(pd.DataFrame({"op": ["mask", "svd"], "kl": [0.01, None]}), {"kl": "{:.2e}"})["kl"].tolist()
+    ['1.00e-02', '–']
+    """
+    out = table.copy()
+    for column, fmt in formats.items():
+        if column in out.columns:
+            out[column] = ["–" if v is None or pd.isna(v) else fmt.format(v) for v in table[column]]
+    return out
 
 
 def styled_table(table: pd.DataFrame, fmt: str | None = None, signed_rows: list | None = None):
@@ -215,13 +249,18 @@ def fmt_duration(seconds) -> str:
     return f"{minutes}m {s:02d}s" if minutes < 60 else f"{minutes // 60}h {minutes % 60:02d}m"
 
 
-def timing(started, ended, step, steps, status: str, now: pd.Timestamp | None = None) -> tuple[str, str]:
+def timing(started, ended, step, steps, status: str, now: pd.Timestamp | None = None,
+           step_s: float | None = None) -> tuple[str, str]:
     """(duration, ETA) of a run: time from start to end (or now, while it trains), and for a running run the time
-    its remaining steps take at its pace so far (which includes model loading and seeding: a slight over-estimate).
+    its remaining steps take: at its latest step's time (``step_s``, the run's ``time/step_s``) when known, else at
+    its pace so far (which includes model loading and seeding, an over-estimate after a few steps: the walk saw
+    10 min after step 1 when 5 remained).
 
     >>> t0 = pd.Timestamp("2026-01-01 00:00")
     >>> timing(t0, pd.NaT, 2, 10, "running", now=t0 + pd.Timedelta(minutes=4))
     ('4m 00s', '16m 00s')
+    >>> timing(t0, pd.NaT, 1, 3, "running", now=t0 + pd.Timedelta(minutes=5), step_s=150.0)
+    ('5m 00s', '5m 00s')
     >>> timing(t0, t0 + pd.Timedelta(seconds=30), 2, 2, "finished")
     ('30s', '–')
     """
@@ -232,7 +271,8 @@ def timing(started, ended, step, steps, status: str, now: pd.Timestamp | None = 
     elapsed = (end - started).total_seconds()
     eta = "–"
     if status == "running" and step and steps and steps > step:
-        eta = fmt_duration(elapsed / step * (steps - step))
+        pace = step_s if step_s is not None and not pd.isna(step_s) and step_s > 0 else elapsed / step
+        eta = fmt_duration(pace * (steps - step))
     return fmt_duration(elapsed), eta
 
 

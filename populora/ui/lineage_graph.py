@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from populora.platform.ancestry import birth_run
 from populora.ui import common, store
 
 OPERATOR_STYLE = {"mutation": 'color="#555555"', "crossover": 'color="#b07aa1", penwidth=2, style=bold'}
@@ -45,6 +46,22 @@ def graph_data(uri: str, run_id: str, members: pd.DataFrame) -> list[dict]:
     return nodes
 
 
+def fork_clusters(nodes: list[dict], shown: set[str], forks: list[dict], run_id: str) -> list[str]:
+    """One dashed box per parent run of a fork chain around the members born there (up to the fork's step).
+
+    >>> fork_clusters([{"id": "T0", "step": 0}, {"id": "T2", "step": 3}], {"T0", "T2"}, [{"run": "abcdef123", "step": 1}], "r2")
+    ['subgraph "cluster_fork0" { label="run abcdef12, up to its step 1: forked here"; style=dashed; color="#777777"; fontname="Helvetica"; fontsize=10; "T0"; }']
+    """
+    out = []
+    for i, fork in enumerate(forks):
+        inside = [n["id"] for n in nodes if n["id"] in shown and birth_run(n["step"], forks, run_id) == fork["run"]]
+        if inside:
+            out.append(f'subgraph "cluster_fork{i}" {{ label="run {fork["run"][:8]}, up to its step {fork["step"]}: '
+                       f'forked here"; style=dashed; color="#777777"; fontname="Helvetica"; fontsize=10; '
+                       + " ".join(f'"{m}";' for m in inside) + " }")
+    return out
+
+
 def _num(value) -> float | None:
     try:
         value = float(value)
@@ -53,15 +70,19 @@ def _num(value) -> float | None:
     return None if pd.isna(value) else value
 
 
-def lineage_dot(nodes: list[dict], selected: str | None = None, show_dead: bool = True, href: str | None = None) -> str:
+def lineage_dot(nodes: list[dict], selected: str | None = None, show_dead: bool = True, href: str | None = None,
+                forks: list[dict] = (), run_id: str = "") -> str:
     """Graphviz DOT: generations left to right, colour = role, label = id and rating, dashed = replaced.
-    ``href``: a link template with ``{member}`` (e.g. ``?run=ID&member={member}``): clicking a node opens it."""
+    ``href``: a link template with ``{member}`` (e.g. ``?run=ID&member={member}``): clicking a node opens it.
+    ``forks`` (lineage.json's, of run ``run_id``): the members born in each parent run are boxed, labelled with
+    that run and the step this lineage was forked at."""
     shown = {n["id"] for n in nodes if show_dead or n["alive"] or n["id"] == selected}
     lines = ["digraph lineage {", "rankdir=LR; nodesep=0.25; ranksep=0.6;",
              'node [shape=box, style="rounded,filled", fontname="Helvetica", fontsize=11, fontcolor="white"];',
              'edge [fontname="Helvetica", fontsize=9];']
-    for gen in sorted({n["generation"] for n in nodes}):
-        same = " ".join(f'"{n["id"]}";' for n in nodes if n["generation"] == gen and n["id"] in shown)
+    boxed = {n["id"] for n in nodes if forks and birth_run(n["step"], forks, run_id) != run_id}
+    for gen in sorted({n["generation"] for n in nodes}):  # (a node in a fork's box too: Graphviz drops the box)
+        same = " ".join(f'"{n["id"]}";' for n in nodes if n["generation"] == gen and n["id"] in shown - boxed)
         if same:
             lines.append(f"{{ rank=same; {same} }}")
     for n in nodes:
@@ -75,6 +96,7 @@ def lineage_dot(nodes: list[dict], selected: str | None = None, show_dead: bool 
         tooltip = f'{n["role"]}, generation {n["generation"]}, {fate}' + (" (click to open)" if href else "")
         link = f', href="{href.format(member=n["id"])}", target="_self"' if href else ""
         lines.append(f'"{n["id"]}" [label="{n["id"]}{rating}", fillcolor="{color}", style={style}, tooltip="{tooltip}"{border}{link}];')
+    lines += fork_clusters(nodes, shown, forks, run_id)
     for n in nodes:
         for parent in n["parents"]:
             if parent in shown and n["id"] in shown:

@@ -6,6 +6,7 @@ import subprocess
 
 import pytest
 import torch
+import yaml
 
 from conftest import populora_cmd
 
@@ -59,6 +60,10 @@ def test_export_peft_dir_loads_with_peft_and_merged_model_matches(trained_run):
     assert out.returncode == 0, out.stderr[-3000:]
     meta = json.loads((tmp / "peft" / "populora_export.json").read_text())
     assert [e["child"] for e in meta["lineage"]] == ["S2", "S0", "S1"] and meta["scores"] == {"eval/gsm8k/accuracy": 0.25}
+    record = yaml.safe_load((tmp / "peft" / "ancestry.yaml").read_text())  # the whole ancestry, beside the adapter
+    assert [(a["member"], a["operator"], a["parents"]) for a in record["ancestors"]] == [
+        ("S2", "crossover", ["S0", "S1"]), ("S0", "init", []), ("S1", "init", [])]
+    assert record["ancestors"][0]["scores"] == {"eval/gsm8k/accuracy": 0.25} and [r["run"] for r in record["runs"]] == [rid]
     base, tok = load_base(resolve_source("embedded"), tiny_random=True, device="cpu")
     plain = _logits(base, tok)
     peft_model = PeftModel.from_pretrained(base, str(tmp / "peft"))

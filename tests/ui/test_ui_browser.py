@@ -1,5 +1,7 @@
 """End to end in headless Chromium: serve the app, launch a tiny run from the Launch page, watch it appear and
-progress on the Runs page, open its arms race, lineage and tasks pages, and save screenshots.
+progress on the Runs page, open its arms race, lineage and tasks pages, fork it at step 1 with a changed learning
+rate (the fork finishes, Lineage draws the fork point, the diff shows the one changed setting), and save
+screenshots.
 
 Needs the Debian packages ``chromium`` and ``chromium-driver`` (``scripts/install-browser.sh``) and ``selenium``;
 skips with the reason when they are missing. Screenshots go to a tmp dir and the latest set is copied to
@@ -20,8 +22,9 @@ from headless import page_text as _text
 from headless import wait_on_page as _wait_for
 
 # steps=3 shadows the form's steps (4, from the smoke preset): the page must warn that the override wins
+# checkpoint.keep=3: every step's checkpoint stays on disk, so the run can be forked at step 1
 TINY = ("model.tiny_random=true\nsteps=3\nevolution.every=1\ntasks.tasks_per_teacher=2\n"
-        "tasks.max_new_tokens_propose=24\ntasks.max_new_tokens_solve=8")
+        "tasks.max_new_tokens_propose=24\ntasks.max_new_tokens_solve=8\ncheckpoint.keep=3")
 
 pytestmark = [NEEDS_CHROMIUM, pytest.mark.timeout(600)]
 webdriver = pytest.importorskip("selenium.webdriver", reason="pip install selenium")
@@ -83,6 +86,49 @@ def _stop_a_run(browser, server, shots: Path) -> None:
     assert run.info.status == "KILLED"
     _open(browser, f"{url}/?run={job.run_id}", "Details of run", shots, "runs_stopped")
     assert f"populora train --resume {job.run_id}" in _text(browser)
+
+
+def _fork_a_run(browser, server, run_id: str, shots: Path) -> None:
+    """Issue 42's flow: Runs' "Fork from a checkpoint" at step 1 with optim.lr=3e-5 (the diff shown before the
+    job starts), the fork job finishes, its Lineage boxes the parent's members with the fork point, and its Runs
+    page shows the diff against its parent: the one changed setting."""
+    from mlflow import MlflowClient
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    from populora.platform import jobs
+    from populora.platform import runlayout as rl
+
+    url = server["url"]
+    _open(browser, f"{url}/?run={run_id}&fork=1", "Fork from a checkpoint", shots)
+    area = _wait_for(browser, lambda: next(iter(browser.find_elements(By.CSS_SELECTOR, 'textarea[aria-label^="settings to change"]')), None),
+                     60, "the fork form")
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", area)
+    area.click()
+    area.send_keys("optim.lr=3e-5", Keys.TAB)  # a text area's value reaches the app when it loses the focus
+    _wait_for(browser, lambda: "the fork" in _text(browser) and "3e-05" in _text(browser), 60, "the fork's diff")
+    button = browser.find_element(By.XPATH, "//button[.//p[normalize-space()='Fork from here']]")
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", button)
+    button.click()
+    job = _wait_for(browser, lambda: next((j for j in jobs.list_jobs(server["dir"] / "jobs") if j.name.endswith("fork @1")), None),
+                    30, "the fork job on disk")
+    _wait_for(browser, lambda: job.status in ("finished", "failed", "lost"), 300, "the fork to end")
+    assert job.status == "finished", job.log_tail()
+    fork = job.run_id
+    tags = MlflowClient(f"sqlite:///{server['dir'] / 'mlflow.db'}").get_run(fork).data.tags
+    assert tags[rl.FORKED_FROM] == run_id and tags[rl.FORK_STEP] == "1" and tags[rl.PROGRESS] == "3/3"
+    _open(browser, f"{url}/lineage?run={fork}", "Forked from run", shots, "fork_lineage")
+    labels = [t.text for t in browser.find_elements(By.CSS_SELECTOR, "svg text")]
+    assert f"run {run_id[:8]}, up to its step 1: forked here" in labels, labels
+    assert {"T0", "T1", "S0", "S1"} <= set(labels)  # the parent's initial members, in the fork's lineage
+    _open(browser, f"{url}/?run={fork}", "1 setting(s) differ", shots)
+    diff = browser.find_element(By.XPATH, "//*[contains(text(), '1 setting(s) differ')]")
+    browser.execute_script("arguments[0].scrollIntoView({block: 'start'});", diff)
+    time.sleep(1)
+    browser.save_screenshot(str(shots / "fork_diff.png"))
+    table = browser.find_element(By.XPATH, "//*[contains(text(), '1 setting(s) differ')]/following::table[1]")
+    rows = [r.text.split() for r in table.find_elements(By.CSS_SELECTOR, "tbody tr")]
+    assert rows == [["optim.lr", "3e-05", "5e-05"]], rows
 
 
 def _evaluate_from_compare(browser, server, run_id: str, shots: Path) -> None:
@@ -165,6 +211,7 @@ def test_launch_watch_and_browse_a_run(server, browser, tmp_path):
     assert invalid == 0 or "invalid: " in text, "an invalid task's title names its reason"
     _open(browser, f"{url}/compare?run={run_id}", "Training scores", shots, "compare")
     assert "->" not in _text(browser)  # sanity: page text, not DOT source
+    _fork_a_run(browser, server, run_id, shots)
     _evaluate_from_compare(browser, server, run_id, shots)
     _stop_a_run(browser, server, shots)
     print(f"screenshots: {shots}")

@@ -291,3 +291,31 @@ def test_compares_training_table_shows_rates_in_percent_and_no_none(env):
     assert "–" in cells and not any(c is None or str(c) in ("None", "nan") for c in cells), table
     rates = [c for c in table["student/solve_rate"] if c != "–"]
     assert rates and all(c.endswith("%") for c in rates), rates
+
+
+def test_a_resume_waiting_in_the_queue_shows_as_resuming_without_a_second_resume_button(env, monkeypatch):
+    """The walk's finding: a resume launched from Runs that waits in the queue showed the run as "Stopped ...
+    [Resume]" (a second click queued a second resume) and called its own job "resumed outside this UI"."""
+    from populora.training.config import TrainConfig
+    from populora.training.run_log import RunLog
+
+    job_dir = env["dir"] / "jobs" / "j-old"
+    job_dir.mkdir(parents=True)
+    old = jobs.Job(id="j-old", argv=["x"], dir=str(job_dir), created=1.0)
+    old.save()
+    (job_dir / "exit_code").write_text("130")  # the launch, stopped
+    monkeypatch.setenv(rl.ENV_JOB_ID, old.id)
+    monkeypatch.setenv(rl.ENV_JOB_DIR, str(job_dir))
+    log = RunLog.start(TrainConfig(name="stopped", steps=3))
+    rl.record_job_run(log.run_id)
+    monkeypatch.delenv(rl.ENV_JOB_ID)
+    monkeypatch.delenv(rl.ENV_JOB_DIR)
+    log.end(rl.STOPPED)
+    holder = jobs.start([sys.executable, "-c", HOLD], name="holder", slots=1)
+    wait_for(lambda: holder.status == "running", 60, "the holder to take the one slot")
+    resume = jobs.launch_resume(log.run_id, name="stopped (resumed)")
+    wait_for(lambda: resume.status == "queued", 60, "the resume to wait in the queue")
+    at = _page("runs", run=log.run_id)
+    assert f"Resuming: job `{resume.id}` is queued" in _texts(at)
+    assert not any(b.label == "Resume" for b in at.button)
+    assert "resumed outside this UI" not in _texts(at)

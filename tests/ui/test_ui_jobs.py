@@ -42,6 +42,16 @@ def test_job_runs_survives_on_disk_and_reports_exit(tmp_path):
     assert [j.id for j in jobs.list_jobs(tmp_path)] == [failing.id, job.id]
 
 
+def test_job_logs_hold_no_hugging_face_loading_bars(tmp_path, monkeypatch):
+    """The walk's finding: tqdm "Loading weights" bars (transformers' model loading) filled the job logs."""
+    monkeypatch.delenv("HF_HUB_DISABLE_PROGRESS_BARS", raising=False)
+    code = ("from transformers.utils.logging import tqdm\nlist(tqdm(range(3), desc='Loading weights'))\n"
+            "print('loaded', flush=True)")
+    job = jobs.start([sys.executable, "-c", code], name="bars", root=tmp_path)
+    assert _wait(job, ("finished", "failed")) == "finished", job.log_tail()
+    assert "loaded" in job.log_tail() and "Loading weights" not in job.log_tail()
+
+
 def test_stop_interrupts_the_process_group_and_reads_the_run_id_the_job_wrote(tmp_path):
     job = jobs.start([sys.executable, "-c", SLEEPER], root=tmp_path)
     deadline = time.time() + 120

@@ -137,10 +137,13 @@ def show_verdict(data: dict) -> None:
 def show_compute(uri: str, run_id: str, baseline: str) -> None:
     """Both runs' per-adapter training compute from their ledgers, side by side; a warning past 10%."""
     pop, base = (store.run_info(uri, r) or {} for r in (run_id, baseline))
-    rows, warning = compute_side_by_side(pop.get("metrics", {}), base.get("metrics", {}))
+    pair = pop.get("tags", {}).get(rl.PAIR)
+    by_rule = bool(pair) and pair == base.get("tags", {}).get(rl.PAIR)  # launched together: matched by the rule
+    rows, warning = compute_side_by_side(pop.get("metrics", {}), base.get("metrics", {}), by_rule)
     table = pd.DataFrame(rows).set_index("quantity")
-    st.markdown("**Training compute per adapter** (the runs' ledgers, `compute/per_adapter/*`)")
-    st.dataframe(table.style.format({"population": "{:,.0f}", "baseline": "{:,.0f}", "ratio": "{:.2f}"}, na_rep="–"),
+    st.markdown("**Training compute per adapter, realised** (the runs' ledgers, `compute/per_adapter/*`)"
+                + (" · the baseline's configuration was matched to the population by rule" if by_rule else ""))
+    st.dataframe(common.text_table(table, {"population": "{:,.0f}", "baseline": "{:,.0f}", "ratio": "{:.2f}"}),
                  width="stretch")
     if warning:
         st.warning(warning, icon="⚠️")

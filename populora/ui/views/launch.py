@@ -268,10 +268,13 @@ def main() -> None:
         return
     preset, values = picked
     errors = st.session_state.get("launch_errors", {})
+    # always there, empty without errors: an element inserted above the form on the first failed click moved
+    # every element after it, the browser remounted the form and the page jumped to its top
+    top = st.container()
     if errors:
-        st.error("Fix the fields marked below, then launch again.")
+        top.error("Fix the fields marked below, then launch again.")
         if "" in errors:
-            st.error(errors[""])
+            top.error(errors[""])
     submission = draw_form(preset, values, errors)
     if submission is not None:
         launch(submission)

@@ -6,7 +6,8 @@ import pandas as pd
 import streamlit as st
 
 from populora.platform import operator_table
-from populora.ui import charts, common, store, sweeps
+from populora.platform import runlayout as rl
+from populora.ui import charts, common, experiments, store, sweeps
 from populora.ui.lineage_graph import graph_data, kind, lineage_dot
 
 st.title("Lineage")
@@ -34,6 +35,7 @@ def member_panel(uri: str, run_id: str, node: dict, nodes: list[dict], members: 
     if row is None:
         st.caption("no member run logged yet")
         return
+    experiments.ancestry_download(uri, run_id, node["id"])
     st.markdown(f"**adapter**: `{row['adapter_dir'] or '(saved at the end of the run)'}`  \n"
                 f"**member run**: {common.mlflow_link(row['member_run_id'], (store.run_info(uri, run_id) or {}).get('experiment_id'))}")
     if row["adapter_dir"]:
@@ -43,8 +45,29 @@ def member_panel(uri: str, run_id: str, node: dict, nodes: list[dict], members: 
     sigma = store.member_history(uri, record, "rating/sigma").rename(columns={"value": "sigma"})
     charts.rating_band(mu.merge(sigma, on="step", how="left").fillna({"sigma": 0.0}).assign(member=node["id"]) if not mu.empty else mu, height=220)
     scores = {k: v for k, v in row.items() if isinstance(k, str) and "/" in k and not pd.isna(v)}
-    if scores:
-        st.dataframe(pd.DataFrame({"metric": list(scores), "latest": list(scores.values())}), hide_index=True, width="stretch")
+    evals = eval_scores(scores)
+    if evals:
+        st.markdown("**Evaluation scores** (the latest evaluation of this member)")
+        st.table(pd.DataFrame(evals).set_index("benchmark"))
+    rest = {k: v for k, v in scores.items() if not k.startswith(rl.EVAL_PREFIX)}
+    if rest:
+        with st.expander("every latest metric of this member"):
+            st.dataframe(pd.DataFrame({"metric": list(rest), "latest": list(rest.values())}), hide_index=True, width="stretch")
+
+
+def eval_scores(metrics: dict) -> list[dict]:
+    """A member's ``eval/<benchmark>/<metric>`` values as rows of benchmark, metric and score (rates in %).
+
+    >>> eval_scores({"eval/gsm8k/accuracy": 0.25, "rating/mu": 25.0})
+    [{'benchmark': 'gsm8k', 'metric': 'accuracy', 'score': '25.0%'}]
+    """
+    rows = []
+    for key, value in sorted(metrics.items()):
+        parts = key.split("/")
+        if key.startswith(rl.EVAL_PREFIX) and len(parts) == 3:
+            rows.append({"benchmark": parts[1], "metric": parts[2],
+                         "score": common.fmt_pct(value, 1) if 0 <= value <= 1 else f"{value:.3g}"})
+    return rows
 
 
 def operators_panel(metrics: dict) -> None:
@@ -57,7 +80,9 @@ def operators_panel(metrics: dict) -> None:
     st.caption("children made; judged = faced an evolution since birth; survival = share of the judged that "
                "survived their first; rating change = the child's mu change minus its parent's over its life; "
                "KL = parent -> child on the probe prompts (docs/evolution.md)")
-    st.dataframe(pd.DataFrame(table), hide_index=True, width="stretch")
+    formats = {"children": "{:.0f}", "judged": "{:.0f}", "survival": "{:.2f}", "rating_change": "{:+.2f}", "kl": "{:.2e}",
+               "seconds": "{:.3f}"}
+    st.dataframe(common.text_table(pd.DataFrame(table), formats), hide_index=True, width="stretch")
 
 
 def pick_member(ids: list[str], column) -> str:
@@ -92,9 +117,18 @@ def main() -> None:
                     f"{sum(kind(n) == 'mutation' for n in nodes)} mutations, {n_cross} crossovers · "
                     "orange = teacher, blue = student, green = baseline (both roles); dashed grey = replaced; "
                     "edges name the operator")
-    st.graphviz_chart(lineage_dot(nodes, selected, show_dead, href=f"?run={run_id}&member={{member}}"))
+    tags = (store.run_info(uri, run_id) or {}).get("tags", {})
+    experiments.fork_origin(tags)
+    forks = store.lineage(uri, run_id).get("forks") or []
+    st.graphviz_chart(lineage_dot(nodes, selected, show_dead, href=f"?run={run_id}&member={{member}}", forks=forks, run_id=run_id))
+    kept = rl.checkpoint_steps(rl.run_dir_of(tags))
+    if kept:
+        common.link("runs", f"Fork from here (a checkpoint of step {', '.join(map(str, kept))})", run_id, "🍴",
+                    query={"fork": kept[-1]})
     st.subheader(f"Member {selected}")
     member_panel(uri, run_id, next(n for n in nodes if n["id"] == selected), nodes, members)
+    with st.expander(f"Diff: {selected} against another member"):
+        experiments.members_diff(uri, run_id, selected, ids)
     operators_panel((store.run_info(uri, run_id) or {}).get("metrics", {}))
 
 

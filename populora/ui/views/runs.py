@@ -8,13 +8,13 @@ import streamlit as st
 from populora.platform import jobs, queue
 from populora.platform import runlayout as rl
 from populora.training import job_slots
-from populora.ui import common, eval_panel, store, sweeps
+from populora.ui import common, eval_panel, experiments, store, sweeps
 
 st.title("Runs")
 
 
 def with_timing(runs: pd.DataFrame) -> pd.DataFrame:
-    times = [common.timing(r.started, r.ended, r.step, r.steps, r.status) for r in runs.itertuples()]
+    times = [common.timing(r.started, r.ended, r.step, r.steps, r.status, step_s=r.step_s) for r in runs.itertuples()]
     return runs.assign(duration=[t[0] for t in times], eta=[t[1] for t in times])
 
 
@@ -25,11 +25,13 @@ def run_table(runs: pd.DataFrame) -> None:
         done=[(r.step or 0) / r.steps if r.steps else 0.0 for r in runs.itertuples()],
         solve_rate=runs["solve_rate"].map(common.fmt_rate), validity_rate=runs["validity_rate"].map(common.fmt_rate))
     st.dataframe(
-        shown[["state", "name", "kind", "done", "progress", "duration", "eta", "solve_rate", "validity_rate", "monitors",
-               "teachers", "students", "base_model", "started", "experiment", "run_id"]],
+        shown[(["_group"] if "_group" in shown.columns else []) + [
+            "state", "name", "kind", "done", "progress", "duration", "eta", "solve_rate", "validity_rate", "monitors",
+            "population", "base_model", "note", "started", "experiment", "run_id"]],
         hide_index=True, width="stretch",
         column_config={
             "done": st.column_config.ProgressColumn("progress", min_value=0.0, max_value=1.0, format="percent"),
+            "_group": st.column_config.TextColumn("group"),
             "progress": st.column_config.TextColumn("steps"),
             "duration": st.column_config.TextColumn("duration", help="start to end (to now while it trains)"),
             "eta": st.column_config.TextColumn("ETA", help="the remaining steps at the run's pace so far"),
@@ -91,12 +93,13 @@ def run_details(row, status: str) -> None:
     cols = st.columns([1.4, 1, 1, 1, 1])  # "⏹️ stopped" whole, not "stopp…"
     cols[0].metric("status", f"{common.STATUS_ICONS.get(status, '')} {status}")
     cols[1].metric("progress", row["progress"] or "?")
-    duration, eta = common.timing(row["started"], row["ended"], row["step"], row["steps"], status)
+    duration, eta = common.timing(row["started"], row["ended"], row["step"], row["steps"], status, step_s=row["step_s"])
     cols[2].metric("duration", duration, help=f"ETA {eta}" if eta != "–" else None)
     cols[3].metric("student solve rate", common.fmt_rate(row["solve_rate"]))
     cols[4].metric("task validity", common.fmt_rate(row["validity_rate"]))
     if eta != "–":
         st.caption(f"ETA {eta} at this run's pace so far")
+    experiments.fork_origin(tags)
     job = common.job_for_run(run_id)
     resume_controls(run_id, row, status, job, tags)
     links = st.columns(4)
@@ -125,6 +128,12 @@ def run_details(row, status: str) -> None:
     else:
         st.caption("no job log: this run was not launched from this UI (a terminal's `populora train` prints its "
                    "steps there; its metrics are all here)")
+    experiments.notes(store.uri(), run_id, tags)
+    wanted = rl.to_int(st.query_params.get("fork"))
+    with st.expander("🍴 Fork from a checkpoint (a new run from its full state, with changed settings)", expanded=wanted is not None):
+        experiments.fork_form(run_id, tags.get(rl.RUN_DIR), row["name"] or run_id[:8], wanted)
+    with st.expander("Diff: the settings that differ from another run", expanded=bool(tags.get(rl.FORKED_FROM))):
+        experiments.runs_diff(store.uri(), run_id, common.load_runs())
     if status in ("finished", "stopped"):
         with st.expander("Evaluate this run (benchmarks; scores show on the Compare page)"):
             eval_panel.launcher(run_id, tags.get(rl.RUN_DIR), key="runs_eval")
@@ -196,18 +205,41 @@ def queue_table(waiting: pd.DataFrame) -> None:
     st.dataframe(waiting, hide_index=True, width="stretch")
 
 
+GROUPS = {"(none)": None, "sweep": "sweep", "preset / name": "name", "kind": "kind", "forked from": "forked_from"}
+
+
 def filters(runs: pd.DataFrame) -> pd.DataFrame:
-    cols = st.columns([2, 2, 3])
+    cols = st.columns([2, 2, 3, 3, 2])
     kinds = cols[0].multiselect("kind", sorted(runs["kind"].unique()), placeholder="all kinds")
     statuses = cols[1].multiselect("status", sorted(runs["status"].unique()), placeholder="any status")
-    text = cols[2].text_input("name or run id contains", "")
+    text = cols[2].text_input("name, notes or run id contains", "")
+    setting = cols[3].text_input("setting = value", "", placeholder="optim.lr=3e-05",
+                                 help="runs whose config has this value (the dotted key of the config, as logged)")
+    group = cols[4].selectbox("group by", list(GROUPS), key="runs_group")
     if kinds:
         runs = runs[runs["kind"].isin(kinds)]
     if statuses:
         runs = runs[runs["status"].isin(statuses)]
     if text:
-        runs = runs[runs["name"].str.contains(text, case=False, regex=False) | runs["run_id"].str.startswith(text)]
+        runs = runs[runs["name"].str.contains(text, case=False, regex=False) | runs["run_id"].str.startswith(text)
+                    | runs["note"].fillna("").str.contains(text, case=False, regex=False)]
+    if "=" in setting:
+        runs = runs[[matches_setting(s, setting) for s in runs["settings"]]]
+    if GROUPS[group]:
+        runs = runs.assign(_group=runs[GROUPS[group]].fillna("").replace("", "(none)")).sort_values("_group", kind="stable")
     return runs
+
+
+def matches_setting(settings, query: str) -> bool:
+    """Whether a run's logged settings hold ``key=value`` (values compared as typed config values).
+
+    >>> matches_setting({"optim.lr": "3e-05"}, "optim.lr = 3e-5"), matches_setting({"optim.lr": "3e-05"}, "optim.lr=1e-5")
+    (True, False)
+    """
+    key, _, value = query.partition("=")
+    if not isinstance(settings, dict) or key.strip() not in settings:
+        return False
+    return typed(settings[key.strip()]) == typed(value.strip())
 
 
 def body() -> None:

@@ -125,7 +125,7 @@ def task_view(task, answers: pd.DataFrame, fmt: str = "direct") -> None:
                                                                  value=not task.get("valid")):
         prefill = proposal_prefill(str(task.get("kind")), fmt)
         st.caption(f"what the teacher wrote, before parsing (reasoning included), after the prompt's prefill "
-                   f"`{prefill.strip()}`, shown first: the model continued from there ({fmt} format)")
+                   f"{common.code_span(prefill)}, shown first: the model continued from there ({fmt} format)")
         st.code(prefill + completion, language="text", wrap_lines=True)
     mine = answers[answers["task_id"] == task["task_id"]] if not answers.empty else answers
     if mine.empty:

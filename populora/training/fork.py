@@ -1,0 +1,89 @@
+"""Forks: a new run that continues another run's checkpoint N with changed settings.
+
+A fork starts from the checkpoint's full state (adapters, optimizer moments, ratings, buffers, RNG, lineage) and
+trains steps N+1 ... ``steps`` under its own MLflow run, tagged with its origin (``populora.forked_from``,
+``populora.fork_step``). Its lineage is the parent's at step N plus a fork record, so a fork of a fork carries
+the whole chain. This module owns which settings may change at a fork (``FROZEN``: the ones the checkpoint's
+state was built with) and the fork's config; ``Trainer.fork`` does the rest.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from populora.platform import config as config_io
+from populora.platform import runlayout as rl
+from populora.platform.config import ConfigError
+from populora.training.config import TrainConfig
+
+# setting (a dotted key, or a section prefix ending in ".") -> why a fork cannot change it
+FROZEN = {
+    "model.base": "the checkpoint's adapters were trained on this base; they do not transfer to another",
+    "model.gguf_file": "the checkpoint's adapters were trained on this base; they do not transfer to another",
+    "model.tiny_random": "the checkpoint's adapters were trained on this base; they do not transfer to another",
+    "model.dtype": "the checkpoint's adapters and optimizer moments were trained in this dtype",
+    "model.lora_rank": "the checkpoint's adapters and optimizer moments have this rank",
+    "model.lora_alpha": "the checkpoint's adapters were trained with this scale (alpha / rank)",
+    "model.target_modules": "the checkpoint's adapters hold these modules",
+    "population.single_agent": "a single-agent baseline and a population have different members",
+    "population.teachers": "the checkpoint holds this many teachers (resizing a population at a fork is not supported)",
+    "population.students": "the checkpoint holds this many students (resizing a population at a fork is not supported)",
+    "tasks.kinds": "the checkpoint's task buffers hold these kinds",
+}
+
+
+def frozen_reason(key: str) -> str | None:
+    """Why setting ``key`` cannot change at a fork, or None if it may.
+
+    >>> frozen_reason("model.lora_rank")
+    "the checkpoint's adapters and optimizer moments have this rank"
+    >>> frozen_reason("optim.lr") is None
+    True
+    """
+    return FROZEN.get(key)
+
+
+def fork_config(parent: TrainConfig, overrides: list[str], step: int) -> TrainConfig:
+    """The fork's config: the parent's config at checkpoint ``step`` with ``key=value`` overrides, validated like
+    any config (unknown keys, bounds); a frozen setting changed, or ``steps`` not beyond ``step``, is refused
+    with the reason. The fork is not the other half of the parent's population/baseline pair (``pair`` cleared
+    unless set)."""
+    data = parent.model_dump(mode="json")
+    data["pair"] = None
+    for text in overrides:
+        path, value = config_io.parse_override(text)
+        config_io.apply_override(data, path, value, TrainConfig)
+    cfg = config_io.build(TrainConfig, data, source="fork config")
+    before, after = config_io.flatten(parent), config_io.flatten(cfg)
+    refused = [f"{key}: {before.get(key)} -> {after.get(key)} refused: {reason}"
+               for key, reason in FROZEN.items() if before.get(key) != after.get(key)]
+    if refused:
+        raise ConfigError("a fork continues the checkpoint's adapters, so these settings cannot change:\n  "
+                          + "\n  ".join(refused))
+    if cfg.steps <= step:
+        raise ConfigError(f"steps={cfg.steps}: a fork at step {step} trains steps {step + 1} onwards; "
+                          f"set steps above {step}, e.g. --set steps={step + max(1, parent.steps - step)}")
+    return cfg
+
+
+def checkpoint_config(run_dir: Path, step: int) -> TrainConfig:
+    """The config a run trained with, as its checkpoint ``step`` holds it; ConfigError if the run dir keeps no
+    such checkpoint (naming the ones it keeps). No torch: the UI checks a fork with it before starting the job."""
+    path = rl.checkpoint_dir(run_dir, step)
+    if not (path / rl.CHECKPOINT_STATE).is_file():
+        raise ConfigError(f"no checkpoint of step {step} under {str(run_dir)!r}; {rl.kept_note(run_dir)}")
+    return config_io.build(TrainConfig, yaml.safe_load((path / rl.CONFIG_FILE).read_text()), source=f"checkpoint {path}")
+
+
+def fork_note(parent_run: str, step: int, changed: list[tuple[str, object, object]]) -> str:
+    """The fork's MLflow description: where it comes from and what changed.
+
+    >>> fork_note("abc", 2, [("optim.lr", "1e-05", "3e-05")])
+    'forked from run abc at step 2; changed: optim.lr 1e-05 -> 3e-05'
+    >>> fork_note("abc", 2, [])
+    'forked from run abc at step 2; no setting changed'
+    """
+    what = "; changed: " + ", ".join(f"{k} {a} -> {b}" for k, a, b in changed) if changed else "; no setting changed"
+    return f"forked from run {parent_run} at step {step}{what}"

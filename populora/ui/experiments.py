@@ -1,0 +1,160 @@
+"""Experiments across runs on the Runs, Lineage and Compare pages: fork a run from a checkpoint (as a job), the
+diff of two runs' or two members' settings, a fork's origin, the run's notes. The science is elsewhere: which
+settings a fork may change (``training.fork``), the diff (``platform.settings_diff``), the ancestry record
+(``platform.ancestry``); this module only calls and shows them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+import yaml
+
+from populora.platform import ancestry, jobs
+from populora.platform import config as config_io
+from populora.platform import runlayout as rl
+from populora.platform.config import ConfigError
+from populora.platform.settings_diff import settings_diff
+from populora.platform.tracking import Tracker
+from populora.training import checkpoint_config, fork_config, job_slots
+from populora.ui import common, store
+
+def show_diff(rows: list[tuple], label_a: str, label_b: str) -> None:
+    """A small HTML table (its text is the page's, unlike a data grid's canvas), one row per differing setting."""
+    st.table(diff_frame(rows, label_a, label_b).set_index("setting"))
+
+
+def diff_frame(rows: list[tuple], label_a: str, label_b: str) -> pd.DataFrame:
+    """The diff rows as a table with the two sides named; values as text (a mixed column reads "None" otherwise).
+
+    >>> diff_frame([("optim.lr", "5e-05", "3e-05")], "parent", "fork").to_dict("records")
+    [{'setting': 'optim.lr', 'parent': '5e-05', 'fork': '3e-05'}]
+    """
+    return pd.DataFrame([(k, str(a), str(b)) for k, a, b in rows], columns=["setting", label_a, label_b])
+
+
+def fork_origin(tags: dict) -> None:
+    """A fork says where it comes from, with links into the parent run."""
+    parent, step = tags.get(rl.FORKED_FROM), tags.get(rl.FORK_STEP)
+    if not parent:
+        return
+    st.info(f"🍴 Forked from run `{parent}` at its checkpoint of step {step}: its members and their ancestry up to "
+            f"step {step} are the parent's.")
+    cols = st.columns(3)
+    with cols[0]:
+        common.link("runs", "Parent run", parent, "⬆️")
+    with cols[1]:
+        common.link("lineage", "Parent's lineage", parent, "🌳")
+
+
+def fork_form(run_id: str, run_dir: str | None, name: str, step: int | None = None, key: str = "fork") -> None:
+    """Fork from a kept checkpoint: its step, the settings to change (one ``key=value`` a line), checked as the
+    CLI checks them (frozen settings refused with the reason) and shown as a diff before the job starts."""
+    kept = rl.checkpoint_steps(Path(run_dir)) if run_dir else []
+    if not kept:
+        st.caption("no checkpoint of this run is on this machine's disk: nothing to fork from")
+        return
+    cols = st.columns([1, 3])
+    chosen = cols[0].selectbox("checkpoint step", kept, index=kept.index(step) if step in kept else len(kept) - 1,
+                               key=f"{key}_step", help="the checkpoints this run keeps (checkpoint.keep)")
+    text = cols[1].text_area("settings to change (one key=value a line)", "", key=f"{key}_set", height=80,
+                             placeholder="optim.lr=3e-5\nevolution.every=4")
+    overrides = [line.strip() for line in text.splitlines() if line.strip()]
+    clicked = st.button("Fork from here", key=f"{key}_go", type="primary",
+                        help="populora train --fork as a background job (it waits in the job queue like a launch)")
+    try:
+        parent = checkpoint_config(Path(run_dir), chosen)
+        cfg = fork_config(parent, overrides, chosen)
+    except ConfigError as err:
+        if clicked or overrides:
+            st.error(str(err))
+        return
+    changed = settings_diff(config_io.flatten(parent), config_io.flatten(cfg), ignore=("pair",))
+    if changed:
+        show_diff(changed, "this run", "the fork")
+    if clicked:
+        job = jobs.launch_fork(run_id, chosen, overrides, name=f"{name} fork @{chosen}",
+                               env={"MLFLOW_TRACKING_URI": store.uri()}, need=job_slots(config_io.dump(cfg)))
+        st.success(f"fork job `{job.id}` started: the new run appears in the table when its trainer has loaded "
+                   f"the checkpoint")
+
+
+def runs_diff(uri: str, run_id: str, runs: pd.DataFrame, key: str = "diff") -> None:
+    """Only the settings that differ between this run and another (default: the run it was forked from, else
+    the newest other run)."""
+    others = runs[runs["run_id"] != run_id]
+    if others.empty:
+        st.caption("no other run to compare with")
+        return
+    tags = (store.run_info(uri, run_id) or {}).get("tags", {})
+    ids = list(others["run_id"])
+    parent = tags.get(rl.FORKED_FROM)
+    labels = {r.run_id: common.run_label(r) for r in others.itertuples()}
+    other = st.selectbox("compare with", ids, index=ids.index(parent) if parent in ids else 0,
+                         format_func=labels.get, key=f"{key}_other")
+    a = (store.run_info(uri, run_id) or {}).get("params", {})
+    b = (store.run_info(uri, other) or {}).get("params", {})
+    rows = settings_diff(a, b)
+    if not rows:
+        st.caption("no setting differs")
+        return
+    st.caption(f"{len(rows)} setting(s) differ")
+    show_diff(rows, f"this run ({run_id[:8]})", f"{labels[other].split(' · ')[0]} ({other[:8]})")
+
+
+def members_diff(uri: str, run_id: str, member: str, ids: list[str], key: str = "mdiff") -> None:
+    """The diff of two members of the run: their own facts (operator, strength, parents, birth step, ...)."""
+    others = [i for i in ids if i != member]
+    if not others:
+        return
+    other = st.selectbox("compare with member", others, key=f"{key}_other")
+    lineage, population = store.lineage(uri, run_id), store.population(uri, run_id)
+    try:
+        a, b = (ancestry.member_facts(m, lineage, population) for m in (member, other))
+    except KeyError as err:
+        st.caption(str(err.args[0]))
+        return
+    keep = ("role", "generation", "operator", "strength", "born_step", "parents", "replaced", "died_step", "replaced_by")
+    flat = [{k: (",".join(f[k]) or "-") if k == "parents" else f[k] for k in keep} for f in (a, b)]
+    rows = settings_diff(*flat)
+    show_diff(rows, member, other) if rows else st.caption("no difference")
+
+
+def ancestry_record(uri: str, run_id: str, member: str) -> dict:
+    """``ancestry.record`` from the page's own cached reads (lineage, population, each chain run's info and
+    members), so offering the download reads nothing the page has not read already (for a fork: its parents')."""
+    lineage, population = store.lineage(uri, run_id), store.population(uri, run_id)
+    chain = [f["run"] for f in lineage.get("forks") or []] + [run_id]
+    settings, run_dirs, scores = {}, {}, {}
+    for r in chain:
+        info = store.run_info(uri, r) or {}
+        settings[r], run_dirs[r] = info.get("params", {}), info.get("tags", {}).get(rl.RUN_DIR)
+        for row in store.members(uri, r).to_dict("records"):
+            found = ancestry.scores_of({k: v for k, v in row.items() if isinstance(k, str) and isinstance(v, float)
+                                        and not pd.isna(v)})
+            if found:
+                scores[row["member"]] = found
+    return ancestry.record(member, run_id, lineage, population, settings, scores, run_dirs)
+
+
+def ancestry_download(uri: str, run_id: str, member: str) -> None:
+    """The member's whole ancestry record (YAML) as a download, as ``populora runs RUN --ancestry M`` writes it."""
+    try:
+        data = ancestry_record(uri, run_id, member)
+    except KeyError:  # not in lineage.json yet (before the run's first checkpoint)
+        return
+    st.download_button("Download ancestry record (YAML)", yaml.safe_dump(data, sort_keys=False),
+                       file_name=f"{member}-ancestry.yaml", mime="application/x-yaml", key=f"anc_{run_id}_{member}",
+                       help=f"every ancestor of {member} up to the base: parents, operator, strength, ratings at "
+                            "birth and death, the settings of each run; the CLI: populora runs RUN --ancestry M")
+
+
+def notes(uri: str, run_id: str, tags: dict) -> None:
+    """The run's notes: MLflow's run description (``mlflow.note.content``), editable here."""
+    current = tags.get(rl.NOTE, "")
+    text = st.text_area("notes (the MLflow run description)", current, key=f"note_{run_id}", height=68)
+    if text != current and st.button("Save notes", key=f"note_save_{run_id}"):
+        Tracker(uri).set_tags(run_id, {rl.NOTE: text})
+        st.cache_data.clear()
+        st.toast("notes saved")

@@ -1,0 +1,151 @@
+"""Forks end to end on a tiny random model, through the real CLI: a finished run forked at step 1 with a changed
+learning rate, killed with -9 mid-run and resumed (no step lost or logged twice), then forked again (a fork of a
+fork); refused settings, ``populora diff`` and the ancestry record on the same runs."""
+
+import json
+import os
+import signal
+import subprocess
+from collections import Counter
+from pathlib import Path
+
+import yaml
+from conftest import paused_train_cmd, populora_cmd, wait_for_marker
+
+from populora.cli import main
+from populora.platform import runlayout as rl
+
+ROOT = Path(__file__).parents[2]
+TINY = ["--set", "model.tiny_random=true", "--set", "model.lora_rank=4",
+        "--set", "tasks.max_new_tokens_propose=24", "--set", "tasks.max_new_tokens_solve=8",
+        "--set", "tasks.tasks_per_teacher=2", "--set", "tasks.rollouts=2"]
+
+
+def _client(uri):
+    from mlflow import MlflowClient
+    return MlflowClient(tracking_uri=uri)
+
+
+def _children(client, run_id):
+    return rl.member_runs(client, run_id)
+
+
+def _sentinels(client, run_id):
+    return sorted(m.step for m in client.get_metric_history(run_id, rl.STEP_SENTINEL))
+
+
+def _lineage(run_id):
+    return rl.read_json(os.environ["MLFLOW_TRACKING_URI"], run_id, rl.LINEAGE)
+
+
+def _train_in_process(*argv: str) -> int:
+    """``populora train ARGV`` in this process (a refusal loads no model), the SIGTERM handler it installs undone."""
+    handler = signal.getsignal(signal.SIGTERM)
+    try:
+        return main(["train", *argv])
+    finally:
+        signal.signal(signal.SIGTERM, handler)
+
+
+def _parent_ids(client) -> set[str]:
+    exp = client.get_experiment_by_name("populora")
+    return {r.info.run_id for r in client.search_runs([exp.experiment_id], filter_string=rl.PARENT_RUNS)}
+
+
+def _new_run(client, known: set[str]) -> str:
+    (new,) = _parent_ids(client) - known
+    return new
+
+
+def test_fork_kill_9_resume_fork_of_fork_diff_and_ancestry(mlflow_store, tmp_path, capsys):
+    # the parent: 2 steps, evolution every step, so its members at step 1 already include a child (with ancestry)
+    out = subprocess.run(populora_cmd("train", "--config", str(ROOT / "configs/smoke.yaml"), "--set", "steps=2",
+                                      "--set", "evolution.every=1", *TINY, "--quiet"),
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    client = _client(mlflow_store)
+    parent = _new_run(client, set())
+    parent_dir = Path(client.get_run(parent).data.tags[rl.RUN_DIR])
+    at_1 = json.loads((parent_dir / "checkpoints/step_000001/state.json").read_text())
+    alive_at_1 = {m["id"] for m in at_1["population"]["members"] if m["alive"]}
+    dead_at_1 = {m["id"] for m in at_1["population"]["members"] if not m["alive"]}
+    assert dead_at_1 and any(e["parents"] for e in at_1["lineage"]["events"])  # evolution happened by step 1
+
+    # a setting the checkpoint was built with is refused, with the reason, before any run exists
+    assert _train_in_process("--fork", parent, "--step", "1", "--set", "model.lora_rank=8") == 2
+    err = capsys.readouterr().err
+    assert "model.lora_rank: 4 -> 8 refused" in err and "rank" in err
+    assert _train_in_process("--fork", parent, "--step", "7", "--set", "optim.lr=3e-5") == 2
+    assert "no checkpoint of step 7" in capsys.readouterr().err
+    assert _parent_ids(client) == {parent}  # nothing half-created
+
+    # the fork at step 1 with a new learning rate, killed with -9 once its step-2 checkpoint (its last) is on disk,
+    # before that step reached MLflow: the resume must log step 2 once
+    marker = tmp_path / "fork_after_checkpoint_2"
+    proc = subprocess.Popen(paused_train_cmd(marker, 2, "--fork", parent, "--step", "1", "--set", "optim.lr=3e-5",
+                                             "--quiet", after="save_checkpoint"),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_for_marker(marker, proc)
+    except BaseException:
+        proc.kill()
+        raise
+    fork = _new_run(client, {parent})
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert client.get_run(fork).info.status == "RUNNING"  # killed, never closed
+    out = subprocess.run(populora_cmd("train", "--resume", fork, "--quiet"), capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+
+    run = client.get_run(fork)
+    assert run.info.status == "FINISHED" and run.data.tags[rl.STATUS] == rl.FINISHED
+    assert run.data.tags[rl.FORKED_FROM] == parent and run.data.tags[rl.FORK_STEP] == "1"
+    assert run.data.tags[rl.NOTE] == f"forked from run {parent} at step 1; changed: optim.lr 5e-05 -> 3e-05"
+    assert run.data.params["optim.lr"] == "3e-05" and client.get_run(parent).data.params["optim.lr"] == "5e-05"
+    assert _sentinels(client, fork) == [2]  # the fork's own step: not lost, not twice, none of the parent's
+    lineage = _lineage(fork)
+    assert lineage["forks"] == [{"run": parent, "step": 1}]
+    # its lineage continues the parent's: the parent's events up to step 1 first, then the fork's own (details
+    # grow as the fork goes on: a child's rating change is settled when it dies)
+    def births(events):
+        return [(e["child"], e["parents"], e["operator"], e["step"], e["replaced"], e["details"].get("strength")) for e in events]
+
+    assert births(lineage["events"][:len(at_1["lineage"]["events"])]) == births(at_1["lineage"]["events"])
+    assert all(e["step"] > 1 for e in lineage["events"][len(at_1["lineage"]["events"]):])
+    members = {c.data.tags[rl.MEMBER_ID]: c for c in _children(client, fork)}
+    assert max(Counter(c.data.tags[rl.MEMBER_ID] for c in _children(client, fork)).values()) == 1
+    assert alive_at_1 <= set(members) and not dead_at_1 & set(members)  # the parent's replaced ones never lived here
+    assert {c.info.status for c in members.values()} == {"FINISHED"}
+    for member_id, c in members.items():
+        mu_steps = [m.step for m in client.get_metric_history(c.info.run_id, "rating/mu")]
+        assert len(mu_steps) == len(set(mu_steps)) and min(mu_steps) >= 2, (member_id, mu_steps)
+
+    assert main(["runs", fork]) == 0
+    assert f"forked from run {parent} at step 1" in capsys.readouterr().out
+
+    # diff: only the changed setting
+    assert main(["diff", parent, fork]) == 0
+    printed = capsys.readouterr().out.strip().splitlines()
+    assert len(printed) == 2 and printed[1].split() == ["optim.lr", "5e-05", "3e-05"], printed
+
+    # a fork of the fork, at its step 2, one step further
+    out = subprocess.run(populora_cmd("train", "--fork", fork, "--step", "2", "--set", "steps=3", "--quiet"),
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    fork2 = _new_run(client, {parent, fork})
+    assert client.get_run(fork2).info.status == "FINISHED" and _sentinels(client, fork2) == [3]
+    assert _lineage(fork2)["forks"] == [{"run": parent, "step": 1}, {"run": fork, "step": 2}]
+
+    # the ancestry record of a member born in the parent before the first fork, read from the fork of the fork
+    child = next(e for e in at_1["lineage"]["events"] if e["parents"])
+    path = tmp_path / "ancestry.yaml"
+    assert main(["runs", fork2, "--ancestry", child["child"], "--out", str(path)]) == 0
+    record = yaml.safe_load(path.read_text())
+    assert [r["run"] for r in record["runs"]] == [parent, fork, fork2]
+    assert [r["settings"]["optim.lr"] for r in record["runs"]] == ["5e-05", "3e-05", "3e-05"]
+    me = record["ancestors"][0]
+    assert (me["member"], me["run"], me["operator"], me["born_step"], me["parents"]) == (
+        child["child"], parent, child["operator"], 1, child["parents"])
+    assert me["strength"] == child["details"]["strength"] and me["rating_at_birth"]["mu"] == child["details"]["mu_at_birth"]
+    assert {a["member"] for a in record["ancestors"][1:]} == set(child["parents"])
+    assert all(a["operator"] == "init" and a["rating_at_birth"]["mu"] == 25.0 for a in record["ancestors"][1:])

@@ -1,0 +1,155 @@
+"""Forks, diffs and notes on the Runs and Lineage pages (AppTest, no training): a parent run with a checkpoint on
+disk and a fork of it at step 1 with one changed setting, written to a fresh store as the trainer writes them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("streamlit")
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+from populora.platform import config as config_io  # noqa: E402
+from populora.platform import runlayout as rl  # noqa: E402
+from populora.platform.tracking import Tracker  # noqa: E402
+from populora.training import TrainConfig  # noqa: E402
+
+VIEWS = Path(__file__).resolve().parents[2] / "populora" / "ui" / "views"
+EVENTS = [{"child": m, "parents": [], "operator": "init", "step": 0, "generation": 0, "role": role, "replaced": "",
+           "details": {}} for m, role in (("T0", "teacher"), ("T1", "teacher"), ("S0", "student"), ("S1", "student"))]
+CHILD = {"child": "S2", "parents": ["S1"], "operator": "gaussian", "step": 1, "generation": 1, "role": "student",
+         "replaced": "S0", "details": {"strength": 0.02, "mu_at_birth": 26.0}}
+
+
+def _run(tracker: Tracker, cfg: TrainConfig, run_dir: Path, tags: dict, lineage: dict) -> str:
+    run_id = tracker.start_run("populora", cfg.name, tags={rl.KIND: rl.POPULATION, rl.STATUS: rl.FINISHED,
+                                                          rl.RUN_DIR: str(run_dir), rl.PROGRESS: f"2/{cfg.steps}", **tags})
+    tracker.log_params(run_id, config_io.flatten(cfg))
+    tracker.log_json(run_id, lineage, rl.LINEAGE)
+    members = [{"id": e["child"], "role": e["role"], "mu": 25.0, "sigma": 8.3, "alive": e["child"] != "S0"}
+               for e in lineage["events"]]
+    tracker.log_json(run_id, {"members": members, "next_index": {}}, rl.POPULATION_FILE)
+    tracker.log_metrics(run_id, {"evolution/gaussian/children": 1.0, "evolution/gaussian/seconds": 0.5}, 1)  # no KL, unjudged
+    tracker.end_run(run_id, "FINISHED")
+    return run_id
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """One store for the module (a fresh sqlite store costs seconds to create); only the notes test writes to
+    it, a tag no other test reads."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        yield _store(tmp_path_factory.mktemp("experiments"), monkeypatch)
+
+
+def _store(tmp_path: Path, monkeypatch) -> dict:
+    import streamlit as st
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.setenv("POPULORA_JOBS_DIR", str(tmp_path / "jobs"))
+    st.cache_data.clear()
+    tracker = Tracker(uri)
+    parent_cfg = TrainConfig(name="parent", steps=2)
+    parent_dir = tmp_path / "runs" / "parent"
+    ckpt = parent_dir / "checkpoints" / "step_000001"
+    ckpt.mkdir(parents=True)
+    (ckpt / "state.json").write_text("{}")
+    (ckpt / "config.yaml").write_text(config_io.dump(parent_cfg))
+    lineage = {"events": EVENTS + [CHILD]}
+    parent = _run(tracker, parent_cfg, parent_dir, {}, lineage)
+    fork_cfg = TrainConfig(name="parent", steps=2, optim={"lr": 3e-5})
+    fork = _run(tracker, fork_cfg, tmp_path / "runs" / "fork",
+                {rl.FORKED_FROM: parent, rl.FORK_STEP: "1", rl.NOTE: f"forked from run {parent} at step 1"},
+                lineage | {"forks": [{"run": parent, "step": 1}]})
+    return {"uri": uri, "parent": parent, "fork": fork}
+
+
+def _page(name: str, session: dict | None = None, **query) -> AppTest:
+    import streamlit as st
+
+    st.cache_data.clear()
+    at = AppTest.from_file(str(VIEWS / f"{name}.py"), default_timeout=60)
+    for k, v in query.items():
+        at.query_params[k] = v
+    for k, v in (session or {}).items():
+        at.session_state[k] = v
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def _texts(at: AppTest) -> str:
+    return "\n".join(str(e.value) for kind in ("info", "error", "caption", "markdown", "success", "warning")
+                     for e in getattr(at, kind))
+
+
+def _table(at: AppTest, column: str):
+    return next(t.value for t in at.table if column in t.value.columns)
+
+
+def test_fork_form_refuses_a_frozen_setting_with_the_reason_and_shows_the_one_changed_setting(store):
+    at = _page("runs", run=store["parent"], fork="1")
+    area = next(a for a in at.text_area if a.label.startswith("settings to change"))
+    area.set_value("model.lora_rank=16").run()
+    errors = [e.value for e in at.error]
+    assert any("model.lora_rank: 8 -> 16 refused" in e and "rank" in e for e in errors), errors
+    area = next(a for a in at.text_area if a.label.startswith("settings to change"))
+    area.set_value("optim.lr=3e-5").run()
+    table = _table(at, "the fork")
+    assert list(table.index) == ["optim.lr"] and table.loc["optim.lr"].tolist() == ["5e-05", "3e-05"]
+    assert any(b.label == "Fork from here" for b in at.button)
+
+
+def test_a_fork_names_its_parent_and_its_diff_shows_only_the_changed_setting(store):
+    at = _page("runs", run=store["fork"])
+    assert f"Forked from run `{store['parent']}` at its checkpoint of step 1" in _texts(at)
+    table = _table(at, f"this run ({store['fork'][:8]})")  # the diff opens on the parent by itself
+    assert list(table.index) == ["optim.lr"] and table.loc["optim.lr"].tolist() == ["3e-05", "5e-05"]
+    assert any(a.label.startswith("notes") and a.value.startswith("forked from run") for a in at.text_area)
+
+
+def test_notes_are_saved_as_the_mlflow_run_description(store):
+    from mlflow import MlflowClient
+
+    at = _page("runs", run=store["parent"])
+    next(a for a in at.text_area if a.label.startswith("notes")).set_value("lr sweep of Tuesday").run()
+    next(b for b in at.button if b.label == "Save notes").click().run()
+    assert MlflowClient(store["uri"]).get_run(store["parent"]).data.tags[rl.NOTE] == "lr sweep of Tuesday"
+
+
+def test_lineage_boxes_the_members_born_in_the_parent_run_and_offers_a_fork(store):
+    at = _page("lineage", run=store["fork"])
+    dot = at.get("graphviz_chart")[0].proto.spec
+    box = next(line for line in dot.splitlines() if line.startswith('subgraph "cluster_fork0"'))
+    assert f"run {store['parent'][:8]}, up to its step 1: forked here" in box
+    assert all(f'"{m}";' in box for m in ("T0", "T1", "S0", "S1", "S2"))  # born at or before step 1: the parent's
+    ranked = " ".join(line for line in dot.splitlines() if line.startswith("{ rank=same"))
+    assert '"T0"' not in ranked  # a boxed node also in a rank=same group: Graphviz would drop the box
+    operators = next(d.value for d in at.dataframe if "operator" in d.value.columns)
+    assert operators.iloc[0].tolist() == ["gaussian", "1", "–", "–", "–", "–", "0.500"]  # "–", never "None"
+    at = _page("lineage", run=store["parent"])
+    assert "cluster_fork" not in at.get("graphviz_chart")[0].proto.spec
+    assert "Fork from here (a checkpoint of step 1)" in _texts(at)  # a link to Runs' fork form (a caption in AppTest)
+
+
+def test_the_chosen_run_is_kept_when_a_page_is_opened_from_the_sidebar(store):
+    """The walk's finding: from one run's Tasks page, Lineage (a sidebar link, no ?run=) opened another run."""
+    at = _page("lineage", session={"populora_chosen_run": store["parent"]})
+    assert at.selectbox(key="pick_run").value == store["parent"]  # not the newest run, the one chosen before
+    at = _page("lineage")
+    assert at.selectbox(key="pick_run").value == store["fork"]  # nothing chosen yet: the newest
+
+
+def test_diff_of_two_members_prints_only_their_differing_facts(store, capsys):
+    """``populora diff RUN/M /M``: the members' own facts (operator, strength, parents, birth step), the run's
+    settings being the same."""
+    from populora.cli import main
+
+    assert main(["diff", f"{store['fork']}/S2", "/S1"]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.strip().splitlines()[1:]]
+    assert rows == [["member.born_step", "1", "0"], ["member.generation", "1", "0"], ["member.operator", "gaussian", "init"],
+                    ["member.parents", "S1", "-"], ["member.strength", "0.02", "None"]], rows
+    assert main(["diff", store["fork"], "/S1"]) == 2  # a run against a member: refused
+    assert "not a run with a member" in capsys.readouterr().err
