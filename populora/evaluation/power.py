@@ -127,19 +127,42 @@ def seed_sigma(per_seed_scores: dict[str, np.ndarray], p: dict[str, np.ndarray])
     return float(np.sqrt(np.mean(estimates))) if estimates else None
 
 
-def words(m: dict) -> str:
-    """The MDE in one line, in points.
+def detail(m: dict) -> str:
+    """The MDE's figures in points: overall, then per benchmark at the Holm family's level.
 
-    >>> words({"overall": 0.021, "level": "method", "seeds": 3, "samples": 1, "sigma": 0.1, "shared": False,
-    ...        "per_benchmark": {"aime24": 0.2, "gsm8k": 0.03}})
-    '3 seeds per arm detect >= 2.1 pts overall at 80% power (per benchmark, Holm: AIME24 20.0, GSM8K 3.0; seed effect 0.1 logit per benchmark, greedy)'
+    >>> detail({"overall": 0.021, "samples": 1, "per_benchmark": {"aime24": 0.2, "gsm8k": 0.03}})
+    '>= 2.1 pts overall at 80% power (per benchmark, Holm: AIME24 20.0, GSM8K 3.0; greedy)'
     """
     per = ", ".join(f"{BENCHMARKS[b].label if b in BENCHMARKS else b} {100 * v:.1f}" for b, v in m["per_benchmark"].items())
     sampling = "greedy" if m["samples"] == 1 else f"{m['samples']} samples per problem"
+    return f">= {100 * m['overall']:.1f} pts overall at 80% power (per benchmark, Holm: {per}; {sampling})"
+
+
+def words(m: dict) -> str:
+    """The MDE in one line: what the design detects, and what it would be a claim about.
+
+    >>> words({"overall": 0.021, "level": "method", "seeds": 3, "samples": 1, "sigma": 0.1, "shared": False,
+    ...        "per_benchmark": {"gsm8k": 0.03}})
+    '3 seeds per arm detect >= 2.1 pts overall at 80% power (per benchmark, Holm: GSM8K 3.0; greedy); seed effect 0.1 logit per benchmark'
+    """
     if m["level"] == "adapters":
-        return (f"1 seed per arm: these adapters on these problems differ detectably by >= {100 * m['overall']:.1f} "
-                f"pts overall at 80% power (per benchmark, Holm: {per}; {sampling}); a claim about the method "
-                "needs >= 2 seeds per arm")
-    return (f"{m['seeds']} seeds per arm detect >= {100 * m['overall']:.1f} pts overall at 80% power (per benchmark, "
-            f"Holm: {per}; seed effect {m['sigma']:g} logit {'shared by the benchmarks' if m['shared'] else 'per benchmark'}, "
-            f"{sampling})")
+        return f"1 seed per arm detects a difference of these adapters of {detail(m)}; a claim about the method needs >= 2 seeds per arm"
+    return (f"{m['seeds']} seeds per arm detect {detail(m)}; seed effect {m['sigma']:g} logit "
+            f"{'shared by the benchmarks' if m['shared'] else 'per benchmark'}")
+
+
+def beta_p(scores: dict[str, float], sizes: dict[str, int], concentration: float = 1.0) -> dict[str, np.ndarray]:
+    """Per-problem probabilities for a ``Design`` when only benchmark scores are known (a greedy run's 0/1
+    verdicts say nothing of a problem's probability): ``sizes[b]`` evenly spaced quantiles of
+    Beta(m K, (1 - m) K), m the benchmark's score (clipped to [0.02, 0.98]), K = ``concentration`` (the
+    calibration's: most problems nearly always or nearly never solved).
+
+    >>> p = beta_p({"gsm8k": 0.5}, {"gsm8k": 4})["gsm8k"]
+    >>> len(p), round(float(p.mean()), 2)
+    (4, 0.5)
+    """
+    out = {}
+    for b, n in sizes.items():
+        m = min(max(float(scores.get(b, 0.5)), 0.02), 0.98)
+        out[b] = sps.beta.ppf((np.arange(n) + 0.5) / n, m * concentration, (1 - m) * concentration)
+    return out
