@@ -1,0 +1,117 @@
+"""rliable's aggregates across seeds and benchmarks (Agarwal et al. 2021, "Deep RL at the Edge of the Statistical
+Precipice"): the interquartile mean (IQM) of the (runs, benchmarks) score matrix, the probability of improvement
+P(X > Y) of one configuration over another, and the performance profile (the share of runs x benchmarks scoring
+above each threshold), each with a stratified bootstrap 95% interval (runs resampled within each benchmark).
+
+The point estimates are rliable's own functions (``rliable.metrics.aggregate_iqm``,
+``probability_of_improvement``). Its interval code (``rliable.library``) is not used: it imports the ``arch``
+package, and the arch versions rliable accepts (< 8) fail at import with pandas 3 (``deprecate_kwarg() missing
+1 required positional argument``, arch 7.2.0), while arch 8.0 rejects rliable's ``random_state=None``
+(``StratifiedBootstrap``). ``stratified_bootstrap`` below does what rliable's ``StratifiedBootstrap`` does (each
+benchmark's runs resampled with replacement, independently; two configurations independently of each other, as
+its ``StratifiedIndependentBootstrap``) with percentile intervals, rliable's default; tests/evaluation/
+test_aggregates.py checks the point estimates against rliable and the intervals against rliable's formulas.
+
+Scores are fractions (0-1) of benchmarks that all score in [0, 1], so no normalisation is needed. With one run per
+benchmark (one seed) the stratified bootstrap has nothing to resample: the interval is None, and says so.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from rliable import metrics
+
+N_RESAMPLES = 2000
+PROFILE_TAUS = tuple(np.round(np.linspace(0, 1, 21), 2))
+
+
+def _check(scores) -> np.ndarray:
+    x = np.asarray(scores, dtype=float)
+    if x.ndim != 2 or x.size == 0:
+        raise ValueError(f"scores must be a non-empty (runs, benchmarks) array, got shape {x.shape}")
+    return x
+
+
+def iqm(scores) -> float:
+    """The interquartile mean of every run x benchmark score (rliable's ``aggregate_iqm``: the mean of the middle
+    50%, scipy's trim_mean at 25%).
+
+    >>> iqm([[0.0, 0.2, 0.4, 1.0]])  # the middle two of four
+    0.30000000000000004
+    """
+    return float(metrics.aggregate_iqm(_check(scores)))
+
+
+def probability_of_improvement(x, y) -> float:
+    """P(X > Y): for each benchmark, the share of (run of x, run of y) pairs where x scores higher (ties count
+    half: the Mann-Whitney U over the pairs), averaged over benchmarks (rliable's ``probability_of_improvement``).
+
+    >>> probability_of_improvement([[0.5, 0.2], [0.8, 0.2]], [[0.4, 0.2], [0.7, 0.2]])  # 3/4 on one, ties on the other
+    0.625
+    """
+    x, y = _check(x), _check(y)
+    if x.shape[1] != y.shape[1]:
+        raise ValueError(f"both configurations need the same benchmarks, got {x.shape[1]} and {y.shape[1]}")
+    return float(metrics.probability_of_improvement(x, y))
+
+
+def profile(scores, taus=PROFILE_TAUS) -> np.ndarray:
+    """The performance profile: for each threshold tau, the share of runs scoring above it, averaged over
+    benchmarks (rliable's run-score distribution).
+
+    >>> profile([[0.1, 0.9], [0.5, 0.9]], taus=(0.0, 0.5, 0.95)).tolist()
+    [1.0, 0.5, 0.0]
+    """
+    x = _check(scores)
+    return np.array([float(np.mean((x > t).mean(axis=0))) for t in taus])
+
+
+def stratified_bootstrap(matrices: list[np.ndarray], statistic, n_resamples: int = N_RESAMPLES, seed: int = 0,
+                         confidence: float = 0.95):
+    """Percentile interval of ``statistic(*matrices)``, each (runs, benchmarks) matrix's runs resampled with
+    replacement within each benchmark, the matrices independently; None when no matrix has two runs."""
+    mats = [_check(m) for m in matrices]
+    if all(m.shape[0] < 2 for m in mats):
+        return None
+    rng = np.random.default_rng(seed)
+    values = []
+    for _ in range(n_resamples):
+        resampled = []
+        for m in mats:
+            idx = rng.integers(m.shape[0], size=m.shape)                       # (runs, benchmarks): per benchmark
+            resampled.append(np.take_along_axis(m, idx, axis=0))
+        values.append(statistic(*resampled))
+    values = np.asarray(values)
+    alpha = (1 - confidence) / 2
+    low, high = np.quantile(values, alpha, axis=0), np.quantile(values, 1 - alpha, axis=0)
+    return (float(low), float(high)) if np.ndim(low) == 0 else (low.tolist(), high.tolist())
+
+
+def summary(arms: dict[str, np.ndarray], baseline: str | None, seed: int = 0, n_resamples: int = N_RESAMPLES) -> dict:
+    """{"iqm": {config: {"value", "ci95"}}, "probability_of_improvement": {config: {"value", "ci95"}} (vs
+    ``baseline``), "profile": {"taus", config: {"value", "ci95"}}} of {config: (runs, benchmarks) scores}."""
+    out: dict = {"iqm": {}, "probability_of_improvement": {}, "profile": {"taus": list(PROFILE_TAUS)}}
+    for name, m in arms.items():
+        out["iqm"][name] = {"value": iqm(m), "ci95": stratified_bootstrap([m], iqm, n_resamples, seed), "runs": len(m)}
+        out["profile"][name] = {"value": profile(m).tolist(),
+                                "ci95": stratified_bootstrap([m], profile, max(200, n_resamples // 10), seed)}
+        if baseline is not None and name != baseline and baseline in arms:
+            out["probability_of_improvement"][name] = {
+                "value": probability_of_improvement(m, arms[baseline]),
+                "ci95": stratified_bootstrap([m, arms[baseline]], probability_of_improvement, n_resamples, seed)}
+    return out
+
+
+def words(s: dict, baseline: str | None = None) -> list[str]:
+    """One line per configuration: IQM and P(config > baseline), in points / as a probability, with intervals."""
+    def ci(c, scale=100, fmt=".1f"):
+        return "no interval: one run per benchmark" if c is None else f"95% CI {scale * c[0]:{fmt}} to {scale * c[1]:{fmt}}"
+    lines = []
+    for name, e in s["iqm"].items():
+        line = f"{name}: IQM {100 * e['value']:.1f} ({ci(e['ci95'])}, {e['runs']} run(s) x benchmarks)"
+        poi = s["probability_of_improvement"].get(name)
+        if poi:
+            line += (f"; P({name} > {baseline or 'baseline'}) = {poi['value']:.2f} "
+                     f"({ci(poi['ci95'], 1, '.2f')})")
+        lines.append(line)
+    return lines
