@@ -9,8 +9,9 @@ package, and the arch versions rliable accepts (< 8) fail at import with pandas 
 1 required positional argument``, arch 7.2.0), while arch 8.0 rejects rliable's ``random_state=None``
 (``StratifiedBootstrap``). ``stratified_bootstrap`` below does what rliable's ``StratifiedBootstrap`` does (each
 benchmark's runs resampled with replacement, independently; two configurations independently of each other, as
-its ``StratifiedIndependentBootstrap``) with percentile intervals, rliable's default; tests/evaluation/
-test_aggregates.py checks the point estimates against rliable and the intervals against rliable's formulas.
+its ``StratifiedIndependentBootstrap``) with percentile intervals, rliable's default, all resamples at once
+(``*_batch``: rliable's formulas over a batch; tests/evaluation/test_aggregates.py checks them against rliable's
+functions on each resample).
 
 Scores are fractions (0-1) of benchmarks that all score in [0, 1], so no normalisation is needed. With one run per
 benchmark (one seed) the stratified bootstrap has nothing to resample: the interval is None, and says so.
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 from rliable import metrics
+from scipy import stats as sps
 
 N_RESAMPLES = 2000
 PROFILE_TAUS = tuple(np.round(np.linspace(0, 1, 21), 2))
@@ -66,22 +68,41 @@ def profile(scores, taus=PROFILE_TAUS) -> np.ndarray:
     return np.array([float(np.mean((x > t).mean(axis=0))) for t in taus])
 
 
-def stratified_bootstrap(matrices: list[np.ndarray], statistic, n_resamples: int = N_RESAMPLES, seed: int = 0,
+def _resample(m: np.ndarray, n: int, rng) -> np.ndarray:
+    """(n, runs, benchmarks): each benchmark's runs drawn with replacement, independently (rliable's
+    StratifiedBootstrap)."""
+    idx = rng.integers(m.shape[0], size=(n, *m.shape))
+    return np.take_along_axis(np.broadcast_to(m, (n, *m.shape)), idx, axis=1)
+
+
+def iqm_batch(x: np.ndarray) -> np.ndarray:
+    """``iqm`` of each of (n, runs, benchmarks) matrices at once (scipy's trim_mean, as rliable's)."""
+    return sps.trim_mean(x.reshape(len(x), -1), 0.25, axis=1)
+
+
+def poi_batch(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """``probability_of_improvement`` of (n, runs_x, benchmarks) and (n, runs_y, benchmarks) at once: the share of
+    pairs with x > y plus half the ties (the Mann-Whitney U over the pairs), averaged over benchmarks."""
+    gt = (x[:, :, None, :] > y[:, None, :, :]).mean(axis=(1, 2))
+    eq = (x[:, :, None, :] == y[:, None, :, :]).mean(axis=(1, 2))
+    return (gt + 0.5 * eq).mean(axis=1)
+
+
+def profile_batch(x: np.ndarray, taus=PROFILE_TAUS) -> np.ndarray:
+    """``profile`` of each of (n, runs, benchmarks) matrices: (n, taus)."""
+    return np.stack([(x > t).mean(axis=1).mean(axis=1) for t in taus], axis=1)
+
+
+def stratified_bootstrap(matrices: list[np.ndarray], batch_statistic, n_resamples: int = N_RESAMPLES, seed: int = 0,
                          confidence: float = 0.95):
-    """Percentile interval of ``statistic(*matrices)``, each (runs, benchmarks) matrix's runs resampled with
-    replacement within each benchmark, the matrices independently; None when no matrix has two runs."""
+    """Percentile interval of a statistic of (runs, benchmarks) matrices, each matrix's runs resampled with
+    replacement within each benchmark and the matrices independently (rliable's StratifiedIndependentBootstrap);
+    ``batch_statistic`` takes the (n, runs, benchmarks) resamples of each. None when no matrix has two runs."""
     mats = [_check(m) for m in matrices]
     if all(m.shape[0] < 2 for m in mats):
         return None
     rng = np.random.default_rng(seed)
-    values = []
-    for _ in range(n_resamples):
-        resampled = []
-        for m in mats:
-            idx = rng.integers(m.shape[0], size=m.shape)                       # (runs, benchmarks): per benchmark
-            resampled.append(np.take_along_axis(m, idx, axis=0))
-        values.append(statistic(*resampled))
-    values = np.asarray(values)
+    values = batch_statistic(*[_resample(m, n_resamples, rng) for m in mats])
     alpha = (1 - confidence) / 2
     low, high = np.quantile(values, alpha, axis=0), np.quantile(values, 1 - alpha, axis=0)
     return (float(low), float(high)) if np.ndim(low) == 0 else (low.tolist(), high.tolist())
@@ -92,13 +113,14 @@ def summary(arms: dict[str, np.ndarray], baseline: str | None, seed: int = 0, n_
     ``baseline``), "profile": {"taus", config: {"value", "ci95"}}} of {config: (runs, benchmarks) scores}."""
     out: dict = {"iqm": {}, "probability_of_improvement": {}, "profile": {"taus": list(PROFILE_TAUS)}}
     for name, m in arms.items():
-        out["iqm"][name] = {"value": iqm(m), "ci95": stratified_bootstrap([m], iqm, n_resamples, seed), "runs": len(m)}
+        out["iqm"][name] = {"value": iqm(m), "ci95": stratified_bootstrap([m], iqm_batch, n_resamples, seed),
+                            "runs": len(m)}
         out["profile"][name] = {"value": profile(m).tolist(),
-                                "ci95": stratified_bootstrap([m], profile, max(200, n_resamples // 10), seed)}
+                                "ci95": stratified_bootstrap([m], profile_batch, n_resamples, seed)}
         if baseline is not None and name != baseline and baseline in arms:
             out["probability_of_improvement"][name] = {
                 "value": probability_of_improvement(m, arms[baseline]),
-                "ci95": stratified_bootstrap([m, arms[baseline]], probability_of_improvement, n_resamples, seed)}
+                "ci95": stratified_bootstrap([m, arms[baseline]], poi_batch, n_resamples, seed)}
     return out
 
 
