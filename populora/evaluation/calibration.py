@@ -36,13 +36,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 from scipy import stats as sps
 
-from populora.evaluation import benchmarks, estimate, power, selection, stats
+from populora.evaluation import power, selection, stats
 
-SIZES = {"humaneval_plus": 164, "mbpp_plus": 378, "livecodebench": 279, "aime24": 30, "aime25": 30, "amc23": 40,
-         "math500": 500, "minerva_math": 272, "gsm8k": 1319, "olympiadbench": 675}  # the files' counts (2026)
-BASE_SCORE = {"humaneval_plus": 0.70, "mbpp_plus": 0.60, "livecodebench": 0.20, "aime24": 0.10, "aime25": 0.07,
-              "amc23": 0.35, "math500": 0.60, "minerva_math": 0.25, "gsm8k": 0.85, "olympiadbench": 0.28}
-CONCENTRATION = 1.0
+SIZES, BASE_SCORE, CONCENTRATION = power.SIZES, power.BASE_SCORE, power.CONCENTRATION
 MEMBERS = power.MEMBERS
 ALPHA = 0.05
 BOOT = 500  # bootstrap resamples in the simulated bootstrap claims (the report uses 4000: only the time would change)
@@ -63,10 +59,7 @@ REGIMES = [Regime(f"null sigma={s:g}{' shared' if sh else ''}", s, sh)
            for s, sh in ((0.0, False), (0.1, False), (0.2, False), (0.1, True), (0.2, True))]
 
 
-def sizes(root=None) -> dict[str, int]:
-    """Each benchmark's problem count from its file in the data dir (``SIZES`` for a file that is missing)."""
-    root = root or benchmarks.data_dir()
-    return {b: estimate.items(root, b, None) or SIZES[b] for b in benchmarks.BENCHMARKS}
+sizes = power.sizes
 
 
 def _sigmoid(x):

@@ -26,12 +26,20 @@ import numpy as np
 from scipy import optimize
 from scipy import stats as sps
 
+from populora.evaluation import benchmarks, estimate
 from populora.evaluation.benchmarks import BENCHMARKS
 
 ALPHA, POWER = 0.05, 0.80
 SIGMA_DEFAULT = 0.1   # logits: the seed effect assumed until a sweep measures it (the calibration's middle regime:
                       # ~1.2 points on a benchmark at 50%); ``seed_sigma`` estimates it from a sweep
 MEMBERS = 4           # members averaged in "population mean" (the paper's 4 teachers + 4 students: 4 per role)
+SIZES = {"humaneval_plus": 164, "mbpp_plus": 378, "livecodebench": 279, "aime24": 30, "aime25": 30, "amc23": 40,
+         "math500": 500, "minerva_math": 272, "gsm8k": 1319, "olympiadbench": 675}  # the data files' counts (2026)
+# Before a run exists, the base model's score per benchmark is assumed (typical of a 7B instruct model; a run's
+# own scores replace them in every report): with CONCENTRATION, the Beta of the per-problem probabilities.
+BASE_SCORE = {"humaneval_plus": 0.70, "mbpp_plus": 0.60, "livecodebench": 0.20, "aime24": 0.10, "aime25": 0.07,
+              "amc23": 0.35, "math500": 0.60, "minerva_math": 0.25, "gsm8k": 0.85, "olympiadbench": 0.28}
+CONCENTRATION = 1.0   # Beta(m K, (1 - m) K), K = 1: U-shaped, most problems nearly always or nearly never solved
 
 
 @dataclass
@@ -133,7 +141,8 @@ def detail(m: dict) -> str:
     >>> detail({"overall": 0.021, "samples": 1, "per_benchmark": {"aime24": 0.2, "gsm8k": 0.03}})
     '>= 2.1 pts overall at 80% power (per benchmark, Holm: AIME24 20.0, GSM8K 3.0; greedy)'
     """
-    per = ", ".join(f"{BENCHMARKS[b].label if b in BENCHMARKS else b} {100 * v:.1f}" for b, v in m["per_benchmark"].items())
+    per = ", ".join(f"{BENCHMARKS[b].label.split(' ')[0] if b in BENCHMARKS else b} {100 * v:.1f}"
+                    for b, v in m["per_benchmark"].items())
     sampling = "greedy" if m["samples"] == 1 else f"{m['samples']} samples per problem"
     return f">= {100 * m['overall']:.1f} pts overall at 80% power (per benchmark, Holm: {per}; {sampling})"
 
@@ -151,7 +160,23 @@ def words(m: dict) -> str:
             f"{'shared by the benchmarks' if m['shared'] else 'per benchmark'}")
 
 
-def beta_p(scores: dict[str, float], sizes: dict[str, int], concentration: float = 1.0) -> dict[str, np.ndarray]:
+def sizes(root=None) -> dict[str, int]:
+    """Each benchmark's problem count from its file in the data dir (``SIZES`` for a file that is missing)."""
+    root = root or benchmarks.data_dir()
+    return {b: estimate.items(root, b, None) or SIZES[b] for b in benchmarks.BENCHMARKS}
+
+
+def planned(seeds: int, samples: int = 1, spec: str = "all", limit: int | None = None, scores=None,
+            sigma: float = SIGMA_DEFAULT) -> dict:
+    """The MDE of a design before launch: the benchmarks ``spec`` names at their sizes (first ``limit`` items),
+    the base scores ``scores`` (default ``BASE_SCORE``), ``seeds`` per arm; with ``words`` added."""
+    n = {b: min(k, limit) if limit else k for b, k in sizes().items() if b in benchmarks.select(spec)}
+    m = mde(Design(beta_p(scores or BASE_SCORE, n, CONCENTRATION), seeds=seeds, samples=samples, sigma=sigma))
+    m["words"] = words(m)
+    return m
+
+
+def beta_p(scores: dict[str, float], sizes: dict[str, int], concentration: float = CONCENTRATION) -> dict[str, np.ndarray]:
     """Per-problem probabilities for a ``Design`` when only benchmark scores are known (a greedy run's 0/1
     verdicts say nothing of a problem's probability): ``sizes[b]`` evenly spaced quantiles of
     Beta(m K, (1 - m) K), m the benchmark's score (clipped to [0.02, 0.98]), K = ``concentration`` (the
