@@ -129,11 +129,38 @@ def words(s: dict, baseline: str | None = None) -> list[str]:
     def ci(c, scale=100, fmt=".1f"):
         return "no interval: one run per benchmark" if c is None else f"95% CI {scale * c[0]:{fmt}} to {scale * c[1]:{fmt}}"
     lines = []
+    unit = "1 run: interval over problems" if s.get("level") == "adapters" else "{} runs x benchmarks"
     for name, e in s["iqm"].items():
-        line = f"{name}: IQM {100 * e['value']:.1f} ({ci(e['ci95'])}, {e['runs']} run(s) x benchmarks)"
+        line = f"{name}: IQM {100 * e['value']:.1f} ({ci(e['ci95'])}; {unit.format(e['runs'])})"
         poi = s["probability_of_improvement"].get(name)
         if poi:
             line += (f"; P({name} > {baseline or 'baseline'}) = {poi['value']:.2f} "
                      f"({ci(poi['ci95'], 1, '.2f')})")
         lines.append(line)
     return lines
+
+
+def one_run(arms: dict[str, list[np.ndarray]], baseline: str | None, n_resamples: int = N_RESAMPLES,
+            seed: int = 0) -> dict:
+    """The same aggregates for one run (one seed per arm: no runs to resample), over its benchmarks, with intervals
+    from the problems instead: each benchmark's problems resampled within it (the same draw for every arm: they
+    answered the same problems), so the intervals speak for these adapters on these problems. ``arms``: {arm:
+    [per-problem scores of each benchmark]} (the verdict's strata, one row each)."""
+    rng = np.random.default_rng(seed)
+    first = next(iter(arms.values()))
+    draws = [rng.integers(len(np.ravel(x)), size=(n_resamples, len(np.ravel(x)))) for x in first]
+    scores = {a: np.array([[np.mean(np.ravel(x)) for x in xs]]) for a, xs in arms.items()}             # (1, B)
+    boot = {a: np.stack([np.ravel(x)[d].mean(axis=1) for x, d in zip(xs, draws)], axis=1)[:, None, :]
+            for a, xs in arms.items()}                                                               # (n, 1, B)
+    alpha = 0.025
+
+    def ci(values):
+        return float(np.quantile(values, alpha)), float(np.quantile(values, 1 - alpha))
+    out: dict = {"iqm": {}, "probability_of_improvement": {}, "level": "adapters"}
+    for a in arms:
+        out["iqm"][a] = {"value": iqm(scores[a]), "ci95": ci(iqm_batch(boot[a])), "runs": 1}
+        if baseline in arms and a != baseline:
+            out["probability_of_improvement"][a] = {"value": probability_of_improvement(scores[a], scores[baseline]),
+                                                    "ci95": ci(poi_batch(boot[a], boot[baseline]))}
+    out["words"] = words(out, baseline)
+    return out

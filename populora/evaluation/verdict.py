@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import copy
 
-from populora.evaluation import benchmarks, power, stats
-from populora.evaluation.headline import DELTAS, PRIMARY, adjust, words
+from populora.evaluation import aggregates, benchmarks, power, stats
+from populora.evaluation.headline import DELTAS, adjust, words
 from populora.evaluation.summary import BASE, BASELINE, MEMBER, Results
 from populora.evaluation.sweep_report import _groups, run_arms, same_problems, strata
 
@@ -68,6 +68,9 @@ def build(results: Results | dict, seed: int = 0) -> dict | None:
         arms["base model"] = base
     problems = same_problems(arms)
     rows = []
+    bench_names = [b for b in problems if problems[b]]
+    strata_of = {arm: strata([arms[arm]], bench_names, problems) for arm in ("population mean", "baseline") if arm in arms}
+    agg = aggregates.one_run(strata_of, "baseline", seed=seed) if "baseline" in strata_of and bench_names else None
     for name, (names, weights) in _groups(problems).items():
         row = {"name": name, "label": benchmarks.BENCHMARKS[name].label if name in benchmarks.BENCHMARKS else name}
         data = {arm: strata([arms[arm]], names, problems) for arm in ARMS if arm in arms}
@@ -90,7 +93,7 @@ def build(results: Results | dict, seed: int = 0) -> dict | None:
     overall = next((x["mean - baseline"]["delta"] for x in rows if x["name"] == "overall" and "mean - baseline" in x), None)
     need = power.seeds_needed(design, overall) if overall else None
     return {"rows": rows, "words": words(rows, mde, need), "n": n, "mde": mde, "seeds": 1, "seeds_needed": need,
-            "level": stats.ADAPTERS, "family": family}
+            "level": stats.ADAPTERS, "family": family, "aggregates": agg}
 
 
 def _cell(value: float | None) -> str:
@@ -111,7 +114,9 @@ def text(v: dict) -> str:
                      + ["differences: paired bootstrap over problems, 95% interval in brackets (one seed per arm: these "
                         "adapters on these problems); p-values Holm-adjusted over every comparison but overall "
                         "mean - baseline (the primary); weakest / best: the member the cross-fit rule picks, not "
-                        "the truly weakest / best", "verdict: " + v["words"]]) + "\n"
+                        "the truly weakest / best", "verdict: " + v["words"]]
+                     + (["rliable (Agarwal et al. 2021) over the benchmarks, 95% intervals over problems:"]
+                        + [f"  {line}" for line in v["aggregates"]["words"]] if v.get("aggregates") else [])) + "\n"
 
 
 def compute_side_by_side(population: dict[str, float], baseline: dict[str, float]) -> tuple[list[dict], str | None]:

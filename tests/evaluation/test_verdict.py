@@ -76,6 +76,12 @@ def test_words_count_the_holm_adjusted_rows_and_say_what_one_seed_speaks_for(tmp
     assert "a claim about the method needs >= 2 seeds per arm" in v["words"]
     assert v["seeds_needed"] >= 2 and f"({v['seeds_needed']} per arm would detect" in v["words"]
     assert v["mde"]["level"] == "adapters" and "Smallest difference this design detects: >= " in v["words"]
+    # rliable's aggregates over the two benchmarks (HumanEval+ 62.5 vs 25, GSM8K 50 vs 25), intervals over problems
+    agg = v["aggregates"]
+    assert agg["iqm"]["population mean"]["value"] == pytest.approx((0.625 + 0.5) / 2)  # two scores: nothing trimmed
+    assert agg["probability_of_improvement"]["population mean"]["value"] == 1.0      # higher on both
+    lo, hi = agg["iqm"]["population mean"]["ci95"]
+    assert lo < 0.5625 < hi and "IQM 56.2" in verdict.text(v) and "P(population mean > baseline) = 1.00" in verdict.text(v)
 
 
 def test_a_baseline_evaluated_on_its_own_run_is_the_populations_baseline(tmp_path):
