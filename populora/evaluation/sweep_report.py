@@ -223,7 +223,8 @@ def config_verdict(by_seed: dict[int, dict], baseline: dict[int, dict]) -> dict 
         rows.append(row)
     family = headline.adjust(rows)
     sizes = {b: len(ps) for b, ps in problems.items()}
-    scores = {b: float(np.mean([np.mean(list(x[b].values())) for x in base])) for b in problems}
+    both = base + [by_seed[s]["population mean"] for s in seeds]  # a Beta at the two arms' mean score
+    scores = {b: float(np.mean([np.mean(list(x[b].values())) for x in both])) for b in problems}
     per_seed = {b: [float(np.mean(list(x[b].values()))) for x in base] for b in problems}
     p = power.beta_p(scores, sizes)
     sigma = power.seed_sigma(per_seed, p) if len(seeds) > 1 else None

@@ -83,7 +83,9 @@ def build(results: Results | dict, seed: int = 0) -> dict | None:
     n = {b: len(ps) for b, ps in problems.items()}
     family = adjust(rows)
     members = len(r.final_members([t for t in r.of_kind(MEMBER) if t in r.scores])) or power.MEMBERS
-    design = power.Design(power.beta_p({x["name"]: x.get("baseline", x["population mean"]) for x in rows}, n),
+    # per-problem probabilities: a Beta at the mean of the two arms' scores (greedy 0/1 verdicts say nothing of p_i)
+    scores = {x["name"]: (x["population mean"] + x.get("baseline", x["population mean"])) / 2 for x in rows}
+    design = power.Design(power.beta_p(scores, n),
                           seeds=1, members=members, family=max(family, 1))
     mde = power.mde(design)
     for row in rows:
