@@ -41,7 +41,8 @@ from populora.evaluation import power, selection, stats
 SIZES, BASE_SCORE, CONCENTRATION = power.SIZES, power.BASE_SCORE, power.CONCENTRATION
 MEMBERS = power.MEMBERS
 ALPHA = 0.05
-BOOT = 500  # bootstrap resamples in the simulated bootstrap claims (the report uses 4000: only the time would change)
+BOOT = 300  # bootstrap resamples in the simulated bootstrap claims (the report uses 4000; 300 moves a percentile
+            # endpoint by ~0.15 standard errors: a coverage of 0.95 reads ~0.945, well inside the Monte Carlo error)
 
 
 @dataclass(frozen=True)
@@ -308,7 +309,7 @@ def planted(n: dict[str, int], sigma: float = 0.1, seeds: int = 3) -> tuple[Regi
 
 
 def run(replicates: int = 200, seed: int = 0, before: bool = True, regimes=None, seeds_per_arm=(1, 3),
-        n: dict[str, int] | None = None, with_power: bool = True, weakest: bool = True) -> dict:
+        n: dict[str, int] | None = None, with_power: bool = True, weakest: bool = True, progress=None) -> dict:
     """The calibration table: {"regimes": {name: {"seeds=S": {claim: {rate, mc_error}}}}, "power": {...},
     "sizes": n, "replicates": R}. Each regime x seeds draws its worlds from one fixed seed."""
     n = n or sizes()
@@ -321,6 +322,8 @@ def run(replicates: int = 200, seed: int = 0, before: bool = True, regimes=None,
             rng = np.random.default_rng([seed, i, s])
             outcomes = [replicate(rng, rs, n, before, seed, weakest) for _ in range(replicates)]
             table[r.name][f"seeds={s}"] = summarize(outcomes, names)
+            if progress:
+                progress(f"{r.name}, {s} seed(s) per arm: {replicates} worlds done")
     out = {"replicates": replicates, "sizes": n, "regimes": table}
     if with_power:
         regime, target = planted(n, seeds=max(max(seeds_per_arm), 2))
@@ -392,6 +395,7 @@ def main(argv: list[str]) -> int:
     """``populora bench stats [--replicates R] [--seed N] [--before] [--json]``."""
     import argparse
     import json
+    import sys
 
     p = argparse.ArgumentParser(prog="populora bench stats", description=(
         "known-truth simulations of the verdict's claims through the platform's own statistics: false-positive "
@@ -406,7 +410,7 @@ def main(argv: list[str]) -> int:
     args = p.parse_args(argv)
     if args.replicates < 10:
         p.error("--replicates must be >= 10 (the Monte Carlo error of fewer says nothing)")
-    table = run(args.replicates, args.seed, before=args.before)
+    table = run(args.replicates, args.seed, before=args.before, progress=lambda m: print(m, file=sys.stderr, flush=True))
     table["checks"] = checks(table)
     print(text(table), end="")
     bad = [c for c in table["checks"] if not c["ok"]]
