@@ -46,7 +46,7 @@ def words(rows: list[dict], mde: dict | None = None, seeds_needed: int | None = 
     ...         {"name": "overall", "mean - baseline": r(0.05, 0.01, 0.1, 0.02)}]
     >>> _ = adjust(rows)
     >>> words(rows)
-    'population mean beats the baseline on 1 of 2 benchmarks (Holm-adjusted p < 0.05: 1 above, 0 below; higher on 2 before adjustment); weakest member beats it on 0 of 2 (0 above, 1 below; higher on 0); overall: +5.0 pts, 95% CI +1.0 to +10.0. One training seed per arm: this describes these adapters on these problems, not the method (another seed trains other adapters); a claim about the method needs >= 2 seeds per arm.'
+    'population mean beats the baseline on 1 of 2 benchmarks (Holm-adjusted p < 0.05: 1 above, 0 below; higher on 2 before adjustment); weakest member beats it on 0 of 2 (0 above, 1 below; higher on 0); overall: +5.0 pts, 95% CI +1.0 to +10.0 (p=0.02, the primary comparison: higher). One training seed per arm: this describes these adapters on these problems, not the method (another seed trains other adapters); a claim about the method needs >= 2 seeds per arm.'
     """
     per = [r for r in rows if r["name"] in benchmarks.BENCHMARKS and "mean - baseline" in r]
     if not per:
@@ -66,7 +66,9 @@ def words(rows: list[dict], mde: dict | None = None, seeds_needed: int | None = 
     overall = next((r for r in rows if r["name"] == "overall" and "mean - baseline" in r), None)
     if overall:
         c = overall["mean - baseline"]
-        parts.append(f"overall: {100 * c['delta']:+.1f} pts, 95% CI {100 * c['ci95'][0]:+.1f} to {100 * c['ci95'][1]:+.1f}")
+        verdict = ("higher" if c["delta"] > 0 else "lower") if c["p_value"] < 1 - stats.CONFIDENCE else "no difference this data can tell from noise"
+        parts.append(f"overall: {100 * c['delta']:+.1f} pts, 95% CI {100 * c['ci95'][0]:+.1f} to {100 * c['ci95'][1]:+.1f} "
+                     f"(p={c['p_value']:.2g}, the primary comparison: {verdict})")
     text = "; ".join(parts) + ". "
     if seeds > 1:
         text += f"{seeds} training seeds per arm: a claim about the method (the seed variance is in every interval)."

@@ -122,17 +122,19 @@ def seeds_needed(d: Design, effect: float, most: int = 50) -> int | None:
 
 def seed_sigma(per_seed_scores: dict[str, np.ndarray], p: dict[str, np.ndarray]) -> float | None:
     """The seed effect in logits measured from a sweep: {benchmark: one arm's per-seed benchmark scores} and the
-    per-problem probabilities; the per-seed variance beyond the Bernoulli noise, over the logistic's slope.
+    per-problem probabilities. Per benchmark the per-seed variance beyond the Bernoulli noise is sigma^2 g_b^2
+    (g_b = mean p(1 - p), the logistic's slope); pooled over benchmarks, sigma^2 = sum(excess) / sum(g^2), clipped
+    at 0 only once (clipping each benchmark, then dividing by its small g^2, biased it up 2-3x on hard ones).
     None with fewer than 2 seeds."""
-    estimates = []
+    excess, slope = 0.0, 0.0
     for b, scores in per_seed_scores.items():
         scores = np.asarray(scores, dtype=float)
         if len(scores) < 2 or b not in p:
             continue
         pq = np.asarray(p[b]) * (1 - np.asarray(p[b]))
-        excess = scores.var(ddof=1) - pq.sum() / len(pq) ** 2
-        estimates.append(max(excess, 0.0) / pq.mean() ** 2)
-    return float(np.sqrt(np.mean(estimates))) if estimates else None
+        excess += scores.var(ddof=1) - pq.sum() / len(pq) ** 2
+        slope += pq.mean() ** 2
+    return float(np.sqrt(max(excess, 0.0) / slope)) if slope > 0 else None
 
 
 def detail(m: dict) -> str:
@@ -152,12 +154,12 @@ def words(m: dict) -> str:
 
     >>> words({"overall": 0.021, "level": "method", "seeds": 3, "samples": 1, "sigma": 0.1, "shared": False,
     ...        "per_benchmark": {"gsm8k": 0.03}})
-    '3 seeds per arm detect >= 2.1 pts overall at 80% power (per benchmark, Holm: GSM8K 3.0; greedy); seed effect 0.1 logit per benchmark'
+    '3 seeds per arm detect >= 2.1 pts overall at 80% power (per benchmark, Holm: GSM8K 3.0; greedy); seed effect 0.1 logit per benchmark, assumed'
     """
     if m["level"] == "adapters":
         return f"1 seed per arm detects a difference of these adapters of {detail(m)}; a claim about the method needs >= 2 seeds per arm"
-    return (f"{m['seeds']} seeds per arm detect {detail(m)}; seed effect {m['sigma']:g} logit "
-            f"{'shared by the benchmarks' if m['shared'] else 'per benchmark'}")
+    return (f"{m['seeds']} seeds per arm detect {detail(m)}; seed effect {m['sigma']:.2g} logit "
+            f"{'shared by the benchmarks' if m['shared'] else 'per benchmark'}, {m.get('sigma_source', 'assumed')}")
 
 
 def sizes(root=None) -> dict[str, int]:

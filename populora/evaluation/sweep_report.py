@@ -230,11 +230,12 @@ def config_verdict(by_seed: dict[int, dict], baseline: dict[int, dict]) -> dict 
     sigma = power.seed_sigma(per_seed, p) if len(seeds) > 1 else None
     design = power.Design(p, seeds=len(seeds), sigma=power.SIGMA_DEFAULT if sigma is None else sigma, family=max(family, 1))
     mde = power.mde(design)
+    mde["sigma_source"] = "assumed" if sigma is None else f"measured from the {len(seeds)} baseline seeds"
     overall = next((r["mean - baseline"]["delta"] for r in rows if r["name"] == "overall" and "mean - baseline" in r), None)
     need = power.seeds_needed(design, overall) if overall and len(seeds) == 1 else None
     return {"rows": rows, "seeds": seeds, "family": family, "mde": mde, "seed_sigma": sigma, "seeds_needed": need,
             "level": stats.METHOD if len(seeds) > 1 else stats.ADAPTERS,
-            "words": headline.words(rows, mde, need, seeds=len(seeds))}
+            "words": headline.words(rows, mde, need, seeds=len(seeds)) + (f" {power.words(mde)}." if len(seeds) > 1 else "")}
 
 
 def _compare(name: str, left: tuple[str, dict[int, dict], str], right: tuple[str, dict[int, dict], str]):
