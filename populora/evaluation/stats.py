@@ -290,12 +290,15 @@ def holm(p_values) -> list[float]:
 
 
 def p_value(dist: np.ndarray) -> float:
-    """Two-sided bootstrap p-value of "the difference is 0".
+    """Two-sided bootstrap p-value of "the difference is 0": twice the smaller tail's share, counted as
+    (k + 1) / (B + 1) (Davison & Hinkley 1997): never 0, since B resamples cannot tell a p below 1 / (B + 1);
+    a p of 0 would pass any Holm step (the calibration's one-seed family fired 8% at a nominal 5% without it).
 
-    >>> p_value(np.array([0.1, 0.2, 0.3, -0.1]))
-    0.5
-    >>> p_value(np.zeros(10))
-    1.0
+    >>> p_value(np.array([0.1, 0.2, 0.3, -0.1]))  # 1 of 4 at or below 0: 2 x 2/5
+    0.8
+    >>> p_value(np.zeros(10)), round(p_value(np.ones(999)), 4)
+    (1.0, 0.002)
     """
     dist = np.asarray(dist)
-    return float(min(1.0, 2 * min(np.mean(dist <= 0), np.mean(dist >= 0))))
+    tail = min(np.sum(dist <= 0), np.sum(dist >= 0))
+    return float(min(1.0, 2 * (tail + 1) / (len(dist) + 1)))

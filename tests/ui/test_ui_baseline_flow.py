@@ -39,7 +39,7 @@ EXPECTED = {
 }
 WORDS = ("Population mean beats the baseline on 1 of 2 benchmarks (Holm-adjusted p < 0.05: 1 above, 1 below; higher "
          "on 1 before adjustment); weakest member beats it on 0 of 2 (0 above, 1 below; higher on 0); overall: +25.0 "
-         "pts, 95% CI +25.0 to +25.0 (p=0, the primary comparison: higher). One training seed per arm: this "
+         "pts, 95% CI +25.0 to +25.0 (p=0.0005, the primary comparison: higher). One training seed per arm: this "
          "describes these adapters on these problems, not the method")
 
 pytestmark = [NEEDS_CHROMIUM, pytest.mark.timeout(900), pytest.mark.slow]
