@@ -76,5 +76,6 @@ def words(rows: list[dict], mde: dict | None = None, seeds_needed: int | None = 
         text += ONE_SEED + (f" ({seeds_needed} per arm would detect the overall difference seen here at 80% power)"
                             if seeds_needed else "") + "."
     if mde is not None:
-        text += f" Smallest difference this design detects: {power.detail(mde)}."
+        text += f" Smallest difference this design detects: {power.detail(mde)}" + (
+            f"; seed effect {mde['sigma']:.2g} logit, {mde.get('sigma_source', 'assumed')}." if seeds > 1 else ".")
     return text
