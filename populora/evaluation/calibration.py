@@ -30,10 +30,14 @@ Monte Carlo error of a rate r over R replicates: sqrt(r (1 - r) / R) (at least t
 
 from __future__ import annotations
 
+import argparse
 import functools
+import json
+import sys
 from dataclasses import dataclass, replace
 
 import numpy as np
+from scipy import optimize
 from scipy import stats as sps
 
 from populora.evaluation import power, selection, stats
@@ -302,8 +306,6 @@ def planted(n: dict[str, int], sigma: float = 0.1, seeds: int = 3) -> tuple[Regi
 
     def gap(effect):
         return float(np.mean(list(true_difference(Regime("", sigma, seeds=seeds, effect=effect), names).values()))) - target
-    from scipy import optimize
-
     effect = optimize.brentq(gap, 0.0, 2.0, xtol=1e-5)
     return Regime(f"planted effect = MDE (sigma={sigma:g})", sigma, seeds=seeds, effect=effect), target
 
@@ -433,10 +435,6 @@ def text(table: dict) -> str:
 
 def main(argv: list[str]) -> int:
     """``populora bench stats [--replicates R] [--seed N] [--before] [--json]``."""
-    import argparse
-    import json
-    import sys
-
     p = argparse.ArgumentParser(prog="populora bench stats", description=(
         "known-truth simulations of the verdict's claims through the platform's own statistics: false-positive "
         "rates (one and three seeds per arm), the family-wise rate, interval coverage and power at a planted "
