@@ -9,7 +9,7 @@
     populora jobs [--stop JOB_ID]
     populora prompts --config FILE [--kind K] [--role teacher|student] [--json]
     populora sandbox exec PROGRAM.py | sandbox check TASK.json
-    populora bench lora|step|evolve|verifier|eval|threads|scale|vllm|all [--json]
+    populora bench lora|step|evolve|verifier|eval|threads|scale|vllm|stats|all [--json]
     populora eval --run RUN_ID | populora report --run RUN_ID | populora data verify|fetch
     populora figures --run RUN_ID | --sweep SWEEP_ID [--out DIR]
     populora ui [--host H] [--port P]
@@ -109,7 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("prompts", help="print the prompts a run would send (populora prompts --config FILE [--json])", add_help=False)
     sub.add_parser("data", help="benchmark data: populora data verify|fetch [--data-dir DIR]", add_help=False)
     sub.add_parser("sandbox", help="run or check a program in the sandbox (see: populora sandbox --help)", add_help=False)
-    sub.add_parser("bench", help="benchmarks: populora bench lora|step|evolve|verifier|eval|threads|scale|all [--json]", add_help=False)
+    sub.add_parser("bench", help="benchmarks: populora bench lora|step|evolve|verifier|eval|threads|scale|stats|all [--json]", add_help=False)
     sub.add_parser("eval", help="score a run's adapters on the ten benchmarks (populora eval --help)", add_help=False)
     sub.add_parser("report", help="member-vs-baseline table of an evaluated run", add_help=False)
     sub.add_parser("ui", help="serve the web UI on 127.0.0.1:8501 (populora ui --help)", add_help=False)
@@ -133,6 +133,10 @@ def _command(name: str, argv: list[str]):
         from populora.platform.sandbox.cli import bench_verifier_main
 
         return lambda rest: bench_verifier_main([a for a in rest[1:] if a != "--tiny"]), ()
+    if name == "bench" and argv[:1] == ["stats"]:  # the verdict's calibration: numpy and scipy, no torch
+        from populora.evaluation.calibration import main as bench_stats_main
+
+        return lambda rest: bench_stats_main(rest[1:]), ()
     if name in ("eval", "report", "data"):  # they report their own bad input
         from populora.evaluation.cli import COMMANDS
 

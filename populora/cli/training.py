@@ -9,6 +9,7 @@ import sys
 import uuid
 
 from populora.evaluation import export as export_adapter
+from populora.evaluation import power
 from populora.platform import config as config_io
 from populora.platform import jobs
 from populora.platform import sweep as S
@@ -106,8 +107,10 @@ def sweep(args) -> int:
     if args.dry_run:
         for r in runs:
             print(f"{r.key:50} {r.name}")
+        mde = power.planned(args.seeds)
+        print(f"power: {mde['words']} (before launch: assumed base scores; docs/evaluation.md)")
         if args.json:
-            print(json.dumps(sweeps.dry_run_json(sid, runs)))
+            print(json.dumps({**sweeps.dry_run_json(sid, runs), "mde": mde}))
         return 0
     if not args.wait:  # the driver itself becomes a background job, so the sweep outlives this shell
         argv = [sys.executable, "-m", "populora.cli", *_sweep_argv(args), "--id", sid, "--wait"]
@@ -136,6 +139,9 @@ def plan(args) -> int:
     cfg = config_io.load(TrainConfig, args.config, args.set)
     result = make_plan(cfg, args.gpu, args.gpus, args.arch_config)
     print(render(result))
+    result["mde"] = {"one_seed": power.planned(1), "three_seeds": power.planned(3)}
+    print(f"power (vs the baseline, all ten benchmarks): {result['mde']['one_seed']['words']}; "
+          f"{result['mde']['three_seeds']['words']} (`populora sweep --seeds 3 --baseline`)")
     if args.json:
         print(json.dumps(result))
     return 0

@@ -5,7 +5,8 @@ and the one population summary (``summary.py``: ``Results``, ``population_summar
 its label (``report_summary``, ``report_pick_label``), so the Compare page shows the numbers ``populora report`` prints, and a sweep's statistics
 and figures, so it shows what ``populora report --sweep`` writes; the evaluation config (the UI launches ``populora eval``
 on it as a job; its one entry point is ``populora.evaluation.evaluate.evaluate``) and ``eval_progress``, which
-reads a running evaluation's pairs, with ``eval_size`` / ``eval_pace`` for its estimate before launching; the verdict of a
+reads a running evaluation's pairs, with ``eval_size`` / ``eval_pace`` for its estimate before launching and ``planned_mde``
+for the smallest difference a sweep of so many seeds detects; the verdict of a
 population against its baseline (``build_verdict``, with ``with_baseline`` and ``compute_side_by_side``). Everything else
 in this package is internal.
 Importing this package loads no model and no evaluation harness.
@@ -19,6 +20,7 @@ from populora.evaluation.evaluate import progress as eval_progress
 from populora.evaluation.figures import arms_race as arms_race_figure
 from populora.evaluation.figures import intervals as intervals_figure
 from populora.evaluation.figures import sweep_curves
+from populora.evaluation.power import planned as planned_mde
 from populora.evaluation.results import metric_keys as eval_metric_keys
 from populora.evaluation.report import AVERAGES, averages
 from populora.evaluation.report import pick_label as report_pick_label
@@ -33,6 +35,6 @@ from populora.evaluation.verdict import compute_side_by_side, with_baseline
 
 __all__ = ["AVERAGES", "BASE", "BASELINE", "BENCHMARKS", "MEMBER", "EvalConfig", "GROUPS", "Results", "Summary", "SweepReportError",
            "arms_race_figure", "averages", "build_verdict", "checkpoint_steps", "compute_side_by_side",
-           "eval_metric_keys", "eval_pace", "eval_progress", "eval_size", "gather_sweep", "intervals_figure",
+           "eval_metric_keys", "eval_pace", "eval_progress", "eval_size", "gather_sweep", "intervals_figure", "planned_mde",
            "population_summary", "report_pick_label", "report_summary", "sweep_curves", "sweep_statistics",
            "with_baseline"]

@@ -7,8 +7,16 @@ of the other. An average over several benchmarks (code avg, math avg, overall: t
 benchmark scores, as in ``report.py``; AZR's total, (code avg + math avg) / 2, a weighted one) is stratified:
 each benchmark's problems are resampled within it.
 
-The bootstrap resamples problems (and, with more than one seed, seeds too: a two-level bootstrap, since a
-training seed is itself a draw). With one seed this is exactly ``scipy.stats.bootstrap`` with one sample per
+Two levels of claim, two intervals. One seed per arm ("these adapters on these problems"): the bootstrap
+resamples problems only (``compare``, ``estimate``); it says nothing about the method, since a second training
+seed would give other adapters. Two or more seeds per arm ("the method"): ``seed_compare`` / ``seed_estimate``, a
+seed-level t interval (the variance of the per-seed scores, S-1 degrees of freedom) plus the problem term (the
+spread of the per-problem scores beyond their noise, from a crossed seeds x problems ANOVA); chosen over the
+two-level bootstrap below by the known-truth simulations of ``calibration.py`` (docs/evaluation.md). Across
+the ten benchmarks x comparisons, ``holm`` adjusts the p-values (Holm 1979, family-wise rate).
+
+The bootstrap resamples problems (and, with more than one seed, seeds too: a crossed two-level bootstrap; kept
+for the calibration's "before" column: it counts the seed x problem noise twice). With one seed this is exactly ``scipy.stats.bootstrap`` with one sample per
 benchmark (scipy resamples unpaired samples independently: the stratified bootstrap); with several seeds scipy
 has no two-level resampling, so ``_two_level`` does it with numpy. The p-value of a difference is the two-sided
 bootstrap p-value: twice the share of resampled differences on the far side of 0.
@@ -19,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import stats as sps
 
 N_RESAMPLES = 4000
 CONFIDENCE = 0.95
@@ -33,28 +42,50 @@ class Estimate:
         return {"mean": self.mean, "ci95": list(self.ci95)}
 
 
+ADAPTERS, METHOD = "adapters", "method"  # what a comparison speaks for: these adapters on these problems | the method
+
+
 @dataclass
 class Comparison:
     name: str
     delta: float
     ci95: tuple[float, float]
     p_value: float
+    level: str = ADAPTERS          # ADAPTERS (one seed: problems resampled) | METHOD (>= 2 seeds per arm)
+    seeds: int = 1                 # seeds per arm the comparison is paired over
+    p_adjusted: float | None = None  # Holm-adjusted over the report's family (``holm``); None: not in a family
+    mde: float | None = None       # the smallest difference this design detects at 80% power (``power.py``)
 
     @property
     def includes_zero(self) -> bool:
         return self.ci95[0] <= 0 <= self.ci95[1]
 
+    @property
+    def significant(self) -> bool:
+        """The difference is claimed: its (Holm-adjusted, when in a family) p-value is below 0.05."""
+        return (self.p_value if self.p_adjusted is None else self.p_adjusted) < 1 - CONFIDENCE
+
     def words(self) -> str:
-        """The comparison in one sentence, in points (scores x 100)."""
+        """The comparison in one sentence, in points (scores x 100), saying what it speaks for.
+
+        >>> Comparison("mean - baseline", 0.03, (0.01, 0.05), 0.004, METHOD, 3, 0.02).words()
+        'mean - baseline: +3.0 pts (95% CI +1.0 to +5.0, p=0.004, Holm-adjusted p=0.02; 3 seeds per arm) - higher: a difference of the method'
+        """
         d, lo, hi = (100 * v for v in (self.delta, *self.ci95))
-        text = f"{self.name}: {d:+.1f} pts (95% CI {lo:+.1f} to {hi:+.1f}, p={self.p_value:.3g})"
-        if self.includes_zero:
-            return text + " - the interval includes 0: no difference this data can tell from noise"
-        return text + f" - the interval excludes 0: {'higher' if d > 0 else 'lower'}"
+        adj = "" if self.p_adjusted is None else f", Holm-adjusted p={self.p_adjusted:.3g}"
+        seeds = f"; {self.seeds} seed{'s' if self.seeds > 1 else ''} per arm"
+        text = f"{self.name}: {d:+.1f} pts (95% CI {lo:+.1f} to {hi:+.1f}, p={self.p_value:.3g}{adj}{seeds})"
+        mde = "" if self.mde is None else f" (this design detects >= {100 * self.mde:.1f} pts at 80% power)"
+        if not self.significant:
+            return text + " - no difference this data can tell from noise" + mde
+        what = "a difference of the method" if self.level == METHOD else \
+            "these adapters on these problems, not the method (one training seed per arm)"
+        return text + f" - {'higher' if d > 0 else 'lower'}: {what}"
 
     def to_dict(self) -> dict:
         return {"name": self.name, "delta": self.delta, "ci95": list(self.ci95), "p_value": self.p_value,
-                "includes_zero": self.includes_zero, "words": self.words()}
+                "p_adjusted": self.p_adjusted, "level": self.level, "seeds": self.seeds, "mde": self.mde,
+                "includes_zero": self.includes_zero, "significant": self.significant, "words": self.words()}
 
 
 def _check(strata: list[np.ndarray]) -> list[np.ndarray]:
@@ -140,31 +171,135 @@ def _two_level(strata: list[np.ndarray], n: int, rng, w=None, chunk: int = 250) 
     return out
 
 
-def estimate(strata: list[np.ndarray], seed: int = 0, weights=None) -> Estimate:
+def estimate(strata: list[np.ndarray], seed: int = 0, weights=None, n_resamples: int = N_RESAMPLES) -> Estimate:
     """Mean and 95% interval of an arm's score (one benchmark: one stratum; an average: several, weighted by
-    ``weights`` if given)."""
-    ci, _ = bootstrap_distribution(strata, seed=seed, weights=weights)
+    ``weights`` if given): over problems (one seed), or over seeds and problems (``seed_estimate``)."""
+    if _check(strata)[0].shape[0] > 1:
+        return seed_estimate(strata, weights)
+    ci, _ = bootstrap_distribution(strata, n_resamples=n_resamples, seed=seed, weights=weights)
     return Estimate(point(strata, weights), ci)
 
 
-def compare(name: str, a: list[np.ndarray], b: list[np.ndarray], seed: int = 0, weights=None) -> Comparison:
-    """a - b, paired by problem and seed: ``a[i]`` and ``b[i]`` are the same benchmark's (seeds, problems) arrays
-    with rows and columns in the same order; ``weights``: of the benchmarks in an average (AZR's total)."""
+def _paired(a: list[np.ndarray], b: list[np.ndarray]) -> list[np.ndarray]:
     a, b = _check(a), _check(b)
     if [x.shape for x in a] != [x.shape for x in b]:
         raise ValueError(f"paired arms need the same shapes, got {[x.shape for x in a]} and {[x.shape for x in b]}")
-    diffs = [x - y for x, y in zip(a, b)]
-    ci, dist = bootstrap_distribution(diffs, seed=seed, weights=weights)
-    return Comparison(name, point(diffs, weights), ci, p_value(dist))
+    return [x - y for x, y in zip(a, b)]
+
+
+def compare(name: str, a: list[np.ndarray], b: list[np.ndarray], seed: int = 0, weights=None,
+            n_resamples: int = N_RESAMPLES) -> Comparison:
+    """a - b, paired by problem and seed: ``a[i]`` and ``b[i]`` are the same benchmark's (seeds, problems) arrays
+    with rows and columns in the same order; ``weights``: of the benchmarks in an average (AZR's total).
+    The bootstrap over problems (and seeds: the crossed two-level one): with one seed a claim about these
+    adapters; with several, prefer ``seed_compare`` (the calibrated method-level interval)."""
+    diffs = _paired(a, b)
+    ci, dist = bootstrap_distribution(diffs, n_resamples=n_resamples, seed=seed, weights=weights)
+    return Comparison(name, point(diffs, weights), ci, p_value(dist), ADAPTERS, diffs[0].shape[0])
+
+
+# ====================================================================== the method: seeds are the unit
+def seed_variance(strata: list[np.ndarray], weights=None, satterthwaite: bool = True) -> tuple[float, float, float]:
+    """(mean, variance of the mean, degrees of freedom) of ``point(strata, weights)`` over S >= 2 seeds.
+
+    The crossed random-effects model of one benchmark, x[s, i] = mu + seed_s + problem_i + noise_si, gives
+    Var(grand mean) = var(seed)/S + var(problem)/P + var(noise)/(S P). The per-seed means (over problems, and
+    over benchmarks with their weights) vary by var(seed) + var(noise)/P: their sample variance / S is the seed
+    term with S-1 degrees of freedom (it also carries the covariance of benchmarks that share a seed). The
+    problem term is each benchmark's (MS_problem - MS_residual) / (S P) (ANOVA mean squares),
+    weighted by w^2 (benchmarks' problems are independent), left out when the sum is below 0. Kept for a
+    difference too, though under a null it is 0 and its noisy estimate makes the interval over-cover (0.96-0.98
+    where 0.95 is promised): dropping it unless an F test found it ("sometimes pool") raised the family-wise rate
+    to 0.09-0.10 at Holm's first step (alpha / 20), where three near-equal per-seed differences of a 30-problem
+    benchmark give a t on 2 degrees of freedom its chance (``calibration.py``).
+
+    Degrees of freedom: ``satterthwaite`` (an arm's score, whose problem term is large and well measured):
+    Satterthwaite's over the signed mean squares (seed term, + MS_problem, - MS_residual); else (a difference
+    of two arms, a claim) S - 1, the seed term's: exact when the seed term dominates, conservative otherwise.
+    Under a null the difference has no problem term, and its noisy estimate inflated Satterthwaite's degrees of
+    freedom when the seed term was small by chance: family-wise rate 0.18 (clipped) and 0.08 (signed) with 3
+    seeds and a 0.2-logit seed effect, where Holm promises 0.05 (``calibration.py``).
+
+    >>> x = np.array([[0.5, 0.7, 0.9], [0.3, 0.5, 0.7]])  # seeds differ by 0.2, problems by 0.2, no noise
+    >>> m, v, df = seed_variance([x])
+    >>> round(m, 3), round(v, 4), round(df, 2)  # var of seed means 0.02 / 2 + var(problem) 0.04 / 3
+    (0.6, 0.0233, 2.88)
+    """
+    strata = _check(strata)
+    w = _weights(strata, weights)
+    n_seeds = strata[0].shape[0]
+    if n_seeds < 2:
+        raise ValueError("a method-level interval needs >= 2 seeds per arm (one seed speaks for its adapters only)")
+    per_seed = sum(wx * x.mean(axis=1) for x, wx in zip(strata, w))                  # (S,)
+    seed_term = per_seed.var(ddof=1) / n_seeds
+    terms = [(seed_term, n_seeds - 1)]  # (signed variance component, its degrees of freedom)
+    for x, wx in zip(strata, w):
+        n_problems = x.shape[1]
+        if n_problems < 2:
+            continue
+        resid = x - x.mean(axis=1, keepdims=True) - x.mean(axis=0, keepdims=True) + x.mean()
+        ms_problem = n_seeds * x.mean(axis=0).var(ddof=1)
+        ms_resid = (resid ** 2).sum() / ((n_seeds - 1) * (n_problems - 1))
+        scale = wx ** 2 / (n_seeds * n_problems)
+        terms += [(scale * ms_problem, n_problems - 1), (-scale * ms_resid, (n_seeds - 1) * (n_problems - 1))]
+    var = sum(t for t, _ in terms)
+    if var <= seed_term:  # no problem term beyond the noise: the seed term alone, S - 1 degrees of freedom
+        return float(per_seed.mean()), float(seed_term), float(n_seeds - 1)
+    df = var ** 2 / sum(t ** 2 / d for t, d in terms) if satterthwaite else n_seeds - 1
+    return float(per_seed.mean()), float(var), float(df)
+
+
+def _t_interval(mean: float, var: float, df: float, confidence: float = CONFIDENCE) -> tuple[float, float]:
+    half = sps.t.ppf(0.5 + confidence / 2, df) * np.sqrt(var)
+    return float(mean - half), float(mean + half)
+
+
+def seed_estimate(strata: list[np.ndarray], weights=None) -> Estimate:
+    """Mean and 95% interval of an arm's score over S >= 2 seeds (``seed_variance``: seeds and problems)."""
+    mean, var, df = seed_variance(strata, weights)
+    return Estimate(mean, _t_interval(mean, var, df))
+
+
+def seed_compare(name: str, a: list[np.ndarray], b: list[np.ndarray], weights=None) -> Comparison:
+    """a - b of two arms with the same S >= 2 seeds (seed s of one paired with seed s of the other: independent
+    runs, so the pairing is only bookkeeping) and the same problems: a claim about the method, with the seed
+    variance in its interval (``seed_variance``) and a two-sided t p-value."""
+    diffs = _paired(a, b)
+    mean, var, df = seed_variance(diffs, weights, satterthwaite=False)
+    p = 1.0 if var <= 0 else float(2 * sps.t.sf(abs(mean) / np.sqrt(var), df))
+    if var <= 0 and mean != 0:
+        p = 0.0
+    return Comparison(name, mean, _t_interval(mean, var, df), p, METHOD, diffs[0].shape[0])
+
+
+def holm(p_values) -> list[float]:
+    """Holm's (1979) step-down adjusted p-values: the family-wise error rate is at most alpha when every
+    adjusted p below alpha is claimed, whatever the dependence between the tests (benchmarks that share a
+    training seed are correlated).
+
+    >>> holm([0.01, 0.04, 0.03, 0.005])
+    [0.03, 0.06, 0.06, 0.02]
+    """
+    p = np.asarray(p_values, dtype=float)
+    order = np.argsort(p, kind="stable")
+    adjusted = np.empty_like(p)
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (len(p) - rank) * p[i]))
+        adjusted[i] = running
+    return [round(float(v), 12) for v in adjusted]
 
 
 def p_value(dist: np.ndarray) -> float:
-    """Two-sided bootstrap p-value of "the difference is 0".
+    """Two-sided bootstrap p-value of "the difference is 0": twice the smaller tail's share, counted as
+    (k + 1) / (B + 1) (Davison & Hinkley 1997): never 0, since B resamples cannot tell a p below 1 / (B + 1);
+    a p of 0 would pass any Holm step (the calibration's one-seed family fired 8% at a nominal 5% without it).
 
-    >>> p_value(np.array([0.1, 0.2, 0.3, -0.1]))
-    0.5
-    >>> p_value(np.zeros(10))
-    1.0
+    >>> p_value(np.array([0.1, 0.2, 0.3, -0.1]))  # 1 of 4 at or below 0: 2 x 2/5
+    0.8
+    >>> p_value(np.zeros(10)), round(p_value(np.ones(999)), 4)
+    (1.0, 0.002)
     """
     dist = np.asarray(dist)
-    return float(min(1.0, 2 * min(np.mean(dist <= 0), np.mean(dist >= 0))))
+    tail = min(np.sum(dist <= 0), np.sum(dist >= 0))
+    return float(min(1.0, 2 * (tail + 1) / (len(dist) + 1)))

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from populora.evaluation import benchmarks, selection, stats
+from populora.evaluation import aggregates, benchmarks, headline, power, selection, stats
 from populora.evaluation.report import AZR_MATH
 from populora.evaluation.results import load as load_results
 from populora.evaluation.summary import BASELINE, ENDS, Results, population_summary
@@ -30,9 +30,15 @@ DEFINITIONS = ("Averages: ours are unweighted means of the benchmarks scored (co
                "LiveCodeBench, the same as AZR's; math avg: the 7 math benchmarks incl. GSM8K; overall: all); AZR's "
                "math avg leaves out GSM8K and its total is (code avg + math avg) / 2. The comparisons with the "
                "baseline are on overall (ours).")
-SELECTION_NOTE = ("weakest / best: cross-fit (per seed, the member chosen on one half of each benchmark's problems "
-                  "is scored on the other half, so the choice does not bias the score; where no benchmark has two "
-                  "problems, the member is chosen on the problems it is scored on: biased)")
+SELECTION_NOTE = ("weakest / best: the member the cross-fit rule picks (per seed, the member chosen on one half of each "
+                  "benchmark's problems is scored on the other half, so the choice does not bias the score; where no "
+                  "benchmark has two problems, the member is chosen on the problems it is scored on: biased). Its "
+                  "interval covers the rule's pick, not the truly weakest / best member: over seeds the pick is "
+                  "redone in every run, so the seed variance includes the pick's")
+INTERVALS = ("Intervals: one seed per arm, a bootstrap over problems (these adapters on these problems, not the method); "
+             ">= 2 seeds, a seed-level t (S-1 degrees of freedom; scores: Satterthwaite's) with the problem term, "
+             "a claim about the method. p-values Holm-adjusted: the configurations' overall population mean vs "
+             "baseline among themselves, every other comparison in a second family.")
 AVERAGES = {"code avg": "code", "math avg": "math", "overall": None}  # ours, as in report.py
 
 
@@ -125,9 +131,11 @@ def config_overrides(label: str) -> dict:
     return {".".join(k): v for k, v in (config_io.parse_override(part) for part in label.split(" "))}
 
 
-def build(configs: dict[str, dict[int, dict]], between: list[tuple[str, str]] = ()) -> dict:
+def build(configs: dict[str, dict[int, dict]], between: list[tuple[str, str]] = (), seed: int = 0) -> dict:
     """``configs``: {config label: {seed: arms of that seed's run}} (``run_arms``); the baseline config is labelled
-    "baseline". Returns the report: ``configs`` rows with intervals and ``comparisons`` with the baseline."""
+    "baseline". Returns the report: ``configs`` rows with intervals, ``comparisons`` with the baseline (Holm-
+    adjusted), ``verdicts`` per configuration (per benchmark, the headline on adjusted results, the MDE) and
+    ``aggregates`` (rliable's IQM and probability of improvement over seeds x benchmarks)."""
     baseline = configs.get(S.BASELINE_LABEL, {})
     rows = []
     for lab, by_seed in configs.items():
@@ -155,7 +163,82 @@ def build(configs: dict[str, dict[int, dict]], between: list[tuple[str, str]] = 
         c = _compare(f"{a} vs {b}: population mean", (a, configs.get(a, {}), "population mean"),
                      (b, configs.get(b, {}), "population mean"))
         comparisons += [c] if c else []
-    return {"configs": rows, "comparisons": [c.to_dict() for c in comparisons]}
+    primary = [c for c in comparisons if c.name.endswith(": population mean vs baseline")]
+    for family in (primary, [c for c in comparisons if c not in primary]):
+        for c, p in zip(family, stats.holm([c.p_value for c in family]) if family else []):
+            c.p_adjusted = p
+    verdicts = {lab: v for lab, by_seed in configs.items() if lab != S.BASELINE_LABEL
+                for v in [config_verdict(by_seed, baseline)] if v}
+    for c in comparisons:
+        lab = c.name.split(": ")[0]
+        if lab in verdicts and verdicts[lab]["mde"]:
+            c.mde = verdicts[lab]["mde"]["overall"]
+    return {"configs": rows, "comparisons": [c.to_dict() for c in comparisons], "verdicts": verdicts,
+            "aggregates": aggregate(configs, seed)}
+
+
+def _benchmark_matrix(by_seed: dict[int, dict], arm: str = "population mean") -> tuple[list[str], np.ndarray] | None:
+    """(benchmarks, (seeds, benchmarks) scores) of one configuration's arm, over the benchmarks every seed scored."""
+    seeds = sorted(s for s, arms in by_seed.items() if arm in arms)
+    if not seeds:
+        return None
+    names = [b for b in benchmarks.BENCHMARKS if all(by_seed[s][arm].get(b) for s in seeds)]
+    return names, np.array([[np.mean(list(by_seed[s][arm][b].values())) for b in names] for s in seeds])
+
+
+def aggregate(configs: dict[str, dict[int, dict]], seed: int = 0) -> dict | None:
+    """rliable's aggregates of every configuration's population mean over its seeds x the benchmarks all scored
+    (``aggregates.summary``); P(config > baseline) against the "baseline" configuration."""
+    mats = {lab: m for lab, by_seed in configs.items() for m in [_benchmark_matrix(by_seed)] if m}
+    if not mats:
+        return None
+    common = [b for b in benchmarks.BENCHMARKS if all(b in names for names, _ in mats.values())]
+    if not common:
+        return None
+    arms = {lab: m[:, [names.index(b) for b in common]] for lab, (names, m) in mats.items()}
+    out = aggregates.summary(arms, S.BASELINE_LABEL if S.BASELINE_LABEL in arms else None, seed=seed)
+    out["benchmarks"] = common
+    out["words"] = aggregates.words(out, S.BASELINE_LABEL)
+    return out
+
+
+def config_verdict(by_seed: dict[int, dict], baseline: dict[int, dict]) -> dict | None:
+    """One configuration against the baseline over the seeds both have: per benchmark and average, population mean
+    and weakest member minus the baseline (``seed_compare`` with >= 2 seeds, else ``compare``), Holm-adjusted
+    (``headline.adjust``), the MDE of this design and the headline in words; None without common seeds."""
+    seeds = sorted(s for s in by_seed if s in baseline and "population mean" in by_seed[s] and "population mean" in baseline[s])
+    if not seeds:
+        return None
+    arms = {f"{a} seed {s}": by_seed[s][a] for s in seeds for a in ("population mean", "weakest") if a in by_seed[s]}
+    problems = same_problems({**arms, **{f"baseline seed {s}": baseline[s]["population mean"] for s in seeds}})
+    base = [baseline[s]["population mean"] for s in seeds]
+    rows = []
+    for name, (names, weights) in _groups(problems).items():
+        row = {"name": name}
+        for delta, arm in headline.DELTAS:
+            if all(arm in by_seed[s] for s in seeds):
+                a, b = strata([by_seed[s][arm] for s in seeds], names, problems), strata(base, names, problems)
+                c = stats.seed_compare(delta, a, b, weights) if len(seeds) > 1 else stats.compare(delta, a, b, weights=weights)
+                row[delta] = c.to_dict()
+        rows.append(row)
+    family = headline.adjust(rows)
+    sizes = {b: len(ps) for b, ps in problems.items()}
+    both = base + [by_seed[s]["population mean"] for s in seeds]  # a Beta at the two arms' mean score
+    scores = {b: float(np.mean([np.mean(list(x[b].values())) for x in both])) for b in problems}
+    per_seed = {b: [float(np.mean(list(x[b].values()))) for x in base] for b in problems}
+    p = power.beta_p(scores, sizes)
+    sigma = power.seed_sigma(per_seed, p) if len(seeds) > 1 else None
+    # a few seeds measure sigma loosely (3 seeds: 0 to 2x the truth): below 5, never below the stated default
+    used = power.SIGMA_DEFAULT if sigma is None else (sigma if len(seeds) >= 5 else max(sigma, power.SIGMA_DEFAULT))
+    design = power.Design(p, seeds=len(seeds), sigma=used, family=max(family, 1))
+    mde = power.mde(design)
+    mde["sigma_source"] = ("assumed" if sigma is None else f"measured from the {len(seeds)} baseline seeds"
+                           + ("" if used == sigma else f" as {sigma:.2g}, the default {power.SIGMA_DEFAULT:g} used"))
+    overall = next((r["mean - baseline"]["delta"] for r in rows if r["name"] == "overall" and "mean - baseline" in r), None)
+    need = power.seeds_needed(design, overall) if overall and len(seeds) == 1 else None
+    return {"rows": rows, "seeds": seeds, "family": family, "mde": mde, "seed_sigma": sigma, "seeds_needed": need,
+            "level": stats.METHOD if len(seeds) > 1 else stats.ADAPTERS,
+            "words": headline.words(rows, mde, need, seeds=len(seeds))}
 
 
 def _compare(name: str, left: tuple[str, dict[int, dict], str], right: tuple[str, dict[int, dict], str]):
@@ -171,6 +254,8 @@ def _compare(name: str, left: tuple[str, dict[int, dict], str], right: tuple[str
     names = [n for n in problems if problems[n]]
     if not names:
         return None
+    if len(seeds) > 1:  # a claim about the method: the seed variance in the interval
+        return stats.seed_compare(name, strata(a, names, problems), strata(b, names, problems))
     return stats.compare(name, strata(a, names, problems), strata(b, names, problems))
 
 
@@ -195,10 +280,20 @@ def text(report: dict) -> str:
     widths = [max(len(str(x)) for x in col) for col in zip(head, *lines)]
     fmt = lambda cells: "  ".join(f"{str(c):<{w}}" for c, w in zip(cells, widths))  # noqa: E731
     out = [fmt(head), fmt(["-" * w for w in widths])] + [fmt(line) for line in lines]
-    out += ["", "Scores in % with 95% bootstrap intervals (over problems, and over seeds when there are several).",
-            DEFINITIONS, SELECTION_NOTE]
+    out += ["", "Scores in % with 95% intervals.", INTERVALS, DEFINITIONS, SELECTION_NOTE]
     out += [f"- {c['words']}" for c in report["comparisons"]] or ["- no baseline evaluated: nothing to compare with"]
+    out += _closing(report)
     return "\n".join(out) + "\n"
+
+
+def _closing(report: dict) -> list[str]:
+    """The per-configuration verdicts (headline, MDE) and rliable's aggregates, as lines."""
+    out = [f"verdict, {lab}: {v['words']}" for lab, v in (report.get("verdicts") or {}).items()]
+    agg = report.get("aggregates")
+    if agg:
+        out += [f"rliable (Agarwal et al. 2021) over seeds x {len(agg['benchmarks'])} benchmarks, population mean; "
+                "stratified bootstrap 95% intervals:"] + [f"  {line}" for line in agg["words"]]
+    return out
 
 
 def markdown(report: dict) -> str:
@@ -210,8 +305,8 @@ def markdown(report: dict) -> str:
         out += [f"| {r['label']} | {len(r['seeds'])} | " + " | ".join(_cell(r[arm].get(n)) for n in names) + " |"
                 for r in report["configs"]]
         out.append("")
-    return "\n".join(out) + "\n" + DEFINITIONS + "\n\n" + SELECTION_NOTE + "\n\n" \
-        + "\n".join(f"- {c['words']}" for c in report["comparisons"]) + "\n"
+    return "\n".join(out) + "\n" + INTERVALS + "\n\n" + DEFINITIONS + "\n\n" + SELECTION_NOTE + "\n\n" \
+        + "\n".join(f"- {c['words']}" for c in report["comparisons"]) + "\n\n" + "\n\n".join(_closing(report)) + "\n"
 
 
 # ====================================================================== reading a sweep from MLflow

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import copy
 
-from populora.evaluation import benchmarks, stats
-from populora.evaluation.summary import BASE, BASELINE, Results
+from populora.evaluation import aggregates, benchmarks, power, stats
+from populora.evaluation.headline import DELTAS, adjust, words
+from populora.evaluation.summary import BASE, BASELINE, MEMBER, Results
 from populora.evaluation.sweep_report import _groups, run_arms, same_problems, strata
 
 ARMS = ("population mean", "weakest", "best", "baseline", "base model")
-DELTAS = (("mean - baseline", "population mean"), ("weakest - baseline", "weakest"))
 MATCHED_WITHIN = 0.10  # per-adapter compute further apart than this: not compute-matched (the one threshold: report, Compare)
 COMPUTE = ("generated_tokens", "trained_tokens")
 
@@ -68,6 +68,9 @@ def build(results: Results | dict, seed: int = 0) -> dict | None:
         arms["base model"] = base
     problems = same_problems(arms)
     rows = []
+    bench_names = [b for b in problems if problems[b]]
+    strata_of = {arm: strata([arms[arm]], bench_names, problems) for arm in ("population mean", "baseline") if arm in arms}
+    agg = aggregates.one_run(strata_of, "baseline", seed=seed) if "baseline" in strata_of and bench_names else None
     for name, (names, weights) in _groups(problems).items():
         row = {"name": name, "label": benchmarks.BENCHMARKS[name].label if name in benchmarks.BENCHMARKS else name}
         data = {arm: strata([arms[arm]], names, problems) for arm in ARMS if arm in arms}
@@ -77,38 +80,22 @@ def build(results: Results | dict, seed: int = 0) -> dict | None:
             for delta, arm in DELTAS:
                 row[delta] = stats.compare(delta, data[arm], data["baseline"], seed=seed, weights=weights).to_dict()
         rows.append(row)
-    return {"rows": rows, "words": words(rows), "n": {b: len(ps) for b, ps in problems.items()}}
-
-
-def words(rows: list[dict]) -> str:
-    """The verdict in one line, over the benchmarks (not the averages): on how many the population mean and the
-    weakest member beat the baseline, and on how many the paired interval excludes 0.
-
-    >>> r = lambda d, lo, hi: {"delta": d, "ci95": [lo, hi]}
-    >>> rows = [{"name": "gsm8k", "mean - baseline": r(0.1, 0.05, 0.2), "weakest - baseline": r(-0.1, -0.3, 0.1)},
-    ...         {"name": "aime24", "mean - baseline": r(0.0, -0.1, 0.1), "weakest - baseline": r(-0.2, -0.3, -0.1)},
-    ...         {"name": "overall", "mean - baseline": r(0.05, 0.01, 0.1)}]
-    >>> words(rows)
-    'population mean beats the baseline on 1 of 2 benchmarks (interval excludes 0 on 1: 1 above, 0 below); weakest member beats it on 0 of 2 (interval excludes 0 on 1: 0 above, 1 below); overall: +5.0 pts, 95% CI +1.0 to +10.0'
-    """
-    per = [r for r in rows if r["name"] in benchmarks.BENCHMARKS and "mean - baseline" in r]
-    if not per:
-        return "no baseline scored on the same problems: nothing to compare with"
-    parts = []
-    for delta, what, it in (("mean - baseline", "population mean", "the baseline"), ("weakest - baseline", "weakest member", "it")):
-        cs = [r[delta] for r in per if delta in r]
-        if not cs:
-            continue
-        above = sum(c["ci95"][0] > 0 for c in cs)
-        below = sum(c["ci95"][1] < 0 for c in cs)
-        parts.append(f"{what} beats {it} on {sum(c['delta'] > 0 for c in cs)} of {len(cs)}"
-                     + (" benchmarks" if not parts else "")
-                     + f" (interval excludes 0 on {above + below}: {above} above, {below} below)")
-    overall = next((r for r in rows if r["name"] == "overall" and "mean - baseline" in r), None)
-    if overall:
-        c = overall["mean - baseline"]
-        parts.append(f"overall: {100 * c['delta']:+.1f} pts, 95% CI {100 * c['ci95'][0]:+.1f} to {100 * c['ci95'][1]:+.1f}")
-    return "; ".join(parts)
+    n = {b: len(ps) for b, ps in problems.items()}
+    family = adjust(rows)
+    members = len(r.final_members([t for t in r.of_kind(MEMBER) if t in r.scores])) or power.MEMBERS
+    # per-problem probabilities: a Beta at the mean of the two arms' scores (greedy 0/1 verdicts say nothing of p_i)
+    scores = {x["name"]: (x["population mean"] + x.get("baseline", x["population mean"])) / 2 for x in rows}
+    design = power.Design(power.beta_p(scores, n),
+                          seeds=1, members=members, family=max(family, 1))
+    mde = power.mde(design)
+    for row in rows:
+        for delta, _ in DELTAS:
+            if delta in row:
+                row[delta]["mde"] = mde["per_benchmark"].get(row["name"], mde["overall"] if row["name"] == "overall" else None)
+    overall = next((x["mean - baseline"]["delta"] for x in rows if x["name"] == "overall" and "mean - baseline" in x), None)
+    need = power.seeds_needed(design, overall) if overall else None
+    return {"rows": rows, "words": words(rows, mde, need), "n": n, "mde": mde, "seeds": 1, "seeds_needed": need,
+            "level": stats.ADAPTERS, "family": family, "aggregates": agg}
 
 
 def _cell(value: float | None) -> str:
@@ -126,7 +113,12 @@ def text(v: dict) -> str:
     widths = [max(len(str(x)) for x in col) for col in zip(head, *lines)]
     fmt = lambda cells: "  ".join(f"{str(c):>{w}}" for c, w in zip(cells, widths))  # noqa: E731
     return "\n".join([fmt(head)] + [fmt(line) for line in lines]
-                     + ["differences: paired bootstrap over problems, 95% interval in brackets", "verdict: " + v["words"]]) + "\n"
+                     + ["differences: paired bootstrap over problems, 95% interval in brackets (one seed per arm: these "
+                        "adapters on these problems); p-values Holm-adjusted over every comparison but overall "
+                        "mean - baseline (the primary); weakest / best: the member the cross-fit rule picks, not "
+                        "the truly weakest / best", "verdict: " + v["words"]]
+                     + (["rliable (Agarwal et al. 2021) over the benchmarks, 95% intervals over problems:"]
+                        + [f"  {line}" for line in v["aggregates"]["words"]] if v.get("aggregates") else [])) + "\n"
 
 
 def compute_side_by_side(population: dict[str, float], baseline: dict[str, float],

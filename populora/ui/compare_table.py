@@ -130,3 +130,21 @@ def verdict_frame(v: dict) -> pd.DataFrame:
     rows = {r["label"]: [score(r.get(a)) for a in VERDICT_ARMS] + [delta(r.get(d)) for d in VERDICT_DELTAS]
             for r in v["rows"]}
     return pd.DataFrame.from_dict(rows, orient="index", columns=list(VERDICT_ARMS.values()) + list(VERDICT_DELTAS))
+
+
+def aggregates_frame(agg: dict) -> pd.DataFrame:
+    """rliable's aggregates as a table: IQM and P(config > baseline), each with its 95% interval (in %).
+
+    >>> agg = {"iqm": {"a": {"value": 0.5, "ci95": [0.4, 0.6], "runs": 3}},
+    ...        "probability_of_improvement": {"a": {"value": 0.75, "ci95": [0.5, 0.9]}}}
+    >>> aggregates_frame(agg).loc["a"].tolist()
+    ['50.0 [40.0, 60.0]', '0.75 [0.50, 0.90]', '3']
+    """
+    def cell(e, scale, fmt):
+        if not e:
+            return "–"
+        ci = e.get("ci95")
+        return f"{scale * e['value']:{fmt}}" + ("" if ci is None else f" [{scale * ci[0]:{fmt}}, {scale * ci[1]:{fmt}}]")
+    rows = {k: [cell(e, 100, ".1f"), cell(agg["probability_of_improvement"].get(k), 1, ".2f"), str(e["runs"])]
+            for k, e in agg["iqm"].items()}
+    return pd.DataFrame.from_dict(rows, orient="index", columns=["IQM (%)", "P(> baseline)", "runs"])

@@ -11,14 +11,15 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from populora.evaluation import (SweepReportError, arms_race_figure, gather_sweep, intervals_figure, sweep_curves,
-                                 sweep_statistics)
+from populora.evaluation import (SweepReportError, arms_race_figure, gather_sweep, intervals_figure, planned_mde,
+                                 sweep_curves, sweep_statistics)
 from populora.platform import jobs
 from populora.platform import runlayout as rl
 from populora.platform import sweep as S
 from populora.platform.tracking import Tracker
 from populora.training import plan_sweep, sweep_id
 from populora.ui import store
+from populora.ui.compare_table import aggregates_frame
 
 
 # ====================================================================== Launch: sweep mode
@@ -32,8 +33,16 @@ def sweep_fields(preset: str) -> dict:
         cols = st.columns(2)
         seeds = cols[0].number_input("Seeds", 1, 100, 2, key=f"f_{preset}_seeds")
         parallel = cols[1].number_input("Runs at a time", 1, 64, 1, key=f"f_{preset}_parallel")
+        st.caption("Power before launch: " + mde_caption(int(seeds)))
     return {"on": on, "grid": [g.strip() for g in grid.splitlines() if g.strip()], "seeds": int(seeds),
             "parallel": int(parallel)}
+
+
+@st.cache_data(show_spinner=False)
+def mde_caption(seeds: int) -> str:
+    """What ``seeds`` seeds per arm can see, against the baseline on all ten benchmarks (evaluation/power.py)."""
+    m = planned_mde(seeds)
+    return m["words"] + " (assumed base scores and seed effect until a sweep measures them; docs/evaluation.md)"
 
 
 def launch_sweep(config_yaml: str, sweep: dict, baseline: bool, env: dict, ray_address: str | None) -> jobs.Job:
@@ -119,7 +128,17 @@ def compare_panel() -> None:
             for r in report["configs"] for arm in ("population mean", "weakest", "best")]
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
     for c in report["comparisons"]:
-        (st.info if c["includes_zero"] else st.success)(c["words"])
+        (st.success if c["significant"] else st.info)(c["words"])
+    for label, v in (report.get("verdicts") or {}).items():
+        st.markdown(f"**Verdict, {label}:** {v['words']}")
+    agg = report.get("aggregates")
+    if agg:
+        st.markdown(f"**rliable (Agarwal et al. 2021), population mean over seeds x {len(agg['benchmarks'])} "
+                    "benchmarks** (stratified bootstrap 95% intervals)")
+        st.table(aggregates_frame(agg))
+        st.line_chart(pd.DataFrame({k: v["value"] for k, v in agg["profile"].items() if k != "taus"},
+                                   index=pd.Index(agg["profile"]["taus"], name="score threshold tau")))
+        st.caption("Performance profile: the share of runs x benchmarks scoring above tau.")
     st.pyplot(intervals_figure(report), clear_figure=True)
     st.pyplot(arms_race_figure(sweep_curves(store._client(store.uri()), sid)), clear_figure=True)
 

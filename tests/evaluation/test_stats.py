@@ -40,12 +40,12 @@ def test_paired_comparison_finds_a_real_difference_and_not_a_null_one():
     assert c.p_value < 0.001
     # unpaired, the shared problem difficulty (sd 1) would swamp a 0.2 difference: pairing is what finds it
     assert half < 0.5 * 1.96 * np.sqrt(a.var(ddof=1) / len(a) + b.var(ddof=1) / len(b))
-    assert not c.includes_zero and "excludes 0" in c.words()
+    assert not c.includes_zero and "higher: these adapters on these problems" in c.words()
     # the same arm against a copy with its sign-symmetric noise: the interval includes 0, p is large
     d = rng.normal(0, 1, 500)
     d -= d.mean()
     null = stats.compare("null", [b + d], [b])
-    assert null.includes_zero and null.p_value > 0.5 and "includes 0" in null.words()
+    assert null.includes_zero and null.p_value > 0.5 and "no difference this data can tell from noise" in null.words()
 
 
 def test_two_level_bootstrap_with_one_seed_agrees_with_scipy():
@@ -95,3 +95,48 @@ def test_weighted_average_of_strata():
     assert stats.point([code, m1, m2]) == pytest.approx((code.mean() + m1.mean() + m2.mean()) / 3)
     with pytest.raises(ValueError, match="one non-negative weight per stratum"):
         stats.point([code, m1], weights=[1.0])
+
+
+def test_seed_variance_is_the_crossed_random_effects_variance_of_the_mean():
+    # x[s, i] = seed_s + problem_i + noise: the variance of the grand mean over many draws is known,
+    # var(seed)/S + var(problem)/P + var(noise)/(S P); the estimate averages to it
+    rng = np.random.default_rng(4)
+    n_seeds, n_problems, sd_seed, sd_problem, sd_noise = 4, 50, 0.05, 0.2, 0.3
+    truth = sd_seed ** 2 / n_seeds + sd_problem ** 2 / n_problems + sd_noise ** 2 / (n_seeds * n_problems)
+    estimates, means = [], []
+    for _ in range(400):
+        x = (rng.normal(0, sd_seed, (n_seeds, 1)) + rng.normal(0, sd_problem, (1, n_problems))
+             + rng.normal(0, sd_noise, (n_seeds, n_problems)))
+        m, v, df = stats.seed_variance([x])
+        estimates.append(v)
+        means.append(m)
+        assert df >= n_seeds - 1
+    assert np.mean(estimates) == pytest.approx(truth, rel=0.1)
+    assert np.var(means) == pytest.approx(truth, rel=0.2)
+
+
+def test_seed_compare_is_the_paired_t_over_seeds_when_nothing_differs_by_problem():
+    # per-seed differences 0.1, 0.3, 0.2 on every problem: no problem term; the seed-level t with 2 df
+    a = np.array([[0.6] * 5, [0.8] * 5, [0.7] * 5])
+    b = np.full((3, 5), 0.5)
+    c = stats.seed_compare("a - b", [a], [b])
+    d = np.array([0.1, 0.3, 0.2])
+    half = 4.302652729911275 * d.std(ddof=1) / np.sqrt(3)  # t(0.975, 2)
+    assert c.delta == pytest.approx(0.2) and c.ci95 == pytest.approx((0.2 - half, 0.2 + half))
+    assert c.level == stats.METHOD and c.seeds == 3
+    with pytest.raises(ValueError, match=">= 2 seeds"):
+        stats.seed_compare("one seed", [a[:1]], [b[:1]])
+
+
+def test_holm_matches_its_definition():
+    p = [0.01, 0.04, 0.03, 0.005, 0.2]
+    # sorted: 0.005 x5 = 0.025, 0.01 x4 = 0.04, 0.03 x3 = 0.09, 0.04 x2 = 0.08 -> 0.09 (monotone), 0.2 x1 -> 0.2
+    assert stats.holm(p) == pytest.approx([0.04, 0.09, 0.09, 0.025, 0.2])
+    assert stats.holm([]) == []
+
+
+def test_one_seed_words_speak_for_the_adapters_only():
+    c = stats.Comparison("mean - baseline", 0.05, (0.01, 0.09), 0.01, stats.ADAPTERS, 1)
+    assert "these adapters on these problems, not the method" in c.words()
+    c.p_adjusted = 0.2
+    assert not c.significant and "no difference this data can tell from noise" in c.words()

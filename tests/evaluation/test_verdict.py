@@ -58,13 +58,30 @@ def test_arms_match_the_report_table_and_intervals_match_scipys_paired_bootstrap
     assert c["ci95"] == pytest.approx(list(ref.confidence_interval), abs=1e-9)
 
 
-def test_words_count_the_rows(tmp_path):
+def test_words_count_the_holm_adjusted_rows_and_say_what_one_seed_speaks_for(tmp_path):
     v = verdict.build(_results(tmp_path))
     per = [r for r in v["rows"] if r["name"] in ("gsm8k", "humaneval_plus")]
     beats = sum(r["mean - baseline"]["delta"] > 0 for r in per)
-    excl = sum(not (r["mean - baseline"]["ci95"][0] <= 0 <= r["mean - baseline"]["ci95"][1]) for r in per)
     assert beats == 2  # gsm8k 0.4375 vs 0.25, humaneval+ 0.5 vs 0.25
-    assert v["words"].startswith(f"population mean beats the baseline on {beats} of 2 benchmarks (interval excludes 0 on {excl}")
+    # the family: every comparison but overall mean - baseline (2 deltas x 2 benchmarks, code / math avg, weakest overall)
+    cells = [r[d] for r in v["rows"] for d in ("mean - baseline", "weakest - baseline")
+             if d in r and (r["name"], d) != ("overall", "mean - baseline")]
+    assert v["family"] == len(cells) == 9
+    assert [c["p_adjusted"] for c in cells] == pytest.approx(stats.holm([c["p_value"] for c in cells]))
+    wins = sum(r["mean - baseline"]["p_adjusted"] < 0.05 and r["mean - baseline"]["delta"] > 0 for r in per)
+    assert wins == 0  # 4 and 8 problems: nothing survives Holm over 9 comparisons
+    assert v["words"].startswith(f"population mean beats the baseline on {wins} of 2 benchmarks (Holm-adjusted p < "
+                                 f"0.05: 0 above, 0 below; higher on {beats} before adjustment)")
+    assert "these adapters on these problems, not the method" in v["words"]
+    assert "a claim about the method needs >= 2 seeds per arm" in v["words"]
+    assert v["seeds_needed"] >= 2 and f"({v['seeds_needed']} per arm would detect" in v["words"]
+    assert v["mde"]["level"] == "adapters" and "Smallest difference this design detects: >= " in v["words"]
+    # rliable's aggregates over the two benchmarks (HumanEval+ 62.5 vs 25, GSM8K 50 vs 25), intervals over problems
+    agg = v["aggregates"]
+    assert agg["iqm"]["population mean"]["value"] == pytest.approx((0.625 + 0.5) / 2)  # two scores: nothing trimmed
+    assert agg["probability_of_improvement"]["population mean"]["value"] == 1.0      # higher on both
+    lo, hi = agg["iqm"]["population mean"]["ci95"]
+    assert lo < 0.5625 < hi and "IQM 56.2" in verdict.text(v) and "P(population mean > baseline) = 1.00" in verdict.text(v)
 
 
 def test_a_baseline_evaluated_on_its_own_run_is_the_populations_baseline(tmp_path):

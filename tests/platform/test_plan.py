@@ -40,6 +40,10 @@ def test_plan_json_of_the_paper_presets(tmp_path):
         assert set(p["memory_gb"]) >= {"base_weights", "adapters", "optimizer", "activations", "total"}
         assert p["memory_gb"]["base_weights"] == pytest.approx(15.2, abs=0.1)  # Qwen2.5-7B in bf16
         assert isinstance(p["fits"], bool) and p["step_time_s"] > 0
+        # before launch: the smallest difference one seed (these adapters) and three seeds (the method) detect
+        assert p["mde"]["one_seed"]["level"] == "adapters" and p["mde"]["three_seeds"]["seeds"] == 3
+        assert p["mde"]["three_seeds"]["overall"] > p["mde"]["one_seed"]["overall"] > 0  # the seed variance costs
+        assert "1 seed per arm detects a difference of these adapters of >= " in out.stdout
         baseline = baseline or p["per_adapter"]
         for key in ("generated_tokens", "trained_tokens", "tflops"):  # compute-matched to the baseline
             assert p["per_adapter"][key] == pytest.approx(baseline[key], rel=0.10), (name, key)

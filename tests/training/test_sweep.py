@@ -55,6 +55,9 @@ def test_dry_run_json_and_bad_grid(mlflow_store):
         (json.dumps(o, sort_keys=True), s) for s in (0, 1)
         for o in ({}, {"population.teachers": 1, "population.students": 1}, {"population.teachers": 2, "population.students": 2})}
     assert not Path(".populora").exists()  # a dry run starts nothing
+    # the smallest effect these 2 seeds per arm detect, before launch (evaluation/power.py): printed and in the JSON
+    assert planned["mde"]["seeds"] == 2 and planned["mde"]["level"] == "method" and 0 < planned["mde"]["overall"] < 1
+    assert "power: 2 seeds per arm detect >= " in out.stdout
     bad = subprocess.run(populora_cmd("sweep", "--config", SMOKE, "--grid", "population.teacher=1,2", "--dry-run"),
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "population.teacher" in bad.stderr

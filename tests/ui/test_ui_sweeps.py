@@ -77,6 +77,11 @@ def test_launch_page_starts_a_sweep_driver(sweep_store, monkeypatch):
     at.checkbox(key="f_smoke_sweep").check()
     at.text_area(key="f_smoke_grid").input("population.teachers,population.students=2:2,2:4")
     at.checkbox(key="f_smoke_baseline").check()
+    # before launching: the smallest difference the form's seeds per arm (2, its default) detect, from power.py
+    from populora.evaluation import planned_mde
+
+    expected = f"Power before launch: 2 seeds per arm detect >= {100 * planned_mde(2)['overall']:.1f} pts overall"
+    assert any(c.value.startswith(expected) for c in at.caption), [c.value for c in at.caption]
     at.button[0].click().run()
     assert not at.exception, [e.value for e in at.exception]
     ((argv, name, env),) = started

@@ -15,7 +15,7 @@ from populora.evaluation import (BASE, BASELINE, MEMBER, Results, SweepReportErr
                                  eval_metric_keys, with_baseline)
 from populora.platform import runlayout as rl
 from populora.ui import charts, common, eval_panel, store, sweeps
-from populora.ui.compare_table import headline, report_ends, summarize, verdict_frame
+from populora.ui.compare_table import aggregates_frame, headline, report_ends, summarize, verdict_frame
 
 st.title("Compare")
 
@@ -128,10 +128,16 @@ def show_verdict(data: dict) -> None:
         st.caption("No verdict: it needs the per-problem samples files of the evaluation, not found on this machine.")
         return
     st.table(verdict_frame(v))  # a few rows of text: all of it on the page (and in its text), no scrolling grid
-    st.markdown(f"**{v['words'][0].upper() + v['words'][1:]}.**")
-    st.caption("Weakest and best are cross-fitted (chosen on one half of the problems, scored on the other); every "
-               "difference pairs the two arms problem by problem. n per benchmark: "
-               + ", ".join(f"{b} {n}" for b, n in v["n"].items()))
+    st.markdown(f"**{v['words'][0].upper() + v['words'][1:].rstrip('.')}.**")
+    if v.get("aggregates"):
+        st.table(aggregates_frame(v["aggregates"]))
+        st.caption("rliable's aggregates (Agarwal et al. 2021) over the benchmarks: interquartile mean and the "
+                   "probability that the population mean beats the baseline on a benchmark; one run per arm, so "
+                   "the 95% intervals resample problems (these adapters on these problems).")
+    st.caption("Weakest and best are the members the cross-fit rule picks (chosen on one half of the problems, "
+               "scored on the other), not the truly weakest / best; every difference pairs the two arms problem by "
+               "problem; p-values are Holm-adjusted over every comparison but overall mean - baseline. n per "
+               "benchmark: " + ", ".join(f"{b} {n}" for b, n in v["n"].items()))
 
 
 def show_compute(uri: str, run_id: str, baseline: str) -> None:
