@@ -13,6 +13,8 @@ other keys, such as the within-run TrueSkill ``mu`` / ``sigma``, are passed thro
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from populora.evaluation import league_fit as F
@@ -82,8 +84,15 @@ def summarise(solved, tries, students: list[dict], teachers: list[dict], tasks: 
     return out
 
 
+def _nanmean(values: np.ndarray, axis=None):
+    """Mean over what is there: a replicate that drew none of a group's tasks gives NaN, not a warning."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.nanmean(values, axis=axis)
+
+
 def _group_estimate(members: list[int], point_vals: np.ndarray, boot_vals: np.ndarray) -> tuple[float, np.ndarray]:
-    return float(np.nanmean(point_vals[members])), np.nanmean(boot_vals[:, members], axis=1)
+    return float(_nanmean(point_vals[members])), _nanmean(boot_vals[:, members], axis=1)
 
 
 def _curves(students, teachers, point, boot, strength_point, strength_boot) -> list[dict]:
@@ -124,7 +133,7 @@ def _comparisons(students, teachers, point, boot, strength_point, strength_boot)
             if not p or not b:
                 continue
             delta = float(np.mean(pv[p]) - np.mean(pv[b]))
-            samples = np.nanmean(bv[:, p], axis=1) - np.nanmean(bv[:, b], axis=1)
+            samples = _nanmean(bv[:, p], axis=1) - _nanmean(bv[:, b], axis=1)
             lo, hi = F.interval(samples)
             out.append({"side": side, "population_step": sp, "baseline_step": sb, "delta": _num(delta),
                         "ci95": [_num(lo), _num(hi)], "population": len(p), "baseline": len(b),

@@ -134,6 +134,14 @@ EXPORT_FOLDER = "export"             # member runs: the dir ``populora export --
 CONFIG_FILE = "config.yaml"          # the validated config a run trained with: in its run dir and as an artifact
 ERROR_FILE = "error.txt"             # a failed run: the traceback of the error that ended it
 
+# ====================================================================== leagues (``populora league``, training/league.py)
+# A league run is a run of its own (experiment "populora-league", no populora.kind: the run lists leave it out)
+LEAGUE = "populora.league"              # the league id (lg-<hash of its spec>): marks a league run
+LEAGUE_RUNS = "populora.league_runs"    # the training runs it read (comma-separated parent run ids)
+LEAGUE_DIR = "populora.league_dir"      # its local out dir (panel.json, answers.jsonl, league.json)
+LEAGUE_RESULTS = "league/league.json"   # artifact: abilities, difficulties, teachers, comparisons
+LEAGUE_PANEL = "league/panel.json"      # artifact: the fixed task panel (reusable)
+
 # ====================================================================== jobs
 ENV_JOB_ID = "POPULORA_JOB_ID"    # set by the job launcher: the trainer tags its run with it
 ENV_JOB_DIR = "POPULORA_JOB_DIR"  # set by the local launcher: the trainer writes RUN_ID_FILE there
