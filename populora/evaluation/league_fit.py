@@ -2,9 +2,10 @@
 
 P(student s solves task i) = sigmoid(ability_s - difficulty_i), fitted jointly to every verdict by penalised
 maximum likelihood (a weak Gaussian prior on every parameter: an item nobody solves, or a student who solves
-everything, keeps a finite estimate instead of running off to infinity). One student, the anchor (the base
-model), is held at ability 0, which fixes the scale's origin: every ability and difficulty reads as logits
-relative to the base model. The 2PL variant adds a discrimination per task, sigmoid(a_i (ability_s - b_i)),
+everything, keeps a finite estimate instead of running off to infinity). The prior, the same for every student,
+fixes the scale's location; the fit is then shifted (which leaves the likelihood unchanged) so that one student,
+the anchor (the base model), sits at ability 0: every ability and difficulty reads as logits relative to the
+base model, and students whose answers are alike get alike abilities, the anchor included. The 2PL variant adds a discrimination per task, sigmoid(a_i (ability_s - b_i)),
 with a log-normal prior on a_i around 1.
 
 Why scipy and not an IRT package: the Rasch likelihood is twenty lines with its gradient, and
@@ -76,28 +77,25 @@ def fit(solved, tries, anchor: int = 0, model: str = "rasch", start: Fit | None 
 
 
 def _pack(f: Fit, anchor: int, model: str) -> np.ndarray:
-    free = np.delete(f.ability, anchor)
-    return np.concatenate([free, f.difficulty] + ([np.log(f.discrimination)] if model == "2pl" else []))
+    return np.concatenate([f.ability, f.difficulty] + ([np.log(f.discrimination)] if model == "2pl" else []))
 
 
 def fit_many(k: np.ndarray, n: np.ndarray, anchor: int, model: str = "rasch", x0: np.ndarray | None = None):
-    """``B`` independent fits at once, ``k`` and ``n`` (B, S, I): the objective is their sum, which separates,
-    so one L-BFGS run over all parameters gives each fit's optimum, with the numpy work batched (the bootstrap's
+    """``B`` independent fits at once, ``k`` and ``n`` (B, S, I), each shifted so the ``anchor`` student is at 0
+    (``x0``: a warm start, e.g. a shifted fit: near the optimum, which is found from anywhere). The objective is
+    the fits' sum, which separates, so one L-BFGS run over all parameters gives each fit's optimum, with the numpy work batched (the bootstrap's
     hundreds of refits cost a few single fits). Returns ability (B, S), difficulty (B, I), discrimination (B, I),
     converged."""
     if model not in ("rasch", "2pl"):
         raise ValueError(f"model must be rasch or 2pl, not {model!r}")
     B, S, I = k.shape
-    free = np.array([s for s in range(S) if s != anchor], dtype=int)
     two = model == "2pl"
-    width = S - 1 + I * (2 if two else 1)
+    width = S + I * (2 if two else 1)
 
     def unpack(x):
         x = x.reshape(B, width)
-        theta = np.zeros((B, S))
-        theta[:, free] = x[:, :S - 1]
-        b = x[:, S - 1:S - 1 + I]
-        log_a = x[:, S - 1 + I:] if two else np.zeros((B, I))
+        theta, b = x[:, :S], x[:, S:S + I]
+        log_a = x[:, S + I:] if two else np.zeros((B, I))
         return theta, b, log_a
 
     def objective(x):
@@ -109,7 +107,7 @@ def fit_many(k: np.ndarray, n: np.ndarray, anchor: int, model: str = "rasch", x0
         nll = np.sum(n * np.logaddexp(0.0, z) - k * z)
         g = (n * expit(z) - k) * a                              # d nll / d d, (B, S, I)
         pen = (np.sum(theta ** 2) + np.sum(b ** 2)) / (2 * PRIOR_SD ** 2)
-        grads = [g.sum(axis=2)[:, free] + theta[:, free] / PRIOR_SD ** 2, -g.sum(axis=1) + b / PRIOR_SD ** 2]
+        grads = [g.sum(axis=2) + theta / PRIOR_SD ** 2, -g.sum(axis=1) + b / PRIOR_SD ** 2]
         if two:
             pen += np.sum(log_a ** 2) / (2 * LOG_A_PRIOR_SD ** 2)
             grads.append((g * d).sum(axis=1) + log_a / LOG_A_PRIOR_SD ** 2)
@@ -119,7 +117,8 @@ def fit_many(k: np.ndarray, n: np.ndarray, anchor: int, model: str = "rasch", x0
     res = minimize(objective, x0.ravel(), jac=True, method="L-BFGS-B",
                    options={"maxiter": 5000, "gtol": 1e-5, "maxcor": 20})
     theta, b, log_a = unpack(res.x)
-    return theta, b, np.exp(log_a), bool(res.success)
+    shift = theta[:, anchor:anchor + 1]  # (B, 1): the anchor to 0, the whole scale with it
+    return theta - shift, b - shift, np.exp(log_a), bool(res.success)
 
 
 def resample(solved, tries, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

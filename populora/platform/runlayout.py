@@ -312,6 +312,15 @@ def list_runs(client, limit: int = 500) -> list[dict]:
     return [run_row(r, exps) for r in runs]
 
 
+def league_runs(client, limit: int = 200) -> list[dict]:
+    """League runs (``populora league``) of every experiment, newest first: id, league id, runs read, status, start."""
+    exps = [e.experiment_id for e in client.search_experiments()]
+    runs = client.search_runs(exps, filter_string=f"tags.`{LEAGUE}` LIKE 'lg-%'", order_by=["attributes.start_time DESC"],
+                              max_results=limit) if exps else []
+    return [{"run_id": r.info.run_id, "league": r.data.tags.get(LEAGUE), "runs": r.data.tags.get(LEAGUE_RUNS, ""),
+             "status": r.info.status.lower(), "start_time": r.info.start_time} for r in runs]
+
+
 def run_dir(run) -> Path:
     return Path(run.data.tags.get(RUN_DIR, ""))
 

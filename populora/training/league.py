@@ -30,14 +30,13 @@ from populora.evaluation.targets import Target, lora_spec
 from populora.platform import runlayout as rl
 from populora.platform.backends import make_backend
 from populora.training.buffers import TaskBuffers, buffer_kinds
-from populora.training.league_plan import BASE_ID, Entrant, Plan
+from populora.training.league_plan import ANSWERS_FILE, BASE_ID, PANEL_FILE, PROGRESS_FILE, RESULTS_FILE, Entrant, Plan
 from populora.training.loop import backend_config, make_verifier
 from populora.training.solve import solve
 from populora.training.tasks import KINDS, Task
 from populora.training.tasks.prompts import render, stop
 from populora.training.validate import program_rules, validate
 
-PANEL_FILE, ANSWERS_FILE, RESULTS_FILE, PROGRESS_FILE = "panel.json", "answers.jsonl", "league.json", "progress.json"
 SEED_TEACHERS = ("seed", "handwritten", "base")  # who wrote a run's seed-buffer tasks (training/seeding.py)
 EXPERIMENT = "populora-league"
 
@@ -230,6 +229,7 @@ def log_mlflow(tracker, plan: Plan, data: dict) -> str:
         id_file.write_text(rid)
     else:
         tracker.reopen(rid)
+    data["mlflow_run"] = rid  # before the artifact: league.json and its MLflow copy are the same
     tracker.log_params(rid, {k: (",".join(map(str, v)) if isinstance(v, list) else v)
                              for k, v in asdict(plan.spec).items() if v is not None})
     metrics = {}
@@ -260,7 +260,7 @@ def play(plan: Plan, tracker=None, backend=None, verifier=None, log: Callable[[s
     done = answer_panel(plan, panel, backend, adapters, verifier, log)
     data = results(plan, panel, done)
     if tracker is not None:
-        data["mlflow_run"] = log_mlflow(tracker, plan, data)
+        log_mlflow(tracker, plan, data)
     write_atomic(plan.out / RESULTS_FILE, json.dumps(data, indent=1))
     for c in data["comparisons"]:
         log(c["words"])

@@ -28,6 +28,8 @@ from populora.training.config import TrainConfig
 from populora.training.member import BOTH, STUDENT, TEACHER
 
 BASE_ID = "base"  # the base model's entrant id: the anchor of the scale
+# the league's out dir: the panel, the finished (student, task) pairs, the results, progress for the UI
+PANEL_FILE, ANSWERS_FILE, RESULTS_FILE, PROGRESS_FILE = "panel.json", "answers.jsonl", "league.json", "progress.json"
 
 
 @dataclass

@@ -85,6 +85,16 @@ def test_summary_pairs_population_and_baseline_and_ranks_teachers():
     assert out["students"][0]["ability"] == {"value": 0.0, "ci95": [0.0, 0.0]}
 
 
+def test_alike_answers_give_alike_abilities_the_anchor_included():
+    """Nobody solves anything (a tiny random model): no student differs from the anchor, so all sit at 0."""
+    k, n = np.zeros((4, 5)), np.full((4, 5), 2.0)
+    f = F.fit(k, n, anchor=2)
+    assert np.allclose(f.ability, 0.0, atol=1e-3) and np.all(f.difficulty > 1)
+    k[1] = n[1]  # one student solves everything: above the others, who stay together
+    f = F.fit(k, n, anchor=0)
+    assert f.ability[1] > 1 and np.allclose(f.ability[[0, 2, 3]], 0.0, atol=1e-3)
+
+
 def test_bad_input_is_refused_with_the_reason():
     with pytest.raises(ValueError, match="one shape"):
         F.fit(np.zeros((2, 3)), np.zeros((2, 4)))
