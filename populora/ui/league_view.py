@@ -79,7 +79,8 @@ def curves(data: dict, side: str, title: str, height: int = 260) -> None:
         return
     base = alt.Chart(df, title=title).encode(x=alt.X("step:Q", title="checkpoint step", axis=STEP_AXIS),
                                              color=alt.Color("run:N", title=None, legend=alt.Legend(orient="top")))
-    band = base.mark_area(opacity=0.18).encode(y=alt.Y("low:Q", title="logits vs the base model"), y2="high:Q")
+    band = base.mark_area(opacity=0.18).encode(
+        y=alt.Y("low:Q", title="logits vs the base model", axis=alt.Axis(format="+.2~f")), y2="high:Q")
     line = base.mark_line(point=True, strokeWidth=2.5).encode(
         y="value:Q", tooltip=["run", alt.Tooltip("step:Q", format="d"), alt.Tooltip("value:Q", format="+.2f"),
                               alt.Tooltip("low:Q", format="+.2f"), alt.Tooltip("high:Q", format="+.2f")])

@@ -8,11 +8,12 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from headless import NEEDS_CHROMIUM, chromium, ui_server
-from headless import open_page, page_text
+from headless import open_page, page_text, wait_on_page
 from streamlit.testing.v1 import AppTest
 
 from populora.platform import runlayout as rl
@@ -96,8 +97,19 @@ def test_league_page_shows_tables_heatmap_and_the_verdict(league, monkeypatch):
 def test_league_page_in_the_browser(league, tmp_path):
     pytest.importorskip("selenium.webdriver", reason="pip install selenium")
     shots = Path(os.environ.get("POPULORA_SCREENSHOTS") or tmp_path)
+    from selenium.webdriver.common.by import By
+
     with ui_server(tmp_path, league["uri"]) as served, chromium(window="1400,2200") as driver:
-        open_page(driver, f"{served['url']}/league", "Teacher × student solve rate", shots, "league")
+        open_page(driver, f"{served['url']}/league", "Teacher × student solve rate", shots)
+
+        def drawn() -> bool:  # the tables and charts draw after the script ends (canvas / svg)
+            grids = driver.find_elements(By.CSS_SELECTOR, '[data-testid="stDataFrame"] canvas')
+            charts = driver.find_elements(By.CSS_SELECTOR, '[data-testid="stVegaLiteChart"] canvas, [data-testid="stVegaLiteChart"] svg')
+            return len(grids) >= 2 and len(charts) >= 2
+
+        wait_on_page(driver, drawn, 60, "the League page's tables (2) and charts (curves, heat map)")
+        time.sleep(1)
+        driver.save_screenshot(str(shots / "league.png"))
         text = page_text(driver)
         assert "population's students vs the baseline at step 2" in text
         assert "Students: ability" in text and "Teachers: strength and validity" in text
