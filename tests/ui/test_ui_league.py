@@ -92,6 +92,16 @@ def test_league_page_shows_tables_heatmap_and_the_verdict(league, monkeypatch):
     assert {"Students: ability", "Teachers: strength and validity", "Teacher × student solve rate"} <= {s.value for s in at.subheader}
 
 
+def test_league_page_on_a_store_without_a_league_says_how_to_play_one(monkeypatch, tmp_path):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'empty.db'}")
+    import streamlit as st
+
+    st.cache_data.clear()
+    at = AppTest.from_file(str(ROOT / "populora" / "ui" / "views" / "league.py"), default_timeout=60).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert "populora league --runs" in at.info[0].value
+
+
 @NEEDS_CHROMIUM
 @pytest.mark.timeout(300)
 def test_league_page_in_the_browser(league, tmp_path):
