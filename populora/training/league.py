@@ -29,9 +29,10 @@ from populora.evaluation.runner import write_atomic
 from populora.evaluation.targets import Target, lora_spec
 from populora.platform import runlayout as rl
 from populora.platform.backends import make_backend
+from populora.platform.verifier import Verifier
 from populora.training.buffers import TaskBuffers, buffer_kinds
 from populora.training.league_plan import ANSWERS_FILE, BASE_ID, PANEL_FILE, PROGRESS_FILE, RESULTS_FILE, Entrant, Plan
-from populora.training.loop import backend_config, make_verifier
+from populora.training.loop import backend_config
 from populora.training.solve import solve
 from populora.training.tasks import KINDS, Task
 from populora.training.tasks.prompts import render, stop
@@ -255,7 +256,10 @@ def play(plan: Plan, tracker=None, backend=None, verifier=None, log: Callable[[s
     plan.out.mkdir(parents=True, exist_ok=True)
     write_atomic(plan.out / "entrants.json", json.dumps([e.record() | {"adapter_dir": e.adapter_dir} for e in plan.entrants], indent=1))
     backend, adapters = load_backend(plan, backend)
-    verifier = verifier or make_verifier(plan.protocol)
+    tc = plan.protocol.tasks
+    if plan.protocol.sandbox.allow_unconfined:  # as the run's trainer did (loop.py Trainer.create)
+        os.environ["POPULORA_SANDBOX_ALLOW_UNCONFINED"] = "1"
+    verifier = verifier or Verifier(timeout_s=tc.timeout_s, memory_mb=tc.memory_mb)  # here, as the backend (no Ray)
     panel = make_panel(plan, backend, adapters, verifier, log)
     done = answer_panel(plan, panel, backend, adapters, verifier, log)
     data = results(plan, panel, done)
