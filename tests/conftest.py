@@ -112,6 +112,7 @@ SPLIT = ("tests/training/test_training_loop.py", "tests/training/test_run_lifecy
 LONGEST_FIRST = ("tests/platform/test_ray_jobs.py",  # the Ray unit
                  "tests/training/test_embedded_model.py", "tests/ui/test_ui_browser.py", "tests/training/test_fork.py",
                  "tests/evaluation/test_eval_cli.py",
+                 "tests/ui/test_ui_league.py",
                  "tests/training/test_sweep.py::test_sweep_of_two_mixes_two_seeds_with_baselines_end_to_end",
                  "tests/ui/test_ui_baseline_flow.py", "tests/evaluation/test_oracle_eval.py", "tests/ui/test_ui_pages.py",
                  "tests/training/test_periodic_eval.py::test_a_run_with_eval_every_1", "tests/ui/test_ui_job_lifecycle.py",

@@ -12,6 +12,7 @@
     populora bench lora|step|evolve|verifier|eval|threads|scale|vllm|stats|all [--json]
     populora eval --run RUN_ID | populora report --run RUN_ID | populora data verify|fetch
     populora figures --run RUN_ID | --sweep SWEEP_ID [--out DIR]
+    populora league --runs A,B [--steps 1,2] [--members ...] [--wait]
     populora ui [--host H] [--port P]
 
 This module holds the parser of every command and the one dispatch: ``_command`` imports the module that runs
@@ -40,7 +41,7 @@ warnings.filterwarnings("ignore", category=UserWarning, module=r"(peft|transform
 warnings.filterwarnings("ignore", category=FutureWarning, module=r"(peft|transformers)\.")
 
 # commands that parse their own argv (their --help included) in the module that runs them
-OWN_PARSER = ("prompts", "data", "sandbox", "bench", "eval", "report", "ui")
+OWN_PARSER = ("prompts", "data", "sandbox", "bench", "eval", "report", "ui", "league")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -122,6 +123,8 @@ def build_parser() -> argparse.ArgumentParser:
     fg.add_argument("--out", help="folder the files go to (default: figures/<run or sweep id>)")
     fg.add_argument("--uri", help="MLflow tracking URI (default: MLFLOW_TRACKING_URI, else ./mlflow.db)")
     fg.add_argument("--formats", default="png,svg,pdf", help="comma-separated, among png, svg, pdf (default: all three)")
+    sub.add_parser("league", help="runs' members, baseline and base model on one scale of ability and task "
+                   "difficulty, on a fixed task panel (populora league --help)", add_help=False)
     return p
 
 
@@ -143,6 +146,10 @@ def _command(name: str, argv: list[str]):
         return COMMANDS[name], ()
     if name == "ui":
         return ui_main, ()
+    if name == "league":  # reports its own bad input
+        from populora.cli.league import league_main
+
+        return league_main, ()
     if name == "sandbox":  # exec needs no task kind: kept apart from the training commands' imports
         from populora.training.tasks.cli import sandbox_main
 
@@ -163,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     if argv and argv[0] in OWN_PARSER:
         run, _ = _command(argv[0], argv[1:])
-        if argv[0] == "eval":
+        if argv[0] in ("eval", "league"):
             stop_on_sigterm()  # a stopped evaluation ends like a stopped training: one line, exit 143
         return run(argv[1:])
     if argv and argv[0] == "train":

@@ -145,6 +145,14 @@ CHECKPOINT_STATE = "state.json"      # a checkpoint is complete once this is in 
 CONFIG_FILE = "config.yaml"          # the validated config a run trained with: in its run dir and as an artifact
 ERROR_FILE = "error.txt"             # a failed run: the traceback of the error that ended it
 
+# ====================================================================== leagues (``populora league``, training/league.py)
+# A league run is a run of its own (experiment "populora-league", no populora.kind: the run lists leave it out)
+LEAGUE = "populora.league"              # the league id (lg-<hash of its spec>): marks a league run
+LEAGUE_RUNS = "populora.league_runs"    # the training runs it read (comma-separated parent run ids)
+LEAGUE_DIR = "populora.league_dir"      # its local out dir (panel.json, answers.jsonl, league.json)
+LEAGUE_RESULTS = "league/league.json"   # artifact: abilities, difficulties, teachers, comparisons
+LEAGUE_PANEL = "league/panel.json"      # artifact: the fixed task panel (reusable)
+
 # ====================================================================== jobs
 ENV_JOB_ID = "POPULORA_JOB_ID"    # set by the job launcher: the trainer tags its run with it
 ENV_JOB_DIR = "POPULORA_JOB_DIR"  # set by the local launcher: the trainer writes RUN_ID_FILE there
@@ -369,6 +377,15 @@ def list_runs(client, limit: int = 500) -> list[dict]:
     """The run list of the UI's Runs page and of ``populora runs``: one run_row per parent run, newest first."""
     runs, exps = search_runs(client, limit)
     return [run_row(r, exps) for r in runs]
+
+
+def league_runs(client, limit: int = 200) -> list[dict]:
+    """League runs (``populora league``) of every experiment, newest first: id, league id, runs read, status, start."""
+    exps = [e.experiment_id for e in client.search_experiments()]
+    runs = client.search_runs(exps, filter_string=f"tags.`{LEAGUE}` LIKE 'lg-%'", order_by=["attributes.start_time DESC"],
+                              max_results=limit) if exps else []
+    return [{"run_id": r.info.run_id, "league": r.data.tags.get(LEAGUE), "runs": r.data.tags.get(LEAGUE_RUNS, ""),
+             "status": r.info.status.lower(), "start_time": r.info.start_time} for r in runs]
 
 
 def run_dir(run) -> Path:

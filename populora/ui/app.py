@@ -32,6 +32,7 @@ pages = [
     st.Page(HERE / "views" / "lineage.py", title="Lineage", icon=":material/account_tree:", url_path="lineage"),
     st.Page(HERE / "views" / "tasks.py", title="Tasks", icon=":material/extension:", url_path="tasks"),
     st.Page(HERE / "views" / "compare.py", title="Compare", icon=":material/balance:", url_path="compare"),
+    st.Page(HERE / "views" / "league.py", title="League", icon=":material/leaderboard:", url_path="league"),
     st.Page(_runs_by_name, title="Runs", url_path="runs", visibility="hidden"),
 ]
 nav = st.navigation(pages)

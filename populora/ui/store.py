@@ -178,6 +178,15 @@ def member_histories(store: str, run_id: str, key: str, member_ids: list[str] | 
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["member", "role", "step", "value"])
 
 
+@st.cache_data(ttl=TTL, show_spinner=False)
+def league_runs(store: str) -> list[dict]:
+    """League runs, newest first (``runlayout.league_runs``); [] when the store cannot be read."""
+    try:
+        return rl.league_runs(_client(store))
+    except Exception:  # noqa: BLE001 - the page shows an empty state
+        return []
+
+
 # ====================================================================== artifacts
 @st.cache_data(ttl=TTL, show_spinner=False)
 def artifact_json(store: str, run_id: str, path: str) -> Any:

@@ -1,0 +1,59 @@
+"""League: members of runs at checkpoints, their baseline and the base model on one scale of student ability and
+task difficulty, measured on a fixed task panel (``populora league``)."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from populora.platform import runlayout as rl
+from populora.ui import league_view as V
+from populora.ui import store
+
+st.title("League")
+st.caption("Every entrant student answers the same fixed panel of tasks written by the entrant teachers; a Rasch fit "
+           "puts abilities and difficulties on one scale in logits, the base model at 0 (P(solve) = "
+           "sigmoid(ability − difficulty)). Intervals: 95% bootstrap over tasks and answers.")
+
+uri = store.uri()
+leagues = store.league_runs(uri)
+if not leagues:
+    st.info("No league yet. Play one with `populora league --runs POPULATION_RUN,BASELINE_RUN`.")
+    st.stop()
+
+labels = {lg["run_id"]: f"{lg['league']} · runs {lg['runs']} · {lg['status']}" for lg in leagues}
+wanted = st.query_params.get("league")
+ids = list(labels)
+chosen = st.selectbox("league", ids, index=ids.index(wanted) if wanted in ids else 0, format_func=labels.get)
+data = store.artifact_json(uri, chosen, rl.LEAGUE_RESULTS)
+if not data:
+    st.warning("This league has no results yet (it is still playing, or it stopped before the fit).")
+    st.stop()
+
+spec = data.get("spec", {})
+st.markdown(f"**{len(data['students'])} students, {len(data['teachers'])} teachers, panel of {data['panel_size']} tasks** "
+            f"({spec.get('answers')} answers per student and task, model {data['model']}, {data['n_boot']} bootstrap "
+            f"replicates, seed {data['seed']}); runs read: {', '.join(data['runs'])}")
+
+st.subheader("Population vs baseline")
+if not data["comparisons"]:
+    st.info("No population-vs-baseline line: this league has no population or no baseline.")
+for c in data["comparisons"]:
+    lo, hi = c["ci95"]
+    (st.info if lo is None or lo <= 0 <= hi else st.success)(c["words"])
+
+left, right = st.columns(2)
+with left:
+    V.curves(data, "student_ability", "students' mean ability over checkpoints")
+with right:
+    V.curves(data, "teacher_strength", "teachers' mean task difficulty over checkpoints")
+
+st.subheader("Students: ability")
+st.dataframe(V.abilities(data), hide_index=True, width="stretch")
+st.subheader("Teachers: strength and validity")
+st.caption("Strength: the mean difficulty of the teacher's valid panel tasks; validity: the share of its proposals "
+           "the sandbox accepted. A teacher can be strong by writing hard tasks and weak by writing few valid ones.")
+st.dataframe(V.teachers(data), hide_index=True, width="stretch")
+st.subheader("Teacher × student solve rate")
+V.heatmap(data)
+with st.expander(f"Task difficulties ({data['panel_size']} panel tasks)"):
+    st.dataframe(V.difficulties(data), hide_index=True, width="stretch")

@@ -1,0 +1,126 @@
+"""A league end to end on the tiny random model: a population run and its baseline (2 steps, so 2 checkpoints
+each), ``populora league --runs P,B --wait`` queued as a job, its results in MLflow and as JSON; the League page
+shows them (AppTest, and in headless Chromium with a screenshot)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from headless import NEEDS_CHROMIUM, chromium, ui_server
+from headless import open_page, page_text, wait_on_page
+from streamlit.testing.v1 import AppTest
+
+from populora.platform import runlayout as rl
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = ["--set", "model.tiny_random=true", "--set", "model.lora_rank=4", "--set", "tasks.max_new_tokens_propose=24",
+        "--set", "tasks.max_new_tokens_solve=8", "--set", "steps=2", "--set", "evolution.every=0", "--quiet"]
+LEAGUE = ["--tasks-per-kind", "1", "--proposals-per-round", "1", "--rounds", "1", "--seed-tasks", "2", "--answers", "2",
+          "--boot", "60"]
+
+
+def _train_pair(cwd: Path, env: dict) -> list[str]:
+    """``populora train --baseline``: the population, then its compute-matched baseline, linked (one process)."""
+    out = subprocess.run([sys.executable, "-m", "populora.cli", "train", "--config", str(ROOT / "configs/smoke.yaml"),
+                          "--baseline", *TINY], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, f"populora train failed:\n{out.stdout[-2000:]}\n{out.stderr[-3000:]}"
+    return [line.split()[1].rstrip(":") for line in out.stdout.splitlines() if line.startswith("run ")]
+
+
+@pytest.fixture(scope="module")
+def league(tmp_path_factory) -> dict:
+    """Two tiny runs, then ``populora league`` on them through the job queue (``--wait``), once for the module."""
+    tmp = tmp_path_factory.mktemp("league_e2e")
+    uri = f"sqlite:///{tmp / 'mlflow.db'}"
+    env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "POPULORA_JOBS_DIR": str(tmp / "jobs")}
+    population, baseline = _train_pair(tmp, env)
+    out = subprocess.run([sys.executable, "-m", "populora.cli", "league", "--runs", f"{population},{baseline}", *LEAGUE,
+                          "--wait"], cwd=tmp, env=env, capture_output=True, text=True, timeout=600)
+    return {"uri": uri, "population": population, "baseline": baseline, "out": out, "dir": tmp}
+
+
+def test_league_command_queues_a_job_and_logs_abilities_difficulties_and_the_verdict(league):
+    out = league["out"]
+    assert out.returncode == 0, f"{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
+    lines = out.stdout.splitlines()
+    estimate = next(i for i, line in enumerate(lines) if "generated tokens" in line)
+    queued = next(i for i, line in enumerate(lines) if line.startswith("queued as job"))
+    assert estimate < queued  # the cost is said before the job starts
+    # 2 checkpoints x (2 teachers + 2 students) + 2 x the baseline's adapter + the base model
+    assert "11 entrants (7 teachers, 7 students)" in lines[estimate]
+    assert "population's students vs the baseline at step 2" in out.stdout and "95% CI" in out.stdout
+
+    from populora.platform.tracking import Tracker
+
+    os.environ["MLFLOW_TRACKING_URI"] = league["uri"]
+    try:
+        tracker = Tracker()
+        found = rl.league_runs(tracker.client)
+    finally:
+        os.environ.pop("MLFLOW_TRACKING_URI")
+    assert len(found) == 1 and found[0]["runs"] == f"{league['population']},{league['baseline']}"
+    run = tracker.get_run(found[0]["run_id"])
+    data = json.loads(Path(run.data.tags[rl.LEAGUE_DIR], "league.json").read_text())
+    assert data == tracker.load_json(found[0]["run_id"], rl.LEAGUE_RESULTS)
+    assert {s["step"] for s in data["students"] if s["arm"] != "base"} == {1, 2}
+    assert all(s["ability"]["ci95"][0] <= s["ability"]["value"] <= s["ability"]["ci95"][1] for s in data["students"])
+    assert data["tasks"] and all(t["difficulty"]["value"] is not None for t in data["tasks"])
+    assert {c["side"] for c in data["comparisons"]} >= {"students"}
+    assert f"league/ability/{data['students'][1]['id']}" in run.data.metrics
+    done = [json.loads(line) for line in Path(run.data.tags[rl.LEAGUE_DIR], "answers.jsonl").read_text().splitlines()]
+    assert len(done) == len(data["students"]) * data["panel_size"] and all(len(d["correct"]) == 2 for d in done)
+
+
+def test_league_page_shows_tables_heatmap_and_the_verdict(league, monkeypatch):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", league["uri"])
+    import streamlit as st
+
+    st.cache_data.clear()
+    at = AppTest.from_file(str(ROOT / "populora" / "ui" / "views" / "league.py"), default_timeout=60).run()
+    assert not at.exception, [e.value for e in at.exception]
+    said = "\n".join(str(e.value) for kind in ("info", "success") for e in getattr(at, kind))
+    assert "population's students vs the baseline at step 2" in said
+    frames = [d.value for d in at.dataframe]
+    assert "ability" in frames[0].columns and len(frames[0]) == 7
+    assert "strength" in frames[1].columns and "validity rate" in frames[1].columns and len(frames[1]) == 7
+    assert {"Students: ability", "Teachers: strength and validity", "Teacher × student solve rate"} <= {s.value for s in at.subheader}
+
+
+def test_league_page_on_a_store_without_a_league_says_how_to_play_one(monkeypatch, tmp_path):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'empty.db'}")
+    import streamlit as st
+
+    st.cache_data.clear()
+    at = AppTest.from_file(str(ROOT / "populora" / "ui" / "views" / "league.py"), default_timeout=60).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert "populora league --runs" in at.info[0].value
+
+
+@NEEDS_CHROMIUM
+@pytest.mark.timeout(300)
+def test_league_page_in_the_browser(league, tmp_path):
+    pytest.importorskip("selenium.webdriver", reason="pip install selenium")
+    shots = Path(os.environ.get("POPULORA_SCREENSHOTS") or tmp_path)
+    from selenium.webdriver.common.by import By
+
+    with ui_server(tmp_path, league["uri"]) as served, chromium(window="1400,2200") as driver:
+        open_page(driver, f"{served['url']}/league", "Teacher × student solve rate", shots)
+
+        def drawn() -> bool:  # the tables and charts draw after the script ends (canvas / svg)
+            grids = driver.find_elements(By.CSS_SELECTOR, '[data-testid="stDataFrame"] canvas')
+            charts = driver.find_elements(By.CSS_SELECTOR, '[data-testid="stVegaLiteChart"] canvas, [data-testid="stVegaLiteChart"] svg')
+            return len(grids) >= 2 and len(charts) >= 2
+
+        wait_on_page(driver, drawn, 60, "the League page's tables (2) and charts (curves, heat map)")
+        time.sleep(1)
+        driver.save_screenshot(str(shots / "league.png"))
+        text = page_text(driver)
+        assert "population's students vs the baseline at step 2" in text
+        assert "Students: ability" in text and "Teachers: strength and validity" in text
+        assert "students' mean ability over checkpoints" in text or "mean ability" in text
