@@ -246,8 +246,10 @@ class VllmBackend:
 
     def close(self) -> None:
         """Stop the engine's processes now (else vLLM stops them at interpreter exit, after pytest or a caller
-        may have closed the streams its shutdown logs to)."""
-        self.engine.llm_engine.engine_core.shutdown()
+        may have closed the streams its shutdown logs to; or never, in a Ray actor that is killed). Idempotent."""
+        engine, self.engine = getattr(self, "engine", None), None
+        if engine is not None:
+            engine.llm_engine.engine_core.shutdown()
 
     def sleep(self) -> None:
         """Free vLLM's GPU memory (level 1: weights to CPU RAM, KV cache dropped) while torch works on the GPU
