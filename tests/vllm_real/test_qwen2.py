@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from safetensors.torch import save_file
+from safetensors.torch import load_file, save_file
 
 from populora.platform import chat_template, tiny_qwen2
 from populora.platform.backends import LoraSpec
@@ -49,11 +49,14 @@ def served(tmp_path_factory):
     assert t1 != t2 and not {t2, eos} & set(chat_path[:at1 + 1]) and not {t1, im_end} & set(plain_path[:at2 + 1])
     swap_head_rows(base, t1, im_end)
     swap_head_rows(base, t2, eos)
+    # the same swaps in a copy of the model dir for vLLM (the trainer's base now holds multi-LoRA wrappers)
     model_dir = tmp_path_factory.mktemp("tiny-qwen2-swapped")
     for f in Path(source.path_or_id).iterdir():
-        if f.name != "model.safetensors":
-            shutil.copy(f, model_dir / f.name)
-    save_file({k: v.contiguous() for k, v in base.state_dict().items()}, str(model_dir / "model.safetensors"))
+        shutil.copy(f, model_dir / f.name)
+    weights = load_file(str(model_dir / "model.safetensors"))
+    head = weights["lm_head.weight"]
+    head[[t1, im_end]], head[[t2, eos]] = head[[im_end, t1]], head[[eos, t2]]
+    save_file(weights, str(model_dir / "model.safetensors"))
     backend = VllmBackend(trainer, str(model_dir), tmp_path_factory.mktemp("sync"), vllm_max_loras(2), 8,
                           max_model_len=256, dtype="float32")
     expected = {"chat": chat_path[:at1] + [im_end], "plain": plain_path[:at2] + [eos]}
@@ -65,7 +68,8 @@ def test_vllm_serves_qwen2_with_its_biases_and_untied_head(served):
     backend, trainer, _, _ = served
     hf = backend.engine.llm_engine.vllm_config.model_config.hf_config
     assert hf.model_type == "qwen2" and hf.tie_word_embeddings is False and hf.num_key_value_heads < hf.num_attention_heads
-    assert trainer.base_model.model.layers[0].self_attn.q_proj.bias is not None
+    served_weights = load_file(str(Path(backend.engine.llm_engine.vllm_config.model_config.model) / "model.safetensors"))
+    assert {f"model.layers.0.self_attn.{p}_proj.bias" for p in "qkv"} <= set(served_weights) and "lm_head.weight" in served_weights
     assert chat_template.stop_token_ids(trainer.tokenizer) == trainer.tokenizer.convert_tokens_to_ids(["<|endoftext|>", "<|im_end|>"])
 
 
