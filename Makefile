@@ -6,7 +6,7 @@ PIP     := $(BIN)/pip
 # CPU machines pin the CPU build of torch (a plain `pip install torch` pulls a multi-GB CUDA build).
 TORCH_CONSTRAINT := $(shell command -v nvidia-smi >/dev/null 2>&1 || echo "-c constraints-cpu.txt")
 
-.PHONY: venv vllm-venv vllm-venv-logged browser demo test test-main test-vllm test-fast ui clean clean-results
+.PHONY: venv vllm-venv vllm-venv-logged browser demo test test-main test-vllm test-paper test-fast ui clean clean-results
 
 venv: $(VENV)/.installed
 
@@ -70,7 +70,12 @@ vllm-venv-logged: venv
 
 # tests/vllm_real: one engine per module; the main venv never collects them (pyproject norecursedirs).
 test-vllm: $(VLLM_VENV)/.installed
-	$(VBIN)/python -m pytest -q --timeout=1200 -p no:cacheprovider tests/vllm_real
+	$(VBIN)/python -m pytest -q --timeout=1200 -p no:cacheprovider -m "not paper" tests/vllm_real
+
+# The paper presets end to end at tiny scale on the real vLLM engine in 2 data-parallel Ray workers (scripts/paper_tiny.py):
+# longer than make test's budget has room for (docs/gpu.md has its time), so on its own.
+test-paper: $(VLLM_VENV)/.installed
+	$(VBIN)/python -m pytest -q --timeout=3600 -p no:cacheprovider -m paper tests/vllm_real
 
 ui: venv
 	$(BIN)/populora ui

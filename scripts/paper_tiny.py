@@ -25,6 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import psutil
+
 ROOT = Path(__file__).resolve().parents[1]
 STEPS = 2
 # everything the tiny run changes in the presets: the model, the sizes, the workers (nothing else)
@@ -68,9 +70,13 @@ def train_killed_and_resumed(out: Path, env: dict, logs: Path, phases: dict) -> 
     if proc.poll() is not None:
         raise SystemExit(f"the population run ended (exit {proc.returncode}) before its step-1 checkpoint:\n"
                          + (logs / "population.log").read_text()[-3000:])
+    started = psutil.Process(proc.pid).children(recursive=True)  # Ray's processes, the workers, their engines
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     phases["population: start to step-1 checkpoint, then kill -9"] = time.perf_counter() - t0
+    _, alive = psutil.wait_procs(started, timeout=120)
+    left = [f"{p.pid} {p.name()}" for p in alive if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    phases["left after kill -9 (120 s later)"] = left
     code, text, s = run([sys.executable, "-m", "populora.cli", "train", "--resume", run_id, "--quiet"],
                         logs / "resume.log", env)
     phases["population: resume to the end"] = s
@@ -118,14 +124,20 @@ def main(argv=None) -> int:
     if code != 0:
         raise SystemExit(f"the evaluation failed (exit {code}):\n{text[-3000:]}")
     phases["total"] = time.perf_counter() - t0
-    result = {"dir": str(d), "phases_s": {k: round(v, 1) for k, v in phases.items()},
+    left = phases.pop("left after kill -9 (120 s later)")
+    result = {"dir": str(d), "phases_s": {k: round(v, 1) for k, v in phases.items()}, "left_after_kill_9": left,
               "population": summary(pop), "baseline": summary(base), "population_run": pop, "baseline_run": base,
+              "eval_protocol": next(iter(re.findall(r"under protocol (\w+)", text)), None),
               "eval_log_tail": text.strip().splitlines()[-12:]}
     problems = [f"{k} run {r['status']}, steps logged {r['steps_logged']}" for k, r in
                 (("population", result["population"]), ("baseline", result["baseline"]))
                 if r["status"] != "FINISHED" or r["steps_logged"] != list(range(1, STEPS + 1))]
     if result["population"]["pair"] != pair or result["baseline"]["pair"] != pair:
         problems.append(f"the runs are not linked by pair {pair}")
+    if left:
+        problems.append(f"processes left 120 s after the trainer's kill -9: {left}")
+    if result["eval_protocol"] != "azr":
+        problems.append(f"the evaluation ran under protocol {result['eval_protocol']}, not azr")
     result["problems"] = problems
     print(json.dumps(result, indent=None if args.json else 1))
     return 1 if problems else 0
