@@ -175,7 +175,8 @@ class Trainer:
     def close(self) -> None:
         """Stop the processes this run started: vLLM's engine (local, or one per data-parallel worker), Ray's
         model and sandbox workers. Every end of a run calls it (finished, stopped, failed, a lost worker), so no
-        engine holds the GPU memory the next run needs; a Ray instance this process started ends with it."""
+        engine holds the GPU memory the next run needs (a local Ray instance ends at this process's exit, as before;
+        a process killed outright runs none of this: its engines' reaper ends them, platform/reaper.py)."""
         backend, self.backend = self.backend, None
         if backend is not None:
             close_backend(backend)
