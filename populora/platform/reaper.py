@@ -14,6 +14,7 @@ process has ended (a clean close) or it has ended them.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -45,8 +46,6 @@ def _process(identity: str) -> psutil.Process | None:
 
 def watch(pids: list[int], parent: int | None = None) -> subprocess.Popen | None:
     """Start a reaper that ends ``pids`` once ``parent`` (default: this process) is gone. None if none to watch."""
-    import os
-
     named = [i for i in (_identity(p) for p in pids) if i is not None]
     if not named:
         return None
@@ -87,4 +86,4 @@ def reap(owner: str, watched: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(0 if reap(sys.argv[1], sys.argv[2:]) >= 0 else 1)
+    reap(sys.argv[1], sys.argv[2:])

@@ -44,7 +44,8 @@ def paused(self):
         started = psutil.Process().children(recursive=True)
         marker.write_text(" ".join(str(p.pid) for p in started))
         if mode == "lose":  # a data-parallel worker's process dies; step 2 finds it gone
-            next(p for p in started if "_DataParallelWorker" in " ".join(p.cmdline())).kill()
+            engine = next(p for p in started if p.name() == "VLLM::EngineCore")
+            psutil.Process(engine.ppid()).kill()  # the Ray worker that holds this engine
             return out
         time.sleep(3600)
     return out
