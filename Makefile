@@ -72,8 +72,9 @@ vllm-venv-logged: venv
 test-vllm: $(VLLM_VENV)/.installed
 	$(VBIN)/python -m pytest -q --timeout=1200 -p no:cacheprovider -m "not paper" tests/vllm_real
 
-# The paper presets end to end at tiny scale on the real vLLM engine in 2 data-parallel Ray workers (scripts/paper_tiny.py):
-# longer than make test's budget has room for (docs/gpu.md has its time), so on its own.
+# The paper presets end to end at tiny scale on the real vLLM engine in 2 data-parallel Ray workers (scripts/paper_tiny.py),
+# and the shutdown tests of a failed step and a lost data-parallel worker: longer than make test's budget has room for
+# (docs/gpu.md has their times), so on their own.
 test-paper: $(VLLM_VENV)/.installed
 	$(VBIN)/python -m pytest -q --timeout=3600 -p no:cacheprovider -m paper tests/vllm_real
 

@@ -8,7 +8,10 @@ engine (tiny Qwen2): checked by process listing (psutil), every process the trai
 * data-parallel path (2 Ray workers, a vLLM engine each), a worker lost mid-run (kill -9 of its process): the run
   ends FAILED (WorkerLost) and every engine and Ray process is gone.
 
-Each run pauses (or fails) after step 1 (``PAUSED`` below), so a signal lands mid-run, never in a race."""
+Each run pauses (or fails) after step 1 (``PAUSED`` below), so a signal lands mid-run, never in a race. Each starts
+an engine (two on the data-parallel path), 1-2 min on a 2-core machine: `make test-vllm` runs SIGTERM and kill -9
+(the two ways out: the trainer's ``finally``, and the reaper); the failed step (the same ``finally`` as SIGTERM)
+and the lost worker are marked ``paper`` and run with `make test-paper`."""
 
 import os
 import signal
@@ -106,6 +109,7 @@ def test_sigterm_mid_run_on_the_local_path_leaves_no_engine(tmp_path):
     assert _all_gone(started) == [], out[-3000:]
 
 
+@pytest.mark.paper
 def test_a_failed_step_on_the_local_path_leaves_no_engine(tmp_path):
     proc, marker = _start(tmp_path, "fail")
     engine = []
@@ -131,6 +135,7 @@ def test_kill_9_on_the_local_path_leaves_no_engine(tmp_path):
     assert _all_gone(started) == []  # orphans without the reaper (measured: still up a minute later)
 
 
+@pytest.mark.paper
 def test_a_lost_data_parallel_worker_leaves_no_engine_and_no_ray_worker(tmp_path):
     proc, marker = _start(tmp_path, "lose", DATA_PARALLEL)
     _wait_paused(proc, marker)
