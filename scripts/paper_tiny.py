@@ -38,11 +38,14 @@ OVERRIDES = [
     "ray.address=local", "ray.placement=data_parallel", "ray.model_workers=2", "ray.sandbox_workers=1",
     "ray.num_cpus=4", "ray.cpus_per_model_worker=1", "ray.cpus_per_sandbox_worker=0.5",
 ]
+# the presets' population proposes 32 tasks per teacher and trains 128 buffer tasks per kind and student, its
+# baseline 16 and 64: the same 2:1 cut keeps them compute-matched per adapter (compute/per_adapter/*)
+BASELINE = ["tasks.tasks_per_teacher=1", "solver.batch_per_kind=1"]
 EVAL = ["--protocol", "azr", "--benchmarks", "gsm8k,humaneval_plus", "--limit", "1", "--max-new-tokens", "16"]
 
 
-def train_cmd(config: str, out: Path, pair: str) -> list[str]:
-    sets = [*OVERRIDES, f"output_dir={out}", f"pair={pair}"]
+def train_cmd(config: str, out: Path, pair: str, extra=()) -> list[str]:
+    sets = [*OVERRIDES, *extra, f"output_dir={out}", f"pair={pair}"]
     return [sys.executable, "-m", "populora.cli", "train", "--config", str(ROOT / "configs" / config), "--quiet",
             *[a for s in sets for a in ("--set", s)]]
 
@@ -115,7 +118,7 @@ def main(argv=None) -> int:
     env = {**os.environ, "PAIR": pair, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
     phases, t0 = {}, time.perf_counter()
     pop = train_killed_and_resumed(d / "runs", env, d / "logs", phases)
-    code, text, phases["baseline: train"] = run(train_cmd("paper-baseline.yaml", d / "runs", pair), d / "logs" / "baseline.log", env)
+    code, text, phases["baseline: train"] = run(train_cmd("paper-baseline.yaml", d / "runs", pair, BASELINE), d / "logs" / "baseline.log", env)
     if code != 0:
         raise SystemExit(f"the baseline failed (exit {code}):\n{text[-3000:]}")
     base = next(iter(re.findall(r"^run ([0-9a-f]{32}):", text, re.M)))

@@ -28,7 +28,8 @@ TINY = ["steps=3", "model.base=tiny-qwen2", "model.generation=vllm", "model.lora
         "population.teachers=1", "population.students=1", "matchmaking.teachers_per_student=1", "evolution.every=0",
         "optim.max_seq_len=512"]
 DATA_PARALLEL = ["ray.address=local", "ray.placement=data_parallel", "ray.model_workers=2", "ray.sandbox_workers=1",
-                 "ray.cpus_per_model_worker=0.5", "ray.cpus_per_sandbox_worker=0.5"]
+                 "ray.cpus_per_model_worker=0.5", "ray.cpus_per_sandbox_worker=0.5",
+                 "tasks.tasks_per_teacher=2"]  # 2 proposals: rows for both workers in every step
 
 # `populora train`, paused (or failing) once Trainer.step has returned at step 1 (tests/conftest.py's idea)
 PAUSED = """
