@@ -3,6 +3,8 @@
 under the template and at ``<|endoftext|>`` for a base-style prompt on the torch backend (the real vLLM engine:
 tests/vllm_real/test_qwen2.py)."""
 
+from pathlib import Path
+
 import pytest
 
 from populora.platform import chat_template, tiny_qwen2
@@ -29,7 +31,10 @@ def test_the_model_is_qwen2_with_biases_untied_embeddings_and_gqa(qwen):
     assert cfg.tie_word_embeddings is False
     assert model.lm_head.weight.data_ptr() != model.model.embed_tokens.weight.data_ptr()
     assert cfg.num_attention_heads == 2 * cfg.num_key_value_heads
-    assert resolve_source(tiny_qwen2.NAME).path_or_id == resolve_source(tiny_qwen2.NAME).path_or_id  # built once
+    weights = Path(resolve_source(tiny_qwen2.NAME).path_or_id) / "model.safetensors"
+    written = weights.stat().st_mtime_ns
+    assert Path(resolve_source(tiny_qwen2.NAME).path_or_id) / "model.safetensors" == weights
+    assert weights.stat().st_mtime_ns == written  # built once, then reused (every process, every Ray worker)
 
 
 def test_the_tokenizer_has_qwens_tokens_template_and_two_stops(qwen):
