@@ -45,8 +45,13 @@ def paused(self):
         if mode == "fail":
             raise RuntimeError("a failed step (test)")
         import psutil
-        started = psutil.Process().children(recursive=True)
-        marker.write_text("\n".join(f"{p.pid} {p.create_time()!r} {p.name()}" for p in started))
+        started, lines = psutil.Process().children(recursive=True), []
+        for p in started:
+            try:
+                lines.append(f"{p.pid} {p.create_time()!r} {p.name()}")
+            except psutil.Error:  # ended while listed
+                pass
+        marker.write_text(chr(10).join(lines))
         if mode == "lose":  # a data-parallel worker's process dies; step 2 finds it gone
             engine = next(p for p in started if p.name() == "VLLM::EngineCore")
             psutil.Process(engine.ppid()).kill()  # the Ray worker that holds this engine
