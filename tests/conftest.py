@@ -124,7 +124,8 @@ LONGEST_FIRST = ("tests/platform/test_ray_jobs.py",  # the Ray unit
                  "tests/training/test_training_loop.py::test_kill_9_then_resume", "tests/platform/test_docker_files.py",
                  "tests/evaluation/test_eval_code.py::test_our_pass_at_1_equals_evalplus_evaluate",
                  "tests/training/test_operator_stats.py", "tests/ui/test_ui_ratings.py",
-                 "tests/training/test_paper_figures.py")  # a synthetic 2-seed sweep, figures in 3 formats
+                 "tests/training/test_paper_figures.py",  # a synthetic 2-seed sweep, figures in 3 formats
+                 "tests/platform/test_gpu_shapes.py")
 
 
 def work_unit(nodeid: str) -> str:

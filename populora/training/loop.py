@@ -15,6 +15,7 @@ import yaml
 from populora.platform import config as config_io
 from populora.platform import runlayout as rl
 from populora.platform.backends import BackendConfig, LoraSpec, RaySpec, make_backend
+from populora.platform.backends.base import close as close_backend
 from populora.platform.backends.ray import RayVerifier, init_ray
 from populora.platform.verifier import Verifier
 from populora.platform.settings_diff import settings_diff
@@ -43,7 +44,12 @@ log = logging.getLogger(__name__)
 class Trainer:
     def __init__(self, cfg: TrainConfig, log: RunLog, run_dir: Path):
         self.cfg, self.log, self.run_dir = cfg, log, run_dir
-        self.backend, self.verifier = make_backend(backend_config(cfg, run_dir)), make_verifier(cfg)
+        self.backend = make_backend(backend_config(cfg, run_dir))
+        try:
+            self.verifier = make_verifier(cfg)
+        except BaseException:
+            close_backend(self.backend)
+            raise
         self.population = Population()
         self.lineage = Lineage()
         self.buffers = TaskBuffers(buffer_kinds(cfg.tasks.kinds), cfg.tasks.buffer_size, cfg.tasks.buffer_full, cfg.tasks.code_f_pool)
@@ -168,6 +174,7 @@ class Trainer:
         log = RunLog.start(cfg)
         # from here on the run exists in MLflow: whatever stops the setup (no model, no sandbox, a full disk,
         # SIGTERM while the model loads) must end it, not leave it RUNNING forever
+        trainer = None
         try:
             run_dir = (Path(cfg.output_dir) / log.run_id).resolve()
             run_dir.mkdir(parents=True, exist_ok=True)
@@ -178,8 +185,20 @@ class Trainer:
             trainer._seed_buffers()
         except BaseException as err:
             log.ended_by(err)
+            if trainer is not None:
+                trainer.close()
             raise
         return trainer
+
+    def close(self) -> None:
+        """Stop the processes this run started: vLLM's engine (local, or one per data-parallel worker), Ray's
+        model and sandbox workers. Every end of a run calls it (finished, stopped, failed, a lost worker), so no
+        engine holds the GPU memory the next run needs (a local Ray instance ends at this process's exit, as before;
+        a process killed outright runs none of this: its engines' reaper ends them, platform/reaper.py)."""
+        backend, self.backend = self.backend, None
+        if backend is not None:
+            close_backend(backend)
+        close_backend(self.verifier)
 
     def _init_population(self) -> None:
         pc, rank = self.cfg.population, self.cfg.model.lora_rank
@@ -232,12 +251,17 @@ class Trainer:
         cfg = config_io.build(TrainConfig, yaml.safe_load(config_yaml), source=f"checkpoint {path}")
         periodic_eval.check(cfg)
         trainer = cls(cfg, RunLog(run_id, cfg.experiment, state["member_runs"]), run_dir)
-        trainer._restore(path, state, rng_state)
-        trainer.log.resumed(path.name, [m.id for m in trainer.population.alive()])
+        try:
+            trainer._restore(path, state, rng_state)
+            trainer.log.resumed(path.name, [m.id for m in trainer.population.alive()])
+        except BaseException:
+            trainer.close()
+            raise
         try:
             trainer.flush(replay=True)  # records the killed process checkpointed but may not have logged
         except BaseException as err:  # the run is RUNNING again: end it, as create() does
             trainer.log.ended_by(err)
+            trainer.close()
             raise
         return trainer
 

@@ -11,6 +11,7 @@ ray = pytest.importorskip("ray", reason="Ray is an optional extra: pip install '
 from populora.platform.backends import AdamConfig, BackendConfig, LoraSpec, RaySpec, TrainSample, make_backend  # noqa: E402
 from populora.platform.backends.data_parallel import DataParallelBackend, WorkerLost  # noqa: E402
 from populora.platform.backends.multilora import MultiLoraBackend  # noqa: E402
+from tolerance import assert_close  # noqa: E402
 
 SPEC = LoraSpec(rank=4)
 UPDATE = dict(micro_batch=2, max_len=64, grad_clip=0.5, log_kl=True, mini_batches=2, clip_ratio=0.2, entropy_coef=0.01)
@@ -78,7 +79,9 @@ def test_one_update_on_two_workers_equals_the_update_in_one_process(local_ray, r
     try:
         _population(backend)
         logp, mask = _logprobs(backend)  # rows dealt over both workers, padded back in the caller's order
-        assert torch.equal(mask, ref_logprobs[1]) and torch.allclose(logp, ref_logprobs[0], atol=1e-5)
+        assert torch.equal(mask, ref_logprobs[1])
+        # rows padded to other widths on each worker: the head and log-softmax sum in another order
+        assert_close(logp, ref_logprobs[0], backend.tokenizer.vocab_size, "logp")
         before = {n: backend.adapter_state(n) for n in ("T0", "S0")}
         stats = _step_twice(backend)
         for step, ref in zip(stats, ref_stats):

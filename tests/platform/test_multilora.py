@@ -5,6 +5,7 @@ import torch
 
 from populora.platform.backends import AdamConfig, LoraSpec, MultiLoraBackend, PeftBackend, SlotAdam, TrainSample, make_optimizer
 from populora.training.config import TrainConfig
+from tolerance import assert_close
 
 NAMES = ["m0", "m1", "m2"]
 PROMPTS = [[1, 2, 3, 4, 5], [7, 8], [9, 10, 11], [3, 3]]
@@ -77,8 +78,9 @@ def test_gradients_equal_separate_per_member_backward(pair):
         lp, mk = multi.sequence_logprobs(n, [PROMPTS[i] for i in idx], [COMPLETIONS[i] for i in idx])
         (lp * mk).sum().backward()
         slot = multi.slots[n]
+        vocab = multi.base_model.config.vocab_size  # rows batched differently: the head's backward sums in another order
         for g_mixed, p in zip(mixed, multi._params()):
-            assert torch.allclose(g_mixed[slot], p.grad[slot], atol=1e-5)
+            assert_close(g_mixed[slot], p.grad[slot], vocab, n)
     assert all(g[0].abs().max() == 0 for g in mixed)  # the base slot never gets a gradient
     multi.unwrap()
 
@@ -211,6 +213,7 @@ def test_one_mini_batch_is_reinforce_on_token_mean(tiny_backend):
     before = [p.detach().clone() for p in backend.parameters("solo")]
     backend.optimizers["solo"] = torch.optim.SGD(backend.parameters("solo"), lr=1.0)  # step = -grad, exposed
     stats = backend.train_step({"solo": samples}, micro_batch=3, grad_clip=1e9, log_kl=False, mini_batches=1, clip_ratio=0.2)
+    vocab = backend.model.config.vocab_size  # micro-batches of 3 against all 4 rows at once: another summation order
     for b, p, g in zip(before, backend.parameters("solo"), expected):
-        assert torch.allclose(b - p.detach(), g, atol=1e-6)
+        assert_close(b - p.detach(), g, vocab, "the SGD step", scale=float(g.abs().max()) + float(b.abs().max()))
     assert stats["solo"]["ratio_dev"] == 0.0 and stats["solo"]["clip_frac"] == 0.0 and stats["solo"]["mini_batches"] == 1

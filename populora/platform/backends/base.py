@@ -93,3 +93,11 @@ class Backend(Protocol):
         ``mini_batches`` (optimizer steps per call), ``clip_ratio``, ``clip_ratio_high``, ``entropy_coef``.
         Returns {adapter: {loss, kl, entropy, clip_frac, ratio_dev, grad_norm, tokens, rollouts, mini_batches,
         per_mini_batch: [...]}}."""
+
+
+def close(backend) -> None:
+    """Stop the processes a backend started (vLLM's engine core, Ray actors and their engines); nothing for an
+    in-process backend. Every run's end calls it (finished, stopped, failed), so no engine outlives its run."""
+    stop = getattr(backend, "close", None)
+    if stop is not None:
+        stop()

@@ -40,6 +40,7 @@ from populora.platform.backends.policy_loss import UpdateSpec
 from populora.platform.backends.ray import RayError, _ModelWorker
 from populora.platform.backends.vllm import VllmBackend
 
+CLOSE_TIMEOUT_S = 60  # for the workers to stop their engines at the run's end (vLLM's own shutdown takes ~5 s)
 COLLECTIVE_TIMEOUT_S = 1800  # Ray Train's default; the driver kills the group far sooner when a worker is lost
 
 
@@ -113,6 +114,12 @@ class _DataParallelWorker(_ModelWorker):
         if dist.is_initialized():
             dist.destroy_process_group()
 
+    def close(self) -> None:
+        """Stop this worker's vLLM engine (its engine-core process is this actor's child: ``ray.kill`` ends the
+        actor at once, with no chance to stop it)."""
+        if self.backend is not self.trainer:
+            self.backend.close()
+
 
 class DataParallelBackend:
     """The ``Backend`` protocol over N data-parallel workers; the driver keeps only the tokenizer.
@@ -159,6 +166,17 @@ class DataParallelBackend:
     def shutdown(self) -> None:
         for w in self.workers:
             self.ray.kill(w)
+
+    def close(self, timeout_s: float = CLOSE_TIMEOUT_S) -> None:
+        """The run's end: each worker stops its vLLM engine (waited on for ``timeout_s`` at most; a lost worker's
+        engine went with it), then every worker is killed."""
+        if not self.workers:
+            return
+        try:
+            self.ray.wait([w.close.remote() for w in self.workers], num_returns=len(self.workers), timeout=timeout_s)
+        finally:
+            self.shutdown()
+            self.workers = []
 
     def where(self) -> list[dict]:
         return self._all([w.where.remote() for w in self.workers], "where")

@@ -103,6 +103,11 @@ class RayVerifier:
         actor = ray.remote(num_cpus=cpus)(_VerifierWorker)
         self.actors = [actor.remote(timeout_s, memory_mb) for _ in range(workers)]
 
+    def close(self) -> None:
+        for a in self.actors:
+            self.ray.kill(a)
+        self.actors = []
+
     def check_many(self, tasks: list):  # Validate / Check jobs (plain dataclasses: Ray pickles them)
         n = len(self.actors)
         chunks = [tasks[i::n] for i in range(n)]
@@ -125,6 +130,11 @@ class RayBackend:
         actor = ray.remote(num_cpus=cpus_per_worker, num_gpus=gpus_per_worker)(_ModelWorker)
         self.workers = [actor.remote(model, spec, max(1, slots // workers + 1), gpus_per_worker) for _ in range(workers)]
         self.owner: dict[str, int] = {}
+
+    def close(self) -> None:
+        for w in self.workers:
+            self.ray.kill(w)
+        self.workers = []
 
     def _on(self, name: str, method: str, *args, **kwargs):
         return self.ray.get(self.workers[self.owner[name]].call.remote(method, *args, **kwargs))

@@ -34,6 +34,7 @@ from pathlib import Path
 
 import torch
 
+from populora.platform import reaper
 from populora.platform.backends import generation
 from populora.platform.backends.base import Backend, Generation, LoraSpec, TrainSample
 from populora.platform.backends.optimizer import AdamConfig
@@ -110,9 +111,12 @@ class VllmBackend:
             log.info("vLLM takes LoRA ranks %s only: max_lora_rank %d for rank-%d adapters (zero-padded, same outputs)",
                      VLLM_LORA_RANKS, max_rank, rank)
         self.can_sleep = sleep_mode_available()
+        before = reaper.children()
         self.engine = vllm.LLM(model=model_path, enable_lora=True, max_loras=max_loras, max_lora_rank=max_rank,
                                gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,
                                enable_sleep_mode=self.can_sleep, dtype=dtype, **cpu_kv_cache())
+        # the engine core and its worker outlive a SIGKILLed parent (reaper.py): ended by a watcher if it dies so
+        self.reaper = reaper.watch(reaper.new_children(before))
         self.requests: dict[str, object] = {}
         self.stale: set[str] = set(trainer_backend.adapters)
         self.retired: list[int] = []  # LoRA ids replaced or removed, to drop from the engine before loading new ones
@@ -246,8 +250,10 @@ class VllmBackend:
 
     def close(self) -> None:
         """Stop the engine's processes now (else vLLM stops them at interpreter exit, after pytest or a caller
-        may have closed the streams its shutdown logs to)."""
-        self.engine.llm_engine.engine_core.shutdown()
+        may have closed the streams its shutdown logs to; or never, in a Ray actor that is killed). Idempotent."""
+        engine, self.engine = getattr(self, "engine", None), None
+        if engine is not None:
+            engine.llm_engine.engine_core.shutdown()
 
     def sleep(self) -> None:
         """Free vLLM's GPU memory (level 1: weights to CPU RAM, KV cache dropped) while torch works on the GPU

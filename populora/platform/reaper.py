@@ -1,0 +1,89 @@
+"""Processes that must not outlive the process that started them: ``python -m populora.platform.reaper``.
+
+vLLM's engine core and its worker are child processes of the process that builds the engine (the trainer, or a
+data-parallel Ray worker). A clean end closes them (``VllmBackend.close``), but a process killed outright (kill -9,
+the UI's Stop escalating to SIGKILL, ``ray.kill`` of a lost or stopped worker, the OOM killer) runs no code, and
+the engine's processes were measured to live on as orphans (vLLM 0.32.0's CPU build: still up a minute after
+their parent's SIGKILL), holding on a GPU the memory the next run needs.
+
+So whoever starts such processes calls ``watch(pids)``: a small detached process that polls the starter and,
+once the starter is gone, ends the watched processes (SIGTERM, then SIGKILL after a grace period). Each process
+is named by pid and start time, so a reused pid is never signalled. The reaper exits as soon as every watched
+process has ended (a clean close) or it has ended them.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import psutil
+
+POLL_S = 0.5
+GRACE_S = 5.0
+
+
+def _identity(pid: int) -> str | None:
+    try:
+        return f"{pid}:{psutil.Process(pid).create_time()!r}"
+    except psutil.Error:
+        return None
+
+
+def _process(identity: str) -> psutil.Process | None:
+    """The process named by ``pid:start_time``, or None if it ended (or its pid now names another process)."""
+    pid, started = identity.split(":", 1)
+    try:
+        proc = psutil.Process(int(pid))
+        if repr(proc.create_time()) != started or proc.status() == psutil.STATUS_ZOMBIE:
+            return None
+        return proc
+    except psutil.Error:
+        return None
+
+
+def watch(pids: list[int], parent: int | None = None) -> subprocess.Popen | None:
+    """Start a reaper that ends ``pids`` once ``parent`` (default: this process) is gone. None if none to watch."""
+    named = [i for i in (_identity(p) for p in pids) if i is not None]
+    if not named:
+        return None
+    owner = _identity(parent or os.getpid())
+    return subprocess.Popen([sys.executable, "-m", __name__, owner, *named], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+
+
+def new_children(before: set[int]) -> list[int]:
+    """This process's descendants that were not in ``before`` (pids): what a call just started."""
+    return [c.pid for c in psutil.Process().children(recursive=True) if c.pid not in before]
+
+
+def children() -> set[int]:
+    return {c.pid for c in psutil.Process().children(recursive=True)}
+
+
+def reap(owner: str, watched: list[str]) -> int:
+    """Wait while ``owner`` lives and a watched process does; then end the watched ones still alive. Returns how
+    many it had to end."""
+    while _process(owner) is not None:
+        if all(_process(w) is None for w in watched):
+            return 0
+        time.sleep(POLL_S)
+    alive = [p for p in (_process(w) for w in watched) if p is not None]
+    for p in alive:
+        try:
+            p.terminate()
+        except psutil.Error:
+            pass
+    _, still = psutil.wait_procs(alive, timeout=GRACE_S)
+    for p in still:
+        try:
+            p.kill()
+        except psutil.Error:
+            pass
+    return len(alive)
+
+
+if __name__ == "__main__":
+    reap(sys.argv[1], sys.argv[2:])
