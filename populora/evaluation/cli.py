@@ -225,7 +225,8 @@ def _with_linked_baseline(tracker, run_id: str, step: int | None, data: dict) ->
         data = verdict.with_baseline(data, results.load(tracker, linked, step))
     except Exception:  # noqa: BLE001 - the baseline is not evaluated: the table says "no baseline scored"
         pass
-    rows, warning = verdict.compute_side_by_side(tracker.get_run(run_id).data.metrics, tracker.get_run(linked).data.metrics)
+    pop, base = tracker.get_run(run_id).data, tracker.get_run(linked).data
+    rows, warning = verdict.compute_side_by_side(pop.metrics, base.metrics, runlayout.matched_by_rule(pop.tags, base.tags))
     fmt = lambda v: "-" if v is None else f"{v:,.0f}"  # noqa: E731
     lines = [f"training compute per adapter (ledger): population run {run_id[:8]} vs baseline run {linked[:8]}"]
     lines += [f"  {r['quantity']:32} {fmt(r['population']):>12} {fmt(r['baseline']):>12}  ratio "

@@ -223,9 +223,11 @@ def compute_call_out(t: Table) -> list[str]:
     by_label = {r[0]: c for r, c in zip(t.rows, t.compute or [])}
     pop = by_label.get("population mean")
     base = next((c for label, c in by_label.items() if label.startswith("baseline")), None)
-    if pop is None or base is None or base == 0:
+    if not pop or base is None:  # no population tokens to compare with (None or 0)
         return []
-    return [f"compute per adapter: population {pop:,.0f} vs baseline {base:,.0f} tokens (ratio {pop / base:.2f})"]
+    # the direction of the compute panel and the eval log's ledger table: the baseline's over the population's
+    return [f"compute per adapter (generated + trained tokens): population {pop:,.0f} vs baseline {base:,.0f} "
+            f"(the baseline has {base / pop:.2f}x the population's)"]
 
 
 def call_outs(named: dict[str, list], baseline: list | None) -> list[str]:

@@ -508,6 +508,17 @@ def link_baseline(tracker, population: str, baseline: str) -> None:
         tracker.set_tags(baseline, {BASELINE_OF: ",".join(of + [population])})
 
 
+def matched_by_rule(population_tags: dict, baseline_tags: dict) -> bool:
+    """Whether a baseline's configuration was matched to the population by the rule: the two runs were launched
+    together (``populora train --baseline``, Launch's baseline box) and share a ``populora.pair``.
+
+    >>> matched_by_rule({PAIR: "p1"}, {PAIR: "p1"}), matched_by_rule({PAIR: "p1"}, {}), matched_by_rule({}, {})
+    (True, False, False)
+    """
+    pair = population_tags.get(PAIR)
+    return bool(pair) and pair == baseline_tags.get(PAIR)
+
+
 def link_pair(tracker, run_id: str, pair: str) -> str | None:
     """Link ``run_id`` with the run of the other kind tagged with the same ``populora.pair`` (a population and its
     baseline launched together, started in either order or at once: each trainer calls this once its run is

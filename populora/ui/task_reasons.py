@@ -63,3 +63,19 @@ def reason_counts(tasks: pd.DataFrame) -> pd.DataFrame:
     counts = (invalid.assign(reason=invalid["reason"].map(reason_kind)).groupby(["reason", "kind"]).size()
               .rename("tasks").reset_index().sort_values(["tasks", "reason"], ascending=[False, True], ignore_index=True))
     return counts.assign(share=counts["tasks"] / len(invalid))
+
+
+def task_title(task) -> str:
+    """A task's heading: an invalid task says its own reason, as the table beside it does (the reason's kind, with
+    numbers as N, is for grouping only: the walk found "N distinct valid inputs, need N" over a row "1 ... need 4").
+
+    >>> task_title({"valid": False, "step": 2, "kind": "code_i", "teacher": "T0", "task_id": "t9",
+    ...             "reason": "format: 1 distinct valid inputs, need 4", "reason_kind": "format: N distinct valid inputs, need N"})
+    '❌ step 2 · code_i · by T0 · invalid: format: 1 distinct valid inputs, need 4 · t9'
+    """
+    rate = task.get("solve_rate")
+    rate_text = "unrated" if rate is None or pd.isna(rate) else f"solve {100 * float(rate):.0f}%"
+    if not task.get("valid"):
+        reason = reason_text(task.get("reason"))
+        rate_text = f"invalid: {reason if len(reason) <= 80 else reason[:79] + '…'}"
+    return f"{'✅' if task.get('valid') else '❌'} step {task.get('step')} · {task.get('kind')} · by {task.get('teacher')} · {rate_text} · {task.get('task_id')}"

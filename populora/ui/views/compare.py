@@ -143,8 +143,7 @@ def show_verdict(data: dict) -> None:
 def show_compute(uri: str, run_id: str, baseline: str) -> None:
     """Both runs' per-adapter training compute from their ledgers, side by side; a warning past 10%."""
     pop, base = (store.run_info(uri, r) or {} for r in (run_id, baseline))
-    pair = pop.get("tags", {}).get(rl.PAIR)
-    by_rule = bool(pair) and pair == base.get("tags", {}).get(rl.PAIR)  # launched together: matched by the rule
+    by_rule = rl.matched_by_rule(pop.get("tags", {}), base.get("tags", {}))
     rows, warning = compute_side_by_side(pop.get("metrics", {}), base.get("metrics", {}), by_rule)
     table = pd.DataFrame(rows).set_index("quantity")
     st.markdown("**Training compute per adapter, realised** (the runs' ledgers, `compute/per_adapter/*`)"

@@ -12,7 +12,7 @@ import streamlit as st
 from populora.platform import runlayout as rl
 from populora.training import proposal_prefill
 from populora.ui import common, store
-from populora.ui.task_reasons import reason_counts, reason_kind, reason_text
+from populora.ui.task_reasons import reason_counts, reason_kind, reason_text, task_title
 
 st.title("Tasks")
 
@@ -137,14 +137,6 @@ def task_view(task, answers: pd.DataFrame, fmt: str = "direct") -> None:
         for a in mine.itertuples():
             st.caption(f"{a.member} · {'correct' if a.correct else 'wrong'} · {a.verdict}")
             st.code(str(getattr(a, "text", "")), language="text", wrap_lines=True)
-
-
-def task_title(task) -> str:
-    rate = task.get("solve_rate")
-    rate_text = "unrated" if rate is None or pd.isna(rate) else f"solve {100 * float(rate):.0f}%"
-    if not task.get("valid"):
-        rate_text = f"invalid: {task.get('reason_kind') or reason_kind(task.get('reason'))}"
-    return f"{'✅' if task.get('valid') else '❌'} step {task.get('step')} · {task.get('kind')} · by {task.get('teacher')} · {rate_text} · {task.get('task_id')}"
 
 
 def table_cells(df: pd.DataFrame) -> pd.DataFrame:
