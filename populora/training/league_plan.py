@@ -110,7 +110,9 @@ class Plan:
 
 
 def entrant_id(run_id: str, step: int, member: str) -> str:
-    """>>> entrant_id("f8a161c82dd240cc", 2, "S0")
+    """An entrant's id: its run (8 characters), checkpoint step and member.
+
+    >>> entrant_id("f8a161c82dd240cc", 2, "S0")
     'f8a161c8.s2.S0'
     """
     return f"{run_id[:8]}.s{step}.{member}"

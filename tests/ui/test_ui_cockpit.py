@@ -28,8 +28,8 @@ def store(tmp_path_factory) -> dict:
     uri = f"sqlite:///{tmp / 'mlflow.db'}"
     make_tasks = synthetic_store._tasks
 
-    def no_valid_code_f(step, n, teachers, rng):
-        tasks = make_tasks(step, n, teachers, rng)
+    def no_valid_code_f(step, n, teachers, rng, structures=0):
+        tasks = make_tasks(step, n, teachers, rng, structures)
         for t in tasks:
             if t.kind == "code_f":
                 t.valid, t.output = False, ""
