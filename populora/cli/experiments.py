@@ -43,9 +43,19 @@ def member_settings(cl, store: str, run_id: str, member: str | None) -> dict[str
     return params | {f"member.{k}": v for k, v in own.items()}
 
 
-def diff(args) -> int:
+def _read(store: str, read):
+    """(``read()``, None), or (None, the error line) where a run id or member is not in the store."""
     from mlflow.exceptions import MlflowException  # mlflow is loaded only when the store is read
 
+    try:
+        return read(), None
+    except MlflowException as err:
+        return None, f"error: {err.message[:160]} in {store}; list runs with: populora runs"
+    except KeyError as err:
+        return None, f"error: {err.args[0]}"
+
+
+def diff(args) -> int:
     (run_a, member_a), store = split_target(args.a), tracking_uri()
     run_b, member_b = split_target(args.b, run_a)
     if (member_a is None) != (member_b is None):
@@ -53,15 +63,12 @@ def diff(args) -> int:
               file=sys.stderr)
         return 2
     cl = client()
-    try:
-        a, b = member_settings(cl, store, run_a, member_a), member_settings(cl, store, run_b, member_b)
-    except MlflowException as err:
-        print(f"error: {err.message[:160]} in {store}; list runs with: populora runs", file=sys.stderr)
+    both, error = _read(store, lambda: (member_settings(cl, store, run_a, member_a),
+                                        member_settings(cl, store, run_b, member_b)))
+    if error:
+        print(error, file=sys.stderr)
         return 2
-    except KeyError as err:
-        print(f"error: {err.args[0]}", file=sys.stderr)
-        return 2
-    rows = settings_diff(a, b)
+    rows = settings_diff(*both)
     if args.json:
         print(json.dumps([{"setting": k, "a": va, "b": vb} for k, va, vb in rows]))
     else:
@@ -71,18 +78,13 @@ def diff(args) -> int:
 
 def ancestry_record(args) -> int:
     """``populora runs RUN --ancestry MEMBER [--format json|yaml] [--out FILE]``."""
-    from mlflow.exceptions import MlflowException
-
     if not args.run_id:
         print("error: --ancestry MEMBER needs the run: populora runs RUN_ID --ancestry MEMBER", file=sys.stderr)
         return 2
-    try:
-        data = ancestry.read(client(), tracking_uri(), args.run_id, args.ancestry)
-    except MlflowException as err:
-        print(f"error: {err.message[:160]} in {tracking_uri()}; list runs with: populora runs", file=sys.stderr)
-        return 2
-    except KeyError as err:
-        print(f"error: {err.args[0]}", file=sys.stderr)
+    store = tracking_uri()
+    data, error = _read(store, lambda: ancestry.read(client(), store, args.run_id, args.ancestry))
+    if error:
+        print(error, file=sys.stderr)
         return 2
     text = dumps(data, args.format)
     if args.out:
