@@ -23,12 +23,12 @@ def gamma(n: int, dtype: torch.dtype) -> float:
 
 def bound(want: torch.Tensor, n: int, scale: float | None = None) -> float:
     """The largest |got - want| two summation orders of ``n`` terms allow, norm-wise over ``want``."""
-    scale = float(want.abs().max()) if scale is None else scale
+    scale = float(want.detach().abs().max()) if scale is None else scale
     return 2 * gamma(max(n - 1, 1), want.dtype) * max(scale, torch.finfo(want.dtype).tiny)
 
 
 def assert_close(got: torch.Tensor, want: torch.Tensor, n: int, what: str = "", scale: float | None = None) -> None:
     """``got`` equals ``want`` up to summation order over reductions of length ``n`` (shape, dtype and bound)."""
     assert got.shape == want.shape and got.dtype == want.dtype, (what, got.shape, want.shape, got.dtype, want.dtype)
-    diff, room = float((got - want).abs().max()) if got.numel() else 0.0, bound(want, n, scale)
-    assert diff <= room, f"{what}: max |diff| {diff:.3g} > {room:.3g} (n={n}, scale={scale or float(want.abs().max()):.3g})"
+    diff, room = float((got - want).detach().abs().max()) if got.numel() else 0.0, bound(want, n, scale)
+    assert diff <= room, f"{what}: max |diff| {diff:.3g} > {room:.3g} (n={n}, scale={scale or float(want.detach().abs().max()):.3g})"
