@@ -21,9 +21,25 @@ class Stopped(KeyboardInterrupt):
         self.signum = signum
 
 
+_received: int | None = None  # the stop signal this process got (kept: a raise can be swallowed, see check())
+
+
 def raise_stopped(signum, frame) -> None:
-    """A signal handler: the signal becomes ``Stopped``."""
+    """A signal handler: the signal becomes ``Stopped``, and is remembered for ``check``."""
+    global _received
+    _received = signum
     raise Stopped(signum)
+
+
+def check() -> None:
+    """Raise ``Stopped`` again if a stop signal came and the process carried on anyway.
+
+    A signal handler runs between two bytecodes of whatever the main thread is executing; when that is a finalizer
+    (``__del__``, a weakref callback: garbage collection runs them anywhere, model loading makes plenty) Python prints
+    "Exception ignored in ..." and goes on, so the stop is lost (seen in CI: a SIGTERM while the model loaded, then 50
+    steps trained and exit 0). The trainer calls this at its phase boundaries, so a lost stop is honoured there."""
+    if _received is not None:
+        raise Stopped(_received)
 
 
 def stop_on_sigterm() -> None:

@@ -14,6 +14,7 @@ import yaml
 
 from populora.platform import config as config_io
 from populora.platform import runlayout as rl
+from populora.platform import stopping
 from populora.platform.backends import BackendConfig, LoraSpec, RaySpec, make_backend
 from populora.platform.backends.base import close as close_backend
 from populora.platform.backends.ray import RayVerifier, init_ray
@@ -152,6 +153,7 @@ class Trainer:
         bar = tqdm(total=self.cfg.steps, initial=self.step_index, desc="training", disable=not progress, dynamic_ncols=True)
         try:
             while self.step_index < self.cfg.steps:
+                stopping.check()  # a stop signal whose raise a finalizer swallowed (during setup or the last step)
                 record = self.step()
                 bar.update(1)
                 line = run_log.summary_line(record, self.cfg.steps, self.population)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import populora_cmd
+from conftest import populora_cmd, wait_for
 from populora.platform import jobs, queue
 from populora.platform import runlayout as rl
 from populora.training import sweep
@@ -161,6 +161,10 @@ def test_a_killed_sweep_run_resumes_through_the_machine_s_queue(mlflow_store, tm
     client.set_terminated(killed.info.run_id, "KILLED")
     holder = jobs.start([sys.executable, "-c", "import time; time.sleep(600)"], root=tmp_path / "held", slots=1)
     try:
+        # the holder must hold the slot before the resume is queued: while its process starts it is itself queued,
+        # first in line, and the resume second (the failure CI saw under load)
+        wait_for(lambda: holder.status == "running", 120, "the holder to take the only slot", interval=0.1,
+                 detail=lambda: f" (status {holder.status})")
         item, = sweep.Driver(sid, runs, log=lambda line: None).items()
         resumed = item.start()
         assert resumed.argv[-3:] == ["--resume", killed.info.run_id, "--quiet"]
