@@ -43,7 +43,7 @@ from populora.training.workload import make_plan, workload
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-            vocab_size=4096)  # --dry-run's shapes (GQA kept)
+            vocab_size=4352)  # --dry-run's shapes (GQA kept; the vocabulary holds every tiny-qwen2 token id, padding included)
 
 
 def qwen2_config(arch: plan.Architecture, dry_run: bool):
@@ -94,19 +94,59 @@ def random_ids(n: int, vocab: int, gen: torch.Generator) -> list[int]:
     return torch.randint(300, vocab - 300, (n,), generator=gen).tolist()
 
 
-def step(cfg, work: plan.Workload, model, tok, device, cut: int, gen_cut: int, max_len: int) -> dict:
-    """Generation (propose, solve) and the update of one step, cut; {phase: {seconds, scaled_s, peak_gb, ...}}."""
+def decode_ms(run, device, tokens: int) -> float:
+    """Milliseconds per decoded token of ``run(max_new_tokens)`` (a warm-up first): the time of ``tokens`` new
+    tokens less the time of one (the prefill), over ``tokens - 1``."""
+    run(2)
+    times = {}
+    for n in (1, tokens):
+        with Phase(device) as ph:
+            run(n)
+        times[n] = ph.seconds
+    return 1000 * (times[tokens] - times[1]) / (tokens - 1)
+
+
+def probe_decode(model, tok, device, prompt_len: int, tokens: int, gen: torch.Generator, backend=None,
+                 names: list[str] | None = None) -> dict:
+    """Where torch generation's time goes, per decoded token at one generate batch (``plan.GEN_BATCH`` rows):
+    HF ``generate`` on the bare model (before any LoRA is attached: ``backend`` None), then through the batched
+    multi-LoRA backend with every row on the base and with the rows spread over every adapter."""
+    prompts = [tok.decode(random_ids(prompt_len, len(tok) - 64, gen)) for _ in range(plan.GEN_BATCH)]
+    if backend is None:
+        enc = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
+
+        def bare(n):
+            return model.generate(**enc, max_new_tokens=n, min_new_tokens=n, do_sample=True, temperature=1.0,
+                                  pad_token_id=tok.pad_token_id)
+
+        return {"hf_generate_bare_ms": decode_ms(bare, device, tokens)}
+    out = {}
+    for what, adapters in (("backend_base_rows_ms", [None] * len(prompts)),
+                           ("backend_mixed_adapters_ms", [names[i % len(names)] for i in range(len(prompts))])):
+        out[what] = decode_ms(lambda n: backend.generate(prompts, adapters, n, temperature=1.0, seed=0,
+                                                         batch_size=plan.GEN_BATCH), device, tokens)
+    return out
+
+
+def step(cfg, work: plan.Workload, model, tok, device, cut: int, gen_cut: int, max_len: int,
+         probe_tokens: int = 0) -> dict:
+    """Generation (propose, solve) and the update of one step, cut; {phase: {seconds, scaled_s, peak_gb, ...}}.
+    ``probe_tokens`` > 0: first ``probe_decode``'s per-token times (key ``decode_probe``)."""
     mc = cfg.model
+    g = torch.Generator().manual_seed(0)
+    probe = probe_decode(model, tok, device, min(work.solve_prompt, max_len // 2), probe_tokens, g) if probe_tokens else None
     names = [f"M{i}" for i in range(work.adapters)]
     backend = MultiLoraBackend(model, tok, LoraSpec(mc.lora_rank, mc.lora_alpha, 0.0, tuple(mc.target_modules)),
                                work.lora_slots)
-    g = torch.Generator().manual_seed(0)
     for i, n in enumerate(names):
         backend.add_adapter(n, seed=i)
         backend.init_optimizer(n, cfg.optim)
         # B != 0: a fresh adapter's B is zero and its update would be the base's
         backend.set_adapter_state(n, {k: torch.randn(v.shape, generator=g) * 0.01 for k, v in backend.adapter_state(n).items()})
     out = {}
+    if probe is not None:
+        probe.update(probe_decode(model, tok, device, min(work.solve_prompt, max_len // 2), probe_tokens, g, backend, names))
+        out["decode_probe"] = probe
     text_vocab = len(tok) - 64  # prompts from the tokenizer's own ids (the model's vocabulary may be larger)
     for phase, rows, prompt, new in (("propose", work.propose_rows, work.propose_prompt, work.propose_new),
                                      ("solve", work.solve_rows, work.solve_prompt, work.solve_new)):
@@ -155,6 +195,9 @@ def main(argv=None) -> int:
     ap.add_argument("--config", default=str(ROOT / "configs" / "paper-4t4s.yaml"), help="the preset whose step is run")
     ap.add_argument("--cut", type=int, default=8, help="the update trains rows / CUT sequences per adapter (full length)")
     ap.add_argument("--gen-cut", type=int, default=64, help="generation runs rows / GEN_CUT rows of new_tokens / GEN_CUT tokens")
+    ap.add_argument("--decode-probe", type=int, default=0, metavar="TOKENS",
+                    help="first time TOKENS decoded tokens per row at one generate batch: bare HF generate, the "
+                         "multi-LoRA backend on base rows and on mixed adapters (ms per token)")
     ap.add_argument("--dry-run", action="store_true", help="tiny shapes on the CPU (CI): checks the script, measures nothing")
     ap.add_argument("--json", action="store_true", help="one JSON object instead of the table")
     args = ap.parse_args(argv)
@@ -171,10 +214,11 @@ def main(argv=None) -> int:
         enable_checkpointing(model)
     tok = load_tokenizer(resolve_source("tiny-qwen2"))  # Qwen2.5's special tokens and template; ids < any vocab here
     work = workload(cfg)
-    measured = step(cfg, work, model, tok, device, cut, gen_cut, max_len)
+    measured = step(cfg, work, model, tok, device, cut, gen_cut, max_len, args.decode_probe)
+    probe = measured.pop("decode_probe", None)
     result = {"config": cfg.name, "model": cfg.model.base, "architecture_from": source, "dry_run": args.dry_run,
               "device": torch.cuda.get_device_name(0) if device.type == "cuda" else "cpu", "cut": cut, "gen_cut": gen_cut,
-              "params_b": sum(p.numel() for p in model.parameters()) / 1e9, "phases": measured,
+              "params_b": sum(p.numel() for p in model.parameters()) / 1e9, "phases": measured, "decode_probe": probe,
               "scaled_step_s": sum(v["scaled_s"] for v in measured.values()),
               "max_memory_allocated_gb": max((v["peak_gb"] or 0) for v in measured.values()) if device.type == "cuda" else None,
               "plan": {"torch": planned(cfg, "torch"), cfg.model.generation: planned(cfg, cfg.model.generation)}}
@@ -190,6 +234,8 @@ def render(r: dict) -> str:
         work = (f"{v['rows']} rows x {v['new_tokens']} tokens" if "new_tokens" in v else f"{v['rows']} rows, {v['tokens']} tokens")
         peak = "-" if v["peak_gb"] is None else f"{v['peak_gb']:.1f}"
         lines.append(f"  {name:18} {v['seconds']:10.2f} {v['scaled_s']:12.0f} {peak:>8}  {work}")
+    if r.get("decode_probe"):
+        lines.append(f"  decode, ms per token at {plan.GEN_BATCH} rows: " + ", ".join(f"{k[:-3]} {v:.1f}" for k, v in r["decode_probe"].items()))
     mem = r["max_memory_allocated_gb"]
     lines.append(f"  step estimate {r['scaled_step_s']:.0f} s; torch.cuda.max_memory_allocated {'-' if mem is None else f'{mem:.1f} GB'}")
     for gen, p in r["plan"].items():

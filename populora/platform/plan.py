@@ -20,9 +20,11 @@ LORA_BYTES = 4          # LoRA weights, their gradients and both AdamW moments a
 GEN_BATCH = 16          # rows per torch generate() call (PeftBackend.generate's batch_size)
 LOGIT_CHUNK = 256       # completion positions per LM-head chunk (populora.platform.backends.logprobs.CHUNK)
 USABLE = 0.92           # of a GPU's memory: the rest goes to the CUDA context and allocator fragmentation
-# Stated utilisation (achieved / peak FLOPs): training forward+backward at the usual LLM fine-tuning MFU;
-# generation is memory-bound decoding, far lower with HF generate than with vLLM's continuous batching.
-MFU = {"train": 0.35, "generate_torch": 0.03, "generate_vllm": 0.25}
+# Utilisation (achieved / peak FLOPs). Training forward+backward: 0.35, measured (scripts/gpu-shapes.sh, H200,
+# Qwen2.5-7B shapes, paper-4t4s: 2,583 s per step scaled against 2,582 planned; docs/gpu.md). Generation is
+# memory-bound decoding: torch's HF generate at 16 rows a batch measured 0.0017 (114 ms per decoded token at 7B;
+# the 0.03 stated before was 18x too fast); vLLM's continuous batching 0.25 (stated, not yet measured).
+MFU = {"train": 0.35, "generate_torch": 0.0017, "generate_vllm": 0.25}
 
 
 @dataclass(frozen=True)
