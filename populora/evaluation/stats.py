@@ -115,6 +115,30 @@ def mean_stderr(per) -> float | None:
     return float(per.std(ddof=1) / np.sqrt(len(per))) if len(per) > 1 else None
 
 
+def one_sample_stderr(score: float, n_problems: int) -> float | None:
+    """The standard error one sample per problem would give at the same pass@1 ``score``: a 0/1 score per problem
+    has variance score (1 - score) over problems, whatever splits it between problems and samples, so
+    sqrt(score (1 - score) / (n - 1)) (``mean_stderr`` of such a 0/1 vector); greedy at the same accuracy too.
+    With N samples per problem the observed standard error is (var_between + var_within / N) / n (Miller 2024):
+    the within-problem part is what sampling buys. None for n < 2.
+
+    >>> one_sample_stderr(0.5, 2), round(one_sample_stderr(0.5, 101), 4)
+    (0.5, 0.05)
+    """
+    return float(np.sqrt(score * (1 - score) / (n_problems - 1))) if n_problems > 1 else None
+
+
+def shrinkage_words(stderr: float | None, one_sample: float | None, samples: int) -> str:
+    """What ``samples`` per problem bought, in points.
+
+    >>> shrinkage_words(0.032, 0.041, 8)
+    'SE 4.1 -> 3.2 pts with 8 samples per problem'
+    """
+    if stderr is None or one_sample is None:
+        return f"{samples} samples per problem (SE: fewer than 2 problems)"
+    return f"SE {100 * one_sample:.1f} -> {100 * stderr:.1f} pts with {samples} samples per problem"
+
+
 def point(strata: list[np.ndarray], weights=None) -> float:
     """The mean over strata (unweighted, or with ``weights``) of each stratum's mean over seeds and problems.
 
