@@ -241,8 +241,9 @@ def seed_variance(strata: list[np.ndarray], weights=None, satterthwaite: bool = 
     freedom. Its problem term is the spread of the arms' per-problem differences, 0 under any null (both arms
     from one distribution) and tiny under the effects a sweep can see; estimated, truncated at 0 and kept, its
     noise made the interval over-cover (0.96-0.98, 3 seeds per arm, ``calibration.py``). Without it the
-    calibration's coverage is 0.943-0.955 under the nulls and planted effects, each claim's rate <= 0.053 and the
-    family-wise rate 0.032-0.055 (R = 600, Monte Carlo error 0.009; docs/evaluation.md has the table and the
+    calibration's coverage is 0.947-0.963 overall and 0.948-0.955 per benchmark under the nulls (0.938-0.953
+    under planted effects), each benchmark's rate 0.045-0.051 and the family-wise rate 0.032-0.055 (R = 600,
+    Monte Carlo error 0.009; docs/evaluation.md has the table, ``scripts/difference_estimators.py`` the
     estimators tried: REML-style truncation of the seed variance at the residual noise with Satterthwaite's
     degrees of freedom raised the family-wise rate to 0.19, flooring at the residual noise on S - 1 degrees of
     freedom covered 1.00).
