@@ -21,6 +21,7 @@ from populora.evaluation.figures import arms_race as arms_race_figure
 from populora.evaluation.figures import intervals as intervals_figure
 from populora.evaluation.figures import sweep_curves
 from populora.evaluation.power import planned as planned_mde
+from populora.evaluation.power import sampling_gain
 from populora.evaluation.results import metric_keys as eval_metric_keys
 from populora.evaluation.report import AVERAGES, averages
 from populora.evaluation.report import pick_label as report_pick_label
@@ -35,6 +36,6 @@ from populora.evaluation.verdict import compute_side_by_side, with_baseline
 
 __all__ = ["AVERAGES", "BASE", "BASELINE", "BENCHMARKS", "MEMBER", "EvalConfig", "GROUPS", "Results", "Summary", "SweepReportError",
            "arms_race_figure", "averages", "build_verdict", "checkpoint_steps", "compute_side_by_side",
-           "eval_metric_keys", "eval_pace", "eval_progress", "eval_size", "gather_sweep", "intervals_figure", "planned_mde",
+           "eval_metric_keys", "eval_pace", "eval_progress", "eval_size", "gather_sweep", "intervals_figure", "planned_mde", "sampling_gain",
            "population_summary", "report_pick_label", "report_summary", "sweep_curves", "sweep_statistics",
            "with_baseline"]

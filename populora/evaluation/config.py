@@ -98,7 +98,8 @@ class EvalConfig(Section):
     def resolved_protocol(self, model: ModelSource):
         """The protocol with this config's overrides, for the base model ``model`` (a run's own)."""
         return P.resolve(self.protocol, model, self.budgets, self.generation.max_new_tokens,
-                                self.evalplus_min_time_limit, self.evalplus_time_factor)
+                         self.evalplus_min_time_limit, self.evalplus_time_factor, self.generation.sampled,
+                         self.generation.temperature)
 
 
 class ReportConfig(Section):

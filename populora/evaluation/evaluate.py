@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from populora.evaluation import benchmarks, regrade, results
+from populora.evaluation import benchmarks, estimate, power, regrade, results
 from populora.evaluation import targets as T
 from populora.evaluation.runner import ITEMS_DIR, Runner, slug, write_atomic
 from populora.evaluation.targets import TargetError
@@ -158,6 +158,7 @@ def score(p: Plan, cfg, tracker=None, backend=None, log=_stderr, loaded: dict[st
     log(f"evaluating {', '.join(t.label for t in p.targets)} on {', '.join(p.names)}"
         f"{f' at checkpoint step {p.step}' if p.step is not None else ''}"
         f"{f' (first {cfg.limit} items each)' if cfg.limit else ''} under protocol {protocol.name}; results in {p.out}")
+    log(cost_line(p, cfg, protocol))
     factory = (lambda: backend) if backend is not None else backend_factory(p.model, cfg.device, p.backend, lora)
     runner = Runner(factory, p.root, p.out, cfg.generation, cfg.limit, p.model.model_dump(), log=log,
                     batched=cfg.batched, protocol=protocol, loaded=loaded, progress=progress)
@@ -173,6 +174,18 @@ def score(p: Plan, cfg, tracker=None, backend=None, log=_stderr, loaded: dict[st
     if tracker is not None and p.run:
         results.log_mlflow(tracker, p.run, p.targets, data, paths, step=p.step)
     return Results(p, data, paths)
+
+
+def cost_line(p: Plan, cfg, protocol) -> str:
+    """Before scoring: what the evaluation will generate (``estimate.size``: generations, the most new tokens) and,
+    sampled, what its samples buy (``power.sampling_gain``, at assumed base scores)."""
+    size = estimate.size(",".join(p.names), cfg.limit, len(p.targets), p.model, protocol.name,
+                         cfg.generation.max_new_tokens, cfg.generation.sampled, p.root)
+    line = (f"to generate: {size['rows']:,} completions, at most {size['tokens']:,} new tokens ({protocol.decoding()}"
+            f"; before resuming finished pairs)")
+    if cfg.generation.sampled > 1:
+        line += f"; {power.sampling_gain(cfg.generation.sampled, ','.join(p.names), cfg.limit)['words']} (assumed base scores)"
+    return line
 
 
 # ====================================================================== progress (what the UI shows)

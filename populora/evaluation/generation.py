@@ -11,7 +11,7 @@ import os
 import sys
 import threading
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, model_validator
 
 from populora.evaluation.protocol import AZR, AZR_MATH_TEMPLATE
 from populora.platform.chat_template import stop_token_ids
@@ -28,9 +28,23 @@ class GenConfig(Section):
                                        "(default: the protocol's per-benchmark budgets; see `budgets`)")
     temperature: float = Field(0.0, ge=0, description="0 = greedy (pass@1 greedy, the EvalPlus / lm-eval default)")
     top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling top-p when temperature > 0")
-    n_samples: int = Field(1, ge=1, description="Samples per code problem (pass@k over n; needs temperature > 0)")
+    n_samples: int = Field(1, ge=1, description="Samples per problem on every benchmark, code and math (needs "
+                           "temperature > 0): a problem's pass@1 is the mean of its samples' verdicts, the problem "
+                           "stays the unit of every interval (Miller 2024); EvalPlus also gives pass@10 / pass@100")
     seed: int = Field(1234, description="Sampling seed, the same for every adapter so all see the same noise")
     batch_size: int = Field(8, ge=1, description="Prompts per generation batch")
+
+    @model_validator(mode="after")
+    def _sampling(self) -> "GenConfig":
+        if self.n_samples > 1 and self.temperature == 0:
+            raise ValueError(f"n_samples {self.n_samples} at temperature 0 gives {self.n_samples} identical greedy "
+                             f"samples: set generation.temperature > 0 (--temperature 0.6, say) or n_samples 1")
+        return self
+
+    @property
+    def sampled(self) -> int:
+        """Samples generated per problem: ``n_samples`` when sampling, 1 for greedy."""
+        return self.n_samples if self.temperature > 0 else 1
 
     def to_dict(self) -> dict:
         return self.model_dump()

@@ -5,7 +5,8 @@ requests into ``backend.generate`` calls with the benchmark's template (``genera
 or AZR's plain one) and the evaluation's shared decoding settings (``GenConfig``), so every adapter is scored with
 the same template, temperature and token budget. The budget is the request's ``max_gen_toks`` (what the task
 YAML or ``simple_evaluate(gen_kwargs=...)`` says), as lm-eval's own models read it, else ``gen.max_new_tokens``.
-Which documents ran out of budget is kept in ``truncated`` (doc id -> bool).
+Which completions ran out of budget is kept in ``truncated`` (doc id -> one bool per sample, in generation
+order: sampled evaluation asks lm-eval for ``repeats`` copies of each document, which come back in a row).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ class BackendLM(LM):
     def __init__(self, backend, adapter: str | None, gen: GenConfig, progress=None, template: str = "chat"):
         super().__init__()
         self.backend, self.adapter, self.gen, self.progress, self.template = backend, adapter, gen, progress, template
-        self.truncated: dict[int, bool] = {}
+        self.truncated: dict[int, list[bool]] = {}
 
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
         out: list[str] = []
@@ -38,7 +39,7 @@ class BackendLM(LM):
                                          seed=self.gen.seed + i, stop=until, batch_size=self.gen.batch_size)
             out += [g.text for g in gens]
             for r, g in zip(chunk, gens):
-                self.truncated[r.doc_id] = is_truncated(g, budget, ends)
+                self.truncated.setdefault(r.doc_id, []).append(is_truncated(g, budget, ends))
             if self.progress is not None:
                 self.progress(len(chunk))
         return out

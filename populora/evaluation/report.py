@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from populora.evaluation import benchmarks, selection
+from populora.evaluation import benchmarks, selection, stats
 from populora.evaluation.summary import BASE, BASELINE, MEMBER, Results, Summary, population_summary
 
 AVERAGES = ("code avg", "math avg", "overall")  # ours: the keys of ``averages`` (the UI's Compare page too)
@@ -148,7 +148,7 @@ def build(results: Results | dict) -> Table:
         only = row(members[0], per[members[0]])
         named = {"population mean": only, "weakest": only}
     table = Table(header, rows, call_outs(named, baselines[0] if baselines else None), compute,
-                  notes + protocol_notes(r) + subset_notes(r) + quality_notes(r))
+                  notes + protocol_notes(r) + sampling_notes(r) + subset_notes(r) + quality_notes(r))
     table.deltas += compute_call_out(table)
     return table
 
@@ -166,6 +166,24 @@ def protocol_notes(results: Results) -> list[str]:
     changed = f" (changed: {', '.join(proto['overridden'])})" if proto.get("overridden") else ""
     return [f"protocol {proto.get('name')}{changed}: {text}; math template {proto.get('math_template')}; EvalPlus "
             f"time limits {proto.get('evalplus_min_time_limit')} s / {proto.get('evalplus_time_factor')}x"]
+
+
+def sampling_notes(results: Results) -> list[str]:
+    """Sampled evaluation: the decoding, and per benchmark what N samples per problem bought over one (the standard
+    error of pass@1 over problems, the mean over targets; ``stats.one_sample_stderr``)."""
+    proto = results.config.get("protocol")
+    if not isinstance(proto, dict) or proto.get("samples", 1) <= 1:
+        return []
+    cells = []
+    for b in benchmarks.BENCHMARKS:
+        pairs = [(s.entry.get(f"{s.entry.get('primary')}_stderr"), s.entry.get("stderr_one_sample"))
+                 for by in results.scores.values() for name, s in by.items() if name == b]
+        pairs = [(a, c) for a, c in pairs if isinstance(a, (int, float)) and isinstance(c, (int, float))]
+        if pairs:
+            se, one = (float(np.mean(v)) for v in zip(*pairs))
+            cells.append(f"{benchmarks.BENCHMARKS[b].label} {stats.shrinkage_words(se, one, proto['samples'])}")
+    return [f"decoding: {proto.get('decoding')}; the problem stays the unit of every interval; what the samples "
+            f"bought over one sample (or greedy at the same accuracy), mean over targets: " + ("; ".join(cells) or "-")]
 
 
 def quality_notes(results: Results) -> list[str]:

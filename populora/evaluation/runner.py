@@ -21,6 +21,7 @@ from populora.evaluation import benchmarks, evalplus_suite, livecodebench, math_
 from populora.evaluation import protocol as P  # as P: Runner takes a ``protocol`` argument
 from populora.evaluation.batching import SharedBackend, Stopped
 from populora.evaluation.generation import GenConfig, ensure_offline
+from populora.evaluation.stats import one_sample_stderr
 from populora.evaluation.targets import Target
 
 
@@ -104,6 +105,8 @@ class Runner:
         self.batched = batched and gen.temperature == 0
         self.data_dir, self.out_dir, self.gen, self.limit, self.model = data_dir, out_dir, gen, limit, model
         self.protocol = protocol or P.resolve("quick", None, max_new_tokens=gen.max_new_tokens)
+        if (self.protocol.samples, self.protocol.temperature) != (gen.sampled, gen.temperature):  # the decoding used
+            self.protocol = P.resolve_decoding(self.protocol, gen.sampled, gen.temperature)
         self.packages = versions()
         self.sums = benchmarks.expected_checksums(data_dir) if (data_dir / benchmarks.CHECKSUMS).is_file() else {}
         self.config = {"protocol": self.protocol.to_dict(), "limit": limit, "model": model,
@@ -255,7 +258,7 @@ class Runner:
     def _benchmark(self, backend, t: Target, adapter: str | None, name: str, work_dir: Path) -> tuple[dict, float]:
         from tqdm import tqdm
 
-        rows = n_items(self.data_dir, name, self.limit) * (self.gen.n_samples if self.gen.temperature > 0 else 1)
+        rows = n_items(self.data_dir, name, self.limit) * self.gen.sampled
         desc = f"{t.label} | {benchmarks.BENCHMARKS[name].label}"
         with tqdm(total=rows, desc=desc, unit="gen", file=sys.stderr, dynamic_ncols=True, disable=not self.progress) as bar:
             items = ItemProgress(self.out_dir / ITEMS_DIR / slug(t.label) / f"{name}.json", rows, bar.update)
@@ -285,6 +288,8 @@ class Runner:
 
     def _store(self, t: Target, name: str, result: dict, seconds: float) -> dict:
         samples = result.pop("samples", [])
+        if self.gen.sampled > 1:  # what the samples bought: the one-sample SE at this pass@1 (report.sampling_notes)
+            result["metrics"]["stderr_one_sample"] = one_sample_stderr(result["metrics"][result["primary"]], result["n"])
         samples_path = self.out_dir / "samples" / slug(t.label) / f"{name}.jsonl"
         write_atomic(samples_path, "".join(json.dumps(s) + "\n" for s in samples))
         result.update(target=t.label, kind=t.kind, benchmark=name, alias=benchmarks.BENCHMARKS[name].label,

@@ -18,7 +18,8 @@ import pandas as pd
 import streamlit as st
 import yaml
 
-from populora.evaluation import BENCHMARKS, GROUPS, EvalConfig, checkpoint_steps, eval_pace, eval_progress, eval_size
+from populora.evaluation import (BENCHMARKS, GROUPS, EvalConfig, checkpoint_steps, eval_pace, eval_progress, eval_size,
+                                 sampling_gain)
 from populora.platform import jobs, queue
 from populora.platform import runlayout as rl
 from populora.ui import common, form, store
@@ -117,8 +118,11 @@ def estimate_line(flat: dict, facts: RunFacts) -> str:
                          _int(flat.get("generation.max_new_tokens")), _int(flat.get("generation.n_samples")) or 1)
     except (ValueError, KeyError) as err:
         return f"No estimate: {err}"
+    samples = _int(flat.get("generation.n_samples")) or 1
     line = (f"**Estimate**: {n_targets} targets, {size['rows']:,} generations, at most {size['tokens']:,} new tokens "
-            f"(protocol {size['protocol']})")
+            f"(protocol {size['protocol']}{f'; {samples} samples per problem' if samples > 1 else ''})")
+    if samples > 1:  # what the samples buy (assumed base scores): the standard error of pass@1 per adapter
+        line += f"; {sampling_gain(samples, flat['benchmarks'], flat['limit'])['words']} (assumed base scores)"
     if size["missing"]:
         line += f"; no data for {', '.join(size['missing'])} (`populora data fetch`)"
     pace = last_pace()

@@ -4,7 +4,10 @@ reference, a harmlessly rewritten reference, a known-wrong answer, or a completi
 It finds the item a prompt asks about by the item's own text inside the prompt (the longest match, so a question
 that is a prefix of another is not taken for it), whatever the template around it. The answer mode is chosen per
 adapter, by the name of the adapter dir it was loaded from (``reference``, ``rewritten``, ``wrong``,
-``truncated``); the bare base model answers in ``base_mode``. With it the evaluation pipeline can be checked
+``truncated``, ``sampled``); the bare base model answers in ``base_mode``. ``sampled`` answers k of the n
+samples of an item right (the first k times it is asked, with the reference; then the wrong answer), k given per
+benchmark and item position by ``right_of`` ({benchmark: [k of item 0, k of item 1, ...]}, 0 beyond the list),
+so sampled evaluation's pass@1 per problem is known exactly: k / n. With it the evaluation pipeline can be checked
 against known scores (100 % for references, 0 % for wrong answers) although no model here can solve anything.
 
 References: math, the gold answer; HumanEval+ / MBPP+, EvalPlus's canonical solution; LiveCodeBench (our copy
@@ -24,6 +27,7 @@ from populora.evaluation import math_grading as G
 from populora.platform.backends import Generation
 
 MODES = ("reference", "rewritten", "wrong", "truncated")
+SAMPLED = "sampled"
 WRONG_MATH = "-7919.5"
 
 
@@ -61,21 +65,22 @@ def _lookup_program(record: dict, wrong: bool, rewritten: bool) -> str:
 class OracleBackend:
     """Backend stand-in: ``generate`` answers from the references; adapters are just names."""
 
-    def __init__(self, data_dir: Path, names: list[str], base_mode: str = "wrong"):
+    def __init__(self, data_dir: Path, names: list[str], base_mode: str = "wrong",
+                 right_of: dict[str, list[int]] | None = None):
         self.tokenizer = SimpleNamespace(eos_token_id=0, pad_token_id=0)
         self.modes: dict[str | None, str] = {None: base_mode}
         self.calls: list[dict] = []
-        self.keys: list[tuple[str, str, object]] = []  # (text to find, benchmark, item)
+        self.right_of = right_of or {}
+        self.asked: dict[tuple, int] = {}  # (adapter, benchmark, item position): times asked so far (mode sampled)
+        self.keys: list[tuple[str, str, object, int]] = []  # (text to find, benchmark, item, its position)
         for name in names:
             if name in evalplus_suite.DATASETS:
-                for p in evalplus_suite.problems(name, data_dir).values():
-                    self.keys.append((p["prompt"].strip(), name, p))
+                items = [(p["prompt"].strip(), p) for p in evalplus_suite.problems(name, data_dir).values()]
             elif name == livecodebench.NAME:
-                for r in livecodebench.problems(data_dir):
-                    self.keys.append((r["problem"].strip(), name, r))
+                items = [(r["problem"].strip(), r) for r in livecodebench.problems(data_dir)]
             else:
-                for r in B.read_records(data_dir, name):
-                    self.keys.append((G.question(name, r).strip(), name, r))
+                items = [(G.question(name, r).strip(), r) for r in B.read_records(data_dir, name)]
+            self.keys += [(text, name, item, i) for i, (text, item) in enumerate(items)]
         self.keys.sort(key=lambda k: -len(k[0]))
 
     # ---- what the evaluation calls
@@ -84,7 +89,7 @@ class OracleBackend:
 
     def add_adapter(self, name, from_dir=None, **_):
         mode = Path(from_dir).name
-        assert mode in MODES, f"oracle adapters are dirs named {MODES}, got {from_dir}"
+        assert mode in MODES + (SAMPLED,), f"oracle adapters are dirs named {MODES + (SAMPLED,)}, got {from_dir}"
         self.modes[name] = mode
 
     def remove_adapter(self, name):
@@ -99,14 +104,20 @@ class OracleBackend:
             if mode == "truncated":  # ran out of budget mid-thought: no answer, every token used
                 out.append(Generation(prompt, "Let me think about this for a long", [], [7] * max_new_tokens))
                 continue
+            if mode == SAMPLED:
+                name, _, pos = self.find(prompt, with_position=True)
+                asked = self.asked.get((adapter, name, pos), 0)
+                self.asked[(adapter, name, pos)] = asked + 1
+                k = self.right_of.get(name, [])
+                mode = "reference" if asked < (k[pos] if pos < len(k) else 0) else "wrong"
             out.append(Generation(prompt, self.answer(prompt, mode), [], [7, 0]))
         return out
 
     # ---- the answers
-    def find(self, prompt: str) -> tuple[str, object]:
-        for text, name, item in self.keys:
+    def find(self, prompt: str, with_position: bool = False) -> tuple:
+        for text, name, item, pos in self.keys:
             if text and text in prompt:
-                return name, item
+                return (name, item, pos) if with_position else (name, item)
         raise AssertionError(f"the oracle knows no item in this prompt: {prompt[:200]!r}")
 
     def answer(self, prompt: str, mode: str) -> str:

@@ -76,3 +76,43 @@ def test_math_under_the_azr_protocol_reads_the_answer_block(tmp_path):
     pair = json.loads((tmp_path / "batched" / "pairs" / "reference" / "aime24.json").read_text())
     assert pair["config"]["protocol"] == "azr" and pair["config"]["template"] == "azr"
     assert pair["config"]["generation"]["max_new_tokens"] == 64 and pair["config"]["batched"] is True
+
+
+@pytest.mark.slow
+def test_sampled_evaluation_averages_pass_at_1_within_each_problem(tmp_path):
+    """Sampled evaluation (4 samples at temperature 0.8) on a math (lm-eval), an EvalPlus and the LiveCodeBench
+    suite: the oracle answers 3 of 4 samples right on item 0 and 1 of 4 on item 1, so pass@1 is exactly 0.75 and
+    0.25 per problem, 0.5 per benchmark, with the standard error of those two per-problem scores (0.25) and, as
+    the one-sample reference, sqrt(0.5 x 0.5 / 1) = 0.5. Cheap: 2 items, 3 benchmarks."""
+    from oracle_backend import SAMPLED
+
+    from populora.evaluation import per_problem, report, results
+
+    names = ["gsm8k", "humaneval_plus", "livecodebench"]
+    backend = OracleBackend(ROOT, names, base_mode="wrong", right_of={n: [3, 1] for n in names})
+    gen = GenConfig(temperature=0.8, n_samples=4)
+    proto = P.resolve("quick", None, max_new_tokens=64, samples=4, temperature=0.8)
+    runner = Runner(lambda: backend, ROOT, tmp_path / "out", gen, LIMIT, {"base": "oracle"}, log=lambda m: None,
+                    protocol=proto)
+    (tmp_path / "adapters" / SAMPLED).mkdir(parents=True)
+    (tmp_path / "adapters" / "reference").mkdir(parents=True)
+    targets = [Target(SAMPLED, MEMBER, str(tmp_path / "adapters" / SAMPLED)),
+               Target("reference", MEMBER, str(tmp_path / "adapters" / "reference"))]
+    scores = runner.run(targets, names)
+    assert all(c["temperature"] == 0.8 for c in backend.calls)
+    for name in names:
+        r = scores[SAMPLED][name]
+        per = per_problem.problem_scores(r["samples_file"])
+        assert sorted(per.values()) == [0.25, 0.75], (name, per)
+        first = min(per)  # ids sort in file order for these two items (gsm8k/0, HumanEval/0, lcb/0)
+        assert per[first] == 0.75, (name, per)
+        assert sum(1 for _ in open(r["samples_file"])) == 2 * 4
+        assert r["score"] == 0.5 and r["n"] == LIMIT, (name, r["score"])
+        assert r["metrics"][f"{r['primary']}_stderr"] == pytest.approx(0.25, abs=1e-12)
+        assert r["metrics"]["stderr_one_sample"] == pytest.approx(0.5, abs=1e-12)
+        assert scores["reference"][name]["score"] == 1.0
+        assert r["config"]["generation"]["n_samples"] == 4
+    data = results.build(targets, scores, {**runner.config, "limit": LIMIT})
+    assert data["config"]["protocol"]["samples"] == 4 and data["config"]["protocol"]["temperature"] == 0.8
+    notes = report.sampling_notes(report.Results.of(data))
+    assert "4 samples per problem at temperature 0.8" in notes[0] and "GSM8K SE 25.0 -> 12.5 pts" in notes[0], notes
