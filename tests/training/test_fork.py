@@ -57,6 +57,45 @@ def _new_run(client, known: set[str]) -> str:
     return new
 
 
+def _models(client) -> dict[tuple[str, str, int], object]:
+    """Every member checkpoint's LoggedModel of the store, by (training run, member, step)."""
+    exps = [e.experiment_id for e in client.search_experiments()]
+    return {(m.tags[rl.REGISTRY_RUN], m.tags[rl.REGISTRY_MEMBER], int(m.tags[rl.MODEL_STEP])): m
+            for m in client.search_logged_models(exps, max_results=1000)}
+
+
+def _expected_models(lineage: dict, last: int, first: int = 0) -> dict:
+    """(member, step) -> (origin, [(parent member, parent step)]) as the lineage says, for a run checkpointed at
+    every step from ``first`` + 1 to ``last`` (a fork at ``first``): every member has a model at each checkpoint
+    it was alive at and one at its death; its first is its birth's (init: no parents; a child: its parents' models
+    of its birth step), each later one stands on its previous one (a fork's first ones: on the parent run's)."""
+    events = lineage["events"]
+    died = {e["replaced"]: e["step"] for e in events if e["replaced"]}
+    out = {}
+    for e in events:
+        member, born = e["child"], e["step"]
+        for s in range(max(born, first + 1, 1), min(died.get(member, last), last) + 1):
+            if s == max(born, 1) and born >= first:  # its first model anywhere
+                out[(member, s)] = (e["operator"] if e["parents"] else "init", [(p, born) for p in e["parents"]])
+            else:
+                out[(member, s)] = ("died" if died.get(member) == s else "trained", [(member, s - 1)])
+    return out
+
+
+def _check_models(models: dict, run: str, expected: dict, earlier_run: str = "", first: int = 0) -> None:
+    """The run's LoggedModels are exactly the expected ones, named, typed, READY, with those origins and parents
+    (a parent of step <= ``first`` is ``earlier_run``'s model)."""
+    mine = {(m, s): v for (r, m, s), v in models.items() if r == run}
+    assert set(mine) == set(expected), (sorted(mine), sorted(expected))
+    for (member, step), (origin, parents) in expected.items():
+        model = mine[(member, step)]
+        assert (model.name, str(model.status), model.model_type) == (f"{member}-step{step}", "READY", rl.MODEL_TYPE)
+        assert model.tags[rl.MODEL_ORIGIN] == origin, (member, step, model.tags[rl.MODEL_ORIGIN], origin)
+        want = [models[(earlier_run if s <= first else run, p, s)].model_id for p, s in parents]
+        assert model.tags[rl.MODEL_PARENTS] == (",".join(want) or "-"), (member, step)
+        assert (Path(model.tags[rl.MODEL_ADAPTER]) / "adapter_config.json").is_file(), (member, step)
+
+
 def test_fork_kill_9_resume_fork_of_fork_diff_and_ancestry(mlflow_store, tmp_path, capsys):
     # the parent: 2 steps, evolution every step, so its members at step 1 already include a child (with ancestry)
     out = subprocess.run(populora_cmd("train", "--config", str(ROOT / "configs/smoke.yaml"), "--set", "steps=2",
@@ -70,6 +109,22 @@ def test_fork_kill_9_resume_fork_of_fork_diff_and_ancestry(mlflow_store, tmp_pat
     alive_at_1 = {m["id"] for m in at_1["population"]["members"] if m["alive"]}
     dead_at_1 = {m["id"] for m in at_1["population"]["members"] if not m["alive"]}
     assert dead_at_1 and any(e["parents"] for e in at_1["lineage"]["events"])  # evolution happened by step 1
+
+    # each member's checkpoints are MLflow 3 LoggedModels (and a replaced member's weights at its death), each an
+    # output of the member's run, its parents the models its weights came from (as the lineage says); the member's
+    # metrics of that step are the model's too
+    models = _models(client)
+    _check_models(models, parent, _expected_models(_lineage(parent), 2))
+    members_of_parent = {c.data.tags[rl.MEMBER_ID]: c for c in _children(client, parent)}
+    for (_, member, step), model in models.items():
+        member_run = members_of_parent[member].info.run_id
+        assert model.source_run_id == member_run
+        mu = [m.value for m in client.get_metric_history(member_run, "rating/mu") if m.step == step]
+        assert [(m.value, m.step) for m in model.metrics if m.key == "rating/mu"] == [(mu[0], step)], (member, step)
+        assert model.model_id in {o.model_id for o in client.get_run(member_run).outputs.model_outputs}
+    newest = {m: max(s for (_, mm, s) in models if mm == m) for (_, m, _) in models}
+    assert {m: c.data.tags[rl.MODEL_ID] for m, c in members_of_parent.items()} == {
+        m: models[(parent, m, s)].model_id for m, s in newest.items()}
 
     # a setting the checkpoint was built with is refused, with the reason, before any run exists
     assert _train_in_process("--fork", parent, "--step", "1", "--set", "model.lora_rank=8") == 2
@@ -119,6 +174,10 @@ def test_fork_kill_9_resume_fork_of_fork_diff_and_ancestry(mlflow_store, tmp_pat
     for member_id, c in members.items():
         mu_steps = [m.step for m in client.get_metric_history(c.info.run_id, "rating/mu")]
         assert len(mu_steps) == len(set(mu_steps)) and min(mu_steps) >= 2, (member_id, mu_steps)
+
+    # the fork's models go on from the parent run's models at step 1 (none of its own for step 1); the kill -9
+    # after its step-2 checkpoint made them once
+    _check_models(_models(client), fork, _expected_models(lineage, 2, first=1), parent, 1)
 
     assert main(["runs", fork]) == 0
     assert f"forked from run {parent} at step 1" in capsys.readouterr().out
