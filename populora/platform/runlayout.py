@@ -64,6 +64,7 @@ PAIR = "populora.pair"                  # a population and its baseline started 
 RESUMED_FROM = "populora.resumed_from"  # checkpoint dir name of the last resume
 FORKED_FROM = "populora.forked_from"    # a fork (populora train --fork): the run it continues
 FORK_STEP = "populora.fork_step"        # ... and the step of that run's checkpoint it starts from
+FORK_RESIZE = "populora.fork_resize"    # a fork that resized the population: "resized: teachers 2 -> 3 (T4 = gaussian of T0), ..."
 JOB_ID = "populora.job_id"              # the job (local or Ray) that started the run, see job_link_tags()
 EVAL_DIR = "populora.eval_dir"          # local dir of the last ``populora eval`` output
 EVAL_EVERY = "populora.eval_every"      # in-training evaluation every K steps (training's ``eval.every``; absent: off)

@@ -20,7 +20,7 @@ from populora.platform.backends.base import close as close_backend
 from populora.platform.backends.ray import RayVerifier, init_ray
 from populora.platform.verifier import Verifier
 from populora.platform.settings_diff import settings_diff
-from populora.training import checkpoint, curriculum, member_models, monitors, operator_stats, periodic_eval, probe, run_log
+from populora.training import checkpoint, curriculum, member_models, monitors, operator_stats, periodic_eval, probe, resize, run_log
 from populora.training.buffers import TaskBuffers, buffer_kinds
 from populora.training.config import TrainConfig
 from populora.training.curriculum_tracker import CurriculumTracker
@@ -307,7 +307,20 @@ class Trainer:
             log.describe(cfg, run_dir)
             (run_dir / rl.CONFIG_FILE).write_text(config_io.dump(cfg))
             trainer = cls(cfg, log, run_dir)
-            trainer._restore(path, state, rng_state)
+            removed, added = [], []
+            resizing = not cfg.population.single_agent and resize.targets(cfg) != resize.targets(parent_cfg)
+
+            def shrink() -> None:  # before the adapters load: the removed ones are never loaded
+                removed.extend(resize.shrink(trainer.population, trainer.lineage, resize.targets(cfg),
+                                             cfg.evolution.conservative_k, step, path, run_dir / "adapters"))
+
+            trainer._restore(path, state, rng_state, before_adapters=shrink if resizing else None)
+            if cfg.seed != parent_cfg.seed:  # a changed seed (a fork sweep's seeds): fresh streams, not the checkpoint's
+                trainer.reseed(step)
+            if resizing:
+                added = resize.grow(trainer.population, trainer.backend, trainer.lineage, cfg, step, trainer.rng, trainer.torch_gen)
+                summary = resize.summary(resize.targets(parent_cfg), resize.targets(cfg), removed, added)
+                log.resized(fork_note(run_id, step, changed, summary), summary)
             trainer.pending = []  # records of steps <= step are the parent's, logged there
             for m in trainer.population.members.values():
                 m.mlflow_run_id = ""  # the fork's members get their own member runs
@@ -319,7 +332,16 @@ class Trainer:
             raise
         return trainer
 
-    def _restore(self, path: Path, state: dict, rng_state: dict) -> None:
+    def reseed(self, step: int) -> None:
+        """Random streams drawn from (``seed``, ``step``) instead of the checkpoint's: forks of one checkpoint with
+        different seeds are replicates, not copies (generation seeds already follow ``seed``)."""
+        self.rng = np.random.default_rng([self.cfg.seed, step])
+        self.torch_gen.manual_seed(self.cfg.seed * 100_003 + step)
+        torch.manual_seed(self.cfg.seed * 100_003 + step)
+
+    def _restore(self, path: Path, state: dict, rng_state: dict, before_adapters=None) -> None:
+        """The checkpoint's state into this trainer. ``before_adapters``: called once the population and lineage
+        are back, before any adapter is loaded (a fork's shrink)."""
         self.step_index = state["step"]
         self.population = Population.from_dict(state["population"])
         self.lineage = Lineage.from_dict(state["lineage"])
@@ -332,6 +354,8 @@ class Trainer:
         self.eval_ledger = EvalLedger.from_dict(state.get("eval_ledger"))
         self.models = dict(state.get("models") or {})  # absent in checkpoints from before LoggedModels
         self.checkpointed = self.step_index
+        if before_adapters is not None:
+            before_adapters()
         for m in self.population.alive():
             checkpoint.restore_member(self.backend, path, m.id, self.cfg.optim)
         self.rng.bit_generator.state = rng_state["numpy"]

@@ -193,6 +193,11 @@ class RunLog:
         run.watch_system(resume=False)
         return run
 
+    def resized(self, note: str, summary: str) -> None:
+        """A fork that resized the population (``training.resize``): its description and tag say how."""
+        self.note = note
+        self.tracker.set_tags(self.run_id, {rl.NOTE: note, rl.FORK_RESIZE: summary})
+
     def watch_system(self, resume: bool) -> None:
         """MLflow's own system metrics on the parent run (``system/cpu_utilization_percentage``,
         ``system/gpu_0_utilization_percentage``, ``system/gpu_0_memory_usage_megabytes``, ...; GPUs through
