@@ -4,6 +4,7 @@
     populora train --fork RUN_ID --step N [--set key=value ...]
     populora diff RUN_A[/MEMBER] RUN_B[/MEMBER]
     populora sweep --config FILE [--grid key=v1,v2 ...] [--seeds N] [--baseline] [--parallel K] [--wait]
+    populora sweep --fork RUN_ID --step N --grid key=v1,v2 [--seeds N] [--parallel K] [--wait]
     populora export --run RUN_ID --member M --out DIR [--merge] [--register NAME]
     populora runs
     populora jobs [--stop JOB_ID]
@@ -62,6 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     sw = sub.add_parser("sweep", help="grid x seeds (+ baselines) of training runs, K at a time, resumable")
     sw.add_argument("--config", help="YAML preset every run starts from, e.g. configs/smoke.yaml")
+    sw.add_argument("--fork", metavar="RUN_ID", help="every run is a fork of this run's checkpoint --step (populora "
+                    "train --fork) with its grid values and seed, instead of a run from scratch")
+    sw.add_argument("--step", type=int, metavar="N", help="with --fork: the checkpoint's step (see populora runs RUN_ID)")
     sw.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2",
                     help="an axis of the grid (repeatable; cartesian product); keys varied together: "
                          "population.teachers,population.students=1:1,4:4")

@@ -105,7 +105,13 @@ def _where(trainer) -> None:
 
 
 def sweep(args) -> int:
-    runs = sweeps.plan(args.config, args.grid, args.seeds, args.baseline, list(args.set), args.ray)
+    if args.fork or args.step is not None:
+        if not args.fork or args.step is None or args.config or args.baseline or args.ray:
+            raise ConfigError("a fork sweep is --fork RUN_ID --step N (every run continues that checkpoint with its "
+                              "config): give both, drop --config/--baseline/--ray")
+        runs = sweeps.plan_fork(args.fork, args.step, args.grid, args.seeds, list(args.set))
+    else:
+        runs = sweeps.plan(args.config, args.grid, args.seeds, args.baseline, list(args.set), args.ray)
     sid = args.id or sweeps.sweep_id(runs)
     if args.dry_run:
         for r in runs:
@@ -133,6 +139,7 @@ def sweep(args) -> int:
 def _sweep_argv(args) -> list[str]:
     """The sweep's own command line again (for its background driver)."""
     out = ["sweep"] + (["--config", args.config] if args.config else [])
+    out += ["--fork", args.fork, "--step", str(args.step)] if args.fork else []
     out += [a for g in args.grid for a in ("--grid", g)] + [a for s in args.set for a in ("--set", s)]
     out += ["--seeds", str(args.seeds), "--parallel", str(args.parallel)] + (["--baseline"] if args.baseline else [])
     return out + (["--ray", args.ray] if args.ray else [])

@@ -103,7 +103,9 @@ def log_mlflow(tracker, run_id: str | None, targets: list[Target], data: dict, p
     for t in targets:
         per = data["results"].get(t.label, {})
         if t.mlflow_run and per:
-            tracker.log_metrics(t.mlflow_run, metric_keys("eval", per), 0)
+            # linked to the member's newest LoggedModel (its final checkpoint's, or its death's): the adapter scored
+            model_id = tracker.get_run(t.mlflow_run).data.tags.get(runlayout.MODEL_ID)
+            tracker.log_metrics(t.mlflow_run, metric_keys("eval", per), 0, model_id)
             tracker.set_tags(t.mlflow_run, {runlayout.EVALUATED: "true"})
         elif t.kind == BASE and per and run_id:
             tracker.log_metrics(run_id, metric_keys("eval_base", per), 0)

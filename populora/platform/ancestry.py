@@ -38,6 +38,8 @@ def member_facts(member: str, lineage: dict, population: list[dict]) -> dict:
         raise KeyError(f"member {member!r} is not in the run's lineage (members: {', '.join(e['child'] for e in events)})")
     details = event.get("details") or {}
     death = next((e for e in events if e.get("replaced") == member), None)
+    # removed by a fork's shrink (training.resize): dead at the fork step, with no successor
+    removal = next((r for r in lineage.get("removed") or [] if r["member"] == member), None)
     state = next((m for m in population if m.get("id") == member), {})
     rating = {"mu": state.get("mu"), "sigma": state.get("sigma")}
     return {
@@ -47,10 +49,11 @@ def member_facts(member: str, lineage: dict, population: list[dict]) -> dict:
         # an evolution child's inherited rating; an initial member's prior (init_*: runs from before it was logged lack it)
         "rating_at_birth": {"mu": details.get("mu_at_birth", details.get("init_mu")),
                             "sigma": details.get("sigma_at_birth", details.get("init_sigma"))},
-        "alive": death is None and state.get("alive", True),
-        "died_step": death["step"] if death else None, "replaced_by": death["child"] if death else None,
-        # population.json keeps a replaced member's rating as it was when it was replaced
-        "rating_at_death": rating if death else None, "rating_latest": None if death else rating,
+        "alive": death is None and removal is None and state.get("alive", True),
+        "died_step": death["step"] if death else removal["step"] if removal else None,
+        "replaced_by": death["child"] if death else None, "removed_by": removal["operator"] if removal else None,
+        # population.json keeps a replaced (or removed) member's rating as it was when it was replaced
+        "rating_at_death": rating if death or removal else None, "rating_latest": None if death or removal else rating,
         "adapter_dir": state.get("adapter_dir") or None,
     }
 

@@ -21,6 +21,11 @@ A training run is one parent run plus one child run per member (``mlflow.parentR
     member metrics   teacher/*, student/*, train/*, rating/mu|sigma|conservative, eval/<benchmark>/<metric>
     member artifacts adapter/ (final PEFT dir), checkpoints/step_NNNNNN/adapter/; after ``populora export
                      --register``: export/
+    logged models    one MLflow 3 LoggedModel per member and checkpoint step ("S2-step4", source run: the
+                     member run, an output of it), and one at a replaced member's death: tags populora.run,
+                     .member, .role, .parents, .step, .parent_models (its lineage as model ids, across forks),
+                     .model_origin, .adapter_path, .adapter_artifact; the member's metrics of that step
+                     (rating/*, eval/*, ...) are linked to it (``model_id``); member tag .model_id: the newest
 
 A run of a sweep (``populora sweep``) also carries, on its parent run, populora.sweep (the sweep id), .sweep_run
 (the planned run's key, unique in the sweep), .sweep_config (the configuration's label, "baseline" for the
@@ -59,6 +64,7 @@ PAIR = "populora.pair"                  # a population and its baseline started 
 RESUMED_FROM = "populora.resumed_from"  # checkpoint dir name of the last resume
 FORKED_FROM = "populora.forked_from"    # a fork (populora train --fork): the run it continues
 FORK_STEP = "populora.fork_step"        # ... and the step of that run's checkpoint it starts from
+FORK_RESIZE = "populora.fork_resize"    # a fork that resized the population: "resized: teachers 2 -> 3 (T4 = gaussian of T0), ..."
 JOB_ID = "populora.job_id"              # the job (local or Ray) that started the run, see job_link_tags()
 EVAL_DIR = "populora.eval_dir"          # local dir of the last ``populora eval`` output
 EVAL_EVERY = "populora.eval_every"      # in-training evaluation every K steps (training's ``eval.every``; absent: off)
@@ -90,6 +96,16 @@ EVALUATED = "populora.evaluated"
 REGISTRY_RUN = "populora.run"           # the training run the member came from
 REGISTRY_MEMBER = "populora.member"
 REGISTRY_LINEAGE = "populora.lineage"   # "S2 <- S0 <- S1": the member's birth, then its ancestors'
+
+# a member's checkpoint as an MLflow 3 LoggedModel (external: its adapter stays in the run dir), one per member and
+# checkpoint step, and one at a replaced member's death; tags REGISTRY_RUN, REGISTRY_MEMBER, ROLE, PARENTS too
+MODEL_ID = "populora.model_id"          # member runs: the id of the member's newest LoggedModel
+MODEL_TYPE = "populora-lora"            # the LoggedModels' model_type
+MODEL_STEP = "populora.step"            # the step whose weights it is (a checkpoint's, or the death's)
+MODEL_PARENTS = "populora.parent_models"  # comma-separated parent model ids ("-": none): its lineage as models
+MODEL_ORIGIN = "populora.model_origin"  # trained (its previous model, trained on) | init | <operator> (a birth) | died
+MODEL_ADAPTER = "populora.adapter_path"  # the PEFT dir on local disk (a checkpoint's: while checkpoint.keep keeps it)
+MODEL_ARTIFACT = "populora.adapter_artifact"  # runs:/<member run>/checkpoints/step_N/adapter (log_adapters_every)
 
 POPULATION, BASELINE = "population", "baseline"                                   # values of KIND
 RUNNING, FINISHED, FAILED, STOPPED = "running", "finished", "failed", "stopped"  # values of STATUS
@@ -242,6 +258,15 @@ def registry_tags(run_id: str, member: str, base_model: str, lineage: list[str],
     """
     return {REGISTRY_RUN: run_id, REGISTRY_MEMBER: member, BASE_MODEL: base_model, REGISTRY_LINEAGE: " <- ".join(lineage),
             **{TAG_PREFIX + k: f"{v:.4f}" for k, v in scores.items()}}
+
+
+def model_name(member: str, step: int) -> str:
+    """A member checkpoint's LoggedModel name (MLflow forbids / : . in it).
+
+    >>> model_name("S2", 4)
+    'S2-step4'
+    """
+    return f"{member}-step{step}"
 
 
 def checkpoint_adapter(step: int) -> str:

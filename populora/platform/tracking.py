@@ -168,18 +168,20 @@ class Tracker:
         for i in range(0, len(items), 100):
             self.client.log_batch(run_id, tags=items[i:i + 100])
 
-    def log_metrics(self, run_id: str, metrics: dict[str, float], step: int) -> None:
-        self.log_metric_steps(run_id, {step: metrics})
+    def log_metrics(self, run_id: str, metrics: dict[str, float], step: int, model_id: str | None = None) -> None:
+        self.log_metric_steps(run_id, {step: metrics}, {step: model_id} if model_id else None)
 
-    def log_metric_steps(self, run_id: str, by_step: dict[int, dict[str, float]]) -> None:
+    def log_metric_steps(self, run_id: str, by_step: dict[int, dict[str, float]], models: dict[int, str] | None = None) -> None:
         """Metrics of several steps in as few ``log_batch`` calls as MLflow allows (1000 metrics each). A step's
         metrics never straddle two calls (unless one step alone has more than 1000), so each step is in the store
-        whole or not at all: a resumed run relies on that."""
+        whole or not at all: a resumed run relies on that. ``models``: step -> LoggedModel id, whose metrics that
+        step's are too (MLflow 3's ``Metric.model_id``: the model's page shows them)."""
         from mlflow.entities import Metric
 
         now, batch = int(time.time() * 1000), []
         for step, metrics in by_step.items():
-            items = [Metric(k, float(v), now, step) for k, v in metrics.items() if v is not None and v == v]
+            model = (models or {}).get(step)
+            items = [Metric(k, float(v), now, step, model_id=model) for k, v in metrics.items() if v is not None and v == v]
             if batch and len(batch) + len(items) > 1000:
                 self.client.log_batch(run_id, metrics=batch)
                 batch = []
@@ -189,6 +191,38 @@ class Tracker:
             batch += items
         if batch:
             self.client.log_batch(run_id, metrics=batch)
+
+    # -------------------------------------------------------------- MLflow 3 LoggedModels
+    def create_external_model(self, experiment_id: str, name: str, source_run: str, tags: dict[str, Any],
+                              params: dict[str, Any], model_type: str, step: int) -> str:
+        """A READY LoggedModel whose weights live outside MLflow (``mlflow.create_external_model``'s steps, through
+        this client rather than the global one: the model, its MLmodel stub so the registry can register it,
+        READY), recorded as an output of ``source_run`` at ``step``; returns its id."""
+        from mlflow.entities import LoggedModelOutput, LoggedModelStatus
+        from mlflow.models.model import MLMODEL_FILE_NAME
+        from mlflow.models.utils import get_external_mlflow_model_spec
+        from mlflow.utils.mlflow_tags import MLFLOW_MODEL_IS_EXTERNAL
+
+        tags = {MLFLOW_MODEL_IS_EXTERNAL: "true", **{k: str(v)[:5000] for k, v in tags.items()}}
+        model = self.client.create_logged_model(experiment_id, name=name, source_run_id=source_run, tags=tags,
+                                                params={k: str(v)[:6000] for k, v in params.items()}, model_type=model_type)
+        with tempfile.TemporaryDirectory() as tmp:
+            get_external_mlflow_model_spec(model).save(str(Path(tmp) / MLMODEL_FILE_NAME))
+            self.client.log_model_artifacts(model.model_id, tmp)
+        self.client.finalize_logged_model(model.model_id, LoggedModelStatus.READY)
+        self.client.log_outputs(source_run, [LoggedModelOutput(model.model_id, step)])
+        return model.model_id
+
+    def find_models(self, experiment_id: str, tags: dict[str, str]) -> list:
+        """The LoggedModels of an experiment carrying every one of ``tags`` (exact values)."""
+        where = " AND ".join(f"tags.`{k}` = '{v}'" for k, v in tags.items())
+        out, token = [], None
+        while True:
+            page = self.client.search_logged_models([experiment_id], filter_string=where, max_results=1000, page_token=token)
+            out += list(page)
+            token = page.token
+            if not token:
+                return out
 
     def metric_steps(self, run_id: str, key: str) -> set[int]:
         return {m.step for m in self.client.get_metric_history(run_id, key)}

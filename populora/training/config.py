@@ -39,6 +39,7 @@ class PopulationConfig(Section):
     teachers: int = Field(2, ge=1, le=256, description="Number of teacher adapters")
     students: int = Field(2, ge=1, le=256, description="Number of student adapters")
     single_agent: bool = Field(False, description="Train the single-agent baseline: one adapter proposing and solving its own tasks")
+    grow: Literal["mutation", "init"] = Field("mutation", description="A fork that raises teachers/students adds members by: mutation (children of the role's strongest, by evolution's mutation mix) or init (fresh adapters, as at step 0); a lowered size removes the weakest")
 
 
 class MatchmakingConfig(Section):

@@ -29,8 +29,8 @@ def evolve(population: Population, backend, lineage: Lineage, cfg, step: int, rn
         n = replace_count(len(members), ec.replace_fraction)
         if n == 0:
             continue
-        ranked = sorted(members, key=lambda m: m.conservative(ec.conservative_k), reverse=True)
-        elite, weakest = ranked[: len(ranked) - n], ranked[len(ranked) - n:]
+        order = ranked(members, ec.conservative_k)
+        elite, weakest = order[: len(order) - n], order[len(order) - n:]
         for dead in weakest:
             child, state, event = _make_child(population, backend, lineage, elite, members, dead, ec, step, rng, torch_gen)
             # the dead member leaves before the child arrives: its slot is reused, so the batched multi-LoRA
@@ -44,6 +44,11 @@ def evolve(population: Population, backend, lineage: Lineage, cfg, step: int, rn
                 event.details["kl"] = float(distance(child.parents[0], child.id))
             replaced.append((dead, child))
     return replaced
+
+
+def ranked(members: list[Member], k: float) -> list[Member]:
+    """Strongest first by ``mu - k * sigma``: evolution replaces the tail (a fork's shrink removes it too)."""
+    return sorted(members, key=lambda m: m.conservative(k), reverse=True)
 
 
 def replace_count(size: int, fraction: float) -> int:

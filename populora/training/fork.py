@@ -4,7 +4,8 @@ A fork starts from the checkpoint's full state (adapters, optimizer moments, rat
 trains steps N+1 ... ``steps`` under its own MLflow run, tagged with its origin (``populora.forked_from``,
 ``populora.fork_step``). Its lineage is the parent's at step N plus a fork record, so a fork of a fork carries
 the whole chain. This module owns which settings may change at a fork (``FROZEN``: the ones the checkpoint's
-state was built with) and the fork's config; ``Trainer.fork`` does the rest.
+state was built with; ``population.teachers`` / ``.students`` may change, by ``training.resize``'s operators) and
+the fork's config; ``Trainer.fork`` does the rest.
 """
 
 from __future__ import annotations
@@ -28,8 +29,6 @@ FROZEN = {
     "model.lora_alpha": "the checkpoint's adapters were trained with this scale (alpha / rank)",
     "model.target_modules": "the checkpoint's adapters hold these modules",
     "population.single_agent": "a single-agent baseline and a population have different members",
-    "population.teachers": "the checkpoint holds this many teachers (resizing a population at a fork is not supported)",
-    "population.students": "the checkpoint holds this many students (resizing a population at a fork is not supported)",
     "tasks.kinds": "the checkpoint's task buffers hold these kinds",
 }
 
@@ -55,6 +54,14 @@ def fork_config(parent: TrainConfig, overrides: list[str], step: int) -> TrainCo
     for text in overrides:
         path, value = config_io.parse_override(text)
         config_io.apply_override(data, path, value, TrainConfig)
+    for role in ("teachers", "students"):  # before the bounds' generic message: say what a resize can do
+        size, was = data["population"][role], getattr(parent.population, role)
+        if size != was and parent.population.single_agent:
+            raise ConfigError(f"population.{role}: {was} -> {size} refused: this run is a single-agent baseline "
+                              "(one adapter playing both roles); its population cannot be resized")
+        if isinstance(size, int) and size < 1:
+            raise ConfigError(f"population.{role}={size} refused: a fork's shrink removes a role's weakest members "
+                              f"but keeps at least one; set population.{role} between 1 and {was} to shrink")
     cfg = config_io.build(TrainConfig, data, source="fork config")
     before, after = config_io.flatten(parent), config_io.flatten(cfg)
     refused = [f"{key}: {before.get(key)} -> {after.get(key)} refused: {reason}"
@@ -77,8 +84,8 @@ def checkpoint_config(run_dir: Path, step: int) -> TrainConfig:
     return config_io.build(TrainConfig, yaml.safe_load((path / rl.CONFIG_FILE).read_text()), source=f"checkpoint {path}")
 
 
-def fork_note(parent_run: str, step: int, changed: list[tuple[str, object, object]]) -> str:
-    """The fork's MLflow description: where it comes from and what changed.
+def fork_note(parent_run: str, step: int, changed: list[tuple[str, object, object]], resized: str = "") -> str:
+    """The fork's MLflow description: where it comes from and what changed (``resized``: ``resize.summary``).
 
     >>> fork_note("abc", 2, [("optim.lr", "1e-05", "3e-05")])
     'forked from run abc at step 2; changed: optim.lr 1e-05 -> 3e-05'
@@ -86,4 +93,4 @@ def fork_note(parent_run: str, step: int, changed: list[tuple[str, object, objec
     'forked from run abc at step 2; no setting changed'
     """
     what = "; changed: " + ", ".join(f"{k} {a} -> {b}" for k, a, b in changed) if changed else "; no setting changed"
-    return f"forked from run {parent_run} at step {step}{what}"
+    return f"forked from run {parent_run} at step {step}{what}" + (f"; {resized}" if resized else "")

@@ -22,9 +22,12 @@ class Lineage:
     """``forks``: the runs this run's lineage continues, oldest first, one ``{"run", "step"}`` per fork (a fork of
     a fork: two); members born at or before the last fork's step are the parent runs' members."""
 
-    def __init__(self, events: list[LineageEvent] | None = None, forks: list[dict] | None = None):
+    def __init__(self, events: list[LineageEvent] | None = None, forks: list[dict] | None = None,
+                 removed: list[dict] | None = None):
         self.events = list(events or [])
         self.forks = list(forks or [])
+        # members a fork's shrink removed (``training.resize``): {"member", "role", "operator", "step", "mu", ...}
+        self.removed = list(removed or [])
 
     def record(self, event: LineageEvent) -> None:
         self.events.append(event)
@@ -49,7 +52,8 @@ class Lineage:
         self.forks.append({"run": run_id, "step": step})
 
     def dead_before_fork(self) -> set[str]:
-        """The members the parent run(s) had replaced by the last fork's step: they never lived in this run.
+        """The members the parent run(s) had replaced by the last fork's step, and those a fork's shrink removed
+        there: they never lived in this run.
 
         >>> lin = Lineage([LineageEvent("T1", ["T0"], "gaussian", 2, 1, "teacher", replaced="T0")])
         >>> lin.forked("abc", 2); sorted(lin.dead_before_fork())
@@ -58,13 +62,15 @@ class Lineage:
         if not self.forks:
             return set()
         at = self.forks[-1]["step"]
-        return {e.replaced for e in self.events if e.replaced and e.step <= at}
+        return ({e.replaced for e in self.events if e.replaced and e.step <= at}
+                | {r["member"] for r in self.removed if r["step"] <= at})
 
     def to_dict(self) -> dict:
         nodes = sorted({e.child for e in self.events})
         edges = [{"parent": p, "child": e.child, "operator": e.operator, "step": e.step} for e in self.events for p in e.parents]
-        return {"events": [asdict(e) for e in self.events], "nodes": nodes, "edges": edges, "forks": list(self.forks)}
+        return {"events": [asdict(e) for e in self.events], "nodes": nodes, "edges": edges, "forks": list(self.forks),
+                "removed": list(self.removed)}
 
     @classmethod
     def from_dict(cls, data: dict) -> "Lineage":
-        return cls([LineageEvent(**e) for e in data["events"]], data.get("forks"))
+        return cls([LineageEvent(**e) for e in data["events"]], data.get("forks"), data.get("removed"))

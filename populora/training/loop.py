@@ -20,7 +20,7 @@ from populora.platform.backends.base import close as close_backend
 from populora.platform.backends.ray import RayVerifier, init_ray
 from populora.platform.verifier import Verifier
 from populora.platform.settings_diff import settings_diff
-from populora.training import checkpoint, curriculum, monitors, operator_stats, periodic_eval, probe, run_log
+from populora.training import checkpoint, curriculum, member_models, monitors, operator_stats, periodic_eval, probe, resize, run_log
 from populora.training.buffers import TaskBuffers, buffer_kinds
 from populora.training.config import TrainConfig
 from populora.training.curriculum_tracker import CurriculumTracker
@@ -67,6 +67,8 @@ class Trainer:
         self.rng = np.random.default_rng(cfg.seed)
         self.torch_gen = torch.Generator().manual_seed(cfg.seed)
         self.distance = probe.distance_for(self.backend)  # evolution's parent -> child KL (None: not measured)
+        self.models: dict[str, dict] = {}  # member -> its newest LoggedModel {"id", "step"} (member_models)
+        self.checkpointed = 0  # the step of the last checkpoint written or restored
 
     # ================================================================== the step
     def step(self) -> dict:
@@ -224,13 +226,28 @@ class Trainer:
                         self.seed_report.rounds)
 
     # ================================================================== checkpoint / resume
+    def log_models(self) -> None:
+        """This checkpoint's LoggedModels (``member_models``): one per alive member, one per member replaced since
+        the last checkpoint (at its death, its archived adapter), before the checkpoint that records their ids."""
+        s, events = self.step_index, self.lineage.events
+        dead = {e.replaced: {"step": e.step, "adapter_dir": self.population[e.replaced].adapter_dir}
+                for e in events if e.replaced and self.checkpointed < e.step <= s}
+        alive = [{"id": m.id, "adapter_dir": str(rl.checkpoint_dir(self.run_dir, s) / "adapters" / m.id)}
+                 for m in self.population.alive()]
+        births = {e.child: {"parents": e.parents, "operator": e.operator, "step": e.step} for e in events}
+        planned = member_models.plan(s, alive, dead, self.models, births)
+        every = self.cfg.checkpoint.log_adapters_every
+        self.log.log_models(planned, self.population, self.models, births, self.cfg.model.base,
+                            artifact=bool(every) and s % every == 0)
+
     def save_checkpoint(self) -> Path:
+        self.log_models()
         state = {
             "step": self.step_index, "population": self.population.to_dict(), "lineage": self.lineage.to_dict(),
             "buffers": self.buffers.to_dict(), "seen_structures": sorted(self.seen_structures),
             "programs_proposed": self.programs_proposed, "curriculum": self.curriculum.to_dict(),
             "pending": self.pending, "member_runs": self.log.member_runs, "run_id": self.run_id,
-            "ledger": self.ledger.to_dict(), "eval_ledger": self.eval_ledger.to_dict(),
+            "ledger": self.ledger.to_dict(), "eval_ledger": self.eval_ledger.to_dict(), "models": self.models,
         }
         rng_state = {"numpy": self.rng.bit_generator.state, "torch": torch.get_rng_state(), "torch_gen": self.torch_gen.get_state()}
         members = [m.id for m in self.population.alive()]
@@ -238,6 +255,7 @@ class Trainer:
                                keep=self.cfg.checkpoint.keep)
         for m in self.population.alive():
             m.adapter_dir = str(path / "adapters" / m.id)
+        self.checkpointed = self.step_index
         return path
 
     @classmethod
@@ -289,7 +307,20 @@ class Trainer:
             log.describe(cfg, run_dir)
             (run_dir / rl.CONFIG_FILE).write_text(config_io.dump(cfg))
             trainer = cls(cfg, log, run_dir)
-            trainer._restore(path, state, rng_state)
+            removed, added = [], []
+            resizing = not cfg.population.single_agent and resize.targets(cfg) != resize.targets(parent_cfg)
+
+            def shrink() -> None:  # before the adapters load: the removed ones are never loaded
+                removed.extend(resize.shrink(trainer.population, trainer.lineage, resize.targets(cfg),
+                                             cfg.evolution.conservative_k, step, path, run_dir / "adapters"))
+
+            trainer._restore(path, state, rng_state, before_adapters=shrink if resizing else None)
+            if cfg.seed != parent_cfg.seed:  # a changed seed (a fork sweep's seeds): fresh streams, not the checkpoint's
+                trainer.reseed(step)
+            if resizing:
+                added = resize.grow(trainer.population, trainer.backend, trainer.lineage, cfg, step, trainer.rng, trainer.torch_gen)
+                summary = resize.summary(resize.targets(parent_cfg), resize.targets(cfg), removed, added)
+                log.resized(fork_note(run_id, step, changed, summary), summary)
             trainer.pending = []  # records of steps <= step are the parent's, logged there
             for m in trainer.population.members.values():
                 m.mlflow_run_id = ""  # the fork's members get their own member runs
@@ -301,7 +332,16 @@ class Trainer:
             raise
         return trainer
 
-    def _restore(self, path: Path, state: dict, rng_state: dict) -> None:
+    def reseed(self, step: int) -> None:
+        """Random streams drawn from (``seed``, ``step``) instead of the checkpoint's: forks of one checkpoint with
+        different seeds are replicates, not copies (generation seeds already follow ``seed``)."""
+        self.rng = np.random.default_rng([self.cfg.seed, step])
+        self.torch_gen.manual_seed(self.cfg.seed * 100_003 + step)
+        torch.manual_seed(self.cfg.seed * 100_003 + step)
+
+    def _restore(self, path: Path, state: dict, rng_state: dict, before_adapters=None) -> None:
+        """The checkpoint's state into this trainer. ``before_adapters``: called once the population and lineage
+        are back, before any adapter is loaded (a fork's shrink)."""
         self.step_index = state["step"]
         self.population = Population.from_dict(state["population"])
         self.lineage = Lineage.from_dict(state["lineage"])
@@ -312,6 +352,10 @@ class Trainer:
         self.pending = state["pending"]
         self.ledger = ComputeLedger.from_dict(state.get("ledger"))
         self.eval_ledger = EvalLedger.from_dict(state.get("eval_ledger"))
+        self.models = dict(state.get("models") or {})  # absent in checkpoints from before LoggedModels
+        self.checkpointed = self.step_index
+        if before_adapters is not None:
+            before_adapters()
         for m in self.population.alive():
             checkpoint.restore_member(self.backend, path, m.id, self.cfg.optim)
         self.rng.bit_generator.state = rng_state["numpy"]
@@ -326,7 +370,9 @@ class Trainer:
     def flush(self, replay: bool = False) -> None:
         """Write the pending step records (see RunLog.write_steps for ``replay``), then lineage, population and
         progress, and every ``log_adapters_every`` steps the adapters."""
-        self.log.write_steps(self.pending, self.population, replay)
+        # each member's newest model is of the step it was made at (this checkpoint's, or a death since the last)
+        models = {(m, v["step"]): v["id"] for m, v in self.models.items()}
+        self.log.write_steps(self.pending, self.population, replay, models)
         self.pending = []
         every = self.cfg.checkpoint.log_adapters_every
         self.log.write_state(self.step_index, self.cfg.steps, self.lineage, self.population,

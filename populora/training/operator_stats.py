@@ -30,9 +30,11 @@ def stats(lineage: Lineage, population: Population, step: int) -> dict[str, dict
     (``populora.platform.operator_table`` says what each is). A child is judged once an evolution after its
     birth has run; it survived if that evolution did not replace it."""
     died = {e.replaced: e.step for e in lineage.events if e.replaced}
-    births = sorted({e.step for e in lineage.events if e.operator != "init" and e.step > 0})
+    # a fork's grown members (details.resize, training.resize) are no evolution's children: left out of both
+    evolved = [e for e in lineage.events if not e.details.get("resize")]
+    births = sorted({e.step for e in evolved if e.operator != "init" and e.step > 0})
     by_op: dict[str, list] = {}
-    for e in lineage.events:
+    for e in evolved:
         if e.operator != "init" and "kind" in e.details:
             by_op.setdefault(e.operator, []).append(e)
     out = {}

@@ -18,10 +18,11 @@ import numpy as np
 from populora.platform import config as config_io
 from populora.platform import runlayout as rl
 from populora.platform.tracking import Tracker
-from populora.training import periodic_eval
+from populora.training import member_models, periodic_eval
 from populora.training.diversity import per_100
 from populora.training.lineage import Lineage
 from populora.training.member import Member, Population
+from populora.training.member_models import PlannedModel
 from populora.training.rollout import Rollout
 from populora.training.tasks import Task
 
@@ -171,6 +172,7 @@ class RunLog:
         self.new = new  # a run this process created: every child run it has is in member_runs
         self.system_metrics = None  # MLflow's SystemMetricsMonitor on the parent run, while it runs
         self.note = ""  # the description this process gave the run (a fork's origin)
+        self.models: dict[tuple[str, int], str] | None = None  # (member, step) -> LoggedModel id, read once
 
     # ------------------------------------------------------------------ the run
     @classmethod
@@ -190,6 +192,11 @@ class RunLog:
         run.note = tags.get(rl.NOTE, "")
         run.watch_system(resume=False)
         return run
+
+    def resized(self, note: str, summary: str) -> None:
+        """A fork that resized the population (``training.resize``): its description and tag say how."""
+        self.note = note
+        self.tracker.set_tags(self.run_id, {rl.NOTE: note, rl.FORK_RESIZE: summary})
 
     def watch_system(self, resume: bool) -> None:
         """MLflow's own system metrics on the parent run (``system/cpu_utilization_percentage``,
@@ -314,8 +321,47 @@ class RunLog:
         m.mlflow_run_id = self.member_runs[m.id]
         return m.mlflow_run_id
 
+    # ------------------------------------------------------------------ LoggedModels
+    def log_models(self, planned: list[PlannedModel], population: Population, latest: dict[str, dict],
+                   births: dict[str, dict], base_model: str, artifact: bool = False) -> dict[tuple[str, int], str]:
+        """Create the planned LoggedModels (``member_models.plan``) in order, each an output of its member's run,
+        and update ``latest`` (member -> {"id", "step"}) as they come. Returns (member, step) -> model id.
+
+        A resumed process first reads the models this run already has: the killed process may have created a
+        checkpoint's models and died before that checkpoint was on disk, so the replay finds them, not a second
+        copy. ``artifact``: this step's adapters are logged to the member runs too (``log_adapters_every``)."""
+        if not planned:
+            return {}
+        exp = self.tracker.experiment_id(self.experiment)
+        if self.models is None:
+            self.models = {} if self.new else {
+                (m.tags.get(rl.REGISTRY_MEMBER), int(m.tags.get(rl.MODEL_STEP, -1))): m.model_id
+                for m in self.tracker.find_models(exp, {rl.REGISTRY_RUN: self.run_id})}
+        before, made = {k: dict(v) for k, v in latest.items()}, {}
+        for p in planned:
+            if p.parent_members:
+                p.parents = member_models.resolve(p, births[p.member]["step"], before, latest)
+            model_id = self.models.get((p.member, p.step))
+            member = population[p.member]
+            run = self.member_run(member)
+            if model_id is None:
+                tags = {rl.REGISTRY_RUN: self.run_id, rl.REGISTRY_MEMBER: p.member, rl.ROLE: member.role,
+                        rl.MODEL_STEP: p.step, rl.MODEL_ORIGIN: p.origin, rl.MODEL_PARENTS: ",".join(p.parents) or "-",
+                        rl.PARENTS: ",".join(member.parents) or "-", rl.MODEL_ADAPTER: p.adapter_dir}
+                if artifact and p.origin != member_models.DIED:
+                    tags[rl.MODEL_ARTIFACT] = f"runs:/{run}/{rl.checkpoint_adapter(p.step)}"
+                params = {**member_params(member), "base_model": base_model}
+                model_id = self.tracker.create_external_model(exp, rl.model_name(p.member, p.step), run, tags, params,
+                                                              rl.MODEL_TYPE, p.step)
+                self.models[(p.member, p.step)] = model_id
+            self.tracker.set_tags(run, {rl.MODEL_ID: model_id})
+            latest[p.member] = {"id": model_id, "step": p.step}
+            made[(p.member, p.step)] = model_id
+        return made
+
     # ------------------------------------------------------------------ steps
-    def write_steps(self, records: list[dict], population: Population, replay: bool = False) -> None:
+    def write_steps(self, records: list[dict], population: Population, replay: bool = False,
+                    models: dict[tuple[str, int], str] | None = None) -> None:
         """Write step records, skipping steps whose sentinel is already there: every member's metrics, then the
         events and tables, then the run-level metrics with each step's sentinel ``progress/step`` in the same
         batch. Batches hold whole steps (``Tracker.log_metric_steps``), so a step is logged once or not at all.
@@ -333,7 +379,9 @@ class RunLog:
             run = self.member_run(population[member_id])
             if replay:
                 by_step = {s: m for s, m in by_step.items() if not m or s not in self.tracker.metric_steps(run, next(iter(m)))}
-            self.tracker.log_metric_steps(run, by_step)
+            # a step with a model of this member (a checkpoint's, or its death's): its metrics are that model's too
+            linked = {s: (models or {})[(member_id, s)] for s in by_step if (member_id, s) in (models or {})}
+            self.tracker.log_metric_steps(run, by_step, linked)
         for record in todo:
             s = record["step"]
             for event in record["events"]:  # a replaced member's run ends when it dies

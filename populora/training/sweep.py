@@ -8,6 +8,10 @@ The baseline of seed s is the compute-matched single-agent baseline (``baseline.
 per-adapter tokens per step) of the base config (preset + ``--set``, without the grid values): the rule the Launch
 page's "also launch the baseline" and ``train --baseline`` use.
 
+A fork sweep (``populora sweep --fork RUN_ID --step N --grid ...``, ``plan_fork``) runs each grid point x seed as
+a fork of that checkpoint (``populora train --fork``) instead of a run from scratch; no baseline (the runs share
+the checkpoint's past). It is grouped, tagged and resumed as any sweep; a killed fork resumes as a run.
+
 Resumable: the sweep id is a hash of the plan, so the same command finds the same sweep; a planned run whose
 tagged MLflow run FINISHED is skipped, one still running (its job alive) is waited on, one killed is resumed from
 its checkpoint (``train --resume``), one failed is started afresh. Each run is found through its job: the
@@ -30,8 +34,10 @@ from populora.platform import jobs, queue
 from populora.platform import runlayout as rl
 from populora.platform import sweep as S
 from populora.platform.tracking import Tracker, tracking_uri
+from populora.training import fork
 from populora.training.baseline import matched_baseline
 from populora.training.config import TrainConfig, job_slots
+from populora.training.run_log import RunLog
 
 
 @dataclass
@@ -43,6 +49,9 @@ class PlannedRun:
     baseline: bool = False
     name: str = ""
     yaml: str = field(default="", repr=False)  # the validated config the job starts with
+    fork: str = ""                    # a fork sweep: the run whose checkpoint every run continues ...
+    fork_step: int | None = None      # ... its step ...
+    fork_sets: list = field(default_factory=list)  # ... and this run's --set overrides of that checkpoint's config
 
 
 def parse_grid(axes: list[str]) -> list[list[dict]]:
@@ -98,6 +107,32 @@ def plan(config_path: str | None, grid: list[str], seeds: int, baseline: bool, s
     return runs
 
 
+def plan_fork(run_id: str, step: int, grid: list[str], seeds: int, sets: list[str]) -> list[PlannedRun]:
+    """A sweep over forks of one checkpoint: each grid point x seed is ``populora train --fork RUN_ID --step N``
+    with the ``--set`` overrides, the grid values, ``seed`` (seed, seed+1, ... from the checkpoint's; a fork
+    that changes the seed draws fresh random streams from it) and a run name; each validated now, as the
+    fork itself would (``fork.fork_config``: frozen settings, bounds, ``steps`` beyond N)."""
+    if seeds < 1:
+        raise config_io.ConfigError(f"--seeds must be >= 1, got {seeds}")
+    try:
+        parent = fork.checkpoint_config(RunLog.recorded_run_dir(run_id), step)
+    except LookupError as err:
+        raise config_io.ConfigError(f"{err}; list runs with: populora runs") from None
+    combos = [dict(kv for d in combo for kv in d.items()) for combo in itertools.product(*parse_grid(grid))] or [{}]
+    runs = []
+    for offset in range(seeds):
+        seed = parent.seed + offset
+        for combo in combos:
+            lab = label(combo)
+            name = f"{parent.name}-fork{step}-{_short(combo)}-s{seed}"
+            extra = [f"{k}={json.dumps(v) if not isinstance(v, str) else v}" for k, v in combo.items()]
+            overrides = list(sets) + extra + [f"seed={seed}", f"name={name}"]
+            cfg = fork.fork_config(parent, overrides, step)
+            runs.append(PlannedRun(S.run_key(lab, seed), lab, combo, seed, False, name, config_io.dump(cfg),
+                                   run_id, step, overrides))
+    return runs
+
+
 def _planned(config_path, overrides: list[str], combo: dict, seed: int, is_baseline: bool, name: str,
              ray_address: str | None) -> PlannedRun:
     cfg = config_io.load(TrainConfig, config_path, overrides + [f"seed={seed}"])
@@ -120,13 +155,15 @@ def _short(combo: dict) -> str:
 
 def sweep_id(runs: list[PlannedRun]) -> str:
     """Same plan -> same id, so running the same sweep command again resumes it."""
-    digest = hashlib.sha256("\n".join(r.key + "\n" + r.yaml for r in runs).encode()).hexdigest()
+    digest = hashlib.sha256("\n".join(r.key + "\n" + r.yaml + (f"\nfork {r.fork}@{r.fork_step}" if r.fork else "")
+                                      for r in runs).encode()).hexdigest()
     return f"sw-{digest[:10]}"
 
 
 def dry_run_json(sid: str, runs: list[PlannedRun]) -> dict:
     return {"sweep": sid, "runs": [{"key": r.key, "config": r.config, "overrides": r.overrides, "seed": r.seed,
-                                    "baseline": r.baseline, "name": r.name} for r in runs]}
+                                    "baseline": r.baseline, "name": r.name,
+                                    **({"fork": r.fork, "fork_step": r.fork_step} if r.fork else {})} for r in runs]}
 
 
 # ====================================================================== the driver: K of the sweep's jobs at a time
@@ -258,6 +295,10 @@ class Driver:
                 # through the machine's queue with the run's slot need, as the Runs page's Resume does
                 return jobs.launch_resume(prev.info.run_id, name=r.name, env=self.env, root=self.dir / "jobs",
                                           need=job_slots(r.yaml))
+            if r.fork:  # a fork sweep's run: a fork of the checkpoint, queued like a launch
+                self.log(f"  {r.key}: forking run {r.fork} at step {r.fork_step} as {r.name}")
+                return jobs.launch_fork(r.fork, r.fork_step, r.fork_sets, name=r.name, env=self.env,
+                                        root=self.dir / "jobs", need=job_slots(r.yaml))
             self.log(f"  {r.key}: starting {r.name}")
             return jobs.launch_training(r.yaml, name=r.name, env=self.env, root=self.dir / "jobs",
                                         ray_address=self.ray_address, need=job_slots(r.yaml))

@@ -13,6 +13,10 @@ import yaml
 from conftest import paused_train_cmd, populora_cmd, wait_for_marker
 
 from populora.cli import main
+from populora.platform.config import ConfigError
+from populora.training.config import TrainConfig
+from populora.training.fork import fork_config
+from populora.training.operators import FAMILY
 from populora.platform import runlayout as rl
 
 ROOT = Path(__file__).parents[2]
@@ -57,6 +61,45 @@ def _new_run(client, known: set[str]) -> str:
     return new
 
 
+def _models(client) -> dict[tuple[str, str, int], object]:
+    """Every member checkpoint's LoggedModel of the store, by (training run, member, step)."""
+    exps = [e.experiment_id for e in client.search_experiments()]
+    return {(m.tags[rl.REGISTRY_RUN], m.tags[rl.REGISTRY_MEMBER], int(m.tags[rl.MODEL_STEP])): m
+            for m in client.search_logged_models(exps, max_results=1000)}
+
+
+def _expected_models(lineage: dict, last: int, first: int = 0) -> dict:
+    """(member, step) -> (origin, [(parent member, parent step)]) as the lineage says, for a run checkpointed at
+    every step from ``first`` + 1 to ``last`` (a fork at ``first``): every member has a model at each checkpoint
+    it was alive at and one at its death; its first is its birth's (init: no parents; a child: its parents' models
+    of its birth step), each later one stands on its previous one (a fork's first ones: on the parent run's)."""
+    events = lineage["events"]
+    died = {e["replaced"]: e["step"] for e in events if e["replaced"]}
+    out = {}
+    for e in events:
+        member, born = e["child"], e["step"]
+        for s in range(max(born, first + 1, 1), min(died.get(member, last), last) + 1):
+            if s == max(born, 1) and born >= first:  # its first model anywhere
+                out[(member, s)] = (e["operator"] if e["parents"] else "init", [(p, born) for p in e["parents"]])
+            else:
+                out[(member, s)] = ("died" if died.get(member) == s else "trained", [(member, s - 1)])
+    return out
+
+
+def _check_models(models: dict, run: str, expected: dict, earlier_run: str = "", first: int = 0) -> None:
+    """The run's LoggedModels are exactly the expected ones, named, typed, READY, with those origins and parents
+    (a parent of step <= ``first`` is ``earlier_run``'s model)."""
+    mine = {(m, s): v for (r, m, s), v in models.items() if r == run}
+    assert set(mine) == set(expected), (sorted(mine), sorted(expected))
+    for (member, step), (origin, parents) in expected.items():
+        model = mine[(member, step)]
+        assert (model.name, str(model.status), model.model_type) == (f"{member}-step{step}", "READY", rl.MODEL_TYPE)
+        assert model.tags[rl.MODEL_ORIGIN] == origin, (member, step, model.tags[rl.MODEL_ORIGIN], origin)
+        want = [models[(earlier_run if s <= first else run, p, s)].model_id for p, s in parents]
+        assert model.tags[rl.MODEL_PARENTS] == (",".join(want) or "-"), (member, step)
+        assert (Path(model.tags[rl.MODEL_ADAPTER]) / "adapter_config.json").is_file(), (member, step)
+
+
 def test_fork_kill_9_resume_fork_of_fork_diff_and_ancestry(mlflow_store, tmp_path, capsys):
     # the parent: 2 steps, evolution every step, so its members at step 1 already include a child (with ancestry)
     out = subprocess.run(populora_cmd("train", "--config", str(ROOT / "configs/smoke.yaml"), "--set", "steps=2",
@@ -70,6 +113,22 @@ def test_fork_kill_9_resume_fork_of_fork_diff_and_ancestry(mlflow_store, tmp_pat
     alive_at_1 = {m["id"] for m in at_1["population"]["members"] if m["alive"]}
     dead_at_1 = {m["id"] for m in at_1["population"]["members"] if not m["alive"]}
     assert dead_at_1 and any(e["parents"] for e in at_1["lineage"]["events"])  # evolution happened by step 1
+
+    # each member's checkpoints are MLflow 3 LoggedModels (and a replaced member's weights at its death), each an
+    # output of the member's run, its parents the models its weights came from (as the lineage says); the member's
+    # metrics of that step are the model's too
+    models = _models(client)
+    _check_models(models, parent, _expected_models(_lineage(parent), 2))
+    members_of_parent = {c.data.tags[rl.MEMBER_ID]: c for c in _children(client, parent)}
+    for (_, member, step), model in models.items():
+        member_run = members_of_parent[member].info.run_id
+        assert model.source_run_id == member_run
+        mu = [m.value for m in client.get_metric_history(member_run, "rating/mu") if m.step == step]
+        assert [(m.value, m.step) for m in model.metrics if m.key == "rating/mu"] == [(mu[0], step)], (member, step)
+        assert model.model_id in {o.model_id for o in client.get_run(member_run).outputs.model_outputs}
+    newest = {m: max(s for (_, mm, s) in models if mm == m) for (_, m, _) in models}
+    assert {m: c.data.tags[rl.MODEL_ID] for m, c in members_of_parent.items()} == {
+        m: models[(parent, m, s)].model_id for m, s in newest.items()}
 
     # a setting the checkpoint was built with is refused, with the reason, before any run exists
     assert _train_in_process("--fork", parent, "--step", "1", "--set", "model.lora_rank=8") == 2
@@ -120,6 +179,10 @@ def test_fork_kill_9_resume_fork_of_fork_diff_and_ancestry(mlflow_store, tmp_pat
         mu_steps = [m.step for m in client.get_metric_history(c.info.run_id, "rating/mu")]
         assert len(mu_steps) == len(set(mu_steps)) and min(mu_steps) >= 2, (member_id, mu_steps)
 
+    # the fork's models go on from the parent run's models at step 1 (none of its own for step 1); the kill -9
+    # after its step-2 checkpoint made them once
+    _check_models(_models(client), fork, _expected_models(lineage, 2, first=1), parent, 1)
+
     assert main(["runs", fork]) == 0
     assert f"forked from run {parent} at step 1" in capsys.readouterr().out
 
@@ -128,13 +191,39 @@ def test_fork_kill_9_resume_fork_of_fork_diff_and_ancestry(mlflow_store, tmp_pat
     printed = capsys.readouterr().out.strip().splitlines()
     assert len(printed) == 2 and printed[1].split() == ["optim.lr", "5e-05", "3e-05"], printed
 
-    # a fork of the fork, at its step 2, one step further
-    out = subprocess.run(populora_cmd("train", "--fork", fork, "--step", "2", "--set", "steps=3", "--quiet"),
+    # a fork of the fork, at its step 2, one step further, resized: teachers 2 -> 1 (the weakest by evolution's
+    # rule removed), students 2 -> 3 (a mutation child of the strongest student)
+    out = subprocess.run(populora_cmd("train", "--fork", fork, "--step", "2", "--set", "steps=3", "--set", "population.teachers=1",
+                                      "--set", "population.students=3", "--set", "matchmaking.teachers_per_student=1", "--quiet"),
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     fork2 = _new_run(client, {parent, fork})
     assert client.get_run(fork2).info.status == "FINISHED" and _sentinels(client, fork2) == [3]
-    assert _lineage(fork2)["forks"] == [{"run": parent, "step": 1}, {"run": fork, "step": 2}]
+    lineage2 = _lineage(fork2)
+    assert lineage2["forks"] == [{"run": parent, "step": 1}, {"run": fork, "step": 2}]
+    at_2 = json.loads((Path(client.get_run(fork).data.tags[rl.RUN_DIR]) / "checkpoints/step_000002/state.json").read_text())
+    k = float(client.get_run(fork).data.params["evolution.conservative_k"])
+    alive_2 = [m for m in at_2["population"]["members"] if m["alive"]]
+    strength = {m["id"]: m["mu"] - k * m["sigma"] for m in alive_2}
+    # strongest first, ties in member order (a random model's students often tie): the rule evolution ranks by
+    teachers = sorted((m["id"] for m in alive_2 if m["role"] == "teacher"), key=lambda i: -strength[i])
+    students = sorted((m["id"] for m in alive_2 if m["role"] == "student"), key=lambda i: -strength[i])
+    assert [(r["member"], r["operator"], r["step"]) for r in lineage2["removed"]] == [(teachers[-1], "shrink_weakest", 2)]
+    (grown,) = [e for e in lineage2["events"] if e["details"].get("resize") == "grow"]
+    assert (grown["role"], grown["parents"], grown["step"]) == ("student", [students[0]], 2)
+    assert FAMILY[grown["operator"]].kind == "mutation"
+    members2 = {c.data.tags[rl.MEMBER_ID] for c in _children(client, fork2)}
+    born_3 = {e["child"] for e in lineage2["events"] if e["step"] == 3}  # fork2's own evolution (every step)
+    assert members2 == {teachers[0], *students, grown["child"]} | born_3  # the removed teacher never lived in fork2
+    tags2 = client.get_run(fork2).data.tags
+    assert tags2[rl.FORK_RESIZE] == (f"resized: teachers 2 -> 1 ({teachers[-1]} removed: shrink_weakest), students 2 -> 3 "
+                                     f"({grown['child']} = {grown['operator']} of {students[0]})")
+    assert tags2[rl.NOTE].endswith(tags2[rl.FORK_RESIZE]) and "population.students 2 -> 3" in tags2[rl.NOTE]
+    # the grown member's first model stands on its parent's model of step 2 (the fork's)
+    models = _models(client)
+    assert models[(fork2, grown["child"], 2)].tags[rl.MODEL_PARENTS] == models[(fork, students[0], 2)].model_id
+    assert models[(fork2, grown["child"], 2)].tags[rl.MODEL_ORIGIN] == grown["operator"]
+    assert not any(r == fork2 and m == teachers[-1] for r, m, _ in models)
 
     # the ancestry record of a member born in the parent before the first fork, read from the fork of the fork
     child = next(e for e in at_1["lineage"]["events"] if e["parents"])
@@ -149,3 +238,45 @@ def test_fork_kill_9_resume_fork_of_fork_diff_and_ancestry(mlflow_store, tmp_pat
     assert me["strength"] == child["details"]["strength"] and me["rating_at_birth"]["mu"] == child["details"]["mu_at_birth"]
     assert {a["member"] for a in record["ancestors"][1:]} == set(child["parents"])
     assert all(a["operator"] == "init" and a["rating_at_birth"]["mu"] == 25.0 for a in record["ancestors"][1:])
+
+
+    # a sweep over forks of the parent's step 1: the plan (a dry run: a frozen grid value refused, nothing started)
+    assert main(["sweep", "--fork", parent, "--step", "1", "--grid", "model.lora_rank=8", "--dry-run"]) == 2
+    assert "model.lora_rank: 4 -> 8 refused" in capsys.readouterr().err
+    assert main(["sweep", "--fork", parent, "--step", "1", "--grid", "optim.lr=1e-5,2e-5", "--seeds", "2", "--dry-run", "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert [(r["key"], r["fork"], r["fork_step"]) for r in plan["runs"]] == [
+        (f"optim.lr={lr}|seed={seed}", parent, 1) for seed in (0, 1) for lr in ("1e-5", "2e-5")]
+    assert not Path(".populora").exists()
+    # ... and one real: two forks (one step each, two at a time), grouped by the sweep's tags, then resumed
+    argv = ["sweep", "--fork", parent, "--step", "1", "--grid", "optim.lr=1e-5,2e-5", "--parallel", "2", "--wait", "--json"]
+    out = subprocess.run(populora_cmd(*argv), capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "POPULORA_MAX_PARALLEL_JOBS": "2"})
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    sid = json.loads(out.stdout.strip().splitlines()[-1])["sweep"]
+    swept = [client.get_run(r) for r in _parent_ids(client) - {parent, fork, fork2}]
+    assert len(swept) == 2 and all(r.info.status == "FINISHED" and _sentinels(client, r.info.run_id) == [2] for r in swept)
+    assert sorted((r.data.tags[rl.SWEEP], r.data.tags[rl.SWEEP_CONFIG], r.data.tags[rl.FORKED_FROM], r.data.tags[rl.FORK_STEP],
+                   r.data.params["optim.lr"]) for r in swept) == [
+        (sid, "optim.lr=1e-5", parent, "1", "1e-05"), (sid, "optim.lr=2e-5", parent, "1", "2e-05")]
+    again = subprocess.run(populora_cmd(*argv), capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0 and "2 finished earlier, 0 to run" in again.stdout, again.stdout[-2000:]
+
+def test_a_resize_that_cannot_be_is_refused_with_the_reason():
+    """Pure: no run. A role emptied, a single-agent baseline resized."""
+    population = TrainConfig(steps=4)
+    for bad, words in ((["population.students=0"], "keeps at least one; set population.students between 1 and 2"),):
+        try:
+            fork_config(population, bad, 2)
+        except ConfigError as err:
+            assert words in str(err), str(err)
+        else:
+            raise AssertionError(f"{bad} was not refused")
+    baseline = TrainConfig(steps=4, population={"single_agent": True})
+    try:
+        fork_config(baseline, ["population.teachers=3"], 2)
+    except ConfigError as err:
+        assert "single-agent baseline" in str(err) and "cannot be resized" in str(err), str(err)
+    else:
+        raise AssertionError("a baseline's resize was not refused")
+    assert fork_config(population, ["population.students=3"], 2).population.students == 3  # a resize is allowed

@@ -6,6 +6,7 @@ from populora.platform import runlayout as rl
 from populora.platform.tracking import Tracker
 from populora.training.config import TrainConfig
 from populora.training.member import STUDENT, TEACHER, Member, Population
+from populora.training.member_models import plan
 from populora.training.run_log import RunLog
 
 
@@ -47,3 +48,23 @@ def test_a_replaced_member_run_ends_when_it_dies_and_a_resume_reopens_the_living
     assert _statuses(resumed) == {"T0": "RUNNING", "T1": "FINISHED", "T2": "RUNNING", "S0": "RUNNING"}
     resumed.finish(pop)
     assert set(_statuses(resumed).values()) == {"FINISHED"}
+
+
+def test_a_resumed_process_finds_the_models_its_killed_process_made(mlflow_store):
+    """Models made, then a kill -9 before the checkpoint that records them: the replay of that checkpoint gets the
+    same ids back (one search of the run's models), no second copy. sqlite only, no model: about a second."""
+    log, pop = _log(mlflow_store)
+    alive = [{"id": m.id, "adapter_dir": f"/ckpt/{m.id}"} for m in pop.alive()]
+    births = {m.id: {"parents": [], "operator": "init", "step": 0} for m in pop.alive()}
+    latest: dict = {}
+    made = log.log_models(plan(1, alive, {}, latest, births), pop, latest, births, "tiny")
+    assert sorted(made) == [("S0", 1), ("T0", 1), ("T1", 1)]
+    replay = RunLog(log.run_id, log.experiment, log.member_runs, log.tracker)  # a resumed process: new=False
+    again = replay.log_models(plan(1, alive, {}, {}, births), pop, {}, births, "tiny")
+    assert again == made
+    exp = log.tracker.experiment_id(log.experiment)
+    assert len(log.tracker.find_models(exp, {rl.REGISTRY_RUN: log.run_id})) == 3
+    # the next checkpoint stands on them
+    step2 = replay.log_models(plan(2, alive, {}, latest, births), pop, latest, births, "tiny")
+    model = log.tracker.client.get_logged_model(step2[("T0", 2)])
+    assert (model.tags[rl.MODEL_ORIGIN], model.tags[rl.MODEL_PARENTS]) == ("trained", made[("T0", 1)])

@@ -183,6 +183,17 @@ def test_a_run_with_eval_every_1_logs_eval_histories_and_trains_as_without(tmp_p
                                                                          for m in scored_at[s])
         assert h[("parent", "time/eval_s")][s] > 0
     assert scored_at[2] > alive_at[2] and scored_at[1] == alive_at[1]  # the replaced were scored at step 2
+    # each score is linked to the LoggedModel of the weights scored: the member's checkpoint of that step, or a
+    # replaced member's model at its death (MLflow 3's model_id on the metric)
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=on)
+    models = {(m.tags[rl.REGISTRY_MEMBER], int(m.tags[rl.MODEL_STEP])): m
+              for m in client.search_logged_models([parent.info.experiment_id], max_results=1000)}
+    for s, scored in scored_at.items():
+        for m in scored:
+            linked = [(x.value, x.step) for x in models[(m, s)].metrics if x.key == "eval/gsm8k/score"]
+            assert linked == [(h[(m, "eval/gsm8k/score")][s], s)], (m, s, linked)
     # training is the same with evaluation on: every training metric, the compute-matching ledger included
     # (wall-clock figures aside: time/*, system/*, and the seconds an evolution operator took)
     trained = {k: v for k, v in _histories(off).items()
