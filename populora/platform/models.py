@@ -18,6 +18,7 @@ import torch
 from safetensors.torch import save_file
 
 from populora.platform import tiny_qwen2
+from populora.platform.cache import cache_root
 
 log = logging.getLogger(__name__)
 
@@ -96,10 +97,6 @@ def pick_device(device: str) -> torch.device:
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise ModelError(f"model.device={device!r} but no CUDA GPU is visible; use model.device=cpu or auto")
     return torch.device(device)
-
-
-def cache_root() -> Path:
-    return Path(os.environ.get("POPULORA_CACHE_DIR") or Path.home() / ".cache" / "populora")
 
 
 def gguf_cache(source: ModelSource) -> Path | None:
