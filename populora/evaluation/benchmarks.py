@@ -12,6 +12,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from populora.platform.cache import cache_root
+
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 CHECKSUMS = "SHA256SUMS"
 
@@ -66,8 +68,7 @@ def select(spec: str) -> list[str]:
 
 def fetch_cache() -> Path:
     """Where ``populora data fetch`` puts the files by default."""
-    root = os.environ.get("POPULORA_CACHE_DIR") or Path.home() / ".cache" / "populora"
-    return Path(root) / "benchmarks"
+    return cache_root() / "benchmarks"
 
 
 def data_dir(explicit: str | Path | None = None) -> Path:

@@ -18,6 +18,7 @@ import torch
 from safetensors.torch import save_file
 
 from populora.platform import tiny_qwen2
+from populora.platform.cache import cache_root
 
 log = logging.getLogger(__name__)
 
@@ -98,10 +99,6 @@ def pick_device(device: str) -> torch.device:
     return torch.device(device)
 
 
-def cache_root() -> Path:
-    return Path(os.environ.get("POPULORA_CACHE_DIR") or Path.home() / ".cache" / "populora")
-
-
 def gguf_cache(source: ModelSource) -> Path | None:
     """Where the de-quantised copy of a local GGUF file is kept (HF format: config, tokenizer, safetensors).
 
@@ -119,12 +116,39 @@ def gguf_cache(source: ModelSource) -> Path | None:
     return cache_root() / "gguf" / f"{path.stem}-{key}"
 
 
+def tokenizer_cache(source: ModelSource) -> Path | None:
+    """Where a GGUF file's tokenizer and config are kept when no de-quantised copy exists yet (a tiny random
+    model reads nothing else of the file): parsing the GGUF file's fields for them costs ~10 s CPU per process."""
+    cache = gguf_cache(source)
+    return None if cache is None else cache.with_name(f"{cache.name}-tokenizer")
+
+
 def cached_source(source: ModelSource, need_weights: bool) -> ModelSource:
     cache = gguf_cache(source)
     if cache is None:
         return source
     ready = (cache / "tokenizer_config.json").is_file() and (not need_weights or (cache / "model.safetensors").is_file())
-    return ModelSource(str(cache)) if ready else source
+    if ready:
+        return ModelSource(str(cache))
+    small = tokenizer_cache(source)
+    return ModelSource(str(small)) if not need_weights and (small / "config.json").is_file() else source
+
+
+def _fill_tokenizer_cache(source: ModelSource, tok, config) -> None:
+    dest = tokenizer_cache(source)
+    if dest is None or (dest / "config.json").is_file():
+        return
+    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
+    try:
+        tok.save_pretrained(tmp)
+        config = copy.deepcopy(config)
+        if hasattr(config, "quantization_config"):
+            del config.quantization_config
+        config.save_pretrained(tmp)
+        publish_dir(tmp, dest, complete=lambda d: (d / "config.json").is_file())
+    except (OSError, ValueError) as err:  # a read-only or full disk only costs speed
+        log.warning("could not cache the GGUF model's tokenizer in %s: %s", dest, err)
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _fill_cache(source: ModelSource, model, tok) -> None:
@@ -221,6 +245,8 @@ def load_base(source: ModelSource, dtype: str = "float32", device: str = "auto",
     try:
         if tiny_random:
             config = AutoConfig.from_pretrained(use.path_or_id, gguf_file=use.gguf_file)
+            if use is source:
+                _fill_tokenizer_cache(source, tok, config)
             with torch.random.fork_rng():  # the same tiny model in every process (Ray workers, resumes)
                 torch.manual_seed(0)
                 model = AutoModelForCausalLM.from_config(tiny_config(config), dtype=torch_dtype)
