@@ -215,6 +215,10 @@ def stop(job: Job, timeout_s: float = 20.0) -> str:
         return job.status
     if _wait_stopped(job, timeout_s) in ("running", "starting", "queued"):
         _signal_group(job, signal.SIGKILL)
+    # the supervisor writes the exit code, then exits: stopped means gone (CI saw it still up just after the code)
+    deadline = time.time() + 10
+    while job.process() is not None and time.time() < deadline:
+        time.sleep(0.05)
     return job.status
 
 

@@ -20,7 +20,7 @@ from populora.platform import runlayout as rl  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 VIEWS = ROOT / "populora" / "ui" / "views"
-TINY = ("name: resumable\nsteps: 30\nmodel: {tiny_random: true, lora_rank: 4}\ncheckpoint: {every: 1}\n"
+TINY = ("name: resumable\nsteps: 300\nmodel: {tiny_random: true, lora_rank: 4}\ncheckpoint: {every: 1}\n"
         "tasks: {max_new_tokens_propose: 24, max_new_tokens_solve: 8, tasks_per_teacher: 2, rollouts: 2}\n")
 HOLD = "import time\ntry:\n    time.sleep(120)\nexcept KeyboardInterrupt:\n    raise SystemExit(130)\n"
 
@@ -72,7 +72,7 @@ def test_resume_from_the_runs_page_runs_as_a_job_and_its_state_is_live(env):
     first = jobs.launch_training(TINY, name="resumable", env={"MLFLOW_TRACKING_URI": env["uri"]})
     run_id = wait_for(lambda: first.run_id or (first.status == "failed" and pytest.fail(first.log_tail())), 300,
                       "the trainer to create its run")
-    wait_for(lambda: (_tag(env["uri"], run_id, rl.PROGRESS) or "0/30") != "0/30", 300, "a first step",
+    wait_for(lambda: (_tag(env["uri"], run_id, rl.PROGRESS) or "0/300") != "0/300", 300, "a first step",
              detail=lambda: first.log_tail())
     assert jobs.stop(first) == "stopped"
     assert _tag(env["uri"], run_id, rl.JOB_ID) == first.id
