@@ -35,8 +35,8 @@ def member_settings(cl, store: str, run_id: str, member: str | None) -> dict[str
     params = dict(cl.get_run(run_id).data.params)
     if member is None:
         return params
-    lineage = rl.lineage_of(ancestry._artifact(store, run_id, rl.LINEAGE))
-    population = rl.population_of(ancestry._artifact(store, run_id, rl.POPULATION_FILE))
+    lineage = rl.lineage_of(ancestry.artifact_or_none(store, run_id, rl.LINEAGE))
+    population = rl.population_of(ancestry.artifact_or_none(store, run_id, rl.POPULATION_FILE))
     facts = ancestry.member_facts(member, lineage, population)
     own = {k: facts[k] for k in ("role", "generation", "operator", "strength", "born_step")}
     own["parents"] = ",".join(facts["parents"]) or "-"

@@ -105,8 +105,8 @@ def scores_of(metrics: dict[str, float]) -> dict[str, float]:
 def read(client, store: str, run_id: str, member: str) -> dict:
     """``record`` of a run in the store: lineage.json and population.json of the run, the settings (params) and
     run dirs of every run of its fork chain, the evaluation scores of every member run of the chain."""
-    lineage = rl.lineage_of(_artifact(store, run_id, rl.LINEAGE))
-    population = rl.population_of(_artifact(store, run_id, rl.POPULATION_FILE))
+    lineage = rl.lineage_of(artifact_or_none(store, run_id, rl.LINEAGE))
+    population = rl.population_of(artifact_or_none(store, run_id, rl.POPULATION_FILE))
     chain = [f["run"] for f in lineage.get("forks") or []] + [run_id]
     settings, run_dirs, scores = {}, {}, {}
     for r in chain:
@@ -120,7 +120,9 @@ def read(client, store: str, run_id: str, member: str) -> dict:
     return record(member, run_id, lineage, population, settings, scores, run_dirs)
 
 
-def _artifact(store: str, run_id: str, path: str) -> Any:
+def artifact_or_none(store: str, run_id: str, path: str) -> Any:
+    """The JSON artifact ``path`` of ``run_id``, or None when the run has not written it yet (before its first
+    checkpoint: no lineage, no population file)."""
     try:
         return rl.read_json(store, run_id, path)
     except Exception:  # noqa: BLE001 - not written yet (before the first checkpoint): an empty lineage

@@ -134,42 +134,48 @@ def cached_source(source: ModelSource, need_weights: bool) -> ModelSource:
     return ModelSource(str(small)) if not need_weights and (small / "config.json").is_file() else source
 
 
-def _fill_tokenizer_cache(source: ModelSource, tok, config) -> None:
-    dest = tokenizer_cache(source)
-    if dest is None or (dest / "config.json").is_file():
+def _plain_config(config, architectures: list[str] | None = None):
+    """A copy of a GGUF-loaded ``config`` that ``save_pretrained`` writes as a plain one: no quantization_config
+    (transformers refuses to save a GGUF-quantised model's), and ``architectures`` when given (vLLM picks its model
+    class from it: without it LlamaModel, which has no LM head)."""
+    config = copy.deepcopy(config)
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    if architectures:
+        config.architectures = architectures
+    return config
+
+
+def _publish_cache(dest: Path | None, marker: str, write, what: str) -> None:
+    """Fill the cache dir ``dest`` once (skipped when ``dest / marker`` exists): ``write(tmp)`` writes into a
+    private temp dir, then it is published whole (models.publish_dir), so a reader never sees half a copy. A
+    read-only or full disk only costs speed: a warning."""
+    if dest is None or (dest / marker).is_file():
         return
     tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
     try:
-        tok.save_pretrained(tmp)
-        config = copy.deepcopy(config)
-        if hasattr(config, "quantization_config"):
-            del config.quantization_config
-        config.save_pretrained(tmp)
-        publish_dir(tmp, dest, complete=lambda d: (d / "config.json").is_file())
-    except (OSError, ValueError) as err:  # a read-only or full disk only costs speed
-        log.warning("could not cache the GGUF model's tokenizer in %s: %s", dest, err)
+        write(tmp)
+        publish_dir(tmp, dest, complete=lambda d: (d / marker).is_file())
+    except (OSError, ValueError) as err:
+        log.warning("could not cache %s in %s: %s", what, dest, err)
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _fill_tokenizer_cache(source: ModelSource, tok, config) -> None:
+    def write(tmp: Path) -> None:
+        tok.save_pretrained(tmp)
+        _plain_config(config).save_pretrained(tmp)
+
+    _publish_cache(tokenizer_cache(source), "config.json", write, "the GGUF model's tokenizer")
 
 
 def _fill_cache(source: ModelSource, model, tok) -> None:
-    cache = gguf_cache(source)
-    if cache is None or (cache / "model.safetensors").is_file():
-        return
-    tmp = cache.with_name(f".{cache.name}.{os.getpid()}.tmp")
-    try:
+    def write(tmp: Path) -> None:
         tok.save_pretrained(tmp)
-        # transformers refuses save_pretrained on a GGUF-loaded model; the weights are plain tensors by now.
-        config = copy.deepcopy(model.config)
-        if hasattr(config, "quantization_config"):
-            del config.quantization_config
-        # vLLM picks its model class from `architectures` (without it: LlamaModel, no LM head)
-        config.architectures = [type(model).__name__]
-        config.save_pretrained(tmp)
+        _plain_config(model.config, [type(model).__name__]).save_pretrained(tmp)
         save_file(untied_state(model), str(tmp / "model.safetensors"))
-        publish_dir(tmp, cache, complete=lambda d: (d / "model.safetensors").is_file())
-    except (OSError, ValueError) as err:  # a read-only or full disk only costs speed
-        log.warning("could not cache the de-quantised GGUF model in %s: %s", cache, err)
-        shutil.rmtree(tmp, ignore_errors=True)
+
+    _publish_cache(gguf_cache(source), "model.safetensors", write, "the de-quantised GGUF model")
 
 
 def untied_state(model) -> dict[str, torch.Tensor]:
