@@ -4,23 +4,20 @@ import time
 from pathlib import Path
 
 import pytest
-from sqlalchemy import event
-from sqlalchemy.engine import Engine
 
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@event.listens_for(Engine, "connect")
-def _no_disk_syncs(dbapi_connection, _record) -> None:
-    """The test process's sqlite stores (MLflow's, through SQLAlchemy) commit without waiting for the disk
-    (``PRAGMA synchronous=OFF``): a test store is thrown away, so a power cut is nothing to survive, while each
-    commit's fsync made building a synthetic store mostly a wait on the disk (the UI scale store: ~5000 commits).
-    Locking, transactions and what a crashed *process* leaves are sqlite's as before; the subprocesses the tests
-    start (``populora train``, the UI server) keep sqlite's defaults."""
-    if type(dbapi_connection).__module__.startswith("sqlite3"):
-        dbapi_connection.execute("PRAGMA synchronous=OFF")
+# sqlite stores commit without waiting for the disk, here and in every Python process the tests start (their
+# sitecustomize): tests/subprocess_site/scratch_sqlite.py says why that is safe and what it saves
+SUBPROCESS_SITE = ROOT / "tests" / "subprocess_site"
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(SUBPROCESS_SITE), os.environ.get("PYTHONPATH")) if p)
+sys.path.insert(0, str(SUBPROCESS_SITE))
+import scratch_sqlite  # noqa: E402  (from the folder just put on the path)
+
+scratch_sqlite.install()
 
 
 @pytest.fixture

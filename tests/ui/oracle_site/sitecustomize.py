@@ -11,6 +11,13 @@ launches inherit it.
 
 import os
 
+try:  # the suite's own start-up file, which this one shadows (tests/subprocess_site)
+    import scratch_sqlite
+except ImportError:
+    pass
+else:
+    scratch_sqlite.install()
+
 if os.environ.get("POPULORA_TEST_ORACLE"):
     import sys
     from pathlib import Path
