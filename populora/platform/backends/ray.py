@@ -11,14 +11,17 @@ storage every node sees (NFS, a mounted bucket).
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import threading
 from collections import defaultdict
 from pathlib import Path
 
+import psutil
 import torch
 
+from populora.platform import reaper
 from populora.platform.backends import checkpointing, generation
 from populora.platform.backends.base import Generation, LoraSpec, TrainSample
 from populora.platform.backends.multilora import MultiLoraBackend
@@ -27,9 +30,36 @@ from populora.platform.models import load_base, resolve_source
 from populora.platform.ray_settings import PLACEMENTS, RayError, RaySettingError, check_ray, default_placement  # noqa: F401 - their names here too
 from populora.platform.verifier import Verifier
 
+log = logging.getLogger(__name__)
+
+# A local Ray instance's raylet must register with its GCS within 30 s, a limit written into Ray itself
+# (ray/_private/node.py, Node.__init__: ``raylet_start_wait_time_s = 30``, Ray 2.60) that no setting raises; on a
+# loaded 2-core machine (a test suite, vLLM engines starting beside) it was seen to take longer. The start is tried
+# this many times, the failed try's processes (GCS, raylet, ...) ended before the next.
+LOCAL_START_TRIES = 3
+LOCAL_START_TIMEOUT = "timed out during startup"
+
+
+def _start_local(ray, num_cpus: int | None) -> None:
+    for attempt in range(1, LOCAL_START_TRIES + 1):
+        before = reaper.children()
+        try:
+            ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
+            return
+        except Exception as err:  # noqa: BLE001 - Ray raises a bare Exception for this one
+            if LOCAL_START_TIMEOUT not in str(err) or attempt == LOCAL_START_TRIES:
+                raise
+            left = [psutil.Process(pid) for pid in reaper.new_children(before) if psutil.pid_exists(pid)]
+            for p in left:
+                p.kill()
+            psutil.wait_procs(left, timeout=10)
+            log.warning("Ray's local start timed out (try %d of %d; a loaded machine): ended its %d processes, "
+                        "starting again", attempt, LOCAL_START_TRIES, len(left))
+
 
 def init_ray(address: str, num_cpus: int | None = None):
-    """``local`` starts a Ray instance in this process; ``auto`` or ``ray://host:port`` joins a cluster."""
+    """``local`` starts a Ray instance in this process (``LOCAL_START_TRIES`` tries); ``auto`` or
+    ``ray://host:port`` joins a cluster."""
     try:
         import ray
     except ImportError as err:
@@ -39,7 +69,7 @@ def init_ray(address: str, num_cpus: int | None = None):
         # the run like Ctrl-C, ending it KILLED rather than FAILED)
         on_sigterm = signal.getsignal(signal.SIGTERM) if threading.current_thread() is threading.main_thread() else None
         if address == "local":
-            ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
+            _start_local(ray, num_cpus)
         else:
             ray.init(address=address, log_to_driver=False)
         if on_sigterm is not None:
