@@ -82,9 +82,10 @@ vllm-venv-logged: venv
 test-vllm: $(VLLM_VENV)/.installed
 	$(VBIN)/python -m pytest -q --timeout=1200 -p no:cacheprovider -m "not paper" tests/vllm_real
 
-# The paper presets end to end at tiny scale on the real vLLM engine in 2 data-parallel Ray workers (scripts/paper_tiny.py),
-# and the shutdown tests of a failed step and a lost data-parallel worker: longer than make test's budget has room for
-# (docs/gpu.md has their times), so on their own.
+# tests/vllm_real includes the paper presets end to end at tiny scale on the real vLLM engine in 2 data-parallel Ray
+# workers (test_paper_path.py, scripts/paper_tiny.py). Marked ``paper`` and left to `make test-paper`: the shutdown
+# tests of a failed step (the same ``finally`` as SIGTERM, which make test runs) and of a lost data-parallel worker
+# (two more engines; the paper path's kill -9 already checks that no engine or Ray worker outlives the trainer).
 test-paper: $(VLLM_VENV)/.installed
 	$(VBIN)/python -m pytest -q --timeout=3600 -p no:cacheprovider -m paper tests/vllm_real
 

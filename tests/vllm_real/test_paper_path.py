@@ -1,8 +1,7 @@
 """The paper's own path end to end at tiny scale (scripts/paper_tiny.py): configs/paper-4t4s.yaml and its baseline by
 overrides only, the tiny Qwen2 model, the real vLLM CPU engine inside 2 data-parallel Ray workers, seeding, one
 evolution, a checkpoint, kill -9 and resume with nothing lost or duplicated, a linked baseline, evaluation under the
-azr protocol. Marked ``paper``: `make test-vllm` leaves it out (it takes longer than the CI budget has room for,
-see docs/gpu.md); run it with `make test-paper`."""
+azr protocol. In `make test` (`make test-vllm`, beside the main suite); docs/gpu.md has its phase times."""
 
 import json
 import subprocess
@@ -11,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.slow, pytest.mark.paper]
+pytestmark = pytest.mark.slow
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "paper_tiny.py"
 
 

@@ -38,13 +38,20 @@ log = logging.getLogger(__name__)
 # this many times, the failed try's processes (GCS, raylet, ...) ended before the next.
 LOCAL_START_TRIES = 3
 LOCAL_START_TIMEOUT = "timed out during startup"
+# Ray's GCS marks a node dead after 5 missed health checks 3 s apart (10 s timeout each; ray_config_def.h,
+# health_check_*), and every actor on it dies with "Owner's node has crashed": seen on a local instance whose raylet
+# was starved of CPU for that long (the paper path's resume at load average 33 on 2 cores). A local instance is this
+# machine: its raylet is not lost to a network, so it gets 20 checks of 30 s (a raylet that really died still ends
+# its workers, which the run sees at once).
+LOCAL_HEALTH_CHECKS = {"health_check_failure_threshold": 20, "health_check_timeout_ms": 30000}
 
 
 def _start_local(ray, num_cpus: int | None) -> None:
     for attempt in range(1, LOCAL_START_TRIES + 1):
         before = reaper.children()
         try:
-            ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
+            ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False,
+                     _system_config=LOCAL_HEALTH_CHECKS)
             return
         except Exception as err:  # noqa: BLE001 - Ray raises a bare Exception for this one
             if LOCAL_START_TIMEOUT not in str(err) or attempt == LOCAL_START_TRIES:
