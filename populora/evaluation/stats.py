@@ -9,11 +9,13 @@ each benchmark's problems are resampled within it.
 
 Two levels of claim, two intervals. One seed per arm ("these adapters on these problems"): the bootstrap
 resamples problems only (``compare``, ``estimate``); it says nothing about the method, since a second training
-seed would give other adapters. Two or more seeds per arm ("the method"): ``seed_compare`` / ``seed_estimate``, a
-seed-level t interval (the variance of the per-seed scores, S-1 degrees of freedom) plus the problem term (the
-spread of the per-problem scores beyond their noise, from a crossed seeds x problems ANOVA); chosen over the
-two-level bootstrap below by the known-truth simulations of ``calibration.py`` (docs/evaluation.md). Across
-the ten benchmarks x comparisons, ``holm`` adjusts the p-values (Holm 1979, family-wise rate).
+seed would give other adapters; on 16 problems or fewer its p-value and interval are the exact sign-flip test's
+(``sign_flip``). Two or more seeds per arm ("the method"): ``seed_compare`` / ``seed_estimate``, a seed-level t
+interval (the variance of the per-seed scores, S-1 degrees of freedom); an arm's score adds the problem term (the
+spread of the per-problem scores beyond their noise, from a crossed seeds x problems ANOVA, ``seed_variance``), a
+difference floors the seed term at ties instead (``difference_variance``); chosen over the two-level bootstrap
+below by the known-truth simulations of ``calibration.py`` (docs/evaluation.md). Across the ten benchmarks x
+comparisons, ``holm`` adjusts the p-values (Holm 1979, family-wise rate).
 
 The bootstrap resamples problems (and, with more than one seed, seeds too: a crossed two-level bootstrap; kept
 for the calibration's "before" column: it counts the seed x problem noise twice). With one seed this is exactly ``scipy.stats.bootstrap`` with one sample per
@@ -216,61 +218,157 @@ def compare(name: str, a: list[np.ndarray], b: list[np.ndarray], seed: int = 0, 
     """a - b, paired by problem and seed: ``a[i]`` and ``b[i]`` are the same benchmark's (seeds, problems) arrays
     with rows and columns in the same order; ``weights``: of the benchmarks in an average (AZR's total).
     The bootstrap over problems (and seeds: the crossed two-level one): with one seed a claim about these
-    adapters; with several, prefer ``seed_compare`` (the calibrated method-level interval)."""
+    adapters; with several, prefer ``seed_compare`` (the calibrated method-level interval). One seed and at
+    most ``SIGN_FLIP_MAX`` problems in all: the exact sign-flip test and its interval (``sign_flip``)."""
     diffs = _paired(a, b)
+    if diffs[0].shape[0] == 1 and sum(x.shape[1] for x in diffs) <= SIGN_FLIP_MAX:
+        p, ci = sign_flip(diffs, weights)
+        return Comparison(name, point(diffs, weights), ci, p, ADAPTERS, 1)
     ci, dist = bootstrap_distribution(diffs, n_resamples=n_resamples, seed=seed, weights=weights)
     return Comparison(name, point(diffs, weights), ci, p_value(dist), ADAPTERS, diffs[0].shape[0])
 
 
+SIGN_FLIP_MAX = 16  # problems: all 2^n sign flips (65536 at 16) are enumerated
+
+
+def sign_flip(diffs: list[np.ndarray], weights=None, confidence: float = CONFIDENCE) -> tuple[float, tuple[float, float]]:
+    """(two-sided p, interval) of a one-seed difference on few problems, by the exact sign-flip (permutation)
+    test (Fisher 1935; Good 2005, ch. 3): under "these adapters do not differ" each problem's difference is as
+    likely negative as positive, so the p-value is the share of all 2^n sign flips whose weighted mean is at
+    least as far from 0 as the observed. The bootstrap's p is degenerate there (1 problem, difference +1: every
+    resample is +1, p = 2 / (B + 1), "significant"); the smallest exact p is 2 / 2^n, so 5 or fewer problems
+    can never be significant. The interval: the differences delta the test does not reject at 1 - ``confidence``
+    (differences d - delta flipped; bisection from the mean), within [-1, 1], the range of a difference of
+    scores in [0, 1]. ``diffs``: per benchmark a (1, P) array of a - b.
+
+    >>> sign_flip([np.array([[1.0]])])  # one problem, solved by a only: the flips give +1 and -1, p = 1
+    (1.0, (-1.0, 1.0))
+    >>> sign_flip([np.array([[1.0, 1.0, 1.0]])])[0]  # three of three: 2 of 8 flips as far out
+    0.25
+    >>> p, (lo, hi) = sign_flip([np.ones((1, 10))])  # ten of ten: 2 / 1024, and the interval excludes 0
+    >>> round(p, 5), lo > 0, hi
+    (0.00195, True, 1.0)
+    """
+    diffs = _check(diffs)
+    w = _weights(diffs, weights)
+    c = np.concatenate([np.full(x.shape[1], wx / x.shape[1]) for x, wx in zip(diffs, w)])   # (n,) each problem's weight
+    d = np.concatenate([x[0] for x in diffs])                                                  # (n,)
+    if len(d) > SIGN_FLIP_MAX:
+        raise ValueError(f"sign_flip enumerates 2^n flips: n <= {SIGN_FLIP_MAX}, got {len(d)}")
+    flips = 1 - 2 * ((np.arange(2 ** len(d))[:, None] >> np.arange(len(d))) & 1)            # (2^n, n) of +-1
+
+    def p_at(delta: float) -> float:
+        centred = c * (d - delta)
+        return float(np.mean(np.abs(flips @ centred) >= abs(centred.sum()) - 1e-12))
+
+    mean, alpha = float(c @ d), 1 - confidence
+
+    def bound(far: float) -> float:
+        if p_at(far) > alpha:
+            return far
+        near = mean
+        for _ in range(40):  # p_at(near) > alpha >= p_at(far)
+            mid = (near + far) / 2
+            near, far = (mid, far) if p_at(mid) > alpha else (near, mid)
+        return near
+
+    return p_at(0.0), (bound(-1.0), bound(1.0))
+
+
 # ====================================================================== the method: seeds are the unit
-def seed_variance(strata: list[np.ndarray], weights=None, satterthwaite: bool = True) -> tuple[float, float, float]:
-    """(mean, variance of the mean, degrees of freedom) of ``point(strata, weights)`` over S >= 2 seeds.
+FLOOR_QUANTILE = 0.01  # a difference's seed term is raised to this quantile of its law with no seed effect at all
+
+
+def _mean_squares(x: np.ndarray) -> tuple[float, float]:
+    """(MS_problem, MS_residual) of one benchmark's (S, P) array, the crossed seeds x problems ANOVA (P >= 2)."""
+    n_seeds, n_problems = x.shape
+    resid = x - x.mean(axis=1, keepdims=True) - x.mean(axis=0, keepdims=True) + x.mean()
+    ms_problem = n_seeds * x.mean(axis=0).var(ddof=1)
+    return float(ms_problem), float((resid ** 2).sum() / ((n_seeds - 1) * (n_problems - 1)))
+
+
+def _per_seed(strata: list[np.ndarray], weights) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
+    """(strata, weights, per-seed scores (S,): over problems, and over benchmarks with their weights)."""
+    strata = _check(strata)
+    w = _weights(strata, weights)
+    if strata[0].shape[0] < 2:
+        raise ValueError("a method-level interval needs >= 2 seeds per arm (one seed speaks for its adapters only)")
+    return strata, w, sum(wx * x.mean(axis=1) for x, wx in zip(strata, w))
+
+
+def seed_variance(strata: list[np.ndarray], weights=None) -> tuple[float, float, float]:
+    """(mean, variance of the mean, degrees of freedom) of an arm's ``point(strata, weights)`` over S >= 2 seeds.
 
     The crossed random-effects model of one benchmark, x[s, i] = mu + seed_s + problem_i + noise_si, gives
     Var(grand mean) = var(seed)/S + var(problem)/P + var(noise)/(S P). The per-seed means (over problems, and
     over benchmarks with their weights) vary by var(seed) + var(noise)/P: their sample variance / S is the seed
     term with S-1 degrees of freedom (it also carries the covariance of benchmarks that share a seed). The
     problem term is each benchmark's (MS_problem - MS_residual) / (S P) (ANOVA mean squares),
-    weighted by w^2 (benchmarks' problems are independent), left out when the sum is below 0. Kept for a
-    difference too, though under a null it is 0 and its noisy estimate makes the interval over-cover (0.96-0.98
-    where 0.95 is promised): dropping it unless an F test found it ("sometimes pool") raised the family-wise rate
-    to 0.09-0.10 at Holm's first step (alpha / 20), where three near-equal per-seed differences of a 30-problem
-    benchmark give a t on 2 degrees of freedom its chance (``calibration.py``).
-
-    Degrees of freedom: ``satterthwaite`` (an arm's score, whose problem term is large and well measured):
-    Satterthwaite's over the signed mean squares (seed term, + MS_problem, - MS_residual); else (a difference
-    of two arms, a claim) S - 1, the seed term's: exact when the seed term dominates, conservative otherwise.
-    Under a null the difference has no problem term, and its noisy estimate inflated Satterthwaite's degrees of
-    freedom when the seed term was small by chance: family-wise rate 0.18 (clipped) and 0.08 (signed) with 3
-    seeds and a 0.2-logit seed effect, where Holm promises 0.05 (``calibration.py``).
+    weighted by w^2 (benchmarks' problems are independent), left out when the sum is below 0. An arm's score
+    has a large, well-measured problem term: Satterthwaite's degrees of freedom over the signed mean squares
+    (seed term, + MS_problem, - MS_residual). A difference of two arms: ``difference_variance``.
 
     >>> x = np.array([[0.5, 0.7, 0.9], [0.3, 0.5, 0.7]])  # seeds differ by 0.2, problems by 0.2, no noise
     >>> m, v, df = seed_variance([x])
     >>> round(m, 3), round(v, 4), round(df, 2)  # var of seed means 0.02 / 2 + var(problem) 0.04 / 3
     (0.6, 0.0233, 2.88)
     """
-    strata = _check(strata)
-    w = _weights(strata, weights)
-    n_seeds = strata[0].shape[0]
-    if n_seeds < 2:
-        raise ValueError("a method-level interval needs >= 2 seeds per arm (one seed speaks for its adapters only)")
-    per_seed = sum(wx * x.mean(axis=1) for x, wx in zip(strata, w))                  # (S,)
+    strata, w, per_seed = _per_seed(strata, weights)
+    n_seeds = len(per_seed)
     seed_term = per_seed.var(ddof=1) / n_seeds
     terms = [(seed_term, n_seeds - 1)]  # (signed variance component, its degrees of freedom)
     for x, wx in zip(strata, w):
         n_problems = x.shape[1]
         if n_problems < 2:
             continue
-        resid = x - x.mean(axis=1, keepdims=True) - x.mean(axis=0, keepdims=True) + x.mean()
-        ms_problem = n_seeds * x.mean(axis=0).var(ddof=1)
-        ms_resid = (resid ** 2).sum() / ((n_seeds - 1) * (n_problems - 1))
+        ms_problem, ms_resid = _mean_squares(x)
         scale = wx ** 2 / (n_seeds * n_problems)
         terms += [(scale * ms_problem, n_problems - 1), (-scale * ms_resid, (n_seeds - 1) * (n_problems - 1))]
     var = sum(t for t, _ in terms)
     if var <= seed_term:  # no problem term beyond the noise: the seed term alone, S - 1 degrees of freedom
         return float(per_seed.mean()), float(seed_term), float(n_seeds - 1)
-    df = var ** 2 / sum(t ** 2 / d for t, d in terms) if satterthwaite else n_seeds - 1
+    df = var ** 2 / sum(t ** 2 / d for t, d in terms)
     return float(per_seed.mean()), float(var), float(df)
+
+
+def difference_variance(diffs: list[np.ndarray], weights=None,
+                        floor_quantile: float = FLOOR_QUANTILE) -> tuple[float, float, float]:
+    """(mean, variance of the mean, degrees of freedom) of a paired difference of two arms over S >= 2 seeds:
+    the seed-level t on the per-seed differences, S - 1 degrees of freedom, its variance floored in its
+    degenerate lower tail. ``diffs``: per benchmark, the (S, P) array of arm a minus arm b.
+
+    The estimand is the method's difference on these benchmarks' problems (the benchmark is the benchmark): the
+    per-seed differences are independent runs with the same problems, so their sample variance / S is the whole
+    variance of their mean (var(seed) / S + var(noise) / (S P)), and t on S - 1 degrees of freedom is exact
+    for normal per-seed differences. The problem term (``seed_variance``) is left out: under a null it is 0,
+    and its clipped noisy estimate made the interval over-cover (0.96-0.98 where 0.95 is promised; the
+    calibration, docs/evaluation.md).
+
+    The floor: per-problem scores move in steps (1/30 on a 30-problem benchmark), so three per-seed differences
+    can tie (variance exactly 0, p = 0) or nearly, and a t on 2 degrees of freedom then passes Holm's first
+    step (alpha / 20): family-wise rate 0.08-0.13 without a floor. Even with no seed effect at all the seed
+    term is var(noise) / (S P) x chi2(S - 1) / (S - 1), and the residual mean square of the seeds x problems
+    ANOVA estimates var(noise) on (S - 1)(P - 1) degrees of freedom; a seed term below that law's
+    ``floor_quantile`` quantile (1%: 0.01 x the noise level with 3 seeds) is not evidence of a precise mean
+    but of ties, and is raised to it (a partial form of truncating a variance component at its lower bound,
+    Thompson 1962). 1% leaves the typical interval alone (the floor binds in ~1% of null worlds) and brings
+    the family-wise rate to 0.027-0.050 (``populora bench stats --replicates 300``); higher floors eat the t's
+    legitimate tail, which at Holm's first step with 2 degrees of freedom (|t| > 19.95) lies where the seed term
+    is under ~2% of its expectation: family-wise 0.000 at 2% (sigma 0), 0.000-0.013 at 5%.
+
+    >>> tie = np.array([[0.1, 0.0, 0.1, 0.0], [0.0, 0.1, 0.1, 0.0], [0.1, 0.1, 0.0, 0.0]])
+    >>> m, v, df = difference_variance([tie])  # three equal per-seed differences 0.05: a seed term of 0
+    >>> round(m, 3), v > 0, df
+    (0.05, True, 2.0)
+    >>> round(v / (_mean_squares(tie)[1] / 12), 3)  # floored at the noise level x chi2(2, 1%) / 2
+    0.01
+    """
+    diffs, w, per_seed = _per_seed(diffs, weights)
+    n_seeds = len(per_seed)
+    seed_term = per_seed.var(ddof=1) / n_seeds
+    noise = sum(wx ** 2 * _mean_squares(x)[1] / x.size for x, wx in zip(diffs, w) if x.shape[1] > 1)
+    floor = noise * sps.chi2.ppf(floor_quantile, n_seeds - 1) / (n_seeds - 1)
+    return float(per_seed.mean()), float(max(seed_term, floor)), float(n_seeds - 1)
 
 
 def _t_interval(mean: float, var: float, df: float, confidence: float = CONFIDENCE) -> tuple[float, float]:
@@ -287,9 +385,11 @@ def seed_estimate(strata: list[np.ndarray], weights=None) -> Estimate:
 def seed_compare(name: str, a: list[np.ndarray], b: list[np.ndarray], weights=None) -> Comparison:
     """a - b of two arms with the same S >= 2 seeds (seed s of one paired with seed s of the other: independent
     runs, so the pairing is only bookkeeping) and the same problems: a claim about the method, with the seed
-    variance in its interval (``seed_variance``) and a two-sided t p-value."""
+    variance in its interval (``difference_variance``) and a two-sided t p-value. A variance of 0 (every
+    per-seed difference equal, and no noise within the seeds x problems table to floor it with) gives p = 0
+    unless the difference is 0."""
     diffs = _paired(a, b)
-    mean, var, df = seed_variance(diffs, weights, satterthwaite=False)
+    mean, var, df = difference_variance(diffs, weights)
     p = 1.0 if var <= 0 else float(2 * sps.t.sf(abs(mean) / np.sqrt(var), df))
     if var <= 0 and mean != 0:
         p = 0.0

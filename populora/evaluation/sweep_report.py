@@ -35,8 +35,10 @@ SELECTION_NOTE = ("weakest / best: the member the cross-fit rule picks (per seed
                   "benchmark has two problems, the member is chosen on the problems it is scored on: biased). Its "
                   "interval covers the rule's pick, not the truly weakest / best member: over seeds the pick is "
                   "redone in every run, so the seed variance includes the pick's")
-INTERVALS = ("Intervals: one seed per arm, a bootstrap over problems (these adapters on these problems, not the method); "
-             ">= 2 seeds, a seed-level t (S-1 degrees of freedom; scores: Satterthwaite's) with the problem term, "
+INTERVALS = ("Intervals: one seed per arm, a bootstrap over problems (16 or fewer: the exact sign-flip test; these "
+             "adapters on these problems, not the method); "
+             ">= 2 seeds, a seed-level t (differences: on the per-seed differences, S-1 degrees of freedom, the "
+             "variance floored at ties; scores: with the problem term, Satterthwaite's degrees of freedom), "
              "a claim about the method. p-values Holm-adjusted: the configurations' overall population mean vs "
              "baseline among themselves, every other comparison in a second family.")
 AVERAGES = {"code avg": "code", "math avg": "math", "overall": None}  # ours, as in report.py

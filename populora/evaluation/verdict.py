@@ -113,7 +113,8 @@ def text(v: dict) -> str:
     widths = [max(len(str(x)) for x in col) for col in zip(head, *lines)]
     fmt = lambda cells: "  ".join(f"{str(c):>{w}}" for c, w in zip(cells, widths))  # noqa: E731
     return "\n".join([fmt(head)] + [fmt(line) for line in lines]
-                     + ["differences: paired bootstrap over problems, 95% interval in brackets (one seed per arm: these "
+                     + ["differences: paired bootstrap over problems (16 problems or fewer: the exact sign-flip test), 95% "
+                        "interval in brackets (one seed per arm: these "
                         "adapters on these problems); p-values Holm-adjusted over every comparison but overall "
                         "mean - baseline (the primary); weakest / best: the member the cross-fit rule picks, not "
                         "the truly weakest / best", "verdict: " + v["words"]]

@@ -69,8 +69,10 @@ def test_seed_spread_widens_the_interval():
 
 
 def test_degenerate_and_bad_inputs():
-    same = stats.compare("same", [np.ones(5)], [np.ones(5)])
+    same = stats.compare("same", [np.ones(20)], [np.ones(20)])  # > 16 problems: the bootstrap
     assert same.delta == 0 and same.ci95 == (0.0, 0.0) and same.p_value == 1.0
+    few = stats.compare("same", [np.ones(5)], [np.ones(5)])  # 5 problems: the sign flips can reject nothing
+    assert few.delta == 0 and few.ci95 == (-1.0, 1.0) and few.p_value == 1.0
     one_problem = stats.estimate([np.array([[1.0], [0.0]])])  # one problem, two seeds: numpy path
     assert one_problem.mean == 0.5 and one_problem.ci95[0] <= 0.5 <= one_problem.ci95[1]
     with pytest.raises(ValueError, match="same shapes"):
@@ -126,6 +128,62 @@ def test_seed_compare_is_the_paired_t_over_seeds_when_nothing_differs_by_problem
     assert c.level == stats.METHOD and c.seeds == 3
     with pytest.raises(ValueError, match=">= 2 seeds"):
         stats.seed_compare("one seed", [a[:1]], [b[:1]])
+
+
+def test_seed_compare_floors_tied_per_seed_differences_instead_of_calling_them_certain():
+    # 30 problems, 3 seeds; in each seed a solves 4 problems b does not and b 3 that a does not (other problems
+    # in every seed): the per-seed differences tie at +1/30 (seed term 0, up to rounding), well inside the
+    # noise. The plain t gave p ~ 0, past Holm's first step (0.05 / 20); the floor (the 1% quantile of the seed
+    # term's law at the residual noise) keeps it above that step.
+    a, b = np.zeros((3, 30)), np.zeros((3, 30))
+    for s in range(3):
+        a[s, 7 * s:7 * s + 4] = 1.0
+        b[s, 7 * s + 4:7 * s + 7] = 1.0
+    d = a - b
+    assert np.allclose(d.mean(axis=1), 1 / 30) and d.mean(axis=1).var() < 1e-20  # a tie, up to rounding
+    c = stats.seed_compare("tie", [a], [b])
+    floor = stats._mean_squares(d)[1] / d.size * stats.sps.chi2.ppf(stats.FLOOR_QUANTILE, 2) / 2
+    half = stats.sps.t.ppf(0.975, 2) * np.sqrt(floor)
+    assert c.delta == pytest.approx(1 / 30) and c.ci95 == pytest.approx((1 / 30 - half, 1 / 30 + half))
+    assert c.p_value > 0.05 / 20
+
+
+def test_seed_compare_is_the_seed_level_t_without_the_problem_term():
+    # problems differ a lot in how much a beats b (a problem term): the difference's interval is the plain t on
+    # the per-seed differences all the same (the benchmark's problems are fixed); an arm's score keeps the term
+    rng = np.random.default_rng(6)
+    per_problem = rng.normal(0.05, 0.3, 200)
+    b = rng.normal(0, 0.2, (3, 200))
+    a = b + per_problem + rng.normal(0, 0.05, (3, 1)) + rng.normal(0, 0.2, (3, 200))
+    c = stats.seed_compare("a - b", [a], [b])
+    d = (a - b).mean(axis=1)
+    half = stats.sps.t.ppf(0.975, 2) * d.std(ddof=1) / np.sqrt(3)
+    assert c.ci95 == pytest.approx((d.mean() - half, d.mean() + half))
+    _, v_arm, _ = stats.seed_variance([a - b])  # the same data as a score: seed term + problem term
+    assert v_arm > d.var(ddof=1) / 3 + 0.5 * per_problem.var() / 200
+
+
+def test_one_seed_on_few_problems_uses_the_exact_sign_flip_test():
+    # one problem, a solves it and b does not: the bootstrap said p = 2 / (B + 1), significant; the flips say 1
+    one = stats.compare("one problem", [np.array([[1.0]])], [np.array([[0.0]])])
+    assert one.p_value == 1.0 and not one.significant and one.ci95 == (-1.0, 1.0)
+    # twelve problems: the p-value is scipy's exact paired permutation test (all 2^12 sign flips)
+    rng = np.random.default_rng(8)
+    a, b = rng.binomial(1, 0.8, 12).astype(float), rng.binomial(1, 0.3, 12).astype(float)
+    c = stats.compare("twelve", [a], [b])
+    ref = stats.sps.permutation_test((a - b,), np.mean, permutation_type="samples", n_resamples=np.inf)
+    assert c.p_value == pytest.approx(ref.pvalue)
+    # the interval's ends are where the test of "the difference is delta" turns from rejecting to not
+    for end, outward in ((c.ci95[0], -1e-3), (c.ci95[1], 1e-3)):
+        if abs(end) < 1:
+            p_in = stats.sps.permutation_test((a - b - (end - outward),), np.mean, permutation_type="samples",
+                                              n_resamples=np.inf).pvalue
+            p_out = stats.sps.permutation_test((a - b - (end + outward),), np.mean, permutation_type="samples",
+                                               n_resamples=np.inf).pvalue
+            assert p_in > 0.05 >= p_out, (end, p_in, p_out)
+    # 17 problems: back to the bootstrap (its p is a multiple of 2 / (B + 1))
+    many = stats.compare("seventeen", [np.ones(17)], [np.zeros(17)])
+    assert many.p_value == pytest.approx(2 / (stats.N_RESAMPLES + 1))
 
 
 def test_holm_matches_its_definition():

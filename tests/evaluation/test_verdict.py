@@ -1,5 +1,6 @@
 """The verdict (evaluation/verdict.py) on a results.json with known per-problem verdicts: the arms' scores equal
-`populora report`'s table, the paired intervals equal scipy's paired bootstrap of the same problems, the line in
+`populora report`'s table, the paired p-values equal scipy's exact paired permutation test of the same problems
+(16 problems or fewer: the sign-flip test; the bootstrap's agreement with scipy's is test_stats.py's), the line in
 words counts what the rows say, and a baseline evaluated on its own run is read as the population's baseline."""
 
 import json
@@ -35,7 +36,7 @@ def _results(tmp_path, labels=tuple(KNOWN)) -> dict:
     return out
 
 
-def test_arms_match_the_report_table_and_intervals_match_scipys_paired_bootstrap(tmp_path):
+def test_arms_match_the_report_table_and_p_values_match_scipys_paired_permutation_test(tmp_path):
     results = _results(tmp_path)
     v = verdict.build(results)
     rows = {r["name"]: r for r in v["rows"]}
@@ -47,15 +48,14 @@ def test_arms_match_the_report_table_and_intervals_match_scipys_paired_bootstrap
         assert rows[name]["baseline"] == pytest.approx(by_label["baseline (B0)"][col[label]])
         assert rows[name]["base model"] == pytest.approx(by_label["base model"][col[label]])
     assert rows["overall"]["population mean"] == pytest.approx(by_label["population mean"][col[report.COLUMNS["overall"]]])
-    # gsm8k: mean member per problem minus the baseline, bootstrapped by scipy itself (paired, same seed)
+    # gsm8k: mean member per problem minus the baseline, 8 problems: scipy's exact paired permutation test
     mean = np.mean([KNOWN["T0"]["gsm8k"], KNOWN["S0"]["gsm8k"]], axis=0)
     base = np.array(KNOWN["baseline (B0)"]["gsm8k"], dtype=float)
-    ref = sps.bootstrap((mean, base), lambda a, b, axis=-1: a.mean(axis=axis) - b.mean(axis=axis), paired=True,
-                        vectorized=True, n_resamples=stats.N_RESAMPLES, method="percentile",
-                        random_state=np.random.default_rng(0))
+    ref = sps.permutation_test((mean - base,), np.mean, permutation_type="samples", n_resamples=np.inf)
     c = rows["gsm8k"]["mean - baseline"]
     assert c["delta"] == pytest.approx(mean.mean() - base.mean())
-    assert c["ci95"] == pytest.approx(list(ref.confidence_interval), abs=1e-9)
+    assert c["p_value"] == pytest.approx(ref.pvalue)
+    assert c["ci95"] == pytest.approx(list(stats.sign_flip([(mean - base)[None, :]])[1]))
 
 
 def test_words_count_the_holm_adjusted_rows_and_say_what_one_seed_speaks_for(tmp_path):
