@@ -102,6 +102,42 @@ def tiny_backend(tiny_model):
         backend.model.unload()
 
 
+# ====================================================================== one local Ray instance for the Ray tests
+# Starting Ray costs ~10-15 s of CPU (GCS, raylet, agents, idle workers) and each actor process ~9 s more (torch and
+# transformers imported anew): consecutive tests that use a local Ray share one instance, started by the first and
+# shut down once the next test is outside the Ray unit (or brings its own cluster, test_ray_jobs), see
+# pytest_runtest_teardown below. Each test must end the actors it started (backend.shutdown(), trainer.close()).
+def start_local_ray():
+    """The shared local Ray instance (2 CPUs), started if this process has none."""
+    ray = pytest.importorskip("ray", reason="Ray is an optional extra: pip install 'populora[ray]'")
+    if not ray.is_initialized():
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    return ray
+
+
+@pytest.fixture
+def local_ray():
+    """The shared local Ray; after the test, waits until the CPUs its actors reserved are free again (a test that
+    left actors running fails here, and the next test gets a fresh instance)."""
+    ray = start_local_ray()
+    free = ray.available_resources().get("CPU", 0)
+    yield ray
+    try:
+        wait_for(lambda: ray.available_resources().get("CPU", 0) >= free, 60, "the test's Ray actors to end",
+                 interval=0.2, detail=lambda: f": {ray.available_resources().get('CPU', 0)} of {free} CPUs free")
+    except AssertionError:
+        ray.shutdown()
+        raise
+
+
+@pytest.hookimpl(trylast=True)  # after the test's fixtures are torn down (its actors ended)
+def pytest_runtest_teardown(item, nextitem):
+    if "ray" not in sys.modules or not sys.modules["ray"].is_initialized():
+        return
+    if nextitem is None or work_unit(nextitem.nodeid) != "ray" or "ray_cluster" in nextitem.fixturenames:
+        sys.modules["ray"].shutdown()
+
+
 # ====================================================================== parallel workers (pytest-xdist)
 # `make test` runs `-n 2 --dist loadgroup`. The unit of work a worker gets is a test file, so a module-scoped
 # fixture (a trained store, a sandbox pool, a local Ray) is built once, except:

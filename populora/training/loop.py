@@ -17,7 +17,8 @@ from populora.platform import runlayout as rl
 from populora.platform import stopping
 from populora.platform.backends import BackendConfig, LoraSpec, RaySpec, make_backend
 from populora.platform.backends.base import close as close_backend
-from populora.platform.backends.ray import RayVerifier, init_ray
+from populora.platform.backends.ray import init_ray
+from populora.platform.ray_verifier import RayVerifier
 from populora.platform.verifier import Verifier
 from populora.platform.settings_diff import settings_diff
 from populora.training import checkpoint, curriculum, member_models, monitors, operator_stats, periodic_eval, probe, resize, run_log

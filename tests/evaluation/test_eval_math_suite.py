@@ -118,9 +118,9 @@ def test_grading_timeout_is_bounded_and_counted():
         pool.close()
 
 
-def test_grading_in_a_ray_actor_gives_the_main_threads_verdicts():
+def test_grading_in_a_ray_actor_gives_the_main_threads_verdicts(local_ray):
     """Evaluation scaled out on Ray grades in an actor's worker thread: same verdicts as the main thread."""
-    ray = pytest.importorskip("ray", reason="Ray is an optional extra: pip install 'populora[ray]'")
+    ray = local_ray
     from oracle_backend import rewrite_gold
 
     cases = []
@@ -134,14 +134,11 @@ def test_grading_in_a_ray_actor_gives_the_main_threads_verdicts():
         def grade(self, batch):
             return [tuple(G.grade_verdict(out, gold)) for out, gold in batch]
 
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    grader = Grader.remote()
     try:
-        in_ray = ray.get(Grader.remote().grade.remote(cases), timeout=600)
+        in_ray = ray.get(grader.grade.remote(cases), timeout=600)
     finally:
-        if started:
-            ray.shutdown()
+        ray.kill(grader)
     main = [tuple(G.grade_verdict(out, gold)) for out, gold in cases]
     assert [tuple(v) for v in in_ray] == main
     assert [v[0] for v in main] == [True, False] * (len(cases) // 2)

@@ -1,27 +1,27 @@
 """Data-parallel model workers (ray.placement: data_parallel) on a local Ray instance, 2 CPU workers on gloo.
 
 The reference is the one-process ``MultiLoraBackend``: the same update on 2 workers must give its losses, its
-LoRA weights and its optimizer steps; generation on 2 workers must give the completions of 1 worker."""
+LoRA weights and its optimizer steps; generation on 2 workers must give its completions (each row sampled from its
+own seed, as one worker samples them). The tests of ``TestTwoWorkers`` share one pair of workers (``pair``), each
+adding and removing its own adapters; the shared local Ray instance is conftest's ``local_ray``."""
 
 import pytest
 import torch
 
 ray = pytest.importorskip("ray", reason="Ray is an optional extra: pip install 'populora[ray]'")
 
+from conftest import start_local_ray  # noqa: E402
 from populora.platform.backends import AdamConfig, BackendConfig, LoraSpec, RaySpec, TrainSample, make_backend  # noqa: E402
+from populora.platform.backends import generation, seeded_sampling  # noqa: E402
 from populora.platform.backends.data_parallel import DataParallelBackend, WorkerLost  # noqa: E402
 from populora.platform.backends.multilora import MultiLoraBackend  # noqa: E402
 from tolerance import assert_close  # noqa: E402
 
 SPEC = LoraSpec(rank=4)
 UPDATE = dict(micro_batch=2, max_len=64, grad_clip=0.5, log_kl=True, mini_batches=2, clip_ratio=0.2, entropy_coef=0.01)
-
-
-@pytest.fixture(scope="module")
-def local_ray():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
+PROMPTS = [f"def f(x):\n    return x * {i}" + " + 1" * (i % 3) for i in range(6)]
+SAMPLING = dict(max_new_tokens=10, temperature=0.9, top_p=0.95)
+SEED = 5
 
 
 def _dp(workers: int) -> DataParallelBackend:
@@ -30,6 +30,26 @@ def _dp(workers: int) -> DataParallelBackend:
                                                      placement="data_parallel")))
     assert isinstance(backend, DataParallelBackend)
     return backend
+
+
+@pytest.fixture(scope="class")
+def pair():
+    """Two data-parallel workers (~20 s of CPU to start), shared by the tests of ``TestTwoWorkers``; ended after
+    them, as their 1 CPU of the local Ray's 2 is what the training-loop tests' workers reserve."""
+    start_local_ray()
+    backend = _dp(2)
+    yield backend
+    backend.shutdown()
+
+
+@pytest.fixture
+def population(pair, local_ray):
+    """T0 and S0, freshly seeded on ``pair``, removed after the test; ``pair.where()`` rows counted from here."""
+    _population(pair)
+    start = [w["rows"] for w in pair.where()]
+    yield lambda: [{k: w["rows"][k] - s[k] for k in s} for w, s in zip(pair.where(), start)]
+    for name in ("T0", "S0"):
+        pair.remove_adapter(name)
 
 
 def _population(backend) -> None:
@@ -54,18 +74,20 @@ def _step_twice(backend) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def reference(tiny_model):
-    """The one-process update (the existing MultiLoraBackend on the same tiny model and seeds)."""
+    """The one-process generation and update (the existing MultiLoraBackend on the same tiny model and seeds)."""
     model, tok = tiny_model
     backend = MultiLoraBackend(model, tok, SPEC, 2)
     try:
         _population(backend)
+        gens = seeded_sampling.generate(backend, PROMPTS, ["T0"] * len(PROMPTS),
+                                        generation.row_seeds(SEED, len(PROMPTS)), **SAMPLING)
         logprobs = _logprobs(backend)
         stats = _step_twice(backend)
         states = {n: backend.adapter_state(n) for n in ("T0", "S0")}
         optims = {n: backend.optimizer_state(n) for n in ("T0", "S0")}
     finally:
         backend.unwrap()
-    return stats, states, optims, logprobs
+    return stats, states, optims, logprobs, [g.completion_ids for g in gens]
 
 
 def _logprobs(backend):
@@ -73,11 +95,12 @@ def _logprobs(backend):
     return backend.sequence_logprobs("T0", [r.prompt_ids for r in rows], [r.completion_ids for r in rows], 64)
 
 
-def test_one_update_on_two_workers_equals_the_update_in_one_process(local_ray, reference):
-    ref_stats, ref_states, ref_optims, ref_logprobs = reference
-    backend = _dp(2)
-    try:
-        _population(backend)
+class TestTwoWorkers:
+    """The backend on one pair of workers (``pair``), against the one-process ``reference``."""
+
+    def test_one_update_on_two_workers_equals_the_update_in_one_process(self, pair, population, reference):
+        ref_stats, ref_states, ref_optims, ref_logprobs, _ = reference
+        backend = pair
         logp, mask = _logprobs(backend)  # rows dealt over both workers, padded back in the caller's order
         assert torch.equal(mask, ref_logprobs[1])
         # rows padded to other widths on each worker: the head and log-softmax sum in another order
@@ -107,28 +130,18 @@ def test_one_update_on_two_workers_equals_the_update_in_one_process(local_ray, r
             # no silent divergence: both workers hold bit-identical adapters after the all-reduced steps
             first, second = backend.adapter_states(n)
             assert all(torch.equal(first[k], second[k]) for k in first), n
-        assert sum(w["rows"]["trained"] for w in backend.where()) == 2 * 11
-        assert all(w["rows"]["trained"] > 0 for w in backend.where())
-    finally:
-        backend.shutdown()
+        rows = population()
+        assert sum(r["trained"] for r in rows) == 2 * 11
+        assert all(r["trained"] > 0 for r in rows)
 
 
-def test_rows_of_one_adapter_are_generated_on_both_workers_as_on_one(local_ray):
-    prompts = [f"def f(x):\n    return x * {i}" + " + 1" * (i % 3) for i in range(6)]
-    outputs = {}
-    for workers in (1, 2):
-        backend = _dp(workers)
-        try:
-            _population(backend)
-            gens = backend.generate(prompts, ["T0"] * len(prompts), 10, temperature=0.9, top_p=0.95, seed=5)
-            outputs[workers] = [g.completion_ids for g in gens]
-            assert [g.prompt for g in gens] == prompts  # back in the caller's order
-            shares = [w["rows"]["generated"] for w in backend.where()]
-        finally:
-            backend.shutdown()
-    assert shares == [3, 3]  # one adapter's rows, both workers
-    assert outputs[2] == outputs[1]
-    assert len({tuple(c) for c in outputs[1]}) > 1  # rows really sampled, each from its own seed
+    def test_rows_of_one_adapter_are_generated_on_both_workers_as_in_one_process(self, pair, population, reference):
+        gens = pair.generate(PROMPTS, ["T0"] * len(PROMPTS), seed=SEED, **SAMPLING)
+        assert [g.prompt for g in gens] == PROMPTS  # back in the caller's order
+        assert [r["generated"] for r in population()] == [3, 3]  # one adapter's rows, both workers
+        one_process = reference[4]
+        assert [g.completion_ids for g in gens] == one_process
+        assert len({tuple(c) for c in one_process}) > 1  # rows really sampled, each from its own seed
 
 
 # ---------------------------------------------------------------- the training loop on 2 data-parallel workers
@@ -163,7 +176,7 @@ def test_the_single_agent_baseline_trains_on_two_workers(local_ray, mlflow_store
         rows = [w["rows"] for w in trainer.backend.where()]
         assert all(r["generated"] > 0 and r["trained"] > 0 for r in rows), rows  # one adapter, both workers busy
     finally:
-        trainer.backend.shutdown()
+        trainer.close()  # its model and sandbox workers: the next test gets this Ray's CPUs
 
 
 def test_a_worker_lost_mid_step_fails_the_run_and_resume_finishes_it(local_ray, mlflow_store):
@@ -178,6 +191,7 @@ def test_a_worker_lost_mid_step_fails_the_run_and_resume_finishes_it(local_ray, 
     trainer.backend.train_step = lose_a_worker
     with pytest.raises(WorkerLost, match=r"worker 1 of 2 failed during the update.*--resume"):
         trainer.train(progress=False)
+    trainer.close()  # as the CLI does at a run's end: the sandbox worker too
     run = trainer.log.tracker.get_run(trainer.run_id)
     assert run.info.status == "FAILED" and "WorkerLost" in run.data.tags["populora.error"]
     resumed = Trainer.resume(trainer.run_id)
@@ -186,7 +200,7 @@ def test_a_worker_lost_mid_step_fails_the_run_and_resume_finishes_it(local_ray, 
         resumed.train(progress=False)
         _logged_once(resumed)
     finally:
-        resumed.backend.shutdown()
+        resumed.close()
 
 
 def test_bench_scale_prints_step_times_and_the_equality_checks(tmp_path):

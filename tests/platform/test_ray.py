@@ -1,5 +1,5 @@
-"""Scale-out on a local Ray instance (ray.init(num_cpus=2)): a tiny population end to end, and one seeded step
-giving the same result as the local path."""
+"""Scale-out on a local Ray instance (conftest's shared ``local_ray``, 2 CPUs): a tiny population end to end, and
+one seeded step giving the same result as the local path."""
 
 import pytest
 import torch
@@ -16,25 +16,22 @@ TINY = ["steps=2", "model.tiny_random=true", "model.lora_rank=4", "tasks.max_new
         "population.students=2", "ray.cpus_per_model_worker=0.5", "ray.cpus_per_sandbox_worker=0.5"]
 
 
-@pytest.fixture(scope="module")
-def local_ray():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
-
-
 def _step(overrides):
+    """One step: its record, every member's adapter and the backend's class; the run's workers then ended."""
     cfg = config_io.load(TrainConfig, None, TINY + overrides)
     trainer = Trainer.create(cfg)
-    record = trainer.step()
-    states = {m.id: trainer.backend.adapter_state(m.id) for m in trainer.population.alive()}
-    return trainer, record, states
+    try:
+        record = trainer.step()
+        states = {m.id: trainer.backend.adapter_state(m.id) for m in trainer.population.alive()}
+        return type(trainer.backend).__name__, record, states
+    finally:
+        trainer.close()
 
 
 def test_one_seeded_step_on_ray_equals_the_local_path(local_ray, mlflow_store):
     _, local_record, local_states = _step([])
-    trainer, ray_record, ray_states = _step(["ray.address=local", "ray.model_workers=1", "ray.sandbox_workers=2"])
-    assert type(trainer.backend).__name__ == "RayBackend"
+    backend, ray_record, ray_states = _step(["ray.address=local", "ray.model_workers=1", "ray.sandbox_workers=2"])
+    assert backend == "RayBackend"
     assert [t["program"] for t in ray_record["tasks"]] == [t["program"] for t in local_record["tasks"]]
     assert [t["valid"] for t in ray_record["tasks"]] == [t["valid"] for t in local_record["tasks"]]
     assert ray_record["member_metrics"].keys() == local_record["member_metrics"].keys()
@@ -46,8 +43,11 @@ def test_one_seeded_step_on_ray_equals_the_local_path(local_ray, mlflow_store):
 def test_tiny_population_end_to_end_over_two_model_workers(local_ray, mlflow_store):
     cfg = config_io.load(TrainConfig, None, TINY + ["ray.address=local", "ray.model_workers=2", "ray.sandbox_workers=1"])
     trainer = Trainer.create(cfg)
-    assert set(trainer.backend.owner.values()) == {0, 1}  # members really spread over both workers
-    trainer.train(progress=False)
+    try:
+        assert set(trainer.backend.owner.values()) == {0, 1}  # members really spread over both workers
+        trainer.train(progress=False)
+    finally:
+        trainer.close()
     run = trainer.log.tracker.get_run(trainer.run_id)
     assert run.info.status == "FINISHED"
     assert run.data.metrics[STEP_SENTINEL] == 2

@@ -1,4 +1,4 @@
-"""Scale-out with Ray: members spread over model-worker actors, sandbox checks spread over verifier actors.
+"""Scale-out with Ray: members spread over model-worker actors (sandbox checks over verifier actors: ray_verifier.py).
 
 Each ``ModelWorker`` actor (one per GPU on a cluster) holds the frozen base and the batched multi-LoRA adapters of
 the members assigned to it. ``RayBackend`` implements the ``Backend`` protocol and routes each call to the
@@ -28,7 +28,6 @@ from populora.platform.backends.multilora import MultiLoraBackend
 from populora.platform.backends.optimizer import AdamConfig
 from populora.platform.models import load_base, resolve_source
 from populora.platform.ray_settings import PLACEMENTS, RayError, RaySettingError, check_ray, default_placement  # noqa: F401 - their names here too
-from populora.platform.verifier import Verifier
 
 log = logging.getLogger(__name__)
 
@@ -122,37 +121,6 @@ def to_cpu(obj):
     if isinstance(obj, (list, tuple)) and not hasattr(obj, "_fields"):
         return type(obj)(to_cpu(v) for v in obj)
     return obj
-
-
-class _VerifierWorker:
-    def __init__(self, timeout_s: float, memory_mb: int):
-        self.verifier = Verifier(timeout_s=timeout_s, memory_mb=memory_mb)
-
-    def check_many(self, tasks: list):  # Validate / Check jobs (plain dataclasses: Ray pickles them)
-        return self.verifier.check_many(tasks)
-
-
-class RayVerifier:
-    """Verifier interface; requests are split evenly over sandbox actors and answered in order."""
-
-    def __init__(self, ray, workers: int, timeout_s: float, memory_mb: int, cpus: float = 0.5):
-        self.ray = ray
-        actor = ray.remote(num_cpus=cpus)(_VerifierWorker)
-        self.actors = [actor.remote(timeout_s, memory_mb) for _ in range(workers)]
-
-    def close(self) -> None:
-        for a in self.actors:
-            self.ray.kill(a)
-        self.actors = []
-
-    def check_many(self, tasks: list):  # Validate / Check jobs (plain dataclasses: Ray pickles them)
-        n = len(self.actors)
-        chunks = [tasks[i::n] for i in range(n)]
-        results = self.ray.get([a.check_many.remote(c) for a, c in zip(self.actors, chunks) if c])
-        out = [None] * len(tasks)
-        for i, chunk_result in enumerate(results):
-            out[i::n] = chunk_result
-        return out
 
 
 class RayBackend:
