@@ -6,8 +6,10 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # read when huggingface_hub is imported: before populora is
 ROOT = Path(__file__).resolve().parents[1]
+
+from populora.platform.backends.ray import init_ray  # noqa: E402
 
 
 # sqlite stores commit without waiting for the disk, here and in every Python process the tests start (their
@@ -109,10 +111,8 @@ def tiny_backend(tiny_model):
 # pytest_runtest_teardown below. Each test must end the actors it started (backend.shutdown(), trainer.close()).
 def start_local_ray():
     """The shared local Ray instance (2 CPUs), started if this process has none."""
-    ray = pytest.importorskip("ray", reason="Ray is an optional extra: pip install 'populora[ray]'")
-    if not ray.is_initialized():
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    return ray
+    pytest.importorskip("ray", reason="Ray is an optional extra: pip install 'populora[ray]'")
+    return init_ray("local", num_cpus=2)  # the platform's own start: its retries and health checks on a loaded machine
 
 
 @pytest.fixture
@@ -146,7 +146,8 @@ def pytest_runtest_teardown(item, nextitem):
 # - the tests of SPLIT files (long, independent, no module-scoped fixture) go one by one, to either worker.
 # (xdist's own loadgroup reads xdist_group marks by renaming node ids, which pytest 9 no longer allows: the
 # units are made here, from the node ids, by pytest_xdist_make_scheduler.)
-RAY_TESTS = ("tests/platform/test_ray.py", "tests/platform/test_ray_jobs.py", "tests/platform/test_data_parallel.py",
+RAY_JOBS = "tests/platform/test_ray_jobs.py"  # a Ray cluster of its own (ray start), not the shared local instance
+RAY_TESTS = ("tests/platform/test_ray.py", RAY_JOBS, "tests/platform/test_data_parallel.py",
              "tests/training/test_periodic_eval.py::test_members_on_ray_workers_are_scored_as_on_the_local_path",
              "tests/evaluation/test_eval_math_suite.py::test_grading_in_a_ray_actor_gives_the_main_threads_verdicts")
 SPLIT = ("tests/training/test_training_loop.py", "tests/training/test_run_lifecycle.py", "tests/ui/test_ui_jobs.py",
@@ -198,6 +199,8 @@ def unit_order(nodeids: list[str]) -> list[str]:
     units: dict[str, list[str]] = {}
     for nodeid in nodeids:
         units.setdefault(work_unit(nodeid), []).append(nodeid)
+    if "ray" in units:  # the Ray-jobs cluster last, so the shared local Ray of the others starts once
+        units["ray"].sort(key=lambda n: n.startswith(RAY_JOBS))
 
     def rank(unit: str) -> tuple[int, int]:
         listed = [i for i, prefix in enumerate(LONGEST_FIRST) if any(n.startswith(prefix) for n in units[unit])]
