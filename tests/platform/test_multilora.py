@@ -65,6 +65,30 @@ def test_greedy_generation_matches_peft(pair):
     multi.unwrap()
 
 
+def test_generation_gathers_each_layer_s_rows_once_with_the_same_tokens(pair, monkeypatch):
+    """A generate call gathers each layer's per-row A and B once (the router's cache), not once per new token;
+    the tokens are those of gathering at every forward (the cache off), and the cache ends with the call."""
+    from populora.platform.backends import multilora
+
+    multi, _, _ = _multi(pair)
+    prompts, rows = [multi.tokenizer.decode([5, 6, 7, 8]), multi.tokenizer.decode([9, 3])] * 3, NAMES * 2
+    gathers = []
+    original = multilora.MultiLoraLinear._rows
+
+    def counted(layer, idx):
+        cached = multi.router.gathered is not None and layer in multi.router.gathered
+        gathers.append(not cached)
+        return original(layer, idx)
+
+    monkeypatch.setattr(multilora.MultiLoraLinear, "_rows", counted)
+    cached = [g.completion_ids for g in multi.generate(prompts, rows, 8, temperature=1.0, seed=5)]
+    assert sum(gathers) == len(multi.layers) and len(gathers) > len(multi.layers)  # once per layer, many forwards
+    assert multi.router.gathered is None and multi.router.index is None
+    monkeypatch.setattr(multilora, "GATHER_CACHE_BYTES", 0)
+    assert [g.completion_ids for g in multi.generate(prompts, rows, 8, temperature=1.0, seed=5)] == cached
+    multi.unwrap()
+
+
 def test_gradients_equal_separate_per_member_backward(pair):
     multi, _, _ = _multi(pair)
     rows = ["m0", "m1", "m2", "m1"]

@@ -31,6 +31,7 @@ from populora.platform.backends.optimizer import AdamConfig, SlotAdam, make_opti
 from populora.platform.backends.peft_dir import read_peft_dir, write_peft_dir
 from populora.platform.backends.policy_loss import MiniBatch, Tally, UpdateSpec, mini_batches, pad_rows, row_terms
 
+GATHER_CACHE_BYTES = 512 * 2**20  # the most one generate call keeps of its rows' gathered LoRA weights
 AllReduce = Callable[[torch.Tensor], None]  # sums a flat tensor over the data-parallel workers, in place
 
 
@@ -39,7 +40,20 @@ class SlotRouter:
 
     def __init__(self):
         self.index: torch.Tensor | None = None  # (B,) long
+        # During a generate call the slots and the weights stay fixed while every layer runs once per new token:
+        # each layer's rows' (A, B), gathered once, are kept here (layer -> (a, b)) and dropped when it ends, up to
+        # GATHER_CACHE_BYTES in all (past it, layers gather per forward as outside generation).
+        self.gathered: dict[nn.Module, tuple[torch.Tensor, torch.Tensor]] | None = None
+        self.gathered_bytes = 0
 
+    @contextlib.contextmanager
+    def generating(self, index: torch.Tensor):
+        """The rows' slots for one generate call, with the per-call gather cache."""
+        self.index, self.gathered, self.gathered_bytes = index, {}, 0
+        try:
+            yield
+        finally:
+            self.index, self.gathered = None, None
 
     def capture(self) -> torch.Tensor | None:
         return self.index
@@ -67,10 +81,24 @@ class MultiLoraLinear(nn.Module):
         idx = self.router.index
         if idx is None:
             return y
-        a = self.lora_A[idx]                                  # (B, r, in)
-        b = self.lora_B[idx]                                  # (B, out, r)
+        a, b = self._rows(idx)                                # (B, r, in), (B, out, r)
         h = torch.bmm(x.to(a.dtype), a.transpose(1, 2))       # (B, T, r)
         return y + self.scale * torch.bmm(h, b.transpose(1, 2)).to(y.dtype)
+
+    def _rows(self, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Each row's A and B; gathered once per generate call (the router's cache), else per forward."""
+        router = self.router
+        cache = router.gathered
+        if cache is None or torch.is_grad_enabled():
+            return self.lora_A[idx], self.lora_B[idx]
+        rows = cache.get(self)
+        if rows is None:
+            rows = self.lora_A[idx], self.lora_B[idx]
+            size = sum(t.numel() * t.element_size() for t in rows)
+            if router.gathered_bytes + size <= GATHER_CACHE_BYTES:
+                cache[self] = rows
+                router.gathered_bytes += size
+        return rows
 
     def grow(self, slots: int) -> None:
         """Make room for more slots (keeps existing weights; optimizer moments grow alongside)."""
@@ -221,11 +249,8 @@ class MultiLoraBackend:
         return torch.tensor([0 if a is BASE else self.slots[a] for a in adapters], device=self.device)
 
     def _run_generate(self, enc, adapters, kwargs):
-        self.router.index = self._slot_index(adapters)
-        try:
+        with self.router.generating(self._slot_index(adapters)):
             return self.base_model.generate(**enc, **kwargs)
-        finally:
-            self.router.index = None
 
     def _forward_rows(self, adapters, input_ids, attn):
         """The decoder's final hidden states (B, T, H), row i through adapter ``adapters[i]`` (logprobs.py applies
