@@ -38,8 +38,11 @@ TEST_WORKERS ?= 2
 # atomically (models.publish_dir). The venv starts once the main venv is built: two `pip install -e .` at once would
 # both write populora.egg-info here. make test fails when the main venv, the browser, the main suite, the vLLM venv
 # or its tests fail.
+# One torch thread per process (unless the caller set OMP_NUM_THREADS): make test keeps both cores busy with two
+# workers, their trainers and servers and the vLLM tests, so a second thread per process only splits each matmul
+# across a core another process holds and waits for its slower half.
 test:
-	$(MAKE) --no-print-directory -j2 test-main vllm-tests-logged
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(MAKE) --no-print-directory -j2 test-main vllm-tests-logged
 
 VLLM_TEST_LOG ?= $(VLLM_VENV)-tests.log
 
