@@ -61,6 +61,12 @@ def _launch(driver, url: str, shots: Path, name_text: str = "browser-e2e", overr
     _wait_for(driver, lambda: "Started job(s)" in _text(driver), 30, "the launch confirmation")
 
 
+def _away(browser) -> None:
+    """A blank page while a job ends and nothing is read from the app: a page left open redraws its live part
+    every 3-5 s while a job runs (a server rerun and a browser redraw each time)."""
+    browser.get("about:blank")
+
+
 def _stop_a_run(browser, server, shots: Path) -> None:
     """Launch a 1000-step run, press its Stop button once a step is logged: the job ends stopped, its log ends with
     how to resume and holds no traceback, and MLflow has the run KILLED. (1000 tiny steps take many minutes, far
@@ -113,6 +119,7 @@ def _fork_a_run(browser, server, run_id: str, shots: Path) -> None:
     button.click()
     job = _wait_for(browser, lambda: next((j for j in jobs.list_jobs(server["dir"] / "jobs") if j.name.endswith("fork @1")), None),
                     30, "the fork job on disk")
+    _away(browser)
     _wait_for(browser, lambda: job.status in ("finished", "failed", "lost"), 300, "the fork to end")
     assert job.status == "finished", job.log_tail()
     fork = job.run_id
@@ -176,6 +183,7 @@ def _evaluate_from_compare(browser, server, run_id: str, shots: Path) -> None:
     _wait_for(browser, lambda: "pairs scored" in _text(browser) or job.status == "finished", 240, "the job's progress")
     time.sleep(2)
     browser.save_screenshot(str(shots / "compare_eval_launch.png"))
+    _away(browser)
     _wait_for(browser, lambda: job.status in ("finished", "failed"), 400, "the evaluation to end")
     assert job.status == "finished", job.log_tail()
     results = json.loads((Path((Path(job.dir) / runlayout.EVAL_OUT_FILE).read_text()) / "results.json").read_text())
@@ -203,6 +211,7 @@ def test_launch_watch_and_browse_a_run(server, browser, tmp_path):
     _open(browser, f"{url}/?run={run_id}", "Details of run", shots)
     _wait_for(browser, lambda: re.search(r"\b[12]/2\b", _text(browser)), 240, "the run's progress (n/2) on the Runs page")
     browser.save_screenshot(str(shots / "runs_training.png"))
+    _away(browser)
     _wait_for(browser, lambda: job.status in ("finished", "failed"), 240, "the run to end")
     assert job.status == "finished", job.log_tail()
     _open(browser, f"{url}/runs?run={run_id}", "2/2", shots, "runs")  # /runs: a bookmarked address of the Runs page
