@@ -359,8 +359,8 @@ def test_the_ui_asks_for_the_operator_token_before_any_page(monkeypatch, tmp_pat
 
 # ====================================================================== evaluation from the Compare page (AppTest)
 def _train_tiny(tmp_path) -> str:
-    """A finished tiny run (2 steps) in the store the test set, as ``populora train`` leaves it (short proposals
-    and answers: the random model's 128-token proposals of the smoke preset were most of the test's CPU)."""
+    """A finished tiny run (2 steps) in the store the test set, as ``populora train`` leaves it (24-token proposals
+    and 8-token answers, as the other UI tests' runs: the smoke preset's 128 / 48 cost ~7 s of CPU more)."""
     import subprocess
     from pathlib import Path
 
