@@ -58,7 +58,8 @@ def _launch(driver, url: str, shots: Path, name_text: str = "browser-e2e", overr
     button = driver.find_element(By.XPATH, "//button[.//p[normalize-space()='Launch']]")
     driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", button)
     button.click()
-    _wait_for(driver, lambda: "Started job(s)" in _text(driver), 30, "the launch confirmation")
+    # a bound for a loaded machine (the click's rerun writes the config and starts the job), as the baseline flow's
+    _wait_for(driver, lambda: "Started job(s)" in _text(driver), 60, "the launch confirmation")
 
 
 def _away(browser) -> None:
