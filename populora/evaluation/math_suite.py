@@ -78,6 +78,18 @@ def quiet_git_hash() -> str | None:
     return get_commit_from_path(os.getcwd())  # lm-eval's own fallback: a .git dir read without git
 
 
+def versions_only_env_info(storage: dict) -> None:
+    """lm-eval's ``add_env_info`` (lm_eval/loggers/utils.py) without its ``pretty_env_info``: that is torch's
+    ``collect_env``, a ``python -m pip list`` subprocess and system probes, ~3 s of CPU per ``simple_evaluate``
+    call (one per benchmark and adapter), for a report lm-eval only puts in the results dict, which we drop. The
+    versions it also stores are kept."""
+    import lm_eval
+    import transformers
+
+    storage.update({"transformers_version": transformers.__version__,
+                    "lm_eval_version": getattr(lm_eval, "__version__", None)})
+
+
 def evaluate(backend, adapter: str | None, name: str, data_dir: Path, work_dir: Path, gen: GenConfig,
              limit: int | None, progress=None, protocol=None) -> dict:
     """Run one math benchmark for one adapter through lm-eval: accuracy (exact_match under math-verify), the share
@@ -90,6 +102,7 @@ def evaluate(backend, adapter: str | None, name: str, data_dir: Path, work_dir: 
     from lm_eval.tasks import TaskManager
 
     lm_eval.evaluator.get_git_commit_hash = quiet_git_hash
+    lm_eval.evaluator.add_env_info = versions_only_env_info
 
     # lm_eval_model subclasses lm-eval's LM at import: it loads the harness, which `import populora.evaluation`
     # must not (0.7 s), so it comes with lm-eval's own imports above

@@ -160,3 +160,16 @@ def test_lm_eval_git_hash_is_quiet_outside_a_checkout(tmp_path, monkeypatch, cap
     subprocess.run(["git", "-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q", "--allow-empty", "-m", "x"], check=True)
     want = subprocess.run(["git", "describe", "--always"], capture_output=True, text=True, check=True).stdout.strip()
     assert quiet_git_hash() == want
+
+
+def test_a_benchmark_run_skips_lm_evals_environment_report(tmp_path, monkeypatch):
+    """lm-eval's env report ran torch's collect_env (``python -m pip list`` and system probes, ~3 s of CPU) in
+    every ``simple_evaluate``, one per benchmark and adapter; ours keeps the versions and never calls it."""
+    import torch.utils.collect_env
+
+    monkeypatch.setattr(torch.utils.collect_env, "get_pretty_env_info", lambda: pytest.fail("collect_env ran"))
+    r = math_suite.evaluate(OracleBackend("gsm8k"), "S0", "gsm8k", ROOT, tmp_path, GenConfig(max_new_tokens=77), limit=1)
+    assert r["metrics"]["accuracy"] == 1.0
+    storage = {}
+    math_suite.versions_only_env_info(storage)
+    assert storage["transformers_version"] and "pretty_env_info" not in storage

@@ -359,14 +359,16 @@ def test_the_ui_asks_for_the_operator_token_before_any_page(monkeypatch, tmp_pat
 
 # ====================================================================== evaluation from the Compare page (AppTest)
 def _train_tiny(tmp_path) -> str:
-    """A finished tiny run (2 steps) in the store the test set, as ``populora train`` leaves it."""
+    """A finished tiny run (2 steps) in the store the test set, as ``populora train`` leaves it (24-token proposals
+    and 8-token answers, as the other UI tests' runs: the smoke preset's 128 / 48 cost ~7 s of CPU more)."""
     import subprocess
     from pathlib import Path
 
     from mlflow import MlflowClient
 
     out = subprocess.run([sys.executable, "-m", "populora.cli", "train", "--config", "configs/smoke.yaml", "--set",
-                          "model.tiny_random=true", "--set", "steps=2", "--set", f"output_dir={tmp_path / 'runs'}", "--quiet"],
+                          "model.tiny_random=true", "--set", "steps=2", "--set", "tasks.max_new_tokens_propose=24",
+                          "--set", "tasks.max_new_tokens_solve=8", "--set", f"output_dir={tmp_path / 'runs'}", "--quiet"],
                          cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     client = MlflowClient(tracking_uri=__import__("os").environ["MLFLOW_TRACKING_URI"])  # not mlflow's global one
