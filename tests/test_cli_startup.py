@@ -45,3 +45,11 @@ def test_help_loads_no_torch_nor_mlflow(argv):
 @pytest.mark.parametrize("package", ["populora.evaluation", "populora.training"])
 def test_the_packages_the_ui_imports_load_no_model_library(package):
     assert loaded(["import", package]) == []
+
+
+def test_the_entry_point_exits_with_mains_code_and_its_objects_out_of_the_last_collection():
+    # entry() = main(), gc.freeze(), exit: the interpreter's final collection skips what the command loaded
+    probe = ("import atexit, gc\nimport populora.cli as cli\ncli.main = lambda: 3\n"
+             "atexit.register(lambda: print('frozen', gc.get_freeze_count() > 1000))\ncli.entry()")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert out.returncode == 3 and out.stdout.strip() == "frozen True", out

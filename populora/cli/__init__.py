@@ -27,6 +27,7 @@ verifier; ``ui/cli.py``: ui).
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import os
 import sys
@@ -193,3 +194,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
 
+
+def entry() -> None:
+    """The process's entry point (the ``populora`` script, ``python -m populora.cli``): ``main``, then exit.
+
+    Before exiting, ``gc.freeze()``: the interpreter's shutdown runs one last full garbage collection over every
+    object still alive, and a command that loaded torch, transformers and MLflow holds millions; measured 3.9 s
+    of CPU between a run's "done" and its exit on a quiet machine (80 s under load), paid by every job, sweep and
+    test that waits for a ``populora`` process. Frozen objects are out of that collection's reach, and the
+    memory goes back with the process; the atexit handlers (MLflow's flush, the sandbox pool's shutdown) run as
+    before. Not in ``main``: the tests call it in their own long-lived process."""
+    code = main()
+    gc.freeze()
+    sys.exit(code)
