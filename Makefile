@@ -34,8 +34,9 @@ TEST_WORKERS ?= 2
 # (printed if it fails), and its tests (tests/vllm_real) then run beside the main suite too, their output in
 # $(VLLM_TEST_LOG) (its end printed when they finish): the main suite left a core idle about a third of the time
 # (143% CPU of 2 over a fresh-clone run), and the real engine's tests are mostly engine start-up. They share no
-# Ray cluster (none of the tests make test runs in tests/vllm_real starts Ray) and publish the model cache
-# atomically (models.publish_dir). The venv starts once the main venv is built: two `pip install -e .` at once would
+# Ray cluster: the paper path (tests/vllm_real) starts a local instance of its own, the main suite's Ray tests theirs,
+# and none of them may run `ray stop` (it ends every Ray process on the machine; test_ray_jobs ends only its own
+# cluster's). They publish the model cache atomically (models.publish_dir). The venv starts once the main venv is built: two `pip install -e .` at once would
 # both write populora.egg-info here. make test fails when the main venv, the browser, the main suite, the vLLM venv
 # or its tests fail.
 # One torch thread per process (unless the caller set OMP_NUM_THREADS): make test keeps both cores busy with two

@@ -6,8 +6,12 @@ the UI's Stop escalating to SIGKILL, ``ray.kill`` of a lost or stopped worker, t
 the engine's processes were measured to live on as orphans (vLLM 0.32.0's CPU build: still up a minute after
 their parent's SIGKILL), holding on a GPU the memory the next run needs.
 
-So whoever starts such processes calls ``watch(pids)``: a small detached process that polls the starter and,
-once the starter is gone, ends the watched processes (SIGTERM, then SIGKILL after a grace period). Each process
+So whoever starts such processes calls ``follow()`` before the call that starts them: a small detached process
+that polls the starter, keeps the list of the starter's descendants that appeared since (refreshed each poll), and
+once the starter is gone ends them (SIGTERM, then SIGKILL after a grace period). Started *before* the engine is
+built, it also covers a starter killed while the engine was starting (a minute or more; a Stop right after Launch,
+a Ray worker lost then): ``watch(pids)``, started after the call with the pids it made, left those engines running
+(seen when a killed Ray cluster took the data-parallel workers with it mid-start). Each process
 is named by pid and start time, so a reused pid is never signalled. The reaper exits as soon as every watched
 process has ended (a clean close) or it has ended them.
 """
@@ -54,6 +58,35 @@ def watch(pids: list[int], parent: int | None = None) -> subprocess.Popen | None
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
 
 
+def follow(parent: int | None = None, log: str | None = None) -> subprocess.Popen:
+    """Start a reaper now that ends every descendant ``parent`` (default: this process) starts from now on, once
+    ``parent`` is gone; it exits with ``parent``. ``log``: a file it appends each pid it has noted to (tests wait on
+    it)."""
+    owner = _identity(parent or os.getpid())
+    skip = [str(p) for p in children()]
+    return subprocess.Popen([sys.executable, "-m", __name__, "--follow", owner, log or "", *skip],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+
+
+def follow_and_reap(owner: str, skip: set[int], log: str = "") -> int:
+    """While ``owner`` lives, note its descendants (but ``skip`` and this reaper) by pid and start time; once it is
+    gone, end those still alive. Returns how many it had to end."""
+    seen: set[str] = set()
+    skip = skip | {os.getpid()}
+    while (proc := _process(owner)) is not None:
+        try:
+            new = {i for c in proc.children(recursive=True) if c.pid not in skip and (i := _identity(c.pid))} - seen
+        except psutil.Error:
+            new = set()
+        if new and log:
+            with open(log, "a") as f:
+                f.writelines(f"{i.split(':')[0]}\n" for i in sorted(new))
+        seen |= new
+        time.sleep(POLL_S)
+    return _end([p for p in (_process(i) for i in seen) if p is not None])
+
+
 def new_children(before: set[int]) -> list[int]:
     """This process's descendants that were not in ``before`` (pids): what a call just started."""
     return [c.pid for c in psutil.Process().children(recursive=True) if c.pid not in before]
@@ -70,7 +103,10 @@ def reap(owner: str, watched: list[str]) -> int:
         if all(_process(w) is None for w in watched):
             return 0
         time.sleep(POLL_S)
-    alive = [p for p in (_process(w) for w in watched) if p is not None]
+    return _end([p for p in (_process(w) for w in watched) if p is not None])
+
+
+def _end(alive: list[psutil.Process]) -> int:
     for p in alive:
         try:
             p.terminate()
@@ -86,4 +122,7 @@ def reap(owner: str, watched: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    reap(sys.argv[1], sys.argv[2:])
+    if sys.argv[1] == "--follow":
+        follow_and_reap(sys.argv[2], {int(p) for p in sys.argv[4:]}, sys.argv[3])
+    else:
+        reap(sys.argv[1], sys.argv[2:])

@@ -10,6 +10,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 import yaml
 
@@ -34,6 +35,39 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def stop_cluster(ray_tmp: Path, gcs_port: int) -> None:
+    """End this cluster's processes only: those naming its temp dir or its GCS port, and all they started (the
+    raylet's workers, the job supervisors and their drivers). Not ``ray stop``, which ends every Ray process on the
+    machine: the paper path's trainer beside this suite in `make test` (tests/vllm_real) lost its GCS so."""
+    def ours(p: psutil.Process) -> bool:
+        try:
+            return any(str(ray_tmp) in a or a.endswith(f":{gcs_port}") or a == f"--gcs_server_port={gcs_port}"
+                       for a in p.cmdline())
+        except psutil.Error:
+            return False
+
+    me = {os.getpid(), *(p.pid for p in psutil.Process().parents())}
+    roots = [p for p in psutil.process_iter() if p.pid not in me and ours(p)]
+    procs = {}
+    for root in roots:
+        try:
+            procs.update({p.pid: p for p in (root, *root.children(recursive=True))})
+        except psutil.Error:
+            continue
+    for p in procs.values():
+        try:
+            p.terminate()
+        except psutil.Error:
+            pass
+    _, alive = psutil.wait_procs(procs.values(), timeout=15)
+    for p in alive:
+        try:
+            p.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(alive, timeout=15)
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +103,7 @@ def ray_cluster(tmp_path_factory):
         yield address
     finally:
         ray_jobs.client.cache_clear()
-        subprocess.run([str(ray_bin), "stop", "--force"], env=env, capture_output=True, timeout=120)
+        stop_cluster(ray_tmp, gcs)
         shutil.rmtree(ray_tmp, ignore_errors=True)
         for k, v in saved.items():
             os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)

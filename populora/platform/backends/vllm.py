@@ -111,12 +111,12 @@ class VllmBackend:
             log.info("vLLM takes LoRA ranks %s only: max_lora_rank %d for rank-%d adapters (zero-padded, same outputs)",
                      VLLM_LORA_RANKS, max_rank, rank)
         self.can_sleep = sleep_mode_available()
-        before = reaper.children()
+        # the engine core and its worker outlive a SIGKILLed parent (reaper.py): a watcher started before the engine
+        # (a minute or more to start) ends them if this process dies, even before the engine is up
+        self.reaper = reaper.follow()
         self.engine = vllm.LLM(model=model_path, enable_lora=True, max_loras=max_loras, max_lora_rank=max_rank,
                                gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,
                                enable_sleep_mode=self.can_sleep, dtype=dtype, **cpu_kv_cache())
-        # the engine core and its worker outlive a SIGKILLed parent (reaper.py): ended by a watcher if it dies so
-        self.reaper = reaper.watch(reaper.new_children(before))
         self.requests: dict[str, object] = {}
         self.stale: set[str] = set(trainer_backend.adapters)
         self.retired: list[int] = []  # LoRA ids replaced or removed, to drop from the engine before loading new ones
