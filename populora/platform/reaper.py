@@ -12,8 +12,8 @@ once the starter is gone ends them (SIGTERM, then SIGKILL after a grace period).
 built, it also covers a starter killed while the engine was starting (a minute or more; a Stop right after Launch,
 a Ray worker lost then): ``watch(pids)``, started after the call with the pids it made, left those engines running
 (seen when a killed Ray cluster took the data-parallel workers with it mid-start). Each process
-is named by pid and start time, so a reused pid is never signalled. The reaper exits as soon as every watched
-process has ended (a clean close) or it has ended them.
+is named by pid and start time, so a reused pid is never signalled. A following reaper exits with its starter; a
+``watch`` one as soon as every watched process has ended (a clean close) or it has ended them.
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def follow_and_reap(owner: str, skip: set[int], log: str = "") -> int:
                 f.writelines(f"{i.split(':')[0]}\n" for i in sorted(new))
         seen |= new
         time.sleep(POLL_S)
-    return _end([p for p in (_process(i) for i in seen) if p is not None])
+    return end([p for p in (_process(i) for i in seen) if p is not None])
 
 
 def new_children(before: set[int]) -> list[int]:
@@ -103,16 +103,17 @@ def reap(owner: str, watched: list[str]) -> int:
         if all(_process(w) is None for w in watched):
             return 0
         time.sleep(POLL_S)
-    return _end([p for p in (_process(w) for w in watched) if p is not None])
+    return end([p for p in (_process(w) for w in watched) if p is not None])
 
 
-def _end(alive: list[psutil.Process]) -> int:
+def end(alive: list[psutil.Process], grace: float = GRACE_S) -> int:
+    """SIGTERM each of ``alive``, SIGKILL those still up ``grace`` seconds later; returns how many there were."""
     for p in alive:
         try:
             p.terminate()
         except psutil.Error:
             pass
-    _, still = psutil.wait_procs(alive, timeout=GRACE_S)
+    _, still = psutil.wait_procs(alive, timeout=grace)
     for p in still:
         try:
             p.kill()

@@ -19,7 +19,7 @@ pytest.importorskip("ray.job_submission", reason="Ray Jobs need the optional ext
 from conftest import wait_for  # noqa: E402
 from mlflow.tracking import MlflowClient  # noqa: E402
 
-from populora.platform import jobs, ray_jobs, runlayout  # noqa: E402
+from populora.platform import jobs, ray_jobs, reaper, runlayout  # noqa: E402
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -56,18 +56,7 @@ def stop_cluster(ray_tmp: Path, gcs_port: int) -> None:
             procs.update({p.pid: p for p in (root, *root.children(recursive=True))})
         except psutil.Error:
             continue
-    for p in procs.values():
-        try:
-            p.terminate()
-        except psutil.Error:
-            pass
-    _, alive = psutil.wait_procs(procs.values(), timeout=15)
-    for p in alive:
-        try:
-            p.kill()
-        except psutil.Error:
-            pass
-    psutil.wait_procs(alive, timeout=15)
+    reaper.end(list(procs.values()), grace=15)
 
 
 @pytest.fixture(scope="module")

@@ -56,9 +56,7 @@ def _start_local(ray, num_cpus: int | None) -> None:
             if LOCAL_START_TIMEOUT not in str(err) or attempt == LOCAL_START_TRIES:
                 raise
             left = [psutil.Process(pid) for pid in reaper.new_children(before) if psutil.pid_exists(pid)]
-            for p in left:
-                p.kill()
-            psutil.wait_procs(left, timeout=10)
+            reaper.end(left, grace=0)
             log.warning("Ray's local start timed out (try %d of %d; a loaded machine): ended its %d processes, "
                         "starting again", attempt, LOCAL_START_TRIES, len(left))
 
