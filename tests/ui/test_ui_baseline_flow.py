@@ -86,6 +86,17 @@ def _launch_with_baseline(driver, url: str) -> None:
     _wait_for(driver, lambda: "Started job(s)" in _text(driver), 60, "the launch confirmation")
 
 
+def _form_showing(driver, text: str):
+    """The page's form whose text holds ``text``, or None (also while a rerun replaces the element being read)."""
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.common.by import By
+
+    try:
+        return next((f for f in driver.find_elements(By.CSS_SELECTOR, '[data-testid="stForm"]') if text in f.text), None)
+    except StaleElementReferenceException:
+        return None
+
+
 def _evaluate(driver, url: str, run_id: str, baseline: str, shots: Path):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
@@ -94,9 +105,10 @@ def _evaluate(driver, url: str, run_id: str, baseline: str, shots: Path):
 
     _open(driver, f"{url}/compare?run={run_id}", "Training scores", shots)
     assert "No benchmark scores for this run yet" in _text(driver)
-    form = _wait_for(driver, lambda: next(iter(driver.find_elements(By.CSS_SELECTOR, '[data-testid="stForm"]')), None),
-                     60, "the evaluation form")
-    assert f"the baseline picked above ({baseline[:8]})" in form.text, form.text  # the linked run, picked by itself
+    # the linked run, picked by itself; the form's widgets draw one by one after its frame (CI once read the frame
+    # with its first row only), so wait for the checkbox's label rather than read the form once
+    label = f"the baseline picked above ({baseline[:8]})"
+    form = _wait_for(driver, lambda: _form_showing(driver, label), 60, f"the evaluation form with {label!r}")
     picker = form.find_element(By.CSS_SELECTOR, '[data-testid="stMultiSelect"] input')
     _click(driver, picker)
     picker.send_keys(Keys.BACKSPACE)  # drops the default "all"
