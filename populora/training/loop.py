@@ -403,7 +403,7 @@ def backend_config(cfg: TrainConfig, run_dir: Path | None = None) -> BackendConf
         lora=LoraSpec(mc.lora_rank, mc.lora_alpha, mc.lora_dropout, tuple(mc.target_modules)), kind=mc.backend,
         generation=mc.generation, slots=1 if pc.single_agent else pc.teachers + pc.students,
         vllm_gpu_memory=mc.vllm_gpu_memory, vllm_sync_dir=str(Path(run_dir or cfg.output_dir) / ".vllm-adapters"), ray=ray,
-        max_model_len=cfg.optim.max_seq_len,
+        max_model_len=cfg.optim.max_seq_len, vllm_engine=mc.vllm_engine,
         activation_checkpointing=mc.activation_checkpointing)
 
 

@@ -2,6 +2,7 @@
 what runs everywhere is the clear error when vLLM is chosen but missing."""
 
 import importlib.util
+import os
 
 import pytest
 import torch
@@ -143,6 +144,23 @@ def test_without_sleep_mode_the_engine_is_built_without_it_and_never_sleeps(stub
     backend.set_adapter_state("S0", backend.adapter_state("S0"))
     backend.generate(["Hi"], ["S0"], 4, seed=0)
     assert [e for e in stub_vllm.EVENTS if e.startswith(("sleep", "wake"))] == []
+
+
+@pytest.mark.parametrize("engine, cpu, multiprocessing, reaper", [
+    ("auto", False, "1", True), ("auto", True, "0", False), ("process", True, "1", True), ("inline", False, "0", False)])
+def test_the_engine_runs_inline_on_vllms_cpu_build_and_in_its_own_processes_elsewhere(
+        stub_vllm, tmp_path, monkeypatch, engine, cpu, multiprocessing, reaper):
+    """auto: inline on vLLM's CPU build; the environment variable vLLM reads is set for the construction only,
+    and a following reaper starts only where the engine has processes of its own."""
+    monkeypatch.setitem(stub_vllm.PLATFORM, "cpu", cpu)
+    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "7")  # what the caller had: put back after
+    backend = _vllm_backend(tmp_path, vllm_engine=engine)
+    assert backend.engine.multiprocessing == multiprocessing
+    assert os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] == "7"
+    assert backend.inline is (multiprocessing == "0") and (backend.reaper is not None) is reaper
+    monkeypatch.delenv("VLLM_ENABLE_V1_MULTIPROCESSING")
+    _vllm_backend(tmp_path / "again", vllm_engine=engine)
+    assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in os.environ
 
 
 def test_a_replaced_adapters_old_id_leaves_the_engine_before_the_new_one_loads(stub_vllm, tmp_path):

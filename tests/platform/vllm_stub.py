@@ -19,6 +19,9 @@ it, read from upstream source:
 - ``enable_sleep_mode`` only where the platform has it (vllm/config/model.py: "Sleep mode is not supported on
   current platform"); ``vllm.platforms.current_platform.is_sleep_mode_available()`` says (``SLEEP_MODE`` here).
 - ``llm_engine.remove_lora(id)`` / ``list_loras()`` (vllm/v1/engine/llm_engine.py).
+- where the engine runs comes from ``VLLM_ENABLE_V1_MULTIPROCESSING`` in the environment at construction
+  (vllm/envs.py, vllm/platforms/cpu.py); the stub keeps what it saw (``multiprocessing``), and
+  ``vllm.envs.disable_envs_cache`` exists. ``current_platform.is_cpu()`` says ``PLATFORM["cpu"]``.
 
 Every call is appended to ``EVENTS`` (shared with the test, which adds the trainer's calls), and every
 SamplingParams the engine receives to ``LLM.instances[-1].params``.
@@ -26,6 +29,7 @@ SamplingParams the engine receives to ``LLM.instances[-1].params``.
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import types
@@ -38,6 +42,7 @@ MAX_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 EVENTS: list[str] = []
 ASLEEP_GIVE_UP_S = 120  # only a broken backend waits this long (a real engine would wait forever)
 SLEEP_MODE = {"available": True}  # the platform's sleep mode (CUDA: yes; vLLM's CPU build: no)
+PLATFORM = {"cpu": False}  # whether the platform is vLLM's CPU build
 
 
 @dataclass
@@ -74,7 +79,7 @@ class LLM:
     instances: list["LLM"] = []
 
     def __init__(self, model, enable_lora=False, max_loras=1, max_lora_rank=16, gpu_memory_utilization=0.9,
-                 max_model_len=None, enable_sleep_mode=False, dtype="auto"):
+                 max_model_len=None, enable_sleep_mode=False, dtype="auto", kv_cache_memory_bytes=None):
         if max_lora_rank not in MAX_LORA_RANKS:
             raise ValueError(f"max_lora_rank: Input should be {MAX_LORA_RANKS} [input_value={max_lora_rank}]")
         if enable_sleep_mode and not SLEEP_MODE["available"]:
@@ -85,6 +90,7 @@ class LLM:
         self.awake = threading.Event()
         self.awake.set()
         self.llm_engine = self
+        self.multiprocessing = os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING")
         LLM.instances.append(self)
 
     @property
@@ -143,12 +149,16 @@ def install(monkeypatch) -> None:
     vllm.lora, lora.request = lora, request
     platforms = types.ModuleType("vllm.platforms")
     platforms.current_platform = types.SimpleNamespace(is_sleep_mode_available=lambda: SLEEP_MODE["available"],
-                                                       is_cpu=lambda: False)
+                                                       is_cpu=lambda: PLATFORM["cpu"])
     vllm.platforms = platforms
+    envs = types.ModuleType("vllm.envs")
+    envs.disable_envs_cache = lambda: None
+    vllm.envs = envs
     for name, mod in (("vllm", vllm), ("vllm.lora", lora), ("vllm.lora.request", request),
-                      ("vllm.platforms", platforms)):
+                      ("vllm.platforms", platforms), ("vllm.envs", envs)):
         monkeypatch.setitem(sys.modules, name, mod)
     monkeypatch.setitem(SLEEP_MODE, "available", True)
+    monkeypatch.setitem(PLATFORM, "cpu", False)
     EVENTS.clear()
     LLM.instances.clear()
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: EVENTS.append("empty_cache"))

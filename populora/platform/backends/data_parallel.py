@@ -14,11 +14,15 @@ evenly over the workers whatever their adapter:
 * adapter state, optimizer state and saved adapters are read from rank 0 (evolution and checkpoints run on the
   driver from rank 0's copy); what the driver sets (an evolved child, a restored checkpoint) goes to every worker.
 
-The process group is plain ``torch.distributed`` (gloo on CPU, NCCL on GPUs), set up as Ray Train sets up its
-own: rank 0 reports its node IP and a free port, every worker calls ``init_process_group(init_method=
-"tcp://ip:port", rank, world_size, timeout)`` (ray/train/torch/config.py ``_setup_torch_process_group`` and
-``_TorchBackend.on_start``, ray/train/_internal/utils.py ``get_address_and_port``, Ray 2.60). ``ray.util.collective``
-was not used: its gloo group needs ``pygloo`` (not shipped with ray) and its NCCL group ``cupy``.
+The process group is plain ``torch.distributed`` (gloo on CPU, NCCL on GPUs), met as Ray Train meets its own:
+rank 0 reports its node IP and a free port, every worker joins at ``tcp://ip:port`` with its rank, the world size
+and a timeout (ray/train/torch/config.py ``_setup_torch_process_group``, ray/train/_internal/utils.py
+``get_address_and_port``, Ray 2.60). The group is not torch.distributed's default one: a vLLM engine running
+inline in the worker (vllm.py, the default on vLLM's CPU build) has set that up for itself (world size 1), so each
+worker builds its own gloo or NCCL group on a store of its own (``torch.distributed.rendezvous``), as vLLM builds
+its stateless groups (vllm/distributed/utils.py ``stateless_init_torch_distributed_process_group``), and the
+all-reduce goes through it alone. ``ray.util.collective`` was not used: its gloo group needs ``pygloo`` (not
+shipped with ray) and its NCCL group ``cupy``.
 
 A worker lost or failing mid-call ends the call at once (the driver waits on every worker, not in order), kills the
 others (whose adapters may now differ) and raises ``WorkerLost``: the run ends FAILED with its resume line, never
@@ -61,7 +65,8 @@ class _DataParallelWorker(_ModelWorker):
         if vllm is not None:
             self.backend = VllmBackend(self.trainer, vllm["model_path"], Path(vllm["sync_dir"]) / f"rank{rank}",
                                        vllm["max_loras"], spec.rank, vllm["gpu_memory"], vllm["max_model_len"],
-                                       model.get("dtype", "auto"))
+                                       model.get("dtype", "auto"), vllm.get("engine", "auto"))
+        self.group = None  # the gradient all-reduce's own process group (join)
 
     def where(self) -> dict:
         import os
@@ -81,14 +86,22 @@ class _DataParallelWorker(_ModelWorker):
         return f"tcp://{ray.util.get_node_ip_address()}:{port}"
 
     def join(self, url: str, timeout_s: float = COLLECTIVE_TIMEOUT_S) -> str:
+        """This worker's place in the gradient all-reduce's own group (not torch.distributed's default one, which an
+        inline vLLM engine holds): a store at ``url`` (rank 0 serves it), then gloo or NCCL over it."""
         from datetime import timedelta
 
         import torch.distributed as dist
 
-        backend = "nccl" if self.trainer.device.type == "cuda" else "gloo"
-        dist.init_process_group(backend, init_method=url, rank=self.rank, world_size=self.world,
-                                timeout=timedelta(seconds=timeout_s))
-        return backend
+        timeout = timedelta(seconds=timeout_s)
+        store, _, _ = next(dist.rendezvous(url, self.rank, self.world, timeout=timeout))
+        store = dist.PrefixStore("populora-data-parallel", store)
+        if self.trainer.device.type == "cuda":
+            options = dist.ProcessGroupNCCL.Options()
+            options._timeout = timeout
+            self.group = dist.ProcessGroupNCCL(store, self.rank, self.world, options)
+            return "nccl"
+        self.group = dist.ProcessGroupGloo(store, self.rank, self.world, timeout)
+        return "gloo"
 
     def generate_rows(self, prompts, adapters, seeds, max_new_tokens, temperature=1.0, top_p=1.0, stop=(),
                       batch_size=16) -> list[Generation]:
@@ -105,14 +118,13 @@ class _DataParallelWorker(_ModelWorker):
             self.backend.sleep()
             self.backend.stale.update(layout)
         self.rows["trained"] += sum(len(v) for v in batches.values())
-        reduce = lambda flat: dist.all_reduce(flat, op=dist.ReduceOp.SUM)
+        options = dist.AllreduceOptions()
+        options.reduceOp = dist.ReduceOp.SUM
+        reduce = lambda flat: self.group.allreduce([flat], options).wait()
         return self.trainer.update(batches, layout, spec, reduce)
 
     def leave(self) -> None:
-        import torch.distributed as dist
-
-        if dist.is_initialized():
-            dist.destroy_process_group()
+        self.group = None
 
     def close(self) -> None:
         """Stop this worker's vLLM engine (its engine-core process is this actor's child: ``ray.kill`` ends the

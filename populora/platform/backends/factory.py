@@ -14,7 +14,7 @@ from populora.platform.backends.data_parallel import DataParallelBackend
 from populora.platform.backends.multilora import MultiLoraBackend
 from populora.platform.backends.peft import PeftBackend
 from populora.platform.backends.ray import RayBackend, init_ray
-from populora.platform.backends.vllm import VllmBackend
+from populora.platform.backends.vllm import VllmBackend, VllmEngine
 from populora.platform.ray_settings import check_ray
 
 
@@ -46,6 +46,7 @@ class BackendConfig:
     vllm_gpu_memory: float = 0.45      # fraction of GPU memory vLLM may take
     vllm_sync_dir: str = ".vllm-adapters"  # where changed adapters are written for vLLM to load
     max_model_len: int = 8192          # vLLM's longest prompt + completion (training: optim.max_seq_len)
+    vllm_engine: VllmEngine = "auto"   # where vLLM's engine runs: auto (inline on vLLM's CPU build), process, inline
     activation_checkpointing: bool = False  # recompute decoder layers in the backward (checkpointing.py)
     ray: RaySpec | None = None         # None: in this process
 
@@ -74,7 +75,7 @@ def make_backend(config: BackendConfig) -> Backend:
             vllm = None if config.generation != "vllm" else {
                 "model_path": models.cached_source(source, need_weights=True).path_or_id, "sync_dir": config.vllm_sync_dir,
                 "max_loras": vllm_max_loras(config.slots), "gpu_memory": config.vllm_gpu_memory,
-                "max_model_len": config.max_model_len}
+                "max_model_len": config.max_model_len, "engine": config.vllm_engine}
             return DataParallelBackend(init_ray(rs.address, rs.num_cpus), model, tok, config.lora, rs.model_workers,
                                        config.slots, rs.gpus_per_worker, rs.cpus_per_worker, vllm)
         return RayBackend(init_ray(rs.address, rs.num_cpus), model, tok, config.lora, rs.model_workers, config.slots,
@@ -89,5 +90,6 @@ def make_backend(config: BackendConfig) -> Backend:
     if config.generation == "vllm":
         weights = models.cached_source(source, need_weights=True)
         backend = VllmBackend(backend, weights.path_or_id, Path(config.vllm_sync_dir), vllm_max_loras(config.slots),
-                              config.lora.rank, config.vllm_gpu_memory, config.max_model_len, config.dtype)
+                              config.lora.rank, config.vllm_gpu_memory, config.max_model_len, config.dtype,
+                              config.vllm_engine)
     return backend

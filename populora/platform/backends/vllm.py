@@ -23,6 +23,18 @@ adapter is removed (vllm/lora/model_manager.py ``_deactivate_adapter``), and a n
 slot. So the engine gets ``max_loras`` = adapters + 1 (``factory.vllm_max_loras``), and a replaced or removed adapter's
 old id is removed from the engine before its new one is loaded: the adapters then never reach the last slot,
 which stays zero, and a base row is the base model on every platform.
+
+Where the engine runs (``engine``): by default vLLM puts its engine core and its model worker in two processes of
+their own, each importing vLLM and torch again (vLLM's CPU build turns its in-process executor into the
+multi-process one unless ``VLLM_ENABLE_V1_MULTIPROCESSING=0``, vllm/platforms/cpu.py). On a GPU that is what vLLM
+is built and tested for (``process``). On vLLM's CPU build the engine runs inside the process that uses it instead
+(``inline``: vLLM's own ``VLLM_ENABLE_V1_MULTIPROCESSING=0``, engine core in-process, ``uni`` executor): the tiny
+Qwen2 engine started in 13.7 s wall and ~20 s CPU, against 44 s and ~50 s in three processes (the model work is
+under 2 s of either). ``auto`` (the default) is inline on vLLM's CPU build, its own processes elsewhere. Inline,
+vLLM's worker sets up torch.distributed's default process group (world size 1, vllm/distributed/parallel_state.py)
+and replaces ``torch.set_num_threads`` by a no-op in this process (vllm/v1/worker/cpu_worker.py): the
+data-parallel workers' all-reduce has a group of its own (data_parallel.py), and nothing here sets torch's threads
+after the engine starts.
 """
 
 from __future__ import annotations
@@ -30,7 +42,9 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Literal
 
 import torch
 
@@ -57,6 +71,39 @@ def vllm_lora_rank(rank: int) -> int:
         raise ValueError(f"model.lora_rank={rank} is above vLLM's largest LoRA rank ({VLLM_LORA_RANKS[-1]}); "
                          "lower it or set model.generation=torch")
     return fits[0]
+
+
+VllmEngine = Literal["auto", "process", "inline"]
+MULTIPROCESSING = "VLLM_ENABLE_V1_MULTIPROCESSING"
+
+
+def runs_inline(engine: VllmEngine) -> bool:
+    """Whether the engine runs in this process: ``auto`` is inline on vLLM's CPU build only."""
+    if engine == "auto":
+        from vllm.platforms import current_platform
+
+        return current_platform.is_cpu()
+    return engine == "inline"
+
+
+@contextmanager
+def multiprocessing(on: bool):
+    """``VLLM_ENABLE_V1_MULTIPROCESSING`` for one engine's construction, then as it was. vLLM reads it from the
+    environment only: vllm/envs.py (whose values an engine core caches once it starts: the cache is dropped before
+    and after) and os.environ in vllm/platforms/cpu.py; so an engine never sees what another one asked for."""
+    from vllm import envs
+
+    before = os.environ.get(MULTIPROCESSING)
+    os.environ[MULTIPROCESSING] = "1" if on else "0"
+    envs.disable_envs_cache()
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(MULTIPROCESSING, None)
+        else:
+            os.environ[MULTIPROCESSING] = before
+        envs.disable_envs_cache()
 
 
 class VllmUnavailable(RuntimeError):
@@ -101,7 +148,8 @@ class VllmBackend:
     """The ``Backend`` protocol: generation on vLLM, everything else on ``trainer_backend``."""
 
     def __init__(self, trainer_backend: Backend, model_path: str, sync_dir: str | Path, max_loras: int, rank: int,
-                 gpu_memory_utilization: float = 0.45, max_model_len: int = 8192, dtype: str = "auto"):
+                 gpu_memory_utilization: float = 0.45, max_model_len: int = 8192, dtype: str = "auto",
+                 engine: VllmEngine = "auto"):
         vllm, self._LoRARequest = load_vllm()
         self.trainer = trainer_backend
         self.sync_dir = Path(sync_dir)
@@ -111,12 +159,15 @@ class VllmBackend:
             log.info("vLLM takes LoRA ranks %s only: max_lora_rank %d for rank-%d adapters (zero-padded, same outputs)",
                      VLLM_LORA_RANKS, max_rank, rank)
         self.can_sleep = sleep_mode_available()
+        self.inline = runs_inline(engine)
         # the engine core and its worker outlive a SIGKILLed parent (reaper.py): a watcher started before the engine
-        # (a minute or more to start) ends them if this process dies, even before the engine is up
-        self.reaper = reaper.follow()
-        self.engine = vllm.LLM(model=model_path, enable_lora=True, max_loras=max_loras, max_lora_rank=max_rank,
-                               gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,
-                               enable_sleep_mode=self.can_sleep, dtype=dtype, **cpu_kv_cache())
+        # (a minute or more to start) ends them if this process dies, even before the engine is up; an inline
+        # engine starts no process, it dies with this one
+        self.reaper = None if self.inline else reaper.follow()
+        with multiprocessing(not self.inline):
+            self.engine = vllm.LLM(model=model_path, enable_lora=True, max_loras=max_loras, max_lora_rank=max_rank,
+                                   gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,
+                                   enable_sleep_mode=self.can_sleep, dtype=dtype, **cpu_kv_cache())
         self.requests: dict[str, object] = {}
         self.stale: set[str] = set(trainer_backend.adapters)
         self.retired: list[int] = []  # LoRA ids replaced or removed, to drop from the engine before loading new ones
@@ -250,7 +301,9 @@ class VllmBackend:
 
     def close(self) -> None:
         """Stop the engine's processes now (else vLLM stops them at interpreter exit, after pytest or a caller
-        may have closed the streams its shutdown logs to; or never, in a Ray actor that is killed). Idempotent."""
+        may have closed the streams its shutdown logs to; or never, in a Ray actor that is killed); inline, free
+        its model and KV cache and its default process group (vllm/v1/engine/core.py ``shutdown``), so another
+        engine can start in this process. Idempotent."""
         engine, self.engine = getattr(self, "engine", None), None
         if engine is not None:
             engine.llm_engine.engine_core.shutdown()
