@@ -35,10 +35,12 @@ def test_one_step_on_the_embedded_model(mlflow_store, tmp_path):
     from populora.training.loop import Trainer
 
     # seed_rounds=0: the buffers start from the hand-written seed programs (seeding.py), so the step is the test's
-    # only generation; step-0 seeding by the base model cost as much as the step's proposals (its logic: test_prompts)
+    # only generation; step-0 seeding by the base model cost as much as the step's proposals (its logic: test_prompts).
+    # One mini-batch and no KL log: the update's old-policy and base forwards (a third of the step, py-spy) are the
+    # tiny model's to test (test_update_loop, test_logprobs); here the real model's update moves its adapters
     cfg = config_io.load(TrainConfig, None, ["steps=1", "tasks.tasks_per_teacher=4", "tasks.rollouts=4",
                                               "population.teachers=2", "population.students=2", "evolution.every=0",
-                                              "tasks.seed_rounds=0"])
+                                              "tasks.seed_rounds=0", "optim.mini_batches=1", "optim.log_kl=false"])
     trainer = Trainer.create(cfg)
     members = [m.id for m in trainer.population.alive()]
     before = {m: trainer.backend.adapter_state(m) for m in members}
