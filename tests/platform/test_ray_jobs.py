@@ -24,9 +24,11 @@ from populora.platform import jobs, ray_jobs, reaper, runlayout  # noqa: E402
 pytestmark = pytest.mark.timeout(900)
 
 # 1000 steps: many minutes, so the run is still going when the test stops it after its first step (50 steps could
-# all finish between two polls on a fast machine)
+# all finish between two polls on a fast machine); step-0 seeding of one round of 2 proposals per kind (the default
+# costs ~7 s of CPU more, and the tiny model proposes nothing valid either way)
 TINY = {"name": "ray-job", "steps": 1000, "model": {"tiny_random": True, "lora_rank": 4},
-        "tasks": {"max_new_tokens_propose": 24, "max_new_tokens_solve": 8, "tasks_per_teacher": 2},
+        "tasks": {"max_new_tokens_propose": 24, "max_new_tokens_solve": 8, "tasks_per_teacher": 2, "seed_buffer": 2,
+                  "seed_rounds": 1},
         "population": {"teachers": 1, "students": 1},
         "ray": {"address": "auto", "cpus_per_model_worker": 0.5, "cpus_per_sandbox_worker": 0.5, "sandbox_workers": 1}}
 
