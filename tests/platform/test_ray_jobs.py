@@ -16,7 +16,7 @@ import yaml
 
 pytest.importorskip("ray.job_submission", reason="Ray Jobs need the optional extra: pip install 'populora[ray]'")
 
-from conftest import wait_for  # noqa: E402
+from conftest import RAY_TEST_ENV, wait_for  # noqa: E402
 from mlflow.tracking import MlflowClient  # noqa: E402
 
 from populora.platform import jobs, ray_jobs, reaper, runlayout  # noqa: E402
@@ -74,7 +74,8 @@ def ray_cluster(tmp_path_factory):
     ray_tmp = Path(tempfile.mkdtemp(prefix="ray", dir="/tmp"))
     ray_bin = Path(sys.executable).parent / "ray"
     saved = {k: os.environ.get(k) for k in ("RAY_AUTH_MODE", ray_jobs.ENV_ADDRESSES)}
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "RAY_USAGE_STATS_ENABLED": "0"}
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "RAY_USAGE_STATS_ENABLED": "0",
+           **RAY_TEST_ENV}
     gcs, dash = _free_port(), _free_port()
     start = [str(ray_bin), "start", "--head", f"--port={gcs}", "--num-cpus=2", "--include-dashboard=true",
              "--dashboard-host=127.0.0.1", f"--dashboard-port={dash}", f"--temp-dir={ray_tmp}", "--disable-usage-stats"]
