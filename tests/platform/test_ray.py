@@ -11,9 +11,12 @@ from populora.platform.runlayout import STEP_SENTINEL  # noqa: E402
 from populora.training.config import TrainConfig  # noqa: E402
 from populora.training.loop import Trainer  # noqa: E402
 
+# step-0 seeding: one round of 2 proposals per kind (the default, 2 rounds of 8, is ~7 s of CPU per run; the tiny
+# model proposes nothing valid either way, and its buffers fall back to the hand-written programs)
 TINY = ["steps=2", "model.tiny_random=true", "model.lora_rank=4", "tasks.max_new_tokens_propose=24",
-        "tasks.max_new_tokens_solve=8", "tasks.tasks_per_teacher=2", "evolution.every=2", "population.teachers=2",
-        "population.students=2", "ray.cpus_per_model_worker=0.5", "ray.cpus_per_sandbox_worker=0.5"]
+        "tasks.seed_buffer=2", "tasks.seed_rounds=1", "tasks.max_new_tokens_solve=8", "tasks.tasks_per_teacher=2",
+        "evolution.every=2", "population.teachers=2", "population.students=2", "ray.cpus_per_model_worker=0.5",
+        "ray.cpus_per_sandbox_worker=0.5"]
 
 
 def _step(overrides):

@@ -16,7 +16,7 @@ import yaml
 
 pytest.importorskip("ray.job_submission", reason="Ray Jobs need the optional extra: pip install 'populora[ray]'")
 
-from conftest import wait_for  # noqa: E402
+from conftest import RAY_TEST_ENV, wait_for  # noqa: E402
 from mlflow.tracking import MlflowClient  # noqa: E402
 
 from populora.platform import jobs, ray_jobs, reaper, runlayout  # noqa: E402
@@ -24,9 +24,11 @@ from populora.platform import jobs, ray_jobs, reaper, runlayout  # noqa: E402
 pytestmark = pytest.mark.timeout(900)
 
 # 1000 steps: many minutes, so the run is still going when the test stops it after its first step (50 steps could
-# all finish between two polls on a fast machine)
+# all finish between two polls on a fast machine); step-0 seeding of one round of 2 proposals per kind (the default
+# costs ~7 s of CPU more, and the tiny model proposes nothing valid either way)
 TINY = {"name": "ray-job", "steps": 1000, "model": {"tiny_random": True, "lora_rank": 4},
-        "tasks": {"max_new_tokens_propose": 24, "max_new_tokens_solve": 8, "tasks_per_teacher": 2},
+        "tasks": {"max_new_tokens_propose": 24, "max_new_tokens_solve": 8, "tasks_per_teacher": 2, "seed_buffer": 2,
+                  "seed_rounds": 1},
         "population": {"teachers": 1, "students": 1},
         "ray": {"address": "auto", "cpus_per_model_worker": 0.5, "cpus_per_sandbox_worker": 0.5, "sandbox_workers": 1}}
 
@@ -56,7 +58,9 @@ def stop_cluster(ray_tmp: Path, gcs_port: int) -> None:
             procs.update({p.pid: p for p in (root, *root.children(recursive=True))})
         except psutil.Error:
             continue
-    reaper.end(list(procs.values()), grace=15)
+    # 2 s, then SIGKILL: after SIGTERM the raylet, the GCS and the runtime-env agent were seen still up 13-16 s later
+    # (the 15 s this waited were all spent so), and this cluster's state is thrown away with its temp dir
+    reaper.end(list(procs.values()), grace=2)
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +74,8 @@ def ray_cluster(tmp_path_factory):
     ray_tmp = Path(tempfile.mkdtemp(prefix="ray", dir="/tmp"))
     ray_bin = Path(sys.executable).parent / "ray"
     saved = {k: os.environ.get(k) for k in ("RAY_AUTH_MODE", ray_jobs.ENV_ADDRESSES)}
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "RAY_USAGE_STATS_ENABLED": "0"}
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "RAY_USAGE_STATS_ENABLED": "0",
+           **RAY_TEST_ENV}
     gcs, dash = _free_port(), _free_port()
     start = [str(ray_bin), "start", "--head", f"--port={gcs}", "--num-cpus=2", "--include-dashboard=true",
              "--dashboard-host=127.0.0.1", f"--dashboard-port={dash}", f"--temp-dir={ray_tmp}", "--disable-usage-stats"]

@@ -211,7 +211,8 @@ def test_members_on_ray_workers_are_scored_as_on_the_local_path(local_ray, mlflo
 
     tiny = ["steps=1", "model.tiny_random=true", "model.lora_rank=4", "tasks.max_new_tokens_propose=16",
             "tasks.max_new_tokens_solve=8", "tasks.tasks_per_teacher=1", "evolution.every=0", "eval.every=1",
-            "eval.limit=2", "eval.max_new_tokens=6", "ray.cpus_per_model_worker=0.5", "ray.cpus_per_sandbox_worker=0.5"]
+            "eval.limit=2", "eval.max_new_tokens=6", "ray.cpus_per_model_worker=0.5", "ray.cpus_per_sandbox_worker=0.5",
+            "tasks.seed_buffer=2", "tasks.seed_rounds=1"]  # a short step-0 seeding: ~7 s of CPU less per trainer
 
     def completions(trainer) -> dict[str, list[str]]:
         folder = trainer.run_dir / pe.STEPS_DIR / "step_000001" / "samples"
