@@ -109,18 +109,15 @@ def tiny_backend(tiny_model):
 # transformers imported anew): consecutive tests that use a local Ray share one instance, started by the first and
 # shut down once the next test is outside the Ray unit (or brings its own cluster, test_ray_jobs), see
 # pytest_runtest_teardown below. Each test must end the actors it started (backend.shutdown(), trainer.close()).
-# Ray starts its workers (every actor) at niceness 15 (RayConfig worker_niceness, Ray 2.60): on CI's 2 cores, beside
-# the other pytest worker and the vLLM lane at niceness 0, an actor then gets ~1/30 of a core's time (CFS weights 36
-# and 1024), and the Ray unit's tests, whose work is all in actors, crawl (the single-agent data-parallel test beside
-# two busy nice-0 processes: 277 s at 15, 98 s at 0). The tests' Ray instances (this one, test_ray_jobs' cluster)
-# start theirs at 0, as every other process of the suite runs.
+# Ray starts its workers at niceness 15 (ray_config_def.h worker_niceness); the platform's local instance starts them
+# at 0 (backends/ray.py LOCAL_SYSTEM_CONFIG: the single-agent data-parallel test beside two busy nice-0 processes
+# took 277 s at 15, 98 s at 0), and so does test_ray_jobs' `ray start` cluster, through this environment.
 RAY_TEST_ENV = {"RAY_worker_niceness": "0"}
 
 
 def start_local_ray():
     """The shared local Ray instance (2 CPUs), started if this process has none."""
     pytest.importorskip("ray", reason="Ray is an optional extra: pip install 'populora[ray]'")
-    os.environ.update(RAY_TEST_ENV)  # read by the GCS and raylet this starts (and the workers they start)
     return init_ray("local", num_cpus=2)  # the platform's own start: its retries and health checks on a loaded machine
 
 

@@ -31,6 +31,18 @@ def _step(overrides):
         trainer.close()
 
 
+def test_the_local_instance_runs_its_workers_at_the_niceness_of_this_process(local_ray):
+    """Ray's own default is niceness 15 for every worker (the run's training and generation): the platform's local
+    start sets 0 (backends/ray.py LOCAL_SYSTEM_CONFIG)."""
+    @ray.remote(num_cpus=0)
+    def niceness() -> int:
+        import os
+
+        return os.nice(0)
+
+    assert ray.get(niceness.remote()) == 0
+
+
 def test_one_seeded_step_on_ray_equals_the_local_path(local_ray, mlflow_store):
     _, local_record, local_states = _step([])
     backend, ray_record, ray_states = _step(["ray.address=local", "ray.model_workers=1", "ray.sandbox_workers=2"])
