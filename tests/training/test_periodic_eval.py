@@ -123,14 +123,29 @@ def _runs(uri: str) -> list:
     return client.search_runs(exps, max_results=100) if exps else []
 
 
-def _train(tmp_path: Path, name: str, *overrides: str) -> str:
-    uri = f"sqlite:///{tmp_path / name}.db"
-    env = {**__import__("os").environ, "MLFLOW_TRACKING_URI": uri}
-    out = subprocess.run(populora_cmd("train", "--config", str(ROOT / "configs/smoke.yaml"), "--quiet",
-                                      "--set", "model.tiny_random=true", "--set", "steps=2", *overrides),
-                         capture_output=True, text=True, timeout=900, env=env, cwd=tmp_path)
-    assert out.returncode == 0, out.stderr[-3000:]
-    return uri
+# smoke.yaml's population and evolution (6 members by step 2), with short generations: the tiny random model never
+# stops early, so smoke's 128 / 48 tokens per proposal / answer were most of a run's CPU and nothing here needs them
+SHORT = ["--set", "tasks.max_new_tokens_propose=24", "--set", "tasks.max_new_tokens_solve=8"]
+
+
+def _train(tmp_path: Path, runs: dict[str, list[str]]) -> dict[str, str]:
+    """One ``populora train`` per name of ``runs`` (its overrides), each on its own store, all at once (their
+    ~9 s of imports each overlap); returns their stores' URIs by name."""
+    procs = {}
+    for name, overrides in runs.items():
+        uri = f"sqlite:///{tmp_path / name}.db"
+        env = {**__import__("os").environ, "MLFLOW_TRACKING_URI": uri}
+        procs[uri] = subprocess.Popen(populora_cmd("train", "--config", str(ROOT / "configs/smoke.yaml"), "--quiet",
+                                                   "--set", "model.tiny_random=true", "--set", "steps=2", *SHORT, *overrides),
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
+    try:
+        for proc in procs.values():
+            err = proc.communicate(timeout=900)[1]
+            assert proc.returncode == 0, err[-3000:]
+    finally:
+        for proc in procs.values():
+            proc.kill()
+    return dict(zip(runs, procs))
 
 
 def _histories(uri: str) -> dict[tuple[str, str], dict[int, float]]:
@@ -147,14 +162,14 @@ def _histories(uri: str) -> dict[tuple[str, str], dict[int, float]]:
 
 
 @needs_data
-@pytest.mark.slow  # two tiny runs through the CLI, ~1-3 min
+@pytest.mark.slow  # two tiny runs through the CLI at once, ~1 min
 def test_a_run_with_eval_every_1_logs_eval_histories_and_trains_as_without(tmp_path):
     """smoke.yaml evolves at step 2 (half of each role replaced): a replaced member is scored through the step it
     trained last (step 2, before evolution), its child from the step it was born (2); the parent's mean / weakest
     / best at a step are over the members alive after it (as its checkpoint holds them)."""
-    on = _train(tmp_path, "on", "--set", "eval.every=1", "--set", "eval.benchmarks=gsm8k", "--set", "eval.limit=2",
-                "--set", "eval.max_new_tokens=8")
-    off = _train(tmp_path, "off")
+    stores = _train(tmp_path, {"on": ["--set", "eval.every=1", "--set", "eval.benchmarks=gsm8k", "--set", "eval.limit=2",
+                                      "--set", "eval.max_new_tokens=8"], "off": []})
+    on, off = stores["on"], stores["off"]
     (parent,) = [r for r in _runs(on) if rl.PARENT not in r.data.tags]
     assert parent.data.tags[rl.EVAL_EVERY] == "1" and parent.data.tags[rl.EVAL_SUBSET] == "gsm8k@2"
     h = _histories(on)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import populora_cmd, wait_for
+from populora.cli import main
 from populora.platform import jobs, queue
 from populora.platform import runlayout as rl
 from populora.training import sweep
@@ -86,9 +87,11 @@ def test_queue_runs_at_most_k_at_a_time_and_reports_failures(tmp_path):
 
 
 @pytest.mark.slow
-def test_sweep_of_two_mixes_two_seeds_with_baselines_end_to_end(mlflow_store, tmp_path, monkeypatch):
+def test_sweep_of_two_mixes_two_seeds_with_baselines_end_to_end(mlflow_store, tmp_path, monkeypatch, capsys):
     """The whole path, kept cheap (each run is one 1-step training process, mostly imports; two at a time; one
-    benchmark, one problem): 3 configurations (2 mixes + the baseline) x 2 seeds, 2 comparisons per mix."""
+    benchmark, one problem): 3 configurations (2 mixes + the baseline) x 2 seeds, 2 comparisons per mix. The
+    sweep and the evaluation run as processes (the CLI as a user runs it); the resume, the figures and the report
+    in this process through ``populora.cli.main`` (the same commands, without ~9 s of imports each)."""
     monkeypatch.setenv("POPULORA_MAX_PARALLEL_JOBS", "2")  # the machine's queue (1 slot on a CPU) lets two run
     from mlflow import MlflowClient
 
@@ -110,12 +113,12 @@ def test_sweep_of_two_mixes_two_seeds_with_baselines_end_to_end(mlflow_store, tm
         # the driver found the run through its job: the job the trainer linked the run to holds its id
         assert rl.read_run_id(Path(".populora/sweeps", sid, "jobs", r.data.tags[rl.JOB_ID])) == r.info.run_id
 
-    again = subprocess.run(populora_cmd(*args, "--wait"), capture_output=True, text=True, timeout=300)
-    assert again.returncode == 0 and "6 finished earlier, 0 to run" in again.stdout, again.stdout[-2000:]
+    capsys.readouterr()
+    assert main([*args, "--wait"]) == 0
+    again = capsys.readouterr().out
+    assert "6 finished earlier, 0 to run" in again, again[-2000:]
     # the paper's figure set of the real sweep: every arm found through the sweep's tags, the baseline last
-    fig = subprocess.run(populora_cmd("figures", "--sweep", sid, "--out", str(tmp_path / "figs"), "--formats", "png"),
-                         capture_output=True, text=True, timeout=300)
-    assert fig.returncode == 0, fig.stderr[-3000:]
+    assert main(["figures", "--sweep", sid, "--out", str(tmp_path / "figs"), "--formats", "png"]) == 0, capsys.readouterr().err[-3000:]
     figures = json.loads((tmp_path / "figs" / "figures.json").read_text())
     assert list(figures["arms"])[-1] == "baseline" and len(figures["arms"]) == 3
     assert all(len(seeds) == 2 for seeds in figures["arms"].values())
@@ -126,10 +129,11 @@ def test_sweep_of_two_mixes_two_seeds_with_baselines_end_to_end(mlflow_store, tm
     ev = subprocess.run(populora_cmd("eval", "--sweep", sid, "--benchmarks", "gsm8k", "--limit", "1",
                                      "--max-new-tokens", "4"), capture_output=True, text=True, timeout=900)
     assert ev.returncode == 0, ev.stderr[-3000:]
-    rep = subprocess.run(populora_cmd("report", "--sweep", sid, "--json", "--out", str(tmp_path / "rep")),
-                         capture_output=True, text=True, timeout=300)
-    assert rep.returncode == 0, rep.stderr[-3000:]
-    data = _last_json(rep.stdout)
+    capsys.readouterr()
+    code = main(["report", "--sweep", sid, "--json", "--out", str(tmp_path / "rep")])
+    rep = capsys.readouterr()
+    assert code == 0, rep.err[-3000:]
+    data = _last_json(rep.out)
     assert len(data["configs"]) == 3
     for c in data["configs"]:
         assert c["seeds"] == [0, 1]

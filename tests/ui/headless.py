@@ -103,6 +103,23 @@ def wait_on_page(driver, predicate, timeout: float, what: str):
     return wait_for(predicate, timeout, what, detail=lambda: f"; page text:\n{page_text(driver)[-1500:]}")
 
 
+def settle(driver, quiet: float = 0.75, at_most: float = 2.5) -> None:
+    """Wait until the page stops changing (its number of elements, and of charts and drawings, the same for
+    ``quiet`` seconds), at most ``at_most`` seconds: what charts and the graphviz layout take to draw after the
+    script ends (a fixed 2.5 s before; 0.8-2.5 s, ~1.7 s on average, in the
+    browser test)."""
+    def shape():
+        return driver.execute_script("return [document.getElementsByTagName('*').length, "
+                                     "document.querySelectorAll('svg, canvas, img').length]")
+
+    deadline, last, since = time.time() + at_most, shape(), time.time()
+    while time.time() < deadline and time.time() - since < quiet:
+        time.sleep(0.25)
+        now = shape()
+        if now != last:
+            last, since = now, time.time()
+
+
 def open_page(driver, url: str, ready_text: str, shots: Path, name: str | None = None) -> None:
     """Load ``url``, wait until the page shows ``ready_text`` and its script has finished, fail on any exception
     box on the page; with ``name``, save a screenshot ``<shots>/<name>.png``."""
@@ -111,7 +128,7 @@ def open_page(driver, url: str, ready_text: str, shots: Path, name: str | None =
     driver.get(url)
     wait_on_page(driver, lambda: ready_text in page_text(driver) and "Running..." not in page_text(driver), 60,
                  f"{ready_text!r} at {url}")
-    time.sleep(2.5)  # charts and the graphviz layout draw after the script finishes
+    settle(driver)  # charts and the graphviz layout draw after the script finishes
     errors = driver.find_elements(By.CSS_SELECTOR, '[data-testid="stException"]')
     assert not errors, f"{url}: {[e.text[:500] for e in errors]}"
     if name:

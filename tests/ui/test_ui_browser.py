@@ -127,8 +127,11 @@ def _fork_a_run(browser, server, run_id: str, shots: Path) -> None:
     tags = MlflowClient(f"sqlite:///{server['dir'] / 'mlflow.db'}").get_run(fork).data.tags
     assert tags[rl.FORKED_FROM] == run_id and tags[rl.FORK_STEP] == "1" and tags[rl.PROGRESS] == "2/2"
     _open(browser, f"{url}/lineage?run={fork}", "Forked from run", shots, "fork_lineage")
+    fork_point = f"run {run_id[:8]}, up to its step 1: forked here"
+    _wait_for(browser, lambda: fork_point in [t.text for t in browser.find_elements(By.CSS_SELECTOR, "svg text")], 30,
+              "the lineage graph's fork point")  # the graph is drawn after the script ends
     labels = [t.text for t in browser.find_elements(By.CSS_SELECTOR, "svg text")]
-    assert f"run {run_id[:8]}, up to its step 1: forked here" in labels, labels
+    assert fork_point in labels, labels
     assert {"T0", "T1", "S0", "S1"} <= set(labels)  # the parent's initial members, in the fork's lineage
     _open(browser, f"{url}/?run={fork}", "1 setting(s) differ", shots)
     diff = browser.find_element(By.XPATH, "//*[contains(text(), '1 setting(s) differ')]")
