@@ -84,7 +84,7 @@ vllm-venv-logged: venv
 
 # tests/vllm_real: one engine per module; the main venv never collects them (pyproject norecursedirs).
 test-vllm: $(VLLM_VENV)/.installed
-	$(VBIN)/python -m pytest -q --timeout=1200 -p no:cacheprovider -m "not paper" tests/vllm_real
+	$(VBIN)/python -m pytest -q --timeout=1200 -p no:cacheprovider -m "not paper" --durations=10 tests/vllm_real
 
 # tests/vllm_real includes the paper presets end to end at tiny scale on the real vLLM engine in 2 data-parallel Ray
 # workers (test_paper_path.py, scripts/paper_tiny.py). Marked ``paper`` and left to `make test-paper`: the shutdown
