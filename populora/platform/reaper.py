@@ -8,12 +8,11 @@ their parent's SIGKILL), holding on a GPU the memory the next run needs.
 
 So whoever starts such processes calls ``follow()`` before the call that starts them: a small detached process
 that polls the starter, keeps the list of the starter's descendants that appeared since (refreshed each poll), and
-once the starter is gone ends them (SIGTERM, then SIGKILL after a grace period). Started *before* the engine is
-built, it also covers a starter killed while the engine was starting (a minute or more; a Stop right after Launch,
-a Ray worker lost then): ``watch(pids)``, started after the call with the pids it made, left those engines running
-(seen when a killed Ray cluster took the data-parallel workers with it mid-start). Each process
-is named by pid and start time, so a reused pid is never signalled. A following reaper exits with its starter; a
-``watch`` one as soon as every watched process has ended (a clean close) or it has ended them.
+once the starter is gone ends them (SIGTERM, then SIGKILL after a grace period), then exits. Started *before* the
+engine is built, it also covers a starter killed while the engine was starting (a minute or more; a Stop right after
+Launch, a Ray worker lost then): a reaper started after the call with the pids it made left those engines running
+(seen when a killed Ray cluster took the data-parallel workers with it mid-start). Each process is named by pid and
+start time, so a reused pid is never signalled.
 """
 
 from __future__ import annotations
@@ -48,23 +47,13 @@ def _process(identity: str) -> psutil.Process | None:
         return None
 
 
-def watch(pids: list[int], parent: int | None = None) -> subprocess.Popen | None:
-    """Start a reaper that ends ``pids`` once ``parent`` (default: this process) is gone. None if none to watch."""
-    named = [i for i in (_identity(p) for p in pids) if i is not None]
-    if not named:
-        return None
-    owner = _identity(parent or os.getpid())
-    return subprocess.Popen([sys.executable, "-m", __name__, owner, *named], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-
-
 def follow(parent: int | None = None, log: str | None = None) -> subprocess.Popen:
     """Start a reaper now that ends every descendant ``parent`` (default: this process) starts from now on, once
     ``parent`` is gone; it exits with ``parent``. ``log``: a file it appends each pid it has noted to (tests wait on
     it)."""
     owner = _identity(parent or os.getpid())
     skip = [str(p) for p in children()]
-    return subprocess.Popen([sys.executable, "-m", __name__, "--follow", owner, log or "", *skip],
+    return subprocess.Popen([sys.executable, "-m", __name__, owner, log or "", *skip],
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
 
@@ -96,16 +85,6 @@ def children() -> set[int]:
     return {c.pid for c in psutil.Process().children(recursive=True)}
 
 
-def reap(owner: str, watched: list[str]) -> int:
-    """Wait while ``owner`` lives and a watched process does; then end the watched ones still alive. Returns how
-    many it had to end."""
-    while _process(owner) is not None:
-        if all(_process(w) is None for w in watched):
-            return 0
-        time.sleep(POLL_S)
-    return end([p for p in (_process(w) for w in watched) if p is not None])
-
-
 def end(alive: list[psutil.Process], grace: float = GRACE_S) -> int:
     """SIGTERM each of ``alive``, SIGKILL those still up ``grace`` seconds later; returns how many there were."""
     for p in alive:
@@ -123,7 +102,4 @@ def end(alive: list[psutil.Process], grace: float = GRACE_S) -> int:
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "--follow":
-        follow_and_reap(sys.argv[2], {int(p) for p in sys.argv[4:]}, sys.argv[3])
-    else:
-        reap(sys.argv[1], sys.argv[2:])
+    follow_and_reap(sys.argv[1], {int(p) for p in sys.argv[3:]}, sys.argv[2])
