@@ -109,10 +109,6 @@ def tiny_backend(tiny_model):
 # transformers imported anew): consecutive tests that use a local Ray share one instance, started by the first and
 # shut down once the next test is outside the Ray unit (or brings its own cluster, test_ray_jobs), see
 # pytest_runtest_teardown below. Each test must end the actors it started (backend.shutdown(), trainer.close()).
-# Ray starts its workers at niceness 15 (ray_config_def.h worker_niceness); the platform's local instance starts them
-# at 0 (backends/ray.py LOCAL_SYSTEM_CONFIG: the single-agent data-parallel test beside two busy nice-0 processes
-# took 277 s at 15, 98 s at 0), and so does test_ray_jobs' `ray start` cluster, through this environment.
-RAY_TEST_ENV = {"RAY_worker_niceness": "0"}
 
 
 def start_local_ray():

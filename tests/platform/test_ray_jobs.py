@@ -16,12 +16,16 @@ import yaml
 
 pytest.importorskip("ray.job_submission", reason="Ray Jobs need the optional extra: pip install 'populora[ray]'")
 
-from conftest import RAY_TEST_ENV, wait_for  # noqa: E402
+from conftest import wait_for  # noqa: E402
 from mlflow.tracking import MlflowClient  # noqa: E402
 
 from populora.platform import jobs, ray_jobs, reaper, runlayout  # noqa: E402
 
 pytestmark = pytest.mark.timeout(900)
+# Ray starts its workers at niceness 15 (ray_config_def.h worker_niceness); the platform's local instance starts them
+# at 0 (backends/ray.py LOCAL_SYSTEM_CONFIG: a data-parallel test beside two busy nice-0 processes took 277 s at 15,
+# 98 s at 0), and so does this module's `ray start` cluster, through its environment
+RAY_START_ENV = {"RAY_worker_niceness": "0"}
 
 # 1000 steps: many minutes, so the run is still going when the test stops it after its first step (50 steps could
 # all finish between two polls on a fast machine); step-0 seeding of one round of 2 proposals per kind (the default
@@ -75,7 +79,7 @@ def ray_cluster(tmp_path_factory):
     ray_bin = Path(sys.executable).parent / "ray"
     saved = {k: os.environ.get(k) for k in ("RAY_AUTH_MODE", ray_jobs.ENV_ADDRESSES)}
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "RAY_USAGE_STATS_ENABLED": "0",
-           **RAY_TEST_ENV}
+           **RAY_START_ENV}
     gcs, dash = _free_port(), _free_port()
     start = [str(ray_bin), "start", "--head", f"--port={gcs}", "--num-cpus=2", "--include-dashboard=true",
              "--dashboard-host=127.0.0.1", f"--dashboard-port={dash}", f"--temp-dir={ray_tmp}", "--disable-usage-stats"]
