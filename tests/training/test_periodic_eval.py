@@ -135,13 +135,14 @@ def _train(tmp_path: Path, runs: dict[str, list[str]]) -> dict[str, str]:
     for name, overrides in runs.items():
         uri = f"sqlite:///{tmp_path / name}.db"
         env = {**__import__("os").environ, "MLFLOW_TRACKING_URI": uri}
-        procs[uri] = subprocess.Popen(populora_cmd("train", "--config", str(ROOT / "configs/smoke.yaml"), "--quiet",
-                                                   "--set", "model.tiny_random=true", "--set", "steps=2", *SHORT, *overrides),
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
+        with open(tmp_path / f"{name}.err", "w") as err:  # a file, not a pipe: one run's full pipe can't stall it
+            procs[uri] = subprocess.Popen(populora_cmd("train", "--config", str(ROOT / "configs/smoke.yaml"), "--quiet",
+                                                       "--set", "model.tiny_random=true", "--set", "steps=2", *SHORT,
+                                                       *overrides),
+                                          stdout=subprocess.DEVNULL, stderr=err, env=env, cwd=tmp_path)
     try:
-        for proc in procs.values():
-            err = proc.communicate(timeout=900)[1]
-            assert proc.returncode == 0, err[-3000:]
+        for name, proc in zip(runs, procs.values()):
+            assert proc.wait(timeout=900) == 0, (tmp_path / f"{name}.err").read_text()[-3000:]
     finally:
         for proc in procs.values():
             proc.kill()
