@@ -87,7 +87,7 @@ def runs_inline(engine: VllmEngine) -> bool:
 
 
 @contextmanager
-def multiprocessing(on: bool):
+def vllm_multiprocessing(on: bool):
     """``VLLM_ENABLE_V1_MULTIPROCESSING`` for one engine's construction, then as it was. vLLM reads it from the
     environment only: vllm/envs.py (whose values an engine core caches once it starts: the cache is dropped before
     and after) and os.environ in vllm/platforms/cpu.py; so an engine never sees what another one asked for."""
@@ -164,7 +164,7 @@ class VllmBackend:
         # (a minute or more to start) ends them if this process dies, even before the engine is up; an inline
         # engine starts no process, it dies with this one
         self.reaper = None if self.inline else reaper.follow()
-        with multiprocessing(not self.inline):
+        with vllm_multiprocessing(not self.inline):
             self.engine = vllm.LLM(model=model_path, enable_lora=True, max_loras=max_loras, max_lora_rank=max_rank,
                                    gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,
                                    enable_sleep_mode=self.can_sleep, dtype=dtype, **cpu_kv_cache())
