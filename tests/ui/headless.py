@@ -72,20 +72,25 @@ def ui_server(tmp_path: Path, uri: str | None = None, env: dict[str, str] | None
 
 @contextlib.contextmanager
 def chromium(window: str = "1400,1500", page_load_timeout: float = 60):
-    """A headless Chromium (its own fresh profile dir) with a ``window`` of "width,height"; quit on the way out."""
+    """A headless Chromium (its own fresh profile dir, ~24 MB, removed after) with a ``window`` of "width,height";
+    quit on the way out."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
     opts = webdriver.ChromeOptions()
     opts.binary_location = CHROMIUM
-    for flag in FLAGS + [f"--window-size={window}", f"--user-data-dir={tempfile.mkdtemp(prefix='populora-chromium-')}"]:
+    profile = tempfile.mkdtemp(prefix="populora-chromium-")
+    for flag in FLAGS + [f"--window-size={window}", f"--user-data-dir={profile}"]:
         opts.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
     try:
-        driver.set_page_load_timeout(page_load_timeout)
-        yield driver
+        driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+        try:
+            driver.set_page_load_timeout(page_load_timeout)
+            yield driver
+        finally:
+            driver.quit()
     finally:
-        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
 
 
 def page_text(driver) -> str:
@@ -101,6 +106,21 @@ def page_text(driver) -> str:
 def wait_on_page(driver, predicate, timeout: float, what: str):
     """``conftest.wait_for``, its failure showing the end of the page's text."""
     return wait_for(predicate, timeout, what, detail=lambda: f"; page text:\n{page_text(driver)[-1500:]}")
+
+
+def drawn_form(driver, button: str, text: str = ""):
+    """The page's form that shows its ``button`` (a submit button: a form's last widget, so drawn after all the
+    others; a form's frame shows before its widgets, and a test that read it once found its first row only) and
+    ``text``; None until then, and while a rerun replaces the element being read."""
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.common.by import By
+
+    try:
+        return next((f for f in driver.find_elements(By.CSS_SELECTOR, '[data-testid="stForm"]')
+                     if text in f.text and f.find_elements(By.XPATH, f".//button[.//p[normalize-space()='{button}']]")),
+                    None)
+    except StaleElementReferenceException:
+        return None
 
 
 def settle(driver, quiet: float = 0.75, at_most: float = 2.5) -> None:

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 import pytest
-from headless import NEEDS_CHROMIUM, ROOT, chromium, ui_server
+from headless import NEEDS_CHROMIUM, ROOT, chromium, drawn_form, ui_server
 from headless import open_page as _open
 from headless import page_text as _text
 from headless import wait_on_page as _wait_for
@@ -76,25 +76,14 @@ def _launch_with_baseline(driver, url: str) -> None:
     from selenium.webdriver.common.keys import Keys
 
     _open(driver, f"{url}/launch", "Launch a run", Path("."))
-    name = _wait_for(driver, lambda: next(iter(driver.find_elements(By.CSS_SELECTOR, 'input[aria-label="name"]')), None),
-                     60, "the launch form")
+    form = _wait_for(driver, lambda: drawn_form(driver, "Show plan"), 60, "the launch form")
+    name = form.find_element(By.CSS_SELECTOR, 'input[aria-label="name"]')
     name.send_keys(Keys.CONTROL, "a")
     name.send_keys(Keys.BACKSPACE, "flow")
-    driver.find_element(By.TAG_NAME, "textarea").send_keys(TINY)
+    form.find_element(By.TAG_NAME, "textarea").send_keys(TINY)
     _click(driver, driver.find_element(By.XPATH, "//label[.//p[starts-with(normalize-space(), 'Also launch the compute-matched')]]"))
     _click(driver, driver.find_element(By.XPATH, "//button[.//p[normalize-space()='Launch']]"))
     _wait_for(driver, lambda: "Started job(s)" in _text(driver), 60, "the launch confirmation")
-
-
-def _form_showing(driver, text: str):
-    """The page's form whose text holds ``text``, or None (also while a rerun replaces the element being read)."""
-    from selenium.common.exceptions import StaleElementReferenceException
-    from selenium.webdriver.common.by import By
-
-    try:
-        return next((f for f in driver.find_elements(By.CSS_SELECTOR, '[data-testid="stForm"]') if text in f.text), None)
-    except StaleElementReferenceException:
-        return None
 
 
 def _evaluate(driver, url: str, run_id: str, baseline: str, shots: Path):
@@ -105,10 +94,9 @@ def _evaluate(driver, url: str, run_id: str, baseline: str, shots: Path):
 
     _open(driver, f"{url}/compare?run={run_id}", "Training scores", shots)
     assert "No benchmark scores for this run yet" in _text(driver)
-    # the linked run, picked by itself; the form's widgets draw one by one after its frame (CI once read the frame
-    # with its first row only), so wait for the checkbox's label rather than read the form once
+    # the linked run, picked by itself
     label = f"the baseline picked above ({baseline[:8]})"
-    form = _wait_for(driver, lambda: _form_showing(driver, label), 60, f"the evaluation form with {label!r}")
+    form = _wait_for(driver, lambda: drawn_form(driver, "Launch evaluation", label), 60, f"the evaluation form with {label!r}")
     picker = form.find_element(By.CSS_SELECTOR, '[data-testid="stMultiSelect"] input')
     _click(driver, picker)
     picker.send_keys(Keys.BACKSPACE)  # drops the default "all"

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from headless import NEEDS_CHROMIUM, ROOT, chromium, ui_server
+from headless import NEEDS_CHROMIUM, ROOT, chromium, drawn_form, ui_server
 from headless import open_page as _open
 from headless import page_text as _text
 from headless import wait_on_page as _wait_for
@@ -51,10 +51,11 @@ def _launch(driver, url: str, shots: Path, name_text: str = "browser-e2e", overr
     from selenium.webdriver.common.keys import Keys
 
     # the title draws before the form: on a busy machine the form's inputs come seconds later
-    name = _wait_for(driver, lambda: next(iter(driver.find_elements(By.CSS_SELECTOR, 'input[aria-label="name"]')), None), 60, "the launch form")
+    form = _wait_for(driver, lambda: drawn_form(driver, "Show plan"), 60, "the launch form")
+    name = form.find_element(By.CSS_SELECTOR, 'input[aria-label="name"]')
     name.send_keys(Keys.CONTROL, "a")  # clear() does not reach Streamlit's React state
     name.send_keys(Keys.BACKSPACE, name_text)
-    driver.find_element(By.TAG_NAME, "textarea").send_keys(overrides)
+    form.find_element(By.TAG_NAME, "textarea").send_keys(overrides)
     button = driver.find_element(By.XPATH, "//button[.//p[normalize-space()='Launch']]")
     driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", button)
     button.click()
@@ -158,8 +159,7 @@ def _evaluate_from_compare(browser, server, run_id: str, shots: Path) -> None:
     url = server["url"]
     _open(browser, f"{url}/compare?run={run_id}", "Training scores", shots)
     assert "No benchmark scores for this run yet" in _text(browser)
-    form = _wait_for(browser, lambda: next(iter(browser.find_elements(By.CSS_SELECTOR, '[data-testid="stForm"]')), None),
-                     30, "the evaluation form")
+    form = _wait_for(browser, lambda: drawn_form(browser, "Launch evaluation"), 60, "the evaluation form")
     picker = form.find_element(By.CSS_SELECTOR, '[data-testid="stMultiSelect"] input')
     browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", picker)
     picker.click()
