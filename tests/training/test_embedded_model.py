@@ -38,7 +38,7 @@ def test_one_step_on_the_embedded_model(mlflow_store, tmp_path):
     # only generation; step-0 seeding by the base model cost as much as the step's proposals (its logic: test_prompts).
     # One mini-batch and no KL log: the update's old-policy and base forwards (a third of the step, py-spy) are the
     # tiny model's to test (test_update_loop, test_logprobs); here the real model's update moves its adapters
-    cfg = config_io.load(TrainConfig, None, ["steps=1", "tasks.tasks_per_teacher=4", "tasks.rollouts=4",
+    cfg = config_io.load(TrainConfig, None, ["steps=1", "tasks.tasks_per_teacher=4", "tasks.rollouts=2", "tasks.max_new_tokens_propose=128", "tasks.code_f_inputs=4",
                                               "population.teachers=2", "population.students=2", "evolution.every=0",
                                               "tasks.seed_rounds=0", "optim.mini_batches=1", "optim.log_kl=false"])
     trainer = Trainer.create(cfg)
