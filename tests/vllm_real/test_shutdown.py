@@ -26,7 +26,7 @@ pytestmark = pytest.mark.slow
 TINY = ["steps=3", "model.base=tiny-qwen2", "model.generation=vllm", "model.lora_rank=8", "model.device=cpu",
         "tasks.max_new_tokens_propose=16", "tasks.max_new_tokens_solve=8", "tasks.tasks_per_teacher=1",
         "population.teachers=1", "population.students=1", "matchmaking.teachers_per_student=1", "evolution.every=0",
-        "optim.max_seq_len=512",
+        "optim.max_seq_len=512", "tasks.seed_rounds=0",  # the hand-written seed tasks: no step-0 proposals
         # the engine in processes of its own, as on GPUs: what the reaper and Trainer.close must end (inline, the
         # default on vLLM's CPU build, the engine ends with the process that holds it)
         "model.vllm_engine=process"]
