@@ -1,4 +1,7 @@
+import contextlib
+import io
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -9,6 +12,7 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # read when huggingface_hub is imported: before populora is
 ROOT = Path(__file__).resolve().parents[1]
 
+from populora.cli import main as populora_main  # noqa: E402
 from populora.platform.backends.ray import init_ray  # noqa: E402
 
 
@@ -41,6 +45,27 @@ def wait_for(predicate, timeout: float, what: str, interval: float = 0.5, detail
             return value
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}{detail()}")
+
+
+def train_in_process(cwd: Path, uri: str, *args: str) -> list[str]:
+    """``populora train ARGS`` run in this process, in ``cwd`` (its run dirs go there) on the store at ``uri``, as
+    the command does; returns the ids of the runs it trained, in order (its ``run <id>: ...`` lines).
+
+    For tests that only need a store a real run leaves: a ``populora`` subprocess first spends ~10 s of CPU
+    starting Python and importing torch, transformers and MLflow, which this process has loaded already. Tests
+    of the process itself (a stop, a kill, a job) keep the subprocess. The SIGTERM handler ``train`` installs
+    is undone, and the working directory and environment are restored."""
+    out = io.StringIO()
+    handler = signal.getsignal(signal.SIGTERM)
+    with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stdout(out):
+        mp.chdir(cwd)
+        mp.setenv("MLFLOW_TRACKING_URI", uri)
+        try:
+            code = populora_main(["train", *args])
+        finally:
+            signal.signal(signal.SIGTERM, handler)
+    assert code == 0, f"populora train exited {code}:\n{out.getvalue()[-3000:]}"
+    return [line.split()[1].rstrip(":") for line in out.getvalue().splitlines() if line.startswith("run ")]
 
 
 def populora_cmd(*args: str) -> list[str]:

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
+from pathlib import Path
 
 import pytest
+from conftest import train_in_process
 
 from populora.platform import jobs, runlayout
 from populora.training.config import job_slots
+
+ROOT = Path(__file__).resolve().parents[2]
 
 # links itself to its job as the trainer does (runlayout.record_job_run), and prints a decoy run line: the job
 # must not take its run id from the output
@@ -360,21 +365,12 @@ def test_the_ui_asks_for_the_operator_token_before_any_page(monkeypatch, tmp_pat
 # ====================================================================== evaluation from the Compare page (AppTest)
 def _train_tiny(tmp_path) -> str:
     """A finished tiny run (2 steps) in the store the test set, as ``populora train`` leaves it (24-token proposals
-    and 8-token answers, as the other UI tests' runs: the smoke preset's 128 / 48 cost ~7 s of CPU more)."""
-    import subprocess
-    from pathlib import Path
-
-    from mlflow import MlflowClient
-
-    out = subprocess.run([sys.executable, "-m", "populora.cli", "train", "--config", "configs/smoke.yaml", "--set",
-                          "model.tiny_random=true", "--set", "steps=2", "--set", "tasks.max_new_tokens_propose=24",
-                          "--set", "tasks.max_new_tokens_solve=8", "--set", f"output_dir={tmp_path / 'runs'}", "--quiet"],
-                         cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stderr[-3000:]
-    client = MlflowClient(tracking_uri=__import__("os").environ["MLFLOW_TRACKING_URI"])  # not mlflow's global one
-    runs = client.search_runs([e.experiment_id for e in client.search_experiments()],
-                              f"tags.`{runlayout.KIND}` = '{runlayout.POPULATION}'")
-    return runs[0].info.run_id
+    and 8-token answers, as the other UI tests' runs: the smoke preset's 128 / 48 cost ~7 s of CPU more). Trained
+    in this process: the evaluation job is under test, the run is only its input."""
+    (run_id,) = train_in_process(tmp_path, os.environ["MLFLOW_TRACKING_URI"], "--config", str(ROOT / "configs/smoke.yaml"),
+                                 "--set", "model.tiny_random=true", "--set", "steps=2", "--set", "tasks.max_new_tokens_propose=24",
+                                 "--set", "tasks.max_new_tokens_solve=8", "--quiet")
+    return run_id
 
 
 def test_compare_page_launches_an_evaluation_and_shows_its_scores(tmp_path, monkeypatch):
@@ -382,7 +378,6 @@ def test_compare_page_launches_an_evaluation_and_shows_its_scores(tmp_path, monk
     benchmark list under the form, launches ``populora eval`` as a job with what was picked, shows its progress per
     (target, benchmark), and once it ends shows the scores results.json holds."""
     import json
-    from pathlib import Path
 
     import streamlit as st
     from streamlit.testing.v1 import AppTest
@@ -436,8 +431,6 @@ def _submit(at) -> None:
 def test_a_stopped_evaluation_job_resumes_without_redoing_its_finished_pairs(tmp_path):
     """Stop an evaluation job once its first (target, benchmark) pair is stored; the same config launched again
     (the UI's Resume) keeps that pair's file as it was and scores only the rest."""
-    from pathlib import Path
-
     from conftest import wait_for
 
     from populora.evaluation import benchmarks, eval_progress

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import train_in_process
 from headless import NEEDS_CHROMIUM, chromium, ui_server
 from headless import open_page, page_text, wait_on_page
 from streamlit.testing.v1 import AppTest
@@ -25,21 +26,15 @@ LEAGUE = ["--tasks-per-kind", "1", "--proposals-per-round", "1", "--rounds", "1"
           "--boot", "60"]
 
 
-def _train_pair(cwd: Path, env: dict) -> list[str]:
-    """``populora train --baseline``: the population, then its compute-matched baseline, linked (one process)."""
-    out = subprocess.run([sys.executable, "-m", "populora.cli", "train", "--config", str(ROOT / "configs/smoke.yaml"),
-                          "--baseline", *TINY], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, f"populora train failed:\n{out.stdout[-2000:]}\n{out.stderr[-3000:]}"
-    return [line.split()[1].rstrip(":") for line in out.stdout.splitlines() if line.startswith("run ")]
-
-
 @pytest.fixture(scope="module")
 def league(tmp_path_factory) -> dict:
     """Two tiny runs, then ``populora league`` on them through the job queue (``--wait``), once for the module."""
     tmp = tmp_path_factory.mktemp("league_e2e")
     uri = f"sqlite:///{tmp / 'mlflow.db'}"
     env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "POPULORA_JOBS_DIR": str(tmp / "jobs")}
-    population, baseline = _train_pair(tmp, env)
+    # ``populora train --baseline`` (the population, then its compute-matched baseline, linked) in this process:
+    # the league's job is under test, not the trainer's process
+    population, baseline = train_in_process(tmp, uri, "--config", str(ROOT / "configs/smoke.yaml"), "--baseline", *TINY)
     out = subprocess.run([sys.executable, "-m", "populora.cli", "league", "--runs", f"{population},{baseline}", *LEAGUE,
                           "--wait"], cwd=tmp, env=env, capture_output=True, text=True, timeout=600)
     return {"uri": uri, "population": population, "baseline": baseline, "out": out, "dir": tmp}

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import subprocess
-import sys
 import warnings
 from pathlib import Path
 
 import pytest
+from conftest import train_in_process
 
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
@@ -22,30 +21,22 @@ TINY = ["--set", "model.tiny_random=true", "--set", "tasks.max_new_tokens_propos
         "--set", "tasks.tasks_per_teacher=2", "--quiet"]
 
 
-def _train(cwd: Path, env: dict, args: list[str]) -> str:
-    out = subprocess.run([sys.executable, "-m", "populora.cli", "train", *args, *TINY], cwd=cwd, env=env,
-                         capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, f"populora train failed:\n{out.stdout[-2000:]}\n{out.stderr[-3000:]}"
-    first = next(line for line in out.stdout.splitlines() if line.startswith("run "))
-    return first.split()[1].rstrip(":")
-
-
 @pytest.fixture(scope="module")
 def store(tmp_path_factory) -> dict:
     """{"uri", "population", "baseline", "real"}: a real 3-step population run (evolving every step) and a
     2-step baseline run, trained once for the module."""
     tmp = tmp_path_factory.mktemp("ui_store")
     uri = f"sqlite:///{tmp / 'mlflow.db'}"
-    env = {**os.environ, "MLFLOW_TRACKING_URI": uri}
     if importlib.util.find_spec("populora.platform.verifier") is None:
         warnings.warn("populora.platform.verifier is missing: UI tests run on the synthetic store", stacklevel=1)
         import synthetic_store
 
         ids = synthetic_store.build(uri, runs=2, members=4, tasks=24, steps=3)
         return {"uri": uri, "population": ids[1], "baseline": ids[0], "real": False, "dir": tmp}
-    baseline = _train(tmp, env, ["--config", str(ROOT / "configs/baseline.yaml"), "--set", "steps=2"])
-    population = _train(tmp, env, ["--config", str(ROOT / "configs/smoke.yaml"), "--set", "steps=3", "--set", "evolution.every=1",
-                                   "--set", f"baseline_run={baseline}"])
+    # in this process: the pages, not the trainer's process, are under test here
+    (baseline,) = train_in_process(tmp, uri, "--config", str(ROOT / "configs/baseline.yaml"), "--set", "steps=2", *TINY)
+    (population,) = train_in_process(tmp, uri, "--config", str(ROOT / "configs/smoke.yaml"), "--set", "steps=3",
+                                     "--set", "evolution.every=1", "--set", f"baseline_run={baseline}", *TINY)
     return {"uri": uri, "population": population, "baseline": baseline, "real": True, "dir": tmp}
 
 

@@ -9,11 +9,10 @@ One store is synthetic (written by the trainer's RunLog and step_record from mad
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import train_in_process
 
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
@@ -143,11 +142,8 @@ def test_recorded_ratings_on_a_real_tiny_run(tmp_path, monkeypatch):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     monkeypatch.setenv("POPULORA_JOBS_DIR", str(tmp_path / "jobs"))
-    out = subprocess.run([sys.executable, "-m", "populora.cli", "train", "--config", str(ROOT / "configs/smoke.yaml"),
-                          "--set", "steps=2", "--set", "evolution.every=1", "--set", "model.tiny_random=true",
-                          "--set", "tasks.max_new_tokens_propose=24", "--set", "tasks.max_new_tokens_solve=8",
-                          "--set", "tasks.tasks_per_teacher=2", "--quiet"],
-                         cwd=tmp_path, env={**os.environ, "MLFLOW_TRACKING_URI": uri}, capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stderr[-3000:]
-    run_id = next(line for line in out.stdout.splitlines() if line.startswith("run ")).split()[1].rstrip(":")
+    (run_id,) = train_in_process(tmp_path, uri, "--config", str(ROOT / "configs/smoke.yaml"), "--set", "steps=2",
+                                 "--set", "evolution.every=1", "--set", "model.tiny_random=true",
+                                 "--set", "tasks.max_new_tokens_propose=24", "--set", "tasks.max_new_tokens_solve=8",
+                                 "--set", "tasks.tasks_per_teacher=2", "--quiet")
     assert_recorded_ratings(uri, run_id)
