@@ -10,7 +10,7 @@ from collections import Counter
 from pathlib import Path
 
 import yaml
-from conftest import paused_train_cmd, populora_cmd, wait_for_marker
+from conftest import paused_train_cmd, populora_cmd, train_in_process, wait_for_marker
 
 from populora.cli import main
 from populora.platform.config import ConfigError
@@ -40,16 +40,6 @@ def _sentinels(client, run_id):
 
 def _lineage(run_id):
     return rl.read_json(os.environ["MLFLOW_TRACKING_URI"], run_id, rl.LINEAGE)
-
-
-def _train_in_process(*argv: str) -> int:
-    """``populora train ARGV`` in this process (no ~10 s of imports, torch already loaded here), the SIGTERM handler
-    it installs undone."""
-    handler = signal.getsignal(signal.SIGTERM)
-    try:
-        return main(["train", *argv])
-    finally:
-        signal.signal(signal.SIGTERM, handler)
 
 
 def _parent_ids(client) -> set[str]:
@@ -107,7 +97,7 @@ def test_fork_kill_9_resume_fork_of_fork_diff_and_ancestry(mlflow_store, tmp_pat
     each saves ~10 s of imports), the sweep's jobs are processes as ever."""
     # the parent: 2 steps, evolution every step, so its members at step 1 already include a child (with ancestry);
     # from the hand-written seed programs (seeding is not what forks are about)
-    assert _train_in_process("--config", str(ROOT / "configs/smoke.yaml"), "--set", "steps=2", "--set", "evolution.every=1",
+    assert train_in_process("--config", str(ROOT / "configs/smoke.yaml"), "--set", "steps=2", "--set", "evolution.every=1",
                              "--set", "tasks.seed_rounds=0", *TINY, "--quiet") == 0, capsys.readouterr().err[-3000:]
     capsys.readouterr()
     client = _client(mlflow_store)
@@ -135,10 +125,10 @@ def test_fork_kill_9_resume_fork_of_fork_diff_and_ancestry(mlflow_store, tmp_pat
         m: models[(parent, m, s)].model_id for m, s in newest.items()}
 
     # a setting the checkpoint was built with is refused, with the reason, before any run exists
-    assert _train_in_process("--fork", parent, "--step", "1", "--set", "model.lora_rank=8") == 2
+    assert train_in_process("--fork", parent, "--step", "1", "--set", "model.lora_rank=8") == 2
     err = capsys.readouterr().err
     assert "model.lora_rank: 4 -> 8 refused" in err and "rank" in err
-    assert _train_in_process("--fork", parent, "--step", "7", "--set", "optim.lr=3e-5") == 2
+    assert train_in_process("--fork", parent, "--step", "7", "--set", "optim.lr=3e-5") == 2
     assert "no checkpoint of step 7" in capsys.readouterr().err
     assert _parent_ids(client) == {parent}  # nothing half-created
 
@@ -197,7 +187,7 @@ def test_fork_kill_9_resume_fork_of_fork_diff_and_ancestry(mlflow_store, tmp_pat
 
     # a fork of the fork, at its step 2, one step further, resized: teachers 2 -> 1 (the weakest by evolution's
     # rule removed), students 2 -> 3 (a mutation child of the strongest student)
-    assert _train_in_process("--fork", fork, "--step", "2", "--set", "steps=3", "--set", "population.teachers=1",
+    assert train_in_process("--fork", fork, "--step", "2", "--set", "steps=3", "--set", "population.teachers=1",
                              "--set", "population.students=3", "--set", "matchmaking.teachers_per_student=1",
                              "--quiet") == 0, capsys.readouterr().err[-3000:]
     fork2 = _new_run(client, {parent, fork})
