@@ -12,7 +12,7 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # read when huggingface_hub is imported: before populora is
 ROOT = Path(__file__).resolve().parents[1]
 
-from populora.cli import main as populora_main  # noqa: E402
+from populora.cli import main as cli_main  # noqa: E402
 from populora.platform.backends.ray import init_ray  # noqa: E402
 
 
@@ -47,23 +47,15 @@ def wait_for(predicate, timeout: float, what: str, interval: float = 0.5, detail
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}{detail()}")
 
 
-def train_in_process(cwd: Path, uri: str, *args: str) -> list[str]:
-    """``populora train ARGS`` run in this process, in ``cwd`` (its run dirs go there) on the store at ``uri``, as
-    the command does; returns the ids of the runs it trained, in order (its ``run <id>: ...`` lines).
-
-    For tests that only need a store a real run leaves: a ``populora`` subprocess first spends ~10 s of CPU
-    starting Python and importing torch, transformers and MLflow, which this process has loaded already. Tests
-    of the process itself (a stop, a kill, a job) keep the subprocess. The SIGTERM handler ``train`` installs
-    is undone, and the working directory and environment are restored."""
+def trained_runs(cwd: Path, uri: str, *args: str) -> list[str]:
+    """``train_in_process(ARGS)`` in ``cwd`` (its run dirs go there) on the store at ``uri``, as the command does;
+    returns the ids of the runs it trained, in order (its ``run <id>: ...`` lines). For tests that only need a
+    store a real run leaves. The working directory and environment are restored."""
     out = io.StringIO()
-    handler = signal.getsignal(signal.SIGTERM)
     with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stdout(out):
         mp.chdir(cwd)
         mp.setenv("MLFLOW_TRACKING_URI", uri)
-        try:
-            code = populora_main(["train", *args])
-        finally:
-            signal.signal(signal.SIGTERM, handler)
+        code = train_in_process(*args)
     assert code == 0, f"populora train exited {code}:\n{out.getvalue()[-3000:]}"
     return [line.split()[1].rstrip(":") for line in out.getvalue().splitlines() if line.startswith("run ")]
 
@@ -92,6 +84,17 @@ def paused(self, *args, **kwargs):
 setattr(Trainer, method, paused)
 sys.exit(populora.cli.main(sys.argv[4:]))
 """
+
+
+def train_in_process(*argv: str) -> int:
+    """``populora train ARGV`` in the test's process, for a run that only produces a store for later assertions
+    (~10 s of CPU less than a subprocess: torch, transformers and mlflow are imported once); the SIGTERM handler
+    the CLI installs is undone. Where the process is the subject (kill -9, a stop, exit codes), use a subprocess."""
+    handler = signal.getsignal(signal.SIGTERM)
+    try:
+        return cli_main(["train", *argv])
+    finally:
+        signal.signal(signal.SIGTERM, handler)
 
 
 def paused_train_cmd(marker: Path, step: int, *args: str, after: str = "step") -> list[str]:

@@ -17,7 +17,8 @@ from populora.platform import tracking
 
 TINY = ["--set", "model.tiny_random=true", "--set", "model.lora_rank=4",
         "--set", "tasks.max_new_tokens_propose=16", "--set", "tasks.max_new_tokens_solve=8",
-        "--set", "tasks.tasks_per_teacher=1", "--set", "tasks.rollouts=2"]
+        "--set", "tasks.tasks_per_teacher=1", "--set", "tasks.rollouts=2",
+        "--set", "tasks.seed_rounds=0"]  # the seed programs: step-0 seeding (~5 s of CPU a run) is not what's tested
 
 
 def test_locked_writes_are_retried_other_errors_are_not(monkeypatch):

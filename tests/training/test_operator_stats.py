@@ -1,14 +1,15 @@
 """Per-operator evolution statistics: the config that picks operators, the statistics against a lineage worked out
-by hand, and a tiny real run (the CLI in a subprocess) that evolves every step and logs them to MLflow."""
+by hand, and a tiny real run (the CLI, in this process: the run only makes the store checked) that evolves every
+step and logs them to MLflow."""
 
 import json
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import populora_cmd
+from conftest import train_in_process
 
+from populora.cli import main
 from populora.platform import operator_table
 from populora.platform import runlayout as rl
 from populora.platform.config import ConfigError
@@ -85,15 +86,13 @@ TINY = ["--set", "model.tiny_random=true", "--set", "model.lora_rank=4",
         "--set", "tasks.tasks_per_teacher=1", "--set", "tasks.rollouts=1"]
 
 
-def test_a_tiny_run_evolving_every_step_uses_many_operators_and_logs_their_statistics(mlflow_store, tmp_path):
+def test_a_tiny_run_evolving_every_step_uses_many_operators_and_logs_their_statistics(mlflow_store, tmp_path, capsys):
     from mlflow import MlflowClient
 
-    out = subprocess.run(populora_cmd("train", "--config", str(Path(__file__).parents[2] / "configs/smoke.yaml"),
-                                      "--set", "steps=3", "--set", "evolution.every=1", "--set", "evolution.replace_fraction=0.5",
-                                      "--set", "population.teachers=4", "--set", "population.students=4",
-                                      "--set", "evolution.crossover_prob=0.5", "--set", "seed=3", *TINY, "--quiet"),
-                         capture_output=True, text=True, timeout=900)
-    assert out.returncode == 0, out.stderr[-3000:]
+    assert train_in_process("--config", str(Path(__file__).parents[2] / "configs/smoke.yaml"),
+                            "--set", "steps=3", "--set", "evolution.every=1", "--set", "evolution.replace_fraction=0.5",
+                            "--set", "population.teachers=4", "--set", "population.students=4",
+                            "--set", "evolution.crossover_prob=0.5", "--set", "seed=3", *TINY, "--quiet") == 0
     client = MlflowClient(tracking_uri=mlflow_store)
     exp = client.get_experiment_by_name("populora")
     parent = next(r for r in client.search_runs([exp.experiment_id]) if rl.PARENT not in r.data.tags)
@@ -124,8 +123,10 @@ def test_a_tiny_run_evolving_every_step_uses_many_operators_and_logs_their_stati
     history = client.get_metric_history(parent.info.run_id, operator_table.key(born[0]["operator"], "children"))
     assert [m.step for m in history][0] == born[0]["step"]
     # populora report --run prints the table (it needs no evaluation, which this run does not have)
-    report = subprocess.run(populora_cmd("report", "--run", parent.info.run_id), capture_output=True, text=True, timeout=300)
-    lines = {line.split()[0]: line for line in report.stdout.splitlines() if line.split() and line.split()[0] in FAMILY}
-    assert set(lines) == used and report.returncode != 0 and "no evaluation results" in report.stderr
+    capsys.readouterr()
+    code = main(["report", "--run", parent.info.run_id])
+    report = capsys.readouterr()
+    lines = {line.split()[0]: line for line in report.out.splitlines() if line.split() and line.split()[0] in FAMILY}
+    assert set(lines) == used and code != 0 and "no evaluation results" in report.err
     for op in used:
         assert lines[op].split()[1] == str(table[op]["children"])

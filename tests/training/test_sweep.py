@@ -2,6 +2,7 @@
 through the real CLI: sweep --wait, resume (nothing re-run), eval --sweep, report --sweep --json."""
 
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -21,7 +22,7 @@ MIXES = ["--grid", "population.teachers,population.students=1:1,2:2"]
 TINY = ["--set", "steps=1", "--set", "evolution.every=0", "--set", "matchmaking.teachers_per_student=1", "--set", "model.tiny_random=true", "--set", "model.lora_rank=4",
         "--set", "tasks.max_new_tokens_propose=16", "--set", "tasks.max_new_tokens_solve=8",
         "--set", "tasks.tasks_per_teacher=1", "--set", "tasks.rollouts=1", "--set", "tasks.references=0",
-        "--set", "optim.log_kl=false"]
+        "--set", "optim.log_kl=false", "--set", "tasks.seed_rounds=0"]  # the seed programs: seeding is not a sweep's concern
 # the end-to-end sweep's two mixes: as small as a population gets (2 and 3 members), so fewer adapters to evaluate
 SMALL_MIXES = ["--grid", "population.teachers,population.students=1:1,1:2"]
 
@@ -90,17 +91,20 @@ def test_queue_runs_at_most_k_at_a_time_and_reports_failures(tmp_path):
 def test_sweep_of_two_mixes_two_seeds_with_baselines_end_to_end(mlflow_store, tmp_path, monkeypatch, capsys):
     """The whole path, kept cheap (each run is one 1-step training process, mostly imports; two at a time; one
     benchmark, one problem): 3 configurations (2 mixes + the baseline) x 2 seeds, 2 comparisons per mix. The
-    sweep and the evaluation run as processes (the CLI as a user runs it); the resume, the figures and the report
-    in this process through ``populora.cli.main`` (the same commands, without ~9 s of imports each)."""
+    sweep's runs are jobs (processes, as a user's are); the sweep's driver, its resume, the figures, the evaluation
+    and the report run in this process through ``populora.cli.main`` (the same commands, without ~10 s of imports
+    each: nothing checked here depends on their process boundary)."""
     monkeypatch.setenv("POPULORA_MAX_PARALLEL_JOBS", "2")  # the machine's queue (1 slot on a CPU) lets two run
     from mlflow import MlflowClient
 
     from populora.evaluation import benchmarks as B
 
     args = ["sweep", "--config", SMOKE, *SMALL_MIXES, "--seeds", "2", "--baseline", "--parallel", "2", *TINY]
-    out = subprocess.run(populora_cmd(*args, "--wait", "--json"), capture_output=True, text=True, timeout=900)
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    sid = _last_json(out.stdout)["sweep"]
+    capsys.readouterr()
+    code = main([*args, "--wait", "--json"])
+    out = capsys.readouterr()
+    assert code == 0, out.out[-3000:] + out.err[-3000:]
+    sid = _last_json(out.out)["sweep"]
     client = MlflowClient(mlflow_store)
     runs = client.search_runs([e.experiment_id for e in client.search_experiments()], f"tags.`{rl.SWEEP}` = '{sid}'")
     runs = [r for r in runs if rl.PARENT not in r.data.tags]
@@ -126,9 +130,13 @@ def test_sweep_of_two_mixes_two_seeds_with_baselines_end_to_end(mlflow_store, tm
 
     if not (B.data_dir() / B.CHECKSUMS).is_file():
         pytest.skip("no benchmark data: the evaluation half needs it")
-    ev = subprocess.run(populora_cmd("eval", "--sweep", sid, "--benchmarks", "gsm8k", "--limit", "1",
-                                     "--max-new-tokens", "4"), capture_output=True, text=True, timeout=900)
-    assert ev.returncode == 0, ev.stderr[-3000:]
+    capsys.readouterr()
+    handler = signal.getsignal(signal.SIGTERM)
+    try:
+        code = main(["eval", "--sweep", sid, "--benchmarks", "gsm8k", "--limit", "1", "--max-new-tokens", "4"])
+    finally:  # eval turns SIGTERM into a stop, for this process: undone
+        signal.signal(signal.SIGTERM, handler)
+    assert code == 0, capsys.readouterr().err[-3000:]
     capsys.readouterr()
     code = main(["report", "--sweep", sid, "--json", "--out", str(tmp_path / "rep")])
     rep = capsys.readouterr()

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import train_in_process
+from conftest import trained_runs
 
 from populora.platform import jobs, runlayout
 from populora.training.config import job_slots
@@ -367,7 +367,7 @@ def _train_tiny(tmp_path) -> str:
     """A finished tiny run (2 steps) in the store the test set, as ``populora train`` leaves it (24-token proposals
     and 8-token answers, as the other UI tests' runs: the smoke preset's 128 / 48 cost ~7 s of CPU more). Trained
     in this process: the evaluation job is under test, the run is only its input."""
-    (run_id,) = train_in_process(tmp_path, os.environ["MLFLOW_TRACKING_URI"], "--config", str(ROOT / "configs/smoke.yaml"),
+    (run_id,) = trained_runs(tmp_path, os.environ["MLFLOW_TRACKING_URI"], "--config", str(ROOT / "configs/smoke.yaml"),
                                  "--set", "model.tiny_random=true", "--set", "steps=2", "--set", "tasks.max_new_tokens_propose=24",
                                  "--set", "tasks.max_new_tokens_solve=8", "--quiet")
     return run_id

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import train_in_process
+from conftest import trained_runs
 from headless import NEEDS_CHROMIUM, chromium, ui_server
 from headless import open_page, page_text, wait_on_page
 from streamlit.testing.v1 import AppTest
@@ -34,7 +34,7 @@ def league(tmp_path_factory) -> dict:
     env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "POPULORA_JOBS_DIR": str(tmp / "jobs")}
     # ``populora train --baseline`` (the population, then its compute-matched baseline, linked) in this process:
     # the league's job is under test, not the trainer's process
-    population, baseline = train_in_process(tmp, uri, "--config", str(ROOT / "configs/smoke.yaml"), "--baseline", *TINY)
+    population, baseline = trained_runs(tmp, uri, "--config", str(ROOT / "configs/smoke.yaml"), "--baseline", *TINY)
     out = subprocess.run([sys.executable, "-m", "populora.cli", "league", "--runs", f"{population},{baseline}", *LEAGUE,
                           "--wait"], cwd=tmp, env=env, capture_output=True, text=True, timeout=600)
     return {"uri": uri, "population": population, "baseline": baseline, "out": out, "dir": tmp}

@@ -8,7 +8,7 @@ import warnings
 from pathlib import Path
 
 import pytest
-from conftest import train_in_process
+from conftest import trained_runs
 
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
@@ -34,8 +34,8 @@ def store(tmp_path_factory) -> dict:
         ids = synthetic_store.build(uri, runs=2, members=4, tasks=24, steps=3)
         return {"uri": uri, "population": ids[1], "baseline": ids[0], "real": False, "dir": tmp}
     # in this process: the pages, not the trainer's process, are under test here
-    (baseline,) = train_in_process(tmp, uri, "--config", str(ROOT / "configs/baseline.yaml"), "--set", "steps=2", *TINY)
-    (population,) = train_in_process(tmp, uri, "--config", str(ROOT / "configs/smoke.yaml"), "--set", "steps=3",
+    (baseline,) = trained_runs(tmp, uri, "--config", str(ROOT / "configs/baseline.yaml"), "--set", "steps=2", *TINY)
+    (population,) = trained_runs(tmp, uri, "--config", str(ROOT / "configs/smoke.yaml"), "--set", "steps=3",
                                      "--set", "evolution.every=1", "--set", f"baseline_run={baseline}", *TINY)
     return {"uri": uri, "population": population, "baseline": baseline, "real": True, "dir": tmp}
 

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import train_in_process
+from conftest import trained_runs
 
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
@@ -142,7 +142,7 @@ def test_recorded_ratings_on_a_real_tiny_run(tmp_path, monkeypatch):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     monkeypatch.setenv("POPULORA_JOBS_DIR", str(tmp_path / "jobs"))
-    (run_id,) = train_in_process(tmp_path, uri, "--config", str(ROOT / "configs/smoke.yaml"), "--set", "steps=2",
+    (run_id,) = trained_runs(tmp_path, uri, "--config", str(ROOT / "configs/smoke.yaml"), "--set", "steps=2",
                                  "--set", "evolution.every=1", "--set", "model.tiny_random=true",
                                  "--set", "tasks.max_new_tokens_propose=24", "--set", "tasks.max_new_tokens_solve=8",
                                  "--set", "tasks.tasks_per_teacher=2", "--quiet")
