@@ -28,6 +28,8 @@ ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM, CHROMEDRIVER = shutil.which("chromium") or "/usr/bin/chromium", shutil.which("chromedriver") or "/usr/bin/chromedriver"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
          "--disable-component-update", "--disable-sync", "--disable-quic"]
+# the fields the browser tests fill: the launch form's run name, the evaluation form's benchmark picker and limit
+NAME, PICKER, LIMIT = 'input[aria-label="name"]', '[data-testid="stMultiSelect"] input', 'input[aria-label^="limit"]'
 NEEDS_CHROMIUM = pytest.mark.skipif(
     not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)),
     reason="headless browser test needs Debian chromium + chromium-driver: run scripts/install-browser.sh")
@@ -108,17 +110,21 @@ def wait_on_page(driver, predicate, timeout: float, what: str):
     return wait_for(predicate, timeout, what, detail=lambda: f"; page text:\n{page_text(driver)[-1500:]}")
 
 
-def drawn_form(driver, button: str, text: str = ""):
-    """The page's form that shows its ``button`` (a submit button: a form's last widget, so drawn after all the
-    others; a form's frame shows before its widgets, and a test that read it once found its first row only) and
-    ``text``; None until then, and while a rerun replaces the element being read."""
+def drawn_form(driver, button: str, text: str = "", fields: tuple[str, ...] = ()):
+    """The page's form that shows its ``button`` (a submit button: a form's last widget), ``text`` and an element
+    for each CSS selector of ``fields``; None until then, and while a rerun replaces the element being read. (A
+    form's frame shows before its widgets: a test that read it once found its first row only; and CI once found a
+    launch form's button but not yet its name field, on a loaded machine: so the fields a test fills are waited
+    for too.)"""
     from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
 
     try:
-        return next((f for f in driver.find_elements(By.CSS_SELECTOR, '[data-testid="stForm"]')
-                     if text in f.text and f.find_elements(By.XPATH, f".//button[.//p[normalize-space()='{button}']]")),
-                    None)
+        for form in driver.find_elements(By.CSS_SELECTOR, '[data-testid="stForm"]'):
+            if (text in form.text and form.find_elements(By.XPATH, f".//button[.//p[normalize-space()='{button}']]")
+                    and all(form.find_elements(By.CSS_SELECTOR, css) for css in fields)):
+                return form
+        return None
     except StaleElementReferenceException:
         return None
 

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 import pytest
-from headless import NEEDS_CHROMIUM, ROOT, chromium, drawn_form, ui_server
+from headless import LIMIT, NAME, NEEDS_CHROMIUM, PICKER, ROOT, chromium, drawn_form, ui_server
 from headless import open_page as _open
 from headless import page_text as _text
 from headless import wait_on_page as _wait_for
@@ -76,8 +76,8 @@ def _launch_with_baseline(driver, url: str) -> None:
     from selenium.webdriver.common.keys import Keys
 
     _open(driver, f"{url}/launch", "Launch a run", Path("."))
-    form = _wait_for(driver, lambda: drawn_form(driver, "Show plan"), 60, "the launch form")
-    name = form.find_element(By.CSS_SELECTOR, 'input[aria-label="name"]')
+    form = _wait_for(driver, lambda: drawn_form(driver, "Show plan", fields=(NAME, "textarea")), 60, "the launch form")
+    name = form.find_element(By.CSS_SELECTOR, NAME)
     name.send_keys(Keys.CONTROL, "a")
     name.send_keys(Keys.BACKSPACE, "flow")
     form.find_element(By.TAG_NAME, "textarea").send_keys(TINY)
@@ -96,14 +96,14 @@ def _evaluate(driver, url: str, run_id: str, baseline: str, shots: Path):
     assert "No benchmark scores for this run yet" in _text(driver)
     # the linked run, picked by itself
     label = f"the baseline picked above ({baseline[:8]})"
-    form = _wait_for(driver, lambda: drawn_form(driver, "Launch evaluation", label), 60, f"the evaluation form with {label!r}")
-    picker = form.find_element(By.CSS_SELECTOR, '[data-testid="stMultiSelect"] input')
+    form = _wait_for(driver, lambda: drawn_form(driver, "Launch evaluation", label, (PICKER, LIMIT)), 60, f"the evaluation form with {label!r}")
+    picker = form.find_element(By.CSS_SELECTOR, PICKER)
     _click(driver, picker)
     picker.send_keys(Keys.BACKSPACE)  # drops the default "all"
     for name in BENCHMARKS.split(","):
         picker.send_keys(name, Keys.ENTER)
     picker.send_keys(Keys.ESCAPE)
-    limit = form.find_element(By.CSS_SELECTOR, 'input[aria-label^="limit"]')
+    limit = form.find_element(By.CSS_SELECTOR, LIMIT)
     limit.send_keys(Keys.CONTROL, "a")
     limit.send_keys(Keys.BACKSPACE, "2", Keys.TAB)
     _click(driver, form.find_element(By.XPATH, ".//button[.//p[normalize-space()='Launch evaluation']]"))

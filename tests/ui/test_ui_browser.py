@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from headless import NEEDS_CHROMIUM, ROOT, chromium, drawn_form, ui_server
+from headless import LIMIT, NAME, NEEDS_CHROMIUM, PICKER, ROOT, chromium, drawn_form, ui_server
 from headless import open_page as _open
 from headless import page_text as _text
 from headless import wait_on_page as _wait_for
@@ -51,8 +51,8 @@ def _launch(driver, url: str, shots: Path, name_text: str = "browser-e2e", overr
     from selenium.webdriver.common.keys import Keys
 
     # the title draws before the form: on a busy machine the form's inputs come seconds later
-    form = _wait_for(driver, lambda: drawn_form(driver, "Show plan"), 60, "the launch form")
-    name = form.find_element(By.CSS_SELECTOR, 'input[aria-label="name"]')
+    form = _wait_for(driver, lambda: drawn_form(driver, "Show plan", fields=(NAME, "textarea")), 60, "the launch form")
+    name = form.find_element(By.CSS_SELECTOR, NAME)
     name.send_keys(Keys.CONTROL, "a")  # clear() does not reach Streamlit's React state
     name.send_keys(Keys.BACKSPACE, name_text)
     form.find_element(By.TAG_NAME, "textarea").send_keys(overrides)
@@ -159,13 +159,13 @@ def _evaluate_from_compare(browser, server, run_id: str, shots: Path) -> None:
     url = server["url"]
     _open(browser, f"{url}/compare?run={run_id}", "Training scores", shots)
     assert "No benchmark scores for this run yet" in _text(browser)
-    form = _wait_for(browser, lambda: drawn_form(browser, "Launch evaluation"), 60, "the evaluation form")
-    picker = form.find_element(By.CSS_SELECTOR, '[data-testid="stMultiSelect"] input')
+    form = _wait_for(browser, lambda: drawn_form(browser, "Launch evaluation", fields=(PICKER, LIMIT)), 60, "the evaluation form")
+    picker = form.find_element(By.CSS_SELECTOR, PICKER)
     browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", picker)
     picker.click()
     picker.send_keys(Keys.BACKSPACE)  # drops the default "all"
     picker.send_keys("gsm8k", Keys.ENTER, Keys.ESCAPE)
-    limit = form.find_element(By.CSS_SELECTOR, 'input[aria-label^="limit"]')
+    limit = form.find_element(By.CSS_SELECTOR, LIMIT)
     limit.send_keys(Keys.CONTROL, "a")
     limit.send_keys(Keys.BACKSPACE, "1", Keys.TAB)
     advanced = form.find_element(By.XPATH, ".//summary[.//p[starts-with(normalize-space(), 'advanced')]]")
