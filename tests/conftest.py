@@ -86,15 +86,20 @@ sys.exit(populora.cli.main(sys.argv[4:]))
 """
 
 
-def train_in_process(*argv: str) -> int:
-    """``populora train ARGV`` in the test's process, for a run that only produces a store for later assertions
-    (~10 s of CPU less than a subprocess: torch, transformers and mlflow are imported once); the SIGTERM handler
-    the CLI installs is undone. Where the process is the subject (kill -9, a stop, exit codes), use a subprocess."""
+def cli_in_process(*argv: str) -> int:
+    """``populora ARGV`` in the test's process, for a command whose process boundary is not the subject (~10 s of
+    CPU less than a subprocess: torch, transformers and mlflow are imported once); the SIGTERM handler ``train``
+    and ``eval`` install is undone. Where the process is the subject (kill -9, a stop, exit codes), use a subprocess."""
     handler = signal.getsignal(signal.SIGTERM)
     try:
-        return cli_main(["train", *argv])
+        return cli_main(list(argv))
     finally:
         signal.signal(signal.SIGTERM, handler)
+
+
+def train_in_process(*argv: str) -> int:
+    """``populora train ARGV`` in the test's process (``cli_in_process``), for a run that only produces a store."""
+    return cli_in_process("train", *argv)
 
 
 def paused_train_cmd(marker: Path, step: int, *args: str, after: str = "step") -> list[str]:

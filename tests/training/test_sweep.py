@@ -2,7 +2,6 @@
 through the real CLI: sweep --wait, resume (nothing re-run), eval --sweep, report --sweep --json."""
 
 import json
-import signal
 import subprocess
 import sys
 import time
@@ -10,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import populora_cmd, wait_for
+from conftest import cli_in_process, populora_cmd, wait_for
 from populora.cli import main
 from populora.platform import jobs, queue
 from populora.platform import runlayout as rl
@@ -131,11 +130,7 @@ def test_sweep_of_two_mixes_two_seeds_with_baselines_end_to_end(mlflow_store, tm
     if not (B.data_dir() / B.CHECKSUMS).is_file():
         pytest.skip("no benchmark data: the evaluation half needs it")
     capsys.readouterr()
-    handler = signal.getsignal(signal.SIGTERM)
-    try:
-        code = main(["eval", "--sweep", sid, "--benchmarks", "gsm8k", "--limit", "1", "--max-new-tokens", "4"])
-    finally:  # eval turns SIGTERM into a stop, for this process: undone
-        signal.signal(signal.SIGTERM, handler)
+    code = cli_in_process("eval", "--sweep", sid, "--benchmarks", "gsm8k", "--limit", "1", "--max-new-tokens", "4")
     assert code == 0, capsys.readouterr().err[-3000:]
     capsys.readouterr()
     code = main(["report", "--sweep", sid, "--json", "--out", str(tmp_path / "rep")])
