@@ -115,13 +115,13 @@ def drawn_form(driver, button: str, text: str = "", fields: tuple[str, ...] = ()
     for each CSS selector of ``fields``; None until then, and while a rerun replaces the element being read. (A
     form's frame shows before its widgets: a test that read it once found its first row only; and CI once found a
     launch form's button but not yet its name field, on a loaded machine: so the fields a test fills are waited
-    for too.)"""
+    for too.) ``form.text`` (WebDriver's costly visibility walk, see page_text) is read only when ``text`` is given."""
     from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
 
     try:
         for form in driver.find_elements(By.CSS_SELECTOR, '[data-testid="stForm"]'):
-            if (text in form.text and form.find_elements(By.XPATH, f".//button[.//p[normalize-space()='{button}']]")
+            if ((not text or text in form.text) and form.find_elements(By.XPATH, f".//button[.//p[normalize-space()='{button}']]")
                     and all(form.find_elements(By.CSS_SELECTOR, css) for css in fields)):
                 return form
         return None
