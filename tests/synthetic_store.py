@@ -169,17 +169,19 @@ def make_run(tracker: Tracker, name: str, members: int, steps: int, tasks_per_st
 
 
 def build(uri: str, runs: int = 3, members: int = 4, tasks: int = 120, steps: int = 6, experiment: str = "populora",
-          small_steps: int | None = None) -> list[str]:
+          small_steps: int | None = None, small_members: int | None = None) -> list[str]:
     """``runs`` population runs plus one baseline run (first in the list). The first population run is the big
-    one (``steps`` steps holding ``tasks`` tasks); the others have ``small_steps`` steps (default: ``steps``) of 6
-    tasks each, which keeps a 50-run store quick to build: per-step metrics of every member are what costs time."""
+    one (``members`` members, ``steps`` steps holding ``tasks`` tasks); the others have ``small_members`` members
+    (default: ``members``) and ``small_steps`` steps (default: ``steps``) of 6 tasks each, which keeps a 50-run
+    store quick to build: member runs and per-step metrics of every member are what costs time."""
     tracker = Tracker(uri)
     baseline = make_run(tracker, "baseline", 1, steps, 6, baseline=True, seed=999)
     ids = [baseline]
     statuses = (rl.FINISHED, rl.RUNNING, rl.FAILED, rl.STOPPED)
     for i in range(runs):
         big = i == 0
-        ids.append(make_run(tracker, f"synthetic-{i}", members, steps if big else (small_steps or steps),
+        ids.append(make_run(tracker, f"synthetic-{i}", members if big else (small_members or members),
+                            steps if big else (small_steps or steps),
                             max(1, tasks // steps) if big else 6, status=statuses[i % len(statuses)],
                             baseline_run=baseline if big else "", seed=i))
     return ids
@@ -193,9 +195,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tasks", type=int, default=120, help="tasks of the first (largest) run")
     p.add_argument("--steps", type=int, default=6, help="steps of the first run (and of the others unless --small-steps)")
     p.add_argument("--small-steps", type=int, help="steps of the other runs")
+    p.add_argument("--small-members", type=int, help="members of the other runs")
     args = p.parse_args(argv)
     t0 = time.time()
-    ids = build(args.uri, args.runs, args.members, args.tasks, args.steps, small_steps=args.small_steps)
+    ids = build(args.uri, args.runs, args.members, args.tasks, args.steps, small_steps=args.small_steps,
+                small_members=args.small_members)
     print(f"{len(ids)} runs in {args.uri} ({time.time() - t0:.1f}s); first population run: {ids[1]}")
     return 0
 

