@@ -4,6 +4,7 @@ SHA256SUMS, and math-verify grades every benchmark's own reference answers corre
 import shutil
 
 import pytest
+from conftest import cli_in_process
 
 from populora.evaluation import benchmarks as B
 from populora.evaluation import math_grading as G
@@ -60,11 +61,8 @@ def test_outputs_without_an_answer_score_zero_and_never_raise():
     assert G.grade("The answer is 0.5", "\\frac{1}{2}") is True
 
 
-def test_cli_data_verify(tmp_path):
-    import subprocess
-    import sys
-
-    ok = subprocess.run([sys.executable, "-m", "populora.cli", "data", "verify", "--benchmarks", "math"], capture_output=True, text=True)
-    assert ok.returncode == 0 and ok.stdout.count("ok ") == 7
-    bad = subprocess.run([sys.executable, "-m", "populora.cli", "data", "verify", "--data-dir", str(tmp_path)], capture_output=True, text=True)
-    assert bad.returncode == 2 and "SHA256SUMS" in bad.stderr
+def test_cli_data_verify(tmp_path, capsys):
+    code = cli_in_process("data", "verify", "--benchmarks", "math")
+    assert code == 0 and capsys.readouterr().out.count("ok ") == 7
+    code = cli_in_process("data", "verify", "--data-dir", str(tmp_path))
+    assert code == 2 and "SHA256SUMS" in capsys.readouterr().err

@@ -2,13 +2,10 @@
 that gives the same logits, and registered in the MLflow model registry with its lineage."""
 
 import json
-import subprocess
 
 import pytest
 import torch
 import yaml
-
-from conftest import populora_cmd
 
 from populora.cli import main
 
@@ -56,8 +53,8 @@ def test_export_peft_dir_loads_with_peft_and_merged_model_matches(trained_run):
     from populora.platform.models import load_base, resolve_source
 
     rid, member_run, tmp = trained_run
-    # the exports that succeed run in this process (they only make the dirs checked); the refusals below are
-    # processes: their exit code and stderr are what they test
+    # the exports run in this process (they only make the dirs checked), as do the refusals of the next test (their
+    # exit code and stderr, read with capsys)
     assert main(["export", "--run", rid, "--member", "S2", "--out", str(tmp / "peft"), "--register", "best-student"]) == 0
     meta = json.loads((tmp / "peft" / "populora_export.json").read_text())
     assert [e["child"] for e in meta["lineage"]] == ["S2", "S0", "S1"] and meta["scores"] == {"eval/gsm8k/accuracy": 0.25}
@@ -86,13 +83,12 @@ def test_export_peft_dir_loads_with_peft_and_merged_model_matches(trained_run):
     assert any(a.path == "export/adapter_config.json" for a in client.list_artifacts(member_run, "export"))
 
 
-def test_export_refuses_unknown_member_and_non_empty_out(trained_run):
+def test_export_refuses_unknown_member_and_non_empty_out(trained_run, capsys):
     rid, _, tmp = trained_run
-    bad = subprocess.run(populora_cmd("export", "--run", rid, "--member", "T7", "--out", str(tmp / "x")),
-                         capture_output=True, text=True, timeout=300)
-    assert bad.returncode == 2 and "T7" in bad.stderr and "S2" in bad.stderr
+    code = main(["export", "--run", rid, "--member", "T7", "--out", str(tmp / "x")])
+    bad = capsys.readouterr().err
+    assert code == 2 and "T7" in bad and "S2" in bad
     (tmp / "full").mkdir()
     (tmp / "full" / "f").write_text("x")
-    full = subprocess.run(populora_cmd("export", "--run", rid, "--member", "S2", "--out", str(tmp / "full")),
-                          capture_output=True, text=True, timeout=300)
-    assert full.returncode == 2 and "not empty" in full.stderr
+    code = main(["export", "--run", rid, "--member", "S2", "--out", str(tmp / "full")])
+    assert code == 2 and "not empty" in capsys.readouterr().err

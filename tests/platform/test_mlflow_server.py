@@ -1,5 +1,7 @@
 """The platform against a real `mlflow server` on localhost (as in docker/compose.yaml), not just a sqlite file:
-a tiny training run logs through the server, and the artifacts (tables, lineage, adapters) come back from it."""
+a tiny training run logs through the server, and the artifacts (tables, lineage, adapters) come back from it. The
+server is a process of its own; the training runs in this process (``cli_in_process``), given the server's URI as
+the command is, in MLFLOW_TRACKING_URI."""
 
 import json
 import socket
@@ -11,7 +13,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from conftest import populora_cmd
+from conftest import cli_in_process
 
 from populora.platform import runlayout as rl
 
@@ -47,12 +49,12 @@ def mlflow_server(tmp_path, monkeypatch):
     server.wait(timeout=30)
 
 
-def test_training_logs_through_a_tracking_server(mlflow_server, tmp_path):
-    out = subprocess.run(populora_cmd("train", "--set", "steps=1", "--set", "model.tiny_random=true", "--set", "model.lora_rank=4",
-                                      "--set", "tasks.max_new_tokens_propose=16", "--set", "tasks.max_new_tokens_solve=8", "--quiet"),
-                         capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert mlflow_server in out.stdout  # tells the user which store it wrote to
+def test_training_logs_through_a_tracking_server(mlflow_server, tmp_path, capsys):
+    code = cli_in_process("train", "--set", "steps=1", "--set", "model.tiny_random=true", "--set", "model.lora_rank=4",
+                          "--set", "tasks.max_new_tokens_propose=16", "--set", "tasks.max_new_tokens_solve=8", "--quiet")
+    out = capsys.readouterr()
+    assert code == 0, out.err[-3000:]
+    assert mlflow_server in out.out  # tells the user which store it wrote to
     assert not (tmp_path / "mlflow.db").exists()  # nothing went to a local sqlite file
     from mlflow import MlflowClient
 

@@ -1,7 +1,6 @@
 """`populora plan`: memory against published figures, compute-matched presets, the fits verdict and its knob."""
 
 import json
-import subprocess
 
 import pytest
 
@@ -9,7 +8,7 @@ from populora.platform import config as config_io
 from populora.platform import plan
 from populora.training.config import TrainConfig
 from populora.training.workload import counts, make_plan
-from conftest import ROOT, populora_cmd
+from conftest import ROOT, cli_in_process
 
 PRESETS = ["paper-4t4s", "paper-4t8s", "paper-1t1s"]
 
@@ -30,20 +29,21 @@ def test_qwen7b_lora_r16_on_all_linears_is_40m_params():
     assert arch.lora_params(16, list(arch.linear_shapes())) == 28 * 16 * (7168 + 4096 + 4096 + 7168 + 3 * 22528)
 
 
-def test_plan_json_of_the_paper_presets(tmp_path):
+def test_plan_json_of_the_paper_presets(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
     baseline = None
     for name in ["paper-baseline", *PRESETS]:
-        out = subprocess.run(populora_cmd("plan", "--config", str(ROOT / "configs" / f"{name}.yaml"), "--json"),
-                             capture_output=True, text=True, timeout=120, cwd=tmp_path)
-        assert out.returncode == 0, out.stderr
-        p = json.loads(out.stdout.strip().splitlines()[-1])
+        code = cli_in_process("plan", "--config", str(ROOT / "configs" / f"{name}.yaml"), "--json")
+        out = capsys.readouterr()
+        assert code == 0, out.err
+        p = json.loads(out.out.strip().splitlines()[-1])
         assert set(p["memory_gb"]) >= {"base_weights", "adapters", "optimizer", "activations", "total"}
         assert p["memory_gb"]["base_weights"] == pytest.approx(15.2, abs=0.1)  # Qwen2.5-7B in bf16
         assert isinstance(p["fits"], bool) and p["step_time_s"] > 0
         # before launch: the smallest difference one seed (these adapters) and three seeds (the method) detect
         assert p["mde"]["one_seed"]["level"] == "adapters" and p["mde"]["three_seeds"]["seeds"] == 3
         assert p["mde"]["three_seeds"]["overall"] > p["mde"]["one_seed"]["overall"] > 0  # the seed variance costs
-        assert "1 seed per arm detects a difference of these adapters of >= " in out.stdout
+        assert "1 seed per arm detects a difference of these adapters of >= " in out.out
         baseline = baseline or p["per_adapter"]
         for key in ("generated_tokens", "trained_tokens", "tflops"):  # compute-matched to the baseline
             assert p["per_adapter"][key] == pytest.approx(baseline[key], rel=0.10), (name, key)

@@ -8,7 +8,7 @@ from populora.platform import config as config_io
 from populora.training.baseline import matched_baseline
 from populora.training.config import TrainConfig
 from populora.training.workload import make_plan
-from conftest import ROOT, populora_cmd
+from conftest import ROOT, trained_runs
 
 PAIRS = [("smoke", "baseline"), ("arms-race-cpu", "arms-race-cpu-baseline"),
          ("paper-1t1s", "paper-baseline"), ("paper-4t4s", "paper-baseline"), ("paper-4t8s", "paper-baseline")]
@@ -61,23 +61,17 @@ def test_a_baseline_is_its_own_baseline():
 def test_train_with_baseline_runs_both_linked_and_compute_matched(tmp_path):
     """`populora train --baseline`: the population, then its baseline by the rule, linked both ways; the ledgers
     (compute/per_adapter/*, measured from the rollouts) agree within issue 31's 0.8-1.25 where the naive baseline
-    of smoke.yaml measured 2.0x."""
-    import os
-    import subprocess
-
+    of smoke.yaml measured 2.0x. The command runs in this process (``trained_runs``): the runs are the subject."""
     from mlflow import MlflowClient
 
     from populora.platform import runlayout as rl
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    out = subprocess.run(populora_cmd("train", "--config", str(ROOT / "configs" / "smoke.yaml"), "--baseline", "--quiet",
-                                      "--set", "steps=1", "--set", "model.tiny_random=true", "--set", "model.lora_rank=4",
-                                      "--set", "tasks.max_new_tokens_propose=24", "--set", "tasks.max_new_tokens_solve=8",
-                                      "--set", f"output_dir={tmp_path / 'runs'}"),
-                         capture_output=True, text=True, timeout=600, cwd=tmp_path, env={**os.environ, "MLFLOW_TRACKING_URI": uri})
-    assert out.returncode == 0, out.stderr[-3000:]
-    ids = [line.split()[1].rstrip(":") for line in out.stdout.splitlines() if line.startswith("run ")]
-    assert len(ids) == 2, out.stdout
+    ids = trained_runs(tmp_path, uri, "--config", str(ROOT / "configs" / "smoke.yaml"), "--baseline", "--quiet",
+                       "--set", "steps=1", "--set", "model.tiny_random=true", "--set", "model.lora_rank=4",
+                       "--set", "tasks.max_new_tokens_propose=24", "--set", "tasks.max_new_tokens_solve=8",
+                       "--set", f"output_dir={tmp_path / 'runs'}")
+    assert len(ids) == 2, ids
     client = MlflowClient(uri)
     pop, base = (client.get_run(i) for i in ids)
     assert (pop.data.tags[rl.KIND], base.data.tags[rl.KIND]) == (rl.POPULATION, rl.BASELINE)

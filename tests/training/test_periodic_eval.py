@@ -5,11 +5,10 @@ population's statistics on the parent, without changing what training does."""
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import populora_cmd, train_in_process
+from conftest import cli_in_process, train_in_process
 
 from populora.evaluation import benchmarks
 from populora.platform import runlayout as rl
@@ -43,9 +42,10 @@ def test_benchmarks_accept_groups_and_lists_in_canonical_order():
     assert load_config(None, []).eval.every == 0, "off by default"
 
 
-def test_the_cli_refuses_a_bad_eval_value_before_any_run(mlflow_store):
-    out = subprocess.run(populora_cmd("train", "--set", "eval.every=-2"), capture_output=True, text=True, timeout=120)
-    assert out.returncode == 2 and "eval.every" in out.stderr and "e.g. eval.every=10" in out.stderr, out.stderr
+def test_the_cli_refuses_a_bad_eval_value_before_any_run(mlflow_store, capsys):
+    code = cli_in_process("train", "--set", "eval.every=-2")
+    err = capsys.readouterr().err
+    assert code == 2 and "eval.every" in err and "e.g. eval.every=10" in err, err
     assert not Path(mlflow_store.removeprefix("sqlite:///")).exists() or not _runs(mlflow_store)
 
 

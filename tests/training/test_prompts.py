@@ -4,13 +4,12 @@ step-0 seeding of the buffers by the base model (bounded, with a tagged hand-wri
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conftest import populora_cmd
+from conftest import cli_in_process
 from populora.platform import config as config_io
 from populora.platform.backends import BASE, Generation
 from populora.platform.sandbox import Sandbox
@@ -95,11 +94,11 @@ def test_direct_prompts_are_prefilled_fences_and_distinct_per_kind(v):
     assert not any("<think>" in m["content"] for p in shown["prompts"] for m in p["messages"])
 
 
-def test_prompts_cli_json_contract(mlflow_store):
-    out = subprocess.run(populora_cmd("prompts", "--config", str(CONFIGS / "paper-4t4s.yaml"), "--json"),
-                         capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr[-2000:]
-    shown = json.loads(out.stdout.strip().splitlines()[-1])
+def test_prompts_cli_json_contract(mlflow_store, capsys):
+    code = cli_in_process("prompts", "--config", str(CONFIGS / "paper-4t4s.yaml"), "--json")
+    out = capsys.readouterr()
+    assert code == 0, out.err[-2000:]
+    shown = json.loads(out.out.strip().splitlines()[-1])
     assert (shown["format"], shown["template"]) == ("azr", "azr")
     assert "reward" not in json.dumps(shown).lower()  # AZR's proposer never hears its reward rule
     assert [(p["kind"], p["role"]) for p in shown["prompts"]] == [
@@ -107,11 +106,11 @@ def test_prompts_cli_json_contract(mlflow_store):
     for p in shown["prompts"]:
         assert set(p) == {"kind", "role", "messages", "prefill"}
         assert all(set(m) == {"role", "content"} for m in p["messages"])
-    one = subprocess.run(populora_cmd("prompts", "--config", str(CONFIGS / "smoke.yaml"), "--kind", "code_f",
-                                      "--role", "student", "--json"), capture_output=True, text=True, timeout=300)
-    assert one.returncode == 0, one.stderr[-2000:]
-    assert "a reduction" in one.stdout  # the direct format is named as one
-    shown = json.loads(one.stdout.strip().splitlines()[-1])
+    code = cli_in_process("prompts", "--config", str(CONFIGS / "smoke.yaml"), "--kind", "code_f", "--role", "student", "--json")
+    one = capsys.readouterr()
+    assert code == 0, one.err[-2000:]
+    assert "a reduction" in one.out  # the direct format is named as one
+    shown = json.loads(one.out.strip().splitlines()[-1])
     assert shown["format"] == "direct" and [(p["kind"], p["role"]) for p in shown["prompts"]] == [("code_f", "student")]
 
 

@@ -2,14 +2,13 @@
 through the real CLI: sweep --wait, resume (nothing re-run), eval --sweep, report --sweep --json."""
 
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import cli_in_process, populora_cmd, wait_for
+from conftest import cli_in_process, wait_for
 from populora.cli import main
 from populora.platform import jobs, queue
 from populora.platform import runlayout as rl
@@ -45,12 +44,12 @@ def test_grid_times_seeds_plus_one_baseline_per_seed():
     assert sweep.sweep_id(runs) != sweep.sweep_id(runs[:-1])
 
 
-def test_dry_run_json_and_bad_grid(mlflow_store):
-    out = subprocess.run(populora_cmd("sweep", "--config", SMOKE, *MIXES, "--seeds", "2", "--baseline", "--dry-run", "--json",
-                                      "--set", "matchmaking.teachers_per_student=1"),
-                         capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr[-2000:]
-    planned = _last_json(out.stdout)
+def test_dry_run_json_and_bad_grid(mlflow_store, capsys):
+    code = cli_in_process("sweep", "--config", SMOKE, *MIXES, "--seeds", "2", "--baseline", "--dry-run", "--json",
+                          "--set", "matchmaking.teachers_per_student=1")
+    out = capsys.readouterr()
+    assert code == 0, out.err[-2000:]
+    planned = _last_json(out.out)
     assert len(planned["runs"]) == 6 and planned["sweep"].startswith("sw-")
     assert {(json.dumps(r["overrides"], sort_keys=True), r["seed"]) for r in planned["runs"]} == {
         (json.dumps(o, sort_keys=True), s) for s in (0, 1)
@@ -58,10 +57,9 @@ def test_dry_run_json_and_bad_grid(mlflow_store):
     assert not Path(".populora").exists()  # a dry run starts nothing
     # the smallest effect these 2 seeds per arm detect, before launch (evaluation/power.py): printed and in the JSON
     assert planned["mde"]["seeds"] == 2 and planned["mde"]["level"] == "method" and 0 < planned["mde"]["overall"] < 1
-    assert "power: 2 seeds per arm detect >= " in out.stdout
-    bad = subprocess.run(populora_cmd("sweep", "--config", SMOKE, "--grid", "population.teacher=1,2", "--dry-run"),
-                         capture_output=True, text=True, timeout=120)
-    assert bad.returncode == 2 and "population.teacher" in bad.stderr
+    assert "power: 2 seeds per arm detect >= " in out.out
+    code = cli_in_process("sweep", "--config", SMOKE, "--grid", "population.teacher=1,2", "--dry-run")
+    assert code == 2 and "population.teacher" in capsys.readouterr().err
 
 
 def test_queue_runs_at_most_k_at_a_time_and_reports_failures(tmp_path):

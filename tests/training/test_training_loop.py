@@ -1,8 +1,8 @@
 """The co-evolution loop end to end on a tiny random model, through the real CLI: real sandbox, real MLflow store,
-real PEFT adapters and checkpoints. A subprocess where the process is the subject (kill -9 and resume, exit codes);
-in this process (``train_in_process``) where the run only produces a store to check. (A random model rarely writes
-a valid task; the embedded model's test in test_embedded_model.py checks that valid tasks and solved answers
-happen.)"""
+real PEFT adapters and checkpoints. A subprocess where the process is the subject (kill -9 and resume); in this
+process (``train_in_process``, ``cli_in_process``) where the run only produces a store to check, or a refusal whose
+exit code and stderr are checked (capsys). (A random model rarely writes a valid task; the embedded model's test in
+test_embedded_model.py checks that valid tasks and solved answers happen.)"""
 
 import json
 import os
@@ -12,7 +12,7 @@ from collections import Counter
 from pathlib import Path
 
 
-from conftest import paused_train_cmd, populora_cmd, train_in_process, wait_for_marker
+from conftest import cli_in_process, paused_train_cmd, populora_cmd, train_in_process, wait_for_marker
 
 from populora.platform import runlayout as rl
 from populora.training.operators import FAMILY
@@ -103,12 +103,13 @@ def test_single_agent_baseline_runs_through_the_same_loop(mlflow_store):
     assert children[0].data.params["role"] == "both"
 
 
-def test_bad_config_fails_fast_naming_the_field(mlflow_store):
-    out = subprocess.run(populora_cmd("train", "--set", "population.teacher=3"), capture_output=True, text=True, timeout=120)
-    assert out.returncode == 2
-    assert "population.teacher" in out.stderr and "teachers" in out.stderr
-    out = subprocess.run(populora_cmd("train", "--config", "nope.yaml"), capture_output=True, text=True, timeout=120)
-    assert out.returncode == 2 and "nope.yaml" in out.stderr
+def test_bad_config_fails_fast_naming_the_field(mlflow_store, capsys):
+    code = cli_in_process("train", "--set", "population.teacher=3")
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "population.teacher" in err and "teachers" in err
+    code = cli_in_process("train", "--config", "nope.yaml")
+    assert code == 2 and "nope.yaml" in capsys.readouterr().err
     assert not Path("mlflow.db").exists() or not _runs(mlflow_store)[0]  # nothing half-created
 
 
@@ -146,7 +147,7 @@ def test_kill_9_then_resume_loses_and_duplicates_no_step(mlflow_store, tmp_path)
         assert len(mu_steps) == len(set(mu_steps)), (c.data.tags[rl.MEMBER_ID], mu_steps)
 
 
-def test_resume_of_unknown_run_is_a_clear_error(mlflow_store):
-    out = subprocess.run(populora_cmd("train", "--resume", "0123456789abcdef"), capture_output=True, text=True, timeout=120)
-    assert out.returncode == 2
-    assert "0123456789abcdef" in out.stderr
+def test_resume_of_unknown_run_is_a_clear_error(mlflow_store, capsys):
+    code = cli_in_process("train", "--resume", "0123456789abcdef")
+    assert code == 2
+    assert "0123456789abcdef" in capsys.readouterr().err
