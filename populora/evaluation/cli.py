@@ -15,13 +15,13 @@ from populora.evaluation import benchmarks, fetch, figures, math_suite, report, 
 from populora.evaluation.config import EvalConfig, ReportConfig
 from populora.evaluation.evaluate import MissingDependency, evaluate, require_packages  # noqa: F401 - part of this module's API
 from populora.evaluation.generation import ensure_offline
-from populora.evaluation.runner import write_atomic
 from populora.evaluation.summary import Results
 from populora.evaluation.targets import TargetError
 from populora.platform import config as config_io
 from populora.platform import operator_table, runlayout
 from populora.platform import sweep as S
 from populora.platform.config import ConfigError
+from populora.platform.files import write_atomic
 from populora.platform.stopping import stop_code
 from populora.platform.tracking import Tracker
 

@@ -23,10 +23,11 @@ from typing import Callable
 
 from populora.evaluation import benchmarks, estimate, power, regrade, results
 from populora.evaluation import targets as T
-from populora.evaluation.runner import ITEMS_DIR, Runner, slug, write_atomic
+from populora.evaluation.runner import ITEMS_DIR, Runner, slug
 from populora.evaluation.targets import TargetError
 from populora.platform import runlayout
 from populora.platform import sweep as S
+from populora.platform.files import write_atomic
 from populora.platform.tracking import Tracker
 
 PROGRESS_FILE = "progress.json"  # in the eval out dir: the plan of pairs, read by ``progress``

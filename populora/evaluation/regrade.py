@@ -15,8 +15,8 @@ import time
 import numpy as np
 
 from populora.evaluation import benchmarks, evalplus_suite, livecodebench, math_grading
-from populora.evaluation.runner import write_atomic
 from populora.evaluation.stats import mean_stderr
+from populora.platform.files import write_atomic
 
 
 def _math(samples: list[dict], template: str) -> dict:

@@ -14,9 +14,9 @@ import time
 from pathlib import Path
 
 from populora.evaluation import benchmarks, report
-from populora.evaluation.runner import write_atomic
 from populora.evaluation.targets import BASE, Target
 from populora.platform import runlayout
+from populora.platform.files import write_atomic
 
 PAIR_FIELDS = ("alias", "metrics", "primary", "score", "n", "seconds", "samples_file", "lm_eval_config")
 

@@ -9,7 +9,6 @@ evaluation continues where it stopped. The model is loaded only if some pair is 
 from __future__ import annotations
 
 import json
-import os
 import re
 import sys
 import threading
@@ -23,18 +22,11 @@ from populora.evaluation.batching import SharedBackend, Stopped
 from populora.evaluation.generation import GenConfig, ensure_offline
 from populora.evaluation.stats import one_sample_stderr
 from populora.evaluation.targets import Target
+from populora.platform.files import write_atomic
 
 
 def slug(label: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", label).strip("_") or "target"
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write-then-rename: a killed process leaves the old file or the new one, never half of one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
 
 
 PACKAGES = ("evalplus", "lm_eval", "math-verify", "torch", "transformers", "peft", "vllm")

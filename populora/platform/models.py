@@ -19,6 +19,7 @@ from safetensors.torch import save_file
 
 from populora.platform import tiny_qwen2
 from populora.platform.cache import cache_root
+from populora.platform.files import write_atomic
 
 log = logging.getLogger(__name__)
 
@@ -120,11 +121,7 @@ def gguf_cache(source: ModelSource) -> Path | None:
 def file_digest(path: Path) -> str:
     """The sha256 of a file's bytes, remembered under ``cache_root()/digests`` by the file's path, size and
     mtime (a changed file is hashed again): hashing the 98 MB embedded model costs ~0.2 s, paid once per file.
-
-    >>> import tempfile; d = Path(tempfile.mkdtemp()); a, b = d / "a", d / "b"
-    >>> _ = a.write_bytes(b"same"); _ = b.write_bytes(b"same")
-    >>> file_digest(a) == file_digest(b) == hashlib.sha256(b"same").hexdigest()
-    True
+    (Tested in tests/platform/test_model_cache.py, on a cache dir of its own.)
     """
     path = path.resolve()
     stat = path.stat()
@@ -140,11 +137,8 @@ def file_digest(path: Path) -> str:
         while chunk := f.read(1 << 22):
             h.update(chunk)
     digest = h.hexdigest()
-    try:  # written whole (a rename), so a reader never sees half a digest; a read-only cache only costs the hash
-        memo.parent.mkdir(parents=True, exist_ok=True)
-        tmp = memo.with_name(f".{memo.name}.{os.getpid()}.tmp")
-        tmp.write_text(digest)
-        os.replace(tmp, memo)
+    try:  # written whole, so a reader never sees half a digest; a read-only cache only costs the hash
+        write_atomic(memo, digest)
     except OSError as err:
         log.debug("could not remember the digest of %s: %s", path, err)
     return digest

@@ -25,10 +25,10 @@ from typing import Callable
 import numpy as np
 
 from populora.evaluation import league_summary
-from populora.evaluation.runner import write_atomic
 from populora.evaluation.targets import Target, lora_spec
 from populora.platform import runlayout as rl
 from populora.platform.backends import make_backend
+from populora.platform.files import write_atomic
 from populora.platform.verifier import Verifier
 from populora.training.buffers import TaskBuffers, buffer_kinds
 from populora.training.league_plan import ANSWERS_FILE, BASE_ID, PANEL_FILE, PROGRESS_FILE, RESULTS_FILE, Entrant, Plan

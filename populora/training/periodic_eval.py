@@ -34,11 +34,11 @@ from populora.evaluation import benchmarks, evaluate, results
 from populora.evaluation.config import EvalConfig
 from populora.evaluation.evaluate import MissingDependency, require_packages
 from populora.evaluation.generation import GenConfig
-from populora.evaluation.runner import write_atomic
 from populora.evaluation.summary import population_summary
 from populora.evaluation.targets import MEMBER, Target
 from populora.platform import runlayout as rl
 from populora.platform.config import ConfigError, ModelSource
+from populora.platform.files import write_atomic
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,7 @@
 """The de-quantised copy of a GGUF file is keyed by the file's content: every venv (and every clone's venvs) holds
 its own copy of the embedded model's file, and they share one de-quantised copy."""
 
+import hashlib
 import os
 import shutil
 
@@ -33,6 +34,7 @@ def test_a_remembered_digest_is_reused_and_a_torn_one_is_not(tmp_path, monkeypat
     f = tmp_path / "m.gguf"
     f.write_bytes(b"x" * 1000)
     first = models.file_digest(f)
+    assert first == hashlib.sha256(b"x" * 1000).hexdigest()
     (memo,) = (tmp_path / "cache" / "digests").iterdir()
     assert memo.read_text() == first
     memo.write_text("0" * 64)                            # what is remembered is what is used (the file is not re-read)
