@@ -89,7 +89,8 @@ sys.exit(populora.cli.main(sys.argv[4:]))
 def cli_in_process(*argv: str) -> int:
     """``populora ARGV`` in the test's process, for a command whose process boundary is not the subject (~10 s of
     CPU less than a subprocess: torch, transformers and mlflow are imported once); the SIGTERM handler ``train``
-    and ``eval`` install is undone. Where the process is the subject (kill -9, a stop, exit codes), use a subprocess."""
+    and ``eval`` install is undone; the exit code is ``main``'s. Where the process is the subject (kill -9, a stop,
+    a job, a server, processes at once), use a subprocess."""
     handler = signal.getsignal(signal.SIGTERM)
     try:
         return cli_main(list(argv))
