@@ -9,9 +9,11 @@ engine (tiny Qwen2): checked by process listing (psutil), every process the trai
   ends FAILED (WorkerLost) and every engine and Ray process is gone.
 
 Each run pauses (or fails) after step 1 (``PAUSED`` below), so a signal lands mid-run, never in a race. Each starts
-an engine (two on the data-parallel path), 1-2 min on a 2-core machine: `make test-vllm` runs SIGTERM and kill -9
-(the two ways out: the trainer's ``finally``, and the reaper); the failed step (the same ``finally`` as SIGTERM)
-and the lost worker are marked ``paper`` and run with `make test-paper`."""
+an engine (two on the data-parallel path), 1-2 min on a 2-core machine: `make test-vllm` runs SIGTERM (the trainer's
+``finally``, which every stop, Ctrl-C and failure goes through); the failed step (the same ``finally``), kill -9 (the
+reaper: its logic is tested with plain processes in tests/platform/test_reaper.py, and the paper path in `make test`
+checks that a kill -9 leaves no engine and no Ray process) and the lost worker are marked ``paper`` and run with
+`make test-paper`."""
 
 import os
 import signal
@@ -134,6 +136,7 @@ def test_a_failed_step_on_the_local_path_leaves_no_engine(tmp_path):
     assert _all_gone(engine) == [], out[-3000:]
 
 
+@pytest.mark.paper
 def test_kill_9_on_the_local_path_leaves_no_engine(tmp_path):
     proc, marker = _start(tmp_path, "pause")
     _wait_paused(proc, marker)
