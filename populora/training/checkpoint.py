@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 
 from populora.platform import runlayout as rl
+from populora.platform.files import write_atomic
 from populora.platform.backends.optimizer import AdamConfig
 
 KEEP = 2
@@ -43,7 +44,7 @@ def save(run_dir: Path, step: int, state: dict, config_yaml: str, backend, membe
     if final.exists():  # re-written after a resume that replayed this step
         shutil.rmtree(final)
     os.rename(tmp, final)
-    _atomic_write(root / "latest", final.name)
+    write_atomic(root / "latest", final.name, durable=True)
     _prune(root, keep=keep)
     return final
 
@@ -83,15 +84,6 @@ def restore_member(backend, path: Path, member: str, optim: AdamConfig) -> None:
     backend.add_adapter(member, from_dir=path / "adapters" / member)
     backend.init_optimizer(member, optim)
     backend.load_optimizer_state(member, torch.load(path / "optim" / f"{member}.pt", map_location="cpu", weights_only=False))
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def _fsync_tree(path: Path) -> None:
