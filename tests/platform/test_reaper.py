@@ -56,3 +56,15 @@ def test_a_following_reaper_leaves_with_its_owner_and_ends_nothing_started_befor
     finally:
         older.kill()
         owner.kill()
+
+
+def test_a_stopped_reaper_ends_nothing_it_followed():
+    """``stop``: what the reaper followed was closed cleanly; the reaper goes, and takes nothing with it."""
+    watcher = reaper.follow()
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        reaper.stop(watcher)
+        assert watcher.returncode is not None and not _gone(child.pid)
+    finally:
+        child.kill()
+        child.wait()

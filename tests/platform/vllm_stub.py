@@ -18,7 +18,9 @@ it, read from upstream source:
   after ``ASLEEP_GIVE_UP_S`` with an error instead of hanging the suite when a backend does.
 - ``enable_sleep_mode`` only where the platform has it (vllm/config/model.py: "Sleep mode is not supported on
   current platform"); ``vllm.platforms.current_platform.is_sleep_mode_available()`` says (``SLEEP_MODE`` here).
-- ``llm_engine.remove_lora(id)`` / ``list_loras()`` (vllm/v1/engine/llm_engine.py).
+- ``llm_engine.remove_lora(id)`` / ``list_loras()`` (vllm/v1/engine/llm_engine.py), and
+  ``llm_engine.engine_core.shutdown()`` (the engine-core client, vllm/v1/engine/core_client.py): recorded as
+  "shutdown" in ``EVENTS``.
 - where the engine runs comes from ``VLLM_ENABLE_V1_MULTIPROCESSING`` in the environment at construction
   (vllm/envs.py, vllm/platforms/cpu.py); the stub keeps what it saw (``multiprocessing``), and
   ``vllm.envs.disable_envs_cache`` exists. ``current_platform.is_cpu()`` says ``PLATFORM["cpu"]``.
@@ -90,6 +92,7 @@ class LLM:
         self.awake = threading.Event()
         self.awake.set()
         self.llm_engine = self
+        self.engine_core = types.SimpleNamespace(shutdown=lambda timeout=None: EVENTS.append("shutdown"))
         self.multiprocessing = os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING")
         LLM.instances.append(self)
 

@@ -303,10 +303,15 @@ class VllmBackend:
         """Stop the engine's processes now (else vLLM stops them at interpreter exit, after pytest or a caller
         may have closed the streams its shutdown logs to; or never, in a Ray actor that is killed); inline, free
         its model and KV cache and its default process group (vllm/v1/engine/core.py ``shutdown``), so another
-        engine can start in this process. Idempotent."""
+        engine can start in this process. Then the reaper goes too: it has nothing left to end, and it would poll
+        this process's descendants for as long as this process lives (a test session, a UI, a Ray worker). If the
+        shutdown raises, the reaper stays and ends the engine when this process exits. Idempotent."""
         engine, self.engine = getattr(self, "engine", None), None
         if engine is not None:
             engine.llm_engine.engine_core.shutdown()
+        watcher, self.reaper = getattr(self, "reaper", None), None
+        if watcher is not None:
+            reaper.stop(watcher)
 
     def sleep(self) -> None:
         """Free vLLM's GPU memory (level 1: weights to CPU RAM, KV cache dropped) while torch works on the GPU
