@@ -195,3 +195,22 @@ def test_ground_truth_from_many_threads_leaves_stdout_alone(monkeypatch):
     assert sys.stdout is before
     assert len(got) == 4 and all(set(g) == set(probs) for g in got)
     assert len(calls) == 1  # computed once per process, the other threads read it
+
+
+def test_evalplus_problems_are_read_once_per_file(tmp_path, monkeypatch):
+    """EvalPlus parses the whole file at each call (1.7 s for HumanEval+), and an evaluation asked twice per target:
+    the problems are read once per process and file, again when the file changes (its size or mtime)."""
+    import shutil
+
+    import evalplus.data
+
+    calls = []
+    real = evalplus.data.get_mbpp_plus
+    monkeypatch.setattr(evalplus.data, "get_mbpp_plus", lambda *a, **k: calls.append(1) or real(*a, **k))
+    file = B.BENCHMARKS["mbpp_plus"].file
+    (tmp_path / file).parent.mkdir(parents=True)
+    shutil.copy(ROOT / file, tmp_path / file)
+    first = E.problems("mbpp_plus", tmp_path, 3)
+    assert E.problems("mbpp_plus", tmp_path) and E.problems("mbpp_plus", tmp_path, 3) == first and len(calls) == 1
+    os.utime(tmp_path / file, ns=(0, 0))  # a changed file: read again
+    assert E.problems("mbpp_plus", tmp_path, 3) == first and len(calls) == 2
