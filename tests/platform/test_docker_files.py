@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import psutil
 import pytest
 import yaml
 
@@ -85,8 +86,9 @@ def test_compose_mlflow_command_accepts_its_service_name(tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
+    env = {**os.environ, **yaml.safe_load((DOCKER / "compose.yaml").read_text())["services"]["mlflow"]["environment"]}
     server = subprocess.Popen(_mlflow_command_for_test(tmp_path, port), stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL, start_new_session=True)
+                              stderr=subprocess.DEVNULL, start_new_session=True, env=env)
     try:
         url = f"http://127.0.0.1:{port}"
         deadline = time.time() + 300  # a bound for a loaded machine, not a timing
@@ -103,6 +105,9 @@ def test_compose_mlflow_command_accepts_its_service_name(tmp_path):
         stranger = requests.get(f"{url}/api/2.0/mlflow/experiments/search?max_results=1",
                                 headers={"Host": "attacker.example:5000"}, timeout=10)
         assert stranger.status_code == 403  # the rebinding guard stays on for other names
+        # compose's environment turns MLflow's server job runner off: no huey consumer among the server's processes
+        started = [" ".join(p.cmdline()) for p in psutil.Process(server.pid).children(recursive=True)]
+        assert started and not [c for c in started if "huey" in c], started
     finally:
         os.killpg(server.pid, signal.SIGTERM)  # the server and its uvicorn workers (own session)
         try:

@@ -4,6 +4,7 @@ server is a process of its own; the training runs in this process (``cli_in_proc
 the command is, in MLFLOW_TRACKING_URI."""
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -30,7 +31,8 @@ def mlflow_server(tmp_path, monkeypatch):
     server = subprocess.Popen(
         [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
          "--backend-store-uri", f"sqlite:///{tmp_path / 'server.db'}", "--artifacts-destination", str(tmp_path / "artifacts")],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"})  # as docker/compose.yaml: no job runner
     url = f"http://127.0.0.1:{port}"
     deadline = time.time() + 300  # a bound for a loaded machine: the loop ends at the first healthy answer
     while time.time() < deadline:
