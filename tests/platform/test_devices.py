@@ -197,7 +197,10 @@ def test_bfloat16_base_trains_and_generates_with_fp32_lora_and_moments(backend_c
     gen = backend.generate([prompt], ["a"], max_new_tokens=8, temperature=0)[0]
     assert gen.completion_ids
     before = {k: v.clone() for k, v in backend.adapter_state("a").items()}
-    stats = backend.train_step({"a": [TrainSample(gen.prompt_ids, gen.completion_ids, 1.0)] * 2}, micro_batch=2, log_kl=True)
+    # the chat prompt's last 8 tokens: on a CPU a bf16 backward through the 49,152-token head is slow (~9 s per
+    # 40-token sample), and what is checked here (dtypes, a finite loss, moved fp32 weights) is the same
+    sample = TrainSample(gen.prompt_ids[-8:], gen.completion_ids, 1.0)
+    stats = backend.train_step({"a": [sample] * 2}, micro_batch=2, log_kl=True)
     assert stats["a"]["grad_norm"] > 0 and stats["a"]["loss"] == stats["a"]["loss"]  # finite
     after = backend.adapter_state("a")
     assert all(v.dtype == torch.float32 for v in after.values())
