@@ -12,7 +12,7 @@ from collections import Counter
 from pathlib import Path
 
 
-from conftest import cli_in_process, paused_train_cmd, populora_cmd, train_in_process, wait_for_marker
+from conftest import cli_in_process, paused_train_cmd, train_in_process, wait_for_marker
 
 from populora.platform import runlayout as rl
 from populora.training.operators import FAMILY
@@ -113,7 +113,7 @@ def test_bad_config_fails_fast_naming_the_field(mlflow_store, capsys):
     assert not Path("mlflow.db").exists() or not _runs(mlflow_store)[0]  # nothing half-created
 
 
-def test_kill_9_then_resume_loses_and_duplicates_no_step(mlflow_store, tmp_path):
+def test_kill_9_then_resume_loses_and_duplicates_no_step(mlflow_store, tmp_path, capsys):
     # the trainer waits once the third checkpoint is on disk (before its MLflow flush): kill -9 mid-run there
     marker = tmp_path / "after_checkpoint_3"
     cmd = paused_train_cmd(marker, 3, "--set", "steps=5", "--set", "evolution.every=2", "--set", "tasks.seed_rounds=0",
@@ -131,9 +131,10 @@ def test_kill_9_then_resume_loses_and_duplicates_no_step(mlflow_store, tmp_path)
     proc.wait()
     assert _client(mlflow_store).get_run(run_id).info.status == "RUNNING"  # killed, never closed
 
-    out = subprocess.run(populora_cmd("train", "--resume", run_id, "--quiet"), capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert "resuming run" in out.stdout
+    # the resume in this process: the killed trainer is the process under test, the resume only reads what it left
+    code, out = train_in_process("--resume", run_id, "--quiet"), capsys.readouterr()
+    assert code == 0, out.err[-3000:]
+    assert "resuming run" in out.out
     client = _client(mlflow_store)
     steps = [m.step for m in client.get_metric_history(run_id, rl.STEP_SENTINEL)]
     assert sorted(steps) == [1, 2, 3, 4, 5]  # none lost, none twice

@@ -4,15 +4,16 @@ shows them (AppTest, and in headless Chromium with a screenshot)."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
-import subprocess
-import sys
 import time
+import types
 from pathlib import Path
 
 import pytest
-from conftest import trained_runs
+from conftest import cli_in_process, trained_runs
 from headless import NEEDS_CHROMIUM, chromium, ui_server
 from headless import open_page, page_text, wait_on_page
 from streamlit.testing.v1 import AppTest
@@ -31,12 +32,16 @@ def league(tmp_path_factory) -> dict:
     """Two tiny runs, then ``populora league`` on them through the job queue (``--wait``), once for the module."""
     tmp = tmp_path_factory.mktemp("league_e2e")
     uri = f"sqlite:///{tmp / 'mlflow.db'}"
-    env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "POPULORA_JOBS_DIR": str(tmp / "jobs")}
-    # ``populora train --baseline`` (the population, then its compute-matched baseline, linked) in this process:
-    # the league's job is under test, not the trainer's process
+    # ``populora train --baseline`` (the population, then its compute-matched baseline, linked) and ``populora league
+    # --wait`` in this process: the league's job, a process of its own, is under test, not the commands' processes
     population, baseline = trained_runs(tmp, uri, "--config", str(ROOT / "configs/smoke.yaml"), "--baseline", *TINY)
-    out = subprocess.run([sys.executable, "-m", "populora.cli", "league", "--runs", f"{population},{baseline}", *LEAGUE,
-                          "--wait"], cwd=tmp, env=env, capture_output=True, text=True, timeout=600)
+    stdout, stderr = io.StringIO(), io.StringIO()
+    with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        mp.chdir(tmp)
+        mp.setenv("MLFLOW_TRACKING_URI", uri)
+        mp.setenv("POPULORA_JOBS_DIR", str(tmp / "jobs"))
+        code = cli_in_process("league", "--runs", f"{population},{baseline}", *LEAGUE, "--wait")
+    out = types.SimpleNamespace(returncode=code, stdout=stdout.getvalue(), stderr=stderr.getvalue())
     return {"uri": uri, "population": population, "baseline": baseline, "out": out, "dir": tmp}
 
 
