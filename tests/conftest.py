@@ -47,17 +47,25 @@ def wait_for(predicate, timeout: float, what: str, interval: float = 0.5, detail
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}{detail()}")
 
 
-def trained_runs(cwd: Path, uri: str, *args: str) -> list[str]:
-    """``train_in_process(ARGS)`` in ``cwd`` (its run dirs go there) on the store at ``uri``, as the command does;
-    returns the ids of the runs it trained, in order (its ``run <id>: ...`` lines). For tests that only need a
-    store a real run leaves. The working directory and environment are restored."""
-    out = io.StringIO()
-    with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stdout(out):
+def cli_in_dir(cwd: Path, env: dict[str, str], *argv: str) -> tuple[int, str, str]:
+    """``cli_in_process(ARGV)`` in ``cwd`` with ``env`` set, as the command run there would be: (exit code, stdout,
+    stderr). For a fixture wider than one test (no capsys); the working directory and environment are restored."""
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         mp.chdir(cwd)
-        mp.setenv("MLFLOW_TRACKING_URI", uri)
-        code = train_in_process(*args)
-    assert code == 0, f"populora train exited {code}:\n{out.getvalue()[-3000:]}"
-    return [line.split()[1].rstrip(":") for line in out.getvalue().splitlines() if line.startswith("run ")]
+        for name, value in env.items():
+            mp.setenv(name, value)
+        code = cli_in_process(*argv)
+    return code, out.getvalue(), err.getvalue()
+
+
+def trained_runs(cwd: Path, uri: str, *args: str) -> list[str]:
+    """``populora train ARGS`` in this process (``cli_in_dir``), in ``cwd`` (its run dirs go there) on the store at
+    ``uri``; returns the ids of the runs it trained, in order (its ``run <id>: ...`` lines). For tests that only need
+    a store a real run leaves."""
+    code, out, err = cli_in_dir(cwd, {"MLFLOW_TRACKING_URI": uri}, "train", *args)
+    assert code == 0, f"populora train exited {code}:\n{out[-3000:]}\n{err[-3000:]}"
+    return [line.split()[1].rstrip(":") for line in out.splitlines() if line.startswith("run ")]
 
 
 def populora_cmd(*args: str) -> list[str]:

@@ -4,8 +4,6 @@ shows them (AppTest, and in headless Chromium with a screenshot)."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import time
@@ -13,7 +11,7 @@ import types
 from pathlib import Path
 
 import pytest
-from conftest import cli_in_process, trained_runs
+from conftest import cli_in_dir, trained_runs
 from headless import NEEDS_CHROMIUM, chromium, ui_server
 from headless import open_page, page_text, wait_on_page
 from streamlit.testing.v1 import AppTest
@@ -35,13 +33,9 @@ def league(tmp_path_factory) -> dict:
     # ``populora train --baseline`` (the population, then its compute-matched baseline, linked) and ``populora league
     # --wait`` in this process: the league's job, a process of its own, is under test, not the commands' processes
     population, baseline = trained_runs(tmp, uri, "--config", str(ROOT / "configs/smoke.yaml"), "--baseline", *TINY)
-    stdout, stderr = io.StringIO(), io.StringIO()
-    with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
-        mp.chdir(tmp)
-        mp.setenv("MLFLOW_TRACKING_URI", uri)
-        mp.setenv("POPULORA_JOBS_DIR", str(tmp / "jobs"))
-        code = cli_in_process("league", "--runs", f"{population},{baseline}", *LEAGUE, "--wait")
-    out = types.SimpleNamespace(returncode=code, stdout=stdout.getvalue(), stderr=stderr.getvalue())
+    code, stdout, stderr = cli_in_dir(tmp, {"MLFLOW_TRACKING_URI": uri, "POPULORA_JOBS_DIR": str(tmp / "jobs")},
+                                      "league", "--runs", f"{population},{baseline}", *LEAGUE, "--wait")
+    out = types.SimpleNamespace(returncode=code, stdout=stdout, stderr=stderr)
     return {"uri": uri, "population": population, "baseline": baseline, "out": out, "dir": tmp}
 
 
