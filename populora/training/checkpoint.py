@@ -16,8 +16,8 @@ from pathlib import Path
 import torch
 
 from populora.platform import runlayout as rl
-from populora.platform.files import write_atomic
 from populora.platform.backends.optimizer import AdamConfig
+from populora.platform.files import write_atomic
 
 KEEP = 2
 
