@@ -83,7 +83,13 @@ def test_greedy_tokens_equal_the_multilora_backend_for_every_adapter_and_the_bas
 
 
 def test_sampled_logprobs_equal_the_trainers_in_fp32(pair):
-    """vLLM's own log-prob of each token it sampled (raw logits, temperature 1) against the trainer's forward."""
+    """vLLM's own log-prob of each token it sampled (raw logits, temperature 1) against the trainer's forward.
+
+    Asked for log-probs, vLLM also ranks each sampled token with ``batched_count_greater_than``, a function under
+    ``torch.compile`` (vllm/v1/sample/ops/logprobs.py): compiling it on a CPU (inductor, a C++ build) cost ~25 s
+    of CPU, a fifth of this file's, for a count the training never asks for (PopuLoRA requests no log-probs from
+    vLLM). The inline engine runs in this process, so ``force_eager`` runs it as plain torch here; the log-probs
+    are computed as before."""
     from vllm import SamplingParams
 
     backend, trainer = pair
@@ -91,8 +97,9 @@ def test_sampled_logprobs_equal_the_trainers_in_fp32(pair):
     backend.generate(rows[:1], ["A"], 1, seed=0)  # synced: backend.requests holds the current dirs
     ids = [trainer.tokenizer(p, add_special_tokens=False).input_ids for p in rows]
     params = [SamplingParams(max_tokens=24, temperature=1.0, seed=i, logprobs=0) for i in range(len(rows))]
-    outs = backend.engine.generate([{"prompt_token_ids": p} for p in ids], params, use_tqdm=False,
-                                   lora_request=[None if a is None else backend.requests[a] for a in adapters])
+    with torch.compiler.set_stance("force_eager"):
+        outs = backend.engine.generate([{"prompt_token_ids": p} for p in ids], params, use_tqdm=False,
+                                       lora_request=[None if a is None else backend.requests[a] for a in adapters])
     sampled = [list(o.outputs[0].token_ids) for o in outs]
     engine_lp = [[step[t].logprob for step, t in zip(o.outputs[0].logprobs, o.outputs[0].token_ids)] for o in outs]
     lp, mask = trainer.rows_logprobs(adapters, ids, sampled)
