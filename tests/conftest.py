@@ -1,4 +1,5 @@
 import contextlib
+import functools
 import io
 import os
 import signal
@@ -125,6 +126,26 @@ def wait_for_marker(marker: Path, proc, timeout: float = 600) -> None:
         return marker.exists()
 
     wait_for(reached, timeout, f"the trainer to pause ({marker.name})", interval=0.2)
+
+
+# ====================================================================== Streamlit's AppTest (tests/ui)
+@pytest.fixture(scope="session", autouse=True)
+def streamlit_component_scan_once():
+    """Every ``AppTest`` scans the metadata of every installed distribution for Streamlit v2 components (a new
+    ``BidiComponentManager`` per AppTest: streamlit 1.67 testing/v1/app_test.py ``_run``, components/v2/
+    manifest_scanner.py): ~0.5 s of CPU each, a fifth of test_ui_pages' CPU (py-spy). What is installed does not
+    change during a test session, so the scan runs once per session here; the result is the same list."""
+    if "streamlit" not in sys.modules:  # only sessions that imported Streamlit (the UI tests do at collection) build AppTests
+        yield
+        return
+    from streamlit.components.v2 import manifest_scanner as scanner
+
+    original = scanner.scan_component_manifests
+    scanner.scan_component_manifests = functools.cache(original)
+    try:
+        yield
+    finally:
+        scanner.scan_component_manifests = original
 
 
 @pytest.fixture(scope="session")
