@@ -134,3 +134,24 @@ def read_records(root: Path, name: str, limit: int | None = None) -> list[dict]:
     except (OSError, json.JSONDecodeError) as err:
         raise DataError(f"cannot read {path}: {err}") from err
     return records[:limit] if limit else records
+
+
+_COUNTS: dict[tuple[str, int, int], int] = {}  # (path, size, mtime_ns) -> records; a dict write is atomic (threads)
+
+
+def count_records(root: Path, name: str, limit: int | None = None) -> int:
+    """``len(read_records(root, name, limit))`` without decoding every record: a JSONL file's non-blank lines (split
+    as ``read_records`` splits them; a JSON list is decoded), kept per file (path, size, mtime). An evaluation asks
+    it for every (target, benchmark) pair's progress and at every write of lm-eval's totals: decoding HumanEval+'s
+    7.7 MB cost 0.35 s of CPU each time (MBPP+ 0.2 s). A line that is not JSON is counted; ``read_records``, which
+    every scorer reads its problems with, refuses the file."""
+    path = root / BENCHMARKS[name].file
+    try:
+        stat = path.stat()
+        key = (str(path), stat.st_size, stat.st_mtime_ns)
+        if key not in _COUNTS:
+            _COUNTS[key] = (len(read_records(root, name)) if path.suffix == ".json"
+                            else sum(1 for line in path.read_text().splitlines() if line.strip()))
+    except OSError as err:
+        raise DataError(f"cannot read {path}: {err}") from err
+    return min(_COUNTS[key], limit) if limit else _COUNTS[key]

@@ -121,7 +121,7 @@ def evaluate(backend, adapter: str | None, name: str, data_dir: Path, work_dir: 
     r = res["results"][task]
     stderr = r.get("exact_match_stderr,none")
     samples = [row for s in res.get("samples", {}).get(task, []) for row in _rows(name, s, lm.truncated)]
-    n = len({s["task_id"] for s in samples}) or len(benchmarks.read_records(data_dir, name, limit))
+    n = len({s["task_id"] for s in samples}) or benchmarks.count_records(data_dir, name, limit)
     return {"metrics": {"accuracy": float(r["exact_match,none"]),
                         "accuracy_stderr": float(stderr) if isinstance(stderr, (int, float)) else None,
                         "grading_fallback": sum(s["grading_fallback"] for s in samples) / max(len(samples), 1),

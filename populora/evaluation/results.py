@@ -50,7 +50,7 @@ def lm_eval_schema(data: dict) -> dict:
     ``<target>/<benchmark>``: ``"<metric>,none"`` and ``"<metric>_stderr,none"`` keys, ``versions``,
     ``n-samples`` and ``higher_is_better``, so lm-eval's tooling reads it."""
     out: dict = {"results": {}, "versions": {}, "n-samples": {}, "higher_is_better": {}, "config": data["config"]}
-    totals = {n: len(benchmarks.read_records(Path(data["config"]["data_dir"]), n)) for n in data["configs"]} \
+    totals = {n: benchmarks.count_records(Path(data["config"]["data_dir"]), n) for n in data["configs"]} \
         if Path(data["config"].get("data_dir") or "/nonexistent").is_dir() else {}
     for label, per in data["results"].items():
         for name, entry in per.items():

@@ -55,11 +55,6 @@ def run_benchmark(backend, adapter: str | None, name: str, data_dir: Path, work_
     return math_suite.evaluate(backend, adapter, name, data_dir, work_dir, gen, limit, progress, protocol)
 
 
-def n_items(data_dir: Path, name: str, limit: int | None) -> int:
-    n = len(benchmarks.read_records(data_dir, name))
-    return min(n, limit) if limit else n
-
-
 ITEMS_DIR = "items"  # <out>/items/<target>/<benchmark>.json: how far a running pair is (the UI's progress and ETA)
 
 
@@ -250,7 +245,7 @@ class Runner:
     def _benchmark(self, backend, t: Target, adapter: str | None, name: str, work_dir: Path) -> tuple[dict, float]:
         from tqdm import tqdm
 
-        rows = n_items(self.data_dir, name, self.limit) * self.gen.sampled
+        rows = benchmarks.count_records(self.data_dir, name, self.limit) * self.gen.sampled
         desc = f"{t.label} | {benchmarks.BENCHMARKS[name].label}"
         with tqdm(total=rows, desc=desc, unit="gen", file=sys.stderr, dynamic_ncols=True, disable=not self.progress) as bar:
             items = ItemProgress(self.out_dir / ITEMS_DIR / slug(t.label) / f"{name}.json", rows, bar.update)

@@ -30,6 +30,25 @@ def test_a_corrupted_copy_is_named(tmp_path):
     B.verify(copy, ["math500"])  # the intact ones still pass
 
 
+def test_record_counts_equal_the_records_read(tmp_path):
+    """``count_records`` (progress and lm-eval totals) against ``read_records`` on every benchmark file, then on a
+    copy whose JSONL gets blank lines and loses records: the count follows the file, not what it counted before."""
+    for name in B.BENCHMARKS:
+        assert B.count_records(ROOT, name) == len(B.read_records(ROOT, name)), name
+        assert B.count_records(ROOT, name, 3) == len(B.read_records(ROOT, name, 3)) == 3, name
+    copy = tmp_path / "bench"
+    path = copy / B.BENCHMARKS["gsm8k"].file
+    path.parent.mkdir(parents=True)
+    lines = (ROOT / B.BENCHMARKS["gsm8k"].file).read_text().splitlines()
+    path.write_text("\n".join(lines[:5]) + "\n\n  \n")
+    assert B.count_records(copy, "gsm8k") == len(B.read_records(copy, "gsm8k")) == 5
+    path.write_text("\n".join(lines[:2]) + "\n\n" + lines[2] + "\n")  # rewritten: another size
+    assert B.count_records(copy, "gsm8k") == len(B.read_records(copy, "gsm8k")) == 3
+    assert B.count_records(copy, "gsm8k", 10) == 3
+    with pytest.raises(B.DataError, match="aime24"):
+        B.count_records(copy, "aime24")
+
+
 def test_missing_dir_and_checksums_say_what_is_expected(tmp_path):
     with pytest.raises(B.DataError, match="HumanEvalPlus-v0.1.10.jsonl.*SHA256SUMS"):
         B.verify(tmp_path / "nope", ["humaneval_plus"])
