@@ -226,10 +226,19 @@ def test_ui_hides_the_developer_toolbar():
 
 
 def test_launch_again_with_a_runs_config(store, monkeypatch, tmp_path):
+    """The run's config is copied into this user's cache (POPULORA_CACHE_DIR), never the temp dir all users share."""
+    import tempfile
+
+    shared_tmp = tmp_path / "shared-tmp"
+    shared_tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(shared_tmp))
+    monkeypatch.setenv("POPULORA_CACHE_DIR", str(tmp_path / "cache"))
     at = _page("launch", store, monkeypatch, tmp_path, from_run=store["run"])
     preset = at.selectbox(key="preset").value
     assert preset == f"config of run {store['run'][:8]}"
     assert at.number_input(key=f"f_{preset}_steps").value == 4 and at.text_input(key=f"f_{preset}_name").value == "cockpit"
+    assert (tmp_path / "cache" / "relaunch" / f"{store['run']}.yaml").is_file()
+    assert not list(shared_tmp.iterdir())
 
 
 def test_arms_race_overlays_other_runs(store, monkeypatch, tmp_path):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import tempfile
 import uuid
 from pathlib import Path
 
@@ -12,6 +11,8 @@ import yaml
 from populora.platform import config as config_io
 from populora.platform import jobs, queue, ray_jobs
 from populora.platform import runlayout as rl
+from populora.platform.cache import cache_root
+from populora.platform.files import write_atomic
 from populora.platform.plan import GPUS, PlanError
 from populora.training import make_plan, matched_baseline, preflight_problems, render_plan
 from populora.ui import common, form, store, sweeps
@@ -22,12 +23,15 @@ st.caption("The run starts as a background process: closing this page does not s
 
 
 def run_config(run_id: str) -> Path | None:
-    """The config.yaml a run trained with, as a file the form can load (``?from_run=ID``: "launch again")."""
+    """The config.yaml a run trained with, as a file the form can load (``?from_run=ID``: "launch again"). In this
+    user's cache, not the shared temp dir: there another user's copy of the same run's file could not be replaced,
+    and nothing removed them."""
     text = store.artifact_text(store.uri(), run_id, rl.CONFIG_FILE)
     if not text:
         return None
-    path = Path(tempfile.gettempdir()) / f"populora-relaunch-{run_id}.yaml"
-    path.write_text(text)
+    path = cache_root() / "relaunch" / f"{run_id}.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, text)
     return path
 
 
