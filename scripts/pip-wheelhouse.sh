@@ -16,8 +16,8 @@
 # into a temporary directory beside it, with pyproject's build requirements (the editable install builds with
 # them) and EXTRA; the directory is published by one rename after its marker (.complete) is written, so an
 # interrupted or concurrent build never leaves a wheelhouse that is used half-made.
-# Whenever the install from the wheelhouse fails, the plain online install runs instead: a bad cache costs time,
-# never the build. --reuse installs from the wheelhouse the venv's last NAME install used (recorded in
+# Whenever the install from the wheelhouse fails, the plain online install runs instead (and the wheelhouse is
+# removed, to be built again next time): a bad cache costs time, never the build. --reuse installs from the wheelhouse the venv's last NAME install used (recorded in
 # VENV/.wheelhouse), or online. Clear it with `rm -rf ~/.cache/populora/wheelhouse`.
 set -euo pipefail
 
@@ -112,6 +112,7 @@ print(tomllib.load(open("pyproject.toml", "rb"))["project"]["name"].replace("-",
      "$pip" download -q --dest "$tmp" $build_requires &&
      { [ ${#extra[@]} = 0 ] || "$pip" download -q --no-deps --dest "$tmp" "${extra[@]}"; } &&
      rm -f "$tmp/$project"-* && sdists_to_wheels "$tmp"; then
+    chmod 755 "$tmp"   # mktemp made it 0700
     touch "$tmp/.complete"
     # mv -T: a rename, which fails if a concurrent build published first (then its wheelhouse serves).
     mv -T "$tmp" "$dir" 2>/dev/null || rm -rf "$tmp"
@@ -121,5 +122,11 @@ print(tomllib.load(open("pyproject.toml", "rb"))["project"]["name"].replace("-",
   fi
 fi
 touch "$dir/.complete"
-"$pip" install --no-index --find-links "$dir" "$@" || online "the install from $dir failed" "$@"
+if ! "$pip" install --no-index --find-links "$dir" "$@"; then
+  # Unpublished first (one rename), so that the next run builds it again rather than failing on it too.
+  bad=$(mktemp -d "$root/.tmp-bad-$name-$key.XXXXXX")
+  mv -T "$dir" "$bad/x" 2>/dev/null || true
+  rm -rf "$bad"
+  online "the install from $dir failed (removed: the next install builds it again)" "$@"
+fi
 echo "$dir" > "$record"
