@@ -75,7 +75,8 @@ mkdir -p "$root"
 # A build killed outright leaves its temporary directory: gone after a day. A wheelhouse no install used for 30
 # days (its marker is touched at each use; other branches keep theirs), too.
 find "$root" -mindepth 1 -maxdepth 1 -name '.tmp-*' -mmin +1440 -exec rm -rf {} + || true
-find "$root" -mindepth 2 -maxdepth 2 -name .complete -mtime +30 -printf '%h\n' | xargs -r rm -rf || true
+find "$root" -mindepth 2 -maxdepth 2 -name .complete -mtime +30 ! -path "$dir/.complete" -printf '%h\n' |
+  xargs -r rm -rf || true
 
 if [ -e "$dir/.complete" ]; then
   echo "pip-wheelhouse: installing from $dir"
