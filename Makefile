@@ -16,8 +16,8 @@ venv: $(VENV)/.installed
 # Both venvs install from a local wheelhouse, made by their first install on this machine
 # ($POPULORA_CACHE_DIR/wheelhouse, ~/.cache/populora by default; scripts/pip-wheelhouse.sh): pip keeps no HTTP
 # cache here, so each fresh clone downloaded every wheel again and pip's resolver parsed ~213k index links
-# (~30 CPU-s per venv). From the wheelhouse (fresh clones, quiet): the main venv 47 CPU-s against 66, the vLLM venv's
-# deps 56 against 94; the first install, which builds it (pip download, then the same install from it), 139 and 145.
+# (~30 CPU-s per venv). From the wheelhouse (fresh clones): the main venv 46 CPU-s against 66, the vLLM venv's deps
+# 56-63 against 94; the first install, which builds it (pip download, then the same install from it), 116 and ~150.
 # It falls back to the online install if the one from the wheelhouse fails.
 WHEELHOUSE := bash scripts/pip-wheelhouse.sh
 
