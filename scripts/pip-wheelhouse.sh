@@ -71,7 +71,8 @@ key=$({
 
 root=${POPULORA_CACHE_DIR:-$HOME/.cache/populora}/wheelhouse
 dir=$root/$name-$key
-mkdir -p "$root"
+# a cache dir this user cannot write (a read-only home, a full disk): the plain install, as before the wheelhouse
+{ mkdir -p "$root" && [ -w "$root" ]; } 2>/dev/null || online "cannot write $root" "$@"
 # A build killed outright leaves its temporary directory: gone after a day. A wheelhouse no install used for 30
 # days (its marker is touched at each use; other branches keep theirs), too.
 find "$root" -mindepth 1 -maxdepth 1 -name '.tmp-*' -mmin +1440 -exec rm -rf {} + || true
@@ -109,7 +110,7 @@ print("\n".join(tomllib.load(open("pyproject.toml", "rb")).get("build-system", {
     fi
     rm -f "${sdists[@]}"
   }
-  tmp=$(mktemp -d "$root/.tmp-$name-$key.XXXXXX")
+  tmp=$(mktemp -d "$root/.tmp-$name-$key.XXXXXX") || online "cannot make a directory in $root" "$@"
   trap 'rm -rf "$tmp"' EXIT
   project=$("$bin/python" -c 'exec("try: import tomllib\nexcept ImportError: from pip._vendor import tomli as tomllib")
 print(tomllib.load(open("pyproject.toml", "rb"))["project"]["name"].replace("-", "_"))')
@@ -126,7 +127,7 @@ print(tomllib.load(open("pyproject.toml", "rb"))["project"]["name"].replace("-",
     online "building $dir failed" "$@"
   fi
 fi
-touch "$dir/.complete"
+touch "$dir/.complete" 2>/dev/null || true  # marks it used (the pruning above); not ours to touch: still usable
 if ! "$pip" install --no-index --find-links "$dir" "$@"; then
   # Unpublished first (one rename), so that the next run builds it again rather than failing on it too.
   bad=$(mktemp -d "$root/.tmp-bad-$name-$key.XXXXXX")
