@@ -140,12 +140,9 @@ def streamlit_component_scan_once():
         return
     from streamlit.components.v2 import manifest_scanner as scanner
 
-    original = scanner.scan_component_manifests
-    scanner.scan_component_manifests = functools.cache(original)
-    try:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(scanner, "scan_component_manifests", functools.cache(scanner.scan_component_manifests))
         yield
-    finally:
-        scanner.scan_component_manifests = original
 
 
 @pytest.fixture(scope="session")

@@ -30,8 +30,7 @@ def run_config(run_id: str) -> Path | None:
     if not text:
         return None
     path = cache_root() / "relaunch" / f"{run_id}.yaml"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, text)
+    write_atomic(path, text)  # makes the dir
     return path
 
 
