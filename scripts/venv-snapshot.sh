@@ -54,6 +54,7 @@ if [ "$cmd" = restore ]; then
   [ -e "$venv" ] && { echo "venv-snapshot: $venv exists: updated by pip, not restored"; exit 3; }
   echo "venv-snapshot: $venv from $snap"
   fail() { echo "venv-snapshot: restoring $venv failed ($1): removed, to be installed by pip" >&2; rm -rf "$venv"; exit 3; }
+  trap 'fail "line $LINENO"' ERR   # any other failure too: never a venv left half-made
   "$py" -m venv --without-pip "$venv" || fail "python -m venv"
   new=$(cd "$venv" && pwd)
   old=$(cat "$snap/origin")
@@ -69,7 +70,7 @@ if [ "$cmd" = restore ]; then
       cp -p "$f" "$b" || fail "copying $b"
     fi
   done
-  [ -f "$snap/wheelhouse" ] && cp "$snap/wheelhouse" "$venv/.wheelhouse"
+  if [ -f "$snap/wheelhouse" ]; then cp "$snap/wheelhouse" "$venv/.wheelhouse"; fi
   "$venv/bin/python" -m pip --version >/dev/null || fail "pip does not run"
   touch "$snap/.complete" 2>/dev/null || true   # marks it used (pruning, below)
   exit 0
@@ -77,18 +78,22 @@ fi
 
 [ "$cmd" = save ] || { echo "usage: $0 restore|save NAME VENV PY [KEYFILE...]" >&2; exit 2; }
 [ -e "$snap/.complete" ] && { touch "$snap/.complete" 2>/dev/null || true; exit 0; }
-{ mkdir -p "$root" && [ -w "$root" ]; } 2>/dev/null || { echo "venv-snapshot: cannot write $root: no snapshot"; exit 0; }
+# a snapshot not saved costs the next clone time, never this build: every failure below ends here, exit 0
+tmp=
+give_up() { echo "venv-snapshot: no snapshot of $venv ($1)"; [ -z "$tmp" ] || rm -rf "$tmp"; exit 0; }
+trap 'give_up "line $LINENO"' ERR
+{ mkdir -p "$root" && [ -w "$root" ]; } 2>/dev/null || give_up "cannot write $root"
 find "$root" -mindepth 1 -maxdepth 1 -name '.tmp-*' -mmin +1440 -exec rm -rf {} + || true
 echo "venv-snapshot: saving $venv as $snap (byte-compiling it first, once)"
 # compileall exits 1 on the few files of packages' own test data that are not Python 3: not a failure here
 nice -n 10 "$venv/bin/python" -m compileall -q -j0 "$venv/lib" > /dev/null 2>&1 || true
-tmp=$(mktemp -d "$root/.tmp-$name-$key.XXXXXX") || { echo "venv-snapshot: cannot make a dir in $root"; exit 0; }
+tmp=$(mktemp -d "$root/.tmp-$name-$key.XXXXXX") || give_up "cannot make a dir in $root"
 trap 'rm -rf "$tmp"' EXIT
 link_tree "$venv/lib" "$tmp/lib"
 mkdir "$tmp/bin"
 for f in "$venv"/bin/*; do
   case $(basename "$f") in python*|activate*|Activate.ps1) continue ;; esac
-  [ -f "$f" ] && [ ! -L "$f" ] && cp -p "$f" "$tmp/bin/"
+  if [ -f "$f" ] && [ ! -L "$f" ]; then cp -p "$f" "$tmp/bin/"; fi
 done
 # the project (editable: its finder, .pth, dist-info and scripts) is the clone's, not the snapshot's
 project=$(sed -n 's/^name *= *"\(.*\)"/\1/p' pyproject.toml | head -1 | tr - _)
@@ -106,7 +111,7 @@ EOF
   rm -rf "$(dirname "$record")"
 done
 (cd "$venv" && pwd) > "$tmp/origin"
-[ -f "$venv/.wheelhouse" ] && cp "$venv/.wheelhouse" "$tmp/wheelhouse"
+if [ -f "$venv/.wheelhouse" ]; then cp "$venv/.wheelhouse" "$tmp/wheelhouse"; fi
 chmod 755 "$tmp"
 touch "$tmp/.complete"
 mv -T "$tmp" "$snap" 2>/dev/null || true   # a concurrent save published first: its snapshot serves

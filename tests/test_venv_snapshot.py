@@ -103,13 +103,15 @@ def test_an_existing_venv_is_not_replaced_and_another_key_finds_no_snapshot(save
     assert out.returncode == 3 and "none for demo" in out.stdout and not (changed / ".venv").exists()
 
 
-def test_a_failed_restore_leaves_no_venv(saved, tmp_path):
-    broken = tmp_path / "cache"
-    (broken / "venvs").mkdir(parents=True)
-    copy = broken / "venvs" / saved["snap"].name
+@pytest.mark.parametrize("broken, said", [("pip", "pip does not run"), ("origin", "failed (line ")])
+def test_a_failed_restore_leaves_no_venv(saved, tmp_path, broken, said):
+    """A snapshot whose pip cannot run (the check at the end), or one missing the file a step reads (any failure)."""
+    cache = tmp_path / "cache"
+    (cache / "venvs").mkdir(parents=True)
+    copy = cache / "venvs" / saved["snap"].name
     subprocess.run(["cp", "-al", str(saved["snap"]), str(copy)], check=True)
-    for pip in site_packages(copy).glob("pip*"):  # pip cannot run in what it restores
-        subprocess.run(["rm", "-rf", str(pip)], check=True)
-    out = snapshot("restore", tmp_path / ".venv", saved["clone"], broken)
-    assert out.returncode == 3 and "pip does not run" in out.stderr, out.stdout + out.stderr
+    for path in site_packages(copy).glob("pip*") if broken == "pip" else [copy / "origin"]:
+        subprocess.run(["rm", "-rf", str(path)], check=True)
+    out = snapshot("restore", tmp_path / ".venv", saved["clone"], cache)
+    assert out.returncode == 3 and said in out.stderr, out.stdout + out.stderr
     assert not (tmp_path / ".venv").exists()
