@@ -22,7 +22,7 @@
 # (editable) after. The snapshot is $POPULORA_CACHE_DIR/venvs/NAME-KEY (~/.cache/populora by default); KEY hashes the
 # KEYFILEs (the Makefile, pyproject.toml, the constraints, scripts/pip-wheelhouse.sh), this script, the python
 # (version and installation), the machine (uname -m), whether nvidia-smi exists, and pip's configuration (PIP_*
-# variables, pip config files). It is published by one rename once complete, so an interrupted or concurrent save
+# variables, pip config files, the constraint files they name). It is published by one rename once complete, so an interrupted or concurrent save
 # never leaves a snapshot that is used half-made. Snapshots not used for 30 days are removed, and all but the 2
 # newest of a NAME. Clear them with `rm -rf ~/.cache/populora/venvs`.
 set -euo pipefail
@@ -40,6 +40,11 @@ key=$({
   for f in /etc/pip.conf /etc/xdg/pip/pip.conf "${XDG_CONFIG_HOME:-$HOME/.config}/pip/pip.conf" "$HOME/.pip/pip.conf"; do
     [ -f "$f" ] && { echo "== $f"; cat "$f"; }
   done
+  # pip's configuration as pip reads it, and the constraint files it names (their content decides what resolves),
+  # as scripts/pip-wheelhouse.sh keys the wheelhouse the snapshot was installed from
+  config=$("$py" -m pip config list 2>/dev/null || true)
+  echo "$config"
+  for f in $(echo "$config" | sed -n "s/^[^=]*\.constraint='\(.*\)'$/\1/p"); do echo "== $f"; cat "$f" 2>/dev/null || true; done
   for f in "${keyfiles[@]}" "$0"; do echo "== $f"; cat "$f"; done   # paths as given: relative, the same in every clone
 } | sha256sum | cut -c1-16)
 root=${POPULORA_CACHE_DIR:-$HOME/.cache/populora}/venvs
