@@ -22,9 +22,9 @@
 # (editable) after. The snapshot is $POPULORA_CACHE_DIR/venvs/NAME-KEY (~/.cache/populora by default); KEY hashes the
 # KEYFILEs (the Makefile, pyproject.toml, the constraints, scripts/pip-wheelhouse.sh), this script, the python
 # (version and installation), the machine (uname -m), whether nvidia-smi exists, and pip's configuration (PIP_*
-# variables, pip config files, the constraint files they name). It is published by one rename once complete, so an interrupted or concurrent save
-# never leaves a snapshot that is used half-made. Snapshots not used for 30 days are removed, and all but the 2
-# newest of a NAME. Clear them with `rm -rf ~/.cache/populora/venvs`.
+# variables, pip config files, the constraint files they name). It is published by one rename once complete, so an
+# interrupted or concurrent save never leaves a snapshot that is used half-made. Snapshots not used for 30 days are
+# removed, and all but the 2 newest of a NAME. Clear them with `rm -rf ~/.cache/populora/venvs`.
 set -euo pipefail
 
 cmd=${1:?restore or save}; name=${2:?NAME}; venv=${3:?VENV}; py=${4:?PY}
