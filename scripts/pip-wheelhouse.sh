@@ -12,15 +12,18 @@
 # The wheelhouse is $POPULORA_CACHE_DIR/wheelhouse/NAME-KEY (~/.cache/populora by default); KEY hashes all that
 # decides what pip resolves: ARGS and EXTRA, pyproject.toml, the requirement and constraint files ARGS name, the
 # python and pip versions, the machine (uname -m), pip's configuration (with the constraint files it names),
-# whether nvidia-smi exists, and this script. On a miss `pip download` resolves ARGS as `pip install` would, online,
-# into a temporary directory beside it, with pyproject's build requirements (the editable install builds with
-# them), wheel (a package published as source builds with it) and EXTRA; the directory is published by one rename
-# after its marker (.complete) is written, so an interrupted or concurrent build never leaves a wheelhouse that is
-# used half-made. Whenever the install from the wheelhouse fails, the plain online install runs instead (and the
-# wheelhouse is removed, to be built again next time): a bad cache costs time, never the build. --reuse installs
-# from the wheelhouse the venv's last NAME install used (recorded in VENV/.wheelhouse), or online.
-# Clear it with `rm -rf ~/.cache/populora/wheelhouse`.
+# whether nvidia-smi exists, this script and scripts/cache-lib.sh. On a miss `pip download` resolves ARGS as
+# `pip install` would, online, into a temporary directory beside it, with pyproject's build requirements (the
+# editable install builds with them), wheel (a package published as source builds with it) and EXTRA, then
+# published by one rename once complete (cache-lib.sh, as scripts/venv-snapshot.sh publishes its snapshots). A
+# wheelhouse no install used for 30 days is removed. Whenever the install from the wheelhouse fails, the plain online
+# install runs instead (and the wheelhouse is removed, to be built again next time): a bad cache costs time, never
+# the build. --reuse installs from the wheelhouse the venv's last NAME install used (recorded in VENV/.wheelhouse),
+# or online. Clear it with `rm -rf ~/.cache/populora/wheelhouse`.
 set -euo pipefail
+lib=$(dirname "$0")/cache-lib.sh
+# shellcheck source=scripts/cache-lib.sh
+source "$lib"
 
 reuse=0
 if [ "${1-}" = --reuse ]; then reuse=1; shift; fi
@@ -56,28 +59,21 @@ files_named() {  # the files after -r/-c (and their long forms) in "$@"
     shift
   done
 }
-config=$("$pip" config list)
 key=$({
   printf 'arg %s\n' "$@" ; printf 'extra %s\n' "${extra[@]}"
   "$bin/python" -c 'import sys; print(sys.version)'
   "$pip" --version | cut -d' ' -f1-2   # not the path it prints: that differs per clone
   uname -m
   command -v nvidia-smi >/dev/null 2>&1 && echo nvidia-smi
-  echo "$config"
-  # pip config constraint='A B' (PIP_CONSTRAINT too): their content
-  for f in $(echo "$config" | sed -n "s/^[^=]*\.constraint='\(.*\)'$/\1/p"); do echo "== $f"; cat "$f" 2>/dev/null || true; done
-  for f in pyproject.toml $(files_named "$@") "$0"; do echo "== $f"; cat "$f"; done
+  pip_config_key "$pip"
+  for f in pyproject.toml $(files_named "$@") "$0" "$lib"; do echo "== $f"; cat "$f"; done
 } | sha256sum | cut -c1-16)
 
-root=${POPULORA_CACHE_DIR:-$HOME/.cache/populora}/wheelhouse
+root=$(cache_root wheelhouse)
 dir=$root/$name-$key
 # a cache dir this user cannot write (a read-only home, a full disk): the plain install, as before the wheelhouse
 { mkdir -p "$root" && [ -w "$root" ]; } 2>/dev/null || online "cannot write $root" "$@"
-# A build killed outright leaves its temporary directory: gone after a day. A wheelhouse no install used for 30
-# days (its marker is touched at each use; other branches keep theirs), too.
-find "$root" -mindepth 1 -maxdepth 1 -name '.tmp-*' -mmin +1440 -exec rm -rf {} + || true
-find "$root" -mindepth 2 -maxdepth 2 -name .complete -mtime +30 ! -path "$dir/.complete" -printf '%h\n' |
-  xargs -r rm -rf || true
+cache_sweep "$root" "$dir"
 
 if [ -e "$dir/.complete" ]; then
   echo "pip-wheelhouse: installing from $dir"
@@ -118,10 +114,7 @@ print(tomllib.load(open("pyproject.toml", "rb"))["project"]["name"].replace("-",
      "$pip" download -q --dest "$tmp" $build_requires wheel &&
      { [ ${#extra[@]} = 0 ] || "$pip" download -q --no-deps --dest "$tmp" "${extra[@]}"; } &&
      rm -f "$tmp/$project"-* && sdists_to_wheels "$tmp"; then
-    chmod 755 "$tmp"   # mktemp made it 0700
-    touch "$tmp/.complete"
-    # mv -T: a rename, which fails if a concurrent build published first (then its wheelhouse serves).
-    mv -T "$tmp" "$dir" 2>/dev/null || rm -rf "$tmp"
+    cache_publish "$tmp" "$dir"
   else
     rm -rf "$tmp"
     online "building $dir failed" "$@"

@@ -20,12 +20,15 @@
 # Restored only into a venv that does not exist yet (a fresh clone); an existing venv is updated by pip as before.
 # The project itself is never in a snapshot (its files, from its RECORD, are left out): the Makefile installs it
 # (editable) after. The snapshot is $POPULORA_CACHE_DIR/venvs/NAME-KEY (~/.cache/populora by default); KEY hashes the
-# KEYFILEs (the Makefile, pyproject.toml, the constraints, scripts/pip-wheelhouse.sh), this script, the python
-# (version and installation), the machine (uname -m), whether nvidia-smi exists, and pip's configuration (PIP_*
-# variables, pip config files, the constraint files they name). It is published by one rename once complete, so an
-# interrupted or concurrent save never leaves a snapshot that is used half-made. Snapshots not used for 30 days are
-# removed, and all but the 2 newest of a NAME. Clear them with `rm -rf ~/.cache/populora/venvs`.
+# KEYFILEs (the Makefile, pyproject.toml, the constraints, scripts/pip-wheelhouse.sh), this script and
+# scripts/cache-lib.sh, the python (version and installation), the machine (uname -m), whether nvidia-smi exists,
+# and pip's configuration (PIP_* variables, pip config files, the constraint files they name). It is published by one
+# rename once complete (cache-lib.sh, as the wheelhouse is), so an interrupted or concurrent save never leaves a
+# snapshot that is used half-made. Snapshots not used for 30 days are removed, and all but the 2 newest of a NAME. Clear them with `rm -rf ~/.cache/populora/venvs`.
 set -euo pipefail
+lib=$(dirname "$0")/cache-lib.sh
+# shellcheck source=scripts/cache-lib.sh
+source "$lib"
 
 cmd=${1:?restore or save}; name=${2:?NAME}; venv=${3:?VENV}; py=${4:?PY}
 shift 4
@@ -40,14 +43,12 @@ key=$({
   for f in /etc/pip.conf /etc/xdg/pip/pip.conf "${XDG_CONFIG_HOME:-$HOME/.config}/pip/pip.conf" "$HOME/.pip/pip.conf"; do
     [ -f "$f" ] && { echo "== $f"; cat "$f"; }
   done
-  # pip's configuration as pip reads it, and the constraint files it names (their content decides what resolves),
-  # as scripts/pip-wheelhouse.sh keys the wheelhouse the snapshot was installed from
-  config=$("$py" -m pip config list 2>/dev/null || true)
-  echo "$config"
-  for f in $(echo "$config" | sed -n "s/^[^=]*\.constraint='\(.*\)'$/\1/p"); do echo "== $f"; cat "$f" 2>/dev/null || true; done
-  for f in "${keyfiles[@]}" "$0"; do echo "== $f"; cat "$f"; done   # paths as given: relative, the same in every clone
+  # as scripts/pip-wheelhouse.sh keys the wheelhouse the snapshot was installed from (the lines above: where the
+  # base python has no pip)
+  pip_config_key "$py" -m pip
+  for f in "${keyfiles[@]}" "$0" "$lib"; do echo "== $f"; cat "$f"; done   # paths as given: the same in every clone
 } | sha256sum | cut -c1-16)
-root=${POPULORA_CACHE_DIR:-$HOME/.cache/populora}/venvs
+root=$(cache_root venvs)
 snap=$root/$name-$key
 
 link_tree() {  # hard links to SRC's files at DEST (a new dir), or a copy where links cannot be made
@@ -88,7 +89,6 @@ tmp=
 give_up() { echo "venv-snapshot: no snapshot of $venv ($1)"; [ -z "$tmp" ] || rm -rf "$tmp"; exit 0; }
 trap 'give_up "line $LINENO"' ERR
 { mkdir -p "$root" && [ -w "$root" ]; } 2>/dev/null || give_up "cannot write $root"
-find "$root" -mindepth 1 -maxdepth 1 -name '.tmp-*' -mmin +1440 -exec rm -rf {} + || true
 echo "venv-snapshot: saving $venv as $snap (byte-compiling it first, once)"
 # compileall exits 1 on the few files of packages' own test data that are not Python 3: not a failure here
 nice -n 10 "$venv/bin/python" -m compileall -q -j0 "$venv/lib" > /dev/null 2>&1 || true
@@ -117,9 +117,7 @@ EOF
 done
 (cd "$venv" && pwd) > "$tmp/origin"
 if [ -f "$venv/.wheelhouse" ]; then cp "$venv/.wheelhouse" "$tmp/wheelhouse"; fi
-chmod 755 "$tmp"
-touch "$tmp/.complete"
-mv -T "$tmp" "$snap" 2>/dev/null || true   # a concurrent save published first: its snapshot serves
-# unused for 30 days, or older than the 2 newest of this NAME
-find "$root" -mindepth 2 -maxdepth 2 -name .complete -mtime +30 ! -path "$snap/.complete" -printf '%h\n' | xargs -r rm -rf || true
+cache_publish "$tmp" "$snap"
+cache_sweep "$root" "$snap"
+# all but the 2 newest of this NAME
 ls -1t "$root/$name"-*/.complete 2>/dev/null | tail -n +3 | xargs -r -n1 dirname | xargs -r rm -rf || true

@@ -9,8 +9,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from populora.platform.cache import cache_root
 
@@ -136,22 +139,41 @@ def read_records(root: Path, name: str, limit: int | None = None) -> list[dict]:
     return records[:limit] if limit else records
 
 
-_COUNTS: dict[tuple[str, int, int], int] = {}  # (path, size, mtime_ns) -> records; a dict write is atomic (threads)
+T = TypeVar("T")
+_PER_FILE: dict[tuple[str, str, int, int], object] = {}
+_PER_FILE_LOCK = threading.RLock()  # re-entrant: a compute may read another file through it
+
+
+def per_file_version(path: Path, what: str, compute: Callable[[], T]) -> T:
+    """``compute()``, kept for this process per version of the file ``path`` (its resolved path, size and mtime) and
+    ``what`` it computes: a file that changes is read again, one that does not is read once. The value is shared: the
+    caller never changes it. ``compute`` runs under one lock (a second caller of the same key waits for the first
+    rather than computing it again; EvalPlus's loaders also read process-wide settings, see evalplus_suite)."""
+    path = path.resolve()
+    stat = path.stat()
+    key = (what, str(path), stat.st_size, stat.st_mtime_ns)
+    with _PER_FILE_LOCK:
+        if key not in _PER_FILE:
+            _PER_FILE[key] = compute()
+        return _PER_FILE[key]  # type: ignore[return-value]
 
 
 def count_records(root: Path, name: str, limit: int | None = None) -> int:
     """``len(read_records(root, name, limit))`` without decoding every record: a JSONL file's non-blank lines (split
-    as ``read_records`` splits them; a JSON list is decoded), kept per file (path, size, mtime). An evaluation asks
-    it for every (target, benchmark) pair's progress and at every write of lm-eval's totals: decoding HumanEval+'s
-    7.7 MB cost 0.35 s of CPU each time (MBPP+ 0.2 s). A line that is not JSON is counted; ``read_records``, which
-    every scorer reads its problems with, refuses the file."""
+    as ``read_records`` splits them; a JSON list is decoded), kept per file version (``per_file_version``). An
+    evaluation asks it for every (target, benchmark) pair's progress and at every write of lm-eval's totals, and the
+    evaluation form for its estimate: decoding HumanEval+'s 7.7 MB cost 0.35 s of CPU each time (MBPP+ 0.2 s). A
+    line that is not JSON is counted; ``read_records``, which every scorer reads its problems with, refuses the
+    file."""
     path = root / BENCHMARKS[name].file
+
+    def count() -> int:
+        if path.suffix == ".json":
+            return len(read_records(root, name))
+        return sum(1 for line in path.read_text().splitlines() if line.strip())
+
     try:
-        stat = path.stat()
-        key = (str(path), stat.st_size, stat.st_mtime_ns)
-        if key not in _COUNTS:
-            _COUNTS[key] = (len(read_records(root, name)) if path.suffix == ".json"
-                            else sum(1 for line in path.read_text().splitlines() if line.strip()))
+        n = per_file_version(path, "records", count)
     except OSError as err:
         raise DataError(f"cannot read {path}: {err}") from err
-    return min(_COUNTS[key], limit) if limit else _COUNTS[key]
+    return min(n, limit) if limit else n

@@ -8,31 +8,18 @@ and batching of that job differ, so it is a rough figure and said to be one.
 
 from __future__ import annotations
 
-import functools
-import json
 from pathlib import Path
 
 from populora.evaluation import benchmarks, protocol
 
 
-@functools.lru_cache(maxsize=64)
-def _count(path: str, mtime_ns: int) -> int:
-    """Items in one benchmark file (JSONL lines, or a JSON list), cached per file version."""
-    p = Path(path)
-    if p.suffix == ".json":
-        return len(json.loads(p.read_text()))
-    with open(p, "rb") as f:
-        return sum(1 for line in f if line.strip())
-
-
 def items(root: Path, name: str, limit: int | None) -> int | None:
-    """Items of benchmark ``name`` the evaluation takes (its first ``limit``); None if its file is missing."""
-    path = root / benchmarks.BENCHMARKS[name].file
+    """Items of benchmark ``name`` the evaluation takes (its first ``limit``); None if its file is missing or
+    unreadable."""
     try:
-        n = _count(str(path), path.stat().st_mtime_ns)
-    except (OSError, ValueError):
+        return benchmarks.count_records(root, name, limit)
+    except benchmarks.DataError:
         return None
-    return min(n, limit) if limit else n
 
 
 def size(spec: str, limit: int | None, n_targets: int, model, protocol_name: str | None = None,

@@ -55,24 +55,20 @@ def use_local_data(data_dir: Path) -> None:
 def problems(name: str, data_dir: Path, limit: int | None = None) -> dict[str, dict]:
     """EvalPlus's problems of ``name`` (file order), the first ``limit`` of them when given (read-only: shared).
 
-    Read once per process and file (its path, size and mtime): EvalPlus parses the whole file at every call (1.7 s
-    of CPU for HumanEval+), and an evaluation asks twice per target (its problems, then the ground truth's key)."""
-    path = (data_dir / benchmarks.BENCHMARKS[name].file).resolve()
-    stat = path.stat()
-    key = (name, str(path), stat.st_size, stat.st_mtime_ns)
-    with _PROBLEMS_LOCK:  # also keeps use_local_data's environment and module constants from interleaving
-        if key not in _PROBLEMS:
-            use_local_data(data_dir)
-            from evalplus.data import get_human_eval_plus, get_mbpp_plus
+    Read once per process and file version (``benchmarks.per_file_version``): EvalPlus parses the whole file at
+    every call (1.7 s of CPU for HumanEval+), and an evaluation asks twice per target (its problems, then the ground
+    truth's key). The loader runs under that helper's lock, which also keeps ``use_local_data``'s environment and
+    module constants from interleaving between threads."""
 
-            _PROBLEMS[key] = get_human_eval_plus() if DATASETS[name][0] == "humaneval" else get_mbpp_plus()
-        probs = _PROBLEMS[key]
+    def load() -> dict[str, dict]:
+        use_local_data(data_dir)
+        from evalplus.data import get_human_eval_plus, get_mbpp_plus
+
+        return get_human_eval_plus() if DATASETS[name][0] == "humaneval" else get_mbpp_plus()
+
+    probs = benchmarks.per_file_version(data_dir / benchmarks.BENCHMARKS[name].file, f"evalplus:{name}", load)
     ids = list(probs)[:limit] if limit else list(probs)
     return {t: probs[t] for t in ids}
-
-
-_PROBLEMS: dict[tuple, dict[str, dict]] = {}
-_PROBLEMS_LOCK = threading.Lock()
 
 
 def prompt(backend, problem: dict) -> str:

@@ -1,12 +1,14 @@
 """Benchmark data and math grading (the start of the evaluation module, issue 5): the data dir is checked against
 SHA256SUMS, and math-verify grades every benchmark's own reference answers correct and wrong answers wrong."""
 
+import os
 import shutil
 
 import pytest
 from conftest import cli_in_process
 
 from populora.evaluation import benchmarks as B
+from populora.evaluation import estimate
 from populora.evaluation import math_grading as G
 
 ROOT = B.data_dir()
@@ -47,6 +49,39 @@ def test_record_counts_equal_the_records_read(tmp_path):
     assert B.count_records(copy, "gsm8k", 10) == 3
     with pytest.raises(B.DataError, match="aime24"):
         B.count_records(copy, "aime24")
+    # the evaluation form's estimate counts through it: a missing or unreadable file is None, not an error
+    assert (estimate.items(copy, "gsm8k", None), estimate.items(copy, "gsm8k", 2)) == (3, 2)
+    assert estimate.items(copy, "aime24", None) is None
+    lcb = copy / B.BENCHMARKS["livecodebench"].file
+    lcb.parent.mkdir(parents=True)
+    lcb.write_text('[{"a": 1}, ')  # a JSON list cut short
+    assert estimate.items(copy, "livecodebench", None) is None
+    lcb.write_text('[{"a": 1}, {"a": 2}]')
+    assert estimate.items(copy, "livecodebench", None) == 2
+
+
+def test_a_file_is_read_once_per_version(tmp_path):
+    """``per_file_version``: one computation per file version and purpose, whatever path names the file; a file
+    rewritten with the same size (only its mtime differs) is read again."""
+    path = tmp_path / "data.jsonl"
+    path.write_text("one\n")
+    reads = []
+
+    def read():
+        reads.append(path.read_text())
+        return reads[-1]
+
+    assert B.per_file_version(path, "text", read) == "one\n"
+    assert B.per_file_version(tmp_path / "." / "data.jsonl", "text", read) == "one\n"
+    assert len(reads) == 1
+    path.write_text("two\n")
+    stat = path.stat()
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))  # a coarse clock may not have moved
+    assert B.per_file_version(path, "text", read) == "two\n"
+    assert B.per_file_version(path, "other purpose", read) == "two\n"
+    assert len(reads) == 3
+    with pytest.raises(FileNotFoundError):
+        B.per_file_version(tmp_path / "missing", "text", read)
 
 
 def test_missing_dir_and_checksums_say_what_is_expected(tmp_path):
