@@ -93,6 +93,25 @@ def test_arms_race_charts_every_kind_with_percent_axes(store, monkeypatch, tmp_p
     assert not any("no data yet" in c for c in captions), "a finished run never says 'no data yet'"
 
 
+def test_arms_race_says_from_when_equal_volume_diversity_is_logged(monkeypatch, tmp_path):
+    """A finished run whose teachers wrote fewer valid programs than the equal volume (20): its diversity charts say
+    they start at 20 programs and how many it wrote, not that nothing was logged."""
+    import synthetic_store
+
+    from populora.platform import runlayout as rl
+    from populora.platform.tracking import Tracker
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    tracker = Tracker(uri)
+    run_id = synthetic_store.make_run(tracker, "few", members=2, steps=2, tasks_per_step=3)
+    tracker.log_metric_steps(run_id, {1: {rl.PROGRAMS: 2}, 2: {rl.PROGRAMS: 7}})
+    at = _page("arms_race", {"uri": uri}, monkeypatch, tmp_path, run=run_id)
+    captions = [c.value for c in at.caption]
+    for title in ("distinct structures among 20 programs (all so far)", "distinct structures among 20 of the last 60 programs"):
+        assert f"{title}: logged from the step a run has written 20 valid programs (so far: run 7)" in captions, captions
+    assert not any("never logged" in c and "distinct structures" in c for c in captions), captions
+
+
 def test_arms_race_offers_every_logged_member_metric(store, monkeypatch, tmp_path):
     at = _page("arms_race", store, monkeypatch, tmp_path, run=store["run"])
     options = at.selectbox(key="ar_metric").options

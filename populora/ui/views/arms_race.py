@@ -52,12 +52,13 @@ def compared(uri: str, runs: dict[str, str], key: str) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["step", "value", "series"])
 
 
-def grid(uri: str, runs: dict[str, str], metrics: list[tuple[str, str]], per_row: int = 2, empty: str = "no data yet") -> None:
+def grid(uri: str, runs: dict[str, str], metrics: list[tuple[str, ...]], per_row: int = 2, empty: str = "no data yet") -> None:
+    """Charts of ``metrics`` ((key, title) or (key, title, what an empty chart says)), ``per_row`` a row."""
     for i in range(0, len(metrics), per_row):
         cols = st.columns(per_row)
-        for col, (key, title) in zip(cols, metrics[i:i + per_row]):
+        for col, (key, title, *own) in zip(cols, metrics[i:i + per_row]):
             with col:
-                charts.lines(compared(uri, runs, key), title, color="series", key=key, empty=empty)
+                charts.lines(compared(uri, runs, key), title, color="series", key=key, empty=own[0] if own else empty)
 
 
 def empty_text(status: str) -> str:
@@ -66,6 +67,33 @@ def empty_text(status: str) -> str:
     if status in ("running", "starting"):
         return "no data yet (steps reach MLflow with each checkpoint)"
     return "never logged in this run (no valid task or no answer at any logged step)"
+
+
+def volume_text(programs: dict[str, int], otherwise: str) -> str:
+    """What an empty equal-volume diversity chart says: it is logged from the step a run has written ``M`` valid
+    programs, and how many each run (label -> programs so far) has written; ``otherwise`` when no run logged its
+    count (a run from before ``curriculum/programs``).
+
+    >>> volume_text({"population": 5, "baseline": 3}, "never logged")
+    'logged from the step a run has written 20 valid programs (so far: population 5, baseline 3)'
+    >>> volume_text({}, "never logged")
+    'never logged'
+    """
+    if not programs:
+        return otherwise
+    so_far = ", ".join(f"{label} {n}" for label, n in programs.items())
+    return f"logged from the step a run has written {M} valid programs (so far: {so_far})"
+
+
+def programs_so_far(uri: str, runs: dict[str, str]) -> dict[str, int]:
+    """label -> valid programs the run's teachers have written so far (its latest ``curriculum/programs``), for
+    the runs that log it."""
+    out = {}
+    for label, rid in runs.items():
+        h = store.history(uri, rid, rl.PROGRAMS) if rid else None
+        if h is not None and not h.empty:
+            out[label] = int(h["value"].iloc[-1])
+    return out
 
 
 def kinds_logged(metrics: dict) -> list[str]:
@@ -212,7 +240,9 @@ def body(run_id: str, baseline: str | None, status: str = "running", others: dic
     for label, rid in runs.items():
         if rid:
             common.monitor_flags((store.run_info(uri, rid) or {}).get("tags", {}), label=f"{label}: ")
-    grid(uri, runs, CURRICULUM, per_row=3, empty=empty)
+    volume = volume_text(programs_so_far(uri, runs), empty)  # too few programs yet to compare at equal volume
+    grid(uri, runs, [(k, t, volume) if k in (rl.RAREFIED, rl.RECENT_RAREFIED) else (k, t) for k, t in CURRICULUM],
+         per_row=3, empty=empty)
     st.caption(f"Diversity is compared at equal volume: the expected number of distinct program structures among "
                f"{M} valid programs drawn from those written so far (rarefaction), so an arm that proposes more does "
                "not look narrower for it. Structures per 100 programs proposed (`curriculum/coverage_per_100`, still "
