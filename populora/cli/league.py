@@ -65,14 +65,35 @@ def spec_of(args) -> LeagueSpec:
 
 
 def show(data: dict) -> str:
-    """The results as text: abilities, teachers, and population vs baseline in words."""
+    """The results as text: abilities, teachers (strongest first; those with no valid task last), and population vs
+    baseline in words.
+
+    >>> print(show({"students": [{"id": "r.s4.S0", "arm": "population", "ability": {"value": 0.31, "ci95": [-1.2, 2.5]},
+    ...                           "solve_rate": 0.2619, "mu": 15.277218607870951},
+    ...                          {"id": "base", "arm": "base", "ability": {"value": 0.0, "ci95": [0.0, 0.0]},
+    ...                           "solve_rate": None, "mu": None}],
+    ...             "teachers": [{"id": "r.s4.T0", "arm": "population", "strength": {"value": None, "ci95": [None, None]},
+    ...                           "tasks": 0, "valid": 0, "proposed": 6},
+    ...                          {"id": "b.s4.B0", "arm": "baseline", "strength": {"value": 1.42, "ci95": [-1.57, 4.33]},
+    ...                           "tasks": 4, "valid": 4, "proposed": 18}],
+    ...             "comparisons": []}))
+    students (ability, logits vs the base model; 95% CI; solve rate):
+      r.s4.S0                population +0.31 (-1.20 to +2.50)  solve 26%  TrueSkill mu 15.28
+      base                   base       +0.00 (+0.00 to +0.00)  solve -  TrueSkill mu -
+    teachers (strength = mean difficulty of its valid tasks; validity rate of its proposals):
+      b.s4.B0                baseline   +1.42 (-1.57 to +4.33)  tasks 4  valid 4/18
+      r.s4.T0                population no valid task  tasks 0  valid 0/6
+    no population-vs-baseline line: the league has no baseline or no population
+    """
     lines = ["students (ability, logits vs the base model; 95% CI; solve rate):"]
     for s in sorted(data["students"], key=lambda s: -s["ability"]["value"]):
         lo, hi = s["ability"]["ci95"]
+        solve = "-" if s["solve_rate"] is None else f"{s['solve_rate']:.0%}"
+        mu = "-" if s["mu"] is None else f"{s['mu']:.2f}"
         lines.append(f"  {s['id']:<22} {s['arm']:<10} {s['ability']['value']:+.2f} ({lo:+.2f} to {hi:+.2f})  "
-                     f"solve {s['solve_rate'] if s['solve_rate'] is not None else '-'}  TrueSkill mu {s['mu'] if s['mu'] is not None else '-'}")
+                     f"solve {solve}  TrueSkill mu {mu}")
     lines.append("teachers (strength = mean difficulty of its valid tasks; validity rate of its proposals):")
-    for t in data["teachers"]:
+    for t in sorted(data["teachers"], key=lambda t: (t["strength"]["value"] is None, -(t["strength"]["value"] or 0.0))):
         v = t["strength"]["value"]
         lo, hi = t["strength"]["ci95"]
         strength = "no valid task" if v is None else f"{v:+.2f} ({lo:+.2f} to {hi:+.2f})"

@@ -11,6 +11,11 @@ import streamlit as st
 
 from populora.ui.charts import STEP_AXIS
 
+# the tables' columns by how they are shown (``table``)
+LOGITS = ("ability", "strength", "difficulty", "ci low", "ci high")
+RATES = ("solve rate", "validity rate", "solved by the league")
+MU = "TrueSkill mu (in its run)"
+
 
 def _ci(est: dict) -> tuple:
     lo, hi = (est.get("ci95") or [None, None])
@@ -24,7 +29,7 @@ def abilities(data: dict) -> pd.DataFrame:
         v, lo, hi = _ci(s["ability"])
         rows.append({"student": s["id"], "arm": s["arm"], "step": s["step"], "member": s["member"], "ability": v,
                      "ci low": lo, "ci high": hi, "solve rate": s["solve_rate"], "answers": s["answers"],
-                     "TrueSkill mu (in its run)": s.get("mu")})
+                     MU: s.get("mu")})
     return pd.DataFrame(rows).sort_values("ability", ascending=False, ignore_index=True)
 
 
@@ -38,8 +43,18 @@ def teachers(data: dict) -> pd.DataFrame:
                      "ci low": lo, "ci high": hi, "panel tasks": t["tasks"], "validity rate": t["validity_rate"],
                      "validity ci": f"{vlo:.0%} to {vhi:.0%}" if vlo is not None else "-",
                      "valid / proposed": f"{t.get('valid', 0)}/{t.get('proposed', 0)}",
-                     "solved by the league": t["solve_rate"], "TrueSkill mu (in its run)": t.get("mu")})
+                     "solved by the league": t["solve_rate"], MU: t.get("mu")})
     return pd.DataFrame(rows)
+
+
+def table(df: pd.DataFrame) -> None:
+    """One of the tables above, its numbers as the text says them: logits signed to two decimals, rates in %,
+    TrueSkill to two decimals (the frame keeps the full values: sorting and download)."""
+    config = {c: st.column_config.NumberColumn(c, format="%+.2f") for c in LOGITS if c in df}
+    config |= {c: st.column_config.NumberColumn(c, format="percent") for c in RATES if c in df}
+    if MU in df:
+        config[MU] = st.column_config.NumberColumn(MU, format="%.2f")
+    st.dataframe(df, hide_index=True, width="stretch", column_config=config)
 
 
 def difficulties(data: dict) -> pd.DataFrame:

@@ -83,6 +83,11 @@ def test_league_page_shows_tables_heatmap_and_the_verdict(league, monkeypatch):
     frames = [d.value for d in at.dataframe]
     assert "ability" in frames[0].columns and len(frames[0]) == 7
     assert "strength" in frames[1].columns and "validity rate" in frames[1].columns and len(frames[1]) == 7
+    # shown as the text says them: logits signed, rates in %, TrueSkill two decimals (the frames keep full values)
+    shown = [{c: cfg.get("type_config", {}).get("format") for c, cfg in json.loads(d.proto.columns).items()} for d in at.dataframe]
+    assert shown[0]["ability"] == "%+.2f" and shown[0]["solve rate"] == "percent", shown[0]
+    assert shown[0]["TrueSkill mu (in its run)"] == "%.2f", shown[0]
+    assert shown[1]["validity rate"] == shown[1]["solved by the league"] == "percent" and shown[1]["ci low"] == "%+.2f", shown[1]
     assert {"Students: ability", "Teachers: strength and validity", "Teacher × student solve rate"} <= {s.value for s in at.subheader}
 
 

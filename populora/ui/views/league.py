@@ -48,12 +48,12 @@ with right:
     V.curves(data, "teacher_strength", "teachers' mean task difficulty over checkpoints")
 
 st.subheader("Students: ability")
-st.dataframe(V.abilities(data), hide_index=True, width="stretch")
+V.table(V.abilities(data))
 st.subheader("Teachers: strength and validity")
 st.caption("Strength: the mean difficulty of the teacher's valid panel tasks; validity: the share of its proposals "
            "the sandbox accepted. A teacher can be strong by writing hard tasks and weak by writing few valid ones.")
-st.dataframe(V.teachers(data), hide_index=True, width="stretch")
+V.table(V.teachers(data))
 st.subheader("Teacher × student solve rate")
 V.heatmap(data)
 with st.expander(f"Task difficulties ({data['panel_size']} panel tasks)"):
-    st.dataframe(V.difficulties(data), hide_index=True, width="stretch")
+    V.table(V.difficulties(data))
