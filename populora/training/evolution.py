@@ -10,7 +10,7 @@ import torch
 
 from populora.training import operators, rating
 from populora.training.lineage import Lineage, LineageEvent
-from populora.training.member import Member, Population
+from populora.training.member import Member, Population, ranked
 
 
 def evolve(population: Population, backend, lineage: Lineage, cfg, step: int, rng: np.random.Generator,
@@ -44,11 +44,6 @@ def evolve(population: Population, backend, lineage: Lineage, cfg, step: int, rn
                 event.details["kl"] = float(distance(child.parents[0], child.id))
             replaced.append((dead, child))
     return replaced
-
-
-def ranked(members: list[Member], k: float) -> list[Member]:
-    """Strongest first by ``mu - k * sigma``: evolution replaces the tail (a fork's shrink removes it too)."""
-    return sorted(members, key=lambda m: m.conservative(k), reverse=True)
 
 
 def replace_count(size: int, fraction: float) -> int:

@@ -10,6 +10,7 @@ the fork's config; ``Trainer.fork`` does the rest.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import yaml
@@ -18,6 +19,7 @@ from populora.platform import config as config_io
 from populora.platform import runlayout as rl
 from populora.platform.config import ConfigError
 from populora.training.config import TrainConfig
+from populora.training.member import STUDENT, TEACHER, Population, ranked
 
 # setting (a dotted key, or a section prefix ending in ".") -> why a fork cannot change it
 FROZEN = {
@@ -73,6 +75,76 @@ def fork_config(parent: TrainConfig, overrides: list[str], step: int) -> TrainCo
         raise ConfigError(f"steps={cfg.steps}: a fork at step {step} trains steps {step + 1} onwards; "
                           f"set steps above {step}, e.g. --set steps={step + max(1, parent.steps - step)}")
     return cfg
+
+
+def role_sizes(cfg: TrainConfig) -> dict[str, int]:
+    """{teacher: population.teachers, student: population.students}: the sizes a fork resizes to."""
+    return {TEACHER: cfg.population.teachers, STUDENT: cfg.population.students}
+
+
+def resize_preview(population: Population, before: dict[str, int], after: dict[str, int], k: float, how: str) -> list[str]:
+    """What a fork's resize will do, said before it runs (the fork form shows it): per role whose size changes,
+    the members ``resize.shrink`` removes (the weakest, ranked as it ranks them) or those ``resize.grow`` adds (their ids, and
+    for ``mutation`` the parent each child is made from, paired as it pairs them; the operator itself is drawn
+    when the fork runs). ``population``: the checkpoint's; ``k``: the fork's ``evolution.conservative_k``;
+    ``how``: its ``population.grow``.
+
+    >>> from populora.training.member import Member
+    >>> pop = Population([Member("T0", TEACHER, 8, mu=20.0, sigma=2.0), Member("T1", TEACHER, 8, mu=25.0, sigma=2.0),
+    ...                   Member("S0", STUDENT, 8, mu=24.0, sigma=1.0), Member("S1", STUDENT, 8, mu=18.0, sigma=1.0)],
+    ...                  {"T": 2, "S": 2})
+    >>> for line in resize_preview(pop, {"teacher": 2, "student": 2}, {"teacher": 5, "student": 1}, 0.0, "mutation"):
+    ...     print(line)
+    teachers 2 -> 5: adds T2, T3, T4, mutation children of T1, T0, T1 (the strongest first, round the role; each one's operator is drawn from evolution.operators' mutations when the fork runs)
+    students 2 -> 1: removes S1 (the weakest by mu - 0*sigma: 18.00); its adapter is kept in the fork's adapters/
+    >>> resize_preview(pop, {"teacher": 2, "student": 2}, {"teacher": 1, "student": 2}, 1.0, "init")
+    ["teachers 2 -> 1: removes T0 (the weakest by mu - 1*sigma: 18.00); its adapter is kept in the fork's adapters/"]
+    >>> pop.add(Member("T2", TEACHER, 8, mu=10.0, sigma=1.0)).id
+    'T2'
+    >>> resize_preview(pop, {"teacher": 3, "student": 2}, {"teacher": 1, "student": 2}, 0.0, "init")
+    ["teachers 3 -> 1: removes T0 (20.00), T2 (10.00) (the weakest by mu - 0*sigma); their adapters are kept in the fork's adapters/"]
+    >>> resize_preview(pop, {"teacher": 2, "student": 2}, {"teacher": 2, "student": 3}, 0.0, "init")
+    ['students 2 -> 3: adds S2, a fresh adapter (as at step 0)']
+    >>> resize_preview(pop, {"teacher": 2, "student": 2}, {"teacher": 2, "student": 2}, 0.0, "init")
+    []
+    """
+    lines = []
+    for role in (TEACHER, STUDENT):
+        was, size = before[role], after[role]
+        if was == size:
+            continue
+        members = ranked(population.alive(role), k)
+        head = f"{role}s {was} -> {size}"
+        if size < was:
+            gone = members[size:]
+            names = ", ".join(f"{m.id} ({m.conservative(k):.2f})" if len(gone) > 1 else m.id for m in gone)
+            score = "" if len(gone) > 1 else f": {gone[0].conservative(k):.2f}"
+            lines.append(f"{head}: removes {names} (the weakest by mu - {k:g}*sigma{score}); "
+                         f"{'their adapters are' if len(gone) > 1 else 'its adapter is'} kept in the fork's adapters/")
+            continue
+        prefix = Population.PREFIX[role]
+        start = population.next_index.get(prefix, 0)
+        ids = ", ".join(f"{prefix}{start + j}" for j in range(size - len(members)))
+        one = size - len(members) == 1
+        if how == "init":
+            what = "a fresh adapter" if one else "fresh adapters"
+            lines.append(f"{head}: adds {ids}, {what} (as at step 0)")
+        else:
+            parents = ", ".join(members[j % len(members)].id for j in range(size - len(members)))
+            what, whose = ("a mutation child of", "its") if one else ("mutation children of", "each one's")
+            lines.append(f"{head}: adds {ids}, {what} {parents} (the strongest first, round the role; {whose} operator "
+                         "is drawn from evolution.operators' mutations when the fork runs)")
+    return lines
+
+
+def checkpoint_population(run_dir: Path, step: int) -> Population:
+    """The population (members, ratings, id counters) a run's checkpoint ``step`` holds: what a fork of it starts
+    from and resizes (``resize_preview`` says how, before the fork runs)."""
+    path = rl.checkpoint_dir(run_dir, step) / rl.CHECKPOINT_STATE
+    try:
+        return Population.from_dict(json.loads(path.read_text())["population"])
+    except (OSError, ValueError, KeyError) as err:
+        raise ConfigError(f"cannot read the population of checkpoint {path}: {err}") from err
 
 
 def checkpoint_config(run_dir: Path, step: int) -> TrainConfig:

@@ -26,7 +26,7 @@ from populora.training.buffers import TaskBuffers, buffer_kinds
 from populora.training.config import TrainConfig
 from populora.training.curriculum_tracker import CurriculumTracker
 from populora.training.evolution import evolve
-from populora.training.fork import fork_config, fork_note
+from populora.training.fork import fork_config, fork_note, role_sizes
 from populora.training.ledger import ComputeLedger, EvalLedger, add_to_record, step_compute
 from populora.training.lineage import Lineage, LineageEvent
 from populora.training.matchmaking import answer_plan, match
@@ -309,10 +309,10 @@ class Trainer:
             (run_dir / rl.CONFIG_FILE).write_text(config_io.dump(cfg))
             trainer = cls(cfg, log, run_dir)
             removed, added = [], []
-            resizing = not cfg.population.single_agent and resize.targets(cfg) != resize.targets(parent_cfg)
+            resizing = not cfg.population.single_agent and role_sizes(cfg) != role_sizes(parent_cfg)
 
             def shrink() -> None:  # before the adapters load: the removed ones are never loaded
-                removed.extend(resize.shrink(trainer.population, trainer.lineage, resize.targets(cfg),
+                removed.extend(resize.shrink(trainer.population, trainer.lineage, role_sizes(cfg),
                                              cfg.evolution.conservative_k, step, path, run_dir / "adapters"))
 
             trainer._restore(path, state, rng_state, before_adapters=shrink if resizing else None)
@@ -320,7 +320,7 @@ class Trainer:
                 trainer.reseed(step)
             if resizing:
                 added = resize.grow(trainer.population, trainer.backend, trainer.lineage, cfg, step, trainer.rng, trainer.torch_gen)
-                summary = resize.summary(resize.targets(parent_cfg), resize.targets(cfg), removed, added)
+                summary = resize.summary(role_sizes(parent_cfg), role_sizes(cfg), removed, added)
                 log.resized(fork_note(run_id, step, changed, summary), summary)
             trainer.pending = []  # records of steps <= step are the parent's, logged there
             for m in trainer.population.members.values():

@@ -43,6 +43,11 @@ class Member:
         return asdict(self)
 
 
+def ranked(members: list[Member], k: float) -> list[Member]:
+    """Strongest first by ``mu - k * sigma``: evolution replaces the tail (a fork's shrink removes it too)."""
+    return sorted(members, key=lambda m: m.conservative(k), reverse=True)
+
+
 class Population:
     """All members ever created (dead ones kept for lineage), with id allocation per role."""
 

@@ -2,7 +2,7 @@
 operators, each change recorded in the lineage:
 
 - **shrink** (``shrink_weakest``): a role's weakest members by the rule evolution replaces by (lowest
-  ``mu - evolution.conservative_k * sigma``, ``evolution.ranked``) leave the population; their adapters are kept
+  ``mu - evolution.conservative_k * sigma``, ``member.ranked``) leave the population; their adapters are kept
   in the fork's ``adapters/`` (as evolution archives a replaced member's), and ``lineage.json``'s ``removed``
   records each (member, operator, step, rating).
 - **grow** (``population.grow``): ``mutation`` adds children of the strongest members of the role (the strongest
@@ -10,6 +10,8 @@ operators, each change recorded in the lineage:
   mutations at its strength, with a widened inherited rating, as evolution makes a mutation child; ``init`` adds
   fresh adapters, as at step 0. Each is a lineage event at the fork step (``details.resize``: ``grow``); the
   per-operator statistics of evolution (``operator_stats``) leave them out: no evolution made them.
+
+``fork.resize_preview`` says what both will do before a fork runs (no torch: the UI's fork form shows it).
 
 A single-agent baseline has one adapter and is never resized; no role can be emptied (at least one member each).
 """
@@ -24,15 +26,12 @@ import numpy as np
 import torch
 
 from populora.training import operators, rating
-from populora.training.evolution import draw_operator, ranked
+from populora.training.evolution import draw_operator
+from populora.training.fork import role_sizes
 from populora.training.lineage import Lineage, LineageEvent
-from populora.training.member import STUDENT, TEACHER, Member, Population
+from populora.training.member import STUDENT, TEACHER, Member, Population, ranked
 
 SHRINK = "shrink_weakest"  # the operator name a removal is recorded under
-
-
-def targets(cfg) -> dict[str, int]:
-    return {TEACHER: cfg.population.teachers, STUDENT: cfg.population.students}
 
 
 def shrink(population: Population, lineage: Lineage, sizes: dict[str, int], k: float, step: int, checkpoint: Path,
@@ -58,7 +57,7 @@ def grow(population: Population, backend, lineage: Lineage, cfg, step: int, rng:
     """Add members to each role up to the config's sizes by ``population.grow`` (after the adapters are loaded).
     Returns one record per new member: member, role, operator, parents, step."""
     ec, how, out = cfg.evolution, cfg.population.grow, []
-    for role, size in targets(cfg).items():
+    for role, size in role_sizes(cfg).items():
         members = ranked(population.alive(role), ec.conservative_k)
         for i in range(size - len(members)):
             if how == "init":

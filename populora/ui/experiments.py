@@ -17,7 +17,7 @@ from populora.platform import runlayout as rl
 from populora.platform.config import ConfigError
 from populora.platform.settings_diff import settings_diff
 from populora.platform.tracking import Tracker
-from populora.training import checkpoint_config, fork_config, job_slots
+from populora.training import checkpoint_config, checkpoint_population, fork_config, job_slots, resize_preview, role_sizes
 from populora.ui import common, store
 
 def show_diff(rows: list[tuple], label_a: str, label_b: str) -> None:
@@ -73,6 +73,15 @@ def fork_form(run_id: str, run_dir: str | None, name: str, step: int | None = No
     changed = settings_diff(config_io.flatten(parent), config_io.flatten(cfg), ignore=("pair",))
     if changed:
         show_diff(changed, "this run", "the fork")
+    before, after = role_sizes(parent), role_sizes(cfg)
+    if before != after:
+        try:
+            population = checkpoint_population(Path(run_dir), chosen)
+        except ConfigError as err:
+            st.error(str(err))
+            return
+        lines = resize_preview(population, before, after, cfg.evolution.conservative_k, cfg.population.grow)
+        st.info("**The fork resizes the population** (recorded in its lineage):\n" + "\n".join(f"- {x}" for x in lines))
     if clicked:
         job = jobs.launch_fork(run_id, chosen, overrides, name=f"{name} fork @{chosen}",
                                env={"MLFLOW_TRACKING_URI": store.uri()}, need=job_slots(config_io.dump(cfg)))

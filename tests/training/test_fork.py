@@ -15,7 +15,7 @@ from conftest import paused_train_cmd, train_in_process, wait_for_marker
 from populora.cli import main
 from populora.platform.config import ConfigError
 from populora.training.config import TrainConfig
-from populora.training.fork import fork_config
+from populora.training.fork import checkpoint_config, checkpoint_population, fork_config, resize_preview, role_sizes
 from populora.training.operators import FAMILY
 from populora.platform import runlayout as rl
 
@@ -187,8 +187,13 @@ def test_fork_kill_9_resume_fork_of_fork_diff_and_ancestry(mlflow_store, tmp_pat
 
     # a fork of the fork, at its step 2, one step further, resized: teachers 2 -> 1 (the weakest by evolution's
     # rule removed), students 2 -> 3 (a mutation child of the strongest student)
-    assert train_in_process("--fork", fork, "--step", "2", "--set", "steps=3", "--set", "population.teachers=1",
-                             "--set", "population.students=3", "--set", "matchmaking.teachers_per_student=1",
+    # what the fork form says the resize will do, from the checkpoint, before the fork runs (checked below)
+    fork_dir, changes = Path(client.get_run(fork).data.tags[rl.RUN_DIR]), ["steps=3", "population.teachers=1",
+                                                                           "population.students=3", "matchmaking.teachers_per_student=1"]
+    cfg_2 = fork_config(checkpoint_config(fork_dir, 2), changes, 2)
+    preview = resize_preview(checkpoint_population(fork_dir, 2), role_sizes(checkpoint_config(fork_dir, 2)),
+                             role_sizes(cfg_2), cfg_2.evolution.conservative_k, cfg_2.population.grow)
+    assert train_in_process("--fork", fork, "--step", "2", *[a for c in changes for a in ("--set", c)],
                              "--quiet") == 0, capsys.readouterr().err[-3000:]
     fork2 = _new_run(client, {parent, fork})
     assert client.get_run(fork2).info.status == "FINISHED" and _sentinels(client, fork2) == [3]
@@ -205,6 +210,8 @@ def test_fork_kill_9_resume_fork_of_fork_diff_and_ancestry(mlflow_store, tmp_pat
     (grown,) = [e for e in lineage2["events"] if e["details"].get("resize") == "grow"]
     assert (grown["role"], grown["parents"], grown["step"]) == ("student", [students[0]], 2)
     assert FAMILY[grown["operator"]].kind == "mutation"
+    assert len(preview) == 2 and preview[0].startswith(f"teachers 2 -> 1: removes {teachers[-1]} ("), preview
+    assert preview[1].startswith(f"students 2 -> 3: adds {grown['child']}, a mutation child of {students[0]} ("), preview
     members2 = {c.data.tags[rl.MEMBER_ID] for c in _children(client, fork2)}
     born_3 = {e["child"] for e in lineage2["events"] if e["step"] == 3}  # fork2's own evolution (every step)
     assert members2 == {teachers[0], *students, grown["child"]} | born_3  # the removed teacher never lived in fork2

@@ -3,6 +3,7 @@ disk and a fork of it at step 1 with one changed setting, written to a fresh sto
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -55,7 +56,10 @@ def _store(tmp_path: Path, monkeypatch) -> dict:
     parent_dir = tmp_path / "runs" / "parent"
     ckpt = parent_dir / "checkpoints" / "step_000001"
     ckpt.mkdir(parents=True)
-    (ckpt / "state.json").write_text("{}")
+    (ckpt / "state.json").write_text(json.dumps({"population": {"members": [  # the checkpoint's ratings: what a resize ranks
+        {"id": i, "role": r, "rank": 8, "mu": mu, "sigma": 2.0, "alive": i != "S0"}
+        for i, r, mu in (("T0", "teacher", 26.0), ("T1", "teacher", 22.0), ("S0", "student", 20.0),
+                         ("S1", "student", 24.0), ("S2", "student", 27.0))], "next_index": {"T": 2, "S": 3}}}))
     (ckpt / "config.yaml").write_text(config_io.dump(parent_cfg))
     lineage = {"events": EVENTS + [CHILD]}
     parent = _run(tracker, parent_cfg, parent_dir, {}, lineage)
@@ -100,6 +104,23 @@ def test_fork_form_refuses_a_frozen_setting_with_the_reason_and_shows_the_one_ch
     table = _table(at, "the fork")
     assert list(table.index) == ["optim.lr"] and table.loc["optim.lr"].tolist() == ["5e-05", "3e-05"]
     assert any(b.label == "Fork from here" for b in at.button)
+
+
+def test_fork_form_says_which_members_a_resize_removes_and_adds(store):
+    """A fork that changes the population's sizes: before it runs, the form names the weakest teacher it removes
+    and the student it adds with the parent it is made from, from the checkpoint's ratings."""
+    at = _page("runs", run=store["parent"], fork="1")
+    area = next(a for a in at.text_area if a.label.startswith("settings to change"))
+    area.set_value("population.teachers=1\npopulation.students=3").run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    said = "\n".join(str(e.value) for e in at.info)
+    assert "The fork resizes the population" in said, said
+    assert "teachers 2 -> 1: removes T1 (the weakest by mu - 0*sigma: 22.00)" in said, said
+    assert "students 2 -> 3: adds S3, a mutation child of S2 (the strongest first" in said, said
+    area = next(a for a in at.text_area if a.label.startswith("settings to change"))
+    area.set_value("population.students=3\npopulation.grow=init").run()
+    said = "\n".join(str(e.value) for e in at.info)
+    assert "students 2 -> 3: adds S3, a fresh adapter (as at step 0)" in said and "teachers" not in said, said
 
 
 def test_a_fork_names_its_parent_and_its_diff_shows_only_the_changed_setting(store):
