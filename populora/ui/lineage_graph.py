@@ -17,14 +17,34 @@ def kind(node: dict) -> str:
     return "init" if not parents else "crossover" if len(parents) >= 2 else "mutation"
 
 
+def fate_of(node: dict) -> str:
+    """A member's fate in words: alive, replaced (by whom, when), or removed by a fork's resize.
+
+    >>> fate_of({"alive": False, "replaced_by": "S4", "replaced_at": 2})
+    'replaced by S4 at step 2'
+    >>> fate_of({"alive": False, "removed": {"step": 3, "operator": "shrink_weakest"}})
+    'removed at the fork at step 3 (shrink_weakest)'
+    >>> fate_of({"alive": True})
+    'alive'
+    """
+    if node["alive"]:
+        return "alive"
+    if node.get("removed"):
+        return f'removed at the fork at step {node["removed"]["step"]} ({node["removed"]["operator"]})'
+    return "replaced" + (f' by {node["replaced_by"]} at step {node["replaced_at"]}' if node.get("replaced_by") else "")
+
+
 def graph_data(uri: str, run_id: str, members: pd.DataFrame) -> list[dict]:
     """One dict per member: id, role, parents, operator, step, generation, alive, replaced (whom it replaced),
-    replaced_by and replaced_at (who replaced it, at which step), mu, sigma.
+    replaced_by and replaced_at (who replaced it, at which step), removed ({"step", "operator"}: removed by a
+    fork's resize, ``lineage.json``'s ``removed``; {} otherwise), mu, sigma.
 
     lineage.json is the source of truth (the trainer's own record); before its first checkpoint the member runs'
     tags carry the same facts. Ratings are the trainer's record (``store.members``: population.json first, so a
     replaced member shows the rating it had when it was replaced)."""
-    events = store.lineage(uri, run_id).get("events", [])
+    lineage = store.lineage(uri, run_id)
+    events = lineage.get("events", [])
+    removed = {r["member"]: {"step": r.get("step"), "operator": r.get("operator", "")} for r in lineage.get("removed", [])}
     rec = store.recorded(uri, run_id)
     by_member = members.set_index("member") if not members.empty else pd.DataFrame()
     if not events:
@@ -42,7 +62,8 @@ def graph_data(uri: str, run_id: str, members: pd.DataFrame) -> list[dict]:
         nodes.append({"id": m, "role": e.get("role", "?"), "parents": list(e.get("parents") or []), "operator": e.get("operator", "init"),
                       "step": e.get("step", 0), "generation": e.get("generation", 0), "alive": alive,
                       "replaced": e.get("replaced", ""), "replaced_by": p.get("replaced_by", ""),
-                      "replaced_at": p.get("replaced_at"), "mu": _num(mu), "sigma": _num(sigma)})
+                      "replaced_at": p.get("replaced_at"), "removed": removed.get(m, {}), "mu": _num(mu),
+                      "sigma": _num(sigma)})
     return nodes
 
 
@@ -92,7 +113,7 @@ def lineage_dot(nodes: list[dict], selected: str | None = None, show_dead: bool 
         style = '"rounded,filled"' if n["alive"] else '"rounded,filled,dashed"'
         color = common.ROLE_COLORS.get(n["role"], "#999999") if n["alive"] else "#bbbbbb"
         border = ', penwidth=3, color="black"' if n["id"] == selected else ""
-        fate = "alive" if n["alive"] else "replaced" + (f' by {n["replaced_by"]} at step {n["replaced_at"]}' if n.get("replaced_by") else "")
+        fate = fate_of(n)
         tooltip = f'{n["role"]}, generation {n["generation"]}, {fate}' + (" (click to open)" if href else "")
         link = f', href="{href.format(member=n["id"])}", target="_self"' if href else ""
         lines.append(f'"{n["id"]}" [label="{n["id"]}{rating}", fillcolor="{color}", style={style}, tooltip="{tooltip}"{border}{link}];')

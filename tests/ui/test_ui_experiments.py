@@ -23,12 +23,12 @@ CHILD = {"child": "S2", "parents": ["S1"], "operator": "gaussian", "step": 1, "g
          "replaced": "S0", "details": {"strength": 0.02, "mu_at_birth": 26.0}}
 
 
-def _run(tracker: Tracker, cfg: TrainConfig, run_dir: Path, tags: dict, lineage: dict) -> str:
+def _run(tracker: Tracker, cfg: TrainConfig, run_dir: Path, tags: dict, lineage: dict, dead=("S0",)) -> str:
     run_id = tracker.start_run("populora", cfg.name, tags={rl.KIND: rl.POPULATION, rl.STATUS: rl.FINISHED,
                                                           rl.RUN_DIR: str(run_dir), rl.PROGRESS: f"2/{cfg.steps}", **tags})
     tracker.log_params(run_id, config_io.flatten(cfg))
     tracker.log_json(run_id, lineage, rl.LINEAGE)
-    members = [{"id": e["child"], "role": e["role"], "mu": 25.0, "sigma": 8.3, "alive": e["child"] != "S0"}
+    members = [{"id": e["child"], "role": e["role"], "mu": 25.0, "sigma": 8.3, "alive": e["child"] not in dead}
                for e in lineage["events"]]
     tracker.log_json(run_id, {"members": members, "next_index": {}}, rl.POPULATION_FILE)
     tracker.log_metrics(run_id, {"evolution/gaussian/children": 1.0, "evolution/gaussian/seconds": 0.5}, 1)  # no KL, unjudged
@@ -66,7 +66,9 @@ def _store(tmp_path: Path, monkeypatch) -> dict:
     fork_cfg = TrainConfig(name="parent", steps=2, optim={"lr": 3e-5})
     fork = _run(tracker, fork_cfg, tmp_path / "runs" / "fork",
                 {rl.FORKED_FROM: parent, rl.FORK_STEP: "1", rl.NOTE: f"forked from run {parent} at step 1"},
-                lineage | {"forks": [{"run": parent, "step": 1}]})
+                lineage | {"forks": [{"run": parent, "step": 1}], "removed": [  # resized at the fork: teachers 2 -> 1
+                    {"member": "T1", "role": "teacher", "operator": "shrink_weakest", "step": 1, "mu": 25.0, "sigma": 8.3}]},
+                dead=("S0", "T1"))
     return {"uri": uri, "parent": parent, "fork": fork}
 
 
@@ -153,6 +155,16 @@ def test_lineage_boxes_the_members_born_in_the_parent_run_and_offers_a_fork(stor
     at = _page("lineage", run=store["parent"])
     assert "cluster_fork" not in at.get("graphviz_chart")[0].proto.spec
     assert "Fork from here (a checkpoint of step 1)" in _texts(at)  # a link to Runs' fork form (a caption in AppTest)
+
+
+def test_lineage_says_a_member_removed_by_a_fork_s_resize_was_removed_not_replaced(store):
+    at = _page("lineage", run=store["fork"], member="T1")
+    assert next(m.value for m in at.metric if m.label == "status") == "removed"
+    assert "**removed** at step 1 by the fork's resize (**shrink_weakest**" in _texts(at)
+    node = next(line for line in at.get("graphviz_chart")[0].proto.spec.splitlines() if line.startswith('"T1" ['))
+    assert "dashed" in node and 'tooltip="teacher, generation 0, removed at the fork at step 1 (shrink_weakest)' in node, node
+    at = _page("lineage", run=store["fork"], member="S0")  # replaced by evolution, as before
+    assert next(m.value for m in at.metric if m.label == "status") == "replaced"
 
 
 def test_the_chosen_run_is_kept_when_a_page_is_opened_from_the_sidebar(store):

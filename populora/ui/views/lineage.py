@@ -22,15 +22,17 @@ def member_panel(uri: str, run_id: str, node: dict, nodes: list[dict], members: 
     cols[2].metric(f"rating μ ± σ ({last})", "–" if node["mu"] is None else f"{node['mu']:.2f} ± {node['sigma'] or 0:.2f}",
                    help="The trainer's own record (population.json): a replaced member keeps the rating it had when "
                         "evolution replaced it")
-    fate = "alive" if node["alive"] else "replaced"
-    cols[3].metric("status", fate)
+    cols[3].metric("status", "alive" if node["alive"] else "removed" if node.get("removed") else "replaced")
     born = (f"**born** at step {node['step']} by **{node['operator']}**"
             + (f" of {', '.join(node['parents'])}" if node["parents"] else "")
             + (f", replacing {node['replaced']}" if node["replaced"] else ""))
     died = ""
-    if not node["alive"] and node.get("replaced_by"):
-        died = (f"  \n**replaced** at step {node['replaced_at']} by **{node['replaced_by']}**"
-                + ("" if node["mu"] is None else f", with rating μ {node['mu']:.2f} ± {node['sigma'] or 0:.2f} then"))
+    then = "" if node["mu"] is None else f", with rating μ {node['mu']:.2f} ± {node['sigma'] or 0:.2f} then"
+    if not node["alive"] and node.get("removed"):
+        died = (f"  \n**removed** at step {node['removed']['step']} by the fork's resize "
+                f"(**{node['removed']['operator']}**: the weakest of its role leave){then}")
+    elif not node["alive"] and node.get("replaced_by"):
+        died = f"  \n**replaced** at step {node['replaced_at']} by **{node['replaced_by']}**{then}"
     st.markdown(born + died + f"  \n**children**: {', '.join(children) or 'none'}")
     if row is None:
         st.caption("no member run logged yet")
@@ -115,7 +117,7 @@ def main() -> None:
     n_cross = sum(kind(n) == "crossover" for n in nodes)
     cols[2].caption(f"{len(nodes)} members, {sum(n['alive'] for n in nodes)} alive, "
                     f"{sum(kind(n) == 'mutation' for n in nodes)} mutations, {n_cross} crossovers · "
-                    "orange = teacher, blue = student, green = baseline (both roles); dashed grey = replaced; "
+                    "orange = teacher, blue = student, green = baseline (both roles); dashed grey = replaced (or removed at a fork); "
                     "edges name the operator")
     tags = (store.run_info(uri, run_id) or {}).get("tags", {})
     experiments.fork_origin(tags)
