@@ -52,12 +52,13 @@ def render(client, run_id: str) -> str:
     gen = rl.COMPUTE_CUMULATIVE["generated_tokens"]
     head = (f"run {run_id}: {run.info.run_name}, {run.data.tags.get(rl.KIND, '?')}, {run.info.status}, "
             f"progress {run.data.tags.get(rl.PROGRESS, '?')}")
-    table = [f"{'member':7} {'role':8} {'gen':>3} {'origin':22} {'status':9} {'alive':5} {'mu':>6} {'sigma':>6} "
+    origins = [r["operator"] + (f" of {'+'.join(r['parents'])}" if r["parents"] else "") for r in rows]
+    w = max([len("origin"), *map(len, origins)])  # whole: an operator and its parents (component_swap of S1+S2)
+    table = [f"{'member':7} {'role':8} {'gen':>3} {'origin':{w}} {'status':9} {'alive':5} {'mu':>6} {'sigma':>6} "
              f"{'peak mu':>8} {'gen. tokens':>11}"]
-    for r in rows:
-        origin = r["operator"] + (f" of {'+'.join(r['parents'])}" if r["parents"] else "")
+    for r, origin in zip(rows, origins):
         mu, sigma = r.get(MU), r.get(SIGMA)
-        table.append(f"{r['member']:7} {r['role']:8} {r['generation']:>3} {origin[:22]:22} {r['status']:9} "
+        table.append(f"{r['member']:7} {r['role']:8} {r['generation']:>3} {origin:{w}} {r['status']:9} "
                      f"{'yes' if r['alive'] else 'no':5} {_num(mu):>6} {_num(sigma):>6} {_num(r['peak_mu']):>8} "
                      f"{_num(r.get(gen), 0):>11}")
     return "\n".join([head, *origin_lines(run_id, run.data.tags), *table, *summary(rows)])

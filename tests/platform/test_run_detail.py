@@ -16,6 +16,9 @@ def test_runs_run_id_shows_every_member_and_the_summary(tmp_path, monkeypatch, c
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     tracker = Tracker(uri)
     rid = synthetic_store.make_run(tracker, "detail", members=4, steps=8, tasks_per_step=4)
+    # an operator whose name and parents are longer than the origin column used to be (22): shown whole
+    child = next(c for c in rl.member_runs(tracker.client, rid) if c.data.tags.get(rl.PARENTS, "-") != "-")
+    tracker.set_tags(child.info.run_id, {rl.OPERATOR: "component_swap", rl.PARENTS: "S10,S11"})
     children = rl.member_runs(tracker.client, rid)
     assert cli.main(["runs", rid]) == 0
     out = capsys.readouterr().out
@@ -24,6 +27,9 @@ def test_runs_run_id_shows_every_member_and_the_summary(tmp_path, monkeypatch, c
         member = child.data.tags[rl.MEMBER_ID]
         (line,) = [l for l in lines if l.startswith(member + " ")]
         assert child.info.status in line and child.data.tags[rl.ROLE] in line
+        parents = child.data.tags.get(rl.PARENTS, "-")
+        origin = child.data.tags[rl.OPERATOR] + ("" if parents == "-" else f" of {parents.replace(',', '+')}")
+        assert f" {origin} " in line, (origin, line)
     peaks = {c.data.tags[rl.MEMBER_ID]: max(m.value for m in tracker.client.get_metric_history(c.info.run_id, "rating/mu"))
              for c in children if c.data.tags[rl.ROLE] == "teacher"}
     best = max(peaks, key=peaks.get)
