@@ -105,6 +105,7 @@ MODEL_STEP = "populora.step"            # the step whose weights it is (a checkp
 MODEL_PARENTS = "populora.parent_models"  # comma-separated parent model ids ("-": none): its lineage as models
 MODEL_ORIGIN = "populora.model_origin"  # trained (its previous model, trained on) | init | <operator> (a birth) | died
 MODEL_ADAPTER = "populora.adapter_path"  # the PEFT dir on local disk (a checkpoint's: while checkpoint.keep keeps it)
+MODEL_PRUNED = "populora.adapter_pruned"  # set when checkpoint.keep deleted that dir: which step's checkpoint did
 MODEL_ARTIFACT = "populora.adapter_artifact"  # runs:/<member run>/checkpoints/step_N/adapter (log_adapters_every)
 
 POPULATION, BASELINE = "population", "baseline"                                   # values of KIND

@@ -270,6 +270,9 @@ class Tracker:
         self.client.log_outputs(source_run, [LoggedModelOutput(model.model_id, step)])
         return model.model_id
 
+    def set_model_tags(self, model_id: str, tags: dict[str, Any]) -> None:
+        self.client.set_logged_model_tags(model_id, {k: str(v)[:5000] for k, v in tags.items()})
+
     def find_models(self, experiment_id: str, tags: dict[str, str]) -> list:
         """The LoggedModels of an experiment carrying every one of ``tags`` (exact values)."""
         where = " AND ".join(f"tags.`{k}` = '{v}'" for k, v in tags.items())

@@ -359,6 +359,21 @@ class RunLog:
             made[(p.member, p.step)] = model_id
         return made
 
+    def models_pruned(self, checkpoints: dict[int, Path], at: int, keep: int) -> list[str]:
+        """The LoggedModels whose adapter lay in a checkpoint ``checkpoint.keep`` has just deleted (step -> its dir)
+        are tagged ``populora.adapter_pruned``: the path MLflow shows for them is gone, and the tag says why and
+        since when (an artifact ``log_adapters_every`` logged stays). A died member's model (its archived adapter,
+        outside the checkpoints) is left as it is. Returns the ids tagged."""
+        if not checkpoints:
+            return []
+        exp, tagged = self.tracker.experiment_id(self.experiment), []
+        for step, path in checkpoints.items():
+            for m in self.tracker.find_models(exp, {rl.REGISTRY_RUN: self.run_id, rl.MODEL_STEP: str(step)}):
+                if Path(m.tags.get(rl.MODEL_ADAPTER) or "/").is_relative_to(path):
+                    self.tracker.set_model_tags(m.model_id, {rl.MODEL_PRUNED: f"deleted at step {at} (checkpoint.keep={keep})"})
+                    tagged.append(m.model_id)
+        return tagged
+
     # ------------------------------------------------------------------ steps
     def write_steps(self, records: list[dict], population: Population, replay: bool = False,
                     models: dict[tuple[str, int], str] | None = None) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 from conftest import cli_in_process, paused_train_cmd, train_in_process, wait_for_marker
 
 from populora.platform import runlayout as rl
+from populora.platform.tracking import Tracker
 from populora.training.operators import FAMILY
 
 TINY = ["--set", "model.tiny_random=true", "--set", "model.lora_rank=4",
@@ -146,6 +147,17 @@ def test_kill_9_then_resume_loses_and_duplicates_no_step(mlflow_store, tmp_path,
     for c in children:
         mu_steps = [m.step for m in client.get_metric_history(c.info.run_id, "rating/mu")]
         assert len(mu_steps) == len(set(mu_steps)), (c.data.tags[rl.MEMBER_ID], mu_steps)
+    # checkpoint.keep=2 deleted checkpoints 1-3: the models whose adapter lay there say so, the kept ones do not
+    # (a died member's model points at its archived adapter, which stays)
+    models = Tracker(mlflow_store).find_models(client.get_run(run_id).info.experiment_id, {rl.REGISTRY_RUN: run_id})
+    in_checkpoint = [m for m in models if "/checkpoints/" in m.tags[rl.MODEL_ADAPTER]]
+    assert {int(m.tags[rl.MODEL_STEP]) for m in in_checkpoint} == {1, 2, 3, 4, 5}
+    for m in in_checkpoint:
+        step, gone = int(m.tags[rl.MODEL_STEP]), not Path(m.tags[rl.MODEL_ADAPTER]).exists()
+        assert gone == (step <= 3) and (rl.MODEL_PRUNED in m.tags) == gone, (step, m.tags)
+        if gone:
+            assert m.tags[rl.MODEL_PRUNED] == f"deleted at step {step + 2} (checkpoint.keep=2)", m.tags
+    assert all(rl.MODEL_PRUNED not in m.tags for m in models if m not in in_checkpoint)
 
 
 def test_resume_of_unknown_run_is_a_clear_error(mlflow_store, capsys):
