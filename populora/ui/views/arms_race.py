@@ -72,14 +72,14 @@ def empty_text(status: str) -> str:
 def volume_text(programs: dict[str, int], otherwise: str) -> str:
     """What an empty equal-volume diversity chart says: it is logged from the step a run has written ``M`` valid
     programs, and how many each run (label -> programs so far) has written; ``otherwise`` when no run logged its
-    count (a run from before ``curriculum/programs``).
+    count (a run from before ``curriculum/programs``) or every run has written that many (then volume is not why).
 
     >>> volume_text({"population": 5, "baseline": 3}, "never logged")
     'logged from the step a run has written 20 valid programs (so far: population 5, baseline 3)'
-    >>> volume_text({}, "never logged")
-    'never logged'
+    >>> volume_text({}, "never logged"), volume_text({"run": 20}, "never logged")
+    ('never logged', 'never logged')
     """
-    if not programs:
+    if all(n >= M for n in programs.values()):  # none logged, or volume is not what is missing
         return otherwise
     so_far = ", ".join(f"{label} {n}" for label, n in programs.items())
     return f"logged from the step a run has written {M} valid programs (so far: {so_far})"
