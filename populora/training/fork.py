@@ -73,7 +73,7 @@ def fork_config(parent: TrainConfig, overrides: list[str], step: int) -> TrainCo
                           + "\n  ".join(refused))
     if cfg.steps <= step:
         raise ConfigError(f"steps={cfg.steps}: a fork at step {step} trains steps {step + 1} onwards; "
-                          f"set steps above {step}, e.g. --set steps={step + max(1, parent.steps - step)}")
+                          f"set steps above {step}, e.g. steps={step + max(1, parent.steps - step)} (--set on the command line)")
     return cfg
 
 

@@ -266,9 +266,12 @@ def test_fork_kill_9_resume_fork_of_fork_diff_and_ancestry(mlflow_store, tmp_pat
     assert "2 finished earlier, 0 to run" in again, again[-2000:]
 
 def test_a_resize_that_cannot_be_is_refused_with_the_reason():
-    """Pure: no run. A role emptied, a single-agent baseline resized."""
+    """Pure: no run. A role emptied, a single-agent baseline resized, a fork with no step left to train (its advice
+    in the form both the CLI's --set and the UI's fork form take)."""
     population = TrainConfig(steps=4)
-    for bad, words in ((["population.students=0"], "keeps at least one; set population.students between 1 and 2"),):
+    for bad, words in ((["population.students=0"], "keeps at least one; set population.students between 1 and 2"),
+                       (["steps=2"], "steps=2: a fork at step 2 trains steps 3 onwards; set steps above 2, e.g. steps=4 "
+                                     "(--set on the command line)")):
         try:
             fork_config(population, bad, 2)
         except ConfigError as err:
