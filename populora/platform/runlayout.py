@@ -444,7 +444,7 @@ def member_row(run) -> dict:
             "parents": [] if parents in ("", "-") else parents.split(","), "operator": t.get(OPERATOR, "init"),
             "born_step": to_int(run.data.params.get(PARAM_BORN_STEP)) or 0,
             "alive": t.get(ALIVE, "true") == "true", "adapter_dir": t.get(ADAPTER_DIR, ""),
-            "member_run_id": run.info.run_id, **run.data.metrics}
+            "member_run_id": run.info.run_id, "model_id": t.get(MODEL_ID, ""), **run.data.metrics}
 
 
 def member_order(member_id: str) -> tuple:

@@ -158,14 +158,15 @@ def mlflow_ui_url() -> str:
     return os.environ.get("POPULORA_MLFLOW_UI", "http://127.0.0.1:5000").rstrip("/")
 
 
-def mlflow_link(run_id: str, experiment_id: str | None) -> str:
-    """Markdown: the run id as a link to its page in MLflow's UI when that UI answers; else the id and the command
-    that starts it (a link to a server that is not there is a dead end: issue 31)."""
+def mlflow_link(run_id: str, experiment_id: str | None, page: str = "runs") -> str:
+    """Markdown: the run id (``page`` "models": a LoggedModel's id) as a link to its page in MLflow's UI when that
+    UI answers; else the id and the command that starts it (a link to a server that is not there is a dead end:
+    issue 31). The routes are MLflow's own (#/experiments/E/runs/R, #/experiments/E/models/M)."""
     if not experiment_id:
         return f"`{run_id}`"
     base = mlflow_ui_url()
     if mlflow_ui_up(base):
-        return f"[`{run_id}`]({base}/#/experiments/{experiment_id}/runs/{run_id}) (in MLflow's UI)"
+        return f"[`{run_id}`]({base}/#/experiments/{experiment_id}/{page}/{run_id}) (in MLflow's UI)"
     port = urllib.parse.urlsplit(base).port or 5000
     return (f"`{run_id}` (MLflow's UI does not answer at `{base}`: start it with "
             f"`mlflow ui --backend-store-uri {store.uri()} --port {port}` in `{os.getcwd()}`, or set "

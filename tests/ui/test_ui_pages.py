@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import trained_runs
+from mlflow import MlflowClient
 
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
@@ -120,6 +121,12 @@ def test_lineage_draws_every_member_and_selects_one(app, store):
     _ok(at)
     assert at.subheader[0].value == f"Member {members[-1]}"
     assert any(m.label == "generation" for m in at.metric)
+    if store["real"]:  # its newest LoggedModel, named on the panel: the one the member run's tag names, its own
+        rl, client = runlayout, MlflowClient(store["uri"])
+        child = next(c for c in rl.member_runs(client, store["population"]) if c.data.tags[rl.MEMBER_ID] == members[-1])
+        model_id = child.data.tags[rl.MODEL_ID]
+        assert client.get_logged_model(model_id).tags[rl.REGISTRY_MEMBER] == members[-1]
+        assert f"**newest model** (MLflow LoggedModel of its last checkpoint" in texts(at) and f"`{model_id}`" in texts(at)
 
 
 def test_tasks_filters_and_shows_answers(app, store):

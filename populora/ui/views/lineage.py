@@ -38,8 +38,12 @@ def member_panel(uri: str, run_id: str, node: dict, nodes: list[dict], members: 
         st.caption("no member run logged yet")
         return
     experiments.ancestry_download(uri, run_id, node["id"])
+    experiment = (store.run_info(uri, run_id) or {}).get("experiment_id")
+    model = row.get("model_id") if isinstance(row.get("model_id"), str) else ""  # NaN: a member run without one
     st.markdown(f"**adapter**: `{row['adapter_dir'] or '(saved at the end of the run)'}`  \n"
-                f"**member run**: {common.mlflow_link(row['member_run_id'], (store.run_info(uri, run_id) or {}).get('experiment_id'))}")
+                f"**member run**: {common.mlflow_link(row['member_run_id'], experiment)}"
+                + (f"  \n**newest model** (MLflow LoggedModel of its last checkpoint; its parents are its earlier "
+                   f"models and its lineage parents'): {common.mlflow_link(model, experiment, 'models')}" if model else ""))
     if row["adapter_dir"]:
         sweeps.export_form(run_id, node["id"])
     record = row.to_dict() | {"member": node["id"]}
