@@ -197,9 +197,17 @@ def _wait_stopped(job: Job, timeout_s: float) -> str:
     return status
 
 
-def stop(job: Job, timeout_s: float = 20.0) -> str:
-    """SIGINT the job's process group (the trainer marks its run stopped); SIGKILL if it ignores us.
-    A Ray Job is stopped through Ray (SIGTERM, which the trainer treats like SIGINT, then SIGKILL)."""
+# How long a stopped job may take to end before SIGKILL. Longer than MLflow's sqlite busy_timeout (20 s,
+# mlflow/store/db/utils.py): the trainer's stop writes to the store (the run stopped, its member runs ended), and a
+# write waiting on the store's lock (a reader, another writer) may wait that long; killed then, the run stayed
+# RUNNING, the job was "lost" and the store kept a hot journal (seen in make test: a resume stopped while the test
+# read the same store). A stop normally ends in about a second. tests/ui/test_ui_jobs.py checks it against MLflow's.
+STOP_GRACE_S = 60.0
+
+
+def stop(job: Job, timeout_s: float = STOP_GRACE_S) -> str:
+    """SIGINT the job's process group (the trainer marks its run stopped); SIGKILL if it has not ended within
+    ``timeout_s``. A Ray Job is stopped through Ray (SIGTERM, which the trainer treats like SIGINT, then SIGKILL)."""
     if job.ray_address:
         if job.status in ("running", "starting"):
             ray_jobs.stop(job.ray_address, job.id)

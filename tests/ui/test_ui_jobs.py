@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import inspect
 import os
+import re
 import sys
 import time
 from pathlib import Path
 
+import mlflow.store.db.utils as db_utils
 import pytest
 from conftest import trained_runs
 
@@ -65,6 +68,16 @@ def test_stop_interrupts_the_process_group_and_reads_the_run_id_the_job_wrote(tm
     assert job.run_id == "0123456789abcdef0123456789abcdef" and job.status == "running"
     assert jobs.stop(job) == "stopped"
     assert "interrupted" in job.log_tail()  # the child saw KeyboardInterrupt: the trainer's clean-stop path
+
+
+def test_a_stop_waits_longer_than_the_store_may_make_the_trainer_wait():
+    """A stopped trainer writes to MLflow (the run stopped, its member runs ended); on a sqlite store a write that
+    waits on the store's lock waits up to MLflow's busy_timeout (its source, the installed version). The stop's grace
+    before SIGKILL exceeds it with room for those writes, or a stop under load leaves the run RUNNING."""
+    busy_ms = [int(v) for v in re.findall(r"PRAGMA busy_timeout\s*=\s*(\d+)", inspect.getsource(db_utils))]
+    assert busy_ms, "MLflow's sqlite sessions no longer set busy_timeout: read mlflow/store/db/utils.py again"
+    assert jobs.STOP_GRACE_S >= 2 * max(busy_ms) / 1000, (jobs.STOP_GRACE_S, busy_ms)
+    assert inspect.signature(jobs.stop).parameters["timeout_s"].default == jobs.STOP_GRACE_S
 
 
 def test_a_ray_job_finds_its_run_by_the_job_id_tag(tmp_path, monkeypatch):
