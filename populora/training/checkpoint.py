@@ -27,7 +27,9 @@ class CheckpointError(RuntimeError):
 
 
 def save(run_dir: Path, step: int, state: dict, config_yaml: str, backend, members: list[str], rng_state: dict,
-         keep: int = KEEP) -> Path:
+         keep: int = KEEP) -> tuple[Path, dict[int, Path]]:
+    """Write checkpoint ``step`` (complete before it is renamed into place and pointed at), then keep the newest
+    ``keep``. Returns its dir and the older checkpoints it deleted (step -> dir)."""
     root = run_dir / "checkpoints"
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"step_{step:06d}"
@@ -45,8 +47,7 @@ def save(run_dir: Path, step: int, state: dict, config_yaml: str, backend, membe
         shutil.rmtree(final)
     os.rename(tmp, final)
     write_atomic(root / "latest", final.name, durable=True)
-    _prune(root, keep=keep)
-    return final
+    return final, _prune(root, keep=keep)
 
 
 def latest(run_dir: Path) -> Path | None:
@@ -93,9 +94,10 @@ def _fsync_tree(path: Path) -> None:
                 os.fsync(fh.fileno())
 
 
-def _prune(root: Path, keep: int) -> None:
+def _prune(root: Path, keep: int) -> dict[int, Path]:
     done = sorted(p for p in root.glob("step_*") if p.is_dir())
     for old in done[:-keep]:
         shutil.rmtree(old, ignore_errors=True)
     for stale in root.glob(".tmp-step_*"):
         shutil.rmtree(stale, ignore_errors=True)
+    return {rl.folder_step(p.name): p for p in done[:-keep]}

@@ -252,12 +252,9 @@ class Trainer:
         }
         rng_state = {"numpy": self.rng.bit_generator.state, "torch": torch.get_rng_state(), "torch_gen": self.torch_gen.get_state()}
         members = [m.id for m in self.population.alive()]
-        kept = set(rl.checkpoint_steps(self.run_dir))
-        path = checkpoint.save(self.run_dir, self.step_index, state, config_io.dump(self.cfg), self.backend, members, rng_state,
-                               keep=self.cfg.checkpoint.keep)
-        gone = kept - set(rl.checkpoint_steps(self.run_dir))  # deleted by checkpoint.keep: their models say so
-        self.log.models_pruned({s: rl.checkpoint_dir(self.run_dir, s) for s in sorted(gone)}, self.step_index,
-                               self.cfg.checkpoint.keep)
+        path, pruned = checkpoint.save(self.run_dir, self.step_index, state, config_io.dump(self.cfg), self.backend, members,
+                                       rng_state, keep=self.cfg.checkpoint.keep)
+        self.log.models_pruned(pruned, self.step_index, self.cfg.checkpoint.keep)  # their models say the dir is gone
         for m in self.population.alive():
             m.adapter_dir = str(path / "adapters" / m.id)
         self.checkpointed = self.step_index

@@ -158,7 +158,7 @@ def test_checkpoint_save_and_restore_members_onto_the_device(device_model, on_de
         backend.add_adapter(name, seed=0)
         backend.init_optimizer(name, AdamConfig(lr=1e-3))
     backend.train_step({"a": SAMPLES}, micro_batch=2, log_kl=False)
-    path = checkpoint.save(tmp_path, 1, {"step": 1}, "x: 1\n", backend, ["a", "b"], {"torch": torch.get_rng_state()})
+    path, _ = checkpoint.save(tmp_path, 1, {"step": 1}, "x: 1\n", backend, ["a", "b"], {"torch": torch.get_rng_state()})
     backend.unwrap()
     fresh = MultiLoraBackend(model, tok, LoraSpec(rank=4), initial_slots=2)
     for name in ("a", "b"):
