@@ -19,7 +19,7 @@ from populora.platform import config as config_io
 from populora.platform import runlayout as rl
 from populora.platform.config import ConfigError
 from populora.training.config import TrainConfig
-from populora.training.member import STUDENT, TEACHER, Population, ranked
+from populora.training.member import STUDENT, TEACHER, Member, Population, ranked
 
 # setting (a dotted key, or a section prefix ending in ".") -> why a fork cannot change it
 FROZEN = {
@@ -82,6 +82,24 @@ def role_sizes(cfg: TrainConfig) -> dict[str, int]:
     return {TEACHER: cfg.population.teachers, STUDENT: cfg.population.students}
 
 
+def resize_choices(population: Population, sizes: dict[str, int], k: float) -> dict[str, tuple[list[Member], list[Member]]]:
+    """Per role of ``sizes``: (the members a shrink to its size removes: the weakest by ``mu - k * sigma``; the
+    parent of each member a grow to its size adds, in order: the strongest first, round the role). The one rule
+    ``resize.shrink``, ``resize.grow`` and ``resize_preview`` follow.
+
+    >>> pop = Population([Member("S0", STUDENT, 8, mu=24.0), Member("S1", STUDENT, 8, mu=18.0)])
+    >>> {r: ([m.id for m in gone], [m.id for m in parents]) for r, (gone, parents) in resize_choices(pop, {STUDENT: 5}, 0.0).items()}
+    {'student': ([], ['S0', 'S1', 'S0'])}
+    >>> [m.id for m in resize_choices(pop, {STUDENT: 1}, 0.0)[STUDENT][0]]
+    ['S1']
+    """
+    out = {}
+    for role, size in sizes.items():
+        members = ranked(population.alive(role), k)
+        out[role] = (members[size:], [members[i % len(members)] for i in range(size - len(members))])
+    return out
+
+
 def resize_preview(population: Population, before: dict[str, int], after: dict[str, int], k: float, how: str) -> list[str]:
     """What a fork's resize will do, said before it runs (the fork form shows it): per role whose size changes,
     the members ``resize.shrink`` removes (the weakest, ranked as it ranks them) or those ``resize.grow`` adds (their ids, and
@@ -89,7 +107,6 @@ def resize_preview(population: Population, before: dict[str, int], after: dict[s
     when the fork runs). ``population``: the checkpoint's; ``k``: the fork's ``evolution.conservative_k``;
     ``how``: its ``population.grow``.
 
-    >>> from populora.training.member import Member
     >>> pop = Population([Member("T0", TEACHER, 8, mu=20.0, sigma=2.0), Member("T1", TEACHER, 8, mu=25.0, sigma=2.0),
     ...                   Member("S0", STUDENT, 8, mu=24.0, sigma=1.0), Member("S1", STUDENT, 8, mu=18.0, sigma=1.0)],
     ...                  {"T": 2, "S": 2})
@@ -108,15 +125,14 @@ def resize_preview(population: Population, before: dict[str, int], after: dict[s
     >>> resize_preview(pop, {"teacher": 2, "student": 2}, {"teacher": 2, "student": 2}, 0.0, "init")
     []
     """
-    lines = []
+    lines, choices = [], resize_choices(population, after, k)
     for role in (TEACHER, STUDENT):
         was, size = before[role], after[role]
         if was == size:
             continue
-        members = ranked(population.alive(role), k)
+        gone, parents = choices[role]
         head = f"{role}s {was} -> {size}"
         if size < was:
-            gone = members[size:]
             names = ", ".join(f"{m.id} ({m.conservative(k):.2f})" if len(gone) > 1 else m.id for m in gone)
             score = "" if len(gone) > 1 else f": {gone[0].conservative(k):.2f}"
             lines.append(f"{head}: removes {names} (the weakest by mu - {k:g}*sigma{score}); "
@@ -124,16 +140,15 @@ def resize_preview(population: Population, before: dict[str, int], after: dict[s
             continue
         prefix = Population.PREFIX[role]
         start = population.next_index.get(prefix, 0)
-        ids = ", ".join(f"{prefix}{start + j}" for j in range(size - len(members)))
-        one = size - len(members) == 1
+        ids = ", ".join(f"{prefix}{start + j}" for j in range(len(parents)))
+        one = len(parents) == 1
         if how == "init":
             what = "a fresh adapter" if one else "fresh adapters"
             lines.append(f"{head}: adds {ids}, {what} (as at step 0)")
         else:
-            parents = ", ".join(members[j % len(members)].id for j in range(size - len(members)))
             what, whose = ("a mutation child of", "its") if one else ("mutation children of", "each one's")
-            lines.append(f"{head}: adds {ids}, {what} {parents} (the strongest first, round the role; {whose} operator "
-                         "is drawn from evolution.operators' mutations when the fork runs)")
+            lines.append(f"{head}: adds {ids}, {what} {', '.join(p.id for p in parents)} (the strongest first, round the "
+                         f"role; {whose} operator is drawn from evolution.operators' mutations when the fork runs)")
     return lines
 
 

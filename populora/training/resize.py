@@ -2,7 +2,7 @@
 operators, each change recorded in the lineage:
 
 - **shrink** (``shrink_weakest``): a role's weakest members by the rule evolution replaces by (lowest
-  ``mu - evolution.conservative_k * sigma``, ``member.ranked``) leave the population; their adapters are kept
+  ``mu - evolution.conservative_k * sigma``, ``fork.resize_choices``) leave the population; their adapters are kept
   in the fork's ``adapters/`` (as evolution archives a replaced member's), and ``lineage.json``'s ``removed``
   records each (member, operator, step, rating).
 - **grow** (``population.grow``): ``mutation`` adds children of the strongest members of the role (the strongest
@@ -27,9 +27,9 @@ import torch
 
 from populora.training import operators, rating
 from populora.training.evolution import draw_operator
-from populora.training.fork import role_sizes
+from populora.training.fork import resize_choices, role_sizes
 from populora.training.lineage import Lineage, LineageEvent
-from populora.training.member import STUDENT, TEACHER, Member, Population, ranked
+from populora.training.member import STUDENT, TEACHER, Member, Population
 
 SHRINK = "shrink_weakest"  # the operator name a removal is recorded under
 
@@ -39,9 +39,8 @@ def shrink(population: Population, lineage: Lineage, sizes: dict[str, int], k: f
     """Remove each role's weakest members down to ``sizes`` (before their adapters are loaded): marked not alive,
     their adapter copied from ``checkpoint`` into ``archive``, recorded in ``lineage.removed``. Returns the records."""
     out = []
-    for role, size in sizes.items():
-        members = population.alive(role)
-        for m in ranked(members, k)[size:]:
+    for role, (gone, _) in resize_choices(population, sizes, k).items():
+        for m in gone:
             src = checkpoint / "adapters" / m.id
             shutil.copytree(src, archive / m.id, dirs_exist_ok=True)
             m.alive, m.adapter_dir = False, str(archive / m.id)
@@ -57,15 +56,13 @@ def grow(population: Population, backend, lineage: Lineage, cfg, step: int, rng:
     """Add members to each role up to the config's sizes by ``population.grow`` (after the adapters are loaded).
     Returns one record per new member: member, role, operator, parents, step."""
     ec, how, out = cfg.evolution, cfg.population.grow, []
-    for role, size in role_sizes(cfg).items():
-        members = ranked(population.alive(role), ec.conservative_k)
-        for i in range(size - len(members)):
+    for role, (_, parents) in resize_choices(population, role_sizes(cfg), ec.conservative_k).items():
+        for parent in parents:
             if how == "init":
                 child = population.add(Member(population.new_id(role), role, cfg.model.lora_rank, born_step=step))
                 backend.add_adapter(child.id, seed=cfg.seed * 1000 + len(population.members))
                 details = {"resize": "grow", "init_mu": child.mu, "init_sigma": child.sigma}
             else:
-                parent = members[i % len(members)]
                 operator = draw_operator(ec, False, rng)
                 strength = ec.strength_of(operator)
                 t0 = time.perf_counter()
