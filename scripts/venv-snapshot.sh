@@ -24,7 +24,8 @@
 # scripts/cache-lib.sh, the python (version and installation), the machine (uname -m), whether nvidia-smi exists,
 # and pip's configuration (PIP_* variables, pip config files, the constraint files they name). It is published by one
 # rename once complete (cache-lib.sh, as the wheelhouse is), so an interrupted or concurrent save never leaves a
-# snapshot that is used half-made. Snapshots not used for 30 days are removed, and all but the 2 newest of a NAME. Clear them with `rm -rf ~/.cache/populora/venvs`.
+# snapshot that is used half-made. Snapshots not used for 30 days are removed, and all but the 2 newest of a NAME.
+# Clear them with `rm -rf ~/.cache/populora/venvs`.
 set -euo pipefail
 lib=$(dirname "$0")/cache-lib.sh
 # shellcheck source=scripts/cache-lib.sh
