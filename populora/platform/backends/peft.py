@@ -93,13 +93,15 @@ class PeftBackend:
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         tmp = directory.parent / f".{directory.name}.saving"
-        self.model.save_pretrained(str(tmp), selected_adapters=[name])
-        # PEFT writes non-default adapters into a sub-folder named after them.
-        src = tmp / name if (tmp / name).is_dir() else tmp
-        for f in src.iterdir():
-            if f.is_file():
-                f.replace(directory / f.name)
-        shutil.rmtree(tmp, ignore_errors=True)
+        try:
+            self.model.save_pretrained(str(tmp), selected_adapters=[name])
+            # PEFT writes non-default adapters into a sub-folder named after them.
+            src = tmp / name if (tmp / name).is_dir() else tmp
+            for f in src.iterdir():
+                if f.is_file():
+                    f.replace(directory / f.name)
+        finally:  # also when the disk is full: no half-written copy left taking space
+            shutil.rmtree(tmp, ignore_errors=True)
         return directory
 
     # ------------------------------------------------------------------ generation
