@@ -1,6 +1,7 @@
 """The ``populora`` command line.
 
     populora train --config configs/smoke.yaml [--set key=value ...] [--baseline] [--resume RUN_ID]
+    populora train --resume RUN_ID [--step N]
     populora train --fork RUN_ID --step N [--set key=value ...]
     populora diff RUN_A[/MEMBER] RUN_B[/MEMBER]
     populora sweep --config FILE [--grid key=v1,v2 ...] [--seeds N] [--baseline] [--parallel K] [--wait]
@@ -33,6 +34,7 @@ import os
 import sys
 import warnings
 
+from populora.platform.diskspace import DiskFull
 from populora.platform.stopping import stop_code, stop_on_sigterm
 from populora.ui.cli import ui_main  # argparse and the standard library only: Streamlit starts in a child process
 
@@ -53,10 +55,11 @@ def build_parser() -> argparse.ArgumentParser:
     t = sub.add_parser("train", help="train a population (or the single-agent baseline)")
     t.add_argument("--config", help="YAML preset, e.g. configs/smoke.yaml (default: built-in defaults)")
     t.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config value, e.g. --set steps=10")
-    t.add_argument("--resume", metavar="RUN_ID", help="continue a killed run from its last checkpoint")
+    t.add_argument("--resume", metavar="RUN_ID", help="continue a stopped or failed run from its newest intact checkpoint "
+                   "(or --step N's)")
     t.add_argument("--fork", metavar="RUN_ID", help="a new run continuing this run's checkpoint --step (its full state) "
                    "with the --set changes; settings the checkpoint was built with (base, rank, population size) are refused")
-    t.add_argument("--step", type=int, metavar="N", help="with --fork: the checkpoint's step (see populora runs RUN_ID)")
+    t.add_argument("--step", type=int, metavar="N", help="with --fork or --resume: the checkpoint's step (see populora runs RUN_ID)")
     t.add_argument("--ray", metavar="ADDRESS", help="run on Ray: 'local' (start one here), 'auto' or ray://host:port (a cluster)")
     t.add_argument("--quiet", action="store_true", help="no progress bar: one plain line per step instead (for logs)")
     t.add_argument("--baseline", action="store_true", help="then train the compute-matched single-agent baseline "
@@ -177,7 +180,11 @@ def main(argv: list[str] | None = None) -> int:
         run, _ = _command(argv[0], argv[1:])
         if argv[0] in ("eval", "league"):
             stop_on_sigterm()  # a stopped evaluation ends like a stopped training: one line, exit 143
-        return run(argv[1:])
+        try:
+            return run(argv[1:])
+        except DiskFull as err:  # eval, league, report: one line, what was written where, then run it again
+            print(f"error: {err}", file=sys.stderr)
+            return 1
     if argv and argv[0] == "train":
         stop_on_sigterm()  # before the seconds of torch imports and model loading, not after them
     args = build_parser().parse_args(argv)
@@ -193,6 +200,9 @@ def main(argv: list[str] | None = None) -> int:
     except bad_input as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except DiskFull as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
 
 
 def entry() -> None:

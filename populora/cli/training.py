@@ -15,6 +15,7 @@ from populora.platform import jobs
 from populora.platform import sweep as S
 from populora.platform.backends.data_parallel import WorkerLost
 from populora.platform.config import ConfigError
+from populora.platform.diskspace import DiskFull
 from populora.platform.models import ModelError
 from populora.platform.plan import PlanError
 from populora.platform.stopping import stop_code
@@ -45,6 +46,9 @@ def train(args) -> int:
     except KeyboardInterrupt as err:
         print("\n" + (trainer.stop_line() if trainer is not None else "stopped before the first step"), flush=True)
         return stop_code(err)
+    except DiskFull as err:  # the run is already FAILED in MLflow with this line as its error
+        print(f"\nerror: {err}", file=sys.stderr, flush=True)
+        return 1
     except WorkerLost as err:
         # the run is already FAILED in MLflow; say which run to resume rather than a traceback of Ray internals
         where = trainer.stop_line() if trainer is not None else "lost while the run was being set up: run the same command again"
@@ -60,7 +64,7 @@ def _configs(args) -> list:
     if args.resume or args.fork:
         return [None]
     if args.step is not None:
-        raise config_io.ConfigError("--step names the checkpoint of --fork RUN_ID; add --fork RUN_ID")
+        raise config_io.ConfigError("--step names the checkpoint of --fork RUN_ID or --resume RUN_ID; add one of them")
     overrides = list(args.set) + ([f"ray.address={args.ray}"] if args.ray else [])
     cfg = config_io.load(TrainConfig, args.config, overrides)
     if not args.baseline:
@@ -74,10 +78,12 @@ def _configs(args) -> list:
 
 def _start_trainer(args, cfg):
     if args.resume:
-        if args.config or args.set or args.baseline or args.fork or args.step is not None:
-            print("error: --resume continues a run with its own config; drop --config/--set/--baseline/--fork/--step", file=sys.stderr)
+        if args.config or args.set or args.baseline or args.fork:
+            print("error: --resume continues a run with its own config; drop --config/--set/--baseline/--fork", file=sys.stderr)
             return None
-        trainer = Trainer.resume(args.resume)
+        trainer = Trainer.resume(args.resume, args.step)
+        for note in trainer.resume_notes:  # newer checkpoints found damaged, and the one it resumes from
+            print(f"warning: {note}", file=sys.stderr, flush=True)
         print(f"resuming run {trainer.run_id} at step {trainer.step_index}/{trainer.cfg.steps}", flush=True)
     elif args.fork:
         if args.config or args.baseline or args.step is None:

@@ -25,7 +25,7 @@ from populora.evaluation import benchmarks, estimate, power, regrade, results
 from populora.evaluation import targets as T
 from populora.evaluation.runner import ITEMS_DIR, Runner, slug
 from populora.evaluation.targets import TargetError
-from populora.platform import runlayout
+from populora.platform import diskspace, runlayout
 from populora.platform import sweep as S
 from populora.platform.files import write_atomic
 from populora.platform.tracking import Tracker
@@ -173,7 +173,9 @@ def score(p: Plan, cfg, tracker=None, backend=None, log=_stderr, loaded: dict[st
     data = results.build(p.targets, scores, config)
     paths = results.write_local(p.out, data)
     if tracker is not None and p.run:
-        results.log_mlflow(tracker, p.run, p.targets, data, paths, step=p.step)
+        with diskspace.writing(f"the evaluation results of run {p.run} in the MLflow store",
+                               diskspace.store_location(getattr(tracker, "uri", ""))):
+            results.log_mlflow(tracker, p.run, p.targets, data, paths, step=p.step)
     return Results(p, data, paths)
 
 

@@ -26,6 +26,7 @@ import numpy as np
 
 from populora.evaluation import league_summary
 from populora.evaluation.targets import Target, lora_spec
+from populora.platform import diskspace
 from populora.platform import runlayout as rl
 from populora.platform.backends import make_backend
 from populora.platform.files import write_atomic
@@ -264,7 +265,8 @@ def play(plan: Plan, tracker=None, backend=None, verifier=None, log: Callable[[s
     done = answer_panel(plan, panel, backend, adapters, verifier, log)
     data = results(plan, panel, done)
     if tracker is not None:
-        log_mlflow(tracker, plan, data)
+        with diskspace.writing("the league's results in the MLflow store", diskspace.store_location(getattr(tracker, "uri", ""))):
+            log_mlflow(tracker, plan, data)
     write_atomic(plan.out / RESULTS_FILE, json.dumps(data, indent=1))
     for c in data["comparisons"]:
         log(c["words"])

@@ -3,6 +3,7 @@ match -> propose -> validate -> solve -> update, then evolve, checkpoint and log
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import time
@@ -13,6 +14,7 @@ import torch
 import yaml
 
 from populora.platform import config as config_io
+from populora.platform import diskspace
 from populora.platform import runlayout as rl
 from populora.platform import stopping
 from populora.platform.backends import BackendConfig, LoraSpec, RaySpec, make_backend
@@ -21,7 +23,7 @@ from populora.platform.backends.ray import init_ray
 from populora.platform.ray_verifier import RayVerifier
 from populora.platform.verifier import Verifier
 from populora.platform.settings_diff import settings_diff
-from populora.training import checkpoint, curriculum, member_models, monitors, operator_stats, periodic_eval, probe, resize, run_log
+from populora.training import checkpoint, curriculum, faults, member_models, monitors, operator_stats, periodic_eval, probe, resize, run_log
 from populora.training.buffers import TaskBuffers, buffer_kinds
 from populora.training.config import TrainConfig
 from populora.training.curriculum_tracker import CurriculumTracker
@@ -46,6 +48,7 @@ log = logging.getLogger(__name__)
 class Trainer:
     def __init__(self, cfg: TrainConfig, log: RunLog, run_dir: Path):
         self.cfg, self.log, self.run_dir = cfg, log, run_dir
+        faults.reserve_store_space(log.tracker.uri)  # room for the end status if the store's disk fills
         self.backend = make_backend(backend_config(cfg, run_dir))
         try:
             self.verifier = make_verifier(cfg)
@@ -70,6 +73,7 @@ class Trainer:
         self.distance = probe.distance_for(self.backend)  # evolution's parent -> child KL (None: not measured)
         self.models: dict[str, dict] = {}  # member -> its newest LoggedModel {"id", "step"} (member_models)
         self.checkpointed = 0  # the step of the last checkpoint written or restored
+        self.resume_notes: list[str] = []  # newer checkpoints a resume found damaged and skipped (and why)
 
     # ================================================================== the step
     def step(self) -> dict:
@@ -165,8 +169,9 @@ class Trainer:
                     on_step(record)
             self.finish()
         except BaseException as err:  # Ctrl-C / SIGTERM: stopped; anything else (a full disk too): failed
+            err = faults.explained(err, self.run_id, self.log.tracker.uri, self.run_dir, self.checkpointed)
             self.log.ended_by(err, note=self.stop_line())
-            raise
+            raise err
         finally:
             bar.close()
 
@@ -189,10 +194,11 @@ class Trainer:
             trainer._init_population()
             trainer._seed_buffers()
         except BaseException as err:
+            err = faults.explained(err, log.run_id, log.tracker.uri, trainer and trainer.run_dir, 0)
             log.ended_by(err)
             if trainer is not None:
                 trainer.close()
-            raise
+            raise err
         return trainer
 
     def close(self) -> None:
@@ -261,18 +267,21 @@ class Trainer:
         return path
 
     @classmethod
-    def resume(cls, run_id: str) -> "Trainer":
+    def resume(cls, run_id: str, step: int | None = None) -> "Trainer":
+        """Continue run ``run_id`` from its newest intact checkpoint (``step``: that one); ``resume_notes`` say
+        which newer checkpoints were damaged and skipped."""
         try:
             run_dir = RunLog.recorded_run_dir(run_id)
         except LookupError as err:
             raise checkpoint.CheckpointError(f"{err}; list runs with: populora runs") from None
-        path = checkpoint.latest(run_dir) if run_dir.is_dir() else None
-        if path is None:
+        if not (run_dir / rl.CHECKPOINTS).is_dir():
             raise checkpoint.CheckpointError(f"run {run_id} has no checkpoint under {str(run_dir)!r}; start a new run instead")
+        path, notes = checkpoint.resumable(run_dir, step)
         state, config_yaml, rng_state = checkpoint.load(path)
         cfg = config_io.build(TrainConfig, yaml.safe_load(config_yaml), source=f"checkpoint {path}")
         periodic_eval.check(cfg)
         trainer = cls(cfg, RunLog(run_id, cfg.experiment, state["member_runs"]), run_dir)
+        trainer.resume_notes = notes
         try:
             trainer._restore(path, state, rng_state)
             trainer.log.resumed(path.name, [m.id for m in trainer.population.alive()])
@@ -282,9 +291,10 @@ class Trainer:
         try:
             trainer.flush(replay=True)  # records the killed process checkpointed but may not have logged
         except BaseException as err:  # the run is RUNNING again: end it, as create() does
+            err = faults.explained(err, run_id, trainer.log.tracker.uri, run_dir, trainer.checkpointed)
             trainer.log.ended_by(err)
             trainer.close()
-            raise
+            raise err
         return trainer
 
     @classmethod
@@ -374,11 +384,15 @@ class Trainer:
         progress, and every ``log_adapters_every`` steps the adapters."""
         # each member's newest model is of the step it was made at (this checkpoint's, or a death since the last)
         models = {(m, v["step"]): v["id"] for m, v in self.models.items()}
-        self.log.write_steps(self.pending, self.population, replay, models)
-        self.pending = []
-        every = self.cfg.checkpoint.log_adapters_every
-        self.log.write_state(self.step_index, self.cfg.steps, self.lineage, self.population,
-                             adapters=bool(every) and self.step_index % every == 0)
+        pending, store = self.pending, diskspace.store_location(self.log.tracker.uri)
+        steps = sorted({r["step"] for r in pending}) or [self.step_index]
+        span = str(steps[0]) if steps[0] == steps[-1] else f"{steps[0]}-{steps[-1]}"
+        with diskspace.writing(f"the records of step {span} in the MLflow store", store, lambda: len(json.dumps(pending, default=str))):
+            self.log.write_steps(self.pending, self.population, replay, models)
+            self.pending = []
+            every = self.cfg.checkpoint.log_adapters_every
+            self.log.write_state(self.step_index, self.cfg.steps, self.lineage, self.population,
+                                 adapters=bool(every) and self.step_index % every == 0)
 
     def stop_line(self) -> str:
         """"stopped at step N/M; resume with ..." (pending records: the steps after the last checkpoint)."""
@@ -386,8 +400,9 @@ class Trainer:
 
     def finish(self) -> None:
         adapters = self.run_dir / "adapters"
-        for m in self.population.alive():
-            m.adapter_dir = str(self.backend.save_adapter(m.id, adapters / m.id))
+        with diskspace.writing("the final adapters", adapters, exact=True):
+            for m in self.population.alive():
+                m.adapter_dir = str(self.backend.save_adapter(m.id, adapters / m.id))
         self.log.finish(self.population, skip=self.lineage.dead_before_fork())
 
 
