@@ -129,7 +129,7 @@ def launch_eval(config_yaml: str, name: str = "", env: dict[str, str] | None = N
 
 
 def launch_resume(run_id: str, name: str = "", env: dict[str, str] | None = None, root: str | Path | None = None,
-                  need: int = 1) -> Job:
+                  need: int = 1, step: int | None = None) -> Job:
     """``populora train --resume RUN_ID`` as a job (the Runs page's Resume): same supervisor, log, stop and queue
     as a launched training, holding ``need`` slots (sized by the caller from the run's config, as for a launch).
     The job knows its run from the start (``run_id`` is written before it runs), so the run's page shows this
@@ -137,6 +137,7 @@ def launch_resume(run_id: str, name: str = "", env: dict[str, str] | None = None
     root = Path(root or jobs_dir())
     job_id = time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
     argv = [sys.executable, "-m", "populora.cli", "train", "--resume", run_id, "--quiet"]
+    argv += ["--step", str(step)] if step is not None else []  # a named checkpoint, else the newest intact one
     return start(argv, name=name or f"resume {run_id[:8]}", env=env, root=root, job_id=job_id, slots=max_parallel(),
                  files={runlayout.RUN_ID_FILE: run_id}, kind="train", need=need)
 

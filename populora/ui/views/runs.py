@@ -8,7 +8,7 @@ import streamlit as st
 from populora.platform import jobs, queue
 from populora.platform import runlayout as rl
 from populora.training import job_slots
-from populora.ui import common, eval_panel, experiments, store, sweeps
+from populora.ui import common, eval_panel, experiments, resume_choice, store, sweeps
 
 st.title("Runs")
 
@@ -173,11 +173,12 @@ def resume_controls(run_id: str, row, status: str, job: jobs.Job | None, tags: d
                  f"or with {command}.")
     else:
         st.error(f"This run failed{where}. Its log (if launched from here) is below; resume here or with {command}.")
+    step = resume_choice.checkpoint_step(run_id, tags)
     if st.button("Resume", key=f"resume_{run_id}", type="primary",
                  help="Runs populora train --resume as a background job (it waits in the job queue like a launch)"):
         config = store.artifact_text(store.uri(), run_id, rl.CONFIG_FILE) or ""
         started = jobs.launch_resume(run_id, name=f"{row['name'] or run_id[:8]} (resumed)",
-                                     env={"MLFLOW_TRACKING_URI": store.uri()}, need=job_slots(config))
+                                     env={"MLFLOW_TRACKING_URI": store.uri()}, need=job_slots(config), step=step)
         st.toast(f"resume job {started.id} started")
         st.rerun()
 
