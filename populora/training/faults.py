@@ -10,6 +10,7 @@ is written; the next trainer on that store makes it again once there is room.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from populora.platform import diskspace
@@ -48,6 +49,24 @@ def explained(err: BaseException, run_id: str, store_uri: str, run_dir: Path | N
         full.__cause__ = err
     release_store_space(store_uri)
     return full
+
+
+class _NoFullDiskTracebacks(logging.Filter):
+    """Drops MLflow's own "SQLAlchemy database error" record (with its traceback and SQL) when the error is a full
+    disk: the run's one line says it, and error.txt keeps the whole traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and diskspace.disk_full_errno(record.exc_info[1]))
+
+
+MLFLOW_DB_LOGGER = "mlflow.store.db.utils"  # logs every failed sqlalchemy write with logger.exception
+
+
+def quiet_store_tracebacks() -> None:
+    """Install the filter once on MLflow's store logger (the trainer's process: ``populora train``)."""
+    logger = logging.getLogger(MLFLOW_DB_LOGGER)
+    if not any(isinstance(f, _NoFullDiskTracebacks) for f in logger.filters):
+        logger.addFilter(_NoFullDiskTracebacks())
 
 
 def reserve_path(store_uri: str) -> Path | None:

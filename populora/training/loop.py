@@ -49,6 +49,7 @@ class Trainer:
     def __init__(self, cfg: TrainConfig, log: RunLog, run_dir: Path):
         self.cfg, self.log, self.run_dir = cfg, log, run_dir
         faults.reserve_store_space(log.tracker.uri)  # room for the end status if the store's disk fills
+        faults.quiet_store_tracebacks()  # a full store's disk is said in one line, not MLflow's SQL traceback
         self.backend = make_backend(backend_config(cfg, run_dir))
         try:
             self.verifier = make_verifier(cfg)
