@@ -9,7 +9,7 @@ from populora.training.config import TrainConfig, job_slots, load_config, preset
 from populora.training.curriculum_tracker import EQUAL_M, RECENT
 from populora.training.monitors import MEANINGS as MONITOR_MEANINGS
 from populora.training.paper_figures import FiguresError, figure_set
-from populora.training.fork import checkpoint_config, checkpoint_population, fork_config, resize_preview, role_sizes
+from populora.training.fork import checkpoint_config, checkpoint_population, fork_config, fork_name, resize_preview, role_sizes
 from populora.training.preflight import problems as preflight_problems
 from populora.training.sweep import plan as plan_sweep
 from populora.training.sweep import sweep_id
@@ -18,6 +18,6 @@ from populora.training.workload import make_plan
 from populora.training.workload import render as render_plan
 
 __all__ = ["EQUAL_M", "MONITOR_MEANINGS", "RECENT", "FiguresError", "TrainConfig", "checkpoint_config",
-           "checkpoint_population", "figure_set", "fork_config", "job_slots", "load_config", "make_plan", "matched_baseline",
+           "checkpoint_population", "figure_set", "fork_config", "fork_name", "job_slots", "load_config", "make_plan", "matched_baseline",
            "plan_sweep", "preflight_problems", "presets", "presets_dir", "proposal_prefill", "render_plan", "resize_preview",
            "role_sizes", "sweep_id"]
