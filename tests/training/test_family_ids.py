@@ -107,7 +107,7 @@ OPS = st.lists(st.tuples(st.sampled_from(["step", "fork"]), st.integers(0, 50), 
                          st.integers(1, 4), st.integers(1, 4)), min_size=1, max_size=14)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200, deadline=None, derandomize=True, database=None)  # the same 200 chains every run
 @given(OPS, st.integers(0, 2**16))
 def test_no_id_names_two_members_in_a_family_of_forks(ops, seed):
     rng, truth, runs = np.random.default_rng(seed), {}, []
