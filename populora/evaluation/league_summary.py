@@ -46,10 +46,12 @@ def zero_bound(samples: np.ndarray, lo: float, hi: float, why: str = TIE_WHY) ->
     return f"bound at 0: a tie, not a prior or a clip: {share:.0%} of the bootstrap replicates are exactly 0 ({why})"
 
 
-def _estimate(point: float, samples: np.ndarray) -> dict:
+def _estimate(point: float, samples: np.ndarray, explain: bool = True) -> dict:
+    """Value and 95% interval; ``note``: why a bound is 0 (``zero_bound``) unless ``explain`` is off (the anchor:
+    at 0 by definition)."""
     lo, hi = F.interval(samples)
     out = {"value": _num(point), "ci95": [_num(lo), _num(hi)]}
-    note = zero_bound(samples, lo, hi)
+    note = zero_bound(samples, lo, hi) if explain else None
     return out | ({"note": note} if note else {})
 
 
@@ -85,7 +87,7 @@ def summarise(solved, tries, students: list[dict], teachers: list[dict], tasks: 
     out = {"model": model, "anchor": anchor, "n_boot": n_boot, "seed": seed, "converged": point.converged,
            "students": [], "teachers": [], "tasks": [], "heatmap": [], "curves": [], "comparisons": []}
     for s, rec in enumerate(students):
-        out["students"].append({**rec, "ability": _estimate(point.ability[s], boot.ability[:, s]),
+        out["students"].append({**rec, "ability": _estimate(point.ability[s], boot.ability[:, s], s != a),
                                 "solved": int(k[s].sum()), "answers": int(n[s].sum()), "solve_rate": _rate(k[s].sum(), n[s].sum())})
     for j, rec in enumerate(teachers):
         mine = groups == j
