@@ -14,7 +14,7 @@ import pandas as pd
 import streamlit as st
 
 from populora.platform import jobs, queue
-from populora.training.league_plan import PROGRESS_FILE
+from populora.training import LEAGUE_PROGRESS_FILE
 from populora.ui import common
 from populora.ui.charts import STEP_AXIS
 
@@ -163,7 +163,7 @@ def job_line(job: jobs.Job, now: float | None = None) -> tuple[str, float | None
         return line + (f" · #{place} in line" if place else "") + f" for one of {job.slots} slot(s)", None
     out = job_out(job)
     try:
-        progress = json.loads((out / PROGRESS_FILE).read_text()) if out else None
+        progress = json.loads((out / LEAGUE_PROGRESS_FILE).read_text()) if out else None
     except (OSError, ValueError):
         progress = None
     if not progress or not progress.get("pairs"):
