@@ -58,7 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--resume", metavar="RUN_ID", help="continue a stopped or failed run from its newest intact checkpoint "
                    "(or --step N's)")
     t.add_argument("--fork", metavar="RUN_ID", help="a new run continuing this run's checkpoint --step (its full state) "
-                   "with the --set changes; settings the checkpoint was built with (base, rank, population size) are refused")
+                   "with the --set changes; settings the checkpoint was built with (base, rank, model) are refused; "
+                   "its run name is 'NAME · fork of RUN @N' unless --set name=... gives another")
     t.add_argument("--step", type=int, metavar="N", help="with --fork or --resume: the checkpoint's step (see populora runs RUN_ID)")
     t.add_argument("--ray", metavar="ADDRESS", help="run on Ray: 'local' (start one here), 'auto' or ray://host:port (a cluster)")
     t.add_argument("--quiet", action="store_true", help="no progress bar: one plain line per step instead (for logs)")

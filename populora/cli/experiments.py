@@ -31,7 +31,8 @@ def split_target(text: str, default_run: str | None = None) -> tuple[str, str | 
 
 def member_settings(cl, store: str, run_id: str, member: str | None) -> dict[str, str]:
     """What ``diff`` compares: the run's settings (its params, the flattened config); for a member also its own
-    facts (``member.role``, ``.operator``, ``.strength``, ``.parents``, ``.born_step``, ``.generation``)."""
+    facts (``member.role``, ``.operator``, ``.strength``, ``.parents``, ``.born_step``, ``.generation``, ``.born_in``:
+    the run of the fork chain it was born in)."""
     params = dict(cl.get_run(run_id).data.params)
     if member is None:
         return params
@@ -40,6 +41,7 @@ def member_settings(cl, store: str, run_id: str, member: str | None) -> dict[str
     facts = ancestry.member_facts(member, lineage, population)
     own = {k: facts[k] for k in ("role", "generation", "operator", "strength", "born_step")}
     own["parents"] = ",".join(facts["parents"]) or "-"
+    own["born_in"] = ancestry.born_in(member, lineage, run_id)  # a fork's member: the fork, or a parent run
     return params | {f"member.{k}": v for k, v in own.items()}
 
 

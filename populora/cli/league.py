@@ -91,7 +91,7 @@ def show(data: dict) -> str:
         solve = "-" if s["solve_rate"] is None else f"{s['solve_rate']:.0%}"
         mu = "-" if s["mu"] is None else f"{s['mu']:.2f}"
         lines.append(f"  {s['id']:<22} {s['arm']:<10} {s['ability']['value']:+.2f} ({lo:+.2f} to {hi:+.2f})  "
-                     f"solve {solve}  TrueSkill mu {mu}")
+                     f"solve {solve}  TrueSkill mu {mu}" + (f"  [{s['ability']['note']}]" if s["ability"].get("note") else ""))
     lines.append("teachers (strength = mean difficulty of its valid tasks; validity rate of its proposals):")
     for t in sorted(data["teachers"], key=lambda t: (t["strength"]["value"] is None, -(t["strength"]["value"] or 0.0))):
         v = t["strength"]["value"]

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +17,7 @@ from populora.platform import runlayout
 from populora.platform import sweep as S
 
 ARMS_RACE_METRIC = runlayout.SOLVE_RATE
+RATE_METRICS = (runlayout.SOLVE_RATE, runlayout.VALIDITY_RATE)  # shares in 0-1: drawn in %
 
 
 def _plt():
@@ -74,7 +76,9 @@ def arms_race(curves: dict[str, dict[int, list[tuple[int, float]]]], metric: str
             ax.plot(*zip(*mean), lw=2.5, color="black", label="mean")
         ax.set_title(lab, fontsize=8)
         ax.set_xlabel("step", fontsize=8)
-        ax.set_ylabel(metric, fontsize=8)
+        rate = metric in RATE_METRICS
+        ax.set_ylabel(f"{metric} (%)" if rate else metric, fontsize=8)
+        paper_axes(ax, [v for points in by_seed.values() for _, v in points], rate, True)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7)
         else:
@@ -120,3 +124,55 @@ def write_sweep_figures(tracker, sweep_id: str, report: dict, out: Path) -> list
     plt.close(fig)
     paths.append(out / "arms_race.png")
     return paths
+
+
+# ====================================================================== axes a paper can print
+def y_limits(values: list[float], percent: bool) -> tuple[float, float] | None:
+    """Y limits where matplotlib's own would mislead: a rate's axis from 0 (to 100% at most, a little above its
+    highest point, at least 0-5%), a constant curve's around its value from 0 (not 2.96 to 3.04, nor -0.04 to 0.04
+    for a curve at 0); None: leave it to matplotlib.
+
+    >>> y_limits([0.0, 0.0], True), y_limits([0.2, 0.5], True), y_limits([1.0, 1.0], True)
+    ((0.0, 0.05), (0.0, 0.575), (0.0, 1.0))
+    >>> y_limits([3.0, 3.0], False), y_limits([0.0], False), y_limits([-2.0, -2.0], False), y_limits([1.0, 4.0], False)
+    ((0.0, 3.75), (0.0, 1.0), (-2.5, 0.0), None)
+    """
+    finite = [v for v in values if v is not None and math.isfinite(v)]
+    if not finite:
+        return None
+    lo, hi = min(finite), max(finite)
+    if percent:
+        return 0.0, min(1.0, max(0.05, 1.15 * hi))
+    if hi - lo > 1e-9 * max(1.0, abs(hi)):
+        return None
+    return (0.0, 1.0) if hi == 0 else (0.0, 1.25 * hi) if hi > 0 else (1.25 * lo, 0.0)
+
+
+def paper_axes(ax, values: list[float], percent: bool, integer_x: bool) -> None:
+    """What every figure of the paper's sets does to its axes: whole ticks on an x axis that counts (steps,
+    programs: no 1.2, 1.4, ...), a rate's y in % (as every chart of the UI), ``y_limits`` where matplotlib's
+    own would mislead (a constant curve)."""
+    from matplotlib.ticker import MaxNLocator, PercentFormatter
+
+    if integer_x:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    limits = y_limits(values, percent)
+    if limits:
+        ax.set_ylim(*limits)
+    if percent:
+        ax.yaxis.set_major_formatter(PercentFormatter(1.0, decimals=0))
+    note = constant_note(values, percent)
+    if note:  # the lines lie on one another (or on the axis): say so, or the figure looks empty
+        ax.text(0.5, 0.5, note, ha="center", va="center", transform=ax.transAxes, fontsize=8, color="#555555")
+
+
+def constant_note(values: list[float], percent: bool) -> str | None:
+    """"every curve constant at 0%": where all of a panel's values are one (lines drawn on one another).
+
+    >>> constant_note([0.0, 0.0], True), constant_note([3.0, 3.0], False), constant_note([1.0, 2.0], False)
+    ('every curve constant at 0%', 'every curve constant at 3', None)
+    """
+    finite = [v for v in values if v is not None and math.isfinite(v)]
+    if len(finite) < 2 or max(finite) - min(finite) > 1e-9 * max(1.0, abs(max(finite))):
+        return None
+    return f"every curve constant at {100 * finite[0]:.3g}%" if percent else f"every curve constant at {finite[0]:.3g}"

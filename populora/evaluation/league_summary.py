@@ -22,9 +22,37 @@ from populora.evaluation import league_fit as F
 POPULATION, BASELINE, BASE = "population", "baseline", "base"
 
 
-def _estimate(point: float, samples: np.ndarray) -> dict:
+TIE = 1e-6  # a replicate's value this close to 0: a tie with the anchor (identical answers), not a small estimate
+TIE_WHY = ("the answers in those replicates were the base model's on the tasks drawn: alike answers, alike ability")
+
+
+def zero_bound(samples: np.ndarray, lo: float, hi: float, why: str = TIE_WHY) -> str | None:
+    """Why an interval stops at 0 (shown as [+0.00, ...]) where it does: a share of the bootstrap replicates sits
+    exactly at 0 (an entrant tied with the anchor, the base model, at 0 by construction), at least the tail the
+    bound is read at; so the bound is that tie, neither a prior nor a clip. None where no bound is such a tie.
+
+    >>> zero_bound(np.array([0.0] * 10 + [1.0, 2.0] * 45), 0.0, 2.0)
+    "bound at 0: a tie, not a prior or a clip: 10% of the bootstrap replicates are exactly 0 (the answers in those replicates were the base model's on the tasks drawn: alike answers, alike ability)"
+    >>> zero_bound(np.linspace(-1, 3, 100), -0.9, 2.9) is None
+    True
+    """
+    s = np.asarray(samples, dtype=float)
+    s = s[~np.isnan(s)]
+    if s.size == 0 or not any(b is not None and abs(b) < 0.005 for b in (lo, hi)):
+        return None
+    share = float(np.mean(np.abs(s) < TIE))
+    if share < (1 - F.CONFIDENCE) / 2:
+        return None
+    return f"bound at 0: a tie, not a prior or a clip: {share:.0%} of the bootstrap replicates are exactly 0 ({why})"
+
+
+def _estimate(point: float, samples: np.ndarray, explain: bool = True) -> dict:
+    """Value and 95% interval; ``note``: why a bound is 0 (``zero_bound``) unless ``explain`` is off (the anchor:
+    at 0 by definition)."""
     lo, hi = F.interval(samples)
-    return {"value": _num(point), "ci95": [_num(lo), _num(hi)]}
+    out = {"value": _num(point), "ci95": [_num(lo), _num(hi)]}
+    note = zero_bound(samples, lo, hi) if explain else None
+    return out | ({"note": note} if note else {})
 
 
 def _num(v) -> float | None:
@@ -59,7 +87,7 @@ def summarise(solved, tries, students: list[dict], teachers: list[dict], tasks: 
     out = {"model": model, "anchor": anchor, "n_boot": n_boot, "seed": seed, "converged": point.converged,
            "students": [], "teachers": [], "tasks": [], "heatmap": [], "curves": [], "comparisons": []}
     for s, rec in enumerate(students):
-        out["students"].append({**rec, "ability": _estimate(point.ability[s], boot.ability[:, s]),
+        out["students"].append({**rec, "ability": _estimate(point.ability[s], boot.ability[:, s], s != a),
                                 "solved": int(k[s].sum()), "answers": int(n[s].sum()), "solve_rate": _rate(k[s].sum(), n[s].sum())})
     for j, rec in enumerate(teachers):
         mine = groups == j
@@ -135,9 +163,10 @@ def _comparisons(students, teachers, point, boot, strength_point, strength_boot)
             delta = float(np.mean(pv[p]) - np.mean(pv[b]))
             samples = _nanmean(bv[:, p], axis=1) - _nanmean(bv[:, b], axis=1)
             lo, hi = F.interval(samples)
+            note = zero_bound(samples, lo, hi, "both arms' answers in those replicates were alike on the tasks drawn")
             out.append({"side": side, "population_step": sp, "baseline_step": sb, "delta": _num(delta),
                         "ci95": [_num(lo), _num(hi)], "population": len(p), "baseline": len(b),
-                        "words": words(side, sp, sb, delta, lo, hi)})
+                        "words": words(side, sp, sb, delta, lo, hi) + (f" ({note})" if note else "")})
     return out
 
 

@@ -17,16 +17,28 @@ from populora.platform import runlayout as rl
 VERSION = 1  # of the record's layout
 
 
-def birth_run(step: int, forks: list[dict], run_id: str) -> str:
-    """The run a member born at ``step`` was born in: the oldest run of the fork chain whose fork step is at or
-    after its birth, else this run.
+def birth_run(step: int, forks: list[dict], run_id: str, born_in: str = "") -> str:
+    """The run a member born at ``step`` was born in: ``born_in`` where its lineage event names it (a fork's
+    grown members: born in the fork at the fork step), else the oldest run of the fork chain whose fork step is
+    at or after its birth, else this run.
 
     >>> birth_run(0, [{"run": "a", "step": 2}, {"run": "b", "step": 4}], "c"), birth_run(3, [{"run": "a", "step": 2}, {"run": "b", "step": 4}], "c")
     ('a', 'b')
-    >>> birth_run(5, [{"run": "a", "step": 2}], "c")
-    'c'
+    >>> birth_run(5, [{"run": "a", "step": 2}], "c"), birth_run(2, [{"run": "a", "step": 2}], "c", born_in="c")
+    ('c', 'c')
     """
-    return next((f["run"] for f in forks if step <= f["step"]), run_id)
+    return born_in or next((f["run"] for f in forks if step <= f["step"]), run_id)
+
+
+def born_in(member: str, lineage: dict, run_id: str) -> str:
+    """The run of the fork chain ``member`` of run ``run_id`` was born in (``birth_run`` of its lineage event).
+
+    >>> lin = {"events": [{"child": "S3", "step": 2, "run": "c"}, {"child": "S0", "step": 0}], "forks": [{"run": "a", "step": 2}]}
+    >>> born_in("S3", lin, "c"), born_in("S0", lin, "c")
+    ('c', 'a')
+    """
+    event = next((e for e in lineage.get("events", []) if e["child"] == member), {})
+    return birth_run(event.get("step", 0), list(lineage.get("forks") or []), run_id, event.get("run") or "")
 
 
 def member_facts(member: str, lineage: dict, population: list[dict]) -> dict:
@@ -84,7 +96,7 @@ def record(member: str, run_id: str, lineage: dict, population: list[dict], sett
     ancestors = []
     for m in order:
         facts = member_facts(m, lineage, population)
-        facts["run"] = birth_run(facts["born_step"], forks, run_id)
+        facts["run"] = born_in(m, lineage, run_id)
         facts["scores"] = dict((scores or {}).get(m, {}))
         ancestors.append(facts)
     chain = [(f["run"], None) for f in forks] + [(run_id, None)]

@@ -7,9 +7,10 @@ package is internal and may change. Importing this package does not import torch
 from populora.training.baseline import matched_baseline
 from populora.training.config import TrainConfig, job_slots, load_config, presets, presets_dir
 from populora.training.curriculum_tracker import EQUAL_M, RECENT
+from populora.training.league_plan import PROGRESS_FILE as LEAGUE_PROGRESS_FILE
 from populora.training.monitors import MEANINGS as MONITOR_MEANINGS
 from populora.training.paper_figures import FiguresError, figure_set
-from populora.training.fork import checkpoint_config, checkpoint_population, fork_config, resize_preview, role_sizes
+from populora.training.fork import checkpoint_config, checkpoint_population, fork_config, fork_name, resize_preview, role_sizes
 from populora.training.preflight import problems as preflight_problems
 from populora.training.sweep import plan as plan_sweep
 from populora.training.sweep import sweep_id
@@ -17,7 +18,7 @@ from populora.training.tasks import proposal_prefill
 from populora.training.workload import make_plan
 from populora.training.workload import render as render_plan
 
-__all__ = ["EQUAL_M", "MONITOR_MEANINGS", "RECENT", "FiguresError", "TrainConfig", "checkpoint_config",
-           "checkpoint_population", "figure_set", "fork_config", "job_slots", "load_config", "make_plan", "matched_baseline",
+__all__ = ["EQUAL_M", "LEAGUE_PROGRESS_FILE", "MONITOR_MEANINGS", "RECENT", "FiguresError", "TrainConfig", "checkpoint_config",
+           "checkpoint_population", "figure_set", "fork_config", "fork_name", "job_slots", "load_config", "make_plan", "matched_baseline",
            "plan_sweep", "preflight_problems", "presets", "presets_dir", "proposal_prefill", "render_plan", "resize_preview",
            "role_sizes", "sweep_id"]

@@ -46,13 +46,30 @@ def frozen_reason(key: str) -> str | None:
     return FROZEN.get(key)
 
 
-def fork_config(parent: TrainConfig, overrides: list[str], step: int) -> TrainConfig:
+FORK_MARK = " · fork of "
+
+
+def fork_name(parent_name: str, parent_run: str, step: int) -> str:
+    """A fork's default run name: the parent's, saying it is a fork of which run at which step (a fork of a fork
+    names its nearest parent only: the chain is on the Runs page and in the lineage).
+
+    >>> fork_name("smoke", "e22bd58e0c1f", 3)
+    'smoke · fork of e22bd58e @3'
+    >>> fork_name("smoke · fork of e22bd58e @3", "77aa01bc99", 5)
+    'smoke · fork of 77aa01bc @5'
+    """
+    return f"{parent_name.split(FORK_MARK)[0]}{FORK_MARK}{parent_run[:8]} @{step}"
+
+
+def fork_config(parent: TrainConfig, overrides: list[str], step: int, parent_run: str = "") -> TrainConfig:
     """The fork's config: the parent's config at checkpoint ``step`` with ``key=value`` overrides, validated like
     any config (unknown keys, bounds); a frozen setting changed, or ``steps`` not beyond ``step``, is refused
     with the reason. The fork is not the other half of the parent's population/baseline pair (``pair`` cleared
-    unless set)."""
+    unless set). Its ``name``: ``fork_name`` of ``parent_run`` (given), unless an override sets it."""
     data = parent.model_dump(mode="json")
     data["pair"] = None
+    if parent_run:
+        data["name"] = fork_name(parent.name, parent_run, step)
     for text in overrides:
         path, value = config_io.parse_override(text)
         config_io.apply_override(data, path, value, TrainConfig)

@@ -24,6 +24,7 @@ from populora.evaluation.config import run_model
 from populora.evaluation.targets import TargetError, checkpoint_steps, get_run
 from populora.platform import config as config_io
 from populora.platform import runlayout as rl
+from populora.training import rating
 from populora.training.config import TrainConfig
 from populora.training.member import BOTH, STUDENT, TEACHER
 
@@ -118,6 +119,22 @@ def entrant_id(run_id: str, step: int, member: str) -> str:
     return f"{run_id[:8]}.s{step}.{member}"
 
 
+def rated(member: dict) -> tuple[float | None, float | None]:
+    """A checkpoint member's within-run TrueSkill (mu, sigma), or (None, None) where no game ever rated it: the
+    single-agent baseline plays itself and self-play is not rated (``scoring``), so its 25.00 is the prior, not a
+    rating; so is any member still at the prior exactly.
+
+    >>> rated({"role": "both", "mu": 25.0, "sigma": 8.333}), rated({"role": "student", "mu": 27.1, "sigma": 3.2})
+    ((None, None), (27.1, 3.2))
+    >>> rated({"role": "teacher", "mu": rating.MU, "sigma": rating.SIGMA})
+    (None, None)
+    """
+    mu, sigma = member.get("mu"), member.get("sigma")
+    if member.get("role") == BOTH or (mu, sigma) == (rating.MU, rating.SIGMA):
+        return None, None
+    return mu, sigma
+
+
 def _config(run) -> TrainConfig:
     path = Path(run.data.tags.get(rl.RUN_DIR) or "") / rl.CONFIG_FILE
     if not path.is_file():
@@ -171,7 +188,7 @@ def resolve(tracker, spec: LeagueSpec) -> Plan:
                 if not (adapter / "adapter_config.json").is_file():
                     raise TargetError(f"checkpoint {path} has no adapter for member {m['id']} ({adapter})")
                 entrants.append(Entrant(entrant_id(rid, step, m["id"]), kind, rid, step, m["id"], m["role"],
-                                        str(adapter), m.get("mu"), m.get("sigma")))
+                                        str(adapter), *rated(m)))
     unknown = sorted(set(spec.members or ()) - seen_members)
     if unknown:
         raise TargetError(f"member(s) {', '.join(unknown)} are alive at none of the chosen checkpoints; alive there: "

@@ -16,11 +16,15 @@ class LineageEvent:
     role: str
     replaced: str = ""     # the member this child replaced (evolution) or ""
     details: dict = field(default_factory=dict)
+    # the run it was born in where its step does not say (``ancestry.birth_run``): a fork's grown members, born at
+    # the fork step, in the fork, not in the parent whose checkpoint that step is; "" otherwise
+    run: str = ""
 
 
 class Lineage:
     """``forks``: the runs this run's lineage continues, oldest first, one ``{"run", "step"}`` per fork (a fork of
-    a fork: two); members born at or before the last fork's step are the parent runs' members."""
+    a fork: two); members born at or before the last fork's step are the parent runs' members, except those whose
+    event names its ``run`` (a fork's resize grew them there, at its fork step)."""
 
     def __init__(self, events: list[LineageEvent] | None = None, forks: list[dict] | None = None,
                  removed: list[dict] | None = None):

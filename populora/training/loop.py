@@ -111,8 +111,11 @@ class Trainer:
                 scored = self.evaluation.run(self.backend, [m.id for m in self.population.alive()], s)
                 eval_s = time.perf_counter() - t
             with _timed(timings, "evolve"):
+                self.population.reserve(self.log.family_floor())  # ids no run of the family gave out (a fork's too)
                 replaced = evolve(self.population, self.backend, self.lineage, cfg, s, self.rng, self.torch_gen,
                                   self.run_dir / "adapters", self.distance)
+                if replaced:  # at once, not at the next checkpoint: a relative evolving meanwhile reads them
+                    self.log.publish_ids(self.population)
                 operator_stats.settle(self.lineage, self.population, s)
 
         timings["step"] = time.perf_counter() - t0 - eval_s  # training only
@@ -285,6 +288,7 @@ class Trainer:
         trainer.resume_notes = notes
         try:
             trainer._restore(path, state, rng_state)
+            trainer.population.reserve(trainer.log.family_floor())  # a fork made while it was stopped took ids
             trainer.log.resumed(path.name, [m.id for m in trainer.population.alive()])
         except BaseException:
             trainer.close()
@@ -310,9 +314,9 @@ class Trainer:
         path = checkpoint.at_step(parent_dir, step)
         state, config_yaml, rng_state = checkpoint.load(path)
         parent_cfg = config_io.build(TrainConfig, yaml.safe_load(config_yaml), source=f"checkpoint {path}")
-        cfg = fork_config(parent_cfg, overrides, step)
+        cfg = fork_config(parent_cfg, overrides, step, run_id)
         periodic_eval.check(cfg)
-        changed = settings_diff(config_io.flatten(parent_cfg), config_io.flatten(cfg), ignore=("pair",))
+        changed = settings_diff(config_io.flatten(parent_cfg), config_io.flatten(cfg), ignore=("pair", "name"))
         log = RunLog.start(cfg, origin=(run_id, step, fork_note(run_id, step, changed)))
         try:  # as create(): from here on the run exists in MLflow, whatever stops the setup must end it
             run_dir = (Path(cfg.output_dir) / log.run_id).resolve()
@@ -330,8 +334,11 @@ class Trainer:
             trainer._restore(path, state, rng_state, before_adapters=shrink if resizing else None)
             if cfg.seed != parent_cfg.seed:  # a changed seed (a fork sweep's seeds): fresh streams, not the checkpoint's
                 trainer.reseed(step)
+            # the family's numbering: the parent (or another fork) may have given out ids after this checkpoint
+            trainer.population.reserve(log.family_floor())
             if resizing:
-                added = resize.grow(trainer.population, trainer.backend, trainer.lineage, cfg, step, trainer.rng, trainer.torch_gen)
+                added = resize.grow(trainer.population, trainer.backend, trainer.lineage, cfg, step, trainer.rng,
+                                    trainer.torch_gen, log.run_id)
                 summary = resize.summary(role_sizes(parent_cfg), role_sizes(cfg), removed, added)
                 log.resized(fork_note(run_id, step, changed, summary), summary)
             trainer.pending = []  # records of steps <= step are the parent's, logged there

@@ -63,6 +63,16 @@ class Population:
         self.next_index[prefix] = i + 1
         return f"{prefix}{i}"
 
+    def reserve(self, floor: dict[str, int]) -> None:
+        """Raise the id counters to ``floor`` (``platform.family.floor``: the run family's numbering), so the ids
+        given out next are ones no run of the family used.
+
+        >>> pop = Population(next_index={"S": 3, "T": 2}); pop.reserve({"S": 5, "T": 1}); pop.new_id("student"), pop.new_id("teacher")
+        ('S5', 'T2')
+        """
+        for prefix, index in floor.items():
+            self.next_index[prefix] = max(self.next_index.get(prefix, 0), int(index))
+
     def add(self, member: Member) -> Member:
         self.members[member.id] = member
         return member

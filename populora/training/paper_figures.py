@@ -25,6 +25,7 @@ import numpy as np
 from scipy import stats
 
 from populora.platform import runlayout as rl
+from populora.evaluation.figures import paper_axes
 from populora.platform import sweep as S
 from populora.training import diversity
 from populora.training.curriculum import structure_key
@@ -36,6 +37,8 @@ STEP_METRICS = [(rl.VALIDITY_RATE, "validity", "task validity rate"),
                 ("curriculum/cyclomatic", "cyclomatic", "cyclomatic complexity of teachers' programs"),
                 ("curriculum/loc", "loc", "lines of code of teachers' programs"),
                 ("curriculum/variables", "variables", "variables in teachers' programs")]
+RATES = {"validity", "solve_rate"}  # shares in 0-1, drawn in % (as every chart of the UI draws them)
+INTEGER_X = ("step", "valid programs teachers wrote", "m (programs drawn)")  # x axes that count: whole ticks
 RATINGS = [("teacher", "teacher_rating", "teacher rating (mean TrueSkill mu)"),
            ("student", "student_rating", "student rating (mean TrueSkill mu)")]
 FORMATS = ("png", "svg", "pdf")
@@ -200,23 +203,48 @@ def headline(curves: dict[str, dict[str, list[dict]]]) -> list[dict]:
     rows = []
     for title, arms in curves.items():
         for arm, points in arms.items():
-            if len(points) < 3:
+            if len(points) < 2:
                 continue
             xs, values = [float(p["x"]) for p in points], [float(p["mean"]) for p in points]
             third = max(1, len(values) // 3)
-            fit = stats.linregress(xs, values)
-            half = 0.0 if math.isnan(fit.stderr) else stats.t.ppf(0.975, len(values) - 2) * fit.stderr
-            rows.append({"curve": title, "arm": arm, "points": len(values), "first": sum(values[:third]) / third,
-                         "last": sum(values[-third:]) / third, "slope": float(fit.slope),
-                         "slope_low": float(fit.slope - half), "slope_high": float(fit.slope + half)})
+            row = {"curve": title, "arm": arm, "points": len(values), "first": sum(values[:third]) / third,
+                   "last": sum(values[-third:]) / third, "slope": None, "slope_low": None, "slope_high": None}
+            if len(values) >= 3:  # a slope's interval needs a residual: three points at least
+                fit = stats.linregress(xs, values)
+                half = 0.0 if math.isnan(fit.stderr) else stats.t.ppf(0.975, len(values) - 2) * fit.stderr
+                row.update(slope=float(fit.slope), slope_low=float(fit.slope - half), slope_high=float(fit.slope + half))
+            rows.append(row)
     return rows
 
 
-def headline_markdown(rows: list[dict]) -> str:
+def headline_markdown(rows: list[dict], percent: set[str] = frozenset()) -> str:
+    """The headline table; ``percent``: the curves that are rates (shown in %, slopes in points per step). Where it
+    has no row, or no slope, it says why.
+
+    >>> print(headline_markdown([]))
+    No headline: every curve over steps has fewer than 2 points (the runs logged fewer than 2 steps).
+    >>> print(headline_markdown(headline({"v": {"population": [{"x": 1, "mean": 0.25}, {"x": 2, "mean": 0.5}]}}), {"v"}))
+    | curve | arm | points | first third | last third | slope per x (95% CI) |
+    |---|---|---|---|---|---|
+    | v | population | 2 | 25.0% | 50.0% | – |
+    <BLANKLINE>
+    Slopes need 3 points or more (a line through 2 has no interval): – where a curve has fewer.
+    <BLANKLINE>
+    Rates in %; their slopes in percentage points per x.
+    """
+    if not rows:
+        return "No headline: every curve over steps has fewer than 2 points (the runs logged fewer than 2 steps)."
     lines = ["| curve | arm | points | first third | last third | slope per x (95% CI) |", "|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r['curve']} | {r['arm']} | {r['points']} | {r['first']:.3g} | {r['last']:.3g} | "
-                     f"{r['slope']:+.3g} ({r['slope_low']:+.3g} to {r['slope_high']:+.3g}) |")
+        pct = r["curve"] in percent
+        val = (lambda v: f"{100 * v:.1f}%") if pct else (lambda v: f"{v:.3g}")
+        sl = (lambda v: f"{100 * v:+.3g}") if pct else (lambda v: f"{v:+.3g}")
+        slope = "–" if r["slope"] is None else f"{sl(r['slope'])} ({sl(r['slope_low'])} to {sl(r['slope_high'])})"
+        lines.append(f"| {r['curve']} | {r['arm']} | {r['points']} | {val(r['first'])} | {val(r['last'])} | {slope} |")
+    if any(r["slope"] is None for r in rows):
+        lines += ["", "Slopes need 3 points or more (a line through 2 has no interval): – where a curve has fewer."]
+    if percent & {r["curve"] for r in rows}:
+        lines += ["", "Rates in %; their slopes in percentage points per x."]
     return "\n".join(lines)
 
 
@@ -256,8 +284,9 @@ def build(arms: list[Arm]) -> list[dict]:
         series = {a.name: aggregate(a.curves.get(slug, {})) for a in arms}
         series = {k: v for k, v in series.items() if v}
         if series:
-            figures.append({"slug": slug, "title": title, "xlabel": "step", "series": series,
-                            "caption": f"{title} per training step ({', '.join(series)}). {note}"})
+            figures.append({"slug": slug, "title": title, "xlabel": "step", "series": series, "percent": slug in RATES,
+                            "caption": f"{title} per training step ({', '.join(series)}"
+                                       + ("; in %" if slug in RATES else "") + f"). {note}"})
     sizes = [len(rows) for a in arms for rows in a.structures.values() if rows]
     if not sizes:
         return figures
@@ -279,7 +308,7 @@ def build(arms: list[Arm]) -> list[dict]:
     m = min(smallest, 20)
     series = {a.name: aggregate(diversity_over_steps(a, m)) for a in arms}
     figures.append({"slug": "diversity_equal_volume", "title": f"distinct structures among {m} programs, over training",
-                    "xlabel": "step", "series": {k: v for k, v in series.items() if v},
+                    "xlabel": "step", "series": {k: v for k, v in series.items() if v}, "ylim": [0, m],
                     "caption": f"Diversity at equal volume over training: at each step, the expected distinct "
                                f"structures among {m} programs drawn from those each arm wrote so far (every arm "
                                f"rarefied to the same {m}). {note}"})
@@ -323,6 +352,16 @@ def _plt():
     return plt
 
 
+def _axes(ax, fig: dict) -> None:
+    """Whole ticks on counting x axes (steps, programs), rates in %, a sensible y range for constant data."""
+    values = [v for points in fig["series"].values() for p in points for v in (p["mean"], p["low"], p["high"])]
+    paper_axes(ax, values, bool(fig.get("percent")), fig["xlabel"] in INTEGER_X)
+    if fig.get("ylim"):  # the quantity's own range (1 to m distinct among m): not a zoom on a 0.01 wobble
+        ax.set_ylim(fig["ylim"][0], fig["ylim"][1] * 1.05)
+    if fig.get("percent"):
+        ax.set_ylabel("%", fontsize=8)
+
+
 def _panel(ax, fig: dict) -> None:
     for i, (arm, points) in enumerate(fig["series"].items()):
         color = "tab:gray" if arm == "baseline" else f"C{i}"
@@ -334,6 +373,7 @@ def _panel(ax, fig: dict) -> None:
         ax.axvline(fig["compare_at"], color="black", lw=0.8, ls=":", label=f"compared at {fig['compare_at']}")
     ax.set_title(fig["title"], fontsize=9)
     ax.set_xlabel(fig["xlabel"], fontsize=8)
+    _axes(ax, fig)
     ax.grid(alpha=0.3)
     if fig["series"]:
         ax.legend(fontsize=7)
@@ -386,7 +426,8 @@ def write(figures: list[dict], out: Path, meta: dict, formats: tuple[str, ...] =
                 r, c = s["rarefied"], s["chao1"]
                 text.append(f"| {arm} | {seed} | {s['n']} | {s['observed']} | {r['value']:.2f} ({r['low']:.2f} to "
                             f"{r['high']:.2f}) | {c['value']:.1f} ({c['low']:.1f} to {c['high']:.1f}) | {s['per_100']:.1f} |")
-    text += ["", "## Headline (curves over steps)", "", headline_markdown(rows_), ""]
+    rates = {fig["title"] for fig in figures if fig.get("percent")}
+    text += ["", "## Headline (curves over steps)", "", headline_markdown(rows_, rates), ""]
     (out / "captions.md").write_text("\n".join(text))
     return paths + [out / "figures.json", out / "captions.md"]
 

@@ -52,9 +52,12 @@ def shrink(population: Population, lineage: Lineage, sizes: dict[str, int], k: f
 
 
 def grow(population: Population, backend, lineage: Lineage, cfg, step: int, rng: np.random.Generator,
-         torch_gen: torch.Generator) -> list[dict]:
-    """Add members to each role up to the config's sizes by ``population.grow`` (after the adapters are loaded).
-    Returns one record per new member: member, role, operator, parents, step."""
+         torch_gen: torch.Generator, run_id: str = "") -> list[dict]:
+    """Add members to each role up to the config's sizes by ``population.grow`` (after the adapters are loaded),
+    born in the fork ``run_id`` at its fork ``step`` (their lineage events name it: the step alone would place
+    them in the parent run). Their ids go on from the population's counters: the fork raises those to its run
+    family's first (``platform.family``), so no run of the family used them. Returns one record per new member:
+    member, role, operator, parents, step."""
     ec, how, out = cfg.evolution, cfg.population.grow, []
     for role, (_, parents) in resize_choices(population, role_sizes(cfg), ec.conservative_k).items():
         for parent in parents:
@@ -77,7 +80,7 @@ def grow(population: Population, backend, lineage: Lineage, cfg, step: int, rng:
                            "sigma_at_birth": sigma, "parent_mu_at_birth": parent.mu}
             backend.init_optimizer(child.id, cfg.optim)
             lineage.record(LineageEvent(child.id, child.parents, child.operator, step, child.generation, role,
-                                        details=details))
+                                        details=details, run=run_id))
             out.append({"member": child.id, "role": role, "operator": child.operator, "parents": child.parents, "step": step})
     return out
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from populora.platform import config as config_io
+from populora.platform import family
 from populora.platform import runlayout as rl
 from populora.platform.tracking import Tracker
 from populora.training import member_models, periodic_eval
@@ -188,10 +189,23 @@ class RunLog:
             tags[rl.SANDBOX_UNCONFINED] = "true"
         if cfg.pair:
             tags[rl.PAIR] = cfg.pair
+        if origin:  # the family (platform.family): the parent's, or the parent itself if it predates the tag
+            tags[family.FAMILY] = family.family_of(origin[0], dict(tracker.client.get_run(origin[0]).data.tags))
         run = cls(tracker.start_run(cfg.experiment, cfg.name, tags=tags), cfg.experiment, tracker=tracker, new=True)
+        if not origin:  # a root run is its own family
+            tracker.set_tags(run.run_id, {family.FAMILY: run.run_id})
         run.note = tags.get(rl.NOTE, "")
         run.watch_system(resume=False)
         return run
+
+    def family_floor(self) -> dict[str, int]:
+        """The ids the other runs of this run's family have given out (``platform.family.floor_of``): what this
+        run's counters go on from (``Population.reserve``) before it gives out ids."""
+        return family.floor_of(self.tracker.client, self.tracker.uri, self.run_id)
+
+    def publish_ids(self, population: Population) -> None:
+        """The ids this run has given out, for its family's other runs (tag ``populora.next_ids``)."""
+        self.tracker.set_tags(self.run_id, {family.NEXT_IDS: family.encode(population.next_index)})
 
     def resized(self, note: str, summary: str) -> None:
         """A fork that resized the population (``training.resize``): its description and tag say how."""
@@ -420,7 +434,8 @@ class RunLog:
                     self.tracker.log_dir(self.member_run(m), m.adapter_dir, rl.checkpoint_adapter(step))
         self.tracker.log_json(self.run_id, lineage.to_dict(), rl.LINEAGE)
         self.tracker.log_json(self.run_id, population.to_dict(), rl.POPULATION_FILE)
-        self.tracker.set_tags(self.run_id, {rl.PROGRESS: rl.progress(step, steps)})
+        self.tracker.set_tags(self.run_id, {rl.PROGRESS: rl.progress(step, steps),
+                                            family.NEXT_IDS: family.encode(population.next_index)})
 
     def finish(self, population: Population, skip: set[str] = frozenset()) -> None:
         """Every member's final adapter dir and alive flag (adapters uploaded), the population, status finished.

@@ -253,21 +253,41 @@ def _status_line(job: jobs.Job, status: str) -> str:
     return line
 
 
+def progress_line(rows: list[dict], summary: dict, status: str) -> str:
+    """"6/12 pairs scored · 1,234/2,468 generations · ETA 4 min" (what is known of it; "" before any pair).
+
+    >>> progress_line([{"done": True}, {"done": False}], {"done": 10, "total": 20, "eta_s": 90.0}, "running")
+    '1/2 pairs scored · 10/20 generations · ETA 1m 30s'
+    """
+    line = f"{sum(r['done'] for r in rows)}/{len(rows)} pairs scored" if rows else ""
+    if summary["total"]:
+        line += f" · {summary['done']:,}/{summary['total']:,} generations"
+    if status == "running" and summary["eta_s"] is not None:
+        line += f" · ETA {common.fmt_duration(summary['eta_s'])}"
+    return line
+
+
+def active_summary(run_id: str) -> str | None:
+    """The newest queued or running evaluation of ``run_id`` in one line (status, place in line, pairs, ETA), for the
+    page's top while it has no scores to show yet; None when none is active."""
+    job = next((j for j in run_jobs(run_id) if j.status in queue.ACTIVE), None)
+    if job is None:
+        return None
+    rows, status = progress_rows(job), job.status
+    line = progress_line(rows, progress_summary(rows, job.created, time.time()), status)
+    return f"{_status_line(job, status)}{' · ' + line if line else ''}"
+
+
 def job_view(job: jobs.Job, key: str) -> None:
     status = job.status
     cfg = _config(job)
     rows = progress_rows(job)
     table = progress_frame(rows)
-    pairs_done = sum(r["done"] for r in rows)
     summary = progress_summary(rows, job.created, time.time())
     cols = st.columns([4, 3, 2])
     cols[0].markdown(f"**{job.name}**  \n`{job.id}` · benchmarks `{cfg.get('benchmarks', 'all')}`"
                      + (f" · limit {cfg['limit']}" if cfg.get("limit") else ""))
-    line = f"{pairs_done}/{len(rows)} pairs scored" if rows else ""
-    if summary["total"]:
-        line += f" · {summary['done']:,}/{summary['total']:,} generations"
-    if status == "running" and summary["eta_s"] is not None:
-        line += f" · ETA {common.fmt_duration(summary['eta_s'])}"
+    line = progress_line(rows, summary, status)
     cols[1].markdown(_status_line(job, status) + (f"  \n{line}" if line else ""))
     if status in ("running", "queued", "starting") and cols[2].button("Stop", key=f"{key}_stop_{job.id}"):
         cols[2].write(jobs.stop(job))

@@ -5,19 +5,21 @@ settings a fork may change (``training.fork``), the diff (``platform.settings_di
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pandas as pd
 import streamlit as st
 import yaml
 
-from populora.platform import ancestry, jobs
+from populora.platform import ancestry, family, jobs
 from populora.platform import config as config_io
 from populora.platform import runlayout as rl
 from populora.platform.config import ConfigError
 from populora.platform.settings_diff import settings_diff
 from populora.platform.tracking import Tracker
-from populora.training import checkpoint_config, checkpoint_population, fork_config, job_slots, resize_preview, role_sizes
+from populora.training import (checkpoint_config, checkpoint_population, fork_config, fork_name, job_slots, resize_preview,
+                               role_sizes)
 from populora.ui import common, store
 
 def show_diff(rows: list[tuple], label_a: str, label_b: str) -> None:
@@ -61,29 +63,34 @@ def fork_form(run_id: str, run_dir: str | None, name: str, step: int | None = No
     text = cols[1].text_area("settings to change (one key=value a line)", "", key=f"{key}_set", height=80,
                              placeholder="optim.lr=3e-5\nevolution.every=4")
     overrides = [line.strip() for line in text.splitlines() if line.strip()]
+    # the fork's run name says it is one (the default the CLI gives it too); editable here, --set name=... there
+    title = st.text_input("the fork's run name", fork_name(name, run_id, chosen), key=f"{key}_name_{chosen}").strip()
+    overrides += [f"name={json.dumps(title)}"] if title else []
     clicked = st.button("Fork from here", key=f"{key}_go", type="primary",
                         help="populora train --fork as a background job (it waits in the job queue like a launch)")
     try:
         parent = checkpoint_config(Path(run_dir), chosen)
-        cfg = fork_config(parent, overrides, chosen)
+        cfg = fork_config(parent, overrides, chosen, run_id)
     except ConfigError as err:
         if clicked or overrides:
             st.error(str(err))
         return
-    changed = settings_diff(config_io.flatten(parent), config_io.flatten(cfg), ignore=("pair",))
+    changed = settings_diff(config_io.flatten(parent), config_io.flatten(cfg), ignore=("pair", "name"))
     if changed:
         show_diff(changed, "this run", "the fork")
     before, after = role_sizes(parent), role_sizes(cfg)
     if before != after:
         try:
             population = checkpoint_population(Path(run_dir), chosen)
+            # the ids go on from the family's (this run's after the checkpoint, its other forks'), as the fork's will
+            population.reserve(family.floor_of(store.client(store.uri()), store.uri(), run_id, include_self=True))
         except ConfigError as err:
             st.error(str(err))
             return
         lines = resize_preview(population, before, after, cfg.evolution.conservative_k, cfg.population.grow)
         st.info("**The fork resizes the population** (recorded in its lineage):\n" + "\n".join(f"- {x}" for x in lines))
     if clicked:
-        job = jobs.launch_fork(run_id, chosen, overrides, name=f"{name} fork @{chosen}",
+        job = jobs.launch_fork(run_id, chosen, overrides, name=title or f"{name} fork @{chosen}",
                                env={"MLFLOW_TRACKING_URI": store.uri()}, need=job_slots(config_io.dump(cfg)))
         st.success(f"fork job `{job.id}` started: the new run appears in the table when its trainer has loaded "
                    f"the checkpoint")

@@ -5,16 +5,27 @@ frames and Altair charts and compute nothing new."""
 
 from __future__ import annotations
 
+import json
+import time
+from pathlib import Path
+
 import altair as alt
 import pandas as pd
 import streamlit as st
 
+from populora.platform import jobs, queue
+from populora.training import LEAGUE_PROGRESS_FILE
+from populora.ui import common
 from populora.ui.charts import STEP_AXIS
 
 # the tables' columns by how they are shown (``table``)
 LOGITS = ("ability", "strength", "difficulty", "ci low", "ci high")
 RATES = ("solve rate", "validity rate", "solved by the league")
 MU = "TrueSkill mu (in its run)"
+# the arms apart at a glance, in colour and in marker (the page drew them as two near-identical blues)
+ARM_COLORS = {"population": "#4e79a7", "baseline": "#e15759", "base": "#79706e"}
+ARM_SHAPES = {"population": "circle", "baseline": "square", "base": "triangle-up"}
+NOTE = "why a bound is 0"
 
 
 def _ci(est: dict) -> tuple:
@@ -29,8 +40,19 @@ def abilities(data: dict) -> pd.DataFrame:
         v, lo, hi = _ci(s["ability"])
         rows.append({"student": s["id"], "arm": s["arm"], "step": s["step"], "member": s["member"], "ability": v,
                      "ci low": lo, "ci high": hi, "solve rate": s["solve_rate"], "answers": s["answers"],
-                     MU: s.get("mu")})
+                     MU: mu_text(s), NOTE: s["ability"].get("note", "")})
     return pd.DataFrame(rows).sort_values("ability", ascending=False, ignore_index=True)
+
+
+def mu_text(entrant: dict) -> str:
+    """The within-run TrueSkill mu to two decimals, "–" where none was rated (the base model; the single-agent
+    baseline, whose self-play is not rated: ``league_plan.rated``; leagues from before that kept its 25.00 prior).
+
+    >>> mu_text({"mu": 27.123, "arm": "population"}), mu_text({"mu": None, "arm": "base"}), mu_text({"mu": 25.0, "arm": "baseline"})
+    ('27.12', '–', '–')
+    """
+    mu = entrant.get("mu")
+    return "–" if mu is None or entrant.get("arm") == "baseline" and mu == 25.0 else f"{mu:.2f}"
 
 
 def teachers(data: dict) -> pd.DataFrame:
@@ -43,7 +65,7 @@ def teachers(data: dict) -> pd.DataFrame:
                      "ci low": lo, "ci high": hi, "panel tasks": t["tasks"], "validity rate": t["validity_rate"],
                      "validity ci": f"{vlo:.0%} to {vhi:.0%}" if vlo is not None else "-",
                      "valid / proposed": f"{t.get('valid', 0)}/{t.get('proposed', 0)}",
-                     "solved by the league": t["solve_rate"], MU: t.get("mu")})
+                     "solved by the league": t["solve_rate"], MU: mu_text(t), NOTE: t["strength"].get("note", "")})
     return pd.DataFrame(rows)
 
 
@@ -52,8 +74,8 @@ def table(df: pd.DataFrame) -> None:
     TrueSkill to two decimals (the frame keeps the full values: sorting and download)."""
     config = {c: st.column_config.NumberColumn(c, format="%+.2f") for c in LOGITS if c in df}
     config |= {c: st.column_config.NumberColumn(c, format="percent") for c in RATES if c in df}
-    if MU in df:
-        config[MU] = st.column_config.NumberColumn(MU, format="%.2f")
+    if NOTE in df and not df[NOTE].astype(bool).any():
+        df = df.drop(columns=NOTE)  # no bound is a tie at 0: no empty column
     st.dataframe(df, hide_index=True, width="stretch", column_config=config)
 
 
@@ -87,16 +109,65 @@ def curves(data: dict, side: str, title: str, height: int = 260) -> None:
     for c in data["curves"]:
         if side in c:
             v, lo, hi = _ci(c[side])
-            rows.append({"run": f"{c['arm']} {c['run'][:8]}", "step": c["step"], "value": v, "low": lo, "high": hi})
+            rows.append({"run": f"{c['arm']} {c['run'][:8]}", "arm": c["arm"], "step": c["step"], "value": v,
+                         "low": lo, "high": hi})
     df = pd.DataFrame(rows)
     if df.empty:
         st.caption(f"{title}: nothing to draw")
         return
+    st.altair_chart(curves_chart(df, title).properties(height=height), width="stretch", height=height + 60)
+
+
+def arm_scales(arms: list[str]) -> tuple[alt.Scale, alt.Scale]:
+    """(colour, marker) scales of the arms: ``ARM_COLORS`` / ``ARM_SHAPES``, the same arm the same everywhere."""
+    arms = [a for a in ARM_COLORS if a in arms] + sorted(set(arms) - set(ARM_COLORS))
+    return (alt.Scale(domain=arms, range=[ARM_COLORS.get(a, "#bab0ac") for a in arms]),
+            alt.Scale(domain=arms, range=[ARM_SHAPES.get(a, "diamond") for a in arms]))
+
+
+def curves_chart(df: pd.DataFrame, title: str) -> alt.LayerChart:
+    """The curves: one line per run (``detail``), coloured and marked by its arm, with its interval as a band."""
+    color, shape = arm_scales(list(df["arm"].unique()))
+    legend = alt.Legend(orient="top", title=None)
     base = alt.Chart(df, title=title).encode(x=alt.X("step:Q", title="checkpoint step", axis=STEP_AXIS),
-                                             color=alt.Color("run:N", title=None, legend=alt.Legend(orient="top")))
-    band = base.mark_area(opacity=0.18).encode(
+                                             color=alt.Color("arm:N", scale=color, legend=legend), detail="run:N")
+    band = base.mark_area(opacity=0.15).encode(
         y=alt.Y("low:Q", title="logits vs the base model", axis=alt.Axis(format="+.2~f")), y2="high:Q")
-    line = base.mark_line(point=True, strokeWidth=2.5).encode(
-        y="value:Q", tooltip=["run", alt.Tooltip("step:Q", format="d"), alt.Tooltip("value:Q", format="+.2f"),
-                              alt.Tooltip("low:Q", format="+.2f"), alt.Tooltip("high:Q", format="+.2f")])
-    st.altair_chart((band + line).properties(height=height), width="stretch", height=height + 60)
+    line = base.mark_line(strokeWidth=2.5).encode(y="value:Q")
+    points = base.mark_point(size=90, filled=True).encode(
+        y="value:Q", shape=alt.Shape("arm:N", scale=shape, legend=legend),
+        tooltip=["run", alt.Tooltip("step:Q", format="d"), alt.Tooltip("value:Q", format="+.2f"),
+                 alt.Tooltip("low:Q", format="+.2f"), alt.Tooltip("high:Q", format="+.2f")])
+    return band + line + points
+
+
+# ====================================================================== leagues on their way (the job queue)
+def league_jobs() -> list[jobs.Job]:
+    """League jobs (``populora league`` queues one) still queued or running, newest first."""
+    return [j for j in jobs.list_jobs() if j.kind == "league" and j.status in queue.ACTIVE]
+
+
+def job_out(job: jobs.Job) -> Path | None:
+    """The league's out dir, as its argv names it (``--out``: the CLI always passes one to the job)."""
+    argv = list(job.argv)
+    return Path(argv[argv.index("--out") + 1]) if "--out" in argv[:-1] else None
+
+
+def job_line(job: jobs.Job, now: float | None = None) -> tuple[str, float | None]:
+    """(one line on a queued or running league: its status, place in line, phase and (student, task) pairs
+    answered, ETA at its pace; the fraction done, None before the answers start)."""
+    status = job.status
+    line = f"{common.STATUS_ICONS.get(status, '•')} **{job.name or job.id}** · {status}"
+    if status == "queued":
+        place = queue.position(job)
+        return line + (f" · #{place} in line" if place else "") + f" for one of {job.slots} slot(s)", None
+    out = job_out(job)
+    try:
+        progress = json.loads((out / LEAGUE_PROGRESS_FILE).read_text()) if out else None
+    except (OSError, ValueError):
+        progress = None
+    if not progress or not progress.get("pairs"):
+        phase = "writing the task panel" if out and (out / "entrants.json").is_file() else "loading the entrants"
+        return line + f" · {phase} · {common.fmt_duration((now or time.time()) - job.created)} so far", None
+    done, total = int(progress["pairs_done"]), int(progress["pairs"])
+    return line + f" · answered {done}/{total} (student, task) pairs", done / total

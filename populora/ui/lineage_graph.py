@@ -37,7 +37,8 @@ def fate_of(node: dict) -> str:
 def graph_data(uri: str, run_id: str, members: pd.DataFrame) -> list[dict]:
     """One dict per member: id, role, parents, operator, step, generation, alive, replaced (whom it replaced),
     replaced_by and replaced_at (who replaced it, at which step), removed ({"step", "operator"}: removed by a
-    fork's resize, ``lineage.json``'s ``removed``; {} otherwise), mu, sigma.
+    fork's resize, ``lineage.json``'s ``removed``; {} otherwise), mu, sigma, run (the run it was born in where its
+    step does not say: a fork's grown members; "" otherwise).
 
     lineage.json is the source of truth (the trainer's own record); before its first checkpoint the member runs'
     tags carry the same facts. Ratings are the trainer's record (``store.members``: population.json first, so a
@@ -63,7 +64,7 @@ def graph_data(uri: str, run_id: str, members: pd.DataFrame) -> list[dict]:
                       "step": e.get("step", 0), "generation": e.get("generation", 0), "alive": alive,
                       "replaced": e.get("replaced", ""), "replaced_by": p.get("replaced_by", ""),
                       "replaced_at": p.get("replaced_at"), "removed": removed.get(m, {}), "mu": _num(mu),
-                      "sigma": _num(sigma)})
+                      "sigma": _num(sigma), "run": e.get("run") or ""})
     return nodes
 
 
@@ -75,7 +76,7 @@ def fork_clusters(nodes: list[dict], shown: set[str], forks: list[dict], run_id:
     """
     out = []
     for i, fork in enumerate(forks):
-        inside = [n["id"] for n in nodes if n["id"] in shown and birth_run(n["step"], forks, run_id) == fork["run"]]
+        inside = [n["id"] for n in nodes if n["id"] in shown and birth_run(n["step"], forks, run_id, n.get("run", "")) == fork["run"]]
         if inside:
             out.append(f'subgraph "cluster_fork{i}" {{ label="run {fork["run"][:8]}, up to its step {fork["step"]}: '
                        f'forked here"; style=dashed; color="#777777"; fontname="Helvetica"; fontsize=10; '
@@ -101,7 +102,7 @@ def lineage_dot(nodes: list[dict], selected: str | None = None, show_dead: bool 
     lines = ["digraph lineage {", "rankdir=LR; nodesep=0.25; ranksep=0.6;",
              'node [shape=box, style="rounded,filled", fontname="Helvetica", fontsize=11, fontcolor="white"];',
              'edge [fontname="Helvetica", fontsize=9];']
-    boxed = {n["id"] for n in nodes if forks and birth_run(n["step"], forks, run_id) != run_id}
+    boxed = {n["id"] for n in nodes if forks and birth_run(n["step"], forks, run_id, n.get("run", "")) != run_id}
     for gen in sorted({n["generation"] for n in nodes}):  # (a node in a fork's box too: Graphviz drops the box)
         same = " ".join(f'"{n["id"]}";' for n in nodes if n["generation"] == gen and n["id"] in shown - boxed)
         if same:

@@ -17,6 +17,7 @@ from populora.platform.config import ConfigError
 from populora.training.config import TrainConfig
 from populora.training.fork import checkpoint_config, checkpoint_population, fork_config, resize_preview, role_sizes
 from populora.training.operators import FAMILY
+from populora.platform import ancestry, family
 from populora.platform import runlayout as rl
 
 ROOT = Path(__file__).parents[2]
@@ -155,6 +156,8 @@ def test_fork_kill_9_resume_fork_of_fork_diff_and_ancestry(mlflow_store, tmp_pat
     assert run.data.tags[rl.FORKED_FROM] == parent and run.data.tags[rl.FORK_STEP] == "1"
     assert run.data.tags[rl.NOTE] == f"forked from run {parent} at step 1; changed: optim.lr 5e-05 -> 3e-05"
     assert run.data.params["optim.lr"] == "3e-05" and client.get_run(parent).data.params["optim.lr"] == "5e-05"
+    # its run name says it is a fork (issue 54): the parent's name, of which run, at which step
+    assert run.info.run_name == f"smoke · fork of {parent[:8]} @1" and client.get_run(parent).info.run_name == "smoke"
     assert _sentinels(client, fork) == [2]  # the fork's own step: not lost, not twice, none of the parent's
     lineage = _lineage(fork)
     assert lineage["forks"] == [{"run": parent, "step": 1}]
@@ -165,6 +168,11 @@ def test_fork_kill_9_resume_fork_of_fork_diff_and_ancestry(mlflow_store, tmp_pat
 
     assert births(lineage["events"][:len(at_1["lineage"]["events"])]) == births(at_1["lineage"]["events"])
     assert all(e["step"] > 1 for e in lineage["events"][len(at_1["lineage"]["events"]):])
+    # the fork's step-2 children and the parent's (both evolved at step 2, from the same counters of step 1) have
+    # different ids: the fork went on from the family's numbering (platform.family), not from its checkpoint's
+    parent_events = {e["child"]: e for e in _lineage(parent)["events"]}
+    own = [e for e in lineage["events"] if e["step"] == 2]
+    assert own and not {e["child"] for e in own} & set(parent_events), (own, sorted(parent_events))
     members = {c.data.tags[rl.MEMBER_ID]: c for c in _children(client, fork)}
     assert max(Counter(c.data.tags[rl.MEMBER_ID] for c in _children(client, fork)).values()) == 1
     assert alive_at_1 <= set(members) and not dead_at_1 & set(members)  # the parent's replaced ones never lived here
@@ -180,10 +188,11 @@ def test_fork_kill_9_resume_fork_of_fork_diff_and_ancestry(mlflow_store, tmp_pat
     assert main(["runs", fork]) == 0
     assert f"forked from run {parent} at step 1" in capsys.readouterr().out
 
-    # diff: only the changed setting
+    # diff: only the changed setting, and the fork's name
     assert main(["diff", parent, fork]) == 0
     printed = capsys.readouterr().out.strip().splitlines()
-    assert len(printed) == 2 and printed[1].split() == ["optim.lr", "5e-05", "3e-05"], printed
+    assert len(printed) == 3 and printed[2].split() == ["optim.lr", "5e-05", "3e-05"], printed
+    assert printed[1].split() == ["name", "smoke", "smoke", "·", "fork", "of", parent[:8], "@1"], printed
 
     # a fork of the fork, at its step 2, one step further, resized: teachers 2 -> 1 (the weakest by evolution's
     # rule removed), students 2 -> 3 (a mutation child of the strongest student)
@@ -191,7 +200,9 @@ def test_fork_kill_9_resume_fork_of_fork_diff_and_ancestry(mlflow_store, tmp_pat
     fork_dir, changes = Path(client.get_run(fork).data.tags[rl.RUN_DIR]), ["steps=3", "population.teachers=1",
                                                                            "population.students=3", "matchmaking.teachers_per_student=1"]
     cfg_2 = fork_config(checkpoint_config(fork_dir, 2), changes, 2)
-    preview = resize_preview(checkpoint_population(fork_dir, 2), role_sizes(checkpoint_config(fork_dir, 2)),
+    at_fork = checkpoint_population(fork_dir, 2)
+    at_fork.reserve(family.floor_of(client, mlflow_store, fork, include_self=True))  # as the fork form does
+    preview = resize_preview(at_fork, role_sizes(checkpoint_config(fork_dir, 2)),
                              role_sizes(cfg_2), cfg_2.evolution.conservative_k, cfg_2.population.grow)
     assert train_in_process("--fork", fork, "--step", "2", *[a for c in changes for a in ("--set", c)],
                              "--quiet") == 0, capsys.readouterr().err[-3000:]
@@ -224,6 +235,20 @@ def test_fork_kill_9_resume_fork_of_fork_diff_and_ancestry(mlflow_store, tmp_pat
     assert models[(fork2, grown["child"], 2)].tags[rl.MODEL_PARENTS] == models[(fork, students[0], 2)].model_id
     assert models[(fork2, grown["child"], 2)].tags[rl.MODEL_ORIGIN] == grown["operator"]
     assert not any(r == fork2 and m == teachers[-1] for r, m, _ in models)
+
+    # the grown student's id is no member's of the family before it, and it was born in fork2 (at its fork step):
+    # the ancestry record, diff and the lineage say so, not the run whose checkpoint step 2 is
+    earlier = {e["child"] for r in (parent, fork) for e in _lineage(r)["events"]}
+    assert grown["child"] not in earlier and grown["run"] == fork2, (grown, sorted(earlier))
+    capsys.readouterr()
+    assert main(["runs", fork2, "--ancestry", grown["child"], "--format", "json"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert [(a["member"], a["run"]) for a in record["ancestors"][:2]] == [
+        (grown["child"], fork2), (students[0], ancestry.born_in(students[0], lineage2, fork2))]
+    assert main(["diff", f"{fork2}/{grown['child']}", f"{fork}/{students[0]}", "--json"]) == 0
+    rows = {r["setting"]: (r["a"], r["b"]) for r in json.loads(capsys.readouterr().out)}
+    assert rows["member.born_in"] == (fork2, ancestry.born_in(students[0], lineage, fork)), rows
+    assert client.get_run(fork2).info.run_name == f"smoke · fork of {fork[:8]} @2"
 
     # the ancestry record of a member born in the parent before the first fork, read from the fork of the fork
     child = next(e for e in at_1["lineage"]["events"] if e["parents"])

@@ -114,3 +114,72 @@ def test_the_script_draws_the_newest_population_and_its_baseline(sweep_store, tm
         assert row["first"] == pytest.approx(np.mean(values[:third])) and row["last"] == pytest.approx(np.mean(values[-third:]))
         assert row["points"] == len(values) and row["slope_low"] <= row["slope"] <= row["slope_high"]
     assert {r["arm"] for r in data["headline"]} == {"population", "baseline"}
+
+
+# ====================================================================== paper-ready axes (issue 54)
+def _drawn(fig: dict):
+    plt = P._plt()
+    f, ax = plt.subplots()
+    P._panel(ax, fig)
+    f.canvas.draw()
+    return plt, f, ax
+
+
+def _series(values: list[float], steps=(1, 2)) -> dict:
+    return {"population": [{"x": s, "mean": v, "low": v, "high": v, "seeds": 1} for s, v in zip(steps, values)],
+            "baseline": [{"x": s, "mean": v, "low": v, "high": v, "seeds": 1} for s, v in zip(steps, values)]}
+
+
+def test_a_constant_rate_over_two_steps_is_drawn_in_percent_with_whole_step_ticks():
+    """The walk's `figures --sweep`: a validity of 0 at steps 1 and 2 was drawn on -0.04..0.04 with ticks 1.2, 1.4."""
+    fig = next(f for f in P.build([_arm("population", {"validity": {0: [(1, 0.0), (2, 0.0)]}})]) if f["slug"] == "validity")
+    assert fig["percent"]
+    plt, f, ax = _drawn(fig)
+    try:
+        assert ax.get_ylim() == (0.0, 0.05)
+        assert all(t.get_text().endswith("%") for t in ax.get_yticklabels() if t.get_text())
+        assert [float(t) for t in ax.get_xticks() if 1 <= t <= 2] == [1.0, 2.0]
+        assert any("constant at 0%" in t.get_text() for t in ax.texts)
+    finally:
+        plt.close(f)
+
+
+def test_a_constant_count_gets_an_axis_from_zero_and_a_varying_rate_stays_in_range():
+    plt, f, ax = _drawn({"title": "loc", "xlabel": "step", "series": _series([6.0, 6.0, 6.0], (1, 2, 3))})
+    try:
+        assert ax.get_ylim() == (0.0, 7.5) and [float(t) for t in ax.get_xticks() if 1 <= t <= 3] == [1.0, 2.0, 3.0]
+    finally:
+        plt.close(f)
+    plt, f, ax = _drawn({"title": "solve", "xlabel": "step", "percent": True, "series": _series([0.2, 0.9])})
+    try:
+        assert ax.get_ylim() == (0.0, 1.0)
+    finally:
+        plt.close(f)
+
+
+def test_the_headline_is_filled_for_two_steps_and_says_why_when_empty():
+    rows = P.headline({"task validity rate": {"population": [{"x": 1, "mean": 0.1}, {"x": 2, "mean": 0.3}]}})
+    text = P.headline_markdown(rows, {"task validity rate"})
+    assert "| task validity rate | population | 2 | 10.0% | 30.0% | – |" in text and "need 3 points" in text
+    assert P.headline_markdown([]).startswith("No headline: every curve over steps has fewer than 2 points")
+
+
+def test_the_arms_race_draws_a_rate_in_percent_on_whole_steps():
+    from populora.evaluation import figures as F
+
+    plt = F._plt()
+    f = F.arms_race({"lr=1e-5": {0: [(1, 0.25), (2, 0.5)], 1: [(1, 0.25), (2, 0.75)]}})
+    try:
+        (ax,) = f.axes
+        f.canvas.draw()
+        assert "(%)" in ax.get_ylabel() and all(t.get_text().endswith("%") for t in ax.get_yticklabels() if t.get_text())
+        assert [float(t) for t in ax.get_xticks() if 1 <= t <= 2] == [1.0, 2.0]
+    finally:
+        plt.close(f)
+
+
+def _arm(name: str, curves: dict) -> P.Arm:
+    arm = P.Arm(name, {0: "r0"})
+    for slug, by_seed in curves.items():
+        arm.curves[slug] = by_seed
+    return arm

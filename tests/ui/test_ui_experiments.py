@@ -125,6 +125,28 @@ def test_fork_form_says_which_members_a_resize_removes_and_adds(store):
     assert "students 2 -> 3: adds S3, a fresh adapter (as at step 0)" in said and "teachers" not in said, said
 
 
+def test_fork_form_names_the_fork_and_previews_ids_from_the_familys_numbering(store):
+    """The fork's run name says it is one (editable); the ids a grow adds go on from the family's numbering: the
+    parent gave out S3 and S4 after the checkpoint (its tag populora.next_ids), so the fork's new student is S5,
+    not the checkpoint's next S3 (issue 54)."""
+    from mlflow import MlflowClient
+
+    from populora.platform import family
+
+    name = next(t for t in _page("runs", run=store["parent"], fork="1").text_input if t.label == "the fork's run name")
+    assert name.value == f"parent · fork of {store['parent'][:8]} @1"
+    client = MlflowClient(store["uri"])
+    client.set_tag(store["parent"], family.NEXT_IDS, family.encode({"T": 2, "S": 5}))
+    try:
+        at = _page("runs", run=store["parent"], fork="1")
+        area = next(a for a in at.text_area if a.label.startswith("settings to change"))
+        area.set_value("population.students=3").run()
+        said = "\n".join(str(e.value) for e in at.info)
+        assert "students 2 -> 3: adds S5, a mutation child of S2" in said, said
+    finally:
+        client.delete_tag(store["parent"], family.NEXT_IDS)
+
+
 def test_a_fork_names_its_parent_and_its_diff_shows_only_the_changed_setting(store):
     at = _page("runs", run=store["fork"])
     assert f"Forked from run `{store['parent']}` at its checkpoint of step 1" in _texts(at)

@@ -86,7 +86,10 @@ def test_league_page_shows_tables_heatmap_and_the_verdict(league, monkeypatch):
     # shown as the text says them: logits signed, rates in %, TrueSkill two decimals (the frames keep full values)
     shown = [{c: cfg.get("type_config", {}).get("format") for c, cfg in json.loads(d.proto.columns).items()} for d in at.dataframe]
     assert shown[0]["ability"] == "%+.2f" and shown[0]["solve rate"] == "percent", shown[0]
-    assert shown[0]["TrueSkill mu (in its run)"] == "%.2f", shown[0]
+    # TrueSkill as text: two decimals, "–" for the base model and the single-agent baseline (never rated)
+    mu = frames[0].set_index("arm")["TrueSkill mu (in its run)"]
+    # (a population member still at the prior, never in a rated game, is "–" too: league_plan.rated)
+    assert set(mu.loc[["base", "baseline"]]) == {"–"} and all(v == "–" or len(v.split(".")[1]) == 2 for v in mu.loc["population"]), mu
     assert shown[1]["validity rate"] == shown[1]["solved by the league"] == "percent" and shown[1]["ci low"] == "%+.2f", shown[1]
     assert {"Students: ability", "Teachers: strength and validity", "Teacher × student solve rate"} <= {s.value for s in at.subheader}
 

@@ -241,7 +241,11 @@ def main() -> None:
     st.subheader("Benchmarks")
     step = pick_evaluation(uri, run_id)
     scores = benchmark_scores(uri, run_id, baseline, step)
-    if scores is None:
+    active = eval_panel.active_summary(run_id) if scores is None else None
+    if active:  # an evaluation on its way: its progress, not "launch one"
+        st.info(f"An evaluation of this run is on its way: {active}. Its scores appear here when it ends; its "
+                "progress per (member, benchmark) is under \"Evaluate this run\" below.")
+    elif scores is None:
         no_scores(run_id, baseline)
     else:
         evals, base_line, base, data = scores

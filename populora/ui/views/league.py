@@ -15,9 +15,30 @@ st.caption("Every entrant student answers the same fixed panel of tasks written 
            "sigmoid(ability − difficulty)). Intervals: 95% bootstrap over tasks and answers.")
 
 uri = store.uri()
+
+
+def on_their_way() -> None:
+    """Leagues in the queue or playing (their MLflow run exists only once the fit is done): each with its
+    progress, refreshed while any is; the page reloads when one ends (its results are in the store then)."""
+    running = V.league_jobs()
+    for job in running:
+        line, fraction = V.job_line(job)
+        st.info(line + ". Its results appear here when the fit is done.")
+        if fraction is not None:
+            st.progress(min(1.0, fraction))
+    if st.session_state.get("league_jobs") and not running:
+        st.session_state["league_jobs"] = 0
+        st.cache_data.clear()
+        st.rerun(scope="app")
+    st.session_state["league_jobs"] = len(running)
+
+
+playing = V.league_jobs()
+st.fragment(on_their_way, run_every="3s" if playing else None)()
 leagues = store.league_runs(uri)
 if not leagues:
-    st.info("No league yet. Play one with `populora league --runs POPULATION_RUN,BASELINE_RUN`.")
+    if not playing:
+        st.info("No league yet. Play one with `populora league --runs POPULATION_RUN,BASELINE_RUN`.")
     st.stop()
 
 labels = {lg["run_id"]: f"{lg['league']} · runs {lg['runs']} · {lg['status']}" for lg in leagues}
