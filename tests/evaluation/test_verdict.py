@@ -70,8 +70,10 @@ def test_words_count_the_holm_adjusted_rows_and_say_what_one_seed_speaks_for(tmp
     assert [c["p_adjusted"] for c in cells] == pytest.approx(stats.holm([c["p_value"] for c in cells]))
     wins = sum(r["mean - baseline"]["p_adjusted"] < 0.05 and r["mean - baseline"]["delta"] > 0 for r in per)
     assert wins == 0  # 4 and 8 problems: nothing survives Holm over 9 comparisons
-    assert v["words"].startswith(f"population mean beats the baseline on {wins} of 2 benchmarks (Holm-adjusted p < "
-                                 f"0.05: 0 above, 0 below; higher on {beats} before adjustment)")
+    # one seed: the sentence that names what the population beats says it compares these adapters on these problems
+    assert v["words"].startswith("comparing these adapters on these problems (one training seed per arm, not the "
+                                 f"method), population mean beats the baseline on {wins} of 2 benchmarks (Holm-adjusted "
+                                 f"p < 0.05: 0 above, 0 below; higher on {beats} before adjustment)")
     assert "these adapters on these problems, not the method" in v["words"]
     assert "a claim about the method needs >= 2 seeds per arm" in v["words"]
     assert v["seeds_needed"] >= 2 and f"({v['seeds_needed']} per arm would detect" in v["words"]
