@@ -77,6 +77,7 @@ class Design:
     shared: float = SHARED_DEFAULT  # share of the seed variance common to all benchmarks of a run (bool: 1 or 0)
     family: int = 20             # tests in the Holm family of the per-benchmark comparisons (10 x 2 - 1 + averages)
     primary: int = 1             # tests in the primary's family (configurations compared with the baseline)
+    scores: dict[str, float] | None = None  # the benchmarks' scores ``p`` was drawn at (``beta_p``); None: mean of p
 
 
 def _cells(d: Design) -> dict[str, dict[str, float]]:
@@ -327,38 +328,59 @@ def _printable(d: Design, cell: str, weights) -> float | None:
 
 
 def _resized(d: Design, n: int) -> Design:
-    """The design with ``n`` problems per benchmark, at the same spread of difficulty (its quantiles)."""
-    q = (np.arange(n) + 0.5) / n
-    return replace(d, p={b: np.quantile(np.asarray(p, dtype=float), q) for b, p in d.p.items()})
+    """The design with ``n`` problems per benchmark at the same scores (``beta_p`` of each benchmark's score)."""
+    scores = {b: (d.scores or {}).get(b, float(np.mean(p))) for b, p in d.p.items()}
+    return replace(d, p=beta_p(scores, {b: n for b in d.p}), scores=scores)
+
+
+_NEEDS: dict[tuple, str] = {}  # a search per design and comparison, once per process (the UI asks again and again)
 
 
 def _needs(d: Design, cell: str) -> str:
-    """What would make an undetectable comparison detectable: more seeds (>= 2), or more problems."""
+    """``_search``, remembered."""
+    weights = _cells(d)[cell]
+    key = (cell, tuple((b, len(d.p[b]), round(float(np.mean(d.p[b])), 9), (d.scores or {}).get(b)) for b in weights),
+           d.seeds, d.samples, d.members, d.sigma, float(d.shared), d.family, d.primary)
+    if key not in _NEEDS:
+        _NEEDS[key] = _search(d, cell)
+    return _NEEDS[key]
+
+
+def _search(d: Design, cell: str) -> str:
+    """What would make an undetectable comparison detectable: more seeds (>= 2), or more problems per benchmark
+    (the fewest at which ``_printable`` gives a figure, searched from the sign flip's bound up)."""
     if d.seeds >= 2:
         for s in range(d.seeds + 1, MOST_SEEDS + 1):
             if _printable(replace(d, seeds=s), cell, _cells(replace(d, seeds=s))[cell]) is not None:
                 return f"needs >= {s} seeds per arm"
-    n0 = min(len(d.p[b]) for b in _cells(d)[cell])
-    level = _level(d, cell)
-    if d.seeds == 1 and _min_p(d, _cells(d)[cell]) >= level:
-        per = len(_cells(d)[cell])  # the problems needed for 2 / 2^n < level, shared among the cell's benchmarks
-        need = math.floor(math.log2(2 / level)) + 1
-        return (f"needs >= {math.ceil(need / per)} problems{' per benchmark' if per > 1 else ''} (one seed: the "
-                f"exact sign-flip test's smallest p, 2/2^n, is not below {level:.2g} with fewer)")
-    low, high = n0, n0
-    while high <= MOST_PROBLEMS:
+    per = len(_cells(d)[cell])
+    suffix = " per benchmark" if cell == OVERALL else ""
+
+    def works(n: int) -> bool:
+        r = _resized(d, n)
+        return _printable(r, cell, _cells(r)[cell]) is not None
+
+    low = min(len(d.p[b]) for b in _cells(d)[cell])
+    bound = math.floor(math.log2(2 / _level(d, cell))) + 1  # 2 / 2^n < level: the sign flip's least n
+    if d.seeds == 1 and low * per < bound:
+        low = max(low, math.ceil(bound / per) - 1)
+        if works(low + 1):
+            return (f"needs >= {low + 1} problems{suffix} (one seed: the exact sign-flip test's smallest p, 2/2^n, "
+                    f"is not below {_level(d, cell):.2g} with fewer)")
+    high = low
+    while True:
         high *= 2
-        r = _resized(d, high)
-        if _printable(r, cell, _cells(r)[cell]) is not None:
+        if high > MOST_PROBLEMS:
+            return "not detectable at 80% power with " + (
+                f"{d.seeds} seeds per arm at any number of problems" if d.seeds > 1
+                else "one seed per arm at any number of problems: needs >= 2 seeds per arm")
+        if works(high):
             break
-    else:
-        return "not detectable at 80% power with " + (f"{d.seeds} seeds per arm at any number of problems" if d.seeds > 1
-                                                        else "one seed per arm at any number of problems: needs >= 2 seeds per arm")
+        low = high
     while high - low > 1:
         mid = (low + high) // 2
-        r = _resized(d, mid)
-        low, high = (low, mid) if _printable(r, cell, _cells(r)[cell]) is not None else (mid, high)
-    return f"needs >= {high} problems{' per benchmark' if cell == OVERALL else ''}"
+        low, high = (low, mid) if works(mid) else (mid, high)
+    return f"needs >= {high} problems{suffix}"
 
 
 def mde(d: Design) -> dict:
@@ -418,7 +440,7 @@ def from_scored(scores: dict[str, float], n: dict[str, int], seeds: int, samples
     source = ("assumed" if measured is None else f"measured from the {seeds} baseline seeds"
               + ("" if used == measured else f" as {measured:.2g}, floored at {SIGMA_DEFAULT:g}"))
     return Design(p, seeds=seeds, samples=samples, members=members, sigma=used, family=max(family, 1),
-                  primary=max(primary, 1)), {"measured": measured, "source": source}
+                  primary=max(primary, 1), scores=dict(scores)), {"measured": measured, "source": source}
 
 
 def _label(b: str) -> str:
@@ -481,8 +503,9 @@ def planned(seeds: int, samples: int = 1, spec: str = "all", limit: int | None =
     will use (``families.family_size`` of the benchmarks: every comparison but the primary)."""
     n = {b: min(k, limit) if limit else k for b, k in sizes().items() if b in benchmarks.select(spec)}
     fam = family if family is not None else families.family_size(list(n))
-    return mde(Design(beta_p(scores or BASE_SCORE, n, CONCENTRATION), seeds=seeds, samples=samples, sigma=sigma,
-                      family=fam))
+    scores = {b: (scores or BASE_SCORE)[b] for b in n}
+    return mde(Design(beta_p(scores, n, CONCENTRATION), seeds=seeds, samples=samples, sigma=sigma, family=fam,
+                      scores=scores))
 def sampling_gain(samples: int, spec: str = "all", limit: int | None = None, scores=None) -> dict:
     """What ``samples`` per problem buy over one, before launch: the standard error of one adapter's pass@1 per
     benchmark and overall (the mean of the benchmarks), in fractions, with 1 sample and with ``samples``, from the

@@ -93,10 +93,9 @@ def build(results: Results | dict, seed: int = 0) -> dict | None:
     scores = {x["name"]: (x["population mean"] + x.get("baseline", x["population mean"])) / 2 for x in rows}
     design, _ = power.from_scored(scores, n, seeds=1, samples=_samples(r), members=members, family=family)
     mde = power.mde(design)
-    for row in rows:
-        for delta, _ in DELTAS:
-            if delta in row:
-                row[delta]["mde"] = mde["per_benchmark"].get(row["name"], mde["overall"] if row["name"] == "overall" else None)
+    for row in rows:  # the population mean's design (the weakest member's, one adapter, is another: no figure)
+        if "mean - baseline" in row:
+            row["mean - baseline"]["mde"] = mde["per_benchmark"].get(row["name"], mde["overall"] if row["name"] == "overall" else None)
     overall = next((x["mean - baseline"]["delta"] for x in rows if x["name"] == "overall" and "mean - baseline" in x), None)
     need = power.seeds_needed(design, overall) if overall else None
     return {"rows": rows, "words": words(rows, mde, need), "n": n, "mde": mde, "seeds": 1, "seeds_needed": need,

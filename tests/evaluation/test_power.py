@@ -48,11 +48,18 @@ def test_more_seeds_and_samples_shrink_the_mde_and_one_seed_is_the_adapters():
 
 def test_three_problems_cannot_reach_5_percent_and_say_what_would():
     # one seed, 3 problems: the sign flip's smallest p is 2/2^3 = 0.25: no figure, but how many problems would do
-    p = power.beta_p({"gsm8k": 0.5}, {"gsm8k": 3})
-    m = power.mde(power.Design(p, seeds=1, family=1))
+    def at(n):
+        return power.mde(power.Design(power.beta_p({"gsm8k": 0.5}, {"gsm8k": n}), seeds=1, family=1, scores={"gsm8k": 0.5}))
+    m = at(3)
     assert m["overall"] is None and m["per_benchmark"]["gsm8k"] is None
-    assert m["needs"]["gsm8k"].startswith("needs >= 6 problems")  # 2/2^6 = 0.031 < 0.05 <= 2/2^5
-    assert "nothing overall at 80% power (needs >= 6 problems" in m["words"]
+    k = int(re.match(r"needs >= (\d+) problems", m["needs"]["gsm8k"]).group(1))
+    assert k >= 6  # 2/2^6 = 0.031 < 0.05 <= 2/2^5: the sign flip's bound; 80% power needs more
+    assert at(k)["per_benchmark"]["gsm8k"] is not None and at(k - 1)["per_benchmark"]["gsm8k"] is None
+    assert f"nothing overall at 80% power (needs >= {k} problems" in m["words"]
+    # a benchmark the baseline nearly never solves: 6 problems, the sign flip's own bound, are enough
+    hard = power.mde(power.Design(power.beta_p({"aime24": 0.02}, {"aime24": 5}), seeds=1, family=1))
+    assert hard["needs"]["aime24"] == ("needs >= 6 problems (one seed: the exact sign-flip test's smallest p, "
+                                       "2/2^n, is not below 0.05 with fewer)")
     # two seeds on 2 benchmarks x 10 at Holm's first step: a t on 1 degree of freedom, no figure but the seeds
     two = power.planned(2)
     assert all(v is None for v in two["per_benchmark"].values()) and two["needs"]["gsm8k"] == "needs >= 3 seeds per arm"
