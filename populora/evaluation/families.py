@@ -50,7 +50,7 @@ def family_size(names: list[str]) -> int:
     differences, the primary left out.
 
     >>> family_size(list(benchmarks.BENCHMARKS)), family_size(["gsm8k", "humaneval_plus"])
-    (29, 11)
+    (29, 9)
     """
     rows = groups({b: ["x"] for b in names})
     return max(len(rows) * len(DELTAS) - (1 if "overall" in rows else 0), 1)

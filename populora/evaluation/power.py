@@ -207,9 +207,10 @@ def flip_p(centred: np.ndarray) -> np.ndarray:
 
 
 def flip_p_steps(steps: np.ndarray) -> tuple[np.ndarray, int]:
-    """(counts (worlds, 2 h + 1) of the 2^n flips' sums -h..h, h) for ``flip_p``'s p when every problem weighs the same and the differences are whole steps (``steps``: (n, worlds)
-    integers, a difference of k / (members x samples) is k): the law of the sum of the n signed steps by
-    convolution, exact, without the 2^n enumeration (16 problems: 65536 flips x 400 worlds)."""
+    """(counts (worlds, 2 h + 1) of the 2^n flips' sums -h..h, h) for ``flip_p``'s p when every problem weighs
+    the same and the differences are whole steps (``steps``: (n, worlds) integers, a difference of
+    k / (members x samples) is k): the law of the sum of the n signed steps by convolution, exact, without the
+    2^n enumeration (16 problems: 65536 flips x 400 worlds)."""
     steps = np.abs(np.asarray(steps, dtype=np.int64))
     n, worlds = steps.shape
     half = int(steps.sum(axis=0).max()) if steps.size else 0
@@ -487,7 +488,8 @@ def words(m: dict) -> str:
                 f"{m['sigma']:.2g} logit included); a claim about the method needs >= 2 seeds per arm")
     share = ("shared by the benchmarks" if m["shared"] >= 1 else "per benchmark" if m["shared"] <= 0
              else f"{m['shared']:.0%} shared by the benchmarks")
-    return f"{m['seeds']} seeds per arm detect {detail(m)}; seed effect {m['sigma']:.2g} logit {share}, {m.get('sigma_source', 'assumed')}"
+    source = m.get("sigma_source", "assumed")
+    return f"{m['seeds']} seeds per arm detect {detail(m)}; seed effect {m['sigma']:.2g} logit {share}, {source}"
 
 
 def sizes(root=None) -> dict[str, int]:
