@@ -74,7 +74,7 @@ def words(rows: list[dict], mde: dict | None = None, seeds_needed: int | None = 
         c = overall["mean - baseline"]
         p = c.get("p_adjusted") if c.get("p_adjusted") is not None else c["p_value"]
         verdict = ("higher" if c["delta"] > 0 else "lower") if p < 1 - stats.CONFIDENCE else "no difference this data can tell from noise"
-        adj = "" if p == c["p_value"] else f", Holm-adjusted over the configurations p={p:.2g}"
+        adj = "" if abs(p - c["p_value"]) < 1e-9 else f", Holm-adjusted over the configurations p={p:.2g}"
         parts.append(f"overall: {100 * c['delta']:+.1f} pts, 95% CI {100 * c['ci95'][0]:+.1f} to {100 * c['ci95'][1]:+.1f} "
                      f"(p={c['p_value']:.2g}{adj}, the primary comparison: {verdict})")
     text = "; ".join(parts) + ". "

@@ -229,14 +229,15 @@ def flip_p_steps(steps: np.ndarray) -> tuple[np.ndarray, int]:
     return counts, half
 
 
-def _flip_power(d: Design, weights: dict[str, float], effect: float, reps: int = FLIP_REPLICATES) -> float:
+def _flip_power(d: Design, weights: dict[str, float], effect: float, level: float,
+                reps: int = FLIP_REPLICATES) -> float:
     """The probability that the one-seed sign-flip test on the comparison's problems rejects at its level with a
     positive difference, ``effect`` logits planted on every member: simulated, the same worlds for every
     effect (seed 0), so the power rises with the effect as it should."""
     rng = np.random.default_rng(0)
     names = list(weights)
     u_pop, u_base = _draw_seed(rng, d, names, reps), _draw_seed(rng, d, names, reps)
-    level, rows = _level(d, OVERALL if len(weights) > 1 else names[0]), []
+    rows = []
     for j, b in enumerate(names):
         lp = _logit(d.p[b])[None, :]                                   # (1, n)
         n = lp.shape[1]
@@ -256,14 +257,14 @@ def _flip_power(d: Design, weights: dict[str, float], effect: float, reps: int =
     return float(np.mean((p < level) & (centred.sum(axis=0) > 0)))
 
 
-def _flip_mde(d: Design, weights) -> float | None:
+def _flip_mde(d: Design, weights, level: float) -> float | None:
     """The smallest planted difference the sign-flip design detects with 80% power (None: none within reach)."""
-    if _flip_power(d, weights, _LOGIT_MAX) < POWER:
+    if _flip_power(d, weights, _LOGIT_MAX, level) < POWER:
         return None
     low, high = 0.0, _LOGIT_MAX
     for _ in range(11):  # to 12 / 2^11 = 0.006 logit
         mid = (low + high) / 2
-        low, high = (mid, high) if _flip_power(d, weights, mid) < POWER else (low, mid)
+        low, high = (mid, high) if _flip_power(d, weights, mid, level) < POWER else (low, mid)
     return true_difference(d, weights, high)
 
 
@@ -315,7 +316,7 @@ def _raw(d: Design, cell: str, weights) -> float | None:
     if d.seeds >= 2:
         return detectable(math.sqrt((noise + seed) / d.seeds), d.seeds - 1, level)
     if _n(d, weights) <= stats.SIGN_FLIP_MAX:
-        return _flip_mde(d, weights)
+        return _flip_mde(d, weights, level)
     raw = float(sps.norm.isf(level / 2) * math.sqrt(noise) + sps.norm.isf(1 - POWER) * math.sqrt(noise + seed))
     return _live(d, weights, level, raw)
 

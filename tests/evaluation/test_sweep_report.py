@@ -90,6 +90,8 @@ def test_sweep_report_rows_and_paired_comparisons():
     assert weakest["p_value"] == pytest.approx(overall["weakest - baseline"]["p_value"])
     assert weakest["p_adjusted"] == overall["weakest - baseline"]["p_adjusted"] and verdict["family"] == 9
     assert weakest["mde"] is None  # the primary's MDE is not the weakest member's
+    assert big["p_adjusted"] == pytest.approx(2 * big["p_value"])  # the smaller of two primaries: Holm's x 2
+    assert f"Holm-adjusted over the configurations p={big['p_adjusted']:.2g}" in verdict["words"]
     assert verdict["words"].startswith("population mean beats the baseline on ")
     assert "3 training seeds per arm: a claim about the method" in verdict["words"]
     agg = report["aggregates"]
