@@ -428,18 +428,42 @@ def seed_sigma(per_seed_scores: dict[str, np.ndarray], p: dict[str, np.ndarray])
     return float(np.sqrt(max(excess, 0.0) / slope)) if slope > 0 else None
 
 
+def overall_sigma(per_seed_diff, p: dict[str, np.ndarray], members: int = MEMBERS, samples: int = 1) -> float | None:
+    """The seed effect in logits the overall test's own variance implies: the S per-seed overall differences
+    (population mean - baseline) vary by noise + 2 sigma^2 (sum_b w_b g_b)^2 with seed effects shared by the
+    benchmarks (the model the printed MDE assumes); their variance is read median-unbiased, x (S - 1) /
+    chi2_0.5(S - 1) (1.44 at 3 seeds, 1.19 at 5: a plain reading of 3 seeds falls below the truth 6 times in
+    10 and the MDE then promises power the design lacks). None with fewer than 2 seeds."""
+    x = np.asarray(per_seed_diff, dtype=float)
+    if len(x) < 2 or not p:
+        return None
+    weights = {b: 1 / len(p) for b in p}
+    d = Design(p, members=members, samples=samples, sigma=0.0)
+    noise, _ = _variances(d, weights)
+    slope = sum(w * float(np.mean(d.p[b] * (1 - d.p[b]))) for b, w in weights.items())
+    var = float(x.var(ddof=1)) * (len(x) - 1) / sps.chi2.ppf(0.5, len(x) - 1)
+    return float(np.sqrt(max(var - noise, 0.0) / 2)) / slope if slope > 0 else None
+
+
 def from_scored(scores: dict[str, float], n: dict[str, int], seeds: int, samples: int = 1, members: int = MEMBERS,
-                family: int = 20, primary: int = 1, per_seed: dict[str, list[float]] | None = None) -> tuple[Design, dict]:
+                family: int = 20, primary: int = 1, per_seed: dict[str, list[float]] | None = None,
+                per_seed_diff: list[float] | None = None) -> tuple[Design, dict]:
     """(the design of an evaluation actually scored, how its seed effect was set): ``scores`` the benchmarks'
     mean scores (both arms), ``n`` the problems scored per benchmark, ``per_seed`` one arm's per-seed scores
-    (the baseline's). The rule for the seed effect: measured (``seed_sigma``) from >= 2 seeds, but never below
-    ``SIGMA_DEFAULT`` at any number of seeds (3 seeds measure it anywhere between 0 and 2x the truth, and a low
-    reading would promise power the design lacks); shared by the benchmarks (``SHARED_DEFAULT``, the worst case
-    for the overall: a share is not measurable from a few seeds)."""
+    (the baseline's), ``per_seed_diff`` the per-seed overall differences of the two arms.
+
+    The rule for the seed effect (>= 2 seeds): the largest of the assumed ``SIGMA_DEFAULT``, the per-benchmark
+    reading (``seed_sigma``) and the overall test's median-unbiased one (``overall_sigma``). The default is a
+    floor at every number of seeds (3 seeds read sigma anywhere between 0 and 3x the truth), the overall reading
+    catches seed effects the benchmarks share, and none is trusted alone; shared by the benchmarks
+    (``SHARED_DEFAULT``, the worst case for the overall: a share is not measurable from a few seeds)."""
     p = beta_p(scores, {b: k for b, k in n.items() if k})
-    measured = seed_sigma(per_seed, p) if per_seed and seeds > 1 else None
+    readings = [r for r in (seed_sigma(per_seed, p) if per_seed and seeds > 1 else None,
+                            overall_sigma(per_seed_diff, p, members, samples) if per_seed_diff is not None and seeds > 1
+                            else None) if r is not None]
+    measured = max(readings) if readings else None
     used = SIGMA_DEFAULT if measured is None else max(measured, SIGMA_DEFAULT)
-    source = ("assumed" if measured is None else f"measured from the {seeds} baseline seeds"
+    source = ("assumed" if measured is None else f"measured from the {seeds} seeds"
               + ("" if used == measured else f" as {measured:.2g}, floored at {SIGMA_DEFAULT:g}"))
     return Design(p, seeds=seeds, samples=samples, members=members, sigma=used, family=max(family, 1),
                   primary=max(primary, 1), scores=dict(scores)), {"measured": measured, "source": source}

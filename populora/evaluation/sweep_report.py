@@ -220,8 +220,10 @@ def config_verdict(by_seed: dict[int, dict], baseline: dict[int, dict], primary:
     both = base + [by_seed[s]["population mean"] for s in seeds]  # a Beta at the two arms' mean score
     scores = {b: float(np.mean([np.mean(list(x[b].values())) for x in both])) for b in problems}
     per_seed = {b: [float(np.mean(list(x[b].values()))) for x in base] for b in problems}
-    design, sigma = power.from_scored(scores, {b: len(ps) for b, ps in problems.items()}, len(seeds),
-                                      family=family, primary=primary, per_seed=per_seed)
+    diffs = [float(np.mean([np.mean(list(by_seed[s]["population mean"][b].values())) - per_seed[b][i]
+                            for b in problems])) for i, s in enumerate(seeds)]  # per-seed overall differences
+    design, sigma = power.from_scored(scores, {b: len(ps) for b, ps in problems.items()}, len(seeds), family=family,
+                                      primary=primary, per_seed=per_seed, per_seed_diff=diffs)
     mde = power.mde(design)
     mde["sigma_source"] = sigma["source"]
     mde["words"] = power.words(mde)
