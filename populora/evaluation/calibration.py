@@ -300,7 +300,7 @@ def summarize(outcomes: list[dict], names: list[str]) -> dict:
 
 def planted(n: dict[str, int], sigma: float = 0.1, seeds: int = 3) -> tuple[Regime, float]:
     """(a regime whose overall true difference is the MDE ``power.mde`` promises for ``seeds`` seeds, that MDE)."""
-    design = power.Design(design_p(n), seeds=seeds, sigma=sigma)
+    design = power.Design(design_p(n), seeds=seeds, sigma=sigma, shared=False)  # the regime's per-benchmark seeds
     target = power.mde(design)["overall"]
     names = list(n)
 

@@ -1,37 +1,57 @@
-"""The smallest effect a design can see, before it is launched: the minimum detectable effect (MDE) at 80% power.
+"""The smallest effect a design can see: the minimum detectable effect (MDE) at 80% power, one function (``mde``)
+for every place that prints it (the report, the sweep report, Compare, Launch's sweep form, ``sweep --dry-run``,
+``populora plan``), from the design actually scored (``from_scored``) or planned (``planned``).
 
-A design is: the benchmarks (their sizes, and the per-problem success probabilities of the base model or of a
-previous run: ``p``), the seeds per arm, the samples per problem and the members of the population. The model
-is the calibration's (``calibration.py``), so the MDE it promises is checked there by a planted effect:
+A design is: the benchmarks with their per-problem success probabilities ``p`` (as many as the problems scored,
+after ``--limit``), the seeds per arm, the samples per problem, the members of the population, the seed effect
+and how much of it the benchmarks share, and the sizes of the Holm families. The model is the calibration's
+(``calibration.py``):
 
 - per problem, a member or the baseline solves it with probability p_i (greedy: one Bernoulli draw per adapter;
   ``samples`` draws at a temperature: their mean, the problem stays the unit), so the per-problem noise of
   "population mean (M members) - baseline" is p_i (1 - p_i) (1/M + 1) / samples;
-- a training seed moves an adapter by ``sigma`` logits (all members of a run share it), i.e. its benchmark
-  score by about sigma x mean_i p_i (1 - p_i) (the logistic's slope), in both arms;
-- ``shared``: one seed effect for all benchmarks of a run (they co-move: the overall average gains nothing
-  from averaging over benchmarks), else one per benchmark.
+- a training seed moves an adapter by u ~ N(0, sigma) logits (all members of a run share it), i.e. its benchmark
+  score by about u x g_b, g_b = mean_i p_i (1 - p_i) (the logistic's slope), in both arms; a share ``shared`` of
+  that variance is common to all benchmarks of a run (they co-move, and the overall average gains nothing from
+  averaging over them), the rest is per benchmark.
 
-With S >= 2 seeds per arm the test is ``stats.seed_compare``'s t with, conservatively, S - 1 degrees of
-freedom; the MDE is the difference that test rejects with probability 0.8 (noncentral t). With one seed there
-is no method-level test: the MDE printed is that of "these adapters on these problems" (normal, no seed term).
-Per benchmark the level is the Holm family's first step (alpha / tests), overall the pre-specified primary's 0.05.
+The MDE of a comparison (a benchmark, or the overall average) is the true difference of the method that the
+report's own test detects (rejects at its level, in the right direction) with probability 0.8, the seed effects
+drawn too:
+- S >= 2 seeds per arm: ``stats.seed_compare``'s t on S - 1 degrees of freedom, standard error
+  sqrt((noise + seed) / S): the noncentral t (``detectable``);
+- one seed: the test is over problems only (``stats.compare``: "these adapters on these problems"), but the
+  adapters' difference is the method's plus the two runs' seed effects, so the test rejects with probability
+  P(N(delta, noise + seed) > z se_noise): delta = z_(alpha/2) se_noise + z_0.8 sqrt(se_noise^2 + seed). At
+  ``stats.SIGN_FLIP_MAX`` problems or fewer the test is the exact sign flip, whose discreteness no normal
+  approximation captures: its power is simulated (``_flip_power``, fixed seed, ``FLIP_REPLICATES`` worlds);
+- the level: per benchmark (and per average) Holm's first step, alpha / ``family``; overall, the primary's
+  alpha / ``primary`` (one configuration: 0.05). ``headline.FAMILIES`` defines the families.
+
+What is printed, the rule (``docs/evaluation.md``): a figure is at least one problem's worth (1/n of the benchmark;
+overall, the largest w_b / n_b) and at most what the benchmark can move (max(m, 1 - m) of its mean score m);
+a design that cannot reach its level at all (one seed on 5 problems: the sign flip's smallest p is 2/2^5 = 0.0625)
+or not with 80% power within that range prints no number but what would: "needs >= 6 problems", ">= 4 seeds per arm".
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
+import math
+from dataclasses import dataclass, replace
 
 import numpy as np
-from scipy import optimize
+from scipy import optimize, special
 from scipy import stats as sps
 
-from populora.evaluation import benchmarks, estimate
+from populora.evaluation import benchmarks, estimate, families, stats
 from populora.evaluation.benchmarks import BENCHMARKS
 
 ALPHA, POWER = 0.05, 0.80
 SIGMA_DEFAULT = 0.1   # logits: the seed effect assumed until a sweep measures it (the calibration's middle regime:
-                      # ~1.2 points on a benchmark at 50%); ``seed_sigma`` estimates it from a sweep
+                      # ~1.2 points on a benchmark at 50%), and the floor of a measured one (``from_scored``)
+SHARED_DEFAULT = 1.0  # the seed effect's share common to all benchmarks: 1, the worst case for an average (the
+                      # benchmarks co-move); per benchmark the share does not matter
 MEMBERS = 4           # members averaged in "population mean" (the paper's 4 teachers + 4 students: 4 per role)
 SIZES = {"humaneval_plus": 164, "mbpp_plus": 378, "livecodebench": 279, "aime24": 30, "aime25": 30, "amc23": 40,
          "math500": 500, "minerva_math": 272, "gsm8k": 1319, "olympiadbench": 675}  # the data files' counts (2026)
@@ -40,41 +60,56 @@ SIZES = {"humaneval_plus": 164, "mbpp_plus": 378, "livecodebench": 279, "aime24"
 BASE_SCORE = {"humaneval_plus": 0.70, "mbpp_plus": 0.60, "livecodebench": 0.20, "aime24": 0.10, "aime25": 0.07,
               "amc23": 0.35, "math500": 0.60, "minerva_math": 0.25, "gsm8k": 0.85, "olympiadbench": 0.28}
 CONCENTRATION = 1.0   # Beta(m K, (1 - m) K), K = 1: U-shaped, most problems nearly always or nearly never solved
+OVERALL = "overall"
+FLIP_REPLICATES = 400  # simulated worlds per power of a sign-flip design (power's Monte Carlo error ~0.02 at 0.8)
+MOST_SEEDS, MOST_PROBLEMS = 50, 100_000  # "needs >= k" is searched up to these
+_LOGIT_MAX = 12.0      # the largest planted effect tried (logits): beyond it every problem is nearly always solved
 
 
 @dataclass
 class Design:
     """What an MDE is computed for."""
-    p: dict[str, np.ndarray]     # {benchmark: per-problem success probabilities} (their count: the benchmark's size)
+    p: dict[str, np.ndarray]     # {benchmark: per-problem success probabilities} (their count: the problems scored)
     seeds: int = 1               # training seeds per arm
     samples: int = 1             # samples per problem (1: greedy)
     members: int = MEMBERS       # members averaged in the population arm
     sigma: float = SIGMA_DEFAULT  # seed effect, logits
-    shared: bool = False         # one seed effect for all benchmarks of a run
-    family: int = 20             # tests in the Holm family (10 benchmarks x 2 differences)
+    shared: float = SHARED_DEFAULT  # share of the seed variance common to all benchmarks of a run (bool: 1 or 0)
+    family: int = 20             # tests in the Holm family of the per-benchmark comparisons (10 x 2 - 1 + averages)
+    primary: int = 1             # tests in the primary's family (configurations compared with the baseline)
+    scores: dict[str, float] | None = None  # the benchmarks' scores ``p`` was drawn at (``beta_p``); None: mean of p
 
 
-def _variances(d: Design) -> dict[str, tuple[float, float]]:
-    """{benchmark: (noise variance, seed variance) of one seed's difference of benchmark means}."""
-    out = {}
-    for b, p in d.p.items():
-        p = np.asarray(p, dtype=float)
-        pq = p * (1 - p)
-        noise = float(pq.sum() * (1 / d.members + 1) / d.samples / len(p) ** 2)
-        out[b] = (noise, float(2 * (d.sigma * pq.mean()) ** 2))
+def _cells(d: Design) -> dict[str, dict[str, float]]:
+    """{comparison: {benchmark: weight}}: each benchmark alone, and the overall (unweighted) average."""
+    names = [b for b in d.p if len(d.p[b])]
+    out = {b: {b: 1.0} for b in names}
+    if names:
+        out[OVERALL] = {b: 1 / len(names) for b in names}
     return out
 
 
-def _se(d: Design, weights: dict[str, float], seeds: int, with_seed: bool) -> float:
-    v = _variances(d)
-    noise = sum(weights[b] ** 2 * v[b][0] for b in weights)
-    if not with_seed:
-        seed = 0.0
-    elif d.shared:
-        seed = sum(weights[b] * np.sqrt(v[b][1]) for b in weights) ** 2
-    else:
-        seed = sum(weights[b] ** 2 * v[b][1] for b in weights)
-    return float(np.sqrt((noise + seed) / seeds))
+def _level(d: Design, cell: str) -> float:
+    return ALPHA / max(d.primary, 1) if cell == OVERALL else ALPHA / max(d.family, 1)
+
+
+def _variances(d: Design, weights: dict[str, float]) -> tuple[float, float]:
+    """(noise, seed) variance of one seed's difference of the weighted benchmark means."""
+    noise = slope = spread = 0.0
+    for b, w in weights.items():
+        pq = np.asarray(d.p[b], dtype=float) * (1 - np.asarray(d.p[b], dtype=float))
+        noise += w ** 2 * float(pq.sum()) * (1 / d.members + 1) / d.samples / len(pq) ** 2
+        slope += w * float(pq.mean())
+        spread += (w * float(pq.mean())) ** 2
+    rho = float(d.shared)
+    return noise, float(2 * d.sigma ** 2 * (rho * slope ** 2 + (1 - rho) * spread))
+
+
+@functools.lru_cache(maxsize=128)
+def _laguerre(df: float, nodes: int = 96) -> tuple[np.ndarray, np.ndarray]:
+    """Nodes and weights of E[f(V / 2)], V ~ chi2(df), by generalised Gauss-Laguerre (x^(df/2 - 1) e^-x)."""
+    x, w = special.roots_genlaguerre(nodes, df / 2 - 1)
+    return x, w / w.sum()
 
 
 def detectable(se: float, df: float | None, alpha: float = ALPHA, power: float = POWER) -> float:
@@ -91,8 +126,12 @@ def detectable(se: float, df: float | None, alpha: float = ALPHA, power: float =
     crit = sps.t.isf(alpha / 2, df)
 
     def shortfall(ncp):
-        reject = sps.nct.sf(crit, df, ncp) + sps.nct.cdf(-crit, df, ncp)
-        return (1.0 if np.isnan(reject) else reject) - power  # scipy's nct is NaN far in its tail: power 1 there
+        # the noncentral t's two tails as an integral over the chi-square of its denominator: scipy's nct.cdf is
+        # NaN in its far tail at small alpha (0.05 / 29 on 2 df), which read as power 1 and halved the MDE
+        # (generalised Gauss-Laguerre in V / 2, V ~ chi2(df): exact for the chi-square's own weight)
+        x, w = _laguerre(df)
+        s = crit * np.sqrt(2 * x / df)
+        return float(w @ (sps.norm.sf(s - ncp) + sps.norm.cdf(-s - ncp))) - power
 
     high = crit + 1.0
     while shortfall(high) < 0:
@@ -100,22 +139,274 @@ def detectable(se: float, df: float | None, alpha: float = ALPHA, power: float =
     return float(optimize.brentq(shortfall, 0.0, high) * se)
 
 
+def _n(d: Design, weights) -> int:
+    return sum(len(d.p[b]) for b in weights)
+
+
+def _step(d: Design, weights) -> float:
+    """One problem's worth of the comparison: the largest weight of one problem (w_b / n_b)."""
+    return max(w / len(d.p[b]) for b, w in weights.items())
+
+
+def _room(d: Design, weights) -> float:
+    """The largest difference the comparison can show: max(m, 1 - m) of its mean score m."""
+    m = sum(w * float(np.mean(d.p[b])) for b, w in weights.items())
+    return max(m, 1 - m)
+
+
+def _min_p(d: Design, weights) -> float:
+    """The smallest p-value the report's test can give: one seed, the sign flip's 2 / 2^n (at most
+    ``SIGN_FLIP_MAX`` problems) or the bootstrap's 2 / (B + 1); >= 2 seeds, the t's: 0."""
+    if d.seeds >= 2:
+        return 0.0
+    n = _n(d, weights)
+    return 2 / 2 ** n if n <= stats.SIGN_FLIP_MAX else 2 / (stats.N_RESAMPLES + 1)
+
+
+def _sigmoid(x):
+    return 1 / (1 + np.exp(-x))
+
+
+def _logit(p):
+    p = np.clip(np.asarray(p, dtype=float), 1e-4, 1 - 1e-4)
+    return np.log(p / (1 - p))
+
+
+_NODES, _WEIGHTS = np.polynomial.hermite_e.hermegauss(16)
+_WEIGHTS = _WEIGHTS / _WEIGHTS.sum()
+
+
+def true_difference(d: Design, weights, effect: float) -> float:
+    """E(population mean) - E(baseline) of the comparison when ``effect`` logits are planted on every member,
+    over the design's problems and the seed effects (N(0, sigma) logits, Gauss-Hermite)."""
+    out = 0.0
+    for b, w in weights.items():
+        lp = _logit(d.p[b])[:, None] + d.sigma * _NODES[None, :]
+        out += w * float(np.mean((_sigmoid(lp + effect) - _sigmoid(lp)) @ _WEIGHTS))
+    return out
+
+
+def _draw_seed(rng, d: Design, names: list[str], reps: int) -> np.ndarray:
+    """(reps, benchmarks) seed effects of one run, a share ``shared`` of the variance common to its benchmarks."""
+    rho = float(d.shared)
+    common = rng.normal(0, 1, (reps, 1))
+    own = rng.normal(0, 1, (reps, len(names)))
+    return d.sigma * (np.sqrt(rho) * common + np.sqrt(1 - rho) * own)
+
+
+@functools.lru_cache(maxsize=64)
+def _flips(n: int) -> np.ndarray:
+    return (1 - 2 * ((np.arange(2 ** n)[:, None] >> np.arange(n)) & 1)).astype(float)  # (2^n, n) of +-1
+
+
+def flip_p(centred: np.ndarray) -> np.ndarray:
+    """Sign-flip p-values of many worlds at once: ``centred`` (n, worlds) of weighted per-problem differences;
+    the share of the 2^n sign flips whose |sum| is at least the observed (``stats.sign_flip``'s p at 0)."""
+    sums = _flips(centred.shape[0]) @ centred                       # (2^n, worlds)
+    return np.mean(np.abs(sums) >= np.abs(centred.sum(axis=0))[None, :] - 1e-12, axis=0)
+
+
+def flip_p_steps(steps: np.ndarray) -> tuple[np.ndarray, int]:
+    """(counts (worlds, 2 h + 1) of the 2^n flips' sums -h..h, h) for ``flip_p``'s p when every problem weighs
+    the same and the differences are whole steps (``steps``: (n, worlds) integers, a difference of
+    k / (members x samples) is k): the law of the sum of the n signed steps by convolution, exact, without the
+    2^n enumeration (16 problems: 65536 flips x 400 worlds)."""
+    steps = np.abs(np.asarray(steps, dtype=np.int64))
+    n, worlds = steps.shape
+    half = int(steps.sum(axis=0).max()) if steps.size else 0
+    counts = np.zeros((worlds, 2 * half + 1))
+    counts[:, half] = 1.0
+    for row in steps:
+        new = np.zeros_like(counts)
+        for v in np.unique(row):
+            at = row == v
+            if v == 0:
+                new[at] = 2 * counts[at]
+            else:
+                new[at, v:] += counts[at, :-v]
+                new[at, :-v] += counts[at, v:]
+        counts = new
+    return counts, half
+
+
+def _flip_power(d: Design, weights: dict[str, float], effect: float, level: float,
+                reps: int = FLIP_REPLICATES) -> float:
+    """The probability that the one-seed sign-flip test on the comparison's problems rejects at its level with a
+    positive difference, ``effect`` logits planted on every member: simulated, the same worlds for every
+    effect (seed 0), so the power rises with the effect as it should."""
+    rng = np.random.default_rng(0)
+    names = list(weights)
+    u_pop, u_base = _draw_seed(rng, d, names, reps), _draw_seed(rng, d, names, reps)
+    rows = []
+    for j, b in enumerate(names):
+        lp = _logit(d.p[b])[None, :]                                   # (1, n)
+        n = lp.shape[1]
+        pop = rng.random((reps, d.members, d.samples, n)) < _sigmoid(lp + u_pop[:, j, None] + effect)[:, None, None, :]
+        base = rng.random((reps, d.samples, n)) < _sigmoid(lp + u_base[:, j, None])[:, None, :]
+        rows.append(weights[b] / n * (pop.mean(axis=(1, 2)) - base.mean(axis=1)))  # (reps, n)
+    centred = np.concatenate(rows, axis=1).T                           # (n, reps)
+    if len({round(weights[b] / len(d.p[b]), 15) for b in names}) == 1:  # equal weights: exact by convolution
+        unit = d.members * d.samples
+        signed = np.rint(centred * unit / (weights[names[0]] / len(d.p[names[0]]))).astype(np.int64)
+        counts, half = flip_p_steps(signed)
+        observed = np.abs(signed.sum(axis=0))
+        sums = np.abs(np.arange(-half, half + 1))[None, :]
+        p = (counts * (sums >= observed[:, None])).sum(axis=1) / 2 ** signed.shape[0]
+    else:
+        p = flip_p(centred)
+    return float(np.mean((p < level) & (centred.sum(axis=0) > 0)))
+
+
+def _flip_mde(d: Design, weights, level: float) -> float | None:
+    """The smallest planted difference the sign-flip design detects with 80% power (None: none within reach)."""
+    if _flip_power(d, weights, _LOGIT_MAX, level) < POWER:
+        return None
+    low, high = 0.0, _LOGIT_MAX
+    for _ in range(11):  # to 12 / 2^11 = 0.006 logit
+        mid = (low + high) / 2
+        low, high = (mid, high) if _flip_power(d, weights, mid, level) < POWER else (low, mid)
+    return true_difference(d, weights, high)
+
+
+def _discordant(d: Design, weights, effect: float, k: int) -> float:
+    """P(at least ``k`` of the comparison's problems have a nonzero difference) with ``effect`` logits planted
+    (no seed effect): each problem is concordant when every member's and the baseline's draws agree, and the
+    count is a sum of independent Bernoullis (its law by convolution)."""
+    law = np.array([1.0])
+    for b in weights:
+        p = np.asarray(d.p[b], dtype=float)
+        q = _sigmoid(_logit(p) + effect)
+        draws = d.members * d.samples
+        same = q ** draws * p ** d.samples + (1 - q) ** draws * (1 - p) ** d.samples
+        for z in same:
+            law = np.convolve(law, [z, 1 - z])
+    return float(law[k:].sum())
+
+
+def _live(d: Design, weights, level: float, raw: float) -> float | None:
+    """The bootstrap's MDE (normal, ``raw``) where enough problems differ to reach ``level``: a difference carried
+    by a handful of problems (GSM8K at 85% on 20 problems: ~3 differ) cannot reach ``level``, whatever the
+    normal approximation says: with k of n problems differing, all the same way, the bootstrap's p is at least
+    twice the chance that a resample draws none of them, 2 (1 - k/n)^n (about 2 e^-k). With fewer than k* (the
+    least k whose bound is below the level: 4 at 0.05) differing in more than 20% of worlds, the MDE is raised to
+    the effect that makes k* differ 80% of the time (None when none does)."""
+    n = _n(d, weights)
+    need = next((k for k in range(1, n + 1) if 2 * (1 - k / n) ** n < level), n + 1)
+    if n > 64 * need:  # many problems: the count of differing ones is far above k* (cheap exit)
+        return raw
+    effect = optimize.brentq(lambda e: true_difference(d, weights, e) - raw, -_LOGIT_MAX, _LOGIT_MAX) \
+        if true_difference(d, weights, _LOGIT_MAX) > raw else _LOGIT_MAX
+    if _discordant(d, weights, effect, need) >= POWER:
+        return raw
+    if _discordant(d, weights, _LOGIT_MAX, need) < POWER:
+        return None
+    low, high = effect, _LOGIT_MAX
+    for _ in range(30):
+        mid = (low + high) / 2
+        low, high = (mid, high) if _discordant(d, weights, mid, need) < POWER else (low, mid)
+    return max(raw, true_difference(d, weights, high))
+
+
+def _raw(d: Design, cell: str, weights) -> float | None:
+    """The MDE of one comparison before the printing rule's bounds (None: the test cannot reach its level)."""
+    level = _level(d, cell)
+    if _min_p(d, weights) >= level:
+        return None
+    noise, seed = _variances(d, weights)
+    if d.seeds >= 2:
+        return detectable(math.sqrt((noise + seed) / d.seeds), d.seeds - 1, level)
+    if _n(d, weights) <= stats.SIGN_FLIP_MAX:
+        return _flip_mde(d, weights, level)
+    raw = float(sps.norm.isf(level / 2) * math.sqrt(noise) + sps.norm.isf(1 - POWER) * math.sqrt(noise + seed))
+    return _live(d, weights, level, raw)
+
+
+def _printable(d: Design, cell: str, weights) -> float | None:
+    """The MDE as printed: at least one problem's worth, None when beyond what the comparison can move."""
+    raw = _raw(d, cell, weights)
+    if raw is None or raw > _room(d, weights):
+        return None
+    return max(raw, _step(d, weights))
+
+
+def _resized(d: Design, n: int) -> Design:
+    """The design with ``n`` problems per benchmark at the same scores (``beta_p`` of each benchmark's score)."""
+    scores = {b: (d.scores or {}).get(b, float(np.mean(p))) for b, p in d.p.items()}
+    return replace(d, p=beta_p(scores, {b: n for b in d.p}), scores=scores)
+
+
+_NEEDS: dict[tuple, str] = {}  # a search per design and comparison, once per process (the UI asks again and again)
+
+
+def _needs(d: Design, cell: str) -> str:
+    """``_search``, remembered."""
+    weights = _cells(d)[cell]
+    key = (cell, tuple((b, len(d.p[b]), round(float(np.mean(d.p[b])), 9), (d.scores or {}).get(b)) for b in weights),
+           d.seeds, d.samples, d.members, d.sigma, float(d.shared), d.family, d.primary)
+    if key not in _NEEDS:
+        _NEEDS[key] = _search(d, cell)
+    return _NEEDS[key]
+
+
+def _search(d: Design, cell: str) -> str:
+    """What would make an undetectable comparison detectable: more seeds (>= 2), or more problems per benchmark
+    (the fewest at which ``_printable`` gives a figure, searched from the sign flip's bound up)."""
+    if d.seeds >= 2:
+        for s in range(d.seeds + 1, MOST_SEEDS + 1):
+            if _printable(replace(d, seeds=s), cell, _cells(replace(d, seeds=s))[cell]) is not None:
+                return f"needs >= {s} seeds per arm"
+    per = len(_cells(d)[cell])
+    suffix = " per benchmark" if cell == OVERALL else ""
+
+    def works(n: int) -> bool:
+        r = _resized(d, n)
+        return _printable(r, cell, _cells(r)[cell]) is not None
+
+    low = min(len(d.p[b]) for b in _cells(d)[cell])
+    bound = math.floor(math.log2(2 / _level(d, cell))) + 1  # 2 / 2^n < level: the sign flip's least n
+    if d.seeds == 1 and low * per < bound:
+        low = max(low, math.ceil(bound / per) - 1)
+        if works(low + 1):
+            return (f"needs >= {low + 1} problems{suffix} (one seed: the exact sign-flip test's smallest p, 2/2^n, "
+                    f"is not below {_level(d, cell):.2g} with fewer)")
+    high = low
+    while True:
+        high *= 2
+        if high > MOST_PROBLEMS:
+            return "not detectable at 80% power with " + (
+                f"{d.seeds} seeds per arm at any number of problems" if d.seeds > 1
+                else "one seed per arm at any number of problems: needs >= 2 seeds per arm")
+        if works(high):
+            break
+        low = high
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (low, mid) if works(mid) else (mid, high)
+    return f"needs >= {high} problems{suffix}"
+
+
 def mde(d: Design) -> dict:
-    """{"per_benchmark": {b: MDE}, "overall": MDE, "level": "method" | "adapters", "seeds": S, ...}: scores as
-    fractions (x100 for points). One seed: the adapters' MDE (no seed term, no method-level claim possible)."""
-    method = d.seeds >= 2
-    df = d.seeds - 1 if method else None
-    names = list(d.p)
-    per = {b: detectable(_se(d, {b: 1.0}, d.seeds, method), df, ALPHA / max(d.family, 1)) for b in names}
-    overall = detectable(_se(d, {b: 1 / len(names) for b in names}, d.seeds, method), df) if names else None
-    return {"per_benchmark": per, "overall": overall, "level": "method" if method else "adapters", "seeds": d.seeds,
-            "samples": d.samples, "sigma": d.sigma, "shared": d.shared, "alpha_per_benchmark": ALPHA / max(d.family, 1)}
+    """The MDE as printed, for every comparison of the design: {"per_benchmark": {b: MDE or None}, "overall": MDE
+    or None, "needs": {b or "overall": what would detect it, for each None}, "words": the line every page
+    prints, "level": "method" | "adapters", "seeds", "samples", "sigma", "shared", "n": {b: problems}, ...}.
+    Figures are fractions (x100 for points), each >= one problem's worth and within what the benchmark can move."""
+    cells = _cells(d)
+    values = {c: _printable(d, c, w) for c, w in cells.items()}
+    needs = {c: _needs(d, c) for c, v in values.items() if v is None}
+    m = {"per_benchmark": {b: v for b, v in values.items() if b != OVERALL}, "overall": values.get(OVERALL),
+         "needs": needs, "level": stats.METHOD if d.seeds >= 2 else stats.ADAPTERS, "seeds": d.seeds,
+         "samples": d.samples, "sigma": d.sigma, "shared": float(d.shared), "n": {b: len(p) for b, p in d.p.items()},
+         "alpha_per_benchmark": ALPHA / max(d.family, 1), "alpha_overall": ALPHA / max(d.primary, 1)}
+    m["words"] = words(m)
+    return m
 
 
-def seeds_needed(d: Design, effect: float, most: int = 50) -> int | None:
+def seeds_needed(d: Design, effect: float, most: int = MOST_SEEDS) -> int | None:
     """The fewest seeds per arm (>= 2) whose overall MDE is at most ``effect`` (a fraction); None beyond ``most``."""
     for s in range(2, most + 1):
-        if mde(Design(d.p, s, d.samples, d.members, d.sigma, d.shared, d.family))["overall"] <= abs(effect):
+        r = replace(d, seeds=s)
+        v = _printable(r, OVERALL, _cells(r).get(OVERALL, {})) if _cells(r) else None
+        if v is not None and v <= abs(effect):
             return s
     return None
 
@@ -125,7 +416,7 @@ def seed_sigma(per_seed_scores: dict[str, np.ndarray], p: dict[str, np.ndarray])
     per-problem probabilities. Per benchmark the per-seed variance beyond the Bernoulli noise is sigma^2 g_b^2
     (g_b = mean p(1 - p), the logistic's slope); pooled over benchmarks, sigma^2 = sum(excess) / sum(g^2), clipped
     at 0 only once (clipping each benchmark, then dividing by its small g^2, biased it up 2-3x on hard ones).
-    None with fewer than 2 seeds."""
+    None with fewer than 2 seeds. ``from_scored`` floors it at ``SIGMA_DEFAULT``."""
     excess, slope = 0.0, 0.0
     for b, scores in per_seed_scores.items():
         scores = np.asarray(scores, dtype=float)
@@ -137,29 +428,93 @@ def seed_sigma(per_seed_scores: dict[str, np.ndarray], p: dict[str, np.ndarray])
     return float(np.sqrt(max(excess, 0.0) / slope)) if slope > 0 else None
 
 
-def detail(m: dict) -> str:
-    """The MDE's figures in points: overall, then per benchmark at the Holm family's level.
+def overall_sigma(per_seed_diff, p: dict[str, np.ndarray], members: int = MEMBERS, samples: int = 1) -> float | None:
+    """The seed effect in logits the overall test's own variance implies: the S per-seed overall differences
+    (population mean - baseline) vary by noise + 2 sigma^2 (sum_b w_b g_b)^2 with seed effects shared by the
+    benchmarks (the model the printed MDE assumes); their variance is read median-unbiased, x (S - 1) /
+    chi2_0.5(S - 1) (1.44 at 3 seeds, 1.19 at 5: a plain reading of 3 seeds falls below the truth 6 times in
+    10 and the MDE then promises power the design lacks). None with fewer than 2 seeds."""
+    x = np.asarray(per_seed_diff, dtype=float)
+    if len(x) < 2 or not p:
+        return None
+    weights = {b: 1 / len(p) for b in p}
+    d = Design(p, members=members, samples=samples, sigma=0.0)
+    noise, _ = _variances(d, weights)
+    slope = sum(w * float(np.mean(d.p[b] * (1 - d.p[b]))) for b, w in weights.items())
+    var = float(x.var(ddof=1)) * (len(x) - 1) / sps.chi2.ppf(0.5, len(x) - 1)
+    return float(np.sqrt(max(var - noise, 0.0) / 2)) / slope if slope > 0 else None
 
-    >>> detail({"overall": 0.021, "samples": 1, "per_benchmark": {"aime24": 0.2, "gsm8k": 0.03}})
+
+def from_scored(scores: dict[str, float], n: dict[str, int], seeds: int, samples: int = 1, members: int = MEMBERS,
+                family: int = 20, primary: int = 1, per_seed: dict[str, list[float]] | None = None,
+                per_seed_diff: list[float] | None = None) -> tuple[Design, dict]:
+    """(the design of an evaluation actually scored, how its seed effect was set): ``scores`` the benchmarks'
+    mean scores (both arms), ``n`` the problems scored per benchmark, ``per_seed`` one arm's per-seed scores
+    (the baseline's), ``per_seed_diff`` the per-seed overall differences of the two arms.
+
+    The rule for the seed effect (>= 2 seeds): the largest of the assumed ``SIGMA_DEFAULT``, the per-benchmark
+    reading (``seed_sigma``) and the overall test's median-unbiased one (``overall_sigma``). The default is a
+    floor at every number of seeds (3 seeds read sigma anywhere between 0 and 3x the truth), the overall reading
+    catches seed effects the benchmarks share, and none is trusted alone; shared by the benchmarks
+    (``SHARED_DEFAULT``, the worst case for the overall: a share is not measurable from a few seeds)."""
+    p = beta_p(scores, {b: k for b, k in n.items() if k})
+    readings = [r for r in (seed_sigma(per_seed, p) if per_seed and seeds > 1 else None,
+                            overall_sigma(per_seed_diff, p, members, samples) if per_seed_diff is not None and seeds > 1
+                            else None) if r is not None]
+    measured = max(readings) if readings else None
+    used = SIGMA_DEFAULT if measured is None else max(measured, SIGMA_DEFAULT)
+    source = ("assumed" if measured is None else f"measured from the {seeds} seeds"
+              + ("" if used == measured else f" as {measured:.2g}, floored at {SIGMA_DEFAULT:g}"))
+    return Design(p, seeds=seeds, samples=samples, members=members, sigma=used, family=max(family, 1),
+                  primary=max(primary, 1), scores=dict(scores)), {"measured": measured, "source": source}
+
+
+def _label(b: str) -> str:
+    return BENCHMARKS[b].label.split(" ")[0] if b in BENCHMARKS else b
+
+
+def _figure(m: dict, cell: str) -> str:
+    v = m["overall"] if cell == OVERALL else m["per_benchmark"][cell]
+    return f"{100 * v:.1f}" if v is not None else "none"
+
+
+def detail(m: dict) -> str:
+    """The MDE's figures in points: overall, then per benchmark at the Holm family's level; a comparison the
+    design cannot detect says so, and what would.
+
+    >>> detail({"overall": 0.021, "samples": 1, "per_benchmark": {"aime24": 0.2, "gsm8k": 0.03}, "needs": {}})
     '>= 2.1 pts overall at 80% power (per benchmark, Holm: AIME24 20.0, GSM8K 3.0; greedy)'
+    >>> detail({"overall": None, "samples": 1, "per_benchmark": {"gsm8k": None},
+    ...         "needs": {"overall": "needs >= 6 problems", "gsm8k": "needs >= 6 problems"}})
+    'nothing overall at 80% power (needs >= 6 problems) (per benchmark, Holm: GSM8K none (needs >= 6 problems); greedy)'
     """
-    per = ", ".join(f"{BENCHMARKS[b].label.split(' ')[0] if b in BENCHMARKS else b} {100 * v:.1f}"
-                    for b, v in m["per_benchmark"].items())
+    needs = m.get("needs", {})
+    cells = [f"{_label(b)} {_figure(m, b)}" for b in m["per_benchmark"] if b not in needs]
+    lacking: dict[str, list[str]] = {}
+    for b in m["per_benchmark"]:
+        if b in needs:
+            lacking.setdefault(needs[b], []).append(_label(b))
+    per = ", ".join(cells + [f"{', '.join(names)} none ({why})" for why, names in lacking.items()])
     sampling = "greedy" if m["samples"] == 1 else f"{m['samples']} samples per problem"
-    return f">= {100 * m['overall']:.1f} pts overall at 80% power (per benchmark, Holm: {per}; {sampling})"
+    head = (f">= {100 * m['overall']:.1f} pts overall at 80% power" if m["overall"] is not None
+            else f"nothing overall at 80% power ({needs.get(OVERALL, 'no benchmark scored')})")
+    return f"{head} (per benchmark, Holm: {per}; {sampling})"
 
 
 def words(m: dict) -> str:
     """The MDE in one line: what the design detects, and what it would be a claim about.
 
-    >>> words({"overall": 0.021, "level": "method", "seeds": 3, "samples": 1, "sigma": 0.1, "shared": False,
-    ...        "per_benchmark": {"gsm8k": 0.03}})
-    '3 seeds per arm detect >= 2.1 pts overall at 80% power (per benchmark, Holm: GSM8K 3.0; greedy); seed effect 0.1 logit per benchmark, assumed'
+    >>> words({"overall": 0.021, "level": "method", "seeds": 3, "samples": 1, "sigma": 0.1, "shared": 1.0,
+    ...        "per_benchmark": {"gsm8k": 0.03}, "needs": {}})
+    '3 seeds per arm detect >= 2.1 pts overall at 80% power (per benchmark, Holm: GSM8K 3.0; greedy); seed effect 0.1 logit shared by the benchmarks, assumed'
     """
-    if m["level"] == "adapters":
-        return f"1 seed per arm detects a difference of these adapters of {detail(m)}; a claim about the method needs >= 2 seeds per arm"
-    return (f"{m['seeds']} seeds per arm detect {detail(m)}; seed effect {m['sigma']:.2g} logit "
-            f"{'shared by the benchmarks' if m['shared'] else 'per benchmark'}, {m.get('sigma_source', 'assumed')}")
+    if m["level"] == stats.ADAPTERS:
+        return (f"1 seed per arm detects, in these adapters on these problems, {detail(m)} (seed effect "
+                f"{m['sigma']:.2g} logit included); a claim about the method needs >= 2 seeds per arm")
+    share = ("shared by the benchmarks" if m["shared"] >= 1 else "per benchmark" if m["shared"] <= 0
+             else f"{m['shared']:.0%} shared by the benchmarks")
+    source = m.get("sigma_source", "assumed")
+    return f"{m['seeds']} seeds per arm detect {detail(m)}; seed effect {m['sigma']:.2g} logit {share}, {source}"
 
 
 def sizes(root=None) -> dict[str, int]:
@@ -169,15 +524,15 @@ def sizes(root=None) -> dict[str, int]:
 
 
 def planned(seeds: int, samples: int = 1, spec: str = "all", limit: int | None = None, scores=None,
-            sigma: float = SIGMA_DEFAULT) -> dict:
-    """The MDE of a design before launch: the benchmarks ``spec`` names at their sizes (first ``limit`` items),
-    the base scores ``scores`` (default ``BASE_SCORE``), ``seeds`` per arm; with ``words`` added."""
+            sigma: float = SIGMA_DEFAULT, family: int | None = None) -> dict:
+    """The MDE of a design before launch (``mde``): the benchmarks ``spec`` names at their sizes (first ``limit``
+    items), the base scores ``scores`` (default ``BASE_SCORE``), ``seeds`` per arm; the Holm family the report
+    will use (``families.family_size`` of the benchmarks: every comparison but the primary)."""
     n = {b: min(k, limit) if limit else k for b, k in sizes().items() if b in benchmarks.select(spec)}
-    m = mde(Design(beta_p(scores or BASE_SCORE, n, CONCENTRATION), seeds=seeds, samples=samples, sigma=sigma))
-    m["words"] = words(m)
-    return m
-
-
+    fam = family if family is not None else families.family_size(list(n))
+    scores = {b: (scores or BASE_SCORE)[b] for b in n}
+    return mde(Design(beta_p(scores, n, CONCENTRATION), seeds=seeds, samples=samples, sigma=sigma, family=fam,
+                      scores=scores))
 def sampling_gain(samples: int, spec: str = "all", limit: int | None = None, scores=None) -> dict:
     """What ``samples`` per problem buy over one, before launch: the standard error of one adapter's pass@1 per
     benchmark and overall (the mean of the benchmarks), in fractions, with 1 sample and with ``samples``, from the

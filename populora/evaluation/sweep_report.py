@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from populora.evaluation import aggregates, benchmarks, headline, power, selection, stats
-from populora.evaluation.report import AZR_MATH
+from populora.evaluation import aggregates, benchmarks, families, headline, power, selection, stats
 from populora.evaluation.results import load as load_results
 from populora.evaluation.summary import BASELINE, ENDS, Results, population_summary
 from populora.platform import config as config_io
@@ -39,9 +38,10 @@ INTERVALS = ("Intervals: one seed per arm, a bootstrap over problems (16 or fewe
              "adapters on these problems, not the method); "
              ">= 2 seeds, a seed-level t (differences: on the per-seed differences, S-1 degrees of freedom, the "
              "variance floored at ties; scores: with the problem term, Satterthwaite's degrees of freedom), "
-             "a claim about the method. p-values Holm-adjusted: the configurations' overall population mean vs "
-             "baseline among themselves, every other comparison in a second family.")
-AVERAGES = {"code avg": "code", "math avg": "math", "overall": None}  # ours, as in report.py
+             "a claim about the method. p-values Holm-adjusted (families.py): the configurations' overall population "
+             "mean vs baseline among themselves (the primary), every other comparison of a configuration with the "
+             "baseline in that configuration's family (weakest member overall included), comparisons between "
+             "configurations in a family of their own.")
 
 
 class ReportError(ValueError):
@@ -103,24 +103,7 @@ def same_problems(arms: dict[str, dict[str, dict[str, float]]]) -> dict[str, lis
     return {b: sorted(first[b]) for b in benchmarks.BENCHMARKS if b in first}
 
 
-def _groups(problems: dict[str, list[str]]) -> dict[str, tuple[list[str], list[float] | None]]:
-    """{name: (benchmarks, weights)}: each benchmark alone, then ours (code avg / math avg / overall, unweighted
-    means of the benchmarks scored) and AZR's: math avg (AZR) over AIME24/25, AMC23, MATH-500, Minerva and
-    OlympiadBench, and total (AZR) = (code avg + math avg (AZR)) / 2, each benchmark weighted 1 / (2 x its group's
-    size) (only when both groups were scored)."""
-    names = [b for b in problems if problems[b]]
-    out: dict[str, tuple[list[str], list[float] | None]] = {b: ([b], None) for b in names}
-    for avg, group in AVERAGES.items():
-        members = [b for b in names if group is None or benchmarks.BENCHMARKS[b].group == group]
-        if members:
-            out[avg] = (members, None)
-    code = [b for b in names if benchmarks.BENCHMARKS[b].group == "code"]
-    math = [b for b in names if b in AZR_MATH]
-    if math:
-        out["math avg (AZR)"] = (math, None)
-    if code and math:
-        out["total (AZR)"] = (code + math, [1 / (2 * len(code))] * len(code) + [1 / (2 * len(math))] * len(math))
-    return out
+_groups = families.groups  # the rows of a verdict, one definition (families.py)
 
 
 # ====================================================================== the report of a sweep
@@ -165,16 +148,24 @@ def build(configs: dict[str, dict[int, dict]], between: list[tuple[str, str]] = 
         c = _compare(f"{a} vs {b}: population mean", (a, configs.get(a, {}), "population mean"),
                      (b, configs.get(b, {}), "population mean"))
         comparisons += [c] if c else []
+    # the families of families.py: the primary among the configurations, each configuration's other comparisons
+    # with the baseline in its verdict's family (weakest member overall: its adjusted p is the verdict's), and the
+    # comparisons between configurations among themselves
     primary = [c for c in comparisons if c.name.endswith(": population mean vs baseline")]
-    for family in (primary, [c for c in comparisons if c not in primary]):
+    weakest = [c for c in comparisons if c.name.endswith(": weakest member vs baseline")]
+    for family in (primary, [c for c in comparisons if c not in primary and c not in weakest]):
         for c, p in zip(family, stats.holm([c.p_value for c in family]) if family else []):
             c.p_adjusted = p
+    adjusted = {c.name.split(": ")[0]: c.p_adjusted for c in primary}
     verdicts = {lab: v for lab, by_seed in configs.items() if lab != S.BASELINE_LABEL
-                for v in [config_verdict(by_seed, baseline)] if v}
+                for v in [config_verdict(by_seed, baseline, max(len(primary), 1), adjusted.get(lab))] if v}
     for c in comparisons:
         lab = c.name.split(": ")[0]
-        if lab in verdicts and verdicts[lab]["mde"]:
+        if c in primary and lab in verdicts:  # the primary's MDE (the weakest member's design is another)
             c.mde = verdicts[lab]["mde"]["overall"]
+        if c in weakest:
+            row = next((r for r in verdicts.get(lab, {}).get("rows", []) if r["name"] == "overall"), {})
+            c.p_adjusted = row.get("weakest - baseline", {}).get("p_adjusted", c.p_value)
     return {"configs": rows, "comparisons": [c.to_dict() for c in comparisons], "verdicts": verdicts,
             "aggregates": aggregate(configs, seed)}
 
@@ -204,10 +195,12 @@ def aggregate(configs: dict[str, dict[int, dict]], seed: int = 0) -> dict | None
     return out
 
 
-def config_verdict(by_seed: dict[int, dict], baseline: dict[int, dict]) -> dict | None:
+def config_verdict(by_seed: dict[int, dict], baseline: dict[int, dict], primary: int = 1,
+                   primary_adjusted: float | None = None) -> dict | None:
     """One configuration against the baseline over the seeds both have: per benchmark and average, population mean
-    and weakest member minus the baseline (``seed_compare`` with >= 2 seeds, else ``compare``), Holm-adjusted
-    (``headline.adjust``), the MDE of this design and the headline in words; None without common seeds."""
+    and weakest member minus the baseline (``seed_compare`` with >= 2 seeds, else ``compare``), Holm-adjusted in
+    the families of ``families.py`` (``primary``: the configurations in the primary's family, ``primary_adjusted``
+    its adjusted p), the MDE of this design (``power.mde``) and the headline in words; None without common seeds."""
     seeds = sorted(s for s in by_seed if s in baseline and "population mean" in by_seed[s] and "population mean" in baseline[s])
     if not seeds:
         return None
@@ -223,23 +216,21 @@ def config_verdict(by_seed: dict[int, dict], baseline: dict[int, dict]) -> dict 
                 c = stats.seed_compare(delta, a, b, weights) if len(seeds) > 1 else stats.compare(delta, a, b, weights=weights)
                 row[delta] = c.to_dict()
         rows.append(row)
-    family = headline.adjust(rows)
-    sizes = {b: len(ps) for b, ps in problems.items()}
+    family = headline.adjust(rows, primary_adjusted)
     both = base + [by_seed[s]["population mean"] for s in seeds]  # a Beta at the two arms' mean score
     scores = {b: float(np.mean([np.mean(list(x[b].values())) for x in both])) for b in problems}
     per_seed = {b: [float(np.mean(list(x[b].values()))) for x in base] for b in problems}
-    p = power.beta_p(scores, sizes)
-    sigma = power.seed_sigma(per_seed, p) if len(seeds) > 1 else None
-    # a few seeds measure sigma loosely (3 seeds: 0 to 2x the truth): below 5, never below the stated default
-    used = power.SIGMA_DEFAULT if sigma is None else (sigma if len(seeds) >= 5 else max(sigma, power.SIGMA_DEFAULT))
-    design = power.Design(p, seeds=len(seeds), sigma=used, family=max(family, 1))
+    diffs = [float(np.mean([np.mean(list(by_seed[s]["population mean"][b].values())) - per_seed[b][i]
+                            for b in problems])) for i, s in enumerate(seeds)]  # per-seed overall differences
+    design, sigma = power.from_scored(scores, {b: len(ps) for b, ps in problems.items()}, len(seeds), family=family,
+                                      primary=primary, per_seed=per_seed, per_seed_diff=diffs)
     mde = power.mde(design)
-    mde["sigma_source"] = ("assumed" if sigma is None else f"measured from the {len(seeds)} baseline seeds"
-                           + ("" if used == sigma else f" as {sigma:.2g}, the default {power.SIGMA_DEFAULT:g} used"))
+    mde["sigma_source"] = sigma["source"]
+    mde["words"] = power.words(mde)
     overall = next((r["mean - baseline"]["delta"] for r in rows if r["name"] == "overall" and "mean - baseline" in r), None)
     need = power.seeds_needed(design, overall) if overall and len(seeds) == 1 else None
-    return {"rows": rows, "seeds": seeds, "family": family, "mde": mde, "seed_sigma": sigma, "seeds_needed": need,
-            "level": stats.METHOD if len(seeds) > 1 else stats.ADAPTERS,
+    return {"rows": rows, "seeds": seeds, "family": family, "mde": mde, "seed_sigma": sigma["measured"],
+            "seeds_needed": need, "level": stats.METHOD if len(seeds) > 1 else stats.ADAPTERS,
             "words": headline.words(rows, mde, need, seeds=len(seeds))}
 
 

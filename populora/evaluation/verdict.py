@@ -55,6 +55,12 @@ def _base_arm(r: Results, tables: dict) -> dict | None:
     return tables[base[0]] if base else None
 
 
+def _samples(r: Results) -> int:
+    """Samples per problem of the evaluation (its config's generation: ``n_samples`` at a temperature; 1: greedy)."""
+    gen = (r.config or {}).get("generation") or {}
+    return int(gen.get("n_samples") or 1) if (gen.get("temperature") or 0) > 0 else 1
+
+
 def build(results: Results | dict, seed: int = 0) -> dict | None:
     """{"rows": [{"name", "label", <arm>: score, <delta>: comparison dict}], "words": str, "n": {benchmark: n}}
     from a results.json with per-problem samples files on disk; None when nothing has per-problem scores.
@@ -85,13 +91,11 @@ def build(results: Results | dict, seed: int = 0) -> dict | None:
     members = len(r.final_members([t for t in r.of_kind(MEMBER) if t in r.scores])) or power.MEMBERS
     # per-problem probabilities: a Beta at the mean of the two arms' scores (greedy 0/1 verdicts say nothing of p_i)
     scores = {x["name"]: (x["population mean"] + x.get("baseline", x["population mean"])) / 2 for x in rows}
-    design = power.Design(power.beta_p(scores, n),
-                          seeds=1, members=members, family=max(family, 1))
+    design, _ = power.from_scored(scores, n, seeds=1, samples=_samples(r), members=members, family=family)
     mde = power.mde(design)
-    for row in rows:
-        for delta, _ in DELTAS:
-            if delta in row:
-                row[delta]["mde"] = mde["per_benchmark"].get(row["name"], mde["overall"] if row["name"] == "overall" else None)
+    for row in rows:  # the population mean's design (the weakest member's, one adapter, is another: no figure)
+        if "mean - baseline" in row:
+            row["mean - baseline"]["mde"] = mde["per_benchmark"].get(row["name"], mde["overall"] if row["name"] == "overall" else None)
     overall = next((x["mean - baseline"]["delta"] for x in rows if x["name"] == "overall" and "mean - baseline" in x), None)
     need = power.seeds_needed(design, overall) if overall else None
     return {"rows": rows, "words": words(rows, mde, need), "n": n, "mde": mde, "seeds": 1, "seeds_needed": need,

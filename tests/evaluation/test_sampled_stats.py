@@ -49,7 +49,7 @@ def test_design_samples_prices_the_noise_of_a_sampled_difference():
     rng = np.random.default_rng(7)
     p = {"gsm8k": power.beta_p({"gsm8k": 0.6}, {"gsm8k": 200})["gsm8k"]}
     design = power.Design(p, seeds=1, samples=SAMPLES, sigma=0.0)
-    noise, _ = power._variances(design)["gsm8k"]
+    noise, _ = power._variances(design, {"gsm8k": 1.0})
     reps = 4000
     q = p["gsm8k"]
     members = rng.binomial(SAMPLES, q, (reps, power.MEMBERS, len(q))) / SAMPLES

@@ -81,6 +81,17 @@ def test_sweep_report_rows_and_paired_comparisons():
     assert big["p_adjusted"] == pytest.approx(min(1.0, 2 * big["p_value"]) if big["p_value"] < same["p_value"] else big["p_adjusted"])
     verdict = report["verdicts"]["population.students=4 population.teachers=4"]
     assert verdict["level"] == "method" and verdict["seeds"] == [0, 1, 2] and verdict["mde"]["seeds"] == 3
+    # one family per comparison (families.py), the same wherever it is printed: the primary adjusted among the
+    # two configurations in the verdict too (and its MDE priced at 0.05 / 2); weakest member overall in the
+    # configuration's family of every other comparison, in the list of comparisons as in the verdict
+    overall = next(r for r in verdict["rows"] if r["name"] == "overall")
+    assert overall["mean - baseline"]["p_adjusted"] == big["p_adjusted"] and verdict["mde"]["alpha_overall"] == 0.025
+    weakest = by["population.students=4 population.teachers=4: weakest member vs baseline"]
+    assert weakest["p_value"] == pytest.approx(overall["weakest - baseline"]["p_value"])
+    assert weakest["p_adjusted"] == overall["weakest - baseline"]["p_adjusted"] and verdict["family"] == 9
+    assert weakest["mde"] is None  # the primary's MDE is not the weakest member's
+    assert big["p_adjusted"] == pytest.approx(2 * big["p_value"])  # the smaller of two primaries: Holm's x 2
+    assert f"Holm-adjusted over the configurations p={big['p_adjusted']:.2g}" in verdict["words"]
     assert verdict["words"].startswith("population mean beats the baseline on ")
     assert "3 training seeds per arm: a claim about the method" in verdict["words"]
     agg = report["aggregates"]

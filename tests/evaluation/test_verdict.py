@@ -70,8 +70,10 @@ def test_words_count_the_holm_adjusted_rows_and_say_what_one_seed_speaks_for(tmp
     assert [c["p_adjusted"] for c in cells] == pytest.approx(stats.holm([c["p_value"] for c in cells]))
     wins = sum(r["mean - baseline"]["p_adjusted"] < 0.05 and r["mean - baseline"]["delta"] > 0 for r in per)
     assert wins == 0  # 4 and 8 problems: nothing survives Holm over 9 comparisons
-    assert v["words"].startswith(f"population mean beats the baseline on {wins} of 2 benchmarks (Holm-adjusted p < "
-                                 f"0.05: 0 above, 0 below; higher on {beats} before adjustment)")
+    # one seed: the sentence that names what the population beats says it compares these adapters on these problems
+    assert v["words"].startswith("comparing these adapters on these problems (one training seed per arm, not the "
+                                 f"method), population mean beats the baseline on {wins} of 2 benchmarks (Holm-adjusted "
+                                 f"p < 0.05: 0 above, 0 below; higher on {beats} before adjustment)")
     assert "these adapters on these problems, not the method" in v["words"]
     assert "a claim about the method needs >= 2 seeds per arm" in v["words"]
     assert v["seeds_needed"] >= 2 and f"({v['seeds_needed']} per arm would detect" in v["words"]
@@ -103,3 +105,27 @@ def test_different_problems_are_refused(tmp_path):
     (tmp_path / "short.jsonl").write_text(json.dumps({"task_id": "gsm8k/0", "passed": True}) + "\n")
     with pytest.raises(ValueError, match="different problem sets"):
         verdict.build(verdict.with_baseline(pop, alone))
+
+
+def test_a_limit_3_report_prints_the_mde_the_launch_form_would_and_says_what_cannot_be_detected(tmp_path, monkeypatch):
+    """``--limit 3``, one seed, four members: the report's MDE is ``power.planned``'s for the same design (the
+    problems scored, the family the report adjusts in), and with 3 problems nothing is detectable: no figure,
+    the problems that would detect it in words (#52: it printed ">= 0.8 pts" from 3 problems)."""
+    from populora.evaluation import power
+
+    known = {f"M{i}": {"gsm8k": [1, i % 2, 0], "humaneval_plus": [1, 0, i % 2]} for i in range(4)}
+    known["baseline (B0)"] = {"gsm8k": [0, 1, 0], "humaneval_plus": [0, 0, 1]}
+    monkeypatch.setitem(globals(), "KNOWN", known)
+    monkeypatch.setitem(KINDS, "baseline (B0)", "baseline")
+    for i in range(4):
+        monkeypatch.setitem(KINDS, f"M{i}", "member")
+    v = verdict.build(_results(tmp_path, tuple(known)))
+    rows = {r["name"]: r for r in v["rows"]}
+    scores = {b: (rows[b]["population mean"] + rows[b]["baseline"]) / 2 for b in ("gsm8k", "humaneval_plus")}
+    before = power.planned(1, spec="gsm8k,humaneval_plus", limit=3, scores=scores)
+    assert v["n"] == {"humaneval_plus": 3, "gsm8k": 3} and v["family"] == 9
+    for key in ("overall", "per_benchmark", "needs", "alpha_per_benchmark", "words"):
+        assert v["mde"][key] == before[key], key
+    assert v["mde"]["overall"] is None and all(x is None for x in v["mde"]["per_benchmark"].values())
+    assert "nothing overall at 80% power (needs >= " in v["words"] and "problems per benchmark" in v["words"]
+    assert rows["gsm8k"]["mean - baseline"]["mde"] is None and rows["gsm8k"]["weakest - baseline"]["mde"] is None

@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from populora.evaluation import power
 from populora.platform import config as config_io
 from populora.platform import plan
 from populora.training.config import TrainConfig
@@ -43,7 +44,9 @@ def test_plan_json_of_the_paper_presets(tmp_path, monkeypatch, capsys):
         # before launch: the smallest difference one seed (these adapters) and three seeds (the method) detect
         assert p["mde"]["one_seed"]["level"] == "adapters" and p["mde"]["three_seeds"]["seeds"] == 3
         assert p["mde"]["three_seeds"]["overall"] > p["mde"]["one_seed"]["overall"] > 0  # the seed variance costs
-        assert "1 seed per arm detects a difference of these adapters of >= " in out.out
+        assert "1 seed per arm detects, in these adapters on these problems, >= " in out.out
+        assert p["mde"]["three_seeds"]["words"] == power.planned(3)["words"]  # the dry run's, the form's
+        assert p["mde"]["three_seeds"]["words"] in out.out
         baseline = baseline or p["per_adapter"]
         for key in ("generated_tokens", "trained_tokens", "tflops"):  # compute-matched to the baseline
             assert p["per_adapter"][key] == pytest.approx(baseline[key], rel=0.10), (name, key)

@@ -2,6 +2,7 @@
 through the real CLI: sweep --wait, resume (nothing re-run), eval --sweep, report --sweep --json."""
 
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -58,6 +59,10 @@ def test_dry_run_json_and_bad_grid(mlflow_store, capsys):
     # the smallest effect these 2 seeds per arm detect, before launch (evaluation/power.py): printed and in the JSON
     assert planned["mde"]["seeds"] == 2 and planned["mde"]["level"] == "method" and 0 < planned["mde"]["overall"] < 1
     assert "power: 2 seeds per arm detect >= " in out.out
+    # the same figure as power.planned gives the Launch form, and no figure above the 0-100 scale (#52)
+    from populora.evaluation import power
+    assert planned["mde"]["words"] == power.planned(2)["words"] and f"power: {planned['mde']['words']}" in out.out
+    assert not re.search(r"\b\d{3,}\.\d\b", out.out.split("power: ")[1])
     code = cli_in_process("sweep", "--config", SMOKE, "--grid", "population.teacher=1,2", "--dry-run")
     assert code == 2 and "population.teacher" in capsys.readouterr().err
 
