@@ -1,0 +1,107 @@
+"""Out of memory ends with the setting to lower and `populora plan`'s figure for it (training/oom.py): a CUDA
+``torch.OutOfMemoryError`` raised in the update or in generation of a real tiny run (injected where the backend
+would raise it) ends the run FAILED with one line naming the phase, the setting and the figure, checked against
+``make_plan`` (the plan is the reference); the advice a trainer leaves for its supervisor (a CPU out-of-memory: the
+OOM killer's SIGKILL, tested in test_restart.py) is the same text for both phases."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import train_in_process
+from mlflow import MlflowClient
+
+from populora.platform import config as config_io
+from populora.platform import plan
+from populora.platform import runlayout as rl
+from populora.platform.backends.multilora import MultiLoraBackend
+from populora.training import oom
+from populora.training.config import TrainConfig
+from populora.training.workload import make_plan
+
+SETS = ["model.tiny_random=true", "model.lora_rank=4", "tasks.max_new_tokens_propose=24", "tasks.max_new_tokens_solve=8",
+        "tasks.tasks_per_teacher=2", "tasks.rollouts=2", "tasks.seed_rounds=0", "steps=2"]
+CUDA_OOM = "CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.19 GiB"
+
+
+def _raise_oom(*args, **kwargs):
+    raise torch.OutOfMemoryError(CUDA_OOM)
+
+
+def _parent(uri: str):
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name("populora")
+    return client.search_runs([exp.experiment_id], filter_string=rl.PARENT_RUNS)[0]
+
+
+@pytest.mark.parametrize("method, phase", [("train_step", oom.UPDATE), ("generate", oom.GENERATION)])
+def test_a_cuda_oom_names_the_phase_the_setting_and_the_plans_figure(method, phase, mlflow_store, monkeypatch, capsys):
+    monkeypatch.setattr(MultiLoraBackend, method, _raise_oom)
+    code = train_in_process(*[a for s in SETS for a in ("--set", s)], "--quiet")
+    err = capsys.readouterr().err
+    assert code == 1 and "Traceback" not in err, err[-3000:]
+    message = err.strip().splitlines()[-1]
+    run = _parent(mlflow_store)
+    cfg = config_io.load(TrainConfig, None, SETS)
+    memory = make_plan(cfg)["memory_gb"]  # what `populora plan` prints, here for its default GPU: the same figure
+    assert message.startswith(f"error: out of GPU memory in {phase} at step 1 ({CUDA_OOM}): lower ")
+    if phase == oom.UPDATE:
+        per_row = memory["activations"] / cfg.optim.micro_batch
+        assert (f"lower optim.micro_batch (now {cfg.optim.micro_batch}): `populora plan` puts the update's activations "
+                f"at {memory['activations']:.2f} GB ({per_row:.2f} GB a sequence of optim.max_seq_len=1024)") in message
+        assert "this machine's RAM has " in message and ": try optim.micro_batch=" in message  # a CPU run: its RAM
+    else:
+        assert (f"lower tasks.max_new_tokens_propose (now 24) and tasks.max_new_tokens_solve (now 8): `populora plan` "
+                f"puts generation's KV cache at {memory['generation_kv']:.2f} GB ({plan.GEN_BATCH} rows per generate "
+                f"call, a fixed figure)") in message
+    assert f"`populora train --fork {run.info.run_id} --step N --set KEY=VALUE`" in message
+    assert run.info.status == "FAILED" and run.data.tags[rl.STATUS] == rl.FAILED
+    assert run.data.tags[rl.ERROR] == f"OutOfMemoryError: {CUDA_OOM}"
+    assert run.data.tags[rl.NOTE] == message.removeprefix("error: ")  # MLflow's description says the same
+
+
+def test_the_advice_for_the_oom_killer_names_both_phases(tmp_path):
+    cfg = config_io.load(TrainConfig, None, ["model.generation=vllm", "model.vllm_gpu_memory=0.3"])
+    g = plan.GPUS["a100-40gb"]
+    text = oom.advice(cfg, None, g)
+    update, generation = text.split("; or ")
+    assert update == oom.update_advice(cfg, g) and generation == oom.generation_advice(cfg, g)
+    vllm = make_plan(cfg, "a100-40gb")["memory_gb"]["vllm"]
+    assert f"lower model.vllm_gpu_memory (now 0.3): `populora plan` gives vLLM {vllm:.2f} GB of a100-40gb's" in generation
+    oom.write_advice(tmp_path, cfg)
+    assert (tmp_path / oom.ADVICE_FILE).read_text().startswith("lower optim.micro_batch (now 4): ")
+    oom.write_advice(None, cfg)  # outside a job: nothing written, no error
+
+
+def test_the_micro_batch_it_suggests_fits_by_the_plans_own_arithmetic():
+    """The micro-batch suggested is the plan's largest that fits (at most half the current one), and at 1 the
+    advice moves on to checkpointing or the sequence length."""
+    g = plan.GPUS["rtx4090-24gb"]
+    for mb in (1, 2, 3, 8, 64):
+        cfg = config_io.load(TrainConfig, None, ["model.base=Qwen/Qwen2.5-0.5B", f"optim.micro_batch={mb}"])
+        text = oom.update_advice(cfg, g)
+        m = make_plan(cfg, "rtx4090-24gb")["memory_gb"]
+        fixed, per_row = m["base_weights"] + m["adapters"] + m["optimizer"], m["activations"] / mb
+        if mb == 1:
+            assert text.endswith("it is already 1, so set model.activation_checkpointing=true or lower optim.max_seq_len")
+            continue
+        suggested = int(text.rsplit("optim.micro_batch=", 1)[1])
+        assert 1 <= suggested <= mb // 2
+        assert suggested == 1 or fixed + suggested * per_row <= g.usable_gb
+
+
+def test_phase_of_reads_the_innermost_phase():
+    def train_step():
+        raise torch.OutOfMemoryError("x")
+
+    def generate():
+        train_step()
+
+    try:
+        generate()
+    except torch.OutOfMemoryError as err:
+        assert oom.phase_of(err.__traceback__) == oom.UPDATE
+    try:
+        raise torch.OutOfMemoryError("y")
+    except torch.OutOfMemoryError as err:
+        assert oom.phase_of(err.__traceback__) is None
