@@ -27,7 +27,7 @@ def failure_code(err: Exception, trainer) -> int | None:
     """The exit code ``populora train`` ends with after printing one line for ``err``; None: not one of ours (the
     caller re-raises it, traceback and all)."""
     if isinstance(err, torch.OutOfMemoryError) and trainer is not None:
-        message = oom.explain(err, trainer.cfg, trainer.run_id, trainer.step_index + 1)
+        message = oom.explain(err, trainer.cfg, trainer.run_id, trainer.step_index + 1, trainer.checkpointed)
         print(f"\nerror: {message}", file=sys.stderr, flush=True)
         try:
             trainer.log.tracker.set_tags(trainer.run_id, {rl.NOTE: message})

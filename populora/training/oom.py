@@ -115,14 +115,34 @@ def advice(cfg: TrainConfig, phase: str | None, g: plan.Gpu | None = None) -> st
     return "; or ".join(parts)
 
 
-def explain(err: BaseException, cfg: TrainConfig, run_id: str, step: int) -> str:
-    """The one message a CUDA out-of-memory ends a run with: where, what ran out, what to lower, how to go on."""
+def lower_sets(cfg: TrainConfig, phase: str | None) -> list[str]:
+    """The ``--set`` overrides the advice of ``phase`` comes to (the update's micro-batch halved, generation's
+    budgets halved, vLLM's share less 0.1).
+
+    >>> lower_sets(TrainConfig(), "update"), lower_sets(TrainConfig(), "generation")
+    (['optim.micro_batch=2'], ['tasks.max_new_tokens_propose=80', 'tasks.max_new_tokens_solve=48'])
+    """
+    mc, tc, mb = cfg.model, cfg.tasks, cfg.optim.micro_batch
+    if phase == UPDATE:
+        return [f"optim.micro_batch={max(1, mb // 2)}"] if mb > 1 else ["model.activation_checkpointing=true"]
+    if phase == GENERATION and mc.generation == "vllm":
+        return [f"model.vllm_gpu_memory={max(0.05, round(mc.vllm_gpu_memory - 0.1, 2))}"]
+    if phase == GENERATION:
+        return [f"tasks.max_new_tokens_propose={max(16, tc.max_new_tokens_propose // 2)}",
+                f"tasks.max_new_tokens_solve={max(8, tc.max_new_tokens_solve // 2)}"]
+    return []
+
+
+def explain(err: BaseException, cfg: TrainConfig, run_id: str, step: int, checkpointed: int = 0) -> str:
+    """The one message a CUDA out-of-memory ends a run with: where, what ran out, what to lower, how to go on
+    (``checkpointed``: the step of the run's last checkpoint, 0 for none: a fork of it keeps the steps done)."""
     phase = phase_of(err.__traceback__)
     where = f"in {phase}" if phase else "in a phase its traceback does not name"
     first = str(err).strip().splitlines()[0][:200] if str(err).strip() else type(err).__name__
-    return (f"out of GPU memory {where} at step {step} ({first}): {advice(cfg, phase)}. The run is FAILED; go on "
-            f"from its last checkpoint with the lower setting: `populora train --fork {run_id} --step N --set KEY=VALUE` "
-            f"(`populora runs {run_id}` lists its checkpoints)")
+    sets = " ".join(f"--set {s}" for s in lower_sets(cfg, phase)) or "--set KEY=VALUE"
+    again = (f"`populora train --fork {run_id} --step {checkpointed} {sets}` (a new run from its last checkpoint)"
+             if checkpointed else f"the same command with {sets} (it had no checkpoint yet)")
+    return f"out of GPU memory {where} at step {step} ({first}): {advice(cfg, phase)}. The run is FAILED; go on with {again}"
 
 
 def write_advice(job_dir: Path | None, cfg: TrainConfig) -> None:

@@ -6,7 +6,6 @@ OOM killer's SIGKILL, tested in test_restart.py) is the same text for both phase
 
 from __future__ import annotations
 
-import pytest
 import torch
 from conftest import train_in_process
 from mlflow import MlflowClient
@@ -24,40 +23,66 @@ SETS = ["model.tiny_random=true", "model.lora_rank=4", "tasks.max_new_tokens_pro
 CUDA_OOM = "CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.19 GiB"
 
 
-def _raise_oom(*args, **kwargs):
-    raise torch.OutOfMemoryError(CUDA_OOM)
-
-
 def _parent(uri: str):
     client = MlflowClient(uri)
     exp = client.get_experiment_by_name("populora")
     return client.search_runs([exp.experiment_id], filter_string=rl.PARENT_RUNS)[0]
 
 
-@pytest.mark.parametrize("method, phase", [("train_step", oom.UPDATE), ("generate", oom.GENERATION)])
-def test_a_cuda_oom_names_the_phase_the_setting_and_the_plans_figure(method, phase, mlflow_store, monkeypatch, capsys):
-    monkeypatch.setattr(MultiLoraBackend, method, _raise_oom)
-    code = train_in_process(*[a for s in SETS for a in ("--set", s)], "--quiet")
+def _oom_run(monkeypatch, capsys, method: str, at_call: int, *sets: str) -> str:
+    """A tiny run whose backend ``method`` raises a CUDA out-of-memory at its ``at_call``-th call; its last line."""
+    calls = []
+    original = getattr(MultiLoraBackend, method)
+
+    def run_out(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == at_call:
+            raise torch.OutOfMemoryError(CUDA_OOM)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(MultiLoraBackend, method, run_out)
+    code = train_in_process(*[a for s in SETS + list(sets) for a in ("--set", s)], "--quiet")
+    monkeypatch.setattr(MultiLoraBackend, method, original)
     err = capsys.readouterr().err
     assert code == 1 and "Traceback" not in err, err[-3000:]
-    message = err.strip().splitlines()[-1]
-    run = _parent(mlflow_store)
-    cfg = config_io.load(TrainConfig, None, SETS)
-    memory = make_plan(cfg)["memory_gb"]  # what `populora plan` prints, here for its default GPU: the same figure
-    assert message.startswith(f"error: out of GPU memory in {phase} at step 1 ({CUDA_OOM}): lower ")
-    if phase == oom.UPDATE:
-        per_row = memory["activations"] / cfg.optim.micro_batch
-        assert (f"lower optim.micro_batch (now {cfg.optim.micro_batch}): `populora plan` puts the update's activations "
-                f"at {memory['activations']:.2f} GB ({per_row:.2f} GB a sequence of optim.max_seq_len=1024)") in message
-        assert "this machine's RAM has " in message and ": try optim.micro_batch=" in message  # a CPU run: its RAM
-    else:
-        assert (f"lower tasks.max_new_tokens_propose (now 24) and tasks.max_new_tokens_solve (now 8): `populora plan` "
-                f"puts generation's KV cache at {memory['generation_kv']:.2f} GB ({plan.GEN_BATCH} rows per generate "
-                f"call, a fixed figure)") in message
-    assert f"`populora train --fork {run.info.run_id} --step N --set KEY=VALUE`" in message
+    return err.strip().splitlines()[-1]
+
+
+def _check_failed(uri: str, message: str):
+    run = _parent(uri)
     assert run.info.status == "FAILED" and run.data.tags[rl.STATUS] == rl.FAILED
     assert run.data.tags[rl.ERROR] == f"OutOfMemoryError: {CUDA_OOM}"
     assert run.data.tags[rl.NOTE] == message.removeprefix("error: ")  # MLflow's description says the same
+    return run
+
+
+def test_a_cuda_oom_in_the_update_names_micro_batch_and_its_fork_command_goes_on(mlflow_store, monkeypatch, capsys):
+    """At step 2, after step 1's checkpoint: the message's own command (a fork of that checkpoint with the lower
+    micro-batch) trains the rest."""
+    message = _oom_run(monkeypatch, capsys, "train_step", 2, "checkpoint.every=1")
+    run = _check_failed(mlflow_store, message)
+    cfg = config_io.load(TrainConfig, None, SETS)
+    memory = make_plan(cfg)["memory_gb"]  # what `populora plan` prints (its default GPU: the figure is the same)
+    per_row = memory["activations"] / cfg.optim.micro_batch
+    assert message.startswith(f"error: out of GPU memory in update at step 2 ({CUDA_OOM}): lower optim.micro_batch "
+                              f"(now 4): `populora plan` puts the update's activations at {memory['activations']:.2f} GB "
+                              f"({per_row:.2f} GB a sequence of optim.max_seq_len=1024)"), message
+    assert "this machine's RAM has " in message and ": try optim.micro_batch=" in message  # a CPU run: its RAM
+    command = f"populora train --fork {run.info.run_id} --step 1 --set optim.micro_batch=2"
+    assert message.endswith(f"The run is FAILED; go on with `{command}` (a new run from its last checkpoint)")
+    assert train_in_process(*command.split()[2:], "--quiet") == 0
+
+
+def test_a_cuda_oom_in_generation_names_the_token_budgets(mlflow_store, monkeypatch, capsys):
+    message = _oom_run(monkeypatch, capsys, "generate", 1)
+    _check_failed(mlflow_store, message)
+    memory = make_plan(config_io.load(TrainConfig, None, SETS))["memory_gb"]
+    assert message.startswith(f"error: out of GPU memory in generation at step 1 ({CUDA_OOM}): lower "
+                              f"tasks.max_new_tokens_propose (now 24) and tasks.max_new_tokens_solve (now 8): `populora "
+                              f"plan` puts generation's KV cache at {memory['generation_kv']:.2f} GB ({plan.GEN_BATCH} "
+                              f"rows per generate call, a fixed figure)"), message
+    sets = "--set tasks.max_new_tokens_propose=16 --set tasks.max_new_tokens_solve=8"  # halved, not below their minimum
+    assert message.endswith(f"The run is FAILED; go on with the same command with {sets} (it had no checkpoint yet)")
 
 
 def test_the_advice_for_the_oom_killer_names_both_phases(tmp_path):
