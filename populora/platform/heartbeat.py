@@ -157,6 +157,22 @@ def process_alive(beat: Beat) -> bool | None:
         return False
 
 
+def still_alive(status: str, tags: dict, now: float | None = None, limit: float | None = None) -> str | None:
+    """Why a run must not be resumed now (None: it may): it says running, its heartbeat is fresh and its trainer is
+    not known to be dead (alive on this machine, or beating from another one). Two trainers on one run would log
+    every step twice; a trainer known dead (a SIGKILL the supervisor saw: its pid is gone here) may be resumed at
+    once, its last beat however fresh."""
+    beat = Beat.parse(tags.get(TAG))
+    if status != "running" or beat is None or is_stale(beat, time.time() if now is None else now,
+                                                     limit_s() if limit is None else limit):
+        return None
+    if process_alive(beat) is False or (beat.pid, beat.host) == (os.getpid(), socket.gethostname()):
+        return None  # known dead, or this very process
+    age = (time.time() if now is None else now) - beat.t
+    return (f"its trainer (pid {beat.pid} on {beat.host}) is alive: it beat {describe_silence(max(age, 0.0))} ago; "
+            f"stop it first (populora jobs --stop JOB, or kill {beat.pid}), or resume once populora runs shows it crashed")
+
+
 class Heartbeat:
     """A daemon thread that beats every ``every`` seconds: ``write_tag(text)`` (the run's tag) and the files
     (``files``: the run dir's, the job dir's). ``at(step)`` records the step being run and rewrites the files at

@@ -273,11 +273,16 @@ class RunLog:
             raise LookupError(f"no run {run_id!r} in this MLflow store ({err.message[:120]})") from None
 
     def resumed(self, checkpoint: str, alive: list[str] = ()) -> None:
-        """Reopen the run, and the member runs of the ``alive`` members (ended with the process that stopped)."""
+        """Reopen the run, and the member runs of the ``alive`` members (ended with the process that stopped). Refused
+        while another trainer still runs it (``heartbeat.still_alive``): it would log every step twice."""
+        run = self.tracker.get_run(self.run_id)
+        busy = heartbeat.still_alive(run.data.tags.get(rl.STATUS, run.info.status.lower()), run.data.tags)
+        if busy:
+            raise config_io.ConfigError(f"run {self.run_id} is running: {busy}")
         self.tracker.reopen(self.run_id)
         # a fresh beat with the running status: a run shown crashed is running again
         self.tracker.set_tags(self.run_id, {rl.STATUS: rl.RUNNING, rl.RESUMED_FROM: checkpoint, **rl.resume_job_tags()})
-        self.start_heartbeat(rl.run_dir_of(self.tracker.get_run(self.run_id).data.tags))
+        self.start_heartbeat(rl.run_dir_of(run.data.tags))
         for member_id in alive:
             if member_id in self.member_runs:
                 self.tracker.reopen(self.member_runs[member_id])

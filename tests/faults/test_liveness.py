@@ -8,14 +8,19 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import time
 
+import psutil
+import pytest
 from conftest import cli_in_process, paused_train_cmd, train_in_process, wait_for, wait_for_marker
 from mlflow import MlflowClient
 
 from populora.platform import heartbeat, lost_runs
+from populora.platform.config import ConfigError
 from populora.platform import runlayout as rl
 from populora.platform.tracking import Tracker
+from populora.training.run_log import RunLog
 
 TINY = ["--set", "model.tiny_random=true", "--set", "model.lora_rank=4",
         "--set", "tasks.max_new_tokens_propose=24", "--set", "tasks.max_new_tokens_solve=8",
@@ -114,3 +119,28 @@ def test_the_heartbeat_thread_beats_and_stops(tmp_path):
     hb.stop()
     assert not thread.is_alive()  # joined: no beat in flight, none to come
     assert heartbeat.Beat.parse(tags[-1]).pid == os.getpid()
+
+
+def test_a_resume_is_refused_while_another_live_trainer_beats(mlflow_store):
+    """Two trainers on one run would log every step twice: a resume waits until the run's trainer is known dead
+    (its process gone here) or its beat is stale; this very process's own beat never blocks it."""
+    tracker = Tracker(mlflow_store)
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        host = heartbeat.this_process()[2]
+        live = heartbeat.Beat(time.time(), 20.0, other.pid, psutil.Process(other.pid).create_time(), host)
+        rid = tracker.start_run("populora", "busy", tags={rl.KIND: rl.POPULATION, rl.STATUS: rl.RUNNING,
+                                                          rl.HEARTBEAT: live.text()})
+        with pytest.raises(ConfigError, match=rf"run {rid} is running: its trainer \(pid {other.pid} on {host}\) is "
+                                              r"alive: it beat \d+ s ago; stop it first"):
+            RunLog(rid, "populora", tracker=tracker).resumed("step_000001")
+        assert tracker.get_run(rid).data.tags.get(rl.RESUMED_FROM) is None  # refused before any write
+        other.kill()
+        other.wait()
+        log = RunLog(rid, "populora", tracker=tracker)
+        log.resumed("step_000001")  # its trainer is gone: at once, however fresh its last beat
+        assert tracker.get_run(rid).data.tags[rl.RESUMED_FROM] == "step_000001"
+        log.end(rl.STOPPED)
+    finally:
+        other.kill()
+        other.wait()
