@@ -21,7 +21,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from populora.platform import queue, restart
+from populora.platform import queue, restart, runlayout
 from populora.platform.job_record import READY_FILE, SLOT_FILE, STOP_FILE, Job
 from populora.platform.stopping import STOP_SIGNALS, Stopped, raise_stopped, stop_code
 
@@ -76,15 +76,19 @@ def run_with_restarts(job: Job) -> int:
     has its run ended FAILED here. Returns the last attempt's exit code (a stop during a backoff: the stop's)."""
     job_dir = Path(job.dir)
     code = _run(job.argv)
+    if job.kind != "train":  # an evaluation ends its own way (no run to resume)
+        return code
     while (failure := restart.classify(code, Path(job.dir, STOP_FILE).exists(), job_dir)) is not None:
-        restart.say(failure.message)
-        run_id = restart.end_run(job_dir, failure)  # a no-op where the trainer ended its run itself
+        if code < 0 or job.max_restarts:  # a signal: the trainer said nothing; else it has said why
+            restart.say(failure.message)
+        # killed by a signal, the trainer could not end its run; otherwise it did (or the store is what failed)
+        run_id = restart.end_run(job_dir, failure) if code < 0 else runlayout.read_run_id(job_dir)
         done = restart.history(job_dir)
         go, why = restart.decide(failure, done, job.max_restarts)
         if go and run_id is None:
             go, why = False, "not restarted: the trainer ended before its run existed (nothing to resume)"
         if not go:
-            if why:
+            if why and job.max_restarts:
                 restart.say(why)
             return code
         n, wait = len(done) + 1, restart.backoff_s(len(done) + 1)
