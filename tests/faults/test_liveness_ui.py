@@ -12,7 +12,7 @@ pytest.importorskip("streamlit")
 from conftest import wait_for  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from populora.platform import heartbeat  # noqa: E402
+from populora.platform import heartbeat, lost_runs  # noqa: E402
 from populora.platform import runlayout as rl  # noqa: E402
 from populora.platform.tracking import Tracker  # noqa: E402
 
@@ -61,6 +61,13 @@ def test_runs_page_shows_a_silent_run_crashed_with_resume(lost_store):
     assert f"`populora train --resume {run_id}`" in error and "populora runs --reap" in error
     assert any(b.label == "Resume" for b in at.button)
     assert Tracker(lost_store["uri"]).get_run(run_id).info.status == "RUNNING"  # shown, never written
+    # reaped: failed, with why, and still Resume
+    assert [r.run_id for r in lost_runs.reap(Tracker(lost_store["uri"]), limit=120) if r.done] == [run_id]
+    at = _page("runs", run=run_id)
+    assert at.dataframe[1].value.set_index("run_id").loc[run_id, "state"] == "❌ failed"
+    error = " ".join(e.value for e in at.error)
+    assert "This run failed at step 2/4: lost: the trainer (pid " in error and "populora runs --reap" in error
+    assert any(b.label == "Resume" for b in at.button)
 
 
 def test_compare_warns_that_the_picked_run_crashed(lost_store):

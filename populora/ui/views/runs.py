@@ -174,7 +174,8 @@ def resume_controls(run_id: str, row, status: str, job: jobs.Job | None, tags: d
         st.error(f"The trainer process died without ending this run{where}{beat}. Resume it from its last checkpoint "
                  f"here, or with {command}; `populora runs --reap` marks it failed.")
     else:
-        st.error(f"This run failed{where}. Its log (if launched from here) is below; resume here or with {command}.")
+        why = f": {tags[rl.ERROR][:1500]}" if tags.get(rl.ERROR) else ""  # e.g. the OOM's setting to lower
+        st.error(f"This run failed{where}{why}. Its log (if launched from here) is below; resume here or with {command}.")
     if st.button("Resume", key=f"resume_{run_id}", type="primary",
                  help="Runs populora train --resume as a background job (it waits in the job queue like a launch)"):
         config = store.artifact_text(store.uri(), run_id, rl.CONFIG_FILE) or ""
