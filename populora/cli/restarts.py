@@ -26,7 +26,7 @@ from populora.training import oom
 def failure_code(err: Exception, trainer) -> int | None:
     """The exit code ``populora train`` ends with after printing one line for ``err``; None: not one of ours (the
     caller re-raises it, traceback and all)."""
-    if isinstance(err, torch.OutOfMemoryError) and trainer is not None:
+    if trainer is not None and _out_of_memory(err):  # also a data-parallel worker's, wrapped in WorkerLost
         message = oom.explain(err, trainer.cfg, trainer.run_id, trainer.step_index + 1, trainer.checkpointed)
         print(f"\nerror: {message}", file=sys.stderr, flush=True)
         try:
@@ -43,6 +43,16 @@ def failure_code(err: Exception, trainer) -> int | None:
     step = trainer.step_index + 1 if trainer is not None else None
     restart.write_failure(cause, step, f"{cause} at step {step or 0}: {str(err)[:300]}")
     return restart.TEMPFAIL
+
+
+def _out_of_memory(err: BaseException | None) -> bool:
+    seen = set()
+    while err is not None and id(err) not in seen:
+        if isinstance(err, torch.OutOfMemoryError):
+            return True
+        seen.add(id(err))
+        err = err.__cause__ or err.__context__
+    return False
 
 
 def own_argv(args) -> list[str]:

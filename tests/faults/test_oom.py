@@ -130,3 +130,32 @@ def test_phase_of_reads_the_innermost_phase():
         raise torch.OutOfMemoryError("y")
     except torch.OutOfMemoryError as err:
         assert oom.phase_of(err.__traceback__) is None
+
+
+def test_a_data_parallel_workers_oom_is_an_oom_not_a_lost_worker(tmp_path, monkeypatch, capsys):
+    """A worker's CUDA out-of-memory reaches the driver as WorkerLost (from the worker's error): it ends with the
+    setting to lower (exit 1, not restarted: it would run out again), not as a transient lost worker (exit 75)."""
+    from types import SimpleNamespace
+
+    from populora.cli import restarts
+    from populora.platform.backends.data_parallel import WorkerLost
+
+    tags = {}
+    trainer = SimpleNamespace(cfg=TrainConfig(), run_id="r1", step_index=4, checkpointed=4,
+                              log=SimpleNamespace(tracker=SimpleNamespace(set_tags=lambda run, t: tags.update(t))))
+
+    def train_step():  # the driver's call that waited on the workers
+        try:
+            raise torch.OutOfMemoryError(CUDA_OOM)
+        except torch.OutOfMemoryError as err:
+            raise WorkerLost(f"data-parallel model worker 1 of 2 failed during the update (OutOfMemoryError: {CUDA_OOM})") from err
+
+    monkeypatch.setenv(rl.ENV_JOB_DIR, str(tmp_path))
+    try:
+        train_step()
+    except WorkerLost as err:
+        assert restarts.failure_code(err, trainer) == 1
+    line = capsys.readouterr().err.strip()
+    assert line.startswith("error: out of GPU memory in update at step 5 (data-parallel model worker 1 of 2 failed")
+    assert line.endswith("go on with `populora train --fork r1 --step 4 --set optim.micro_batch=2` (a new run from its last checkpoint)")
+    assert tags[rl.NOTE] == line.removeprefix("error: ") and not (tmp_path / "failure.json").exists()
