@@ -7,7 +7,7 @@
     populora sweep --config FILE [--grid key=v1,v2 ...] [--seeds N] [--baseline] [--parallel K] [--wait]
     populora sweep --fork RUN_ID --step N --grid key=v1,v2 [--seeds N] [--parallel K] [--wait]
     populora export --run RUN_ID --member M --out DIR [--merge] [--register NAME]
-    populora runs
+    populora runs [RUN_ID] [--reap]
     populora jobs [--stop JOB_ID]
     populora prompts --config FILE [--kind K] [--role teacher|student] [--json]
     populora sandbox exec PROGRAM.py | sandbox check TASK.json
@@ -65,6 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--quiet", action="store_true", help="no progress bar: one plain line per step instead (for logs)")
     t.add_argument("--baseline", action="store_true", help="then train the compute-matched single-agent baseline "
                    "(same per-adapter tokens per step, see populora.training.baseline), the two runs linked")
+    t.add_argument("--max-restarts", type=int, default=0, metavar="N", help="resume the run from its last checkpoint "
+                   "after a transient failure (a lost worker, a killed process, the store unreachable), with backoff, "
+                   "up to N times; never after a stop or the same failure at the same step twice (default 0)")
 
     sw = sub.add_parser("sweep", help="grid x seeds (+ baselines) of training runs, K at a time, resumable")
     sw.add_argument("--config", help="YAML preset every run starts from, e.g. configs/smoke.yaml")
@@ -79,6 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override for every run")
     sw.add_argument("--parallel", type=int, default=1, metavar="K", help="runs at a time (default 1)")
     sw.add_argument("--ray", metavar="ADDRESS", help="submit the runs as Ray Jobs to this cluster")
+    sw.add_argument("--max-restarts", type=int, default=0, metavar="N", help="each run: resumed after a transient "
+                    "failure up to N times, as populora train --max-restarts (default 0)")
     sw.add_argument("--id", help="name the sweep (default: sw-<hash of the plan>, so the same command resumes it)")
     sw.add_argument("--dry-run", action="store_true", help="print the planned runs, start nothing")
     sw.add_argument("--json", action="store_true", help="last line: one JSON object (with --dry-run: the runs)")
@@ -111,6 +116,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "the base (parents, operator, strength, step, ratings at birth and death, settings, paths, scores)")
     r.add_argument("--format", choices=["json", "yaml"], default="yaml", help="of --ancestry (default yaml)")
     r.add_argument("--out", metavar="FILE", help="write --ancestry's record to FILE instead of printing it")
+    r.add_argument("--reap", action="store_true", help="end FAILED the runs shown crashed (running, but no heartbeat "
+                   "for POPULORA_HEARTBEAT_LIMIT_S, default 120 s) whose trainer is not alive on this machine")
 
     jb = sub.add_parser("jobs", help="the job queue training, sweep and evaluation jobs share: running, waiting (with their place), recent")
     jb.add_argument("--stop", metavar="JOB_ID", help="stop this job (a queued one never starts)")

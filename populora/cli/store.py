@@ -6,14 +6,16 @@ from __future__ import annotations
 import sys
 
 from populora.cli import experiments
-from populora.platform import jobs, queue, runlayout
+from populora.platform import heartbeat, jobs, lost_runs, queue, runlayout
 from populora.platform.run_detail import render
-from populora.platform.tracking import client, tracking_uri
+from populora.platform.tracking import Tracker, client, tracking_uri
 
 
 def runs(args) -> int:
     if args.ancestry:
         return experiments.ancestry_record(args)
+    if args.reap:
+        return reap()
     if args.run_id:
         from mlflow.exceptions import MlflowException  # mlflow is loaded only when the store is read
 
@@ -31,8 +33,30 @@ def runs(args) -> int:
     print(f"{'run id':34} {'name':18} {'kind':10} {'status':9} {'progress':9} {'solve':>6} {'valid':>6}  monitors fired")
     for r in rows:
         solve, valid = r["solve_rate"], r["validity_rate"]
-        print(f"{r['run_id']:34} {r['name'][:18]:18} {r['kind']:10} {r['mlflow_status']:9} {r['progress'] or '?':9} "
+        print(f"{r['run_id']:34} {r['name'][:18]:18} {r['kind']:10} {r['status']:9} {r['progress'] or '?':9} "
               f"{'' if solve is None else f'{solve:.0%}':>6} {'' if valid is None else f'{valid:.0%}':>6}  {r['monitors']}")
+    crashed_hint(rows)
+    return 0
+
+
+def crashed_hint(rows: list[dict]) -> None:
+    """Under the table: each crashed run (running in the store, its heartbeat stopped), how long it has been
+    silent and the two ways on."""
+    for r in rows:
+        if r["status"] == runlayout.CRASHED:
+            silent = heartbeat.silence(r["tags"]) or 0.0
+            print(f"crashed: run {r['run_id']} says running but its trainer sent no heartbeat for "
+                  f"{heartbeat.describe_silence(silent)} (limit {heartbeat.limit_s():.0f} s); "
+                  f"{lost_runs.resume_line(r['run_id'])}, or mark it failed with `populora runs --reap`")
+
+
+def reap() -> int:
+    """``populora runs --reap``: end FAILED the runs shown crashed whose trainer is not alive here."""
+    found = lost_runs.reap(Tracker())
+    if not found:
+        print(f"no crashed run in {tracking_uri()} (heartbeat limit {heartbeat.limit_s():.0f} s)")
+    for r in found:
+        print(f"{r.run_id} {r.name}: silent {heartbeat.describe_silence(r.silent_s)}: {r.why}")
     return 0
 
 

@@ -8,19 +8,20 @@ import json
 import sys
 import uuid
 
+from populora.cli import restarts
 from populora.evaluation import export as export_adapter
 from populora.evaluation import power
 from populora.platform import config as config_io
 from populora.platform import jobs
+from populora.platform import runlayout as rl
 from populora.platform import sweep as S
-from populora.platform.backends.data_parallel import WorkerLost
 from populora.platform.config import ConfigError
 from populora.platform.diskspace import DiskFull
 from populora.platform.models import ModelError
 from populora.platform.plan import PlanError
 from populora.platform.stopping import stop_code
 from populora.platform.tracking import tracking_uri
-from populora.training import TrainConfig, matched_baseline, sweep as sweeps
+from populora.training import TrainConfig, matched_baseline, oom, sweep as sweeps
 from populora.training.checkpoint import CheckpointError
 from populora.training.loop import Trainer
 from populora.training.tasks.show import prompts_main
@@ -32,13 +33,19 @@ BAD_INPUT = (ConfigError, ModelError, CheckpointError, PlanError)
 
 def train(args) -> int:
     """Train (with ``--baseline``: the population, then its compute-matched baseline, linked); a stop (Ctrl-C, SIGTERM, the UI's Stop) ends with one line saying how to resume, no traceback, and
-    the stop's exit code. The run is already ended KILLED in MLflow by the trainer."""
+    the stop's exit code. The run is already ended KILLED in MLflow by the trainer. A transient failure (a lost
+    worker, the store unreachable) ends with one line and exit 75 (``restart.TEMPFAIL``: a supervisor with restarts
+    left resumes it); a CUDA out-of-memory with the setting to lower (training/oom.py). ``--max-restarts N``: run
+    under a supervisor here that does the restarts (``restarts.train_supervised``)."""
+    if args.max_restarts:
+        return restarts.train_supervised(args)
     trainer = None
     try:
         for cfg in _configs(args):
             trainer = _start_trainer(args, cfg)
             if trainer is None:
                 return 2
+            oom.write_advice(rl.job_dir_from_env(), trainer.cfg)  # for the supervisor, if the OOM killer strikes
             try:
                 trainer.train(progress=not args.quiet)
             finally:  # finished, stopped or failed: its vLLM engine and Ray workers end with it
@@ -46,14 +53,14 @@ def train(args) -> int:
     except KeyboardInterrupt as err:
         print("\n" + (trainer.stop_line() if trainer is not None else "stopped before the first step"), flush=True)
         return stop_code(err)
-    except DiskFull as err:  # the run is already FAILED in MLflow with this line as its error
+    except DiskFull as err:  # the run is already FAILED in MLflow with this line as its error; not transient
         print(f"\nerror: {err}", file=sys.stderr, flush=True)
         return 1
-    except WorkerLost as err:
-        # the run is already FAILED in MLflow; say which run to resume rather than a traceback of Ray internals
-        where = trainer.stop_line() if trainer is not None else "lost while the run was being set up: run the same command again"
-        print(f"\nerror: {err}\n{where}", file=sys.stderr, flush=True)
-        return 1
+    except Exception as err:  # the run is already FAILED in MLflow (or, store unreachable, shown crashed)
+        code = restarts.failure_code(err, trainer)
+        if code is None:  # any other error: its traceback (the run's error.txt has it too)
+            raise
+        return code
     _where(trainer)
     return 0
 
@@ -136,7 +143,8 @@ def sweep(args) -> int:
         if args.json:
             print(json.dumps({"sweep": sid, "driver_job": job.id, "runs": len(runs)}))
         return 0
-    code = sweeps.Driver(sid, runs, args.ray, log=lambda m: print(m, flush=True)).run(args.parallel)
+    code = sweeps.Driver(sid, runs, args.ray, log=lambda m: print(m, flush=True),
+                         max_restarts=args.max_restarts).run(args.parallel)
     if args.json:
         print(json.dumps({"sweep": sid, "failed": bool(code)}))
     return code
@@ -148,6 +156,7 @@ def _sweep_argv(args) -> list[str]:
     out += ["--fork", args.fork, "--step", str(args.step)] if args.fork else []
     out += [a for g in args.grid for a in ("--grid", g)] + [a for s in args.set for a in ("--set", s)]
     out += ["--seeds", str(args.seeds), "--parallel", str(args.parallel)] + (["--baseline"] if args.baseline else [])
+    out += ["--max-restarts", str(args.max_restarts)] if args.max_restarts else []
     return out + (["--ray", args.ray] if args.ray else [])
 
 

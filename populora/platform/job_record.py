@@ -36,6 +36,7 @@ class Job:
     kind: str = "train"  # train | eval | sweep: what the job runs (the UI shows and links it accordingly)
     queue: str | None = None  # the queue dir it waits in (platform/queue.py), set with ``slots``
     need: int = 1  # slots it holds at once: a training on N local GPUs (Ray model workers) takes N of them
+    max_restarts: int = 0  # a training: restarts from its last checkpoint after a transient failure (restart.py)
 
     # ------------------------------------------------------------------ on-disk state
     @property

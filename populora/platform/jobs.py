@@ -63,7 +63,7 @@ def max_parallel() -> int:
 # ====================================================================== start / stop / list
 def start(argv: list[str], name: str = "", env: dict[str, str] | None = None, root: str | Path | None = None,
           job_id: str | None = None, slots: int | None = None, files: dict[str, str] | None = None,
-          kind: str = "train", queue_dir: str | Path | None = None, need: int = 1) -> Job:
+          kind: str = "train", queue_dir: str | Path | None = None, need: int = 1, max_restarts: int = 0) -> Job:
     """Start ``argv`` (a list, never a shell string) in a new session under a supervisor; return the Job.
     With ``slots``, the supervisor first waits in the queue (``queue_dir``, default ``queue.queue_dir()``;
     status "queued") until it is first in line and ``need`` of the ``slots`` slots are free (at most all of them).
@@ -78,7 +78,7 @@ def start(argv: list[str], name: str = "", env: dict[str, str] | None = None, ro
         (job_dir / file_name).write_text(text)
     job = Job(id=job_id, argv=list(argv), dir=str(job_dir), created=time.time(), name=name, env=dict(env or {}),
               slots=slots, kind=kind, queue=str(queue_dir or queue.queue_dir()) if slots else None,
-              need=max(1, min(need, slots or 1)))
+              need=max(1, min(need, slots or 1)), max_restarts=max_restarts)
     job.save()
     if slots:  # in line from its launch, before its supervisor exists: launch order is queue order
         queue.enter(job)
@@ -111,13 +111,16 @@ def _link_env(job: Job) -> dict[str, str]:
 
 
 def launch_training(config_yaml: str, name: str = "", env: dict[str, str] | None = None,
-                    root: str | Path | None = None, ray_address: str | None = None, need: int = 1) -> Job:
+                    root: str | Path | None = None, ray_address: str | None = None, need: int = 1,
+                    max_restarts: int = 0) -> Job:
     """Write the (already validated) config to the job dir and start ``populora train --config`` on it: here,
     waiting in the machine's queue until ``need`` of its slots are free, or as a Ray Job on the cluster at
     ``ray_address`` (Ray schedules those; ``need`` is not used). Every local job waits in the one queue (a sweep's
     ``--parallel`` only caps how many of its own runs are in it at once). The caller sizes ``need`` from the
-    config (``training.config.job_slots``): the platform does not read training's schema."""
-    return _launch("train", config_yaml, name, env, root, ray_address, need)
+    config (``training.config.job_slots``): the platform does not read training's schema. ``max_restarts``: the
+    supervisor resumes it from its last checkpoint after a transient failure, up to that many times (restart.py;
+    local jobs only: a Ray Job has no supervisor of ours)."""
+    return _launch("train", config_yaml, name, env, root, ray_address, need, max_restarts)
 
 
 def launch_eval(config_yaml: str, name: str = "", env: dict[str, str] | None = None,
@@ -129,7 +132,7 @@ def launch_eval(config_yaml: str, name: str = "", env: dict[str, str] | None = N
 
 
 def launch_resume(run_id: str, name: str = "", env: dict[str, str] | None = None, root: str | Path | None = None,
-                  need: int = 1, step: int | None = None) -> Job:
+                  need: int = 1, step: int | None = None, max_restarts: int = 0) -> Job:
     """``populora train --resume RUN_ID`` as a job (the Runs page's Resume): same supervisor, log, stop and queue
     as a launched training, holding ``need`` slots (sized by the caller from the run's config, as for a launch).
     The job knows its run from the start (``run_id`` is written before it runs), so the run's page shows this
@@ -139,17 +142,17 @@ def launch_resume(run_id: str, name: str = "", env: dict[str, str] | None = None
     argv = [sys.executable, "-m", "populora.cli", "train", "--resume", run_id, "--quiet"]
     argv += ["--step", str(step)] if step is not None else []  # a named checkpoint, else the newest intact one
     return start(argv, name=name or f"resume {run_id[:8]}", env=env, root=root, job_id=job_id, slots=max_parallel(),
-                 files={runlayout.RUN_ID_FILE: run_id}, kind="train", need=need)
+                 files={runlayout.RUN_ID_FILE: run_id}, kind="train", need=need, max_restarts=max_restarts)
 
 
 def launch_fork(run_id: str, step: int, overrides: list[str], name: str = "", env: dict[str, str] | None = None,
-                root: str | Path | None = None, need: int = 1) -> Job:
+                root: str | Path | None = None, need: int = 1, max_restarts: int = 0) -> Job:
     """``populora train --fork RUN_ID --step N --set ...`` as a job (the Runs and Lineage pages' Fork): a new run,
     queued like a launch; the trainer tells the job its new run's id once it exists."""
     argv = [sys.executable, "-m", "populora.cli", "train", "--fork", run_id, "--step", str(step), "--quiet"]
     argv += [a for o in overrides for a in ("--set", o)]
     return start(argv, name=name or f"fork of {run_id[:8]} @{step}", env=env, root=Path(root or jobs_dir()),
-                 slots=max_parallel(), kind="train", need=need)
+                 slots=max_parallel(), kind="train", need=need, max_restarts=max_restarts)
 
 
 def latest_for_run(run_id: str, root: str | Path | None = None) -> Job | None:
@@ -159,7 +162,7 @@ def latest_for_run(run_id: str, root: str | Path | None = None) -> Job | None:
 
 
 def _launch(kind: str, config_yaml: str, name: str, env: dict[str, str] | None, root: str | Path | None,
-            ray_address: str | None, need: int) -> Job:
+            ray_address: str | None, need: int, max_restarts: int = 0) -> Job:
     root = Path(root or jobs_dir())
     job_id = time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
     if ray_address:
@@ -168,7 +171,7 @@ def _launch(kind: str, config_yaml: str, name: str, env: dict[str, str] | None, 
     argv = [sys.executable, "-m", "populora.cli", kind, "--config", str(root / job_id / "config.yaml")]
     argv += ["--quiet"] if kind == "train" else []
     return start(argv, name=name, env=env, root=root, job_id=job_id, slots=max_parallel(),
-                 files={"config.yaml": config_yaml}, kind=kind, need=need)
+                 files={"config.yaml": config_yaml}, kind=kind, need=need, max_restarts=max_restarts)
 
 
 def _submit_ray(kind: str, config_yaml: str, name: str, env: dict[str, str], root: Path, address: str, job_id: str) -> Job:

@@ -50,7 +50,9 @@ def render(client, run_id: str) -> str:
     run = client.get_run(run_id)
     rows = member_lines(client, run_id)
     gen = rl.COMPUTE_CUMULATIVE["generated_tokens"]
-    head = (f"run {run_id}: {run.info.run_name}, {run.data.tags.get(rl.KIND, '?')}, {run.info.status}, "
+    status = run.info.status + (" (crashed: its heartbeat stopped; populora runs says more)"
+                                if rl.status(run) == rl.CRASHED else "")
+    head = (f"run {run_id}: {run.info.run_name}, {run.data.tags.get(rl.KIND, '?')}, {status}, "
             f"progress {run.data.tags.get(rl.PROGRESS, '?')}")
     origins = [r["operator"] + (f" of {'+'.join(r['parents'])}" if r["parents"] else "") for r in rows]
     w = max([len("origin"), *map(len, origins)])  # whole: an operator and its parents (component_swap of S1+S2)

@@ -45,6 +45,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from populora.platform import heartbeat
+
 # ====================================================================== tags
 TAG_PREFIX = "populora."
 PARENT = "mlflow.parentRunId"  # MLflow's own nesting tag: set on member runs, names the training run
@@ -66,6 +68,9 @@ FORKED_FROM = "populora.forked_from"    # a fork (populora train --fork): the ru
 FORK_STEP = "populora.fork_step"        # ... and the step of that run's checkpoint it starts from
 FORK_RESIZE = "populora.fork_resize"    # a fork that resized the population: "resized: teachers 2 -> 3 (T4 = gaussian of T0), ..."
 JOB_ID = "populora.job_id"              # the job (local or Ray) that started the run, see job_link_tags()
+HEARTBEAT = heartbeat.TAG               # a running trainer's beat, overwritten every ~20 s (platform/heartbeat.py)
+RESTARTS = "populora.restarts"          # how many times the job supervisor restarted the run (platform/restart.py)
+RESTART_PREFIX = "populora.restart."    # populora.restart.<n>: what the n-th restart resumed from, and why
 EVAL_DIR = "populora.eval_dir"          # local dir of the last ``populora eval`` output
 EVAL_EVERY = "populora.eval_every"      # in-training evaluation every K steps (training's ``eval.every``; absent: off)
 EVAL_SUBSET = "populora.eval_subset"    # its fixed subset, "<benchmarks>@<limit>" (e.g. "gsm8k,mbpp_plus@20")
@@ -110,6 +115,7 @@ MODEL_ARTIFACT = "populora.adapter_artifact"  # runs:/<member run>/checkpoints/s
 
 POPULATION, BASELINE = "population", "baseline"                                   # values of KIND
 RUNNING, FINISHED, FAILED, STOPPED = "running", "finished", "failed", "stopped"  # values of STATUS
+CRASHED = heartbeat.CRASHED  # what readers show for a running run whose heartbeat stopped (never in the store)
 # our status -> MLflow's run status
 MLFLOW_STATUS = {RUNNING: "RUNNING", FINISHED: "FINISHED", FAILED: "FAILED", STOPPED: "KILLED"}
 
@@ -353,8 +359,9 @@ def search_runs(client, limit: int = 500) -> tuple[list, dict[str, str]]:
 
 
 def status(run) -> str:
-    """Our status tag, else MLflow's status in lower case (a run from before the tag existed)."""
-    return run.data.tags.get(STATUS, run.info.status.lower())
+    """Our status tag, else MLflow's status in lower case (a run from before the tag existed); "crashed" for a
+    running run whose heartbeat stopped (``heartbeat.shown_status``: shown, never written)."""
+    return heartbeat.shown_status(run.data.tags.get(STATUS, run.info.status.lower()), run.data.tags)
 
 
 def run_row(run, exps: dict[str, str]) -> dict:
@@ -371,7 +378,7 @@ def run_row(run, exps: dict[str, str]) -> dict:
             "solve_rate": m.get(SOLVE_RATE), "validity_rate": m.get(VALIDITY_RATE), "step_s": m.get(STEP_SECONDS),
             "baseline_run": t.get(BASELINE_RUN, ""), "run_dir": t.get(RUN_DIR, ""),
             "experiment": exps.get(run.info.experiment_id, run.info.experiment_id),
-            "monitors": ", ".join(fired_monitors(t))}
+            "monitors": ", ".join(fired_monitors(t)), "tags": dict(t)}
 
 
 def population_label(kind: str, teachers: int | None, students: int | None) -> str:

@@ -3,7 +3,9 @@
 ``jobs.start`` launches this small supervisor in a new session (its own process group) instead of the job's argv
 itself, so the job's status survives the process that launched it (a Streamlit session dies with a browser
 refresh) and needs no zombie reaping: the supervisor waits in the queue for the job's slots (if it has any),
-runs the real argv, waits for it and writes its exit code to ``<job dir>/exit_code``, however it ends.
+runs the real argv, waits for it and writes its exit code to ``<job dir>/exit_code``, however it ends. A trainer
+that ends failed is told apart, its run ended FAILED if it could not, and resumed up to ``job.max_restarts`` times
+when the cause was transient (``restart.py``).
 
 Signals: a stop while queued ends the supervisor before anything ran (exit code of the stop, status "stopped").
 Once the child runs, a stop (SIGINT to the whole group) is for the child: the supervisor keeps the stop signals
@@ -19,8 +21,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from populora.platform import queue
-from populora.platform.job_record import READY_FILE, SLOT_FILE, Job
+from populora.platform import queue, restart, runlayout
+from populora.platform.job_record import READY_FILE, SLOT_FILE, STOP_FILE, Job
 from populora.platform.stopping import STOP_SIGNALS, Stopped, raise_stopped, stop_code
 
 MODULE = "populora.platform.supervisor"  # what ``jobs.start`` runs with ``python -m``
@@ -49,8 +51,7 @@ def supervise(job_dir: str | Path) -> int:
             slot = queue.wait_for_slot(job)
             Path(job_dir, SLOT_FILE).write_text("held")  # out of the line: status "running"
             signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
-        child = subprocess.Popen(job.argv, stdin=subprocess.DEVNULL, preexec_fn=_default_signals)
-        code = child.wait()
+        code = run_with_restarts(job)
     except Stopped as err:
         code = stop_code(err)  # stopped while queued, before anything ran: "stopped", like a trainer that caught it
     except OSError as err:
@@ -62,6 +63,43 @@ def supervise(job_dir: str | Path) -> int:
             slot.release()
         if job.slots:
             queue.leave(job)
+    return code
+
+
+def _run(argv: list[str]) -> int:
+    return subprocess.Popen(argv, stdin=subprocess.DEVNULL, preexec_fn=_default_signals).wait()
+
+
+def run_with_restarts(job: Job) -> int:
+    """Run the job's argv; while it ends failed for a transient cause and restarts are left, resume its run from
+    the last checkpoint after a backoff (``restart.py``). A trainer that died without ending its run (a signal)
+    has its run ended FAILED here. Returns the last attempt's exit code (a stop during a backoff: the stop's)."""
+    job_dir = Path(job.dir)
+    code = _run(job.argv)
+    if job.kind != "train":  # an evaluation ends its own way (no run to resume)
+        return code
+    while (failure := restart.classify(code, Path(job.dir, STOP_FILE).exists(), job_dir)) is not None:
+        if code < 0 or job.max_restarts:  # a signal: the trainer said nothing; else it has said why
+            restart.say(failure.message)
+        # killed by a signal, the trainer could not end its run; otherwise it did (or the store is what failed)
+        run_id = restart.end_run(job_dir, failure) if code < 0 else runlayout.read_run_id(job_dir)
+        done = restart.history(job_dir)
+        go, why = restart.decide(failure, done, job.max_restarts)
+        if go and run_id is None:
+            go, why = False, "not restarted: the trainer ended before its run existed (nothing to resume)"
+        if not go:
+            if why and job.max_restarts:
+                restart.say(why)
+            return code
+        n, wait = len(done) + 1, restart.backoff_s(len(done) + 1)
+        restart.say(f"restart {n} of {job.max_restarts}: resuming run {run_id} from its last checkpoint in {wait:.0f} s")
+        signum = restart.wait_unless_stopped(wait)
+        if signum is not None or Path(job.dir, STOP_FILE).exists():
+            restart.say("stopped during the backoff: not restarted")
+            return 128 + (signum or signal.SIGINT)
+        restart.record(job_dir, failure, wait)
+        restart.log_restart(run_id, n, failure, wait)
+        code = _run(restart.resume_argv(run_id))
     return code
 
 

@@ -165,6 +165,7 @@ class Trainer:
         try:
             while self.step_index < self.cfg.steps:
                 stopping.check()  # a stop signal whose raise a finalizer swallowed (during setup or the last step)
+                self.log.beat_at(self.step_index + 1)  # the step a trainer killed now was on (platform/heartbeat.py)
                 record = self.step()
                 bar.update(1)
                 line = run_log.summary_line(record, self.cfg.steps, self.population)

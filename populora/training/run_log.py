@@ -17,6 +17,7 @@ import numpy as np
 
 from populora.platform import config as config_io
 from populora.platform import family
+from populora.platform import heartbeat
 from populora.platform import runlayout as rl
 from populora.platform.tracking import Tracker
 from populora.training import member_models, periodic_eval
@@ -174,6 +175,7 @@ class RunLog:
         self.system_metrics = None  # MLflow's SystemMetricsMonitor on the parent run, while it runs
         self.note = ""  # the description this process gave the run (a fork's origin)
         self.models: dict[tuple[str, int], str] | None = None  # (member, step) -> LoggedModel id, read once
+        self.heartbeat: heartbeat.Heartbeat | None = None  # while this process runs the run (platform/heartbeat.py)
 
     # ------------------------------------------------------------------ the run
     @classmethod
@@ -195,6 +197,7 @@ class RunLog:
         if not origin:  # a root run is its own family
             tracker.set_tags(run.run_id, {family.FAMILY: run.run_id})
         run.note = tags.get(rl.NOTE, "")
+        run.start_heartbeat()
         run.watch_system(resume=False)
         return run
 
@@ -206,6 +209,22 @@ class RunLog:
     def publish_ids(self, population: Population) -> None:
         """The ids this run has given out, for its family's other runs (tag ``populora.next_ids``)."""
         self.tracker.set_tags(self.run_id, {family.NEXT_IDS: family.encode(population.next_index)})
+
+    def start_heartbeat(self, run_dir: Path | None = None) -> None:
+        """Beat from now until the run ends (``end``): the run's tag, ``<run dir>/heartbeat.json`` once the run dir is
+        known, and the job dir's copy inside a local job (the supervisor reads a killed trainer's step from it)."""
+        job_dir = rl.job_dir_from_env()
+        files = [Path(p) / heartbeat.FILE for p in (run_dir, job_dir) if p is not None and Path(p).is_dir()]
+        if self.heartbeat is not None:
+            self.heartbeat.files = list(dict.fromkeys(self.heartbeat.files + files))
+            return
+        self.heartbeat = heartbeat.Heartbeat(lambda text: self.tracker.set_tags(self.run_id, {rl.HEARTBEAT: text}),
+                                             files, run_id=self.run_id).start()
+
+    def beat_at(self, step: int) -> None:
+        """The trainer starts ``step`` (the heartbeat files say which step a killed trainer was on)."""
+        if self.heartbeat is not None:
+            self.heartbeat.at(step)
 
     def resized(self, note: str, summary: str) -> None:
         """A fork that resized the population (``training.resize``): its description and tag say how."""
@@ -238,6 +257,7 @@ class RunLog:
     def describe(self, cfg, run_dir: Path) -> None:
         """The run's config (all of it, as params and as the ``config.yaml`` artifact) and where its files are;
         tells the job which run it is."""
+        self.start_heartbeat(run_dir)
         self.tracker.set_tags(self.run_id, {rl.RUN_DIR: str(run_dir), rl.PROGRESS: rl.progress(0, cfg.steps),
                                             rl.BASE_MODEL: cfg.model.base, rl.BASELINE_RUN: cfg.baseline_run or "",
                                             rl.TASKS_FORMAT: cfg.tasks.format, **periodic_eval.run_tags(cfg)})
@@ -267,9 +287,16 @@ class RunLog:
             raise LookupError(f"no run {run_id!r} in this MLflow store ({err.message[:120]})") from None
 
     def resumed(self, checkpoint: str, alive: list[str] = ()) -> None:
-        """Reopen the run, and the member runs of the ``alive`` members (ended with the process that stopped)."""
+        """Reopen the run, and the member runs of the ``alive`` members (ended with the process that stopped). Refused
+        while another trainer still runs it (``heartbeat.still_alive``): it would log every step twice."""
+        run = self.tracker.get_run(self.run_id)
+        busy = heartbeat.still_alive(run.data.tags.get(rl.STATUS, run.info.status.lower()), run.data.tags)
+        if busy:
+            raise config_io.ConfigError(f"run {self.run_id} is running: {busy}")
         self.tracker.reopen(self.run_id)
+        # a fresh beat with the running status: a run shown crashed is running again
         self.tracker.set_tags(self.run_id, {rl.STATUS: rl.RUNNING, rl.RESUMED_FROM: checkpoint, **rl.resume_job_tags()})
+        self.start_heartbeat(rl.run_dir_of(run.data.tags))
         for member_id in alive:
             if member_id in self.member_runs:
                 self.tracker.reopen(self.member_runs[member_id])
@@ -279,6 +306,9 @@ class RunLog:
     def end(self, status: str) -> None:
         """Tag the run ``status`` (finished | failed | stopped) and end it in MLflow, with every member run still
         open: a member's run ends with its parent (FINISHED / FAILED / KILLED), or earlier when it is replaced."""
+        if self.heartbeat is not None:  # the status says it from here on
+            self.heartbeat.stop()
+            self.heartbeat = None
         if self.system_metrics is not None:  # its last samples go in before the run ends
             self.system_metrics.finish()
             self.system_metrics = None

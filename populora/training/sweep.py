@@ -225,8 +225,10 @@ class Driver:
     """Runs a planned sweep to the end: skips finished runs, tags each run as soon as its id is known, links
     population runs to their seed's baseline."""
 
-    def __init__(self, sid: str, runs: list[PlannedRun], ray_address: str | None = None, log=print):
+    def __init__(self, sid: str, runs: list[PlannedRun], ray_address: str | None = None, log=print,
+                 max_restarts: int = 0):
         self.sid, self.runs, self.ray_address, self.log = sid, runs, ray_address, log
+        self.max_restarts = max_restarts  # each run's job: resumed after a transient failure (platform/restart.py)
         self.tracker = Tracker()
         self.env = {"MLFLOW_TRACKING_URI": tracking_uri()}  # jobs write where this driver reads
         self.dir = S.sweeps_dir() / sid
@@ -294,14 +296,15 @@ class Driver:
                 self.log(f"  {r.key}: resuming run {prev.info.run_id} from its last checkpoint")
                 # through the machine's queue with the run's slot need, as the Runs page's Resume does
                 return jobs.launch_resume(prev.info.run_id, name=r.name, env=self.env, root=self.dir / "jobs",
-                                          need=job_slots(r.yaml))
+                                          need=job_slots(r.yaml), max_restarts=self.max_restarts)
             if r.fork:  # a fork sweep's run: a fork of the checkpoint, queued like a launch
                 self.log(f"  {r.key}: forking run {r.fork} at step {r.fork_step} as {r.name}")
                 return jobs.launch_fork(r.fork, r.fork_step, r.fork_sets, name=r.name, env=self.env,
-                                        root=self.dir / "jobs", need=job_slots(r.yaml))
+                                        root=self.dir / "jobs", need=job_slots(r.yaml), max_restarts=self.max_restarts)
             self.log(f"  {r.key}: starting {r.name}")
             return jobs.launch_training(r.yaml, name=r.name, env=self.env, root=self.dir / "jobs",
-                                        ray_address=self.ray_address, need=job_slots(r.yaml))
+                                        ray_address=self.ray_address, need=job_slots(r.yaml),
+                                        max_restarts=self.max_restarts)
         return start
 
     def run(self, parallel: int = 1) -> int:

@@ -11,7 +11,7 @@ import urllib.request
 import pandas as pd
 import streamlit as st
 
-from populora.platform import jobs, queue
+from populora.platform import heartbeat, jobs, queue
 from populora.platform import runlayout as rl
 from populora.training import MONITOR_MEANINGS
 from populora.ui import charts, store
@@ -48,6 +48,17 @@ def effective_status(run_id: str, status: str) -> str:
         return status
     info = store.run_info(store.uri(), run_id)  # resumed since by something else (a terminal): that one drives it
     return "crashed" if info is None or job_is_current(job, info["tags"]) else status
+
+
+def crashed_notes(runs: pd.DataFrame, run_ids: list[str | None]) -> None:
+    """A warning per picked run shown crashed (its trainer died without ending it: a failed job, or a stopped
+    heartbeat), with the resume command: its scores and curves stop at its last logged step."""
+    table = runs.set_index("run_id")
+    for run_id in [r for r in run_ids if r and r in table.index]:
+        if table.loc[run_id, "status"] == rl.CRASHED:
+            st.warning(f"{STATUS_ICONS['crashed']} run {run_id[:8]} crashed at step {table.loc[run_id, 'progress'] or '?'}: "
+                       f"its trainer died without ending it (no heartbeat for {heartbeat.limit_s():.0f} s or more). Resume "
+                       f"it on the Runs page or with `populora train --resume {run_id}`.")
 
 
 @st.cache_data(ttl=2, show_spinner=False)

@@ -57,6 +57,7 @@ def launch_sweep(config_yaml: str, sweep: dict, baseline: bool, env: dict, ray_a
             "--parallel", str(sweep["parallel"]), "--id", sid, "--wait"]
     argv += [a for g in sweep["grid"] for a in ("--grid", g)] + (["--baseline"] if baseline else [])
     argv += ["--ray", ray_address] if ray_address else []
+    argv += ["--max-restarts", str(sweep["max_restarts"])] if sweep.get("max_restarts") else []
     return jobs.start(argv, name=f"sweep {sid} ({len(runs)} runs)", env=env)
 
 
@@ -74,13 +75,14 @@ def sweep_table(uri: str) -> pd.DataFrame:
     rows = []
     for sid, runs in S.list_sweeps(store._client(uri)).items():
         latest = S.latest_by_key(runs)
-        status = [r.info.status for r in latest.values()]
+        status = [rl.status(r) for r in latest.values()]  # crashed: running in the store, its heartbeat stopped
         planned = planned_count(sid) or len(latest)
-        rows.append({"sweep": sid, "finished": status.count("FINISHED"), "planned": planned,
-                     "running": status.count("RUNNING"), "failed": sum(s in ("FAILED", "KILLED") for s in status),
+        rows.append({"sweep": sid, "finished": status.count(rl.FINISHED), "planned": planned,
+                     "running": status.count(rl.RUNNING), "crashed": status.count(rl.CRASHED),
+                     "failed": sum(s in (rl.FAILED, rl.STOPPED, "killed") for s in status),
                      "configs": len({r.data.tags.get(rl.SWEEP_CONFIG) for r in latest.values()}),
                      "seeds": len({r.data.tags.get(rl.SWEEP_SEED) for r in latest.values()}),
-                     "done": status.count("FINISHED") / planned if planned else 0.0,
+                     "done": status.count(rl.FINISHED) / planned if planned else 0.0,
                      "started": pd.to_datetime(min(r.info.start_time for r in runs), unit="ms")})
     return pd.DataFrame(rows)
 

@@ -182,7 +182,7 @@ def launch_page(monkeypatch, tmp_path):
     from populora.platform import jobs
 
     started = []
-    monkeypatch.setattr(jobs, "launch_training", lambda text, name="", env=None, ray_address=None, need=1: started.append(
+    monkeypatch.setattr(jobs, "launch_training", lambda text, name="", env=None, ray_address=None, need=1, max_restarts=0: started.append(
         (text, name)) or jobs.Job(id=f"fake{len(started)}", argv=[], dir=str(tmp_path), created=0.0, name=name))
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     monkeypatch.setenv("POPULORA_JOBS_DIR", str(tmp_path / "jobs"))

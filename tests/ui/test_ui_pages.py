@@ -164,11 +164,12 @@ def test_launch_starts_a_validated_job(app, monkeypatch):
     from populora.platform import jobs
 
     started = []
-    monkeypatch.setattr(jobs, "launch_training", lambda text, name="", env=None, ray_address=None, need=1: started.append(
-        (text, name, env, ray_address)) or jobs.Job(id="fake", argv=[], dir=os.environ["POPULORA_JOBS_DIR"], created=0.0, name=name))
+    monkeypatch.setattr(jobs, "launch_training", lambda text, name="", env=None, ray_address=None, need=1, max_restarts=0: started.append(
+        (text, name, env, ray_address, max_restarts)) or jobs.Job(id="fake", argv=[], dir=os.environ["POPULORA_JOBS_DIR"], created=0.0, name=name))
     at = _ok(app("launch"))
     at.text_input(key="f_smoke_name").set_value("ui-test; rm -rf /")  # stays a YAML value, never a shell word
     at.checkbox(key="f_smoke_baseline").check()
+    at.number_input(key="f_smoke_restarts").set_value(2)  # the supervisor's restarts, for both runs
     at.button[0].click().run()
     _ok(at)
     assert [s[1] for s in started] == ["ui-test; rm -rf /", "ui-test; rm -rf /-baseline"]
@@ -179,6 +180,7 @@ def test_launch_starts_a_validated_job(app, monkeypatch):
     assert first["pair"] and first["pair"] == second["pair"]
     assert started[0][2]["MLFLOW_TRACKING_URI"] == os.environ["MLFLOW_TRACKING_URI"]
     assert started[0][3] is None  # no Ray address: a local background process
+    assert [s[4] for s in started] == [2, 2]
 
 
 def test_launch_with_a_ray_cluster_submits_ray_jobs(app, monkeypatch):
@@ -189,7 +191,7 @@ def test_launch_with_a_ray_cluster_submits_ray_jobs(app, monkeypatch):
     from populora.platform import jobs
 
     started = []
-    monkeypatch.setattr(jobs, "launch_training", lambda text, name="", env=None, ray_address=None, need=1: started.append(
+    monkeypatch.setattr(jobs, "launch_training", lambda text, name="", env=None, ray_address=None, need=1, max_restarts=0: started.append(
         (yaml.safe_load(text), ray_address)) or jobs.Job(id="fake", argv=[], dir=os.environ["POPULORA_JOBS_DIR"], created=0.0))
     monkeypatch.setenv("POPULORA_RAY_ADDRESSES", "ray://head.example:10001")  # the operator allows this cluster
     at = _ok(app("launch"))

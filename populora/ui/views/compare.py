@@ -237,6 +237,7 @@ def main() -> None:
         common.empty_state("population runs")
         return
     run_id, chosen, baseline, with_base = pickers(runs)
+    common.crashed_notes(runs, [run_id, baseline])
     uri = store.uri()
     st.subheader("Benchmarks")
     step = pick_evaluation(uri, run_id)

@@ -101,7 +101,12 @@ def draw_form(preset: str, values: dict, errors: dict) -> dict | None:
                                     help="A second run: one adapter that proposes and solves, given the population's "
                                     "generated and trained tokens per adapter and step (the rule `populora train --baseline` and `populora sweep --baseline` use too); "
                                     "the two runs are linked, so Compare and evaluations pair them")
-        sweep = sweeps.sweep_fields(preset)
+        restarts = st.number_input(
+            "Restarts after a transient failure", 0, 20, 0, key=f"f_{preset}_restarts",
+            help="The job resumes the run from its last checkpoint after a lost worker, a killed process or the "
+                 "store unreachable, with backoff, up to this many times (each run of a sweep too); never after a "
+                 "Stop, nor after the same failure at the same step twice (`populora train --max-restarts N`)")
+        sweep = dict(sweeps.sweep_fields(preset), max_restarts=int(restarts))
         if errors:  # beside the button too: the fields' own messages may be a screen or more above it
             st.error("Not launched: fix " + ", ".join(f"**{p or 'config'}**" for p in errors)
                      + " (each message is under its field; sections with one are open), then launch again.", icon="⚠️")
@@ -113,7 +118,7 @@ def draw_form(preset: str, values: dict, errors: dict) -> dict | None:
     if not (submitted or planned):
         return None
     return {"flat": flat, "overrides": overrides, "baseline": with_baseline, "plan": planned, "gpu": gpu, "sweep": sweep,
-            "preset": values}
+            "preset": values, "max_restarts": int(restarts)}
 
 
 def show_plan(cfg, gpu: str) -> None:
@@ -193,7 +198,8 @@ def launch(submission: dict) -> None:
                 run_cfg = run_cfg.model_copy(deep=True)
                 run_cfg.ray.address = "auto"
             started.append(jobs.launch_training(config_io.dump(run_cfg), name=run_cfg.name, env=env,
-                                                ray_address=ray_address, need=run_cfg.ray.job_slots()))
+                                                ray_address=ray_address, need=run_cfg.ray.job_slots(),
+                                                max_restarts=submission.get("max_restarts", 0)))
     except ray_jobs.RayJobError as err:
         st.error(f"**ray.address**: {err}", icon="⚠️")
     st.session_state["launched"] = [j.id for j in started]

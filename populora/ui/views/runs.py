@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from populora.platform import jobs, queue
+from populora.platform import heartbeat, jobs, queue
 from populora.platform import runlayout as rl
 from populora.training import job_slots
 from populora.ui import common, eval_panel, experiments, resume_choice, store, sweeps
@@ -169,10 +169,13 @@ def resume_controls(run_id: str, row, status: str, job: jobs.Job | None, tags: d
     if status == "stopped":
         st.info(f"Stopped{where}. Resume it from its last checkpoint here, or in a terminal with {command}.")
     elif status == "crashed":
-        st.error(f"The trainer process died without ending this run{where}. Resume it from its last checkpoint here, "
-                 f"or with {command}.")
+        silent = heartbeat.silence(tags)
+        beat = f" (no heartbeat for {heartbeat.describe_silence(silent)})" if silent is not None else ""
+        st.error(f"The trainer process died without ending this run{where}{beat}. Resume it from its last checkpoint "
+                 f"here, or with {command}; `populora runs --reap` marks it failed.")
     else:
-        st.error(f"This run failed{where}. Its log (if launched from here) is below; resume here or with {command}.")
+        why = f": {tags[rl.ERROR][:1500]}" if tags.get(rl.ERROR) else ""  # e.g. the OOM's setting to lower
+        st.error(f"This run failed{where}{why}. Its log (if launched from here) is below; resume here or with {command}.")
     step = resume_choice.checkpoint_step(run_id, tags)
     if st.button("Resume", key=f"resume_{run_id}", type="primary",
                  help="Runs populora train --resume as a background job (it waits in the job queue like a launch)"):
