@@ -216,7 +216,8 @@ SPLIT = ("tests/training/test_training_loop.py", "tests/training/test_run_lifecy
          "tests/training/test_sweep.py", "tests/training/test_periodic_eval.py", "tests/platform/test_concurrent_writers.py",
          "tests/evaluation/test_eval_code.py", "tests/evaluation/test_eval_fetch_report.py", "tests/evaluation/test_eval_data.py",
          # the fault suite: each test a run of its own (a full disk, a damaged checkpoint), either worker
-         "tests/faults/test_disk_full.py", "tests/faults/test_checkpoint_damage.py", "tests/faults/test_ui_resume_step.py")
+         "tests/faults/test_disk_full.py", "tests/faults/test_checkpoint_damage.py", "tests/faults/test_ui_resume_step.py",
+         "tests/faults/test_liveness.py", "tests/faults/test_restart.py", "tests/faults/test_oom.py")
 # The units workers take first, in this order (node-id prefixes; a unit is placed at its first match): the longest
 # by the --durations=0 profile of a full -n 2 run, so that no long unit starts late while the other worker idles.
 # The other units follow, the most tests first. Update it when a test becomes one of the long ones.
