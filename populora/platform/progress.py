@@ -142,7 +142,7 @@ def eta_s(p: dict, now: float | None = None) -> float | None:
     last = p.get("last") or {}
     if not last:
         return None
-    phase, elapsed = p.get("phase"), max(0.0, now - float(p.get("phase_started") or now))
+    phase, elapsed = p.get("phase"), _since(p, "phase_started", now)
     per_step = sum(last.values())
     if phase == "next":  # between steps: the rest are whole steps
         return per_step * max(0, p["steps"] - p["step"])
@@ -180,7 +180,7 @@ def describe(p: dict, now: float | None = None) -> str:
         if p.get("token") and p.get("of"):
             words += f" (next batch: token {p['token']}/{p['of']})"
     head = f"step {p['step']}/{p['steps']} · " if phase in PHASES else ""
-    return f"{head}{words} · {duration(now - float(p.get('phase_started') or now))} in this phase"
+    return f"{head}{words} · {duration(_since(p, 'phase_started', now))} in this phase"
 
 
 def line(p: dict, now: float | None = None) -> str:
@@ -193,7 +193,13 @@ def training_seconds(p: dict, now: float | None = None) -> float:
     """The run's training time so far: its steps before this one and this one's time until ``now``."""
     now = time.time() if now is None else now
     running = p.get("phase") in PHASES
-    return float(p.get("training_s") or 0.0) + (max(0.0, now - float(p["step_started"])) if running else 0.0)
+    return float(p.get("training_s") or 0.0) + (_since(p, "step_started", now) if running else 0.0)
+
+
+def _since(p: dict, key: str, now: float) -> float:
+    """Seconds from the record's time ``key`` to ``now`` (0 when absent, never negative: another machine's clock)."""
+    at = p.get(key)
+    return 0.0 if at is None else max(0.0, now - float(at))
 
 
 def duration(seconds: float) -> str:
