@@ -4,7 +4,9 @@ MLflow progress ("2/3") moves once per step, so without this the step is a black
 
 The trainer (``training/loop.py``) writes ``progress.json`` into its run dir and, inside a job, into the job dir
 (``POPULORA_JOB_DIR``): whole files (write-then-rename), at each phase change and, while a phase generates, at
-most every ``THROTTLE_S`` seconds, never a metric per update. The Runs page, Launch's job list and
+most every ``THROTTLE_S`` seconds, never a metric per update; and the phase in words to the run's MLflow tag
+``populora.phase`` at a phase change, at most every ``TAG_EVERY_S`` (the last phase reported, once the run ends;
+the run's training time is its metric ``time/training_s``, logged with each step). The Runs page, Launch's job list and
 ``populora jobs`` read it (``read``, ``line``). The file is what the process last said: a reader shows it only
 while the run (or job) is active, since a killed trainer leaves its last phase behind.
 
@@ -26,6 +28,7 @@ from populora.platform.files import write_atomic
 
 FILE = "progress.json"
 THROTTLE_S = 2.0  # the least time between two writes inside one phase (a phase change is written at once)
+TAG_EVERY_S = 30.0  # the least time between two updates of the run's MLflow phase tag (``on_tag``): a store write
 
 # the step's phases in the order they run (loop.Trainer.step), then what happens before the first step
 PHASES = ("match", "propose", "validate", "solve", "update", "eval", "evolve", "checkpoint")
@@ -41,9 +44,12 @@ class StepProgress:
     """The trainer's reporter: ``phase`` at each phase, ``end_step`` after each step; ``generated`` (module level)
     from inside the generation loop."""
 
-    def __init__(self, dirs: list[Path], steps: int, step: int = 0, training_s: float = 0.0, clock=time.time):
+    def __init__(self, dirs: list[Path], steps: int, step: int = 0, training_s: float = 0.0, clock=time.time,
+                 on_tag=None):
+        """``on_tag(text)``: told the phase in words (``describe``) at a phase change, at most every TAG_EVERY_S
+        (the trainer sets the run's ``populora.phase`` tag with it: MLflow's UI and a store read elsewhere)."""
         global _active
-        self.dirs, self.steps, self.clock = [Path(d) for d in dirs], steps, clock
+        self.dirs, self.steps, self.clock, self.on_tag, self.tagged = [Path(d) for d in dirs], steps, clock, on_tag, None
         self.step, self.training_s = step, training_s
         self.name, self.done, self.total, self.token, self.of = "setup", None, None, None, None
         self.phase_started = self.step_started = self.written = clock()
@@ -62,6 +68,9 @@ class StepProgress:
             self.times[self.name] = self.times.get(self.name, 0.0) + now - self.phase_started
         self.name, self.done, self.total, self.token, self.of, self.phase_started = name, None, None, None, None, now
         self.write()
+        if self.on_tag is not None and (self.tagged is None or now - self.tagged >= TAG_EVERY_S):
+            self.tagged = now
+            self.on_tag(describe(self.record(), now))
 
     def count(self, done: int, total: int, token: int | None = None, of: int | None = None) -> None:
         """``done`` of ``total`` generations of the phase's current call (and ``token`` of at most ``of`` new tokens
@@ -94,10 +103,20 @@ class StepProgress:
         self.written = self.clock()
         text = json.dumps(self.record())
         for d in self.dirs:
+            if not d.is_dir():  # never re-create a dir removed under it
+                continue
             try:
                 write_atomic(d / FILE, text)
             except OSError:  # a progress line is never worth a run: a full disk fails the checkpoint, not this
                 pass
+
+
+    def release(self) -> None:
+        """The trainer has ended: the generation loop stops counting into it (a later run in this process, or a
+        test's, gets its own)."""
+        global _active
+        if _active is self:
+            _active = None
 
 
 def generated(done: int, total: int, token: int | None = None, of: int | None = None) -> None:

@@ -52,6 +52,7 @@ PARENT = "mlflow.parentRunId"  # MLflow's own nesting tag: set on member runs, n
 KIND = "populora.kind"                  # population | baseline; its presence marks a PopuLoRA parent run
 STATUS = "populora.status"              # running | finished | failed | stopped (MLflow's status cannot say stopped)
 PROGRESS = "populora.progress"          # "<steps done>/<steps>", see progress()
+PHASE = "populora.phase"                # inside a step: "step 2/3 · solving 12/32 answers · ..." (platform/progress.py)
 SANDBOX_UNCONFINED = "populora.sandbox.allow_unconfined"  # "true": model code ran without the sandbox's confinement
 TASKS_FORMAT = "populora.tasks_format"  # azr | direct (direct: a reduction, shown as such wherever the run is)
 SEED_SUMMARY = "populora.seed_summary"  # what step-0 seeding by base-model proposals did, per kind

@@ -49,13 +49,17 @@ class Trainer:
     def __init__(self, cfg: TrainConfig, log: RunLog, run_dir: Path):
         self.cfg, self.log, self.run_dir = cfg, log, run_dir
         # the phase and counts inside a step (run dir and job dir, progress.json): first, the model's loading
-        self.progress = step_progress.StepProgress([run_dir, *filter(None, [rl.job_dir_from_env()])], cfg.steps)
+        self.progress = step_progress.StepProgress([run_dir, *filter(None, [rl.job_dir_from_env()])], cfg.steps,
+                                                   on_tag=log.phase)
         self.progress.phase("setup")
-        self.backend = make_backend(backend_config(cfg, run_dir))
+        self.backend = None
         try:
+            self.backend = make_backend(backend_config(cfg, run_dir))
             self.verifier = make_verifier(cfg)
         except BaseException:
-            close_backend(self.backend)
+            self.progress.release()
+            if self.backend is not None:
+                close_backend(self.backend)
             raise
         self.population = Population()
         self.lineage = Lineage()
@@ -213,6 +217,7 @@ class Trainer:
         model and sandbox workers. Every end of a run calls it (finished, stopped, failed, a lost worker), so no
         engine holds the GPU memory the next run needs (a local Ray instance ends at this process's exit, as before;
         a process killed outright runs none of this: its engines' reaper ends them, platform/reaper.py)."""
+        self.progress.release()
         backend, self.backend = self.backend, None
         if backend is not None:
             close_backend(backend)
