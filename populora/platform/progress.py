@@ -49,7 +49,8 @@ class StepProgress:
         """``on_tag(text)``: told the phase in words (``describe``) at a phase change, at most every TAG_EVERY_S
         (the trainer sets the run's ``populora.phase`` tag with it: MLflow's UI and a store read elsewhere)."""
         global _active
-        self.dirs, self.steps, self.clock, self.on_tag, self.tagged = [Path(d) for d in dirs], steps, clock, on_tag, None
+        self.dirs, self.steps, self.clock = [Path(d) for d in dirs], steps, clock
+        self.on_tag, self.tagged = on_tag, None
         self.step, self.training_s = step, training_s
         self.name, self.done, self.total, self.token, self.of = "setup", None, None, None, None
         self.phase_started = self.step_started = self.written = clock()

@@ -56,6 +56,7 @@ def server(tmp_path, monkeypatch):
     monkeypatch.setenv("POPULORA_JOBS_DIR", str(tmp_path / "jobs"))
     monkeypatch.setenv("POPULORA_QUEUE_DIR", str(tmp_path / "jobs" / ".queue"))  # the server's default queue dir
     monkeypatch.setenv("POPULORA_MAX_PARALLEL_JOBS", "1")
+    monkeypatch.chdir(tmp_path)  # the jobs this test starts write their run dirs there, not in the checkout
     with ui_server(tmp_path, env={"POPULORA_MAX_PARALLEL_JOBS": "1"}) as served:
         yield served
 

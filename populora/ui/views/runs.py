@@ -102,7 +102,7 @@ def run_details(row, status: str) -> None:
     current = job is not None and common.job_is_current(job, tags)
     shown = resume_state(job, status) if current else status
     live = common.run_progress(row["run_dir"], job if current else None) if status == "running" else None
-    cols = st.columns([1.6, 1, 1, 1, 1])  # "⏹️ stopped" whole, not "stopp…"
+    cols = st.columns([2.4, 1, 1, 1, 1])  # "🕒 resume queued (#1)" whole, not "resume queue…"
     cols[0].metric("status", f"{common.STATUS_ICONS.get(shown.split()[0], '🕒')} {shown}")
     cols[1].metric("progress", row["progress"] or "?")
     wall, eta = common.timing(row["started"], row["ended"], row["step"], row["steps"], status, step_s=row["step_s"])
@@ -115,8 +115,9 @@ def run_details(row, status: str) -> None:
     if live is not None:
         st.info(f"**Now**: {progress.line(live)}", icon="⏱️")
     if current and (job.status == "running" and status == "running" or shown != status) and st.button(
-            "⏹️ Stop this run", key=f"stop_{job.id}", help="SIGINT: the run stops after writing its state; Resume "
-            "goes on from its last checkpoint"):
+            "⏹️ Stop this run" if shown == status else "⏹️ Stop the resume", key=f"stop_{job.id}",
+            help="SIGINT: the run stops after writing its state (a queued resume never starts); Resume goes on "
+            "from its last checkpoint"):
         st.toast(f"stopping: {jobs.stop(job)}")
     experiments.fork_origin(tags)
     resume_controls(run_id, row, status, job, tags)
