@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from headless import NEEDS_CHROMIUM, chromium, drawn_form, ui_server
+from headless import NEEDS_CHROMIUM, chromium, drawn_form, settle, ui_server
 from headless import open_page as _open
 from headless import page_text as _text
 from headless import wait_on_page as _wait_for
@@ -94,6 +94,11 @@ def _ctrl_enter_launches_nothing(driver, url: str, shots: Path, jobs_dir: Path) 
     _click(driver, box)
     box.send_keys("model.tiny_random=true")
     box.send_keys(Keys.CONTROL, Keys.ENTER)
+    # a submit is a rerun the app runs to its end (the walk's: a job started); a click on the other button before
+    # it ends would interrupt it and hide it, so the page must be quiet first (no script running)
+    settle(driver, quiet=1.5, at_most=10)
+    _wait_for(driver, lambda: not driver.find_elements(By.CSS_SELECTOR, '[data-testid="stStatusWidget"]'), 120,
+              "the page to be idle")
     _click(driver, _button(driver, "Show plan"))
     _wait_for(driver, lambda: "tiny randomly initialised model" in _text(driver), 60, "the plan (the form's other button)")
     assert {j.id for j in jobs.list_jobs(jobs_dir)} == before, "Ctrl+Enter (or Show plan) started a job"
