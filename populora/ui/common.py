@@ -89,6 +89,22 @@ def resume_once(run_id: str, name: str) -> tuple[jobs.Job, bool]:
     return started, True
 
 
+def resume_state(job: jobs.Job, status: str, resumable: tuple[str, ...]) -> str:
+    """The run's status as the Runs page shows it: "resume queued (#k)" or "resuming" while its current job is a
+    resume that waits in the queue or loads its checkpoint (the store still says stopped until the trainer is back).
+
+    >>> class J: status = "running"  # a resume holding its slot, loading the checkpoint
+    >>> resume_state(J(), "stopped", ("stopped",)), resume_state(J(), "running", ("stopped",))
+    ('resuming', 'running')
+    """
+    if status not in resumable or job.status not in queue.ACTIVE:
+        return status
+    if job.status == "queued":
+        place = queue.position(job)
+        return f"resume queued (#{place})" if place else "resume queued"
+    return "resuming"
+
+
 def run_progress(run_dir: str | None, job: jobs.Job | None) -> dict | None:
     """Where a running trainer says it is inside its step (platform/progress.py): its job's copy when it has a
     current job (also what a Ray Job's driver cannot write into a shared run dir), else the run dir's."""

@@ -28,7 +28,9 @@ def _writes(tmp_path, monkeypatch) -> list[dict]:
 
 def test_a_step_writes_each_phase_and_its_measured_times(tmp_path, monkeypatch):
     seen, clock = _writes(tmp_path, monkeypatch), Clock()
-    rep = progress.StepProgress([tmp_path / "run", tmp_path / "job"], steps=3, clock=clock)
+    (tmp_path / "run").mkdir()
+    (tmp_path / "job").mkdir()
+    rep = progress.StepProgress([tmp_path / "run", tmp_path / "job", tmp_path / "removed"], steps=3, clock=clock)
     rep.phase("setup")  # as the trainer starts: the model loads
     clock.t += 30
     rep.start_step(1)
@@ -44,6 +46,7 @@ def test_a_step_writes_each_phase_and_its_measured_times(tmp_path, monkeypatch):
     assert last["training_s"] == 43  # the step's time; the model's loading is not training
     assert progress.eta_s(last, now=clock.t) == 2 * 43  # two more steps at the measured step time
     assert sorted(p.name for p in (tmp_path / "run").iterdir()) == [progress.FILE]  # no temp file left
+    assert not (tmp_path / "removed").exists()  # a dir gone under the trainer is not made again
 
 
 def test_counts_inside_a_phase_are_throttled_but_a_calls_end_is_written(tmp_path, monkeypatch):

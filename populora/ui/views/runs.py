@@ -100,7 +100,7 @@ def run_details(row, status: str) -> None:
     tags = info["tags"]
     job = common.job_for_run(run_id)
     current = job is not None and common.job_is_current(job, tags)
-    shown = resume_state(job, status) if current else status
+    shown = common.resume_state(job, status, RESUMABLE) if current else status
     live = common.run_progress(row["run_dir"], job if current else None) if status == "running" else None
     cols = st.columns([2.4, 1, 1, 1, 1])  # "🕒 resume queued (#1)" whole, not "resume queue…"
     cols[0].metric("status", f"{common.STATUS_ICONS.get(shown.split()[0], '🕒')} {shown}")
@@ -170,22 +170,6 @@ def run_details(row, status: str) -> None:
 
 
 RESUMABLE = ("stopped", "failed", "crashed")
-
-
-def resume_state(job: jobs.Job, status: str) -> str:
-    """The run's status as the Runs page shows it: "resume queued (#k)" or "resuming" while its current job is a
-    resume that waits in the queue or loads its checkpoint (the store still says stopped until the trainer is back).
-
-    >>> class J: status = "queued"
-    >>> resume_state(J(), "stopped").startswith("resume queued"), resume_state(J(), "running")
-    (True, 'running')
-    """
-    if status not in RESUMABLE or job.status not in queue.ACTIVE:
-        return status
-    if job.status == "queued":
-        place = queue.position(job)
-        return f"resume queued (#{place})" if place else "resume queued"
-    return "resuming"
 
 
 def resume_controls(run_id: str, row, status: str, job: jobs.Job | None, tags: dict) -> None:
