@@ -17,8 +17,8 @@ def with_timing(runs: pd.DataFrame) -> pd.DataFrame:
     running run, the ETA: from its measured phase times inside the step when it reports them, else its pace."""
     times = [common.timing(r.started, r.ended, r.step, r.steps, r.status, step_s=r.step_s) for r in runs.itertuples()]
     live = [progress.read(r.run_dir) if r.status == "running" else None for r in runs.itertuples()]
-    etas = [common.fmt_duration(progress.eta_s(p)) if p is not None and progress.eta_s(p) is not None else t[1]
-            for p, t in zip(live, times)]
+    measured = [progress.eta_s(p) if p is not None else None for p in live]
+    etas = [t[1] if e is None else common.fmt_duration(e) for e, t in zip(measured, times)]
     return runs.assign(duration=[t[0] for t in times], eta=etas,
                        training=[common.training_time(r, live=p) for (_, r), p in zip(runs.iterrows(), live)])
 
@@ -42,7 +42,8 @@ def run_table(runs: pd.DataFrame) -> None:
                                                     "resumes: not the time it sat stopped or loaded its model"),
             "duration": st.column_config.TextColumn("wall time", help="start to end (to now while it trains), "
                                                     "the hours it sat stopped included"),
-            "eta": st.column_config.TextColumn("ETA", help="the remaining steps at the run's pace so far"),
+            "eta": st.column_config.TextColumn("ETA", help="the rest of the run at its measured phase times when its "
+                                               "trainer reports them (progress.json), else at its pace so far"),
             "solve_rate": st.column_config.TextColumn("solve rate"),
             "validity_rate": st.column_config.TextColumn("valid tasks"),
             "monitors": st.column_config.TextColumn("🚩 monitors", help="curriculum monitors that fired (collapse, "
