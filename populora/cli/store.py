@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 
 from populora.cli import experiments
-from populora.platform import heartbeat, jobs, lost_runs, queue, runlayout
+from populora.platform import heartbeat, jobs, lost_runs, progress, queue, runlayout
 from populora.platform.run_detail import render
 from populora.platform.tracking import Tracker, client, tracking_uri
 
@@ -78,6 +78,9 @@ def jobs_(args) -> int:
     print(line.format("place", "kind", "status", "job id", "name"))
     for e in rows:
         print(line.format(f"#{e.position}" if e.position else "slot", e.job.kind, e.status, e.job.id, e.job.name))
+        now = progress.read(e.job.dir) if e.status == "running" else None
+        if now is not None:  # a trainer's phase inside its step, and the ETA from its measured phase times
+            print(line.format("", "", "", "", progress.line(now)))
     queued = {e.job.id for e in rows}
     ended = [j for j in jobs.list_jobs()[: args.limit] if j.id not in queued]
     if ended:

@@ -147,5 +147,8 @@ def _alive(pid: int) -> bool:
     try:
         done, _ = os.waitpid(pid, os.WNOHANG)
         return done == 0
-    except ChildProcessError:
-        return True
+    except ChildProcessError:  # not our child, or our reaper thread (jobs.reap) reaped it just now
+        try:
+            return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        except psutil.Error:
+            return False

@@ -13,8 +13,8 @@ everything about it lives on disk, one directory per job under the jobs dir:
     <jobs_dir>/<job_id>/run_id      the MLflow run id, written by the trainer (runlayout.record_job_run)
 
 The process we start is a small supervisor (``python -m populora.platform.supervisor supervise <job dir>``) that
-runs the real argv, waits for it and records its exit code, so the status survives the UI process and needs no
-zombie reaping. Stopping sends SIGINT to the whole process group: the trainer catches KeyboardInterrupt, tags
+runs the real argv, waits for it and records its exit code, so the status survives the UI process; the launcher
+still reaps it when it exits (``reap``), or a long-lived UI collects <defunct> supervisors. Stopping sends SIGINT to the whole process group: the trainer catches KeyboardInterrupt, tags
 the run ``stopped`` and ends it KILLED in MLflow.
 
 A pid alone does not name a process for long: after a reboot, or once the supervisor is gone, the same number
@@ -45,6 +45,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -92,12 +93,23 @@ def start(argv: list[str], name: str = "", env: dict[str, str] | None = None, ro
     except psutil.Error:  # already gone (it failed at once): its exit code tells
         pass
     job.save()
+    reap(proc)
     return job
 
 
-# a job's log is read as text: no Hugging Face progress bars (transformers' "Loading weights", hub downloads),
-# which redraw a line per update; our own bars (the evaluation's) are passed ``disable`` explicitly and stay
-QUIET_ENV = {"HF_HUB_DISABLE_PROGRESS_BARS": "1"}
+def reap(proc: subprocess.Popen) -> None:
+    """Wait for the supervisor in a daemon thread, so that once it exits it is reaped, not left a zombie under
+    the launcher: the UI server is long-lived and starts many jobs (the walk found three <defunct> supervisors
+    after three jobs). Its status never needed the wait (the exit code is on disk); the launcher's exit ends the
+    thread."""
+    threading.Thread(target=proc.wait, name=f"reap supervisor {proc.pid}", daemon=True).start()
+
+
+# a job's log is read as text, one line per step: no Hugging Face progress bars (transformers' "Loading weights",
+# hub downloads) nor any other library's tqdm bar (TQDM_DISABLE: tqdm's own env default, e.g. transformers' GGUF
+# "Converting and de-quantizing" bar, 17 redraws of one line in a job's log); the trainer's phase is in
+# progress.json instead (platform/progress.py). Our own bars (the evaluation's) pass ``disable`` explicitly and stay
+QUIET_ENV = {"HF_HUB_DISABLE_PROGRESS_BARS": "1", "TQDM_DISABLE": "1"}
 
 
 def _inherited_env() -> dict[str, str]:

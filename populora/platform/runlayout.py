@@ -54,6 +54,7 @@ PARENT = "mlflow.parentRunId"  # MLflow's own nesting tag: set on member runs, n
 KIND = "populora.kind"                  # population | baseline; its presence marks a PopuLoRA parent run
 STATUS = "populora.status"              # running | finished | failed | stopped (MLflow's status cannot say stopped)
 PROGRESS = "populora.progress"          # "<steps done>/<steps>", see progress()
+PHASE = "populora.phase"                # inside a step: "step 2/3 · solving 12/32 answers · ..." (platform/progress.py)
 SANDBOX_UNCONFINED = "populora.sandbox.allow_unconfined"  # "true": model code ran without the sandbox's confinement
 TASKS_FORMAT = "populora.tasks_format"  # azr | direct (direct: a reduction, shown as such wherever the run is)
 SEED_SUMMARY = "populora.seed_summary"  # what step-0 seeding by base-model proposals did, per kind
@@ -131,6 +132,7 @@ PARAM_BORN_STEP = "born_step"
 STEP_SENTINEL = "progress/step"  # the run-level metric written last for each step: "this step is fully logged"
 SOLVE_RATE = "student/solve_rate"
 STEP_SECONDS = "time/step_s"     # the latest step's training time (the Runs page's ETA)
+TRAINING_SECONDS = "time/training_s"  # the run's steps' time so far, over resumes (not stopped or loading time)
 VALIDITY_RATE = "tasks/validity_rate"
 # the compute ledger (populora.training.ledger): member runs and the parent log all three families
 COMPUTE_QUANTITIES = ("generated_tokens", "trained_tokens", "rollouts")
@@ -376,6 +378,7 @@ def run_row(run, exps: dict[str, str]) -> dict:
             "population": population_label(t.get(KIND, ""), to_int(p.get(PARAM_TEACHERS)), to_int(p.get(PARAM_STUDENTS))),
             "note": t.get(NOTE, ""), "forked_from": t.get(FORKED_FROM, ""), "sweep": t.get(SWEEP, ""), "settings": dict(p),
             "solve_rate": m.get(SOLVE_RATE), "validity_rate": m.get(VALIDITY_RATE), "step_s": m.get(STEP_SECONDS),
+            "training_s": m.get(TRAINING_SECONDS),
             "baseline_run": t.get(BASELINE_RUN, ""), "run_dir": t.get(RUN_DIR, ""),
             "experiment": exps.get(run.info.experiment_id, run.info.experiment_id),
             "monitors": ", ".join(fired_monitors(t)), "tags": dict(t)}

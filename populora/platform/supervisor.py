@@ -2,10 +2,10 @@
 
 ``jobs.start`` launches this small supervisor in a new session (its own process group) instead of the job's argv
 itself, so the job's status survives the process that launched it (a Streamlit session dies with a browser
-refresh) and needs no zombie reaping: the supervisor waits in the queue for the job's slots (if it has any),
-runs the real argv, waits for it and writes its exit code to ``<job dir>/exit_code``, however it ends. A trainer
-that ends failed is told apart, its run ended FAILED if it could not, and resumed up to ``job.max_restarts`` times
-when the cause was transient (``restart.py``).
+refresh; the launcher reaps it when it exits, ``jobs.reap``): the supervisor waits in the queue for the job's slots
+(if it has any), runs the real argv, waits for it and writes its exit code to ``<job dir>/exit_code``, however it
+ends. A trainer that ends failed is told apart, its run ended FAILED if it could not, and resumed up to
+``job.max_restarts`` times when the cause was transient (``restart.py``).
 
 Signals: a stop while queued ends the supervisor before anything ran (exit code of the stop, status "stopped").
 Once the child runs, a stop (SIGINT to the whole group) is for the child: the supervisor keeps the stop signals

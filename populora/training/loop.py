@@ -3,6 +3,7 @@ match -> propose -> validate -> solve -> update, then evolve, checkpoint and log
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -15,6 +16,7 @@ import yaml
 
 from populora.platform import config as config_io
 from populora.platform import diskspace
+from populora.platform import progress as step_progress
 from populora.platform import runlayout as rl
 from populora.platform import stopping
 from populora.platform.backends import BackendConfig, LoraSpec, RaySpec, make_backend
@@ -50,11 +52,18 @@ class Trainer:
         self.cfg, self.log, self.run_dir = cfg, log, run_dir
         faults.reserve_store_space(log.tracker.uri)  # room for the end status if the store's disk fills
         faults.quiet_store_tracebacks()  # a full store's disk is said in one line, not MLflow's SQL traceback
-        self.backend = make_backend(backend_config(cfg, run_dir))
+        # the phase and counts inside a step (run dir and job dir, progress.json): first, the model's loading
+        self.progress = step_progress.StepProgress([run_dir, *filter(None, [rl.job_dir_from_env()])], cfg.steps,
+                                                   on_tag=log.phase)
+        self.progress.phase("setup")
+        self.backend = None
         try:
+            self.backend = make_backend(backend_config(cfg, run_dir))
             self.verifier = make_verifier(cfg)
         except BaseException:
-            close_backend(self.backend)
+            self.progress.release()
+            if self.backend is not None:
+                close_backend(self.backend)
             raise
         self.population = Population()
         self.lineage = Lineage()
@@ -82,20 +91,22 @@ class Trainer:
         seed = self.cfg.seed * 100_003 + s
         timings, t0 = {}, time.perf_counter()
         teachers, students = self.population.teachers, self.population.students
+        self.progress.start_step(s)
+        phase = functools.partial(_timed, timings, progress=self.progress)
 
-        with _timed(timings, "match"):      # 1. pair students with teachers by TrueSkill (PFSP)
+        with phase("match"):      # 1. pair students with teachers by TrueSkill (PFSP)
             pairs = match(teachers, students, cfg.matchmaking.teachers_per_student, cfg.matchmaking.pfsp, cfg.matchmaking.pfsp_power, self.rng)
-        with _timed(timings, "propose"):    # 2. teachers write code_o / code_i / code_f tasks
+        with phase("propose"):    # 2. teachers write code_o / code_i / code_f tasks
             tasks, proposals = propose(self.backend, teachers, self.buffers, cfg, s, self.rng, seed)
-        with _timed(timings, "validate"):   # 3. the sandbox drops invalid / nondeterministic tasks
+        with phase("validate"):   # 3. the sandbox drops invalid / nondeterministic tasks
             validate(self.verifier, tasks, self.buffers, self.seen_structures, program_rules(cfg.tasks))
-        with _timed(timings, "solve"):      # 4. matched students answer (answers_per_task each), the sandbox checks
+        with phase("solve"):      # 4. matched students answer (answers_per_task each), the sandbox checks
             answerers = answer_plan(tasks, pairs, teachers, students, cfg.tasks, cfg.matchmaking, self.rng)
             answers = solve(self.backend, self.verifier, tasks, answerers, cfg, seed + 7)
             # solver.data buffer (AZR): those answers only estimate solve rates; students train on a buffer batch
             batch = (solver_batch(self.backend, self.verifier, self.buffers, students, cfg, s, self.rng, seed + 11)
                      if cfg.solver.data == "buffer" else [])
-        with _timed(timings, "update"):     # 5. rewards, zero-sum TrueSkill, clipped PG mini-batch steps per adapter
+        with phase("update"):     # 5. rewards, zero-sum TrueSkill, clipped PG mini-batch steps per adapter
             rates = assign_rewards(tasks, proposals, answers, cfg)
             games = update_ratings(tasks, answers, self.population, pairs, cfg.matchmaking.rate_unsolved,
                                    cfg.matchmaking.rate_invalid)
@@ -108,9 +119,10 @@ class Trainer:
         if cfg.evolution.every and s % cfg.evolution.every == 0:
             if due:
                 t = time.perf_counter()
+                self.progress.phase("eval")
                 scored = self.evaluation.run(self.backend, [m.id for m in self.population.alive()], s)
                 eval_s = time.perf_counter() - t
-            with _timed(timings, "evolve"):
+            with phase("evolve"):
                 self.population.reserve(self.log.family_floor())  # ids no run of the family gave out (a fork's too)
                 replaced = evolve(self.population, self.backend, self.lineage, cfg, s, self.rng, self.torch_gen,
                                   self.run_dir / "adapters", self.distance)
@@ -121,6 +133,7 @@ class Trainer:
         timings["step"] = time.perf_counter() - t0 - eval_s  # training only
         if due:
             t = time.perf_counter()
+            self.progress.phase("eval")
             scored = self.evaluation.complete(self.backend, scored, [m.id for m in self.population.alive()], s)
             timings["eval"] = eval_s + time.perf_counter() - t
         self.programs_proposed += sum(curriculum.wrote_program(t) for t in tasks)
@@ -132,6 +145,8 @@ class Trainer:
         distance = self.adapter_distance() if cfg.evolution.every and s % cfg.evolution.every == 0 else None
         run_metrics, by_teacher, record["tags"] = self.curriculum.observe(s, tasks, record["run_metrics"], distance)
         add_to_record(record, by_teacher, run_metrics)
+        # the run's training time so far (its steps, over resumes; not the time it sat stopped or loaded the model)
+        record["run_metrics"][rl.TRAINING_SECONDS] = self.progress.training_so_far()
         if batch:
             record["run_metrics"].update({"solver/batch_answers": len(batch),
                                           "solver/batch_solve_rate": sum(bool(a.correct) for a in batch) / len(batch)})
@@ -143,8 +158,10 @@ class Trainer:
         self.step_index = s
         self.pending.append(record)
         if s % cfg.checkpoint.every == 0 or s == cfg.steps:
+            self.progress.phase("checkpoint")
             self.save_checkpoint()
             self.flush()
+        self.progress.end_step()
         return record
 
     def adapter_distance(self) -> float | None:
@@ -211,6 +228,7 @@ class Trainer:
         model and sandbox workers. Every end of a run calls it (finished, stopped, failed, a lost worker), so no
         engine holds the GPU memory the next run needs (a local Ray instance ends at this process's exit, as before;
         a process killed outright runs none of this: its engines' reaper ends them, platform/reaper.py)."""
+        self.progress.release()
         backend, self.backend = self.backend, None
         if backend is not None:
             close_backend(backend)
@@ -229,6 +247,7 @@ class Trainer:
         """AZR's seeding: the base model proposes until each kind's buffer is full (bounded tries); hand-written
         programs only where it wrote nothing valid, said loudly (a warning and the run tag populora.seed_fallback)."""
         tc = self.cfg.tasks
+        self.progress.phase("seed")
         self.buffers = initial_buffers(self.verifier, buffer_kinds(tc.kinds), tc.buffer_size, tc.buffer_full, tc.code_f_pool)
         self.seed_report = seed_buffers(self.backend, self.verifier, self.buffers, tc, self.rng, self.cfg.seed * 100_003)
         self.log.seeded(self.seed_report, self.buffers)
@@ -260,6 +279,7 @@ class Trainer:
             "programs_proposed": self.programs_proposed, "curriculum": self.curriculum.to_dict(),
             "pending": self.pending, "member_runs": self.log.member_runs, "run_id": self.run_id,
             "ledger": self.ledger.to_dict(), "eval_ledger": self.eval_ledger.to_dict(), "models": self.models,
+            "training_s": self.progress.training_so_far(),
         }
         rng_state = {"numpy": self.rng.bit_generator.state, "torch": torch.get_rng_state(), "torch_gen": self.torch_gen.get_state()}
         members = [m.id for m in self.population.alive()]
@@ -343,6 +363,7 @@ class Trainer:
                 summary = resize.summary(role_sizes(parent_cfg), role_sizes(cfg), removed, added)
                 log.resized(fork_note(run_id, step, changed, summary), summary)
             trainer.pending = []  # records of steps <= step are the parent's, logged there
+            trainer.progress.training_s = 0.0  # a fork's training time is its own steps'
             for m in trainer.population.members.values():
                 m.mlflow_run_id = ""  # the fork's members get their own member runs
             trainer.lineage.forked(run_id, step)
@@ -374,6 +395,7 @@ class Trainer:
         self.ledger = ComputeLedger.from_dict(state.get("ledger"))
         self.eval_ledger = EvalLedger.from_dict(state.get("eval_ledger"))
         self.models = dict(state.get("models") or {})  # absent in checkpoints from before LoggedModels
+        self.progress.step, self.progress.training_s = self.step_index, float(state.get("training_s") or 0.0)
         self.checkpointed = self.step_index
         if before_adapters is not None:
             before_adapters()
@@ -440,10 +462,14 @@ def make_verifier(cfg: TrainConfig):
 
 
 class _timed:
-    def __init__(self, timings: dict, name: str):
-        self.timings, self.name = timings, name
+    """Times a phase into ``timings``; with ``progress``, tells the step's progress reporter the phase began."""
+
+    def __init__(self, timings: dict, name: str, progress: step_progress.StepProgress | None = None):
+        self.timings, self.name, self.progress = timings, name, progress
 
     def __enter__(self):
+        if self.progress is not None:
+            self.progress.phase(self.name)
         self.t0 = time.perf_counter()
 
     def __exit__(self, *exc):

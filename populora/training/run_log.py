@@ -286,6 +286,14 @@ class RunLog:
         except MlflowException as err:
             raise LookupError(f"no run {run_id!r} in this MLflow store ({err.message[:120]})") from None
 
+    def phase(self, text: str) -> None:
+        """The run's ``populora.phase`` tag: where its trainer is inside a step (platform/progress.py, at most
+        every 30 s). A store that refuses the write costs the line, never the run: the next phase tries again."""
+        try:
+            self.tracker.set_tags(self.run_id, {rl.PHASE: text[:250]})
+        except Exception as err:  # noqa: BLE001 - a progress line is not worth a training run
+            log.debug("phase tag not written: %s", err)
+
     def resumed(self, checkpoint: str, alive: list[str] = ()) -> None:
         """Reopen the run, and the member runs of the ``alive`` members (ended with the process that stopped). Refused
         while another trainer still runs it (``heartbeat.still_alive``): it would log every step twice."""

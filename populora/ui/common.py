@@ -7,13 +7,15 @@ import re
 import time
 import urllib.parse
 import urllib.request
+from pathlib import Path
 
 import pandas as pd
 import streamlit as st
 
-from populora.platform import heartbeat, jobs, queue
+from populora.platform import heartbeat, jobs, progress, queue
 from populora.platform import runlayout as rl
-from populora.training import MONITOR_MEANINGS
+from populora.platform import sweep as S
+from populora.training import MONITOR_MEANINGS, job_slots
 from populora.ui import charts, store
 
 ROLE_COLORS = {"teacher": "#f28e2b", "student": "#4e79a7", "both": "#59a14f"}
@@ -62,16 +64,71 @@ def crashed_notes(runs: pd.DataFrame, run_ids: list[str | None]) -> None:
 
 
 @st.cache_data(ttl=2, show_spinner=False)
-def _job_ids_by_run(root: str) -> dict[str, str]:
+def _job_dirs_by_run(root: str, sweeps: str) -> dict[str, str]:
+    """{run id: the dir of its newest job}: the UI's jobs, and the jobs each sweep's driver started for its runs
+    (``<sweeps dir>/<sweep>/jobs``: a sweep launched from Launch runs its runs there, and they have logs too)."""
+    found = [j for d in [Path(root), *sorted(Path(sweeps).glob("*/jobs"))] for j in jobs.list_jobs(d)]
     # oldest first, so a run's newest job (its latest resume) wins
-    return {j.run_id: j.id for j in reversed(jobs.list_jobs(root)) if j.run_id}
+    return {j.run_id: j.dir for j in sorted(found, key=lambda j: j.created) if j.run_id}
 
 
 def job_for_run(run_id: str) -> jobs.Job | None:
-    """The run's newest job from this UI (its launch or its latest resume)."""
-    root = str(jobs.jobs_dir())
-    job_id = _job_ids_by_run(root).get(run_id)
-    return jobs.get_job(job_id, root) if job_id else None
+    """The run's newest job from this UI (its launch or its latest resume, or its sweep's job for it)."""
+    job_dir = _job_dirs_by_run(str(jobs.jobs_dir()), str(S.sweeps_dir())).get(run_id)
+    try:
+        return jobs.Job.load(job_dir) if job_dir else None
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def forget_jobs() -> None:
+    """Drop the cached run -> job map: a job just started (a Resume) must show at once, not after the cache's 2 s."""
+    _job_dirs_by_run.clear()
+
+
+def resume_once(run_id: str, name: str, step: int | None = None) -> tuple[jobs.Job, bool]:
+    """Start ``populora train --resume`` (from checkpoint ``step``, else the newest intact one) as a job, unless one is already active for the run (read from disk, not
+    the page's cached map: a second click on a page not yet redrawn must not queue a second resume); (the job,
+    whether it is new)."""
+    newest = jobs.latest_for_run(run_id)
+    if newest is not None and newest.status in queue.ACTIVE:
+        return newest, False
+    config = store.artifact_text(store.uri(), run_id, rl.CONFIG_FILE) or ""
+    started = jobs.launch_resume(run_id, name=f"{name} (resumed)", env={"MLFLOW_TRACKING_URI": store.uri()},
+                                 need=job_slots(config), step=step)
+    forget_jobs()
+    return started, True
+
+
+def resume_state(job: jobs.Job, status: str, resumable: tuple[str, ...]) -> str:
+    """The run's status as the Runs page shows it: "resume queued (#k)" or "resuming" while its current job is a
+    resume that waits in the queue or loads its checkpoint (the store still says stopped until the trainer is back).
+
+    >>> class J: status = "running"  # a resume holding its slot, loading the checkpoint
+    >>> resume_state(J(), "stopped", ("stopped",)), resume_state(J(), "running", ("stopped",))
+    ('resuming', 'running')
+    """
+    if status not in resumable or job.status not in queue.ACTIVE:
+        return status
+    if job.status == "queued":
+        place = queue.position(job)
+        return f"resume queued (#{place})" if place else "resume queued"
+    return "resuming"
+
+
+def run_progress(run_dir: str | None, job: jobs.Job | None) -> dict | None:
+    """Where a running trainer says it is inside its step (platform/progress.py): its job's copy when it has a
+    current job (also what a Ray Job's driver cannot write into a shared run dir), else the run dir's."""
+    return (progress.read(job.dir) if job is not None and job.status == "running" else None) or progress.read(run_dir)
+
+
+def training_time(row, now: float | None = None, live: dict | None = None) -> str:
+    """A run's training time: the time its steps took, over resumes (``time/training_s``), live from its progress
+    while it trains; "–" for a run from before the metric."""
+    if live is not None and row["status"] == "running":
+        return fmt_duration(progress.training_seconds(live, now))
+    value = row["training_s"] if "training_s" in row else None
+    return fmt_duration(value) if value is not None and not pd.isna(value) else "–"
 
 
 def job_is_current(job: jobs.Job, tags: dict) -> bool:

@@ -24,7 +24,7 @@ os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
 TTL = 5  # seconds: live enough for a run that logs every step, light enough for 50 runs
 RUN_COLUMNS = ["run_id", "name", "kind", "status", "mlflow_status", "progress", "step", "steps", "started", "ended",
-               "base_model", "teachers", "students", "population", "note", "forked_from", "sweep", "settings", "step_s",
+               "base_model", "teachers", "students", "population", "note", "forked_from", "sweep", "settings", "step_s", "training_s",
                "solve_rate", "validity_rate", "baseline_run", "run_dir", "experiment", "monitors"]
 
 

@@ -13,6 +13,7 @@ import streamlit as st
 
 from populora.evaluation import (SweepReportError, arms_race_figure, gather_sweep, intervals_figure, planned_mde,
                                  sweep_curves, sweep_statistics)
+from populora.platform import config as config_io
 from populora.platform import jobs
 from populora.platform import runlayout as rl
 from populora.platform import sweep as S
@@ -31,11 +32,16 @@ def sweep_fields(preset: str) -> dict:
                             placeholder="population.teachers,population.students=1:1,4:4\noptim.lr=1.0e-5,2.0e-5",
                             help="key=v1,v2 per line (cartesian product); keys varied together: k1,k2=a1:a2,b1:b2")
         cols = st.columns(2)
-        seeds = cols[0].number_input("Seeds", 1, 100, 2, key=f"f_{preset}_seeds")
+        # min 0, not 1: below a widget's minimum the browser only reddens the field and keeps the old value (the
+        # power line said "2 seeds", a launch did nothing and said nothing); 0 is refused with words at launch
+        seeds = cols[0].number_input("Seeds", 0, 100, 2, key=f"f_{preset}_seeds")
         parallel = cols[1].number_input("Runs at a time", 1, 64, 1, key=f"f_{preset}_parallel")
-        st.caption("Power before launch: " + mde_caption(int(seeds)))
+        st.caption("Power before launch: " + (mde_caption(int(seeds)) if seeds >= 1 else NO_SEEDS))
     return {"on": on, "grid": [g.strip() for g in grid.splitlines() if g.strip()], "seeds": int(seeds),
             "parallel": int(parallel)}
+
+
+NO_SEEDS = "Seeds is 0: a sweep trains every configuration once per seed, so it would train nothing; set Seeds to 1 or more."
 
 
 @st.cache_data(show_spinner=False)
@@ -47,6 +53,8 @@ def mde_caption(seeds: int) -> str:
 
 def launch_sweep(config_yaml: str, sweep: dict, baseline: bool, env: dict, ray_address: str | None) -> jobs.Job:
     """The validated form config as the sweep's preset; the driver is a background job (raises ConfigError)."""
+    if sweep["seeds"] < 1:
+        raise config_io.ConfigError(NO_SEEDS)
     root = S.sweeps_dir() / "launched"
     root.mkdir(parents=True, exist_ok=True)
     path = root / f"{abs(hash(config_yaml)) % 10**10}.yaml"
@@ -62,12 +70,32 @@ def launch_sweep(config_yaml: str, sweep: dict, baseline: bool, env: dict, ray_a
 
 
 # ====================================================================== Runs: a sweep's runs grouped, with progress
-def planned_count(sid: str) -> int | None:
+def read_plan(sid: str) -> list[dict] | None:
+    """The sweep's planned runs (the driver's ``plan.json``: key, config label, seed, baseline), None if absent."""
     path = S.sweeps_dir() / sid / "plan.json"
     try:
-        return len(json.loads(path.read_text()))
+        plan = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
+    return plan if isinstance(plan, list) else None
+
+
+def design(plan: list[dict] | None, runs) -> dict:
+    """A sweep's design, counted from its plan while it runs (the runs started so far undercount it: at 2 of 4
+    runs done the table said "configs 2, seeds 1" for 1 configuration and its baseline over 2 seeds); from the
+    runs' tags when no plan is on disk (a sweep started on another machine). The baseline is not a configuration.
+
+    >>> plan = [{"config": c, "seed": s, "baseline": c == "baseline"} for c in ("lr=1", "baseline") for s in (0, 1)]
+    >>> design(plan, [])
+    {'planned': 4, 'configs': 1, 'seeds': 2, 'baseline': 'yes'}
+    """
+    if plan:
+        rows = [(p.get("config"), p.get("seed"), bool(p.get("baseline"))) for p in plan]
+    else:
+        rows = [(r.data.tags.get(rl.SWEEP_CONFIG), r.data.tags.get(rl.SWEEP_SEED),
+                 r.data.tags.get(rl.SWEEP_CONFIG) == S.BASELINE_LABEL) for r in runs]
+    return {"planned": len(rows), "configs": len({c for c, _, base in rows if not base}),
+            "seeds": len({seed for _, seed, _ in rows}), "baseline": "yes" if any(base for *_, base in rows) else "no"}
 
 
 @st.cache_data(ttl=3, show_spinner=False)
@@ -76,12 +104,12 @@ def sweep_table(uri: str) -> pd.DataFrame:
     for sid, runs in S.list_sweeps(store._client(uri)).items():
         latest = S.latest_by_key(runs)
         status = [rl.status(r) for r in latest.values()]  # crashed: running in the store, its heartbeat stopped
-        planned = planned_count(sid) or len(latest)
+        shape = design(read_plan(sid), list(latest.values()))
+        planned = shape["planned"]
         rows.append({"sweep": sid, "finished": status.count(rl.FINISHED), "planned": planned,
                      "running": status.count(rl.RUNNING), "crashed": status.count(rl.CRASHED),
                      "failed": sum(s in (rl.FAILED, rl.STOPPED, "killed") for s in status),
-                     "configs": len({r.data.tags.get(rl.SWEEP_CONFIG) for r in latest.values()}),
-                     "seeds": len({r.data.tags.get(rl.SWEEP_SEED) for r in latest.values()}),
+                     "configs": shape["configs"], "seeds": shape["seeds"], "baseline": shape["baseline"],
                      "done": status.count(rl.FINISHED) / planned if planned else 0.0,
                      "started": pd.to_datetime(min(r.info.start_time for r in runs), unit="ms")})
     return pd.DataFrame(rows)

@@ -140,6 +140,12 @@ def test_kill_9_then_resume_loses_and_duplicates_no_step(mlflow_store, tmp_path,
     steps = [m.step for m in client.get_metric_history(run_id, rl.STEP_SENTINEL)]
     assert sorted(steps) == [1, 2, 3, 4, 5]  # none lost, none twice
     assert client.get_run(run_id).info.status == "FINISHED"
+    # training time (the steps' time, issue 54): carried over the kill in the checkpoint, so it grows across the
+    # resume instead of starting again, and it leaves out both processes' model loading and the time between them
+    trained = {m.step: m.value for m in client.get_metric_history(run_id, rl.TRAINING_SECONDS)}
+    assert sorted(trained) == [1, 2, 3, 4, 5] and all(trained[k] < trained[k + 1] for k in range(1, 5)), trained
+    info = client.get_run(run_id).info
+    assert trained[5] < (info.end_time - info.start_time) / 1000
     parents, children = _runs(mlflow_store)
     assert {c.info.status for c in children} == {"FINISHED"}  # reopened on resume, ended with the parent
     counts = Counter(c.data.tags[rl.MEMBER_ID] for c in children)

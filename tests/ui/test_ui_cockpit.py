@@ -228,7 +228,7 @@ def test_runs_page_shows_duration_typed_config_and_respects_filters(store, monke
     table = at.dataframe[0].value
     assert {"duration", "eta"} <= set(table.columns) and table["duration"].iloc[0] != "–"
     assert "None" not in set(table["solve_rate"].astype(str)), "a missing rate reads '–' as in the header"
-    assert any(m.label == "duration" for m in at.metric)
+    assert any(m.label == "training time" for m in at.metric)
     config = json.loads(at.json[0].proto.body)
     assert config["seed"] == 0 and config["steps"] == 4 and config["population"]["single_agent"] is False
     at.text_input[0].set_value("no run has this name").run()

@@ -9,7 +9,7 @@ import streamlit as st
 import yaml
 
 from populora.platform import config as config_io
-from populora.platform import jobs, queue, ray_jobs
+from populora.platform import jobs, progress, queue, ray_jobs
 from populora.platform import runlayout as rl
 from populora.platform.cache import cache_root
 from populora.platform.files import write_atomic
@@ -78,7 +78,10 @@ def draw_form(preset: str, values: dict, errors: dict) -> dict | None:
     """Render every schema field; return the submitted flat values (None until submitted)."""
     fields = dict(form.schema_fields())
     flat: dict[str, object] = {}
-    with st.form(f"launch_{preset}"):
+    # enter_to_submit=False: only the Launch button launches. Streamlit's default submits a form on Enter in a text
+    # input and on Ctrl+Enter in a text area (the frontend's allowFormEnterToSubmit), which started runs nobody
+    # meant to start from the overrides box
+    with st.form(f"launch_{preset}", enter_to_submit=False):
         cols = st.columns(3)
         for i, path in enumerate(form.MAIN_FIELDS):
             with cols[i % 3]:
@@ -223,6 +226,8 @@ def job_row(job: jobs.Job) -> None:
             if evaluated:
                 common.link("compare", f"evaluates run {evaluated[:12]}", evaluated, "⚖️")
         elif run_id:
+            if status == "running" and job.kind == "train" and (now := progress.read(job.dir)) is not None:
+                st.caption(f"⏱️ {progress.line(now)}")
             common.link("runs", f"run {run_id[:12]}", run_id, "📋")
             common.link("arms_race", "arms race", run_id, "📈")
             later = resumed_since(job, run_id)
@@ -238,9 +243,8 @@ def job_row(job: jobs.Job) -> None:
     elif (status in ("stopped", "failed") and job.kind == "train" and run_id and not job.ray_address
           and common.job_for_run(run_id) is not None and common.job_for_run(run_id).id == job.id
           and cols[3].button("Resume", key=f"resume_{job.id}", help=f"populora train --resume {run_id} as a job")):
-        again = jobs.launch_resume(run_id, name=f"{job.name.removesuffix(' (resumed)')} (resumed)", env=job.env,
-                                   need=job.need)
-        cols[3].write(f"job {again.id}")
+        again, new = common.resume_once(run_id, job.name.removesuffix(" (resumed)"))
+        cols[3].write(f"job {again.id}" if new else f"already resuming: job {again.id}")
     with st.expander("log", expanded=status in ("failed", "lost")):
         st.code(job.log_tail(30) or "(empty)", language="text", wrap_lines=True)
 

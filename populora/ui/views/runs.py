@@ -5,17 +5,22 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from populora.platform import heartbeat, jobs, queue
+from populora.platform import heartbeat, jobs, progress, queue
 from populora.platform import runlayout as rl
-from populora.training import job_slots
 from populora.ui import common, eval_panel, experiments, resume_choice, store, sweeps
 
 st.title("Runs")
 
 
 def with_timing(runs: pd.DataFrame) -> pd.DataFrame:
+    """Training time (the steps' time, over resumes), wall time (start to end, stopped hours included) and, for a
+    running run, the ETA: from its measured phase times inside the step when it reports them, else its pace."""
     times = [common.timing(r.started, r.ended, r.step, r.steps, r.status, step_s=r.step_s) for r in runs.itertuples()]
-    return runs.assign(duration=[t[0] for t in times], eta=[t[1] for t in times])
+    live = [progress.read(r.run_dir) if r.status == "running" else None for r in runs.itertuples()]
+    measured = [progress.eta_s(p) if p is not None else None for p in live]
+    etas = [t[1] if e is None else common.fmt_duration(e) for e, t in zip(measured, times)]
+    return runs.assign(duration=[t[0] for t in times], eta=etas,
+                       training=[common.training_time(r, live=p) for (_, r), p in zip(runs.iterrows(), live)])
 
 
 def run_table(runs: pd.DataFrame) -> None:
@@ -26,15 +31,19 @@ def run_table(runs: pd.DataFrame) -> None:
         solve_rate=runs["solve_rate"].map(common.fmt_rate), validity_rate=runs["validity_rate"].map(common.fmt_rate))
     st.dataframe(
         shown[(["_group"] if "_group" in shown.columns else []) + [
-            "state", "name", "kind", "done", "progress", "duration", "eta", "solve_rate", "validity_rate", "monitors",
+            "state", "name", "kind", "done", "progress", "training", "duration", "eta", "solve_rate", "validity_rate", "monitors",
             "population", "base_model", "note", "started", "experiment", "run_id"]],
         hide_index=True, width="stretch",
         column_config={
             "done": st.column_config.ProgressColumn("progress", min_value=0.0, max_value=1.0, format="percent"),
             "_group": st.column_config.TextColumn("group"),
             "progress": st.column_config.TextColumn("steps"),
-            "duration": st.column_config.TextColumn("duration", help="start to end (to now while it trains)"),
-            "eta": st.column_config.TextColumn("ETA", help="the remaining steps at the run's pace so far"),
+            "training": st.column_config.TextColumn("training time", help="the time its steps took, summed over "
+                                                    "resumes: not the time it sat stopped or loaded its model"),
+            "duration": st.column_config.TextColumn("wall time", help="start to end (to now while it trains), "
+                                                    "the hours it sat stopped included"),
+            "eta": st.column_config.TextColumn("ETA", help="the rest of the run at its measured phase times when its "
+                                               "trainer reports them (progress.json), else at its pace so far"),
             "solve_rate": st.column_config.TextColumn("solve rate"),
             "validity_rate": st.column_config.TextColumn("valid tasks"),
             "monitors": st.column_config.TextColumn("🚩 monitors", help="curriculum monitors that fired (collapse, "
@@ -90,17 +99,28 @@ def run_details(row, status: str) -> None:
         st.warning(f"run {run_id} is not in the store any more")
         return
     tags = info["tags"]
-    cols = st.columns([1.4, 1, 1, 1, 1])  # "⏹️ stopped" whole, not "stopp…"
-    cols[0].metric("status", f"{common.STATUS_ICONS.get(status, '')} {status}")
+    job = common.job_for_run(run_id)
+    current = job is not None and common.job_is_current(job, tags)
+    shown = common.resume_state(job, status, RESUMABLE) if current else status
+    live = common.run_progress(row["run_dir"], job if current else None) if status == "running" else None
+    cols = st.columns([2.4, 1, 1, 1, 1])  # "🕒 resume queued (#1)" whole, not "resume queue…"
+    cols[0].metric("status", f"{common.STATUS_ICONS.get(shown.split()[0], '🕒')} {shown}")
     cols[1].metric("progress", row["progress"] or "?")
-    duration, eta = common.timing(row["started"], row["ended"], row["step"], row["steps"], status, step_s=row["step_s"])
-    cols[2].metric("duration", duration, help=f"ETA {eta}" if eta != "–" else None)
+    wall, eta = common.timing(row["started"], row["ended"], row["step"], row["steps"], status, step_s=row["step_s"])
+    cols[2].metric("training time", common.training_time(row, live=live),
+                   help="the time the run's steps took, summed over its resumes (not the time it sat stopped)")
     cols[3].metric("student solve rate", common.fmt_rate(row["solve_rate"]))
     cols[4].metric("task validity", common.fmt_rate(row["validity_rate"]))
-    if eta != "–":
-        st.caption(f"ETA {eta} at this run's pace so far")
+    st.caption(f"wall time {wall} (start to {'now' if status == 'running' else 'end'}, stopped time included)"
+               + (f" · ETA {eta} at this run's pace so far" if eta != "–" and live is None else ""))
+    if live is not None:
+        st.info(f"**Now**: {progress.line(live)}", icon="⏱️")
+    if current and (job.status == "running" and status == "running" or shown != status) and st.button(
+            "⏹️ Stop this run" if shown == status else "⏹️ Stop the resume", key=f"stop_{job.id}",
+            help="SIGINT: the run stops after writing its state (a queued resume never starts); Resume goes on "
+            "from its last checkpoint"):
+        st.toast(f"stopping: {jobs.stop(job)}")
     experiments.fork_origin(tags)
-    job = common.job_for_run(run_id)
     resume_controls(run_id, row, status, job, tags)
     links = st.columns(4)
     with links[0]:
@@ -161,6 +181,7 @@ def resume_controls(run_id: str, row, status: str, job: jobs.Job | None, tags: d
         st.info(f"Resuming: job `{job.id}` is {job.status}"
                 + (f" (#{place} in line)" if (place := queue.position(job)) else "")
                 + ". Its log is below; the run shows running once the trainer has loaded its last checkpoint.")
+        st.button("Resume", key=f"resume_{run_id}", disabled=True, help=f"already resuming: job {job.id}")
         return
     if status not in RESUMABLE:
         return
@@ -179,10 +200,8 @@ def resume_controls(run_id: str, row, status: str, job: jobs.Job | None, tags: d
     step = resume_choice.checkpoint_step(run_id, tags)
     if st.button("Resume", key=f"resume_{run_id}", type="primary",
                  help="Runs populora train --resume as a background job (it waits in the job queue like a launch)"):
-        config = store.artifact_text(store.uri(), run_id, rl.CONFIG_FILE) or ""
-        started = jobs.launch_resume(run_id, name=f"{row['name'] or run_id[:8]} (resumed)",
-                                     env={"MLFLOW_TRACKING_URI": store.uri()}, need=job_slots(config), step=step)
-        st.toast(f"resume job {started.id} started")
+        started, new = common.resume_once(run_id, row["name"] or run_id[:8], step=step)
+        st.toast(f"resume job {started.id} started" if new else f"already resuming: job {started.id}")
         st.rerun()
 
 
@@ -194,8 +213,6 @@ def job_log(job: jobs.Job, status: str, current: bool) -> None:
     label = f"job log ({job.status})" if current else f"log of the earlier job {job.id} ({job.status})"
     with st.expander(label, expanded=current and status in ("crashed", "failed")):
         st.code(job.log_tail(60) or "(empty)", language="text", wrap_lines=True)
-        if job.status == "running" and st.button("Stop this run", key=f"stop_{job.id}"):
-            st.toast(f"stopping: {jobs.stop(job)}")
 
 
 def queue_table(waiting: pd.DataFrame) -> None:
