@@ -10,7 +10,6 @@ from typing import Literal
 import yaml
 from pydantic import Field, field_validator, model_validator
 
-import populora
 from populora.evaluation import benchmarks
 from populora.platform import config as config_io
 from populora.platform.adam_config import AdamConfig
@@ -407,9 +406,8 @@ def job_slots(config_yaml: str) -> int:
 
 
 def presets_dir() -> Path:
-    """``configs/`` of the source checkout, else of the working directory."""
-    here = Path(populora.__file__).resolve().parent.parent / "configs"
-    return here if here.is_dir() else Path.cwd() / "configs"
+    """The shipped presets: ``populora/configs`` (in a checkout, a link to its ``configs/``)."""
+    return config_io.PRESETS
 
 
 def presets() -> dict[str, Path]:
