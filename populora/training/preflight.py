@@ -36,7 +36,7 @@ def problems(cfg: TrainConfig, cuda: bool | None = None) -> list[str]:
         out.append("model.generation: vllm needs a CUDA GPU and this machine has none (or vLLM's CPU build: "
                    "`make vllm-venv`, then run .venv-vllm/bin/populora); use model.generation=torch")
     elif mc.generation == "vllm" and importlib.util.find_spec("vllm") is None:
-        out.append("model.generation: vllm but vLLM is not installed: pip install 'populora[vllm]'")
+        out.append("model.generation: vllm but vLLM is not installed: pip install 'populora-platform[vllm]'")
     if mc.device.startswith("cuda") and not cuda:
         out.append(f"model.device: {mc.device} but no CUDA GPU is visible here; use model.device=cpu or auto")
     try:  # in-training evaluation: its benchmark files and graders, here

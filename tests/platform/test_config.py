@@ -149,3 +149,17 @@ def test_without_its_run_dir_a_runs_config_comes_from_its_artifact(tmp_path):
     cfg = load_config(None, ["model.base=some/hf-id", "model.dtype=bfloat16"])
     tracker.log_text(rid, config_io.dump(cfg), "config.yaml")
     assert run_model(rid, tmp_path / "gone", tracker.uri).base == "some/hf-id"
+
+
+def test_a_shipped_preset_is_found_by_name_from_any_directory(tmp_path, monkeypatch):
+    # the presets ship in the package (an installed wheel has no configs/ beside the working dir)
+    monkeypatch.chdir(tmp_path)
+    shipped = config_io.load(TrainConfig, config_io.PRESETS / "smoke.yaml")
+    assert shipped.name == "smoke"
+    assert config_io.load(TrainConfig, "smoke") == config_io.load(TrainConfig, "configs/smoke.yaml") == shipped
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "smoke.yaml").write_text("steps: 7\n")  # a file that exists is read, never a preset
+    assert config_io.load(TrainConfig, "configs/smoke.yaml").steps == 7
+    with pytest.raises(config_io.ConfigError, match="smoke") as err:  # the message lists the presets
+        config_io.load(TrainConfig, "no-such-preset")
+    assert "does not exist" in str(err.value) and "paper-4t4s" in str(err.value)

@@ -8,7 +8,7 @@ adding and removing its own adapters; the shared local Ray instance is conftest'
 import pytest
 import torch
 
-ray = pytest.importorskip("ray", reason="Ray is an optional extra: pip install 'populora[ray]'")
+ray = pytest.importorskip("ray", reason="Ray is an optional extra: pip install 'populora-platform[ray]'")
 
 from conftest import start_local_ray  # noqa: E402
 from populora.platform.backends import AdamConfig, BackendConfig, LoraSpec, RaySpec, TrainSample, make_backend  # noqa: E402

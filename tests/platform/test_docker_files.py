@@ -115,3 +115,19 @@ def test_compose_mlflow_command_accepts_its_service_name(tmp_path):
         except subprocess.TimeoutExpired:  # a loaded machine can take longer to shut down: never mask the verdict
             os.killpg(server.pid, signal.SIGKILL)
             server.wait(timeout=30)
+
+
+@pytest.mark.parametrize("name", ["Dockerfile.cpu", "Dockerfile.gpu"])
+def test_images_copy_what_the_distribution_is_built_from_and_name_it(name):
+    """pip builds the image's install from /app: every top-level module pyproject ships (the `populora` command's
+    entry point, populora_platform.py) must be copied, or the command fails at its first line; the image says
+    which distribution it holds and the build runs the command once."""
+    import tomllib
+
+    project = tomllib.loads((DOCKER.parent / "pyproject.toml").read_text())
+    text = (DOCKER / name).read_text()
+    copied = {w for line in text.splitlines() if line.startswith("COPY ") for w in line.split()[1:-1]}
+    assert {f"{m}.py" for m in project["tool"]["setuptools"]["py-modules"]} <= copied, copied
+    assert {"pyproject.toml", "README.md", "populora", "configs"} <= copied  # configs: what populora/configs links to
+    assert f'org.opencontainers.image.title="{project["project"]["name"]}"' in text
+    assert "&& populora --version" in text

@@ -4,7 +4,7 @@ one seeded step giving the same result as the local path."""
 import pytest
 import torch
 
-ray = pytest.importorskip("ray", reason="Ray is an optional extra: pip install 'populora[ray]'")
+ray = pytest.importorskip("ray", reason="Ray is an optional extra: pip install 'populora-platform[ray]'")
 
 from populora.platform import config as config_io  # noqa: E402
 from populora.platform.runlayout import STEP_SENTINEL  # noqa: E402

@@ -14,7 +14,7 @@ import psutil
 import pytest
 import yaml
 
-pytest.importorskip("ray.job_submission", reason="Ray Jobs need the optional extra: pip install 'populora[ray]'")
+pytest.importorskip("ray.job_submission", reason="Ray Jobs need the optional extra: pip install 'populora-platform[ray]'")
 
 from conftest import wait_for  # noqa: E402
 from mlflow.tracking import MlflowClient  # noqa: E402

@@ -20,7 +20,7 @@ def test_choosing_vllm_without_it_is_a_clear_error():
     from populora.platform.backends.vllm import VllmUnavailable
 
     cfg = config_io.load(TrainConfig, None, ["model.generation=vllm", "model.tiny_random=true"])
-    with pytest.raises(VllmUnavailable, match=r"pip install 'populora\[vllm\]'"):
+    with pytest.raises(VllmUnavailable, match=r"pip install 'populora-platform\[vllm\]'"):
         make_backend(backend_config(cfg))
 
 

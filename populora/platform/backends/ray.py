@@ -75,7 +75,7 @@ def init_ray(address: str, num_cpus: int | None = None):
     try:
         import ray
     except ImportError as err:
-        raise RayError("Ray is not installed: pip install 'populora[ray]' (or pip install 'ray[default]')") from err
+        raise RayError("Ray is not installed: pip install 'populora-platform[ray]' (or pip install 'ray[default]')") from err
     if not ray.is_initialized():
         # ray.init installs its own SIGTERM handler (SystemExit); keep the caller's (the trainer's: SIGTERM stops
         # the run like Ctrl-C, ending it KILLED rather than FAILED)

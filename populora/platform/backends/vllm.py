@@ -4,7 +4,7 @@
 with ``enable_lora`` and one ``LoRARequest`` per member (``max_loras`` = population size); everything else
 (updates, evolution, checkpoints) is the training backend's. Before a generation that follows an update or an
 evolution, the changed adapters are written as PEFT dirs and given fresh LoRA ids, so vLLM loads the new weights
-instead of its cached copy. vLLM is an optional extra: ``pip install 'populora[vllm]'``.
+instead of its cached copy. vLLM is an optional extra: ``pip install 'populora-platform[vllm]'``.
 
 vLLM and torch share one GPU and take turns: vLLM holds ``gpu_memory_utilization`` of it (its own copy of the
 base, KV cache) while it generates, torch needs the room for the update's activations. So the first trainer-side
@@ -139,7 +139,7 @@ def load_vllm():
         from vllm.lora.request import LoRARequest
     except ImportError as err:
         raise VllmUnavailable(
-            "model.generation=vllm needs vLLM: pip install 'populora[vllm]' on a machine with a CUDA GPU "
+            "model.generation=vllm needs vLLM: pip install 'populora-platform[vllm]' on a machine with a CUDA GPU "
             "(or set model.generation=torch)") from err
     return vllm, LoRARequest
 
