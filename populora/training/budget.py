@@ -35,6 +35,7 @@ from populora.platform import runlayout as rl
 from populora.platform import stopping
 from populora.platform import sweep as S
 from populora.training.config import TrainConfig
+from populora.training.workload import counts, solver_batch_rows
 
 log = logging.getLogger(__name__)
 
@@ -88,13 +89,18 @@ def population_runs(tracker, cfg: TrainConfig, run_id: str | None) -> list:
 
 
 # ---------------------------------------------------------------------------------------------- the cost model
-Shape = tuple[int, int, int]  # (tasks per teacher, answers per task, buffer batch per kind; 0 without solver.data buffer)
+# (tasks per teacher, answers per task, buffer batch per kind (0 without solver.data buffer), proposal and answer
+# token budgets)
+Shape = tuple[int, int, int, int, int]
+MIN_BUDGETS = (16, 8)
+KNOWN_ROWS = 8  # rows of a kind seen before its longest stands for its worst case (else its token budget does)  # the fields' lower bounds (tasks.max_new_tokens_propose, tasks.max_new_tokens_solve)
 
 
 def full_shape(cfg: TrainConfig) -> Shape:
     tc = cfg.tasks
     return (tc.tasks_per_teacher, tc.answers_per_task if tc.answers_per_task is not None else tc.rollouts,
-            cfg.solver.batch_per_kind if cfg.solver.data == "buffer" else 0)
+            cfg.solver.batch_per_kind if cfg.solver.data == "buffer" else 0, tc.max_new_tokens_propose,
+            tc.max_new_tokens_solve)
 
 
 def with_shape(cfg: TrainConfig, shape: Shape) -> TrainConfig:
@@ -109,20 +115,29 @@ def with_shape(cfg: TrainConfig, shape: Shape) -> TrainConfig:
         out.tasks.rollouts = shape[1]
     if shape[2]:
         out.solver.batch_per_kind = shape[2]
+    out.tasks.max_new_tokens_propose, out.tasks.max_new_tokens_solve = shape[3], shape[4]
     return out
 
 
 def shapes(full: Shape) -> list[Shape]:
-    """Every smaller shape, the buffer batch scaled with the answered share (at most 32 values per axis).
+    """Every smaller shape, largest first: fewer tasks and answers at the config's token budgets (the buffer
+    batch scaled with the answered share; at most 32 values per axis), then the one-task one-answer step at
+    smaller token budgets (down to the fields' bounds), for a last step smaller than a row.
 
-    >>> shapes((1, 4, 0))
-    [(1, 4, 0), (1, 3, 0), (1, 2, 0), (1, 1, 0)]
+    >>> shapes((1, 4, 0, 128, 48))[:5]
+    [(1, 4, 0, 128, 48), (1, 3, 0, 128, 48), (1, 2, 0, 128, 48), (1, 1, 0, 128, 48), (1, 1, 0, 120, 45)]
+    >>> shapes((1, 4, 0, 128, 48))[-1]
+    (1, 1, 0, 16, 8)
     """
     def axis(n: int) -> list[int]:
         return list(range(n, 0, -1)) if n <= 32 else sorted({max(1, round(n * k / 32)) for k in range(1, 33)}, reverse=True)
-    t, a, b = full
-    out = [(tt, aa, max(1, round(b * tt * aa / (t * a))) if b else 0) for tt in axis(t) for aa in axis(a)]
-    return sorted(set(out), key=lambda s: (-s[0] * s[1], -s[0]))
+    t, a, b, bp, bs = full
+    rows = [(tt, aa, max(1, round(b * tt * aa / (t * a))) if b else 0, bp, bs) for tt in axis(t) for aa in axis(a)]
+    rows = sorted(set(rows), key=lambda s: (-s[0] * s[1], -s[0]))
+    one = rows[-1]
+    shorter = [one[:3] + (max(MIN_BUDGETS[0], round(bp * k / 16)), max(MIN_BUDGETS[1], round(bs * k / 16)))
+               for k in range(15, 0, -1)]
+    return rows + [s for s in dict.fromkeys(shorter) if s != one]
 
 
 @dataclass
@@ -145,14 +160,16 @@ class CostModel:
     valid: float = 0.0
     steps: int = 0
     longest: list = field(default_factory=lambda: [0.0, 0.0, 0.0])  # the costliest proposal, answer, batch row seen
+    answer_factor: float = 2.0  # tokens counted per answer token: generated and trained (1: estimation answers only)
+    # per kind, the smallest token budget a row of it was cut at (0: none cut): the longest seen is then only a
+    # lower bound of what a larger budget lets a row cost
+    cut_at: list = field(default_factory=lambda: [0, 0, 0])
     prior: bool = field(default=False, repr=False)
 
     @classmethod
     def from_config(cls, cfg: TrainConfig) -> "CostModel":
         """The model before any step: every task valid, every completion at its token budget (the plan's bound)."""
-        from populora.training.workload import counts, solver_batch_rows
-
-        c, (t, a, b), tc = counts(cfg), full_shape(cfg), cfg.tasks
+        c, (t, a, b, _, _), tc = counts(cfg), full_shape(cfg), cfg.tasks
         trained = 2 if cfg.solver.data != "buffer" else 1
         batch = solver_batch_rows(cfg)
         return cls(c["propose_rows"], c["propose_rows"] * 2 * tc.max_new_tokens_propose, c["solve_rows"],
@@ -167,8 +184,12 @@ class CostModel:
             self.__dict__.update(asdict(CostModel()))
             self.prior = False
         row = lambda rs, trained: sum(len(r.completion_ids) * (2 if trained else 1) for r in rs)  # noqa: E731
+        self.answer_factor = 2.0 if answers_trained else 1.0
+        budgets = (shape[3], shape[4], shape[4])
         for i, (rs, trained) in enumerate(((proposals, True), (answers, answers_trained), (batch, True))):
             self.longest[i] = max([self.longest[i]] + [len(r.completion_ids) * (2 if trained else 1) for r in rs])
+            if any(len(r.completion_ids) >= budgets[i] for r in rs):
+                self.cut_at[i] = min(self.cut_at[i] or budgets[i], budgets[i])
         valid = sum(bool(t.valid) for t in tasks)
         self.proposals += len(proposals)
         self.proposal_tokens += row(proposals, True)
@@ -186,11 +207,15 @@ class CostModel:
 
     def spend(self, shape: Shape, adapters: int, worst: bool = False) -> float:
         """Per-adapter tokens a step of ``shape`` is expected to spend (``worst``: every task valid, every row as
-        long as the longest of its kind seen so far)."""
-        if worst:
-            mean = lambda tokens, rows, i: self.longest[i]  # noqa: E731
+        long as the longest of its kind seen so far, or at its token budget while fewer than ``KNOWN_ROWS`` of its
+        kind were seen); a row never costs more than its token budget allows."""
+        caps = (2.0 * shape[3], self.answer_factor * shape[4], 2.0 * shape[4])
+        budgets = (shape[3], shape[4], shape[4])
+        known = lambda rows, i: rows >= KNOWN_ROWS and not (self.cut_at[i] and budgets[i] > self.cut_at[i])  # noqa: E731
+        if worst:  # the longest row seen, once enough of its kind were seen uncut at this budget; else the budget
+            mean = lambda tokens, rows, i: min(self.longest[i], caps[i]) if known(rows, i) else caps[i]  # noqa: E731
         else:
-            mean = lambda tokens, rows, i: tokens / rows if rows else 0.0  # noqa: E731
+            mean = lambda tokens, rows, i: min(tokens / rows, caps[i]) if rows else 0.0  # noqa: E731
         proposals = self.proposals / max(self.tasks_units, 1) * shape[0]
         validity = 1.0 if worst or not self.proposals else self.valid / self.proposals
         per_valid = self.answers / self.valid_x_answers if self.valid_x_answers else 0.0  # answers per valid task per a
@@ -198,7 +223,7 @@ class CostModel:
             per_valid = 1.0  # no valid task seen yet: assume each is answered a' times
         answers = proposals * validity * per_valid * shape[1]
         batch = self.batch / max(self.batch_units, 1) * shape[2]
-        answer_cost = mean(self.answer_tokens, self.answers, 1) or mean(self.proposal_tokens, self.proposals, 0)
+        answer_cost = mean(self.answer_tokens, self.answers, 1) or caps[1]
         tokens = (proposals * mean(self.proposal_tokens, self.proposals, 0) + answers * answer_cost
                   + batch * mean(self.batch_tokens, self.batch, 2))
         calibration = self.realised / self.modelled if self.modelled else 1.0
@@ -218,10 +243,13 @@ def next_shape(full: Shape, model: CostModel, spent: float, target: Target, tole
     """The next step's shape, ``WAIT`` (a followed run must get further ahead first) or None (stop: the spend is
     inside the band, or no step brings it nearer the target). The module's docstring states the rule.
 
-    >>> m = CostModel(1, 100, 4, 400, 0, 0, 4, 1, 0, 500, 500, 1, 1, [100, 100, 0])  # a proposal 100 tokens, an answer 100
-    >>> next_shape((1, 4, 0), m, 0, Target(2000, True, ""), 0.05, 1), next_shape((1, 4, 0), m, 1800, Target(2000, True, ""), 0.05, 1)
-    ((1, 4, 0), (1, 1, 0))
-    >>> next_shape((1, 4, 0), m, 1960, Target(2000, True, ""), 0.05, 1), next_shape((1, 4, 0), m, 0, Target(400, False, ""), 0.05, 1)
+    >>> m = CostModel(8, 800, 32, 3200, 0, 0, 32, 8, 0, 4000, 4000, 8, 8, [100, 100, 0])  # 8 steps: a proposal 100 tokens, an answer 100
+    >>> full = (1, 4, 0, 64, 64)
+    >>> next_shape(full, m, 0, Target(2000, True, ""), 0.05, 1), next_shape(full, m, 1800, Target(2000, True, ""), 0.05, 1)
+    ((1, 4, 0, 64, 64), (1, 1, 0, 64, 64))
+    >>> next_shape(full, m, 1900, Target(2000, True, ""), 0.05, 1)  # less than a row left: a row at smaller budgets
+    (1, 1, 0, 36, 36)
+    >>> next_shape(full, m, 1960, Target(2000, True, ""), 0.05, 1), next_shape(full, m, 0, Target(400, False, ""), 0.05, 1)
     (None, 'wait')
     """
     if target.tokens is None:
@@ -237,8 +265,6 @@ def next_shape(full: Shape, model: CostModel, spent: float, target: Target, tole
     if fitting:
         return max(fitting, key=lambda s: model.spend(s, adapters))
     smallest = options[-1]
-    if model.prior:  # nothing measured yet (the prior is the plan's bound): one small step measures the costs
-        return smallest
     return smallest if abs(model.spend(smallest, adapters) - remaining) < remaining else None
 
 
