@@ -19,7 +19,8 @@ all its answers. So the rule is: before each step, with R = target - spent per a
 ``tolerance``/2 of the target; else take the largest *shape* (tasks per teacher t' <= t, answers per task
 a' <= a, buffer batch b' scaled with t'a') whose worst case (every task valid, completions of the lengths seen
 so far) ends inside target + tolerance/2, so no step can overshoot the band; if even the smallest shape cannot,
-take it only if its expected spend lands nearer the target than stopping does. The per-step shape of the
+take it only if its expected spend lands nearer the target than stopping does (or if nothing was spent yet: a
+budgeted run trains at least one step). The per-step shape of the
 config is the shape of every step but the last few, which have fewer rows; every row is still a whole rollout.
 """
 
@@ -265,6 +266,8 @@ def next_shape(full: Shape, model: CostModel, spent: float, target: Target, tole
     if fitting:
         return max(fitting, key=lambda s: model.spend(s, adapters))
     smallest = options[-1]
+    if spent <= 0:  # a budgeted run trains at least one step, however small its target
+        return smallest
     return smallest if abs(model.spend(smallest, adapters) - remaining) < remaining else None
 
 
