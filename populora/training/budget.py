@@ -14,6 +14,9 @@ population runs, the largest). A target run that still trains is *followed*: thi
 when even its largest likely spend stays under that run's ledger as it stands, and otherwise waits for it
 (``budget.poll_s``); once that run has ended its ledger is final.
 
+**Before the first step** nothing is measured: the config's step is taken unless even its bound (every task valid,
+every completion at its token budget) would spend twice what is left.
+
 **Granularity.** A step's spend is lumpy: at 25% validity a one-task step spends a proposal or a proposal and
 all its answers. So the rule is: before each step, with R = target - spent per adapter, stop if R is within
 ``tolerance``/2 of the target; else take the largest *shape* (tasks per teacher t' <= t, answers per task
@@ -256,6 +259,8 @@ def next_shape(full: Shape, model: CostModel, spent: float, target: Target, tole
     if target.tokens is None:
         return WAIT
     remaining = target.tokens - spent
+    if model.prior and model.spend(full, adapters, worst=True) <= 2 * remaining:
+        return full  # nothing measured yet: the config's step, unless even its bound would spend twice what is left
     if not target.final:  # follow: a full step only when even its worst case stays under the run's ledger so far
         return full if model.spend(full, adapters, worst=True) <= remaining else WAIT
     band = tolerance / 2 * target.tokens
