@@ -324,7 +324,7 @@ class Budget:
         ratio = spent / t.tokens
         inside = abs(ratio - 1) <= self.cfg.budget.tolerance
         return (f"{'budget reached' if inside else 'budget missed'}: {spent:.0f} tokens per adapter of {t.tokens:.0f} "
-                f"({ratio:.3f}x; {t.source}){cap}")
+                f"({ratio:.3f}x; {t.source}){'' if inside else cap}")
 
     def to_dict(self) -> dict:
         return self.model.to_dict()
