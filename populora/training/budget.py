@@ -15,7 +15,10 @@ when even its largest likely spend stays under that run's ledger as it stands, a
 (``budget.poll_s``); once that run has ended its ledger is final.
 
 **Before the first step** nothing is measured: the config's step is taken unless even its bound (every task valid,
-every completion at its token budget) would spend twice what is left.
+every completion at its token budget) would spend more than 3x what is left. The bound is far above what a step
+spends (completions stop before their budgets, tasks are invalid: 640 against the 96-118 the smoke baseline's
+first steps spent), and a baseline matched to a population that trained N steps has about N of its own steps to
+take, so its first step keeps the config's shape rather than starting on cut completions.
 
 **Granularity.** A step's spend is lumpy: at 25% validity a one-task step spends a proposal or a proposal and
 all its answers. So the rule is: before each step, with R = target - spent per adapter, stop if R is within
@@ -97,6 +100,7 @@ def population_runs(tracker, cfg: TrainConfig, run_id: str | None) -> list:
 # token budgets)
 Shape = tuple[int, int, int, int, int]
 MIN_BUDGETS = (16, 8)
+PRIOR_SLACK = 3  # before any step: the config's step unless its bound exceeds 3x what is left (see the module)
 KNOWN_ROWS = 8  # rows of a kind seen before its longest stands for its worst case (else its token budget does)  # the fields' lower bounds (tasks.max_new_tokens_propose, tasks.max_new_tokens_solve)
 
 
@@ -259,8 +263,8 @@ def next_shape(full: Shape, model: CostModel, spent: float, target: Target, tole
     if target.tokens is None:
         return WAIT
     remaining = target.tokens - spent
-    if model.prior and model.spend(full, adapters, worst=True) <= 2 * remaining:
-        return full  # nothing measured yet: the config's step, unless even its bound would spend twice what is left
+    if model.prior and model.spend(full, adapters, worst=True) <= PRIOR_SLACK * remaining:
+        return full  # nothing measured yet: the config's step, unless even its bound is far above what is left
     if not target.final:  # follow: a full step only when even its worst case stays under the run's ledger so far
         return full if model.spend(full, adapters, worst=True) <= remaining else WAIT
     band = tolerance / 2 * target.tokens
