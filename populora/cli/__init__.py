@@ -141,6 +141,8 @@ def build_parser() -> argparse.ArgumentParser:
     fg.add_argument("--out", help="folder the files go to (default: figures/<run or sweep id>)")
     fg.add_argument("--uri", help="MLflow tracking URI (default: MLFLOW_TRACKING_URI, else ./mlflow.db)")
     fg.add_argument("--formats", default="png,svg,pdf", help="comma-separated, among png, svg, pdf (default: all three)")
+    fg.add_argument("--x", default="step", choices=["step", "compute"], help="the per-step curves against the step "
+                    "(default) or per-adapter compute, the runs' ledgers (arms compared at equal spend)")
     sub.add_parser("league", help="runs' members, baseline and base model on one scale of ability and task "
                    "difficulty, on a fixed task panel (populora league --help)", add_help=False)
     return p

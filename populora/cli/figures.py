@@ -15,7 +15,7 @@ def figures(args) -> int:
     out = Path(args.out or (f"figures/{args.sweep}" if args.sweep else f"figures/{args.run}"))
     formats = tuple(f.strip() for f in args.formats.split(",") if f.strip())
     paths = figure_set(tracking_client(args.uri), out, run_id=args.run, sweep_id=args.sweep, baseline=args.baseline,
-                       formats=formats)
+                       formats=formats, x=args.x)
     pngs = [p for p in paths if p.suffix == ".csv"]
     print(f"{len(pngs)} figures ({', '.join(formats)}, csv) in {out}; captions and equal-volume table: {out / 'captions.md'}")
     return 0

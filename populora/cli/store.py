@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 
 from populora.cli import experiments
+from populora.evaluation import compute as compute_figure
 from populora.platform import heartbeat, jobs, lost_runs, progress, queue, runlayout
 from populora.platform.run_detail import render
 from populora.platform.tracking import Tracker, client, tracking_uri
@@ -30,11 +31,19 @@ def runs(args) -> int:
     if not rows:
         print(f"no PopuLoRA runs in {tracking_uri()} (start one with: populora train --config configs/smoke.yaml)")
         return 0
-    print(f"{'run id':34} {'name':18} {'kind':10} {'status':9} {'progress':9} {'solve':>6} {'valid':>6}  monitors fired")
+    by_id = {r["run_id"]: r for r in rows}
+    print(f"{'run id':34} {'name':18} {'kind':10} {'status':9} {'progress':9} {'solve':>6} {'valid':>6} "
+          f"{'vs baseline':>17}  monitors fired")
     for r in rows:
         solve, valid = r["solve_rate"], r["validity_rate"]
         print(f"{r['run_id']:34} {r['name'][:18]:18} {r['kind']:10} {r['status']:9} {r['progress'] or '?':9} "
-              f"{'' if solve is None else f'{solve:.0%}':>6} {'' if valid is None else f'{valid:.0%}':>6}  {r['monitors']}")
+              f"{'' if solve is None else f'{solve:.0%}':>6} {'' if valid is None else f'{valid:.0%}':>6} "
+              f"{compute_cell(r, by_id.get(r['baseline_run'])):>17}  {r['monitors']}")
+    lines = [f"  {r['run_id'][:12]} vs {r['baseline_run'][:12]}: {f['words']}" for r in rows
+             for f in [compute_figure.figure(r["compute_metrics"], by_id[r["baseline_run"]]["compute_metrics"])
+                       if r["baseline_run"] in by_id else None] if f]
+    if lines:
+        print("compute (realised per-adapter spend, the runs' ledgers):\n" + "\n".join(lines))
     crashed_hint(rows)
     return 0
 
@@ -58,6 +67,19 @@ def reap() -> int:
     for r in found:
         print(f"{r.run_id} {r.name}: silent {heartbeat.describe_silence(r.silent_s)}: {r.why}")
     return 0
+
+
+def compute_cell(row: dict, baseline: dict | None) -> str:
+    """A population's column: its baseline's realised per-adapter spend over its own, "matched" within 5%
+    (evaluation/compute.py); empty without a linked baseline listed or a ledger.
+
+    >>> p = {"compute_metrics": {"compute/per_adapter/generated_tokens": 100.0, "compute/per_adapter/trained_tokens": 100.0}}
+    >>> b = {"compute_metrics": {"compute/per_adapter/generated_tokens": 150.0, "compute/per_adapter/trained_tokens": 146.0}}
+    >>> compute_cell(p, b), compute_cell(p, p), compute_cell(p, None)
+    ('1.48x not matched', '1.00x matched', '')
+    """
+    f = compute_figure.figure(row["compute_metrics"], baseline["compute_metrics"]) if baseline else None
+    return "" if f is None else f"{f['ratio']:.2f}x {'matched' if f['matched'] else 'not matched'}"
 
 
 def jobs_(args) -> int:

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from populora.evaluation import benchmarks, fetch, figures, math_suite, report, results, sweep_report, verdict
+from populora.evaluation import compute as compute_figure
 from populora.evaluation.config import EvalConfig, ReportConfig
 from populora.evaluation.evaluate import MissingDependency, evaluate, require_packages  # noqa: F401 - part of this module's API
 from populora.evaluation.generation import ensure_offline
@@ -202,6 +203,8 @@ def report_main(argv: list[str]) -> int:
         judged = verdict.build(typed)
     except sweep_report.ReportError as err:
         return _fail(err)
+    if judged and args.run:  # the verdict names the arms' realised compute beside its claim
+        judged["compute"] = _compute_words(tracker, args.run)
     judged_text = ("\nverdict (population vs baseline, scores in %):\n" + verdict.text(judged)) if judged else \
         "\nno verdict: the samples files of this evaluation are not on this machine (per-problem scores needed)\n"
     print(note + report.text(table) + judged_text + compute)
@@ -226,12 +229,23 @@ def _with_linked_baseline(tracker, run_id: str, step: int | None, data: dict) ->
     except Exception:  # noqa: BLE001 - the baseline is not evaluated: the table says "no baseline scored"
         pass
     pop, base = tracker.get_run(run_id).data, tracker.get_run(linked).data
-    rows, warning = verdict.compute_side_by_side(pop.metrics, base.metrics, runlayout.matched_by_rule(pop.tags, base.tags))
+    kl = compute_figure.kl_forward_of(pop.params)
+    rows, warning = verdict.compute_side_by_side(pop.metrics, base.metrics, runlayout.matched_by_rule(pop.tags, base.tags), kl)
     fmt = lambda v: "-" if v is None else f"{v:,.0f}"  # noqa: E731
     lines = [f"training compute per adapter (ledger): population run {run_id[:8]} vs baseline run {linked[:8]}"]
-    lines += [f"  {r['quantity']:32} {fmt(r['population']):>12} {fmt(r['baseline']):>12}  ratio "
+    lines += [f"  {r['quantity']:38} {fmt(r['population']) if 'FLOPs' not in r['quantity'] else '':>12} "
+              f"{fmt(r['baseline']) if 'FLOPs' not in r['quantity'] else '':>12}  ratio "
               + ("-" if r["ratio"] is None else f"{r['ratio']:.2f}") for r in rows]
-    return data, "\n".join(lines + ([f"WARNING: {warning}"] if warning else [])) + "\n"
+    figure = compute_figure.figure(pop.metrics, base.metrics, kl)
+    tail = [f"WARNING: {warning}"] if warning else [f"compute: {figure['words']}"] if figure else []
+    return data, "\n".join(lines + tail) + "\n"
+
+
+def _compute_words(tracker, run_id: str) -> str | None:
+    """The one compute figure's words of a population run and its linked baseline (None without both ledgers)."""
+    linked = tracker.get_run(run_id).data.tags.get(runlayout.BASELINE_RUN)
+    figure = compute_figure.of_runs(tracker.get_run(run_id), tracker.get_run(linked)) if linked else None
+    return figure["words"] if figure else None
 
 
 def _print_operators(tracker, run_id: str) -> None:
@@ -253,7 +267,8 @@ def _report_sweep(args) -> int:
         return _fail(err)
     for key in missing:
         print(f"not evaluated (left out): {key}", file=sys.stderr)
-    data = {"sweep": args.sweep, **sweep_report.build(configs, [tuple(b) for b in args.between])}
+    data = {"sweep": args.sweep, **sweep_report.build(configs, [tuple(b) for b in args.between]),
+            "compute": sweep_report.compute_lines(tracker, args.sweep)}
     print(sweep_report.text(data))
     out = Path(args.out) if args.out else S.sweeps_dir() / args.sweep / "report"
     write_atomic(out / "report.md", sweep_report.markdown(data))

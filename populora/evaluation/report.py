@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from populora.evaluation import benchmarks, selection, stats
+from populora.evaluation import compute as compute_figure
 from populora.evaluation.summary import BASE, BASELINE, MEMBER, Results, Summary, population_summary
 
 AVERAGES = ("code avg", "math avg", "overall")  # ours: the keys of ``averages`` (the UI's Compare page too)
@@ -243,9 +244,8 @@ def compute_call_out(t: Table) -> list[str]:
     base = next((c for label, c in by_label.items() if label.startswith("baseline")), None)
     if not pop or base is None:  # no population tokens to compare with (None or 0)
         return []
-    # the direction of the compute panel and the eval log's ledger table: the baseline's over the population's
-    return [f"compute per adapter (generated + trained tokens): population {pop:,.0f} vs baseline {base:,.0f} "
-            f"(the baseline has {base / pop:.2f}x the population's)"]
+    # the one compute figure (evaluation/compute.py): "compute-matched" only within its tolerance
+    return [f"compute per adapter: {compute_figure.words(pop, base)}"]
 
 
 def call_outs(named: dict[str, list], baseline: list | None) -> list[str]:

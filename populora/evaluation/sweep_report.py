@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from populora.evaluation import aggregates, benchmarks, families, headline, power, selection, stats
+from populora.evaluation import aggregates, benchmarks, compute, families, headline, power, selection, stats
 from populora.evaluation.results import load as load_results
 from populora.evaluation.summary import BASELINE, ENDS, Results, population_summary
 from populora.platform import config as config_io
@@ -275,7 +275,7 @@ def text(report: dict) -> str:
     out = [fmt(head), fmt(["-" * w for w in widths])] + [fmt(line) for line in lines]
     out += ["", "Scores in % with 95% intervals.", INTERVALS, DEFINITIONS, SELECTION_NOTE]
     out += [f"- {c['words']}" for c in report["comparisons"]] or ["- no baseline evaluated: nothing to compare with"]
-    out += _closing(report)
+    out += _closing(report) + list(report.get("compute") or [])
     return "\n".join(out) + "\n"
 
 
@@ -299,10 +299,30 @@ def markdown(report: dict) -> str:
                 for r in report["configs"]]
         out.append("")
     return "\n".join(out) + "\n" + INTERVALS + "\n\n" + DEFINITIONS + "\n\n" + SELECTION_NOTE + "\n\n" \
-        + "\n".join(f"- {c['words']}" for c in report["comparisons"]) + "\n\n" + "\n\n".join(_closing(report)) + "\n"
+        + "\n".join(f"- {c['words']}" for c in report["comparisons"]) + "\n\n" + "\n\n".join(_closing(report)) + "\n" \
+        + "".join(f"\n- {line}" for line in report.get("compute") or [])
 
 
 # ====================================================================== reading a sweep from MLflow
+def compute_lines(tracker, sweep_id: str) -> list[str]:
+    """Per seed and configuration, the one compute figure of its population run against the seed's baseline
+    (evaluation/compute.py: realised per-adapter spend of both arms, "compute-matched" only within 5%)."""
+    runs = S.latest_by_key(S.find_runs(tracker.client, sweep_id)).values()
+    by_seed: dict[int, dict] = {}
+    for run in runs:
+        config, seed = S.config_and_seed(run)
+        by_seed.setdefault(seed, {})[config] = run
+    out = []
+    for seed, configs in sorted(by_seed.items()):
+        base = configs.get(S.BASELINE_LABEL)
+        for config, run in sorted(configs.items()):
+            if config == S.BASELINE_LABEL or base is None:
+                continue
+            figure = compute.of_runs(run, base)
+            out.append(f"compute, seed {seed}, {config}: " + (figure["words"] if figure else "no ledger in one of the runs"))
+    return out
+
+
 def gather(tracker, sweep_id: str) -> tuple[dict[str, dict[int, dict]], list[str]]:
     """({config label: {seed: arms}}, problems found) of a sweep's evaluated runs."""
     runs = S.latest_by_key(S.find_runs(tracker.client, sweep_id))

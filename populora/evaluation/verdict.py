@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import copy
 
-from populora.evaluation import aggregates, benchmarks, power, stats
+from populora.evaluation import aggregates, benchmarks, compute, power, stats
 from populora.evaluation.headline import DELTAS, adjust, words
 from populora.evaluation.summary import BASE, BASELINE, MEMBER, Results
 from populora.evaluation.sweep_report import _groups, run_arms, same_problems, strata
 
 ARMS = ("population mean", "weakest", "best", "baseline", "base model")
-MATCHED_WITHIN = 0.10  # per-adapter compute further apart than this: not compute-matched (the one threshold: report, Compare)
+MATCHED_WITHIN = compute.TOLERANCE  # per-adapter compute further apart than this: not compute-matched (evaluation/compute.py)
 COMPUTE = ("generated_tokens", "trained_tokens")
 
 
@@ -122,41 +122,48 @@ def text(v: dict) -> str:
                         "adapters on these problems); p-values Holm-adjusted over every comparison but overall "
                         "mean - baseline (the primary); weakest / best: the member the cross-fit rule picks, not "
                         "the truly weakest / best", "verdict: " + v["words"]]
+                     + ([f"compute: {v['compute']}"] if v.get("compute") else [])
                      + (["rliable (Agarwal et al. 2021) over the benchmarks, 95% intervals over problems:"]
                         + [f"  {line}" for line in v["aggregates"]["words"]] if v.get("aggregates") else [])) + "\n"
 
 
 def compute_side_by_side(population: dict[str, float], baseline: dict[str, float],
-                         by_rule: bool = False) -> tuple[list[dict], str | None]:
+                         by_rule: bool = False, kl_forward: float = 0.0) -> tuple[list[dict], str | None]:
     """Both runs' per-adapter training compute (``compute/per_adapter/<q>`` of each run's ledger) side by side:
-    ([{quantity, population, baseline, ratio}], a warning when a ratio is off 1 by more than 10%, else None).
+    ([{quantity, population, baseline, ratio}], the one compute figure's words (evaluation/compute.py) when the
+    arms are not compute-matched (more than 5% apart in generated + trained tokens), else None).
 
     >>> rows, warn = compute_side_by_side({"compute/per_adapter/generated_tokens": 256.0,
     ...     "compute/per_adapter/trained_tokens": 300.0}, {"compute/per_adapter/generated_tokens": 512.0,
     ...     "compute/per_adapter/trained_tokens": 310.0})
-    >>> [r["ratio"] for r in rows], warn.split(" per adapter")[0]
-    ([2.0, 1.0333333333333334], "not compute-matched: the baseline has 2.00x the population's generated tokens")
+    >>> [round(r["ratio"], 3) for r in rows], warn.split(" per-adapter")[0]
+    ([2.0, 1.033, 1.478, 1.322], "not compute-matched: the baseline spent 1.48x the population's")
 
-    ``by_rule``: the baseline was configured by the matching rule (the two runs share a ``populora.pair``): a gap
-    is then realised compute, and the advice to use the rule would be wrong.
+    ``by_rule``: the two runs share a ``populora.pair`` (launched together): the words then say the gap is
+    realised spend, and where the baseline was not trained to its population's ledger (a run from before the
+    ledger-matched baseline), how to get one.
 
-    >>> compute_side_by_side({"compute/per_adapter/trained_tokens": 237.0}, {"compute/per_adapter/trained_tokens": 308.0}, by_rule=True)[1][:49]
-    'realised compute differs: the baseline has 1.30x '
+    >>> compute_side_by_side({"compute/per_adapter/generated_tokens": 100.0, "compute/per_adapter/trained_tokens": 137.0},
+    ...                      {"compute/per_adapter/generated_tokens": 100.0, "compute/per_adapter/trained_tokens": 208.0}, by_rule=True)[1][:42]
+    'not compute-matched: the baseline spent 1.'
     """
-    rows, off = [], []
+    rows = []
     for q in COMPUTE:
         p, b = population.get(f"compute/per_adapter/{q}"), baseline.get(f"compute/per_adapter/{q}")
-        ratio = b / p if p and b is not None else None
-        rows.append({"quantity": q.replace("_", " ") + " per adapter", "population": p, "baseline": b, "ratio": ratio})
-        if ratio is not None and abs(ratio - 1) > MATCHED_WITHIN:
-            off.append(f"{ratio:.2f}x the population's {q.replace('_', ' ')}")
-    warning = None
-    if off and by_rule:  # configured by the matching rule: what differs is the compute the runs realised
-        warning = (f"realised compute differs: the baseline has {' and '.join(off)} per adapter (more than 10% "
-                   "apart), though its configuration was matched to the population by rule (populora train "
-                   "--baseline). The ledgers count what was realised: a population's invalid tasks are never "
-                   "answered, so it trains on fewer rollouts than configured when its teachers write invalid tasks")
-    elif off:
-        warning = (f"not compute-matched: the baseline has {' and '.join(off)} per adapter (more than 10% apart); "
-                   "train the baseline with the matched rule (Launch's baseline box, populora train --baseline)")
-    return rows, warning
+        rows.append({"quantity": q.replace("_", " ") + " per adapter", "population": p, "baseline": b,
+                     "ratio": b / p if p and b is not None else None})
+    fig = compute.figure(population, baseline, kl_forward)
+    if fig is not None:
+        rows.append({"quantity": "generated + trained tokens per adapter", "population": fig["population"],
+                     "baseline": fig["baseline"], "ratio": fig["ratio"]})
+        rows.append({"quantity": "FLOPs per adapter (relative)", "population": 1.0, "baseline": fig["flops_ratio"],
+                     "ratio": fig["flops_ratio"]})
+    if fig is None or fig["matched"]:
+        return rows, None
+    if by_rule:  # launched together: the gap is what the runs realised
+        return rows, (f"{fig['words']}; the two were launched together (populora.pair), so this is realised spend: "
+                      "a baseline trained to its population's ledger (budget.population, the default of Launch's "
+                      "baseline box and --baseline since issue 53) ends within 5%; this one did not (trained before, "
+                      "stopped early, or its step cap came first)")
+    return rows, (f"{fig['words']}; train the baseline with the matched rule (Launch's baseline box, populora train "
+                  "--baseline), which trains it to the population's per-adapter ledger")

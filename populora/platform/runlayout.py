@@ -63,6 +63,7 @@ RUN_DIR = "populora.run_dir"            # local dir of checkpoints and adapters
 BASE_MODEL = "populora.base_model"
 BASELINE_RUN = "populora.baseline_run"  # the single-agent run to compare against ("" if none)
 BASELINE_OF = "populora.baseline_of"    # on a baseline run: the population run(s) it is the baseline of (comma-separated)
+BUDGET = "populora.budget"              # a run trained to a compute budget (budget.*): its spend against the target, one line
 PAIR = "populora.pair"                  # a population and its baseline started together share it (see link_pair)
 RESUMED_FROM = "populora.resumed_from"  # checkpoint dir name of the last resume
 FORKED_FROM = "populora.forked_from"    # a fork (populora train --fork): the run it continues
@@ -380,6 +381,7 @@ def run_row(run, exps: dict[str, str]) -> dict:
             "solve_rate": m.get(SOLVE_RATE), "validity_rate": m.get(VALIDITY_RATE), "step_s": m.get(STEP_SECONDS),
             "training_s": m.get(TRAINING_SECONDS),
             "baseline_run": t.get(BASELINE_RUN, ""), "run_dir": t.get(RUN_DIR, ""),
+            "compute_metrics": {k: m[k] for k in COMPUTE_PER_ADAPTER.values() if k in m},  # its per-adapter ledger
             "experiment": exps.get(run.info.experiment_id, run.info.experiment_id),
             "monitors": ", ".join(fired_monitors(t)), "tags": dict(t)}
 

@@ -16,8 +16,14 @@ plan`` accounts) by its adapters and gives the baseline that many of each kind:
 in whole numbers (at least 1): where the population's rows per adapter are not whole (3 teachers x 2 tasks over 8
 adapters: 0.75 proposals), the pair of whole numbers whose per-adapter generated and trained tokens (the plan's
 token budgets) come closest to the population's. Token budgets, the model and everything else stay the
-population's, so equal rows are equal generated and trained tokens. configs/baseline.yaml (of smoke.yaml) and
-configs/paper-baseline.yaml (of every paper-*.yaml population) are this rule's output.
+population's. configs/baseline.yaml (of smoke.yaml) and configs/paper-baseline.yaml (of every paper-*.yaml
+population) are this rule's output.
+
+That is the baseline's *shape*, not how long it trains: equal rows per step are equal tokens only if both arms
+write the same share of valid tasks at the same completion lengths, and they do not (an invalid task is never
+answered; issue 53 measured 1.48x). So the matched baseline trains to a compute budget (training/budget.py,
+``budget.population``): until its realised per-adapter ledger equals its population's final one, within 5%,
+following the population while it still trains; ``steps`` is only a cap (``budget.matched_steps_cap``).
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from __future__ import annotations
 import math
 
 from populora.platform import plan
+from populora.training.budget import matched_steps_cap
 from populora.training.config import TrainConfig
 from populora.training.workload import counts, solver_batch_rows, workload
 
@@ -50,6 +57,8 @@ def matched_baseline(cfg: TrainConfig) -> TrainConfig:
     >>> b = matched_baseline(config_io.load(TrainConfig, "configs/smoke.yaml", []))
     >>> b.population.single_agent, b.tasks.tasks_per_teacher, b.tasks.rollouts, b.evolution.every, b.name
     (True, 1, 4, 0, 'smoke-baseline')
+    >>> b.budget.population, b.steps  # trained to its population's ledger; 4 steps of smoke.yaml -> a cap
+    (True, 40)
     """
     if cfg.population.single_agent:
         return cfg.model_copy(deep=True)
@@ -59,6 +68,8 @@ def matched_baseline(cfg: TrainConfig) -> TrainConfig:
     data["baseline_run"] = None
     data.setdefault("population", {})["single_agent"] = True
     data.setdefault("evolution", {})["every"] = 0  # one adapter: nothing to select or replace
+    data["budget"] = {"population": True}  # how long: until its ledger matches its population's (budget.py)
+    data["steps"] = matched_steps_cap(cfg.steps)
     if rows["buffer"]:
         data.setdefault("solver", {})["batch_per_kind"] = max(1, round(rows["buffer"] / len(cfg.tasks.kinds)))
     base = TrainConfig.model_validate(data)

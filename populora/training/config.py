@@ -253,6 +253,32 @@ class CheckpointConfig(Section):
     keep: int = Field(2, ge=1, le=1_000_000, description="Checkpoints kept on disk (the newest); a run can be forked (populora train --fork) from any kept one")
 
 
+class BudgetConfig(Section):
+    """A compute budget as the stopping rule (training/budget.py): train until the run's per-adapter ledger
+    (``compute/per_adapter/generated_tokens`` + ``trained_tokens``) reaches a target, ``steps`` then being only a
+    cap. At most one target: a number, the ledger of a run, or the ledger of this run's population (the
+    compute-matched baseline's default: followed while the population trains, final when it ends)."""
+
+    tokens: float | None = Field(None, gt=0, description="Target per-adapter tokens (generated + trained, the ledger's); None: no budget")
+    run: str | None = Field(None, description="MLflow run id whose per-adapter ledger is the target (followed while it trains, its final value once it ends)")
+    population: bool = Field(False, description="The target is this run's population's per-adapter ledger: the run sharing its `pair`, "
+                             "else its sweep seed's population run(s) (the largest); what the matched baseline uses")
+    tolerance: float = Field(0.05, gt=0, le=0.5, description="The realised spend must end within this fraction of the target; "
+                             "a step is taken only if its largest likely spend ends inside target + tolerance/2")
+    poll_s: float = Field(10.0, gt=0, le=3600, description="Seconds between reads of a followed run's ledger while waiting for it")
+
+    @model_validator(mode="after")
+    def _one_target(self) -> "BudgetConfig":
+        given = [k for k in ("tokens", "run", "population") if getattr(self, k)]
+        if len(given) > 1:
+            raise ValueError(f"budget has {len(given)} targets ({', '.join(given)}); set one of budget.tokens, budget.run, budget.population")
+        return self
+
+    @property
+    def on(self) -> bool:
+        return bool(self.tokens or self.run or self.population)
+
+
 class PeriodicEvalConfig(Section):
     """In-training evaluation: every ``every`` steps the trainer scores each alive member (a baseline run: its one
     adapter) on a fixed, seeded subset of benchmarks, in its own process with its own loaded backend, and logs
@@ -339,7 +365,7 @@ class RayConfig(Section):
 class TrainConfig(Section):
     name: str = Field("populora", description="Run name shown in MLflow")
     experiment: str = Field("populora", description="MLflow experiment name")
-    steps: int = Field(4, ge=1, le=1_000_000, description="Training steps")
+    steps: int = Field(4, ge=1, le=1_000_000, description="Training steps (with a budget: the most steps it may take)")
     seed: int = Field(0, description="Seed of every random generator")
     output_dir: str = Field("runs", description="Where run dirs (checkpoints, adapters) are written")
     baseline_run: str | None = Field(None, description="MLflow run id of the single-agent baseline to compare this population with")
@@ -358,6 +384,7 @@ class TrainConfig(Section):
     ray: RayConfig = RayConfig()
     sandbox: SandboxConfig = SandboxConfig()
     eval: PeriodicEvalConfig = PeriodicEvalConfig()
+    budget: BudgetConfig = BudgetConfig()
 
     @model_validator(mode="after")
     def _consistent(self) -> "TrainConfig":
@@ -375,6 +402,9 @@ class TrainConfig(Section):
                              "chat turns); set tasks.template: chat, or tasks.format: azr")
         if not self.tasks.kinds:
             raise ValueError("tasks.kinds is empty; list at least one of code_o, code_i, code_f")
+        if self.budget.population and not self.population.single_agent:
+            raise ValueError("budget.population matches a baseline to its population's ledger; this config is a "
+                             "population: set population.single_agent=true, or give budget.tokens / budget.run instead")
         if self.ray.placement == "auto":
             self.ray.placement = default_placement(self.model.device, self.ray.gpus_per_worker)
         if self.ray.address == "local" and self.ray.num_cpus is None:

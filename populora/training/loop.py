@@ -25,7 +25,7 @@ from populora.platform.backends.ray import init_ray
 from populora.platform.ray_verifier import RayVerifier
 from populora.platform.verifier import Verifier
 from populora.platform.settings_diff import settings_diff
-from populora.training import checkpoint, curriculum, faults, member_models, monitors, operator_stats, periodic_eval, probe, resize, run_log
+from populora.training import budget, checkpoint, curriculum, faults, member_models, monitors, operator_stats, periodic_eval, probe, resize, run_log
 from populora.training.buffers import TaskBuffers, buffer_kinds
 from populora.training.config import TrainConfig
 from populora.training.curriculum_tracker import CurriculumTracker
@@ -84,10 +84,14 @@ class Trainer:
         self.models: dict[str, dict] = {}  # member -> its newest LoggedModel {"id", "step"} (member_models)
         self.checkpointed = 0  # the step of the last checkpoint written or restored
         self.resume_notes: list[str] = []  # newer checkpoints a resume found damaged and skipped (and why)
+        # budget.*: train until the per-adapter ledger reaches a target (training/budget.py); None: train `steps`
+        self.budget = budget.Budget(cfg, log.tracker, log.run_id) if cfg.budget.on else None
+        self.last_rows: tuple = ()  # the step's (tasks, proposals, answers, buffer batch): the budget's cost model
 
     # ================================================================== the step
-    def step(self) -> dict:
-        cfg, s = self.cfg, self.step_index + 1
+    def step(self, shape: TrainConfig | None = None) -> dict:
+        """One step; ``shape``: the config with fewer rows for this step only (a budget's last steps)."""
+        cfg, s = shape or self.cfg, self.step_index + 1
         seed = self.cfg.seed * 100_003 + s
         timings, t0 = {}, time.perf_counter()
         teachers, students = self.population.teachers, self.population.students
@@ -151,6 +155,7 @@ class Trainer:
             record["run_metrics"].update({"solver/batch_answers": len(batch),
                                           "solver/batch_solve_rate": sum(bool(a.correct) for a in batch) / len(batch)})
         spent = step_compute(proposals + answers + batch, train_stats)  # estimation and training answers both cost
+        self.last_rows = (tasks, proposals, answers, batch)
         add_to_record(record, *self.ledger.record(spent, [m.id for m in self.population.alive()], [m.id for m in teachers + students]))
         if scored is not None:
             add_to_record(record, scored.member_metrics, scored.run_metrics)
@@ -182,13 +187,18 @@ class Trainer:
         try:
             while self.step_index < self.cfg.steps:
                 stopping.check()  # a stop signal whose raise a finalizer swallowed (during setup or the last step)
+                shape = self.budget_shape()
+                if shape is None:
+                    break
                 self.log.beat_at(self.step_index + 1)  # the step a trainer killed now was on (platform/heartbeat.py)
-                record = self.step()
+                record = self.step(shape)
+                self.budget_observe(shape)
                 bar.update(1)
                 line = run_log.summary_line(record, self.cfg.steps, self.population)
                 bar.write(line) if progress else print(line, flush=True)  # no bar: one plain line per step (job logs)
                 if on_step:
                     on_step(record)
+            self.budget_end()
             self.finish()
         except BaseException as err:  # Ctrl-C / SIGTERM: stopped; anything else (a full disk too): failed
             err = faults.explained(err, self.run_id, self.log.tracker.uri, self.run_dir, self.checkpointed)
@@ -196,6 +206,35 @@ class Trainer:
             raise err
         finally:
             bar.close()
+
+    # ================================================================== the compute budget (budget.*)
+    def budget_shape(self) -> TrainConfig | None:
+        """The next step's config: ``cfg`` without a budget; with one, fewer rows near its target, None once it
+        is reached (it may wait for a followed run's ledger)."""
+        if self.budget is None:
+            return self.cfg
+        self.spent_before = self.spent_per_adapter()
+        return self.budget.shape(self.ledger.totals, len(self.population.alive()))
+
+    def budget_observe(self, shape: TrainConfig) -> None:
+        if self.budget is not None:
+            realised = self.spent_per_adapter() - self.spent_before
+            self.budget.observe(shape, self.last_rows, realised, len(self.population.alive()))
+
+    def spent_per_adapter(self) -> float:
+        return budget.spent_per_adapter(self.ledger.totals, len(self.population.alive()))
+
+    def budget_end(self) -> None:
+        """A budgeted run's end: its last step checkpointed (the budget may stop it between checkpoints) and
+        what it spent against its target as a tag (``populora.budget``)."""
+        if self.budget is None:
+            return
+        if self.checkpointed != self.step_index:
+            self.save_checkpoint()
+            self.flush()
+        words = self.budget.words(self.spent_per_adapter(), capped=self.step_index >= self.cfg.steps)
+        print(words, flush=True)
+        self.log.tracker.set_tags(self.run_id, {rl.BUDGET: words[:500]})
 
     # ================================================================== setup
     @classmethod
@@ -280,6 +319,7 @@ class Trainer:
             "pending": self.pending, "member_runs": self.log.member_runs, "run_id": self.run_id,
             "ledger": self.ledger.to_dict(), "eval_ledger": self.eval_ledger.to_dict(), "models": self.models,
             "training_s": self.progress.training_so_far(),
+            "budget": self.budget.to_dict() if self.budget else None,
         }
         rng_state = {"numpy": self.rng.bit_generator.state, "torch": torch.get_rng_state(), "torch_gen": self.torch_gen.get_state()}
         members = [m.id for m in self.population.alive()]
@@ -394,6 +434,8 @@ class Trainer:
         self.pending = state["pending"]
         self.ledger = ComputeLedger.from_dict(state.get("ledger"))
         self.eval_ledger = EvalLedger.from_dict(state.get("eval_ledger"))
+        if self.budget is not None and state.get("budget"):  # the cost model measured so far
+            self.budget = budget.Budget(self.cfg, self.log.tracker, self.run_id, state["budget"])
         self.models = dict(state.get("models") or {})  # absent in checkpoints from before LoggedModels
         self.progress.step, self.progress.training_s = self.step_index, float(state.get("training_s") or 0.0)
         self.checkpointed = self.step_index

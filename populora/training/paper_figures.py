@@ -42,6 +42,8 @@ INTEGER_X = ("step", "valid programs teachers wrote", "m (programs drawn)")  # x
 RATINGS = [("teacher", "teacher_rating", "teacher rating (mean TrueSkill mu)"),
            ("student", "student_rating", "student rating (mean TrueSkill mu)")]
 FORMATS = ("png", "svg", "pdf")
+X_AXES = ("step", "compute")  # what the per-step curves are drawn against: the step, or per-adapter compute
+COMPUTE_LABEL = "per-adapter compute (generated + trained tokens)"
 
 
 class FiguresError(ValueError):
@@ -56,6 +58,7 @@ class Arm:
     runs: dict[int, str] = field(default_factory=dict)                    # seed -> run id
     curves: dict[str, dict[int, list]] = field(default_factory=lambda: defaultdict(dict))
     structures: dict[int, list[tuple[int, str, str]]] = field(default_factory=dict)  # seed -> [(step, kind, key)]
+    compute: dict[int, dict[int, float]] = field(default_factory=dict)  # seed -> {step: per-adapter tokens so far}
 
 
 # ====================================================================== reads
@@ -107,7 +110,14 @@ def load_arm(client, name: str, runs: dict[int, str], ratings: bool) -> Arm:
             for role, slug, _ in RATINGS:
                 arm.curves[slug][seed] = mean_rating(client, run_id, role)
         arm.structures[seed] = structures(client, run_id)
+        arm.compute[seed] = compute_by_step(client, run_id)
     return arm
+
+
+def compute_by_step(client, run_id: str) -> dict[int, float]:
+    """{step: the run's per-adapter generated + trained tokens after it} (its ledger, ``compute/per_adapter/*``)."""
+    gen, trained = (dict(metric_history(client, run_id, rl.COMPUTE_PER_ADAPTER[q])) for q in ("generated_tokens", "trained_tokens"))
+    return {s: gen[s] + trained[s] for s in sorted(set(gen) & set(trained))}
 
 
 def run_arms(client, run_id: str, baseline: str | None = None) -> list[Arm]:
@@ -157,6 +167,35 @@ def aggregate(by_seed: dict[int, list[tuple[float, float]]]) -> list[dict]:
         se = float(v.std(ddof=1) / math.sqrt(len(v))) if len(v) > 1 else 0.0
         out.append({"x": x, "mean": float(v.mean()), "low": float(v.mean() - se), "high": float(v.mean() + se), "seeds": len(v)})
     return out
+
+
+def against_compute(points: list[tuple[int, float]], compute: dict[int, float]) -> list[tuple[float, float]]:
+    """A seed's (step, y) curve re-read as (per-adapter compute after that step, y); steps without a ledger
+    value are left out.
+
+    >>> against_compute([(1, 0.5), (2, 0.7), (3, 0.9)], {1: 100.0, 2: 250.0})
+    [(100.0, 0.5), (250.0, 0.7)]
+    """
+    return [(compute[s], y) for s, y in points if s in compute]
+
+
+def aggregate_compute(by_seed: dict[int, list[tuple[float, float]]], points: int = 24) -> list[dict]:
+    """``aggregate`` for curves against compute: seeds spend different amounts per step, so each seed is
+    interpolated onto a common grid over the compute range all of them cover (one seed: its own points).
+
+    >>> aggregate_compute({0: [(0.0, 0.0), (10.0, 1.0)], 1: [(0.0, 1.0), (20.0, 1.0)]}, points=3)[1]
+    {'x': 5.0, 'mean': 0.75, 'low': 0.5, 'high': 1.0, 'seeds': 2}
+    """
+    curves = [sorted(c) for c in by_seed.values() if c]
+    if len(curves) <= 1:
+        return aggregate(by_seed)
+    lo, hi = max(c[0][0] for c in curves), min(c[-1][0] for c in curves)
+    if hi < lo:
+        return []
+    grid = np.linspace(lo, hi, points) if hi > lo else np.array([lo])
+    on_grid = {i: [(float(x), float(y)) for x, y in zip(grid, np.interp(grid, [p[0] for p in c], [p[1] for p in c]))]
+               for i, c in enumerate(curves)}
+    return aggregate(on_grid)
 
 
 def coverage_curves(arm: Arm) -> dict[int, list[tuple[int, float]]]:
@@ -276,14 +315,27 @@ def equal_volume_table(arms: list[Arm]) -> dict:
     return out
 
 
-def build(arms: list[Arm]) -> list[dict]:
-    """Every figure of the set: {slug, title, xlabel, caption, series: {arm: [{x, mean, low, high}]}}."""
+def build(arms: list[Arm], x: str = "step") -> list[dict]:
+    """Every figure of the set: {slug, title, xlabel, caption, series: {arm: [{x, mean, low, high}]}}. ``x``
+    "compute": the per-step curves against per-adapter compute (each run's ledger), so arms are read at equal
+    spend, as the paper's claim is worded (slugs end in ``_by_compute``)."""
     note = _seed_note(arms)
     figures = []
     for _, slug, title in STEP_METRICS + RATINGS:
-        series = {a.name: aggregate(a.curves.get(slug, {})) for a in arms}
+        if x == "compute":
+            series = {a.name: aggregate_compute({seed: against_compute(c, a.compute.get(seed, {}))
+                                                 for seed, c in a.curves.get(slug, {}).items()}) for a in arms}
+        else:
+            series = {a.name: aggregate(a.curves.get(slug, {})) for a in arms}
         series = {k: v for k, v in series.items() if v}
-        if series:
+        if series and x == "compute":
+            figures.append({"slug": f"{slug}_by_compute", "title": title, "xlabel": COMPUTE_LABEL, "series": series,
+                            "percent": slug in RATES,
+                            "caption": f"{title} against per-adapter training compute (the runs' ledgers: generated + "
+                                       f"trained tokens per adapter; {', '.join(series)}"
+                                       + ("; in %" if slug in RATES else "") + f"), so arms are compared at "
+                                       f"equal spend. {note}"})
+        elif series:
             figures.append({"slug": slug, "title": title, "xlabel": "step", "series": series, "percent": slug in RATES,
                             "caption": f"{title} per training step ({', '.join(series)}"
                                        + ("; in %" if slug in RATES else "") + f"). {note}"})
@@ -433,13 +485,16 @@ def write(figures: list[dict], out: Path, meta: dict, formats: tuple[str, ...] =
 
 
 def figure_set(client, out: Path, run_id: str | None = None, sweep_id: str | None = None,
-               baseline: str | None = None, formats: tuple[str, ...] = FORMATS) -> list[Path]:
-    """Load the arms of a run (and its baseline) or of a sweep, build the figures, write them under ``out``."""
+               baseline: str | None = None, formats: tuple[str, ...] = FORMATS, x: str = "step") -> list[Path]:
+    """Load the arms of a run (and its baseline) or of a sweep, build the figures, write them under ``out``;
+    ``x``: the per-step curves against the step or per-adapter compute."""
     if bool(run_id) == bool(sweep_id):
         raise FiguresError("give a run (--run RUN_ID) or a sweep (--sweep SWEEP_ID), one of them")
+    if x not in X_AXES:
+        raise FiguresError(f"unknown x axis {x!r}; choose one of {', '.join(X_AXES)}")
     check_formats(formats)
     arms = sweep_arms(client, sweep_id) if sweep_id else run_arms(client, run_id, baseline)
-    figures = build(arms)
+    figures = build(arms, x)
     if not figures:
         raise FiguresError("nothing to draw: the runs logged no step yet")
     meta = {"title": f"sweep {sweep_id}" if sweep_id else f"run {run_id}", "sweep": sweep_id,

@@ -4,9 +4,11 @@ each a ``populora train`` job, run through the local job queue (K at a time) or 
 A grid axis is ``key=v1,v2`` (values parsed as YAML, like ``--set``), or several keys varied together,
 ``k1,k2=a1:a2,b1:b2`` (a population mix: ``population.teachers,population.students=1:1,4:4``).
 
-The baseline of seed s is the compute-matched single-agent baseline (``baseline.matched_baseline``: the same
-per-adapter tokens per step) of the base config (preset + ``--set``, without the grid values): the rule the Launch
-page's "also launch the baseline" and ``train --baseline`` use.
+The baseline of seed s is the compute-matched single-agent baseline (``baseline.matched_baseline``: the
+population's per-adapter rows per step) of the base config (preset + ``--set``, without the grid values), trained
+until its per-adapter ledger equals its seed's population's (``budget.population``: the population runs tagged
+with the same sweep and seed, the largest ledger where a grid gives several): the rule the Launch page's "also
+launch the baseline" and ``train --baseline`` use. It is planned after its seed's populations, which it follows.
 
 A fork sweep (``populora sweep --fork RUN_ID --step N --grid ...``, ``plan_fork``) runs each grid point x seed as
 a fork of that checkpoint (``populora train --fork``) instead of a run from scratch; no baseline (the runs share
@@ -99,11 +101,11 @@ def plan(config_path: str | None, grid: list[str], seeds: int, baseline: bool, s
     runs = []
     for offset in range(seeds):
         seed = base.seed + offset
-        if baseline:
-            runs.append(_planned(config_path, sets, {}, seed, True, base.name, ray_address))
         for combo in combos:
             extra = [f"{k}={json.dumps(v) if not isinstance(v, str) else v}" for k, v in combo.items()]
             runs.append(_planned(config_path, sets + extra, combo, seed, False, base.name, ray_address))
+        if baseline:  # after its seed's populations: it follows their ledger, so it must not hold the queue first
+            runs.append(_planned(config_path, sets, {}, seed, True, base.name, ray_address))
     return runs
 
 

@@ -33,10 +33,12 @@ def _domain(values: pd.Series, metric: str) -> list[float]:
 
 
 def lines(df: pd.DataFrame, y_title: str, color: str = "series", height: int = 220, title: str | None = None,
-          key: str | None = None, empty: str = "no data yet", percent: bool | None = None) -> None:
+          key: str | None = None, empty: str = "no data yet", percent: bool | None = None, x: str = "step",
+          x_title: str = "step") -> None:
     """Lines of ``value`` over ``step``, one per ``color`` column value; an empty frame says ``empty`` instead.
     ``key``: the metric's name, which decides a rate's % axis when the title does not say "rate"; ``percent``
-    says it outright (benchmark scores are shares of problems solved without "rate" in their name)."""
+    says it outright (benchmark scores are shares of problems solved without "rate" in their name). ``x``: the
+    column on the x-axis (``step``, or e.g. ``compute``: per-adapter tokens), titled ``x_title``."""
     if df.empty:
         st.caption(f"{title or y_title}: {empty}")
         return
@@ -46,12 +48,13 @@ def lines(df: pd.DataFrame, y_title: str, color: str = "series", height: int = 2
     chart = (
         alt.Chart(df, title=title or y_title)
         .mark_line(point=alt.OverlayMarkDef(size=40, filled=True) if len(df) < 200 else False, strokeWidth=2.5)
-        .encode(x=alt.X("step:Q", title="step", axis=STEP_AXIS),
+        .encode(x=alt.X(f"{x}:Q", title=x_title, axis=STEP_AXIS if x == "step" else alt.Axis(format="~s")),
                 y=alt.Y("value:Q", title=y_title, axis=alt.Axis(format=_axis_format(kind)),
                         scale=alt.Scale(domain=_domain(df["value"], kind), nice=False)),
                 color=alt.Color(f"{color}:N", title=None, scale=alt.Scale(scheme="tableau10"),
                                 legend=alt.Legend(orient="top", symbolOpacity=1, symbolStrokeWidth=3) if df[color].nunique() > 1 else None),
-                tooltip=[color, alt.Tooltip("step:Q", format="d"), alt.Tooltip("value:Q", format=".1%" if is_rate(kind) else ".3f")])
+                tooltip=[color, alt.Tooltip("step:Q", format="d")] + ([alt.Tooltip(f"{x}:Q", format=",.0f")] if x != "step" else [])
+                + [alt.Tooltip("value:Q", format=".1%" if is_rate(kind) else ".3f")])
         .properties(height=height)
     )
     # Streamlit sizes the chart to its content by default and ignores .properties(height=...): say it here.

@@ -106,7 +106,7 @@ def test_eval_run_logs_metrics_table_and_report(runs, capsys):
     out = capsys.readouterr().out
     for label in ("population mean", "weakest member (", "best member (", "baseline (B0)", "base model",
                   "population mean vs baseline", "weakest member vs baseline",
-                  "compute per adapter (generated + trained tokens): population 400 vs baseline 200 (the baseline has 0.50x the population's)"):
+                  "compute per adapter: not compute-matched: the baseline spent 0.50x the population's per-adapter compute (200 vs 400 generated + trained tokens)"):
         assert label in out, label
     md = (tmp / "run_population" / "eval" / "report.md").read_text()
     assert "LiveCodeBench 2408-2501 (public tests)" in md and "HumanEval+" in md

@@ -172,8 +172,8 @@ def test_report_shows_per_adapter_compute_beside_each_row():
     by_label = dict(zip([r[0] for r in t.rows], t.compute))
     assert by_label == {"T0": 100.0, "S0": 340.0, "population mean": 220.0, "weakest member (S0, selected on the same problems: biased)": 340.0,
                         "best member (T0, selected on the same problems: biased)": 100.0, "baseline (B0)": 200.0, "base model": None}
-    assert t.deltas[-1] == ("compute per adapter (generated + trained tokens): population 220 vs baseline 200 "
-                           "(the baseline has 0.91x the population's)")
+    assert t.deltas[-1] == ("compute per adapter: not compute-matched: the baseline spent 0.91x the population's "
+                           "per-adapter compute (200 vs 220 generated + trained tokens)")
     mean_line = next(line for line in report.markdown(t).splitlines() if line.startswith("| population mean |"))
     assert mean_line.endswith("| 15.0 |  |  | 220 |")  # overall, the AZR averages (no AZR math), tokens/adapter
     assert report.csv_text(t).splitlines()[0].endswith(",overall (mean of 10),math avg (AZR: 6 no GSM8K),total (AZR),tokens/adapter")

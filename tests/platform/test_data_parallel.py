@@ -265,3 +265,22 @@ def test_a_local_ray_instance_gets_the_cpus_the_actors_reserve():
     assert cfg.ray.num_cpus == (65 if os.cpu_count() < 65 else None)  # None: all of a machine that has them
     assert config_io.load(TrainConfig, None, ["ray.address=local", "ray.num_cpus=2", "ray.model_workers=64"]).ray.num_cpus == 2
     assert config_io.load(TrainConfig, None, ["ray.address=auto", "ray.model_workers=64"]).ray.num_cpus is None
+
+
+def test_a_budgeted_baseline_ends_inside_its_band_on_two_workers(local_ray, mlflow_store):
+    """The compute budget (training/budget.py) on the data-parallel path: the ledger counts the rows both workers
+    generated and trained, the last steps' fewer rows are dealt over the workers like any, and the run ends within
+    5% of its per-adapter target (budget.tokens), in fewer steps than its cap."""
+    from populora.evaluation.compute import per_adapter
+
+    cfg = config_io.load(TrainConfig, None, TINY + ["population.single_agent=true", "evolution.every=0", "steps=30",
+                                                    "tasks.tasks_per_teacher=4", "budget.tokens=500", "tasks.seed_rounds=0"])
+    trainer = Trainer.create(cfg)
+    try:
+        trainer.train(progress=False)
+        run = trainer.log.tracker.get_run(trainer.run_id)
+        spent = per_adapter(run.data.metrics)["tokens"]
+        assert abs(spent / 500 - 1) <= 0.05 and trainer.step_index < 30, (spent, trainer.step_index)
+        assert run.data.tags["populora.budget"].startswith("budget reached")
+    finally:
+        trainer.close()

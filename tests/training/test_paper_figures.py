@@ -116,6 +116,33 @@ def test_the_script_draws_the_newest_population_and_its_baseline(sweep_store, tm
     assert {r["arm"] for r in data["headline"]} == {"population", "baseline"}
 
 
+def test_curves_against_per_adapter_compute_read_each_runs_ledger(sweep_store, tmp_path):
+    """``populora figures --x compute``: every point of a per-step curve sits at its run's per-adapter ledger after
+    that step (planted here: the population spends 100 tokens a step per adapter, the baseline 70), its y that
+    step's value; steps stay the default x."""
+    from mlflow import MlflowClient
+
+    uri, ids = sweep_store
+    client = MlflowClient(uri)
+    population, baseline = ids[(POPULATION, 0)], ids[(rl.SWEEP_BASELINE, 0)]
+    for run, per_step in ((population, 100.0), (baseline, 70.0)):
+        for step in range(1, STEPS + 1):
+            client.log_metric(run, rl.COMPUTE_PER_ADAPTER["generated_tokens"], per_step * step / 2, step=step)
+            client.log_metric(run, rl.COMPUTE_PER_ADAPTER["trained_tokens"], per_step * step / 2, step=step)
+    out = tmp_path / "by_compute"
+    assert main(["figures", "--run", population, "--baseline", baseline, "--x", "compute", "--formats", "png",
+                 "--out", str(out), "--uri", uri]) == 0
+    figures = {f["slug"]: f for f in json.loads((out / "figures.json").read_text())["figures"]}
+    curve = figures["validity_by_compute"]
+    assert curve["xlabel"] == P.COMPUTE_LABEL and "equal spend" in curve["caption"]
+    for arm, run, per_step in (("population", population, 100.0), ("baseline", baseline, 70.0)):
+        truth = P.metric_history(client, run, rl.VALIDITY_RATE)
+        assert [(p["x"], p["mean"]) for p in curve["series"][arm]] == [(per_step * s, v) for s, v in truth]
+    assert (out / "validity_by_compute.png").stat().st_size > 1000 and "validity" not in figures
+    with pytest.raises(P.FiguresError, match="step, compute"):
+        P.figure_set(client, out, run_id=population, x="flops")
+
+
 # ====================================================================== paper-ready axes (issue 54)
 def _drawn(fig: dict):
     plt = P._plt()

@@ -11,6 +11,7 @@ import pytest
 
 from conftest import cli_in_process, wait_for
 from populora.cli import main
+from populora.evaluation.compute import per_adapter
 from populora.platform import jobs, queue
 from populora.platform import runlayout as rl
 from populora.training import sweep
@@ -118,6 +119,15 @@ def test_sweep_of_two_mixes_two_seeds_with_baselines_end_to_end(mlflow_store, tm
             assert r.data.tags[rl.BASELINE_RUN] == baselines[r.data.tags[rl.SWEEP_SEED]]
         # the driver found the run through its job: the job the trainer linked the run to holds its id
         assert rl.read_run_id(Path(".populora/sweeps", sid, "jobs", r.data.tags[rl.JOB_ID])) == r.info.run_id
+    # each seed's baseline trained to its seed's population ledger (the larger of the two mixes': budget.population)
+    ledger = {r.info.run_id: per_adapter(r.data.metrics)["tokens"] for r in runs}
+    for seed, base in baselines.items():
+        target = max(ledger[r.info.run_id] for r in runs
+                     if r.data.tags[rl.SWEEP_SEED] == seed and r.data.tags[rl.KIND] == rl.POPULATION)
+        with capsys.disabled():  # for the record (pytest -s): the tiny model's rows are coarse next to its target
+            print(f"\nseed {seed}: baseline {ledger[base]:.0f} vs population {target:.0f} tokens per adapter "
+                  f"({ledger[base] / target:.3f}x)")
+        assert client.get_run(base).data.tags[rl.BUDGET].startswith("budget"), client.get_run(base).data.tags
 
     capsys.readouterr()
     assert main([*args, "--wait"]) == 0
@@ -155,6 +165,7 @@ def test_sweep_of_two_mixes_two_seeds_with_baselines_end_to_end(mlflow_store, tm
         assert c["ci95"][0] <= c["delta"] <= c["ci95"][1] and 0 <= c["p_value"] <= 1
     assert (tmp_path / "rep" / "intervals.png").stat().st_size > 1000
     assert (tmp_path / "rep" / "arms_race.png").stat().st_size > 1000
+    assert sum(line.startswith("compute, seed ") for line in data["compute"]) == 4  # 2 mixes x 2 seeds
 
 
 def test_a_killed_sweep_run_resumes_through_the_machine_s_queue(mlflow_store, tmp_path, monkeypatch):

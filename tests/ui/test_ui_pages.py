@@ -106,6 +106,22 @@ def test_arms_race_charts_population_vs_baseline(app, store):
     assert charts >= 4 and charts + empty >= 12, (charts, empty)
 
 
+def test_arms_race_reads_the_curves_against_per_adapter_compute(app, store):
+    """The x-axis switch: the headline curves against each run's per-adapter ledger (generated + trained tokens
+    so far), so the arms are read at equal spend; the steps stay the default."""
+    import json
+
+    at = _ok(app("arms_race", run=store["population"]))
+    def x_axes(at):  # the x encoding of every line chart (a rating band's layers have their own)
+        specs = [json.loads(c.proto.spec) for c in at.get("vega_lite_chart")]
+        return [s["encoding"]["x"] for s in specs if "encoding" in s]
+
+    assert x_axes(at) and all(x["field"] == "step" for x in x_axes(at))
+    at.radio(key="ar_x").set_value("per-adapter compute (generated + trained tokens)").run()
+    compute = [x for x in x_axes(_ok(at)) if x["field"] == "compute"]
+    assert len(compute) >= 2 and compute[0]["title"] == "per-adapter compute (generated + trained tokens)"
+
+
 def test_lineage_draws_every_member_and_selects_one(app, store):
     at = _ok(app("lineage", run=store["population"]))
     dot = at.get("graphviz_chart")[0].proto.spec

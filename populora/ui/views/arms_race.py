@@ -45,20 +45,38 @@ def member_metrics(members: pd.DataFrame) -> list[str]:
     return [m for m in FIRST_MEMBER_METRICS if m in logged] + sorted(logged - set(FIRST_MEMBER_METRICS))
 
 
-def compared(uri: str, runs: dict[str, str], key: str) -> pd.DataFrame:
-    """One metric of several runs as a long frame, ``series`` = the run's role in the comparison."""
+COMPUTE_X = "per-adapter compute (generated + trained tokens)"  # the x-axis the curves can be read against
+
+
+def compared(uri: str, runs: dict[str, str], key: str, x: str = "step") -> pd.DataFrame:
+    """One metric of several runs as a long frame, ``series`` = the run's role in the comparison; ``x`` "compute":
+    with each step's per-adapter compute so far (the run's ledger) in a ``compute`` column, the steps without one
+    left out, so arms are read at equal spend."""
     frames = [store.history(uri, rid, key).assign(series=label) for label, rid in runs.items() if rid]
+    if x == "compute":
+        frames = [f.merge(compute_by_step(uri, rid), on="step") for f, rid in zip(frames, [r for r in runs.values() if r])]
     frames = [f for f in frames if not f.empty]
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["step", "value", "series"])
+    columns = ["step", "value", "series"] + (["compute"] if x == "compute" else [])
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
 
 
-def grid(uri: str, runs: dict[str, str], metrics: list[tuple[str, ...]], per_row: int = 2, empty: str = "no data yet") -> None:
-    """Charts of ``metrics`` ((key, title) or (key, title, what an empty chart says)), ``per_row`` a row."""
+def compute_by_step(uri: str, run_id: str) -> pd.DataFrame:
+    """(step, compute): the run's per-adapter generated + trained tokens after each step (``compute/per_adapter/*``)."""
+    gen, trained = (store.history(uri, run_id, rl.COMPUTE_PER_ADAPTER[q]) for q in ("generated_tokens", "trained_tokens"))
+    both = gen.merge(trained, on="step", suffixes=("_g", "_t"))
+    return pd.DataFrame({"step": both["step"], "compute": both["value_g"] + both["value_t"]})
+
+
+def grid(uri: str, runs: dict[str, str], metrics: list[tuple[str, ...]], per_row: int = 2, empty: str = "no data yet",
+         x: str = "step") -> None:
+    """Charts of ``metrics`` ((key, title) or (key, title, what an empty chart says)), ``per_row`` a row, against
+    ``x`` (the step, or "compute": per-adapter compute)."""
     for i in range(0, len(metrics), per_row):
         cols = st.columns(per_row)
         for col, (key, title, *own) in zip(cols, metrics[i:i + per_row]):
             with col:
-                charts.lines(compared(uri, runs, key), title, color="series", key=key, empty=own[0] if own else empty)
+                charts.lines(compared(uri, runs, key, x), title, color="series", key=key, empty=own[0] if own else empty,
+                             x=x, x_title=COMPUTE_X if x == "compute" else "step")
 
 
 def empty_text(status: str) -> str:
@@ -234,7 +252,10 @@ def body(run_id: str, baseline: str | None, status: str = "running", others: dic
     empty = empty_text(status)
     st.subheader("Population vs baseline" if baseline else "Run")
     not_logged_yet(uri, runs)
-    grid(uri, runs, HEADLINE, empty=empty)
+    x = "compute" if st.radio("x-axis", ["step", COMPUTE_X], horizontal=True, key="ar_x",
+                              help="per-adapter compute: each run's ledger (compute/per_adapter/*), so a population "
+                                   "and its baseline are compared at equal spend") == COMPUTE_X else "step"
+    grid(uri, runs, HEADLINE, empty=empty, x=x)
     benchmarks_during_training(uri, runs, empty)
     st.subheader("Curriculum of the programs teachers wrote (valid ones)")
     for label, rid in runs.items():
@@ -242,14 +263,14 @@ def body(run_id: str, baseline: str | None, status: str = "running", others: dic
             common.monitor_flags((store.run_info(uri, rid) or {}).get("tags", {}), label=f"{label}: ")
     volume = volume_text(programs_so_far(uri, runs), empty)  # too few programs yet to compare at equal volume
     grid(uri, runs, [(k, t, volume) if k in (rl.RAREFIED, rl.RECENT_RAREFIED) else (k, t) for k, t in CURRICULUM],
-         per_row=3, empty=empty)
+         per_row=3, empty=empty, x=x)
     st.caption(f"Diversity is compared at equal volume: the expected number of distinct program structures among "
                f"{M} valid programs drawn from those written so far (rarefaction), so an arm that proposes more does "
                "not look narrower for it. Structures per 100 programs proposed (`curriculum/coverage_per_100`, still "
                "logged) falls with volume even for a generator that never changes: it does not compare arms.")
     # on demand: eleven more histories per run would double a first load's reads of the store
     if st.toggle("Sameness, degenerate teaching and the monitors, step by step", key="ar_sameness"):
-        grid(uri, runs, SAMENESS, per_row=3, empty=empty)
+        grid(uri, runs, SAMENESS, per_row=3, empty=empty, x=x)
     members = store.members(uri, run_id)
     if members.empty:
         st.info("No member runs yet: the trainer logs them with its first checkpoint.")

@@ -13,6 +13,7 @@ import streamlit as st
 
 from populora.evaluation import (BASE, BASELINE, MEMBER, Results, SweepReportError, build_verdict, compute_side_by_side,
                                  eval_metric_keys, with_baseline)
+from populora.evaluation import compute_figure, kl_forward_of
 from populora.platform import runlayout as rl
 from populora.ui import charts, common, eval_panel, store, sweeps
 from populora.ui.compare_table import aggregates_frame, headline, report_ends, summarize, verdict_frame
@@ -141,17 +142,22 @@ def show_verdict(data: dict) -> None:
 
 
 def show_compute(uri: str, run_id: str, baseline: str) -> None:
-    """Both runs' per-adapter training compute from their ledgers, side by side; a warning past 10%."""
+    """Both runs' per-adapter training compute from their ledgers, side by side, and the one compute figure's
+    words (evaluation/compute.py): a warning past 5%."""
     pop, base = (store.run_info(uri, r) or {} for r in (run_id, baseline))
     by_rule = rl.matched_by_rule(pop.get("tags", {}), base.get("tags", {}))
-    rows, warning = compute_side_by_side(pop.get("metrics", {}), base.get("metrics", {}), by_rule)
+    kl = kl_forward_of(pop.get("params", {}))
+    rows, warning = compute_side_by_side(pop.get("metrics", {}), base.get("metrics", {}), by_rule, kl)
     table = pd.DataFrame(rows).set_index("quantity")
     st.markdown("**Training compute per adapter, realised** (the runs' ledgers, `compute/per_adapter/*`)"
                 + (" · the baseline's configuration was matched to the population by rule" if by_rule else ""))
     st.dataframe(common.text_table(table, {"population": "{:,.0f}", "baseline": "{:,.0f}", "ratio": "{:.2f}"}),
                  width="stretch")
+    figure = compute_figure(pop.get("metrics", {}), base.get("metrics", {}), kl)
     if warning:
         st.warning(warning, icon="⚠️")
+    elif figure:
+        st.caption(figure["words"])
 
 
 def evaluations(run_id: str, run_dir: str | None, open_form: bool, baseline: str | None = None) -> None:
