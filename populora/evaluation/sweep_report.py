@@ -35,12 +35,16 @@ SELECTION_NOTE = ("weakest / best: the member the cross-fit rule picks (per seed
                   "benchmark has two problems, the member is chosen on the problems it is scored on: biased). Its "
                   "interval covers the rule's pick, not the truly weakest / best member: over seeds the pick is "
                   "redone in every run, so the seed variance includes the pick's")
-INTERVALS = ("Intervals: one seed per arm, a bootstrap over problems (16 or fewer: the exact sign-flip test; these "
-             "adapters on these problems, not the method); "
-             ">= 2 seeds, a seed-level t (differences: on the per-seed differences, S-1 degrees of freedom, the "
-             "variance floored at ties; scores: with the problem term, Satterthwaite's degrees of freedom), "
-             "a claim about the method. p-values Holm-adjusted: the configurations' overall population mean vs "
-             "baseline among themselves, every other comparison in a second family.")
+INTERVALS = ("Intervals: one seed per arm, over problems (these adapters on these problems, not the method): a score, "
+             "Wilson's interval at the effective sample size (Wilson 1927; Korn & Graubard 1998); a difference, "
+             "MOVER (Zou & Donner 2008) over the parts of the per-problem difference, Newcombe's (1998) paired "
+             "construction, its p inverting it (16 problems or fewer: the larger of it and the exact sign-flip p); "
+             ">= 2 seeds, a claim about the method: differences, a seed-level t on the per-seed differences (S-1 "
+             "degrees of freedom, the variance floored at ties; identical arms: MOVER over the pooled cells); "
+             "scores, Wilson at the effective sample size of the seeds x problems variance (Satterthwaite's "
+             "degrees of freedom, Korn & Graubard's correction). None has zero width on finite data (Bowyer, "
+             "Aitchison & Ivanova 2025: no CLT on few problems). p-values Holm-adjusted: the configurations' "
+             "overall population mean vs baseline among themselves, every other comparison in a second family.")
 AVERAGES = {"code avg": "code", "math avg": "math", "overall": None}  # ours, as in report.py
 
 
@@ -198,10 +202,23 @@ def aggregate(configs: dict[str, dict[int, dict]], seed: int = 0) -> dict | None
     if not common:
         return None
     arms = {lab: m[:, [names.index(b) for b in common]] for lab, (names, m) in mats.items()}
-    out = aggregates.summary(arms, S.BASELINE_LABEL if S.BASELINE_LABEL in arms else None, seed=seed)
+    out = aggregates.summary(arms, S.BASELINE_LABEL if S.BASELINE_LABEL in arms else None, seed=seed,
+                             per_problem=_per_problem(configs, list(arms), common))
     out["benchmarks"] = common
     out["words"] = aggregates.words(out, S.BASELINE_LABEL)
     return out
+
+
+def _per_problem(configs: dict[str, dict[int, dict]], labels: list[str], common: list[str]) -> dict | None:
+    """{config: [per benchmark in ``common``, each problem's population-mean score averaged over the seeds]}, on
+    the problems every configuration shares (None when they share none: no problem-level interval)."""
+    seeds = {lab: sorted(s for s, a in configs[lab].items() if "population mean" in a) for lab in labels}
+    shared = {b: sorted(set.intersection(*(set(configs[lab][s]["population mean"][b]) for lab in labels
+                                            for s in seeds[lab]))) for b in common}
+    if not all(shared.values()):
+        return None
+    return {lab: [np.array([np.mean([configs[lab][s]["population mean"][b][p] for s in seeds[lab]]) for p in shared[b]])
+                  for b in common] for lab in labels}
 
 
 def config_verdict(by_seed: dict[int, dict], baseline: dict[int, dict]) -> dict | None:
@@ -294,7 +311,8 @@ def _closing(report: dict) -> list[str]:
     agg = report.get("aggregates")
     if agg:
         out += [f"rliable (Agarwal et al. 2021) over seeds x {len(agg['benchmarks'])} benchmarks, population mean; "
-                "stratified bootstrap 95% intervals:"] + [f"  {line}" for line in agg["words"]]
+                "95% intervals: the hull of the stratified bootstrap over runs and the Bayesian bootstrap over "
+                "problems (a pseudo-problem at each end of the scale):"] + [f"  {line}" for line in agg["words"]]
     return out
 
 
