@@ -137,33 +137,42 @@ def _mover(t1, l1, u1, t2, l2, u2, r) -> tuple[float, float]:
 
 
 class Difference:
-    """A paired difference of two arms on one seed: its MOVER interval at any level, and the p-value that inverts it."""
+    """A paired difference of two arms on one seed: its MOVER interval at any level, and the p-value that inverts it.
+    ``a``, ``b``: per benchmark the arms' per-problem scores; ``w``: the benchmarks' weights (summing to 1)."""
 
     def __init__(self, a: list[np.ndarray], b: list[np.ndarray], w: np.ndarray):
-        self.w = w
-        self.pos, self.neg, self.k = [], [], []
+        self.w = np.asarray(w, dtype=float)
+        pos, neg, k = [], [], []
         for x, y in zip(a, b):
             d = np.asarray(x, dtype=float).ravel() - np.asarray(y, dtype=float).ravel()
-            self.pos.append(np.maximum(d, 0.0))
-            self.neg.append(np.maximum(-d, 0.0))
-            self.k.append(min(resolution(x), resolution(y)))
-        self.delta = float(sum(wx * (p.mean() - q.mean()) for wx, p, q in zip(w, self.pos, self.neg)))
+            pos.append(np.maximum(d, 0.0))
+            neg.append(np.maximum(-d, 0.0))
+            k.append(min(resolution(x), resolution(y)))
+        self.k = np.array(k, dtype=float)
+        self.cells = np.array([len(p) for p in pos], dtype=float)
+        self.draws = self.cells * self.k
+        self.cap = 1 / np.sum(self.w ** 2 / self.draws)
+        # per benchmark: (mean, sample variance) of each part
+        self.pos = np.array([(p.mean(), p.var(ddof=1) if len(p) > 1 else 0.0) for p in pos])
+        self.neg = np.array([(q.mean(), q.var(ddof=1) if len(q) > 1 else 0.0) for q in neg])
+        self.delta = float(self.w @ (self.pos[:, 0] - self.neg[:, 0]))
 
-    def _side(self, parts, z):
-        m, cap, mu = _pooled([p[None, :] for p in parts], self.k, self.w, z)
-        stats_ = [_part(p[None, :], k, z, mu) for p, k in zip(parts, self.k)]
-        var = float(sum(wx ** 2 * s[1] * k / s[2] for wx, s, k in zip(self.w, stats_, self.k)))
-        return m, var, cap, [(s[0], s[1], s[2], (s[0] * s[2] + z * z * mu) / (s[2] + z * z)) for s in stats_]
+    def _side(self, part: np.ndarray, z: float):
+        """(mean, its variance, the benchmarks' shrunk means) of one part, the cells' variance floored."""
+        m = float(self.w @ part[:, 0])
+        mu = _centre(m, self.cap, z)
+        mt = (part[:, 0] * self.draws + z * z * mu) / (self.draws + z * z)
+        cell = np.maximum(part[:, 1], mt * (1 - mt) / self.k)
+        return m, float(np.sum(self.w ** 2 * cell / self.cells)), mt
 
     def interval(self, confidence: float = CONFIDENCE) -> tuple[float, float]:
         z = z_of(confidence)
-        mp, vp, cap_p, sp = self._side(self.pos, z)
-        mn, vn, cap_n, sn = self._side(self.neg, z)
-        lp, up = wilson(mp, effective_n(mp, vp, cap_p, None, z), z)
-        ln, un = wilson(mn, effective_n(mn, vn, cap_n, None, z), z)
-        # the parts' covariance: -m+ m- per problem (never both non-zero), at Wilson's centres so that it is not 0
-        cov = -sum(wx ** 2 * a[3] * c[3] / (a[2] / k)
-                   for wx, a, c, k in zip(self.w, sp, sn, self.k))
+        mp, vp, tp = self._side(self.pos, z)
+        mn, vn, tn = self._side(self.neg, z)
+        lp, up = wilson(mp, effective_n(mp, vp, self.cap, None, z), z)
+        ln, un = wilson(mn, effective_n(mn, vn, self.cap, None, z), z)
+        # the parts' covariance: -m+ m- per problem (never both non-zero), at the shrunk means so that it is not 0
+        cov = -float(np.sum(self.w ** 2 * tp * tn / self.cells))
         r = float(np.clip(cov / np.sqrt(vp * vn), -1.0, 0.0)) if vp > 0 and vn > 0 else 0.0
         lo, hi = _mover(mp, lp, up, mn, ln, un, r)
         return min(lo, self.delta), max(hi, self.delta)
@@ -172,16 +181,16 @@ class Difference:
         """The two-sided p of "no difference": 1 - the level at which the interval's near end reaches 0."""
         if self.delta == 0:
             return 1.0
-        end = 0 if self.delta > 0 else 1
+        end, sign = (0, 1.0) if self.delta > 0 else (1, -1.0)
 
         def excludes(level):
-            return (self.interval(level)[end] > 0) if self.delta > 0 else (self.interval(level)[end] < 0)
-        if not excludes(1e-9):
+            return sign * self.interval(level)[end] > 0
+        low, high = 1e-9, 1 - 1e-15  # excludes(low); not excludes(high) unless p < 1e-15
+        if not excludes(low):
             return 1.0
-        low, high = 1e-9, 1 - 1e-15  # excludes(low), not excludes(high) unless p < 1e-15
         if excludes(high):
             return float(1 - high)
-        for _ in range(60):
+        for _ in range(50):
             mid = (low + high) / 2
             low, high = (mid, high) if excludes(mid) else (low, mid)
         return float(1 - low)
