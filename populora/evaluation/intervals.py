@@ -166,7 +166,10 @@ class Difference:
         return m, float(np.sum(self.w ** 2 * cell / self.cells)), mt
 
     def interval(self, confidence: float = CONFIDENCE) -> tuple[float, float]:
-        z = z_of(confidence)
+        return self.interval_z(z_of(confidence))
+
+    def interval_z(self, z: float) -> tuple[float, float]:
+        """The interval at the level of the normal quantile ``z`` (1.96: 95%)."""
         mp, vp, tp = self._side(self.pos, z)
         mn, vn, tn = self._side(self.neg, z)
         lp, up = wilson(mp, effective_n(mp, vp, self.cap, None, z), z)
@@ -178,22 +181,23 @@ class Difference:
         return min(lo, self.delta), max(hi, self.delta)
 
     def p_value(self) -> float:
-        """The two-sided p of "no difference": 1 - the level at which the interval's near end reaches 0."""
+        """The two-sided p of "no difference": 1 - the level at which the interval's near end reaches 0 (bisection
+        on the normal quantile z of the level: p = 2 (1 - Phi(z)))."""
         if self.delta == 0:
             return 1.0
         end, sign = (0, 1.0) if self.delta > 0 else (1, -1.0)
 
-        def excludes(level):
-            return sign * self.interval(level)[end] > 0
-        low, high = 1e-9, 1 - 1e-15  # excludes(low); not excludes(high) unless p < 1e-15
+        def excludes(z):
+            return sign * self.interval_z(z)[end] > 0
+        low, high = 1e-9, 40.0  # excludes(low); not excludes(high) unless p < 1e-300
         if not excludes(low):
             return 1.0
         if excludes(high):
-            return float(1 - high)
-        for _ in range(50):
+            return 0.0
+        for _ in range(45):
             mid = (low + high) / 2
             low, high = (mid, high) if excludes(mid) else (low, mid)
-        return float(1 - low)
+        return float(2 * sps.norm.sf(high))
 
 
 # ====================================================================== Bayesian bootstrap over problems

@@ -303,6 +303,7 @@ def sign_flip(diffs: list[np.ndarray], weights=None, confidence: float = CONFIDE
 
 
 # ====================================================================== the method: seeds are the unit
+DEGENERATE = 1e-18     # a variance of a mean of scores below this (sd 1e-9) is rounding, not a measured 0: no variance
 FLOOR_QUANTILE = 0.01  # a difference's seed term is raised to this quantile of its law with no seed effect at all
 
 
@@ -425,7 +426,7 @@ def seed_compare(name: str, a: list[np.ndarray], b: list[np.ndarray], weights=No
     seed, the MOVER interval of ``intervals.Difference`` (scores in [0, 1]; else p = 0 unless the difference is 0)."""
     diffs = _paired(a, b)
     mean, var, df = difference_variance(diffs, weights)
-    if var <= 0:
+    if var < DEGENERATE:
         a, b = _check(a), _check(b)
         if intervals.in_unit(*a, *b):
             pooled = _small_n_compare(name, [x.reshape(1, -1) for x in a], [y.reshape(1, -1) for y in b],

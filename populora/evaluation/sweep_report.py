@@ -137,27 +137,14 @@ def config_overrides(label: str) -> dict:
     return {".".join(k): v for k, v in (config_io.parse_override(part) for part in label.split(" "))}
 
 
-def build(configs: dict[str, dict[int, dict]], between: list[tuple[str, str]] = (), seed: int = 0) -> dict:
+def build(configs: dict[str, dict[int, dict]], between: list[tuple[str, str]] = (), seed: int = 0,
+          with_aggregates: bool = True) -> dict:
     """``configs``: {config label: {seed: arms of that seed's run}} (``run_arms``); the baseline config is labelled
     "baseline". Returns the report: ``configs`` rows with intervals, ``comparisons`` with the baseline (Holm-
     adjusted), ``verdicts`` per configuration (per benchmark, the headline on adjusted results, the MDE) and
     ``aggregates`` (rliable's IQM and probability of improvement over seeds x benchmarks)."""
     baseline = configs.get(S.BASELINE_LABEL, {})
-    rows = []
-    for lab, by_seed in configs.items():
-        seeds = sorted(s for s, arms in by_seed.items() if "population mean" in arms)
-        if not seeds:
-            continue
-        row = {"config": config_overrides(lab), "label": lab, "seeds": seeds}
-        problems = same_problems({f"{lab} seed {s}": by_seed[s]["population mean"] for s in seeds})
-        for s in seeds:  # a run's arms share its problems by construction (the selection's halves are of them)
-            same_problems({f"{lab} seed {s}: {a}": by_seed[s][a] for a in ARMS})
-        for arm in ARMS:
-            data = [by_seed[s][arm] for s in seeds]
-            row[arm] = {g: stats.estimate(strata(data, names, problems), weights=w).to_dict()
-                        for g, (names, w) in _groups(problems).items()}
-        row["overall"] = row["population mean"].get("overall")
-        rows.append(row)
+    rows = [row for lab, by_seed in configs.items() for row in [config_row(lab, by_seed)] if row]
     comparisons = []
     for lab, by_seed in configs.items():
         if lab == S.BASELINE_LABEL:
@@ -180,7 +167,25 @@ def build(configs: dict[str, dict[int, dict]], between: list[tuple[str, str]] = 
         if lab in verdicts and verdicts[lab]["mde"]:
             c.mde = verdicts[lab]["mde"]["overall"]
     return {"configs": rows, "comparisons": [c.to_dict() for c in comparisons], "verdicts": verdicts,
-            "aggregates": aggregate(configs, seed)}
+            "aggregates": aggregate(configs, seed) if with_aggregates else None}
+
+
+def config_row(lab: str, by_seed: dict[int, dict]) -> dict | None:
+    """One configuration's row of the report: each arm's score with its 95% interval (``stats.estimate``) per
+    benchmark and average, over its seeds; None without a seed that scored the population."""
+    seeds = sorted(s for s, arms in by_seed.items() if "population mean" in arms)
+    if not seeds:
+        return None
+    row = {"config": config_overrides(lab), "label": lab, "seeds": seeds}
+    problems = same_problems({f"{lab} seed {s}": by_seed[s]["population mean"] for s in seeds})
+    for s in seeds:  # a run's arms share its problems by construction (the selection's halves are of them)
+        same_problems({f"{lab} seed {s}: {a}": by_seed[s][a] for a in ARMS})
+    for arm in ARMS:
+        data = [by_seed[s][arm] for s in seeds]
+        row[arm] = {g: stats.estimate(strata(data, names, problems), weights=w).to_dict()
+                    for g, (names, w) in _groups(problems).items()}
+    row["overall"] = row["population mean"].get("overall")
+    return row
 
 
 def _benchmark_matrix(by_seed: dict[int, dict], arm: str = "population mean") -> tuple[list[str], np.ndarray] | None:

@@ -55,10 +55,11 @@ def _base_arm(r: Results, tables: dict) -> dict | None:
     return tables[base[0]] if base else None
 
 
-def build(results: Results | dict, seed: int = 0) -> dict | None:
+def build(results: Results | dict, seed: int = 0, with_aggregates: bool = True) -> dict | None:
     """{"rows": [{"name", "label", <arm>: score, <delta>: comparison dict}], "words": str, "n": {benchmark: n}}
     from a results.json with per-problem samples files on disk; None when nothing has per-problem scores.
-    Scores are fractions (0-1); a comparison is ``stats.Comparison.to_dict()`` (delta, ci95, p_value)."""
+    Scores are fractions (0-1); a comparison is ``stats.Comparison.to_dict()`` (delta, ci95, p_value).
+    ``with_aggregates`` False: no rliable aggregates (the calibration's worlds: every claim is the same without)."""
     r = Results.of(results)
     arms = run_arms(r)  # the samples files are read once, for both
     if "population mean" not in arms:
@@ -70,7 +71,8 @@ def build(results: Results | dict, seed: int = 0) -> dict | None:
     rows = []
     bench_names = [b for b in problems if problems[b]]
     strata_of = {arm: strata([arms[arm]], bench_names, problems) for arm in ("population mean", "baseline") if arm in arms}
-    agg = aggregates.one_run(strata_of, "baseline", seed=seed) if "baseline" in strata_of and bench_names else None
+    agg = aggregates.one_run(strata_of, "baseline", seed=seed) \
+        if with_aggregates and "baseline" in strata_of and bench_names else None
     for name, (names, weights) in _groups(problems).items():
         row = {"name": name, "label": benchmarks.BENCHMARKS[name].label if name in benchmarks.BENCHMARKS else name}
         data = {arm: strata([arms[arm]], names, problems) for arm in ARMS if arm in arms}
