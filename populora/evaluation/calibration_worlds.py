@@ -255,11 +255,11 @@ def run_model(m: Model, n: dict[str, int], replicates: int, seed: int) -> tuple[
     return summarize(results, list(n)), mdes
 
 
-def power_at_printed(m: Model, n: dict[str, int], replicates: int, seed: int, pilots: int = 20) -> dict:
+def power_at_printed(m: Model, n: dict[str, int], replicates: int, seed: int, pilots: int | None = None) -> dict:
     """The report's overall MDE of ``pilots`` null worlds (their mean), planted as the true overall difference,
     and the share of ``replicates`` worlds whose primary comparison the report calls significant."""
     from populora.evaluation.calibration import mc_error
-    _, mdes = run_model(m, n, pilots, seed + 1)
+    _, mdes = run_model(m, n, pilots or min(20, replicates), seed + 1)
     printed = [x for x in mdes if x is not None]
     if not printed:
         return {"regime": m.name, "seeds": m.seeds, "mde_printed": None, "rate": None}
