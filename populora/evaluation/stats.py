@@ -437,7 +437,10 @@ def seed_compare(name: str, a: list[np.ndarray], b: list[np.ndarray], weights=No
     p = 1.0 if var <= 0 else float(2 * sps.t.sf(abs(mean) / np.sqrt(var), df))
     if var <= 0 and mean != 0:
         p = 0.0
-    return Comparison(name, mean, _t_interval(mean, var, df), p, METHOD, diffs[0].shape[0])
+    ci = _t_interval(mean, var, df)
+    if intervals.in_unit(*_check(a), *_check(b)):  # a difference of scores lies in [-1, 1]: so does its interval
+        ci = (max(ci[0], -1.0), min(ci[1], 1.0))     # (2 seeds, t on 1 df: -0.75 +- 3.2 otherwise)
+    return Comparison(name, mean, ci, p, METHOD, diffs[0].shape[0])
 
 
 def holm(p_values) -> list[float]:
