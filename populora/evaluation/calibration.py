@@ -40,7 +40,9 @@ import numpy as np
 from scipy import optimize
 from scipy import stats as sps
 
+from populora.evaluation import calibration_worlds as W
 from populora.evaluation import power, selection, stats
+from populora.evaluation.calibration_worlds import mc_error
 
 SIZES, BASE_SCORE, CONCENTRATION = power.SIZES, power.BASE_SCORE, power.CONCENTRATION
 MEMBERS = power.MEMBERS
@@ -268,16 +270,6 @@ def replicate(rng, r: Regime, n: dict[str, int], before: bool, seed: int, weakes
     return out
 
 
-def mc_error(rate: float, replicates: int, nominal: float | None = None) -> float:
-    """Monte Carlo standard error of a rate over ``replicates``, at least that of the ``nominal`` rate.
-
-    >>> round(mc_error(0.05, 400), 4)
-    0.0109
-    """
-    r = max(rate * (1 - rate), 0 if nominal is None else nominal * (1 - nominal))
-    return float(np.sqrt(r / replicates))
-
-
 def summarize(outcomes: list[dict], names: list[str]) -> dict:
     """{claim: {"rate", "mc_error"}} over replicates; per-benchmark claims also averaged ("... mean") and the
     worst benchmark ("... max", named)."""
@@ -435,8 +427,6 @@ def text(table: dict) -> str:
 
 def main(argv: list[str]) -> int:
     """``populora bench stats [--replicates R] [--worlds R] [--seed N] [--before] [--small-n] [--json]``."""
-    from populora.evaluation import calibration_worlds as W
-
     p = argparse.ArgumentParser(prog="populora bench stats", description=(
         "known-truth simulations of the verdict's claims through the platform's own statistics: false-positive "
         "rates (one and three seeds per arm), the family-wise rate, interval coverage and power at a planted "

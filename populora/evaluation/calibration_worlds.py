@@ -7,8 +7,10 @@ or a mixture with problems nobody can solve; base scores shifted; training-seed 
 every benchmark of a run, or half and half, normal or heavy-tailed (Student t, 3 degrees of freedom, scaled to
 the same sd); 1, 3 and 5 seeds per arm. Each world is written as the evaluation would write it (per member, per
 benchmark, per problem: ``Results`` tables) and judged by the report's own functions at the report's own settings:
-``verdict.build`` (one seed: ``populora report --run``, Compare), ``sweep_report.build`` (its score intervals; and
-with several seeds the whole sweep report: its comparisons, its headline in words and its printed MDE). Checked:
+one seed, ``verdict.build`` (``populora report --run``, Compare: its differences, words and MDE) and the score rows
+of ``report --run --json`` (``sweep_report.config_row``); several, ``sweep_report.build`` (the sweep report: its
+score rows, verdict, headline in words and printed MDE). ``remembered_power`` computes each distinct design's MDE
+once (the figures are the report's; only the time changes). Checked:
 
 - the claims' false-positive rates under a null (the primary overall comparison, Holm's family, the headline's
   "beats the baseline on k of N" with k >= 1 as printed), and with one seed whether a sentence that names wins
@@ -26,6 +28,7 @@ below there (>= 0.95 - its Monte Carlo error), false-positive rates from above.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
 import zlib
@@ -224,9 +227,18 @@ def judge(m: Model, n: dict[str, int]):
     return outcomes
 
 
+def mc_error(rate: float, replicates: int, nominal: float | None = None) -> float:
+    """Monte Carlo standard error of a rate over ``replicates``, at least that of the ``nominal`` rate.
+
+    >>> round(mc_error(0.05, 400), 4)
+    0.0109
+    """
+    r = max(rate * (1 - rate), 0 if nominal is None else nominal * (1 - nominal))
+    return float(np.sqrt(r / replicates))
+
+
 def summarize(outcomes: list[dict], names: list[str]) -> dict:
     """{claim: {"rate", "mc_error"}}; per-benchmark claims as their mean over benchmarks and their worst one."""
-    from populora.evaluation.calibration import mc_error
     reps = len(outcomes)
     out = {}
     for k in outcomes[0]:
@@ -243,22 +255,52 @@ def summarize(outcomes: list[dict], names: list[str]) -> dict:
     return out
 
 
+@contextlib.contextmanager
+def remembered_power():
+    """``power.mde`` and ``power.seeds_needed`` remember their answers by the exact design (its arrays' bytes),
+    for the worlds of one run: the report's figures unchanged, computed once per distinct design (on few
+    problems most worlds score alike, and the one-seed report's ``seeds_needed`` searches 49 designs, ~6 s)."""
+    originals = power.mde, power.seeds_needed
+
+    def key(d, *rest):
+        return (tuple((b, np.asarray(p).tobytes()) for b, p in d.p.items()), d.seeds, d.samples, d.members,
+                d.sigma, d.shared, d.family, *rest)
+    memo: dict = {}
+
+    def mde(d):
+        k = ("mde", *key(d))
+        if k not in memo:
+            memo[k] = originals[0](d)
+        return dict(memo[k])
+
+    def seeds_needed(d, effect, most=50):
+        k = ("seeds", *key(d, effect, most))
+        if k not in memo:
+            memo[k] = originals[1](d, effect, most)
+        return memo[k]
+    power.mde, power.seeds_needed = mde, seeds_needed
+    try:
+        yield
+    finally:
+        power.mde, power.seeds_needed = originals
+
+
 def run_model(m: Model, n: dict[str, int], replicates: int, seed: int) -> tuple[dict, list[float]]:
     """(summary of ``replicates`` worlds of ``m``, the printed overall MDEs)."""
     rng = np.random.default_rng([seed, 2026, m.seeds, zlib.crc32(m.name.encode())])
     judged = judge(m, n)
     results, mdes = [], []
-    for _ in range(replicates):
-        out, mde = judged(*world(rng, m, n))
-        results.append(out)
-        mdes.append(mde)
+    with remembered_power():
+        for _ in range(replicates):
+            out, mde = judged(*world(rng, m, n))
+            results.append(out)
+            mdes.append(mde)
     return summarize(results, list(n)), mdes
 
 
 def power_at_printed(m: Model, n: dict[str, int], replicates: int, seed: int, pilots: int | None = None) -> dict:
     """The report's overall MDE of ``pilots`` null worlds (their mean), planted as the true overall difference,
     and the share of ``replicates`` worlds whose primary comparison the report calls significant."""
-    from populora.evaluation.calibration import mc_error
     _, mdes = run_model(m, n, pilots or min(20, replicates), seed + 1)
     printed = [x for x in mdes if x is not None]
     if not printed:
@@ -272,7 +314,8 @@ def power_at_printed(m: Model, n: dict[str, int], replicates: int, seed: int, pi
     planted = replace(m, effect=effect)
     rng = np.random.default_rng([seed, 99, m.seeds])
     judged = judge(planted, n)
-    fires = [judged(*world(rng, planted, n))[0]["fires overall"] for _ in range(replicates)]
+    with remembered_power():
+        fires = [judged(*world(rng, planted, n))[0]["fires overall"] for _ in range(replicates)]
     rate = float(np.mean(fires))
     return {"regime": m.name, "seeds": m.seeds, "mde_printed": target, "effect_logits": effect, "rate": rate,
             "mc_error": mc_error(rate, replicates, power.POWER), "promised_power": power.POWER}
