@@ -248,9 +248,14 @@ def summarize(outcomes: list[dict], names: list[str]) -> dict:
         out[k] = {"rate": rate, "mc_error": mc_error(rate, reps, 0.95 if "covers" in k else ALPHA)}
     for prefix in ("covers", "score covers"):
         rates = {b: float(np.mean([o[f"{prefix} {b}"] for o in outcomes])) for b in names}
-        mean = float(np.mean(list(rates.values())))
+        per_world = [np.mean([o[f"{prefix} {b}"] for b in names]) for o in outcomes]
+        mean = float(np.mean(per_world))
         worst = min(rates, key=rates.get)
-        out[f"{prefix} (mean of benchmarks)"] = {"rate": mean, "mc_error": mc_error(mean, reps * len(names), 0.95)}
+        # a world's benchmarks share its seeds (shared seed effects): their coverages are not independent, so the
+        # error of the mean is the per-world means' own, at least the independent one
+        err = max(float(np.std(per_world, ddof=1) / np.sqrt(reps)) if reps > 1 else 1.0,
+                  mc_error(mean, reps * len(names), 0.95))
+        out[f"{prefix} (mean of benchmarks)"] = {"rate": mean, "mc_error": err}
         out[f"{prefix} (worst: {worst})"] = {"rate": rates[worst], "mc_error": mc_error(rates[worst], reps, 0.95)}
     return out
 
@@ -336,6 +341,8 @@ def checks(table: dict, tolerance: float = 1.0, small_n: bool = False) -> list[d
             for claim, c in claims.items():
                 if claim.startswith("_"):
                     continue
+                if "(worst:" in claim:
+                    continue  # the lowest of ten rates is biased low: reported, not checked (the mean is)
                 if "covers" in claim:
                     ok = c["rate"] >= 0.95 - tolerance * c["mc_error"] if small_n else \
                         abs(c["rate"] - 0.95) <= tolerance * c["mc_error"]

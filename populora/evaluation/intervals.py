@@ -18,7 +18,7 @@ with fewer than a few hundred datapoints"; Miller 2024): three problems nobody s
 - a paired difference of two arms on one seed: **MOVER** (the method of variance estimates recovery, Zou &
   Donner 2008, "Construction of confidence limits about effect measures: a general approach", Stat Med 27:1693)
   over the two parts of the per-problem difference d = a - b, max(d, 0) and max(-d, 0), each a mean in [0, 1]
-  with its Wilson interval at its effective n (draws: the coarser arm's), recovered with their correlation
+  with its Wilson interval at its effective n (draws: the steps of the difference), recovered with their correlation
   (they are never both non-zero on one problem, so their covariance is -m+ m-, at the shrunk means). For 0/1
   scores the parts are the discordant cells of the paired 2x2 table, and this is Newcombe's (1998, Stat Med
   17:2635) hybrid-score construction applied to them rather than to the margins: identical arms (no discordant
@@ -147,7 +147,7 @@ class Difference:
             d = np.asarray(x, dtype=float).ravel() - np.asarray(y, dtype=float).ravel()
             pos.append(np.maximum(d, 0.0))
             neg.append(np.maximum(-d, 0.0))
-            k.append(min(resolution(x), resolution(y)))
+            k.append(resolution(d))  # the difference's own steps: identical 0/1 arms, 1 (the widest floor)
         self.k = np.array(k, dtype=float)
         self.cells = np.array([len(p) for p in pos], dtype=float)
         self.draws = self.cells * self.k
