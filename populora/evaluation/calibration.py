@@ -1,7 +1,8 @@
 """Known-truth simulations of the verdict's claims, run through the platform's own statistics (``stats``,
 ``selection``, ``power``): does a claim worded at 5% fire 5% of the time when there is nothing to find, does a 95%
-interval cover, does the promised MDE come with 80% power? ``populora bench stats --json`` prints the table;
-``tests/evaluation/test_calibration.py`` runs a small fixed-seed version.
+interval cover, does the promised MDE come with 80% power? ``populora bench stats --json`` prints the table, then
+the report as printed in worlds of other generative models (``calibration_worlds``; ``--small-n``: 3-30 problems
+per benchmark); ``tests/evaluation/test_calibration.py`` runs a small fixed-seed version.
 
 The simulated world (each replicate draws it afresh):
 - the ten benchmarks at their real sizes (the data dir's files, ``estimate.items``; ``SIZES`` when absent);
