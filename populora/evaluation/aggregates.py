@@ -14,7 +14,9 @@ its ``StratifiedIndependentBootstrap``) with percentile intervals, rliable's def
 functions on each resample).
 
 Scores are fractions (0-1) of benchmarks that all score in [0, 1], so no normalisation is needed. With one run per
-benchmark (one seed) the stratified bootstrap has nothing to resample: the interval is None, and says so.
+benchmark (one seed) the stratified bootstrap has nothing to resample: ``one_run`` takes its intervals from the
+problems instead (a Bayesian bootstrap with a prior pseudo-problem at each end of the scale, honest on ties and
+all-0 data); ``summary`` given the per-problem scores takes the hull of both.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from __future__ import annotations
 import numpy as np
 from rliable import metrics
 from scipy import stats as sps
+
+from populora.evaluation import intervals
 
 N_RESAMPLES = 2000
 PROFILE_TAUS = tuple(np.round(np.linspace(0, 1, 21), 2))
@@ -108,20 +112,39 @@ def stratified_bootstrap(matrices: list[np.ndarray], batch_statistic, n_resample
     return (float(low), float(high)) if np.ndim(low) == 0 else (low.tolist(), high.tolist())
 
 
-def summary(arms: dict[str, np.ndarray], baseline: str | None, seed: int = 0, n_resamples: int = N_RESAMPLES) -> dict:
+def summary(arms: dict[str, np.ndarray], baseline: str | None, seed: int = 0, n_resamples: int = N_RESAMPLES,
+            per_problem: dict[str, list[np.ndarray]] | None = None) -> dict:
     """{"iqm": {config: {"value", "ci95"}}, "probability_of_improvement": {config: {"value", "ci95"}} (vs
-    ``baseline``), "profile": {"taus", config: {"value", "ci95"}}} of {config: (runs, benchmarks) scores}."""
+    ``baseline``), "profile": {"taus", config: {"value", "ci95"}}} of {config: (runs, benchmarks) scores}.
+
+    ``per_problem``: {config: [each benchmark's per-problem scores, averaged over its runs]}: then each IQM and
+    probability-of-improvement interval is the hull of rliable's bootstrap over runs (the seeds' spread) and the
+    Bayesian bootstrap over problems (``one_run``: the precision of the scores themselves), so that runs with
+    identical scores (all 0 on three problems) do not give a zero-width interval: the runs agreeing says nothing
+    of how well a few problems pin their score."""
     out: dict = {"iqm": {}, "probability_of_improvement": {}, "profile": {"taus": list(PROFILE_TAUS)}}
+    problems = one_run(per_problem, baseline if per_problem and baseline in per_problem else None, n_resamples,
+                       seed) if per_problem else None
     for name, m in arms.items():
-        out["iqm"][name] = {"value": iqm(m), "ci95": stratified_bootstrap([m], iqm_batch, n_resamples, seed),
-                            "runs": len(m)}
+        out["iqm"][name] = {"value": iqm(m), "ci95": _hull(stratified_bootstrap([m], iqm_batch, n_resamples, seed),
+                                                           problems, "iqm", name, iqm(m)), "runs": len(m)}
         out["profile"][name] = {"value": profile(m).tolist(),
                                 "ci95": stratified_bootstrap([m], profile_batch, n_resamples, seed)}
         if baseline is not None and name != baseline and baseline in arms:
+            value = probability_of_improvement(m, arms[baseline])
             out["probability_of_improvement"][name] = {
-                "value": probability_of_improvement(m, arms[baseline]),
-                "ci95": stratified_bootstrap([m, arms[baseline]], poi_batch, n_resamples, seed)}
+                "value": value, "ci95": _hull(stratified_bootstrap([m, arms[baseline]], poi_batch, n_resamples, seed),
+                                              problems, "probability_of_improvement", name, value)}
     return out
+
+
+def _hull(runs, problems: dict | None, stat: str, name: str, value: float):
+    """The hull of the runs' interval and the problems' (either may be None), containing ``value``."""
+    other = (problems or {}).get(stat, {}).get(name, {}).get("ci95")
+    cis = [c for c in (runs, other) if c is not None]
+    if not cis:
+        return None
+    return (min(min(c[0] for c in cis), value), max(max(c[1] for c in cis), value))
 
 
 def words(s: dict, baseline: str | None = None) -> list[str]:
@@ -143,24 +166,24 @@ def words(s: dict, baseline: str | None = None) -> list[str]:
 def one_run(arms: dict[str, list[np.ndarray]], baseline: str | None, n_resamples: int = N_RESAMPLES,
             seed: int = 0) -> dict:
     """The same aggregates for one run (one seed per arm: no runs to resample), over its benchmarks, with intervals
-    from the problems instead: each benchmark's problems resampled within it (the same draw for every arm: they
-    answered the same problems), so the intervals speak for these adapters on these problems. ``arms``: {arm:
+    from the problems instead: the Bayesian bootstrap of each benchmark's problems (Dirichlet weights shared by
+    the arms: they answered the same problems) with a prior pseudo-problem at each corner of the arms' scores
+    (``intervals.bayes_draws``), so that arms with no variance (every score 0) still have posterior spread:
+    IQM 0.0 on three problems solved by nobody reads 0.0 to ~40, not 0.0 to 0.0, and P(> baseline) of two
+    identical all-0 arms 0.50 with an interval wide as the benchmarks' coin flips, not 0.50 to 0.50 (ties count
+    half in the estimate; posterior draws do not tie). An interval is extended to its estimate where that lies
+    at the edge of the scale. The intervals speak for these adapters on these problems. ``arms``: {arm:
     [per-problem scores of each benchmark]} (the verdict's strata, one row each)."""
-    rng = np.random.default_rng(seed)
-    first = next(iter(arms.values()))
-    draws = [rng.integers(len(np.ravel(x)), size=(n_resamples, len(np.ravel(x)))) for x in first]
+    draws = intervals.bayes_draws({a: [np.ravel(x) for x in xs] for a, xs in arms.items()}, n_resamples, seed)
     scores = {a: np.array([[np.mean(np.ravel(x)) for x in xs]]) for a, xs in arms.items()}             # (1, B)
-    boot = {a: np.stack([np.ravel(x)[d].mean(axis=1) for x, d in zip(xs, draws)], axis=1)[:, None, :]
-            for a, xs in arms.items()}                                                               # (n, 1, B)
-    alpha = 0.025
-
-    def ci(values):
-        return float(np.quantile(values, alpha)), float(np.quantile(values, 1 - alpha))
+    boot = {a: d[:, None, :] for a, d in draws.items()}                                               # (n, 1, B)
     out: dict = {"iqm": {}, "probability_of_improvement": {}, "level": "adapters"}
     for a in arms:
-        out["iqm"][a] = {"value": iqm(scores[a]), "ci95": ci(iqm_batch(boot[a])), "runs": 1}
+        value = iqm(scores[a])
+        out["iqm"][a] = {"value": value, "ci95": intervals.posterior_interval(iqm_batch(boot[a]), value), "runs": 1}
         if baseline in arms and a != baseline:
-            out["probability_of_improvement"][a] = {"value": probability_of_improvement(scores[a], scores[baseline]),
-                                                    "ci95": ci(poi_batch(boot[a], boot[baseline]))}
+            value = probability_of_improvement(scores[a], scores[baseline])
+            out["probability_of_improvement"][a] = {
+                "value": value, "ci95": intervals.posterior_interval(poi_batch(boot[a], boot[baseline]), value)}
     out["words"] = words(out, baseline)
     return out

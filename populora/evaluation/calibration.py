@@ -1,7 +1,8 @@
 """Known-truth simulations of the verdict's claims, run through the platform's own statistics (``stats``,
 ``selection``, ``power``): does a claim worded at 5% fire 5% of the time when there is nothing to find, does a 95%
-interval cover, does the promised MDE come with 80% power? ``populora bench stats --json`` prints the table;
-``tests/evaluation/test_calibration.py`` runs a small fixed-seed version.
+interval cover, does the promised MDE come with 80% power? ``populora bench stats --json`` prints the table, then
+the report as printed in worlds of other generative models (``calibration_worlds``; ``--small-n``: 3-30 problems
+per benchmark); ``tests/evaluation/test_calibration.py`` runs a small fixed-seed version.
 
 The simulated world (each replicate draws it afresh):
 - the ten benchmarks at their real sizes (the data dir's files, ``estimate.items``; ``SIZES`` when absent);
@@ -40,7 +41,9 @@ import numpy as np
 from scipy import optimize
 from scipy import stats as sps
 
+from populora.evaluation import calibration_worlds as W
 from populora.evaluation import power, selection, stats
+from populora.evaluation.calibration_worlds import mc_error
 
 SIZES, BASE_SCORE, CONCENTRATION = power.SIZES, power.BASE_SCORE, power.CONCENTRATION
 MEMBERS = power.MEMBERS
@@ -268,16 +271,6 @@ def replicate(rng, r: Regime, n: dict[str, int], before: bool, seed: int, weakes
     return out
 
 
-def mc_error(rate: float, replicates: int, nominal: float | None = None) -> float:
-    """Monte Carlo standard error of a rate over ``replicates``, at least that of the ``nominal`` rate.
-
-    >>> round(mc_error(0.05, 400), 4)
-    0.0109
-    """
-    r = max(rate * (1 - rate), 0 if nominal is None else nominal * (1 - nominal))
-    return float(np.sqrt(r / replicates))
-
-
 def summarize(outcomes: list[dict], names: list[str]) -> dict:
     """{claim: {"rate", "mc_error"}} over replicates; per-benchmark claims also averaged ("... mean") and the
     worst benchmark ("... max", named)."""
@@ -434,23 +427,41 @@ def text(table: dict) -> str:
 
 
 def main(argv: list[str]) -> int:
-    """``populora bench stats [--replicates R] [--seed N] [--before] [--json]``."""
+    """``populora bench stats [--replicates R] [--worlds R] [--seed N] [--before] [--small-n] [--json]``."""
     p = argparse.ArgumentParser(prog="populora bench stats", description=(
         "known-truth simulations of the verdict's claims through the platform's own statistics: false-positive "
         "rates (one and three seeds per arm), the family-wise rate, interval coverage and power at a planted "
-        "effect, each with its Monte Carlo error (docs/evaluation.md)"))
+        "effect, each with its Monte Carlo error; then the report as printed (verdict.build, sweep_report.build) "
+        "in worlds of other generative models, and power at the MDE it prints (docs/evaluation.md)"))
     p.add_argument("--replicates", type=int, default=400, help="simulated worlds per regime and seeds (MC error ~ "
                    "sqrt(0.05 x 0.95 / R): 0.011 at 400)")
+    p.add_argument("--worlds", type=int, default=200, help="worlds per other generative model and seeds, and per "
+                   "power check (each runs the whole report: ~1-3 s a world); 0: leave them out")
     p.add_argument("--seed", type=int, default=0, help="seed of the simulations (the same seed, the same table)")
     p.add_argument("--before", action="store_true", help="also the claims as the statistics made them before "
                    "(the problem and crossed bootstraps: slower, ~0.3 s per world)")
+    p.add_argument("--small-n", action="store_true", help="instead: 3, 5, 10, 20 and 30 problems per benchmark at "
+                   "accuracies near 0 and 1 (1, 3 and 5 seeds), through the report's functions: each claim's "
+                   "false-positive rate and each interval's coverage (--replicates worlds each)")
     p.add_argument("--json", action="store_true", help="last line: the table and its checks as one JSON object")
     args = p.parse_args(argv)
     if args.replicates < 10:
         p.error("--replicates must be >= 10 (the Monte Carlo error of fewer says nothing)")
-    table = run(args.replicates, args.seed, before=args.before, progress=lambda m: print(m, file=sys.stderr, flush=True))
-    table["checks"] = checks(table)
-    print(text(table), end="")
+    if 0 < args.worlds < 10:
+        p.error("--worlds must be 0 or >= 10 (the Monte Carlo error of fewer says nothing)")
+    say = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
+    if args.small_n:
+        table = W.small_n(args.replicates, args.seed, progress=say)
+        table["checks"] = W.checks(table, small_n=True)
+        print(W.text(table), end="")
+    else:
+        table = run(args.replicates, args.seed, before=args.before, progress=say)
+        table["checks"] = checks(table)
+        print(text(table), end="")
+        if args.worlds:
+            table["worlds"] = W.run(args.worlds, args.seed, progress=say)
+            table["checks"] += W.checks(table["worlds"])
+            print(W.text(table["worlds"]), end="")
     bad = [c for c in table["checks"] if not c["ok"]]
     print(f"checks: {len(table['checks']) - len(bad)} of {len(table['checks'])} within nominal +- 1 MC error"
           + "".join(f"\n  outside: {c['regime']} {c['seeds']} {c['claim']}: {c['rate']:.3f} (nominal {c['nominal']})"

@@ -31,6 +31,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as sps
 
+from populora.evaluation import intervals
+
 N_RESAMPLES = 4000
 CONFIDENCE = 0.95
 
@@ -199,9 +201,15 @@ def _two_level(strata: list[np.ndarray], n: int, rng, w=None, chunk: int = 250) 
 
 def estimate(strata: list[np.ndarray], seed: int = 0, weights=None, n_resamples: int = N_RESAMPLES) -> Estimate:
     """Mean and 95% interval of an arm's score (one benchmark: one stratum; an average: several, weighted by
-    ``weights`` if given): over problems (one seed), or over seeds and problems (``seed_estimate``)."""
-    if _check(strata)[0].shape[0] > 1:
+    ``weights`` if given): over problems (one seed), or over seeds and problems (``seed_estimate``). Scores in
+    [0, 1] on one seed: Wilson's interval at the effective sample size (``intervals.score``: honest on few
+    problems and on all-0 / all-1 data); other values (not a score): the bootstrap over problems."""
+    strata = _check(strata)
+    if strata[0].shape[0] > 1:
         return seed_estimate(strata, weights)
+    if intervals.in_unit(*strata):
+        mean, ci, _ = intervals.score(strata, _weights(strata, weights))
+        return Estimate(mean, ci)
     ci, _ = bootstrap_distribution(strata, n_resamples=n_resamples, seed=seed, weights=weights)
     return Estimate(point(strata, weights), ci)
 
@@ -221,6 +229,9 @@ def compare(name: str, a: list[np.ndarray], b: list[np.ndarray], seed: int = 0, 
     adapters; with several, prefer ``seed_compare`` (the calibrated method-level interval). One seed and at
     most ``SIGN_FLIP_MAX`` problems in all: the exact sign-flip test and its interval (``sign_flip``)."""
     diffs = _paired(a, b)
+    a, b = _check(a), _check(b)
+    if diffs[0].shape[0] == 1 and intervals.in_unit(*a, *b):
+        return _small_n_compare(name, a, b, diffs, weights)
     if diffs[0].shape[0] == 1 and sum(x.shape[1] for x in diffs) <= SIGN_FLIP_MAX:
         p, ci = sign_flip(diffs, weights)
         return Comparison(name, point(diffs, weights), ci, p, ADAPTERS, 1)
@@ -228,10 +239,27 @@ def compare(name: str, a: list[np.ndarray], b: list[np.ndarray], seed: int = 0, 
     return Comparison(name, point(diffs, weights), ci, p_value(dist), ADAPTERS, diffs[0].shape[0])
 
 
+def _small_n_compare(name: str, a, b, diffs, weights, level: str = ADAPTERS) -> Comparison:
+    """One seed, scores in [0, 1]: the MOVER interval of ``intervals.Difference`` and the p-value inverting it;
+    on ``SIGN_FLIP_MAX`` problems or fewer also the exact sign-flip test: the larger of the two p-values, and an
+    interval that excludes 0 where that p does not reject is extended to 0 (so "p < 0.05" and "the interval
+    excludes 0" still agree, and a sweep of 5 problems, which no exact test can call significant, is not
+    called so by its interval either: MOVER alone would from 4)."""
+    w = _weights(diffs, weights)
+    d = intervals.Difference([x[0] for x in a], [y[0] for y in b], w)
+    ci, p = d.interval(CONFIDENCE), d.p_value()
+    if sum(x.shape[1] for x in diffs) <= SIGN_FLIP_MAX:
+        p = max(p, sign_flip(diffs, weights, interval=False)[0])
+        if p >= 1 - CONFIDENCE:  # the exact test does not reject: neither does the interval
+            ci = (min(ci[0], 0.0), max(ci[1], 0.0))
+    return Comparison(name, point(diffs, weights), ci, p, level, a[0].shape[0])
+
+
 SIGN_FLIP_MAX = 16  # problems: all 2^n sign flips (65536 at 16) are enumerated
 
 
-def sign_flip(diffs: list[np.ndarray], weights=None, confidence: float = CONFIDENCE) -> tuple[float, tuple[float, float]]:
+def sign_flip(diffs: list[np.ndarray], weights=None, confidence: float = CONFIDENCE,
+              interval: bool = True) -> tuple[float, tuple[float, float] | None]:
     """(two-sided p, interval) of a one-seed difference on few problems, by the exact sign-flip (permutation)
     test (Fisher 1935; Good 2005, ch. 3): under "these adapters do not differ" each problem's difference is as
     likely negative as positive, so the p-value is the share of all 2^n sign flips whose weighted mean is at
@@ -261,6 +289,8 @@ def sign_flip(diffs: list[np.ndarray], weights=None, confidence: float = CONFIDE
         centred = c * (d - delta)
         return float(np.mean(np.abs(flips @ centred) >= abs(centred.sum()) - 1e-12))
 
+    if not interval:  # the p-value alone (the bisection of the interval's ends is 80 more enumerations)
+        return p_at(0.0), None
     mean, alpha = float(c @ d), 1 - confidence
 
     def bound(far: float) -> float:
@@ -276,6 +306,7 @@ def sign_flip(diffs: list[np.ndarray], weights=None, confidence: float = CONFIDE
 
 
 # ====================================================================== the method: seeds are the unit
+DEGENERATE = 1e-18     # a variance of a mean of scores below this (sd 1e-9) is rounding, not a measured 0: no variance
 FLOOR_QUANTILE = 0.01  # a difference's seed term is raised to this quantile of its law with no seed effect at all
 
 
@@ -377,8 +408,15 @@ def _t_interval(mean: float, var: float, df: float, confidence: float = CONFIDEN
 
 
 def seed_estimate(strata: list[np.ndarray], weights=None) -> Estimate:
-    """Mean and 95% interval of an arm's score over S >= 2 seeds (``seed_variance``: seeds and problems)."""
+    """Mean and 95% interval of an arm's score over S >= 2 seeds (``seed_variance``: seeds and problems). Scores
+    in [0, 1]: Wilson's interval at the effective sample size of that variance and its degrees of freedom
+    (``intervals.score``: the t is symmetric, and on 30 problems at 10% accuracy the score's law is not; the
+    Bernoulli floor keeps all-0 data from a zero width); other values: the t."""
     mean, var, df = seed_variance(strata, weights)
+    strata = _check(strata)
+    if intervals.in_unit(*strata):
+        _, ci, _ = intervals.score(strata, _weights(strata, weights), var=var, df=df)
+        return Estimate(mean, ci)
     return Estimate(mean, _t_interval(mean, var, df))
 
 
@@ -386,14 +424,26 @@ def seed_compare(name: str, a: list[np.ndarray], b: list[np.ndarray], weights=No
     """a - b of two arms with the same S >= 2 seeds (seed s of one paired with seed s of the other: independent
     runs, so the pairing is only bookkeeping) and the same problems: a claim about the method, with the seed
     variance in its interval (``difference_variance``) and a two-sided t p-value. A variance of 0 (every
-    per-seed difference equal, and no noise within the seeds x problems table to floor it with) gives p = 0
-    unless the difference is 0."""
+    per-seed difference equal, and no noise within the seeds x problems table to floor it with: identical or
+    all-0 arms) says nothing of the method's precision: then the seeds' cells are pooled as problems of one
+    seed, the MOVER interval of ``intervals.Difference`` (scores in [0, 1]; else p = 0 unless the difference is 0)."""
     diffs = _paired(a, b)
     mean, var, df = difference_variance(diffs, weights)
+    if var < DEGENERATE:
+        a, b = _check(a), _check(b)
+        if intervals.in_unit(*a, *b):
+            pooled = _small_n_compare(name, [x.reshape(1, -1) for x in a], [y.reshape(1, -1) for y in b],
+                                      [x.reshape(1, -1) for x in diffs], weights, METHOD)
+            pooled.seeds = diffs[0].shape[0]
+            pooled.delta = mean
+            return pooled
     p = 1.0 if var <= 0 else float(2 * sps.t.sf(abs(mean) / np.sqrt(var), df))
     if var <= 0 and mean != 0:
         p = 0.0
-    return Comparison(name, mean, _t_interval(mean, var, df), p, METHOD, diffs[0].shape[0])
+    ci = _t_interval(mean, var, df)
+    if intervals.in_unit(*_check(a), *_check(b)):  # a difference of scores lies in [-1, 1]: so does its interval
+        ci = (max(ci[0], -1.0), min(ci[1], 1.0))     # (2 seeds, t on 1 df: -0.75 +- 3.2 otherwise)
+    return Comparison(name, mean, ci, p, METHOD, diffs[0].shape[0])
 
 
 def holm(p_values) -> list[float]:

@@ -34,14 +34,18 @@ SELECTION_NOTE = ("weakest / best: the member the cross-fit rule picks (per seed
                   "benchmark has two problems, the member is chosen on the problems it is scored on: biased). Its "
                   "interval covers the rule's pick, not the truly weakest / best member: over seeds the pick is "
                   "redone in every run, so the seed variance includes the pick's")
-INTERVALS = ("Intervals: one seed per arm, a bootstrap over problems (16 or fewer: the exact sign-flip test; these "
-             "adapters on these problems, not the method); "
-             ">= 2 seeds, a seed-level t (differences: on the per-seed differences, S-1 degrees of freedom, the "
-             "variance floored at ties; scores: with the problem term, Satterthwaite's degrees of freedom), "
-             "a claim about the method. p-values Holm-adjusted (families.py): the configurations' overall population "
-             "mean vs baseline among themselves (the primary), every other comparison of a configuration with the "
-             "baseline in that configuration's family (weakest member overall included), comparisons between "
-             "configurations in a family of their own.")
+INTERVALS = ("Intervals: one seed per arm, over problems (these adapters on these problems, not the method): a score, "
+             "Wilson's interval at the effective sample size (Wilson 1927; Korn & Graubard 1998); a difference, "
+             "MOVER (Zou & Donner 2008) over the parts of the per-problem difference, Newcombe's (1998) paired "
+             "construction, its p inverting it (16 problems or fewer: the larger of it and the exact sign-flip p); "
+             ">= 2 seeds, a claim about the method: differences, a seed-level t on the per-seed differences (S-1 "
+             "degrees of freedom, the variance floored at ties; identical arms: MOVER over the pooled cells); "
+             "scores, Wilson at the effective sample size of the seeds x problems variance (Satterthwaite's "
+             "degrees of freedom, Korn & Graubard's correction). None has zero width on finite data (Bowyer, "
+             "Aitchison & Ivanova 2025: no CLT on few problems). p-values Holm-adjusted (families.py): the "
+             "configurations' overall population mean vs baseline among themselves (the primary), every other "
+             "comparison of a configuration with the baseline in that configuration's family (weakest member overall "
+             "included), comparisons between configurations in a family of their own.")
 
 
 class ReportError(ValueError):
@@ -116,27 +120,14 @@ def config_overrides(label: str) -> dict:
     return {".".join(k): v for k, v in (config_io.parse_override(part) for part in label.split(" "))}
 
 
-def build(configs: dict[str, dict[int, dict]], between: list[tuple[str, str]] = (), seed: int = 0) -> dict:
+def build(configs: dict[str, dict[int, dict]], between: list[tuple[str, str]] = (), seed: int = 0,
+          with_aggregates: bool = True) -> dict:
     """``configs``: {config label: {seed: arms of that seed's run}} (``run_arms``); the baseline config is labelled
     "baseline". Returns the report: ``configs`` rows with intervals, ``comparisons`` with the baseline (Holm-
     adjusted), ``verdicts`` per configuration (per benchmark, the headline on adjusted results, the MDE) and
     ``aggregates`` (rliable's IQM and probability of improvement over seeds x benchmarks)."""
     baseline = configs.get(S.BASELINE_LABEL, {})
-    rows = []
-    for lab, by_seed in configs.items():
-        seeds = sorted(s for s, arms in by_seed.items() if "population mean" in arms)
-        if not seeds:
-            continue
-        row = {"config": config_overrides(lab), "label": lab, "seeds": seeds}
-        problems = same_problems({f"{lab} seed {s}": by_seed[s]["population mean"] for s in seeds})
-        for s in seeds:  # a run's arms share its problems by construction (the selection's halves are of them)
-            same_problems({f"{lab} seed {s}: {a}": by_seed[s][a] for a in ARMS})
-        for arm in ARMS:
-            data = [by_seed[s][arm] for s in seeds]
-            row[arm] = {g: stats.estimate(strata(data, names, problems), weights=w).to_dict()
-                        for g, (names, w) in _groups(problems).items()}
-        row["overall"] = row["population mean"].get("overall")
-        rows.append(row)
+    rows = [row for lab, by_seed in configs.items() for row in [config_row(lab, by_seed)] if row]
     comparisons = []
     for lab, by_seed in configs.items():
         if lab == S.BASELINE_LABEL:
@@ -167,7 +158,25 @@ def build(configs: dict[str, dict[int, dict]], between: list[tuple[str, str]] = 
             row = next((r for r in verdicts.get(lab, {}).get("rows", []) if r["name"] == "overall"), {})
             c.p_adjusted = row.get("weakest - baseline", {}).get("p_adjusted", c.p_value)
     return {"configs": rows, "comparisons": [c.to_dict() for c in comparisons], "verdicts": verdicts,
-            "aggregates": aggregate(configs, seed)}
+            "aggregates": aggregate(configs, seed) if with_aggregates else None}
+
+
+def config_row(lab: str, by_seed: dict[int, dict]) -> dict | None:
+    """One configuration's row of the report: each arm's score with its 95% interval (``stats.estimate``) per
+    benchmark and average, over its seeds; None without a seed that scored the population."""
+    seeds = sorted(s for s, arms in by_seed.items() if "population mean" in arms)
+    if not seeds:
+        return None
+    row = {"config": config_overrides(lab), "label": lab, "seeds": seeds}
+    problems = same_problems({f"{lab} seed {s}": by_seed[s]["population mean"] for s in seeds})
+    for s in seeds:  # a run's arms share its problems by construction (the selection's halves are of them)
+        same_problems({f"{lab} seed {s}: {a}": by_seed[s][a] for a in ARMS})
+    for arm in ARMS:
+        data = [by_seed[s][arm] for s in seeds]
+        row[arm] = {g: stats.estimate(strata(data, names, problems), weights=w).to_dict()
+                    for g, (names, w) in _groups(problems).items()}
+    row["overall"] = row["population mean"].get("overall")
+    return row
 
 
 def _benchmark_matrix(by_seed: dict[int, dict], arm: str = "population mean") -> tuple[list[str], np.ndarray] | None:
@@ -189,10 +198,23 @@ def aggregate(configs: dict[str, dict[int, dict]], seed: int = 0) -> dict | None
     if not common:
         return None
     arms = {lab: m[:, [names.index(b) for b in common]] for lab, (names, m) in mats.items()}
-    out = aggregates.summary(arms, S.BASELINE_LABEL if S.BASELINE_LABEL in arms else None, seed=seed)
+    out = aggregates.summary(arms, S.BASELINE_LABEL if S.BASELINE_LABEL in arms else None, seed=seed,
+                             per_problem=_per_problem(configs, list(arms), common))
     out["benchmarks"] = common
     out["words"] = aggregates.words(out, S.BASELINE_LABEL)
     return out
+
+
+def _per_problem(configs: dict[str, dict[int, dict]], labels: list[str], common: list[str]) -> dict | None:
+    """{config: [per benchmark in ``common``, each problem's population-mean score averaged over the seeds]}, on
+    the problems every configuration shares (None when they share none: no problem-level interval)."""
+    seeds = {lab: sorted(s for s, a in configs[lab].items() if "population mean" in a) for lab in labels}
+    shared = {b: sorted(set.intersection(*(set(configs[lab][s]["population mean"][b]) for lab in labels
+                                            for s in seeds[lab]))) for b in common}
+    if not all(shared.values()):
+        return None
+    return {lab: [np.array([np.mean([configs[lab][s]["population mean"][b][p] for s in seeds[lab]]) for p in shared[b]])
+                  for b in common] for lab in labels}
 
 
 def config_verdict(by_seed: dict[int, dict], baseline: dict[int, dict], primary: int = 1,
@@ -285,7 +307,8 @@ def _closing(report: dict) -> list[str]:
     agg = report.get("aggregates")
     if agg:
         out += [f"rliable (Agarwal et al. 2021) over seeds x {len(agg['benchmarks'])} benchmarks, population mean; "
-                "stratified bootstrap 95% intervals:"] + [f"  {line}" for line in agg["words"]]
+                "95% intervals: the hull of the stratified bootstrap over runs and the Bayesian bootstrap over "
+                "problems (a pseudo-problem at each end of the scale):"] + [f"  {line}" for line in agg["words"]]
     return out
 
 

@@ -1,8 +1,8 @@
 """The verdict of a population against its compute-matched baseline: per benchmark and for each average (code /
 math / overall, ours and AZR's), the population mean, its weakest and best member, the baseline and the base
 model, and the two differences that answer the paper's question, population mean - baseline and weakest member -
-baseline, each with a paired bootstrap 95% interval (problem by problem: every adapter answered the same
-problems, ``stats.compare``); then one line in words.
+baseline, each with a paired 95% interval (problem by problem: every adapter answered the same problems,
+``stats.compare``: MOVER over the per-problem difference, honest on few problems); then one line in words.
 
 The arms and the per-problem scores are ``sweep_report``'s (``run_arms``: the final population's per-problem mean,
 the cross-fitted weakest / best member, the baseline), so the numbers are those ``populora report`` prints. The
@@ -61,10 +61,11 @@ def _samples(r: Results) -> int:
     return int(gen.get("n_samples") or 1) if (gen.get("temperature") or 0) > 0 else 1
 
 
-def build(results: Results | dict, seed: int = 0) -> dict | None:
+def build(results: Results | dict, seed: int = 0, with_aggregates: bool = True) -> dict | None:
     """{"rows": [{"name", "label", <arm>: score, <delta>: comparison dict}], "words": str, "n": {benchmark: n}}
     from a results.json with per-problem samples files on disk; None when nothing has per-problem scores.
-    Scores are fractions (0-1); a comparison is ``stats.Comparison.to_dict()`` (delta, ci95, p_value)."""
+    Scores are fractions (0-1); a comparison is ``stats.Comparison.to_dict()`` (delta, ci95, p_value).
+    ``with_aggregates`` False: no rliable aggregates (the calibration's worlds: every claim is the same without)."""
     r = Results.of(results)
     arms = run_arms(r)  # the samples files are read once, for both
     if "population mean" not in arms:
@@ -76,7 +77,8 @@ def build(results: Results | dict, seed: int = 0) -> dict | None:
     rows = []
     bench_names = [b for b in problems if problems[b]]
     strata_of = {arm: strata([arms[arm]], bench_names, problems) for arm in ("population mean", "baseline") if arm in arms}
-    agg = aggregates.one_run(strata_of, "baseline", seed=seed) if "baseline" in strata_of and bench_names else None
+    agg = aggregates.one_run(strata_of, "baseline", seed=seed) \
+        if with_aggregates and "baseline" in strata_of and bench_names else None
     for name, (names, weights) in _groups(problems).items():
         row = {"name": name, "label": benchmarks.BENCHMARKS[name].label if name in benchmarks.BENCHMARKS else name}
         data = {arm: strata([arms[arm]], names, problems) for arm in ARMS if arm in arms}
@@ -117,13 +119,15 @@ def text(v: dict) -> str:
     widths = [max(len(str(x)) for x in col) for col in zip(head, *lines)]
     fmt = lambda cells: "  ".join(f"{str(c):>{w}}" for c, w in zip(cells, widths))  # noqa: E731
     return "\n".join([fmt(head)] + [fmt(line) for line in lines]
-                     + ["differences: paired bootstrap over problems (16 problems or fewer: the exact sign-flip test), 95% "
-                        "interval in brackets (one seed per arm: these "
-                        "adapters on these problems); p-values Holm-adjusted over every comparison but overall "
+                     + ["differences: paired over problems, 95% interval in brackets: MOVER (Zou & Donner 2008) over the "
+                        "parts of the per-problem difference (Newcombe 1998's paired construction; never zero width, "
+                        "Bowyer, Aitchison & Ivanova 2025), p inverting it (16 problems or fewer: the larger of it "
+                        "and the exact sign-flip p) (one seed per arm: these adapters on these problems); p-values Holm-adjusted over every comparison but overall "
                         "mean - baseline (the primary); weakest / best: the member the cross-fit rule picks, not "
                         "the truly weakest / best", "verdict: " + v["words"]]
                      + ([f"compute: {v['compute']}"] if v.get("compute") else [])
-                     + (["rliable (Agarwal et al. 2021) over the benchmarks, 95% intervals over problems:"]
+                     + (["rliable (Agarwal et al. 2021) over the benchmarks, 95% intervals over problems (Bayesian "
+                         "bootstrap, Rubin 1981, with a pseudo-problem at each end of the scale):"]
                         + [f"  {line}" for line in v["aggregates"]["words"]] if v.get("aggregates") else [])) + "\n"
 
 

@@ -69,10 +69,13 @@ def test_seed_spread_widens_the_interval():
 
 
 def test_degenerate_and_bad_inputs():
-    same = stats.compare("same", [np.ones(20)], [np.ones(20)])  # > 16 problems: the bootstrap
-    assert same.delta == 0 and same.ci95 == (0.0, 0.0) and same.p_value == 1.0
-    few = stats.compare("same", [np.ones(5)], [np.ones(5)])  # 5 problems: the sign flips can reject nothing
-    assert few.delta == 0 and few.ci95 == (-1.0, 1.0) and few.p_value == 1.0
+    # identical arms: no problem where they disagree, so each direction's share of disagreeing problems is 0 of n,
+    # whose Wilson upper end is z^2 / (n + z^2) (the rule of three's kin), never the bootstrap's [0, 0]
+    z2 = 1.959963984540054 ** 2
+    for n in (20, 5):
+        same = stats.compare("same", [np.ones(n)], [np.ones(n)])
+        assert same.delta == 0 and same.p_value == 1.0
+        assert same.ci95 == pytest.approx((-z2 / (n + z2), z2 / (n + z2)))
     one_problem = stats.estimate([np.array([[1.0], [0.0]])])  # one problem, two seeds: numpy path
     assert one_problem.mean == 0.5 and one_problem.ci95[0] <= 0.5 <= one_problem.ci95[1]
     with pytest.raises(ValueError, match="same shapes"):
@@ -163,27 +166,34 @@ def test_seed_compare_is_the_seed_level_t_without_the_problem_term():
     assert v_arm > d.var(ddof=1) / 3 + 0.5 * per_problem.var() / 200
 
 
-def test_one_seed_on_few_problems_uses_the_exact_sign_flip_test():
+def test_one_seed_on_few_problems_never_beats_the_exact_sign_flip_test():
     # one problem, a solves it and b does not: the bootstrap said p = 2 / (B + 1), significant; the flips say 1
     one = stats.compare("one problem", [np.array([[1.0]])], [np.array([[0.0]])])
-    assert one.p_value == 1.0 and not one.significant and one.ci95 == (-1.0, 1.0)
-    # twelve problems: the p-value is scipy's exact paired permutation test (all 2^12 sign flips)
+    assert one.p_value == 1.0 and not one.significant and one.ci95[0] <= 0 < 1 == one.ci95[1]
+    # twelve problems: the p-value is at least scipy's exact paired permutation test (all 2^12 sign flips), and
+    # the interval includes 0 exactly when p >= 0.05
     rng = np.random.default_rng(8)
-    a, b = rng.binomial(1, 0.8, 12).astype(float), rng.binomial(1, 0.3, 12).astype(float)
-    c = stats.compare("twelve", [a], [b])
-    ref = stats.sps.permutation_test((a - b,), np.mean, permutation_type="samples", n_resamples=np.inf)
-    assert c.p_value == pytest.approx(ref.pvalue)
-    # the interval's ends are where the test of "the difference is delta" turns from rejecting to not
-    for end, outward in ((c.ci95[0], -1e-3), (c.ci95[1], 1e-3)):
-        if abs(end) < 1:
-            p_in = stats.sps.permutation_test((a - b - (end - outward),), np.mean, permutation_type="samples",
-                                              n_resamples=np.inf).pvalue
-            p_out = stats.sps.permutation_test((a - b - (end + outward),), np.mean, permutation_type="samples",
-                                               n_resamples=np.inf).pvalue
-            assert p_in > 0.05 >= p_out, (end, p_in, p_out)
-    # 17 problems: back to the bootstrap (its p is a multiple of 2 / (B + 1))
-    many = stats.compare("seventeen", [np.ones(17)], [np.zeros(17)])
-    assert many.p_value == pytest.approx(2 / (stats.N_RESAMPLES + 1))
+    for _ in range(20):
+        a, b = rng.binomial(1, 0.8, 12).astype(float), rng.binomial(1, rng.uniform(0.1, 0.8), 12).astype(float)
+        c = stats.compare("twelve", [a], [b])
+        ref = stats.sps.permutation_test((a - b,), np.mean, permutation_type="samples", n_resamples=np.inf)
+        assert c.p_value >= ref.pvalue - 1e-12
+        assert c.includes_zero == (c.p_value >= 0.05), (c, ref.pvalue)
+    # five of five and six of six: no exact test rejects at 5 (2 / 32), six it does (2 / 64), and so does this
+    assert not stats.compare("five", [np.ones(5)], [np.zeros(5)]).significant
+    assert stats.compare("six", [np.ones(6)], [np.zeros(6)]).significant
+
+
+def test_one_seed_p_value_inverts_the_mover_interval():
+    # 17 problems: no sign flips; p is the level at which the interval's lower end reaches 0
+    a, b = np.zeros(40), np.zeros(40)
+    a[:28], b[4:20] = 1, 1  # 28 and 16 of 40; a alone solves 16, b alone 4
+    d = stats.intervals.Difference([a], [b], np.ones(1))
+    p = d.p_value()
+    assert 0 < p < 0.05
+    assert d.interval(1 - p * 0.999)[0] < 0 < d.interval(1 - p * 1.001)[0]  # wider at a higher level
+    c = stats.compare("forty", [a], [b])
+    assert c.p_value == pytest.approx(p) and c.ci95 == pytest.approx(d.interval(0.95))
 
 
 def test_holm_matches_its_definition():

@@ -8,8 +8,8 @@ T1 and S0 answer every item with its reference, S1 answers wrong, the baseline B
 MATH-500 wrong, the base model answers wrong. So, in %: population mean 75 on both benchmarks (3 of 4 members);
 weakest member 0 (S1, on both halves of the cross-fit), best 100; baseline 100 on GSM8K and 0 on MATH-500 (50
 overall); base model 0. Every member gives the same answer to every problem of a benchmark, so each paired
-difference is the same on every problem and its bootstrap interval is that one value: mean - baseline -25
-(GSM8K), +75 (MATH-500), +25 (overall); weakest - baseline -100, 0, -50.
+difference is the same on every problem: mean - baseline -25 (GSM8K), +75 (MATH-500), +25 (overall); weakest -
+baseline -100, 0, -50, each with the MOVER interval of two problems (``stats.compare``), never of zero width.
 
 Screenshots: docs/screenshots/baseline_*.png (copied there with POPULORA_UPDATE_SCREENSHOTS=1).
 """
@@ -32,15 +32,16 @@ MODES = "T0=reference,T1=reference,S0=reference,S1=wrong,B0=reference@gsm8k,base
 TINY = ("model.tiny_random=true\nsteps=1\nevolution.every=0\ntasks.max_new_tokens_propose=24\n"
         "tasks.max_new_tokens_solve=8")
 # rows of the verdict table, cells as the page prints them (scores in %, differences with their 95% interval:
-# 2 problems per benchmark, one seed: the exact sign-flip test, which cannot reject anything on <= 5 problems)
+# 2 problems per benchmark, one seed: MOVER over the parts of the per-problem difference, p never below the exact
+# sign-flip test's, which cannot reject anything on <= 5 problems)
 EXPECTED = {
-    "GSM8K": "75.0 0.0 100.0 100.0 0.0 -25.0 [-100.0, +100.0] -100.0 [-100.0, +100.0]",
-    "MATH-500": "75.0 0.0 100.0 0.0 0.0 +75.0 [-100.0, +100.0] +0.0 [-100.0, +100.0]",
-    "overall": "75.0 0.0 100.0 50.0 0.0 +25.0 [-100.0, +100.0] -50.0 [-100.0, +100.0]",
+    "GSM8K": "75.0 0.0 100.0 100.0 0.0 -25.0 [-80.2, +61.6] -100.0 [-100.0, +31.5]",
+    "MATH-500": "75.0 0.0 100.0 0.0 0.0 +75.0 [-46.0, +97.3] +0.0 [-65.8, +65.8]",
+    "overall": "75.0 0.0 100.0 50.0 0.0 +25.0 [-51.2, +76.7] -50.0 [-85.0, +22.3]",
 }
 WORDS = ("Population mean beats the baseline on 0 of 2 benchmarks (Holm-adjusted p < 0.05: 0 above, 0 below; higher "
          "on 1 before adjustment); weakest member beats it on 0 of 2 (0 above, 0 below; higher on 0); overall: +25.0 "
-         "pts, 95% CI -100.0 to +100.0 (p=0.5, the primary comparison: no difference this data can tell from noise). "
+         "pts, 95% CI -51.2 to +76.7 (p=0.5, the primary comparison: no difference this data can tell from noise). "
          "One training seed per arm: this describes these adapters on these problems, not the method")
 
 pytestmark = [NEEDS_CHROMIUM, pytest.mark.timeout(900), pytest.mark.slow]
