@@ -119,7 +119,7 @@ def _fork_a_run(browser, server, run_id: str, shots: Path) -> None:
     button = browser.find_element(By.XPATH, "//button[.//p[normalize-space()='Fork from here']]")
     browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", button)
     button.click()
-    job = _wait_for(browser, lambda: next((j for j in jobs.list_jobs(server["dir"] / "jobs") if j.name.endswith("fork @1")), None),
+    job = _wait_for(browser, lambda: next((j for j in jobs.list_jobs(server["dir"] / "jobs") if "fork" in j.name and j.name.endswith("@1")), None),
                     30, "the fork job on disk")
     _away(browser)
     _wait_for(browser, lambda: job.status in ("finished", "failed", "lost"), 300, "the fork to end")
