@@ -114,7 +114,7 @@ def report_ends(data: dict, members: list[str]) -> tuple[dict[str, pd.Series], b
 
 def verdict_frame(v: dict) -> pd.DataFrame:
     """The verdict (``build_verdict``) as the Compare page's table: rows = benchmarks then averages, columns = the
-    arms' scores in % and each difference with the baseline as "+d [lo, hi]" points (paired bootstrap 95%).
+    arms' scores in % and each difference with the baseline as "+d [lo, hi]" points (paired 95%, the report's intervals).
 
     >>> row = {"name": "gsm8k", "label": "GSM8K", "population mean": 0.75, "baseline": 1.0,
     ...        "mean - baseline": {"delta": -0.25, "ci95": [-0.25, -0.25]}}

@@ -77,7 +77,8 @@ def test_baseline_evaluated_on_its_own_run_shows_its_numbers_deltas_and_verdict(
     assert verdict.loc["overall", "mean - baseline"].startswith("+18.8 [")
     assert verdict.loc["HumanEval+", "weakest - baseline"].startswith("-25.0 [")
     # higher on both, but 4 problems each: nothing survives Holm's correction; one seed: these adapters, not the method
-    assert ("Population mean beats the baseline on 0 of 2 benchmarks (Holm-adjusted p < 0.05: 0 above, 0 below; "
+    assert ("Comparing these adapters on these problems (one training seed per arm, not the method), population mean "
+            "beats the baseline on 0 of 2 benchmarks (Holm-adjusted p < 0.05: 0 above, 0 below; "
             "higher on 2 before adjustment)") in texts(at)
     assert "this describes these adapters on these problems, not the method" in texts(at)
     assert "IQM (%)" in at.table[1].value.columns and at.table[1].value.loc["population mean", "P(> baseline)"].startswith("1.00 [")

@@ -112,14 +112,16 @@ def no_baseline_scored(run_id: str, baseline: str | None) -> None:
                icon="⚠️")
 
 
-@st.cache_data(show_spinner="paired bootstrap over the problems…", max_entries=8)
+@st.cache_data(show_spinner="paired intervals over the problems…", max_entries=8)
 def _verdict(data: dict) -> dict | None:
     return build_verdict(data)
 
 
 def show_verdict(data: dict) -> None:
-    """Population vs baseline per benchmark and average, with paired bootstrap intervals, and one line in words."""
-    st.markdown("**Verdict: population vs baseline** (%; differences in points with paired bootstrap 95% intervals)")
+    """Population vs baseline per benchmark and average, with paired 95% intervals (the report's: ``verdict.build``),
+    and one line in words."""
+    st.markdown("**Verdict: population vs baseline** (%; differences in points with paired 95% intervals: the report's, "
+                "its footnote names the method)")
     try:
         v = _verdict(data)
     except SweepReportError as err:
