@@ -134,14 +134,16 @@ def _fork_a_run(browser, server, run_id: str, shots: Path) -> None:
     labels = [t.text for t in browser.find_elements(By.CSS_SELECTOR, "svg text")]
     assert fork_point in labels, labels
     assert {"T0", "T1", "S0", "S1"} <= set(labels)  # the parent's initial members, in the fork's lineage
-    _open(browser, f"{url}/?run={fork}", "1 setting(s) differ", shots)
-    diff = browser.find_element(By.XPATH, "//*[contains(text(), '1 setting(s) differ')]")
+    _open(browser, f"{url}/?run={fork}", "2 setting(s) differ", shots)
+    diff = browser.find_element(By.XPATH, "//*[contains(text(), '2 setting(s) differ')]")
     browser.execute_script("arguments[0].scrollIntoView({block: 'start'});", diff)
     time.sleep(1)
     browser.save_screenshot(str(shots / "fork_diff.png"))
-    table = browser.find_element(By.XPATH, "//*[contains(text(), '1 setting(s) differ')]/following::table[1]")
+    table = browser.find_element(By.XPATH, "//*[contains(text(), '2 setting(s) differ')]/following::table[1]")
     rows = [r.text.split() for r in table.find_elements(By.CSS_SELECTOR, "tbody tr")]
-    assert rows == [["optim.lr", "3e-05", "5e-05"]], rows
+    # the changed learning rate, and the fork's name, which says it is one ("NAME · fork of RUN @1")
+    assert ["optim.lr", "3e-05", "5e-05"] in rows and len(rows) == 2, rows
+    assert any(r[0] == "name" and f"fork of {run_id[:8]} @1" in " ".join(r) for r in rows), rows
 
 
 def _evaluate_from_compare(browser, server, run_id: str, shots: Path) -> None:
