@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import os
 import sys
 from dataclasses import dataclass, replace
 
@@ -338,21 +339,18 @@ def rule_pick(n: dict[str, int], replicates: int, seed: int = 0, sigma: float = 
 
 def run(replicates: int = 200, seed: int = 0, before: bool = True, regimes=None, seeds_per_arm=(1, 3),
         n: dict[str, int] | None = None, with_power: bool = True, weakest: bool = True, progress=None,
-        with_rule: bool = True) -> dict:
+        with_rule: bool = True, jobs: int = 1) -> dict:
     """The calibration table: {"regimes": {name: {"seeds=S": {claim: {rate, mc_error}}}}, "power": {...},
     "sizes": n, "replicates": R}. Each regime x seeds draws its worlds from one fixed seed."""
     n = n or sizes()
     names = list(n)
     table = {}
-    for i, r in enumerate(regimes or REGIMES):
-        table[r.name] = {}
-        for s in seeds_per_arm:
-            rs = replace(r, seeds=s)
-            rng = np.random.default_rng([seed, i, s])
-            outcomes = [replicate(rng, rs, n, before, seed, weakest) for _ in range(replicates)]
-            table[r.name][f"seeds={s}"] = summarize(outcomes, names)
-            if progress:
-                progress(f"{r.name}, {s} seed(s) per arm: {replicates} worlds done")
+    tasks = [(i, replace(r, seeds=s), n, replicates, before, seed, weakest)
+             for i, r in enumerate(regimes or REGIMES) for s in seeds_per_arm]
+    done = W.parallel_map(_regime, tasks, jobs, progress,
+                          lambda t: f"{t[1].name}, {t[1].seeds} seed(s) per arm: {replicates} worlds done")
+    for t, summary in zip(tasks, done):
+        table.setdefault(t[1].name, {})[f"seeds={t[1].seeds}"] = summary
     out = {"replicates": replicates, "sizes": n, "regimes": table}
     if with_power:
         regime, target = planted(n, seeds=max(max(seeds_per_arm), 2))
@@ -370,6 +368,12 @@ def run(replicates: int = 200, seed: int = 0, before: bool = True, regimes=None,
     if with_rule and weakest:
         out["rule_pick"] = rule_pick(n, replicates, seed)
     return out
+
+
+def _regime(i: int, rs: Regime, n: dict[str, int], replicates: int, before: bool, seed: int, weakest: bool) -> dict:
+    """The summary of ``replicates`` worlds of regime ``rs`` (the ``i``-th), from its own fixed seed."""
+    rng = np.random.default_rng([seed, i, rs.seeds])
+    return summarize([replicate(rng, rs, n, before, seed, weakest) for _ in range(replicates)], list(n))
 
 
 # ====================================================================== populora bench stats
@@ -443,23 +447,28 @@ def main(argv: list[str]) -> int:
     p.add_argument("--small-n", action="store_true", help="instead: 3, 5, 10, 20 and 30 problems per benchmark at "
                    "accuracies near 0 and 1 (1, 3 and 5 seeds), through the report's functions: each claim's "
                    "false-positive rate and each interval's coverage (--replicates worlds each)")
+    p.add_argument("--jobs", type=int, default=0, help="worker processes (0: one per CPU core); each regime draws "
+                   "from its own fixed seed, so the table does not depend on it")
     p.add_argument("--json", action="store_true", help="last line: the table and its checks as one JSON object")
     args = p.parse_args(argv)
+    if args.jobs < 0:
+        p.error("--jobs must be >= 0 (0: one per CPU core)")
+    jobs = args.jobs or os.cpu_count() or 1
     if args.replicates < 10:
         p.error("--replicates must be >= 10 (the Monte Carlo error of fewer says nothing)")
     if 0 < args.worlds < 10:
         p.error("--worlds must be 0 or >= 10 (the Monte Carlo error of fewer says nothing)")
     say = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
     if args.small_n:
-        table = W.small_n(args.replicates, args.seed, progress=say)
+        table = W.small_n(args.replicates, args.seed, progress=say, jobs=jobs)
         table["checks"] = W.checks(table, small_n=True)
         print(W.text(table), end="")
     else:
-        table = run(args.replicates, args.seed, before=args.before, progress=say)
+        table = run(args.replicates, args.seed, before=args.before, progress=say, jobs=jobs)
         table["checks"] = checks(table)
         print(text(table), end="")
         if args.worlds:
-            table["worlds"] = W.run(args.worlds, args.seed, progress=say)
+            table["worlds"] = W.run(args.worlds, args.seed, progress=say, jobs=jobs)
             table["checks"] += W.checks(table["worlds"])
             print(W.text(table["worlds"]), end="")
     bad = [c for c in table["checks"] if not c["ok"]]

@@ -28,8 +28,10 @@ below there (>= 0.95 - its Monte Carlo error), false-positive rates from above.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import functools
+import multiprocessing
 import re
 import zlib
 from dataclasses import dataclass, replace
@@ -364,47 +366,68 @@ def checks(table: dict, tolerance: float = 1.0, small_n: bool = False) -> list[d
     return out
 
 
+def parallel_map(fn, tasks: list[tuple], jobs: int = 1, progress=None, label=None) -> list:
+    """``[fn(*t) for t in tasks]``, over ``jobs`` worker processes (each task draws from its own fixed seed, so
+    the answers do not depend on ``jobs``: the same table serially or in parallel). ``label(t)`` names a task for
+    ``progress`` as it ends."""
+    if jobs <= 1 or len(tasks) <= 1:
+        out = []
+        for t in tasks:
+            out.append(fn(*t))
+            if progress and label:
+                progress(label(t))
+        return out
+    ctx = multiprocessing.get_context("fork")
+    with concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+        futures = [pool.submit(fn, *t) for t in tasks]
+        if progress and label:
+            for f in concurrent.futures.as_completed(futures):
+                progress(label(tasks[futures.index(f)]))
+        return [f.result() for f in futures]
+
+
 def run(replicates: int, seed: int = 0, n: dict[str, int] | None = None, models=MODELS, seeds=(1, 3, 5),
-        power_models=POWER_MODELS, power_seeds=(3, 5), progress=None) -> dict:
+        power_models=POWER_MODELS, power_seeds=(3, 5), progress=None, jobs: int = 1) -> dict:
     """The table of the other generative models at the suite's sizes ``n``: {"regimes": {model: {"seeds=S":
     {claim: {rate, mc_error}}}}, "power": [...]}."""
     n = n or power.sizes()
     table: dict = {"replicates": replicates, "sizes": n, "regimes": {}, "power": []}
-    for m in models:
-        for s in seeds:
-            summary, _ = run_model(replace(m, seeds=s), n, replicates, seed)
-            summary["_sigma"] = m.sigma
-            table["regimes"].setdefault(m.name, {})[f"seeds={s}"] = summary
-            if progress:
-                progress(f"{m.name}, {s} seed(s) per arm: {replicates} worlds done")
-    for m in power_models:
-        for s in power_seeds:
-            table["power"].append(power_at_printed(replace(m, seeds=s), n, replicates, seed))
-            if progress:
-                progress(f"power at the printed MDE: {m.name}, {s} seeds: done")
+    tasks = [(replace(m, seeds=s), n, replicates, seed) for m in models for s in seeds]
+    ptasks = [(replace(m, seeds=s), n, replicates, seed) for m in power_models for s in power_seeds]
+    done = parallel_map(_model_or_power, [("model", *t) for t in tasks] + [("power", *t) for t in ptasks], jobs,
+                        progress, lambda t: f"{t[0]}: {t[1].name}, {t[1].seeds} seed(s) per arm: {replicates} worlds done")
+    for (m, *_), (summary, _) in zip(tasks, done[:len(tasks)]):
+        summary["_sigma"] = m.sigma
+        table["regimes"].setdefault(m.name, {})[f"seeds={m.seeds}"] = summary
+    table["power"] = done[len(tasks):]
     return table
+
+
+def _model_or_power(kind: str, m: Model, n: dict[str, int], replicates: int, seed: int):
+    return run_model(m, n, replicates, seed) if kind == "model" else power_at_printed(m, n, replicates, seed)
 
 
 SMALL_SIZES, SMALL_ACCURACIES = (3, 5, 10, 20, 30), (0.03, 0.97)
 
 
-def small_n(replicates: int, seed: int = 0, sizes=SMALL_SIZES, accuracies=SMALL_ACCURACIES, progress=None) -> dict:
+def small_n(replicates: int, seed: int = 0, sizes=SMALL_SIZES, accuracies=SMALL_ACCURACIES, progress=None,
+            jobs: int = 1, seed_counts=((1, 0.0), (3, 0.2), (5, 0.2))) -> dict:
     """``populora bench stats --small-n``: every benchmark at ``sizes`` problems, base scores near 0 and 1 (Beta,
     K = 1), one seed with no seed effect (the adapters' null: every one-seed claim is a false positive) and 3
     and 5 seeds with a 0.2-logit seed effect shared by the benchmarks (the method's null)."""
     names = list(power.BASE_SCORE)
     table: dict = {"replicates": replicates, "regimes": {}}
+    tasks = []
     for size in sizes:
-        n = {b: size for b in names}
         for acc in accuracies:
             name = f"{size} problems per benchmark, accuracy {acc:g}"
-            for s, sigma in ((1, 0.0), (3, 0.2), (5, 0.2)):
-                m = Model(name, accuracy=acc, sigma=sigma, shared=1.0, seeds=s)
-                summary, _ = run_model(m, n, replicates, seed)
-                summary["_sigma"] = sigma
-                table["regimes"].setdefault(name, {})[f"seeds={s}"] = summary
-            if progress:
-                progress(f"{name}: {replicates} worlds x 3 seed counts done")
+            tasks += [(Model(name, accuracy=acc, sigma=sigma, shared=1.0, seeds=s), {b: size for b in names},
+                       replicates, seed) for s, sigma in seed_counts]
+    done = parallel_map(run_model, tasks, jobs, progress,
+                        lambda t: f"{t[0].name}, {t[0].seeds} seed(s): {replicates} worlds done")
+    for (m, *_), (summary, _) in zip(tasks, done):
+        summary["_sigma"] = m.sigma
+        table["regimes"].setdefault(m.name, {})[f"seeds={m.seeds}"] = summary
     return table
 
 

@@ -134,21 +134,30 @@ def test_seed_compare_is_the_paired_t_over_seeds_when_nothing_differs_by_problem
 
 
 def test_seed_compare_floors_tied_per_seed_differences_instead_of_calling_them_certain():
-    # 30 problems, 3 seeds; in each seed a solves 4 problems b does not and b 3 that a does not (other problems
-    # in every seed): the per-seed differences tie at +1/30 (seed term 0, up to rounding), well inside the
-    # noise. The plain t gave p ~ 0, past Holm's first step (0.05 / 20); the floor (the 1% quantile of the seed
-    # term's law at the residual noise) keeps it above that step.
+    # 30 problems, 3 seeds; in each seed a solves 4 problems b does not and b 3 that a does not, and both solve
+    # the last 5 (other problems in every seed): the per-seed differences tie at +1/30 (seed term 0, up to
+    # rounding), well inside the noise. The plain t gave p ~ 0, past Holm's first step (0.05 / 20); the floor (the
+    # 1% quantile of the seed term's law at the residual noise) keeps it above that step.
     a, b = np.zeros((3, 30)), np.zeros((3, 30))
     for s in range(3):
         a[s, 7 * s:7 * s + 4] = 1.0
         b[s, 7 * s + 4:7 * s + 7] = 1.0
+    a[:, 25:], b[:, 25:] = 1.0, 1.0  # b: 24 successes in 90 cells, >= intervals.FEW
     d = a - b
     assert np.allclose(d.mean(axis=1), 1 / 30) and d.mean(axis=1).var() < 1e-20  # a tie, up to rounding
+    assert not stats._few([a], [b])
     c = stats.seed_compare("tie", [a], [b])
-    floor = stats._mean_squares(d)[1] / d.size * stats.sps.chi2.ppf(stats.FLOOR_QUANTILE, 2) / 2
-    half = stats.sps.t.ppf(0.975, 2) * np.sqrt(floor)
+    noise = stats._mean_squares(d)[1] / d.size
+    half = stats.sps.t.ppf(0.975, 2) * np.sqrt(noise * stats.sps.chi2.ppf(stats.FLOOR_QUANTILE, 2) / 2)
     assert c.delta == pytest.approx(1 / 30) and c.ci95 == pytest.approx((1 / 30 - half, 1 / 30 + half))
     assert c.p_value > 0.05 / 20
+    # without the 5 problems both solve, b has 9 successes (< FEW): the seed term is floored at the noise level's
+    # expectation, the variance the per-seed differences have with no seed effect at all
+    a[:, 25:], b[:, 25:] = 0.0, 0.0
+    assert stats._few([a], [b])
+    c = stats.seed_compare("tie, few successes", [a], [b])
+    half = stats.sps.t.ppf(0.975, 2) * np.sqrt(stats._mean_squares(a - b)[1] / d.size)
+    assert c.ci95 == pytest.approx((1 / 30 - half, 1 / 30 + half)) and c.p_value > 0.05
 
 
 def test_seed_compare_is_the_seed_level_t_without_the_problem_term():
