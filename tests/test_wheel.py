@@ -134,17 +134,23 @@ def reuse_bytecode(here: Path, there: Path) -> int:
     >>> for root in (a, b): (root / "pkg").mkdir(); _ = (root / "pkg" / "m.py").write_text("x = 1")
     >>> (a / "pkg" / "__pycache__").mkdir(); _ = (a / "pkg" / "__pycache__" / "m.cpython-311.pyc").write_bytes(b"")
     >>> (a / "gone" / "__pycache__").mkdir(parents=True)
+    >>> (a / "populora" / "__pycache__").mkdir(parents=True); (b / "populora").mkdir()
+    >>> _ = (a / "populora" / "__pycache__" / "x.cpython-311.pyc").write_bytes(b"")
     >>> reuse_bytecode(a, b), sorted(p.name for p in (b / "pkg" / "__pycache__").iterdir())
     (1, ['m.cpython-311.pyc'])
+    >>> (b / "populora" / "__pycache__").exists(), (b / "gone").exists(), reuse_bytecode(a, b)
+    (False, False, 0)
     """
     linked = 0
     for cache in here.rglob("__pycache__"):
         rel = cache.relative_to(here)
         dest = there / rel
-        if rel.parts[0] == "populora" or not dest.parent.is_dir() or dest.exists():
+        if rel.parts[0] == "populora" or not dest.parent.is_dir():
             continue
-        dest.mkdir()
+        dest.mkdir(exist_ok=True)  # the venv's own start may have written one (its _virtualenv module's)
         for pyc in cache.iterdir():
+            if (dest / pyc.name).exists():
+                continue
             try:
                 os.link(pyc, dest / pyc.name)
             except OSError:  # another file system: a copy does as well
