@@ -220,25 +220,37 @@ SPLIT = ("tests/training/test_training_loop.py", "tests/training/test_run_lifecy
          "tests/faults/test_liveness.py", "tests/faults/test_restart.py", "tests/faults/test_oom.py")
 # The units workers take first, in this order (node-id prefixes; a unit is placed at its first match): the longest
 # by the --durations=0 profile of a full -n 2 run, so that no long unit starts late while the other worker idles.
+# (The 2026-12-01 wave's long ones, compute budget, run life, the kill -9 fault tests, were left to the end: the
+# last ~40 s unit started when the other worker had only doctests left.)
 # The other units follow, the most tests first. Update it when a test becomes one of the long ones.
 LONGEST_FIRST = ("tests/platform/test_ray_jobs.py",  # the Ray unit
-                 "tests/training/test_embedded_model.py", "tests/ui/test_ui_browser.py", "tests/training/test_fork.py",
+                 "tests/training/test_embedded_model.py", "tests/ui/test_ui_browser.py",
+                 "tests/training/test_compute_budget.py",  # ~105 s in all, one unit (a file)
+                 "tests/training/test_fork.py",
                  "tests/evaluation/test_eval_cli.py",
                  "tests/ui/test_ui_league.py",
                  "tests/training/test_sweep.py::test_sweep_of_two_mixes_two_seeds_with_baselines_end_to_end",
                  "tests/ui/test_ui_baseline_flow.py", "tests/evaluation/test_oracle_eval.py", "tests/ui/test_ui_pages.py",
                  "tests/training/test_periodic_eval.py::test_a_run_with_eval_every_1", "tests/ui/test_ui_job_lifecycle.py",
-                 "tests/ui/test_ui_scale.py", "tests/evaluation/test_export.py", "tests/platform/test_mlflow_server.py",
+                 "tests/ui/test_ui_scale.py", "tests/ui/test_ui_run_life.py",
+                 "tests/evaluation/test_eval_math_suite.py",  # lm-eval's CLI ~35 s
+                 "tests/evaluation/test_export.py", "tests/platform/test_mlflow_server.py",
                  "tests/platform/test_concurrent_writers.py::test_four_trainings_at_once",
                  "tests/ui/test_ui_jobs.py::test_compare_page_launches_an_evaluation",
                  "tests/training/test_run_lifecycle.py::test_ctrl_c_mid_run",
+                 "tests/faults/test_restart.py::test_a_trainer_killed_once",
                  "tests/evaluation/test_eval_fetch_report.py::test_embedded_model_evaluates_an_adapter",
-                 "tests/training/test_training_loop.py::test_kill_9_then_resume", "tests/platform/test_docker_files.py",
+                 "tests/training/test_training_loop.py::test_kill_9_then_resume",
+                 "tests/platform/test_sandbox_unprivileged.py",
+                 "tests/faults/test_liveness.py::test_a_kill_9_train", "tests/platform/test_docker_files.py",
                  "tests/test_wheel.py",  # build, a fresh venv, then train, eval and ui from it: one after the other
                  "tests/evaluation/test_eval_code.py::test_our_pass_at_1_equals_evalplus_evaluate",
-                 "tests/training/test_operator_stats.py", "tests/ui/test_ui_ratings.py",
+                 "tests/training/test_operator_stats.py", "tests/ui/test_ui_ratings.py", "tests/ui/test_ui_eval_curves_browser.py",
+                 "tests/ui/test_ui_jobs.py::test_a_stopped_evaluation_job_resumes",
+                 "tests/training/test_azr_differential.py",
                  "tests/training/test_paper_figures.py",  # a synthetic 2-seed sweep, figures in 3 formats
-                 "tests/platform/test_gpu_shapes.py")
+                 "tests/platform/test_gpu_shapes.py",
+                 "tests/evaluation/test_eval_code.py::test_canonical_solutions_pass_through_our_pipeline")
 
 
 def work_unit(nodeid: str) -> str:
