@@ -22,6 +22,7 @@ from populora.platform.plan import PlanError
 from populora.platform.stopping import stop_code
 from populora.platform.tracking import tracking_uri
 from populora.training import TrainConfig, matched_baseline, oom, sweep as sweeps
+from populora.training.budget import BudgetError
 from populora.training.checkpoint import CheckpointError
 from populora.training.loop import Trainer
 from populora.training.tasks.show import prompts_main
@@ -53,7 +54,7 @@ def train(args) -> int:
     except KeyboardInterrupt as err:
         print("\n" + (trainer.stop_line() if trainer is not None else "stopped before the first step"), flush=True)
         return stop_code(err)
-    except DiskFull as err:  # the run is already FAILED in MLflow with this line as its error; not transient
+    except (DiskFull, BudgetError) as err:  # the run is already FAILED in MLflow with this line as its error; not transient
         print(f"\nerror: {err}", file=sys.stderr, flush=True)
         return 1
     except Exception as err:  # the run is already FAILED in MLflow (or, store unreachable, shown crashed)
