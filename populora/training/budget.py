@@ -343,6 +343,7 @@ class Budget:
         self.model = CostModel.from_dict(state) if state else CostModel.from_config(cfg)
         self.target: Target | None = None
         self.sleep = time.sleep  # between reads of a followed run (a test plants that run's end here)
+        self.adapters = 1  # alive at the last step observed (the cost model's spend is per adapter)
         self._said = self._noted = ""
 
     def shape(self, totals: dict, alive: int) -> TrainConfig | None:
@@ -375,8 +376,32 @@ class Budget:
 
     def observe(self, step_cfg: TrainConfig, rows: tuple, realised: float, alive: int) -> None:
         tasks, proposals, answers, batch = rows
+        self.adapters = alive
         self.model.observe(full_shape(step_cfg), tasks, proposals, answers, batch, step_cfg.solver.data != "buffer",
                            realised, alive)
+
+    def smallest_step(self) -> float | None:
+        """Per-adapter tokens this run's smallest step (one task, one answer, the smallest token budgets) is
+        expected to spend, from its measured rows (None before any step)."""
+        if self.model.prior or not self.model.steps:
+            return None
+        return self.model.spend(shapes(full_shape(self.cfg))[-1], self.adapters)
+
+    def notes(self, spent: float) -> list[str]:
+        """What the match needs said beside its ratio: the target run ended short of its end (``Target.note``);
+        the target is below one step of this run (it overshot because even its smallest step spends more than the
+        whole target: a design too small to match, not a rule that missed)."""
+        t = self.target
+        out = [t.note] if t is not None and t.note else []
+        floor = self.smallest_step()
+        if t is not None and t.tokens and floor is not None and spent > t.tokens * (1 + self.cfg.budget.tolerance) \
+                and floor > t.tokens * (1 + self.cfg.budget.tolerance / 2):
+            whole = (f"the population spent {t.tokens:.0f} tokens per adapter in all, less" if self.cfg.budget.population
+                     else f"{t.tokens:.0f} tokens per adapter is less")
+            out.append(f"the target is below one step: {whole} than this run's smallest step (one task, one answer, "
+                       f"the smallest token budgets: about {floor:.0f}), so no run of this shape can match it; give "
+                       f"the population more steps (or more tasks per step)")
+        return out
 
     def words(self, spent: float, capped: bool = False) -> str:
         """The run's end against its target, one line (printed, and the run's ``populora.budget`` tag)."""
@@ -386,16 +411,15 @@ class Budget:
             return f"budget not reached: {spent:.0f} tokens per adapter, target unknown{cap}"
         ratio = spent / t.tokens
         inside = abs(ratio - 1) <= self.cfg.budget.tolerance
-        note = f"; {t.note}" if t.note else ""
+        note = "".join(f"; {n}" for n in self.notes(spent))
         return (f"{'budget reached' if inside else 'budget missed'}: {spent:.0f} tokens per adapter of {t.tokens:.0f} "
                 f"({ratio:.3f}x; {t.source}){note}{'' if inside else cap}")
 
     def tags(self, spent: float, capped: bool = False) -> dict[str, str]:
-        """The run's end as tags: ``populora.budget`` (``words``) and, matched to a run that ended short of its
-        end, ``populora.budget_matched`` (what it was matched to, which the compute figure prints; "" otherwise, so
-        a resumed run that ends matched to a finished run clears it)."""
-        return {rl.BUDGET: self.words(spent, capped)[:500],
-                rl.BUDGET_MATCHED: (self.target.note if self.target is not None else "")[:500]}
+        """The run's end as tags: ``populora.budget`` (``words``) and ``populora.budget_matched`` (``notes``: what
+        the compute figure prints beside its ratio; "" when there is nothing to say, so a resumed run that ends
+        matched to a finished run clears it)."""
+        return {rl.BUDGET: self.words(spent, capped)[:500], rl.BUDGET_MATCHED: "; ".join(self.notes(spent))[:500]}
 
     def to_dict(self) -> dict:
         return self.model.to_dict()
