@@ -398,7 +398,8 @@ class Budget:
                 and floor > t.tokens * (1 + self.cfg.budget.tolerance / 2):
             whole = (f"the population spent {t.tokens:.0f} tokens per adapter in all, less" if self.cfg.budget.population
                      else f"{t.tokens:.0f} tokens per adapter is less")
-            out.append(f"the target is below one step: {whole} than this run's smallest step (one task, one answer, "
+            mine = "the baseline's" if self.cfg.population.single_agent else "this run's"
+            out.append(f"the target is below one step: {whole} than {mine} smallest step (one task, one answer, "
                        f"the smallest token budgets: about {floor:.0f}), so no run of this shape can match it; give "
                        f"the population more steps (or more tasks per step)")
         return out

@@ -49,7 +49,7 @@ def _after_one_step(target: float, proposal_len: int = 16) -> tuple[B.Budget, fl
 def test_a_target_below_the_smallest_step_is_named_beside_the_ratio():
     budget, spent = _after_one_step(16)
     tags = budget.tags(spent)
-    note = ("the target is below one step: 16 tokens per adapter is less than this run's "
+    note = ("the target is below one step: 16 tokens per adapter is less than the baseline's "
             "smallest step (one task, one answer, the smallest token budgets: about 32), so no run of this shape "
             "can match it; give the population more steps (or more tasks per step)")
     assert tags[rl.BUDGET_MATCHED] == note
