@@ -437,7 +437,8 @@ def _panel(ax, fig: dict) -> None:
         if fig.get("interpolated") or len(points) >= 40:  # markers only where something was measured
             style["marker"] = None
         xs = [p["x"] for p in points]
-        ax.plot(xs, [p["mean"] for p in points], ms=4, lw=1.4, label=arm, **style)
+        # drawn over the frame (a rate of 0% or 100%, a curve on the axis: not hidden or cut by it)
+        ax.plot(xs, [p["mean"] for p in points], ms=4, lw=1.4, label=arm, clip_on=False, zorder=3, **style)
         if any(p["high"] > p["low"] for p in points):
             ax.fill_between(xs, [p["low"] for p in points], [p["high"] for p in points], color=style["color"],
                             alpha=0.15 if arm == "baseline" else 0.2, lw=0)
