@@ -94,3 +94,18 @@ def test_train_and_sweep_say_it_at_launch(mlflow_store, capsys):
     assert cli_in_process("sweep", "--config", SMOKE, *sets, "--set", "steps=2", "--seeds", "2",
                           "--baseline", "--dry-run") == 0
     assert "too small" not in capsys.readouterr().err
+
+
+def test_train_baseline_says_it_before_training(capsys):
+    """`populora train --baseline` plans the pair (``_configs``) and says it before the population starts."""
+    from argparse import Namespace
+
+    from populora.cli.training import _configs
+
+    args = Namespace(resume=None, fork=None, step=None, ray=None, config=SMOKE, baseline=True,
+                     set=TINY + ["steps=1"])
+    population, baseline = _configs(args)
+    assert baseline.population.single_agent and baseline.pair == population.pair
+    assert "warning: population smoke may be too small to compute-match" in capsys.readouterr().err
+    _configs(Namespace(**{**vars(args), "set": TINY + ["steps=2"]}))
+    assert "too small" not in capsys.readouterr().err
