@@ -153,7 +153,9 @@ def show_compute(uri: str, run_id: str, baseline: str) -> None:
     rows, warning = compute_side_by_side(pop.get("metrics", {}), base.get("metrics", {}), by_rule, kl, note)
     table = pd.DataFrame(rows).set_index("quantity")
     st.markdown("**Training compute per adapter, realised** (the runs' ledgers, `compute/per_adapter/*`)"
-                + (" · the baseline's configuration was matched to the population by rule" if by_rule else ""))
+                + (" · launched as a pair: the baseline trained to the population's per-adapter ledger "
+                   "(budget.population)" if by_rule and base.get("tags", {}).get(rl.BUDGET) else
+                   " · the baseline's configuration was matched to the population by rule" if by_rule else ""))
     st.dataframe(common.text_table(table, {"population": "{:,.0f}", "baseline": "{:,.0f}", "ratio": "{:.2f}"}),
                  width="stretch")
     figure = compute_figure(pop.get("metrics", {}), base.get("metrics", {}), kl, note)
