@@ -355,9 +355,10 @@ class Budget:
             if self.target.final and self.target.tokens is None:
                 raise BudgetError(unmatchable(self.target, self.run_id))
             spent = spent_per_adapter(totals, alive)
-            if self.target.note and self.target.note != self._noted:  # ended short of its end: said once, when seen
+            said = self.target.note.split(" (")[0]  # what it is matched at (not how long silent: that grows)
+            if self.target.note and said != self._noted:  # ended short of its end: said once, when first seen
                 self._say(f"budget: {self.target.note}: {self.target.tokens:.0f} tokens per adapter, this run {spent:.0f}")
-                self._noted = self.target.note
+                self._noted = said
             choice = next_shape(full_shape(self.cfg), self.model, spent, self.target, self.cfg.budget.tolerance, alive)
             if choice != WAIT:
                 return None if choice is None else with_shape(self.cfg, choice)

@@ -102,6 +102,9 @@ def test_the_wait_ends_when_the_population_crashes_inside_it(mlflow_store, tmp_p
     assert out.count("budget: waiting for the per-adapter ledger of run " + pop) == 1
     assert out.count("budget: matched to the population's spend at its last logged step 1 of 4 (the population crashed") == 1
     assert step is not None and budget.target.final and budget.target.tokens == 40.0
+    tracker.set_tags(pop, {rl.HEARTBEAT: _beat(1300)})  # the next step reads it silent for longer: not said again
+    budget.shape({}, 1)
+    assert "no heartbeat for 22 min" in budget.target.note and "budget: matched" not in capsys.readouterr().out
     tags = budget.tags(0.0)
     assert tags[rl.BUDGET_MATCHED] == budget.target.note and "crashed" in tags[rl.BUDGET]
 
