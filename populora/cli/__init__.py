@@ -66,7 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--ray", metavar="ADDRESS", help="run on Ray: 'local' (start one here), 'auto' or ray://host:port (a cluster)")
     t.add_argument("--quiet", action="store_true", help="no progress bar: one plain line per step instead (for logs)")
     t.add_argument("--baseline", action="store_true", help="then train the compute-matched single-agent baseline "
-                   "(same per-adapter tokens per step, see populora.training.baseline), the two runs linked")
+                   "(the population's per-step shape, trained until its per-adapter ledger equals the population's "
+                   "within 5%%: budget.population, see populora.training.budget), the two runs linked")
     t.add_argument("--max-restarts", type=int, default=0, metavar="N", help="resume the run from its last checkpoint "
                    "after a transient failure (a lost worker, a killed process, the store unreachable), with backoff, "
                    "up to N times; never after a stop or the same failure at the same step twice (default 0)")
@@ -80,7 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="an axis of the grid (repeatable; cartesian product); keys varied together: "
                          "population.teachers,population.students=1:1,4:4")
     sw.add_argument("--seeds", type=int, default=1, help="seeds per configuration: seed, seed+1, ... (default 1)")
-    sw.add_argument("--baseline", action="store_true", help="also the compute-matched single-agent baseline of each seed")
+    sw.add_argument("--baseline", action="store_true", help="also the compute-matched single-agent baseline of each seed "
+                    "(trained to its seed's population's per-adapter ledger)")
     sw.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override for every run")
     sw.add_argument("--parallel", type=int, default=1, metavar="K", help="runs at a time (default 1)")
     sw.add_argument("--ray", metavar="ADDRESS", help="submit the runs as Ray Jobs to this cluster")

@@ -40,7 +40,8 @@ def runs(args) -> int:
               f"{'' if solve is None else f'{solve:.0%}':>6} {'' if valid is None else f'{valid:.0%}':>6} "
               f"{compute_cell(r, by_id.get(r['baseline_run'])):>17}  {r['monitors']}")
     lines = [f"  {r['run_id'][:12]} vs {r['baseline_run'][:12]}: {f['words']}" for r in rows
-             for f in [compute_figure.figure(r["compute_metrics"], by_id[r["baseline_run"]]["compute_metrics"])
+             for f in [compute_figure.figure(r["compute_metrics"], by_id[r["baseline_run"]]["compute_metrics"],
+                                             note=compute_figure.matched_note(by_id[r["baseline_run"]].get("tags")))
                        if r["baseline_run"] in by_id else None] if f]
     if lines:
         print("compute (realised per-adapter spend, the runs' ledgers):\n" + "\n".join(lines))

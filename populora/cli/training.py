@@ -22,6 +22,8 @@ from populora.platform.plan import PlanError
 from populora.platform.stopping import stop_code
 from populora.platform.tracking import tracking_uri
 from populora.training import TrainConfig, matched_baseline, oom, sweep as sweeps
+from populora.training.baseline import too_small
+from populora.training.budget import BudgetError
 from populora.training.checkpoint import CheckpointError
 from populora.training.loop import Trainer
 from populora.training.tasks.show import prompts_main
@@ -53,7 +55,7 @@ def train(args) -> int:
     except KeyboardInterrupt as err:
         print("\n" + (trainer.stop_line() if trainer is not None else "stopped before the first step"), flush=True)
         return stop_code(err)
-    except DiskFull as err:  # the run is already FAILED in MLflow with this line as its error; not transient
+    except (DiskFull, BudgetError) as err:  # the run is already FAILED in MLflow with this line as its error; not transient
         print(f"\nerror: {err}", file=sys.stderr, flush=True)
         return 1
     except Exception as err:  # the run is already FAILED in MLflow (or, store unreachable, shown crashed)
@@ -80,6 +82,9 @@ def _configs(args) -> list:
         raise config_io.ConfigError("--baseline adds the single-agent baseline of a population; this config is "
                                     "already a baseline (population.single_agent=true): drop --baseline")
     cfg.pair = cfg.pair or uuid.uuid4().hex[:12]
+    small = too_small(cfg)
+    if small:  # at launch: a design too small to compute-match says so now, not as a silent 2.0x at the end
+        print(f"warning: population {cfg.name} {small}", file=sys.stderr, flush=True)
     return [cfg, matched_baseline(cfg)]
 
 
@@ -126,6 +131,8 @@ def sweep(args) -> int:
     else:
         runs = sweeps.plan(args.config, args.grid, args.seeds, args.baseline, list(args.set), args.ray)
     sid = args.id or sweeps.sweep_id(runs)
+    for line in sweeps.match_warnings(runs):  # at launch: a design too small to compute-match says so now
+        print(line, file=sys.stderr, flush=True)
     if args.dry_run:
         for r in runs:
             print(f"{r.key:50} {r.name}")

@@ -34,10 +34,10 @@ from populora.evaluation.targets import BASE, BASELINE, MEMBER, checkpoint_steps
 from populora.evaluation.verdict import build as build_verdict
 from populora.evaluation.verdict import compute_side_by_side, with_baseline
 from populora.evaluation.compute import figure as compute_figure
-from populora.evaluation.compute import kl_forward_of
+from populora.evaluation.compute import kl_forward_of, matched_note
 
 __all__ = ["AVERAGES", "BASE", "BASELINE", "BENCHMARKS", "MEMBER", "EvalConfig", "GROUPS", "Results", "Summary", "SweepReportError",
            "arms_race_figure", "averages", "build_verdict", "checkpoint_steps", "compute_figure", "compute_side_by_side",
-           "eval_metric_keys", "eval_pace", "eval_progress", "eval_size", "gather_sweep", "intervals_figure", "kl_forward_of", "planned_mde", "sampling_gain",
+           "eval_metric_keys", "eval_pace", "eval_progress", "eval_size", "gather_sweep", "intervals_figure", "kl_forward_of", "matched_note", "planned_mde", "sampling_gain",
            "population_summary", "report_pick_label", "report_summary", "sweep_curves", "sweep_statistics",
            "with_baseline"]

@@ -230,13 +230,14 @@ def _with_linked_baseline(tracker, run_id: str, step: int | None, data: dict) ->
         pass
     pop, base = tracker.get_run(run_id).data, tracker.get_run(linked).data
     kl = compute_figure.kl_forward_of(pop.params)
-    rows, warning = verdict.compute_side_by_side(pop.metrics, base.metrics, runlayout.matched_by_rule(pop.tags, base.tags), kl)
+    note = compute_figure.matched_note(base.tags)
+    rows, warning = verdict.compute_side_by_side(pop.metrics, base.metrics, runlayout.matched_by_rule(pop.tags, base.tags), kl, note)
     fmt = lambda v: "-" if v is None else f"{v:,.0f}"  # noqa: E731
     lines = [f"training compute per adapter (ledger): population run {run_id[:8]} vs baseline run {linked[:8]}"]
     lines += [f"  {r['quantity']:38} {fmt(r['population']) if 'FLOPs' not in r['quantity'] else '':>12} "
               f"{fmt(r['baseline']) if 'FLOPs' not in r['quantity'] else '':>12}  ratio "
               + ("-" if r["ratio"] is None else f"{r['ratio']:.2f}") for r in rows]
-    figure = compute_figure.figure(pop.metrics, base.metrics, kl)
+    figure = compute_figure.figure(pop.metrics, base.metrics, kl, note)
     tail = [f"WARNING: {warning}"] if warning else [f"compute: {figure['words']}"] if figure else []
     return data, "\n".join(lines + tail) + "\n"
 

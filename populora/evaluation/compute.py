@@ -41,9 +41,11 @@ def flops(generated: float, trained: float, params: float = 1.0, kl_forward: flo
     return 2 * params * generated + (4 + 2 * kl_forward) * params * trained
 
 
-def figure(population: dict, baseline: dict, kl_forward: float = 0.0) -> dict | None:
+def figure(population: dict, baseline: dict, kl_forward: float = 0.0, note: str = "") -> dict | None:
     """Both arms' per-adapter spend from their runs' metrics: {population, baseline (tokens), ratio (tokens),
-    flops_ratio, matched, words}; None when either run has no ledger.
+    flops_ratio, matched, words}; None when either run has no ledger. ``note``: the baseline's
+    ``populora.budget_matched`` (``matched_note``), said after the ratio: what it was matched to when its
+    population did not finish.
 
     >>> f = figure({"compute/per_adapter/generated_tokens": 100.0, "compute/per_adapter/trained_tokens": 100.0},
     ...            {"compute/per_adapter/generated_tokens": 150.0, "compute/per_adapter/trained_tokens": 146.0})
@@ -60,16 +62,27 @@ def figure(population: dict, baseline: dict, kl_forward: float = 0.0) -> dict | 
     fp = flops(p["generated_tokens"], p["trained_tokens"], kl_forward=kl_forward)
     flops_ratio = flops(b["generated_tokens"], b["trained_tokens"], kl_forward=kl_forward) / fp if fp else None
     return {"population": p["tokens"], "baseline": b["tokens"], "ratio": ratio, "flops_ratio": flops_ratio,
-            "matched": abs(ratio - 1) <= TOLERANCE, "words": words(p["tokens"], b["tokens"], flops_ratio)}
+            "matched": abs(ratio - 1) <= TOLERANCE, "words": words(p["tokens"], b["tokens"], flops_ratio, note)}
 
 
-def words(population: float, baseline: float, flops_ratio: float | None = None) -> str:
-    """The figure in words: "compute-matched" only within ``TOLERANCE``, else "not compute-matched" and the ratio."""
+def words(population: float, baseline: float, flops_ratio: float | None = None, note: str = "") -> str:
+    """The figure in words: "compute-matched" only within ``TOLERANCE``, else "not compute-matched" and the ratio;
+    ``note`` after it (``figure``).
+
+    >>> words(474, 484, note="matched to the population's spend at its last logged step 3 of 4 (the population crashed)")
+    "compute-matched: the baseline spent 1.02x the population's per-adapter compute (484 vs 474 generated + trained tokens); matched to the population's spend at its last logged step 3 of 4 (the population crashed)"
+    """
     ratio = baseline / population
     head = "compute-matched" if abs(ratio - 1) <= TOLERANCE else "not compute-matched"
     extra = "" if flops_ratio is None else f"; FLOPs {flops_ratio:.2f}x"
     return (f"{head}: the baseline spent {ratio:.2f}x the population's per-adapter compute ({baseline:,.0f} vs "
-            f"{population:,.0f} generated + trained tokens{extra})")
+            f"{population:,.0f} generated + trained tokens{extra})" + (f"; {note}" if note else ""))
+
+
+def matched_note(tags: dict | None) -> str:
+    """What a baseline run was matched to when its population did not finish (its ``populora.budget_matched``
+    tag, training/budget.py), "" otherwise."""
+    return (tags or {}).get(rl.BUDGET_MATCHED, "") or ""
 
 
 def kl_forward_of(params: dict) -> float:
@@ -82,4 +95,5 @@ def kl_forward_of(params: dict) -> float:
 
 def of_runs(population_run, baseline_run) -> dict | None:
     """``figure`` of two MLflow runs (their latest metrics and the population's KL setting)."""
-    return figure(population_run.data.metrics, baseline_run.data.metrics, kl_forward_of(population_run.data.params))
+    return figure(population_run.data.metrics, baseline_run.data.metrics, kl_forward_of(population_run.data.params),
+                  matched_note(baseline_run.data.tags))

@@ -132,10 +132,11 @@ def text(v: dict) -> str:
 
 
 def compute_side_by_side(population: dict[str, float], baseline: dict[str, float],
-                         by_rule: bool = False, kl_forward: float = 0.0) -> tuple[list[dict], str | None]:
+                         by_rule: bool = False, kl_forward: float = 0.0, note: str = "") -> tuple[list[dict], str | None]:
     """Both runs' per-adapter training compute (``compute/per_adapter/<q>`` of each run's ledger) side by side:
     ([{quantity, population, baseline, ratio}], the one compute figure's words (evaluation/compute.py) when the
-    arms are not compute-matched (more than 5% apart in generated + trained tokens), else None).
+    arms are not compute-matched (more than 5% apart in generated + trained tokens), else None). ``note``: the
+    baseline's ``populora.budget_matched`` (compute.matched_note), in the words.
 
     >>> rows, warn = compute_side_by_side({"compute/per_adapter/generated_tokens": 256.0,
     ...     "compute/per_adapter/trained_tokens": 300.0}, {"compute/per_adapter/generated_tokens": 512.0,
@@ -156,7 +157,7 @@ def compute_side_by_side(population: dict[str, float], baseline: dict[str, float
         p, b = population.get(f"compute/per_adapter/{q}"), baseline.get(f"compute/per_adapter/{q}")
         rows.append({"quantity": q.replace("_", " ") + " per adapter", "population": p, "baseline": b,
                      "ratio": b / p if p and b is not None else None})
-    fig = compute.figure(population, baseline, kl_forward)
+    fig = compute.figure(population, baseline, kl_forward, note)
     if fig is not None:
         rows.append({"quantity": "generated + trained tokens per adapter", "population": fig["population"],
                      "baseline": fig["baseline"], "ratio": fig["ratio"]})

@@ -64,6 +64,7 @@ BASE_MODEL = "populora.base_model"
 BASELINE_RUN = "populora.baseline_run"  # the single-agent run to compare against ("" if none)
 BASELINE_OF = "populora.baseline_of"    # on a baseline run: the population run(s) it is the baseline of (comma-separated)
 BUDGET = "populora.budget"              # a run trained to a compute budget (budget.*): its spend against the target, one line
+BUDGET_MATCHED = "populora.budget_matched"  # a budgeted run's match in words, beside its ratio: a target that did not finish, one below a step
 PAIR = "populora.pair"                  # a population and its baseline started together share it (see link_pair)
 RESUMED_FROM = "populora.resumed_from"  # checkpoint dir name of the last resume
 FORKED_FROM = "populora.forked_from"    # a fork (populora train --fork): the run it continues

@@ -80,6 +80,32 @@ def matched_baseline(cfg: TrainConfig) -> TrainConfig:
     return TrainConfig.model_validate(data)
 
 
+def too_small(cfg: TrainConfig) -> str | None:
+    """Why the population ``cfg`` may be too small to compute-match at all, in words (None: it is not): a
+    baseline step is at least one proposal, and where few of the population's tasks are valid (few answers: a
+    small or random model) its per-adapter spend is about its proposals per adapter. Under one proposal per
+    adapter over the whole run, that is less than one baseline step, and the ledger-matched baseline cannot end
+    nearer than its smallest step (the baseline's budget and the compute figure then say so).
+
+    >>> from populora.platform import config as config_io
+    >>> too_small(config_io.load(TrainConfig, "configs/smoke.yaml", [])) is None
+    True
+    >>> too_small(config_io.load(TrainConfig, "configs/smoke.yaml", ["steps=1", "tasks.tasks_per_teacher=1"]))[:88]
+    'may be too small to compute-match: its adapters write 0.5 proposals each over its 1 step'
+    """
+    if cfg.population.single_agent:
+        return None
+    per_step = per_adapter_rows(cfg)["propose"]
+    whole = per_step * cfg.steps
+    if whole >= 1:
+        return None
+    need = math.ceil(1 / per_step - 1e-9)
+    return (f"may be too small to compute-match: its adapters write {whole:g} proposals each over its {cfg.steps} "
+            f"step{'s' if cfg.steps != 1 else ''} and the baseline's smallest step is one proposal, so where few of "
+            f"its tasks are valid the baseline spends up to {1 / whole:.1f}x the population's per-adapter compute "
+            f"whatever it does; give it steps >= {need} (or more tasks per teacher)")
+
+
 def tokens_per_adapter(cfg: TrainConfig) -> tuple[float, float]:
     """(generated, trained) tokens per adapter and step by the plan's accounting (token budgets, every task valid).
 

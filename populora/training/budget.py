@@ -12,7 +12,12 @@ figure (evaluation/compute.py) reports both.
 from MLflow; or the ledger of this run's population (the run sharing its ``pair``, else its sweep seed's
 population runs, the largest). A target run that still trains is *followed*: this run takes a full step only
 when even its largest likely spend stays under that run's ledger as it stands, and otherwise waits for it
-(``budget.poll_s``); once that run has ended its ledger is final.
+(``budget.poll_s``); once that run has ended its ledger is final. A followed run that ends without finishing (failed,
+stopped, or *crashed*: killed outright, its status still RUNNING but its heartbeat older than the readers' limit,
+platform/heartbeat.py) is final too: this run stops waiting and matches that run's last logged ledger, and says so
+(one line in its log, its ``populora.budget_matched`` tag: "matched to the population's spend at its last logged
+step 3 of 4 (the population crashed ...)", which the one compute figure prints beside its ratio); one that ends
+before logging any step leaves nothing to match, and this run ends FAILED with ``BudgetError`` saying so.
 
 **Before the first step** nothing is measured: the config's step is taken unless even its bound (every task valid,
 every completion at its token budget) would spend more than 3x what is left. The bound is far above what a step
@@ -32,22 +37,26 @@ config is the shape of every step but the last few, which have fewer rows; every
 
 from __future__ import annotations
 
-import logging
 import math
 import time
 from dataclasses import asdict, dataclass, field
 
 from populora.evaluation.compute import TOKENS, per_adapter  # the matched quantity: generated + trained, per adapter
+from populora.platform import heartbeat
 from populora.platform import runlayout as rl
 from populora.platform import stopping
 from populora.platform import sweep as S
 from populora.training.config import TrainConfig
 from populora.training.workload import counts, solver_batch_rows
 
-log = logging.getLogger(__name__)
-
 WAIT = "wait"  # next_shape's answer while a followed run's ledger is not far enough ahead
 ENDED = ("FINISHED", "FAILED", "KILLED")  # MLflow statuses after which a run's ledger no longer changes
+BY_MLFLOW = {"FINISHED": rl.FINISHED, "FAILED": rl.FAILED, "KILLED": rl.STOPPED}
+UNFINISHED = {rl.FAILED: "failed", rl.STOPPED: "was stopped", heartbeat.CRASHED: "crashed"}  # final, short of its end
+
+
+class BudgetError(RuntimeError):
+    """The target cannot be matched (a followed run ended before logging any spend): the run ends FAILED with it."""
 
 
 # ---------------------------------------------------------------------------------------------- the target
@@ -56,10 +65,21 @@ class Target:
     tokens: float | None  # None: the target run has not logged a step yet
     final: bool           # False: a run that still trains (its ledger will grow)
     source: str           # in words, for logs and the run's tag
+    note: str = ""        # the target run ended short of its end (crashed, failed, stopped): what is matched, in words
 
 
-def read_target(cfg: TrainConfig, tracker=None, run_id: str | None = None) -> Target:
-    """The budget's target now (``cfg.budget``); ``tracker`` and ``run_id`` (this run) to read MLflow."""
+def state(run, now: float | None = None) -> str:
+    """A target run's state: running, finished, failed, stopped, or crashed (running in the store, its heartbeat
+    older than the readers' limit: ``heartbeat.shown_status``, the one definition ``populora runs`` shows)."""
+    shown = heartbeat.shown_status(run.data.tags.get(rl.STATUS, run.info.status.lower()), run.data.tags, now)
+    if shown == rl.RUNNING and run.info.status in ENDED:  # MLflow says ended, our tag was never updated
+        return BY_MLFLOW[run.info.status]
+    return shown
+
+
+def read_target(cfg: TrainConfig, tracker=None, run_id: str | None = None, now: float | None = None) -> Target:
+    """The budget's target now (``cfg.budget``); ``tracker`` and ``run_id`` (this run) to read MLflow; ``now``
+    the clock a heartbeat's age is read against (default: time.time())."""
     b = cfg.budget
     if b.tokens:
         return Target(float(b.tokens), True, f"budget.tokens={b.tokens:g}")
@@ -68,11 +88,40 @@ def read_target(cfg: TrainConfig, tracker=None, run_id: str | None = None) -> Ta
     if not runs:
         return Target(None, False, f"{what} (not started yet)")
     values = [(per_adapter(r.data.metrics) or {}).get("tokens") for r in runs]
-    final = all(r.info.status in ENDED for r in runs)
-    ids = ", ".join(f"{r.info.run_id} ({r.info.status})" for r in runs)
+    states = [state(r, now) for r in runs]
+    final = all(s != rl.RUNNING for s in states)
+    ids = ", ".join(f"{r.info.run_id} ({s})" for r, s in zip(runs, states))
     if any(v is None for v in values):
-        return Target(None, False, f"{what}: {ids}, no step logged yet")
-    return Target(max(values), final, f"the per-adapter ledger of {'run ' if len(runs) == 1 else 'runs '}{ids}")
+        return Target(None, final, f"{what}: {ids}, no step logged yet")
+    top = max(range(len(runs)), key=lambda i: values[i])
+    note = unfinished_note(tracker, runs[top], states[top], what, now) if final else ""
+    return Target(max(values), final, f"the per-adapter ledger of {'run ' if len(runs) == 1 else 'runs '}{ids}", note)
+
+
+def unfinished_note(tracker, run, run_state: str, what: str, now: float | None = None) -> str:
+    """What a target run that ended short of its end is matched at, in words ("" for a finished run): its last
+    logged step (metrics reach MLflow at each checkpoint, so a crashed run's last logged step may be behind the
+    step it was on) and how it ended."""
+    if run_state not in UNFINISHED:
+        return ""
+    history = tracker.client.get_metric_history(run.info.run_id, rl.COMPUTE_PER_ADAPTER[TOKENS[0]])
+    step = max((m.step for m in history), default=None)
+    steps = rl.to_int(run.data.params.get(rl.PARAM_STEPS))
+    how = UNFINISHED[run_state]
+    if run_state == heartbeat.CRASHED:
+        silent = heartbeat.silence(run.data.tags, now) or 0.0
+        how += f": no heartbeat for {heartbeat.describe_silence(silent)}, limit {heartbeat.limit_s():.0f} s"
+    at = f"its last logged step {step}" + (f" of {steps}" if steps else "") if step is not None else "its last logged step"
+    whose = "the population's" if what == "the population" else f"{what}'s"
+    return f"matched to {whose} spend at {at} ({what} {how}, run {run.info.run_id})"
+
+
+def unmatchable(target: Target, run_id: str | None) -> str:
+    """Why a target that ended before logging any step cannot be matched, and what to do."""
+    again = f"start this baseline again (run {run_id} did not train)" if run_id else "start this run again"
+    return (f"cannot match the compute of {target.source}; it ended before logging any step, so there is no "
+            f"per-adapter spend to match; resume it once it can train (populora train --resume RUN, a crashed or "
+            f"failed run) and {again}, or give this run a number: --set budget.tokens=N")
 
 
 def population_runs(tracker, cfg: TrainConfig, run_id: str | None) -> list:
@@ -293,31 +342,68 @@ class Budget:
         self.cfg, self.tracker, self.run_id = cfg, tracker, run_id
         self.model = CostModel.from_dict(state) if state else CostModel.from_config(cfg)
         self.target: Target | None = None
-        self._said = ""
+        self.sleep = time.sleep  # between reads of a followed run (a test plants that run's end here)
+        self.adapters = 1  # alive at the last step observed (the cost model's spend is per adapter)
+        self._said = self._noted = ""
 
-    def shape(self, totals: dict, alive: int, sleep=time.sleep) -> TrainConfig | None:
+    def shape(self, totals: dict, alive: int) -> TrainConfig | None:
         """The config of the next step (fewer rows near the target), None when the budget is reached; waits
-        (``budget.poll_s``, a stop signal still stops it) while a followed run is not far enough ahead."""
+        (``budget.poll_s``, a stop signal still stops it) while a followed run is not far enough ahead; raises
+        ``BudgetError`` when a followed run ended before logging any step."""
         while True:
             self.target = read_target(self.cfg, self.tracker, self.run_id)
+            if self.target.final and self.target.tokens is None:
+                raise BudgetError(unmatchable(self.target, self.run_id))
             spent = spent_per_adapter(totals, alive)
+            said = self.target.note.split(" (")[0]  # what it is matched at (not how long silent: that grows)
+            if self.target.note and said != self._noted:  # ended short of its end: said once, when first seen
+                self._say(f"budget: {self.target.note}: {self.target.tokens:.0f} tokens per adapter, this run {spent:.0f}")
+                self._noted = said
             choice = next_shape(full_shape(self.cfg), self.model, spent, self.target, self.cfg.budget.tolerance, alive)
             if choice != WAIT:
                 return None if choice is None else with_shape(self.cfg, choice)
-            line = (f"budget: waiting for {self.target.source}: {self.target.tokens or 0:.0f} tokens per adapter, "
-                    f"this run {spent:.0f}")
-            if line != self._said:
-                log.warning(line)
-                print(line, flush=True)
-                self._said = line
+            self._say(f"budget: waiting for {self.target.source}: {self.target.tokens or 0:.0f} tokens per adapter, "
+                      f"this run {spent:.0f}")
             stopping.check()
-            sleep(self.cfg.budget.poll_s)
+            self.sleep(self.cfg.budget.poll_s)
             stopping.check()
+
+    def _say(self, line: str) -> None:
+        """A line in the run's log (stdout: a job's log; not also logged, which would print it twice there) unless
+        it is the last one said."""
+        if line != self._said:
+            print(line, flush=True)
+            self._said = line
 
     def observe(self, step_cfg: TrainConfig, rows: tuple, realised: float, alive: int) -> None:
         tasks, proposals, answers, batch = rows
+        self.adapters = alive
         self.model.observe(full_shape(step_cfg), tasks, proposals, answers, batch, step_cfg.solver.data != "buffer",
                            realised, alive)
+
+    def smallest_step(self) -> float | None:
+        """Per-adapter tokens this run's smallest step (one task, one answer, the smallest token budgets) is
+        expected to spend, from its measured rows (None before any step)."""
+        if self.model.prior or not self.model.steps:
+            return None
+        return self.model.spend(shapes(full_shape(self.cfg))[-1], self.adapters)
+
+    def notes(self, spent: float) -> list[str]:
+        """What the match needs said beside its ratio: the target run ended short of its end (``Target.note``);
+        the target is below one step of this run (it overshot because even its smallest step spends more than the
+        whole target: a design too small to match, not a rule that missed)."""
+        t = self.target
+        out = [t.note] if t is not None and t.note else []
+        floor = self.smallest_step()
+        if t is not None and t.tokens and floor is not None and spent > t.tokens * (1 + self.cfg.budget.tolerance) \
+                and floor > t.tokens * (1 + self.cfg.budget.tolerance / 2):
+            whole = (f"the population spent {t.tokens:.0f} tokens per adapter in all, less" if self.cfg.budget.population
+                     else f"{t.tokens:.0f} tokens per adapter is less")
+            mine = "the baseline's" if self.cfg.population.single_agent else "this run's"
+            out.append(f"the target is below one step: {whole} than {mine} smallest step (one task, one answer, "
+                       f"the smallest token budgets: about {floor:.0f}), so no run of this shape can match it; give "
+                       f"the population more steps (or more tasks per step)")
+        return out
 
     def words(self, spent: float, capped: bool = False) -> str:
         """The run's end against its target, one line (printed, and the run's ``populora.budget`` tag)."""
@@ -327,8 +413,15 @@ class Budget:
             return f"budget not reached: {spent:.0f} tokens per adapter, target unknown{cap}"
         ratio = spent / t.tokens
         inside = abs(ratio - 1) <= self.cfg.budget.tolerance
+        note = "".join(f"; {n}" for n in self.notes(spent))
         return (f"{'budget reached' if inside else 'budget missed'}: {spent:.0f} tokens per adapter of {t.tokens:.0f} "
-                f"({ratio:.3f}x; {t.source}){'' if inside else cap}")
+                f"({ratio:.3f}x; {t.source}){note}{'' if inside else cap}")
+
+    def tags(self, spent: float, capped: bool = False) -> dict[str, str]:
+        """The run's end as tags: ``populora.budget`` (``words``) and ``populora.budget_matched`` (``notes``: what
+        the compute figure prints beside its ratio; "" when there is nothing to say, so a resumed run that ends
+        matched to a finished run clears it)."""
+        return {rl.BUDGET: self.words(spent, capped)[:500], rl.BUDGET_MATCHED: "; ".join(self.notes(spent))[:500]}
 
     def to_dict(self) -> dict:
         return self.model.to_dict()

@@ -232,9 +232,9 @@ class Trainer:
         if self.checkpointed != self.step_index:
             self.save_checkpoint()
             self.flush()
-        words = self.budget.words(self.spent_per_adapter(), capped=self.step_index >= self.cfg.steps)
-        print(words, flush=True)
-        self.log.tracker.set_tags(self.run_id, {rl.BUDGET: words[:500]})
+        tags = self.budget.tags(self.spent_per_adapter(), capped=self.step_index >= self.cfg.steps)
+        print(tags[rl.BUDGET], flush=True)
+        self.log.tracker.set_tags(self.run_id, tags)
 
     # ================================================================== setup
     @classmethod

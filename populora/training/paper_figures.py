@@ -44,6 +44,13 @@ RATINGS = [("teacher", "teacher_rating", "teacher rating (mean TrueSkill mu)"),
 FORMATS = ("png", "svg", "pdf")
 X_AXES = ("step", "compute")  # what the per-step curves are drawn against: the step, or per-adapter compute
 COMPUTE_LABEL = "per-adapter compute (generated + trained tokens)"
+YLABELS = {"validity": "valid tasks (%)", "solve_rate": "answers correct (%)", "ast_depth": "AST depth",
+           "cyclomatic": "cyclomatic complexity", "loc": "lines of code", "variables": "variables",
+           "teacher_rating": "TrueSkill mu", "student_rating": "TrueSkill mu"}  # the y axis's quantity and unit
+# each arm its own line style and marker, not only its colour (a print in grey, colour-blind readers): the
+# baseline dashed with squares, population arms solid with circles, triangles, diamonds, ...
+BASELINE_STYLE = {"color": "0.25", "ls": "--", "marker": "s"}
+ARM_MARKERS = ("o", "^", "D", "v", "P", "X")
 
 
 class FiguresError(ValueError):
@@ -328,15 +335,19 @@ def build(arms: list[Arm], x: str = "step") -> list[dict]:
         else:
             series = {a.name: aggregate(a.curves.get(slug, {})) for a in arms}
         series = {k: v for k, v in series.items() if v}
+        interpolated = any(p["seeds"] > 1 for points in series.values() for p in points)
         if series and x == "compute":
             figures.append({"slug": f"{slug}_by_compute", "title": title, "xlabel": COMPUTE_LABEL, "series": series,
-                            "percent": slug in RATES,
+                            "percent": slug in RATES, "ylabel": YLABELS.get(slug, ""), "interpolated": interpolated,
                             "caption": f"{title} against per-adapter training compute (the runs' ledgers: generated + "
                                        f"trained tokens per adapter; {', '.join(series)}"
-                                       + ("; in %" if slug in RATES else "") + f"), so arms are compared at "
-                                       f"equal spend. {note}"})
+                                       + ("; in %" if slug in RATES else "") + "), so arms are compared at equal spend"
+                                       + ("; seeds spend differently per step, so each is interpolated onto a common "
+                                          "compute grid (lines without markers)" if interpolated else
+                                          "; a marker per logged step") + f". {note}"})
         elif series:
             figures.append({"slug": slug, "title": title, "xlabel": "step", "series": series, "percent": slug in RATES,
+                            "ylabel": YLABELS.get(slug, ""),
                             "caption": f"{title} per training step ({', '.join(series)}"
                                        + ("; in %" if slug in RATES else "") + f"). {note}"})
     sizes = [len(rows) for a in arms for rows in a.structures.values() if rows]
@@ -410,17 +421,27 @@ def _axes(ax, fig: dict) -> None:
     paper_axes(ax, values, bool(fig.get("percent")), fig["xlabel"] in INTEGER_X)
     if fig.get("ylim"):  # the quantity's own range (1 to m distinct among m): not a zoom on a 0.01 wobble
         ax.set_ylim(fig["ylim"][0], fig["ylim"][1] * 1.05)
-    if fig.get("percent"):
-        ax.set_ylabel("%", fontsize=8)
+    if fig["xlabel"] == COMPUTE_LABEL:  # token counts: whole numbers with thousands separators, never 1e4 offsets
+        from matplotlib.ticker import FuncFormatter
+
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+    if fig.get("ylabel") or fig.get("percent"):
+        ax.set_ylabel(fig.get("ylabel") or "%", fontsize=8)
 
 
 def _panel(ax, fig: dict) -> None:
-    for i, (arm, points) in enumerate(fig["series"].items()):
-        color = "tab:gray" if arm == "baseline" else f"C{i}"
+    arms = [a for a in fig["series"] if a != "baseline"]
+    for arm, points in fig["series"].items():
+        style = (dict(BASELINE_STYLE) if arm == "baseline" else
+                 {"color": f"C{arms.index(arm)}", "ls": "-", "marker": ARM_MARKERS[arms.index(arm) % len(ARM_MARKERS)]})
+        if fig.get("interpolated") or len(points) >= 40:  # markers only where something was measured
+            style["marker"] = None
         xs = [p["x"] for p in points]
-        ax.plot(xs, [p["mean"] for p in points], marker="." if len(points) < 40 else None, color=color, label=arm)
+        # drawn over the frame (a rate of 0% or 100%, a curve on the axis: not hidden or cut by it)
+        ax.plot(xs, [p["mean"] for p in points], ms=4, lw=1.4, label=arm, clip_on=False, zorder=3, **style)
         if any(p["high"] > p["low"] for p in points):
-            ax.fill_between(xs, [p["low"] for p in points], [p["high"] for p in points], color=color, alpha=0.2, lw=0)
+            ax.fill_between(xs, [p["low"] for p in points], [p["high"] for p in points], color=style["color"],
+                            alpha=0.15 if arm == "baseline" else 0.2, lw=0)
     if fig.get("compare_at"):  # the volume the arms are compared at
         ax.axvline(fig["compare_at"], color="black", lw=0.8, ls=":", label=f"compared at {fig['compare_at']}")
     ax.set_title(fig["title"], fontsize=9)

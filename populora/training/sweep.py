@@ -31,13 +31,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
+import yaml
+
 from populora.platform import config as config_io
 from populora.platform import jobs, queue
 from populora.platform import runlayout as rl
 from populora.platform import sweep as S
 from populora.platform.tracking import Tracker, tracking_uri
 from populora.training import fork
-from populora.training.baseline import matched_baseline
+from populora.training.baseline import matched_baseline, too_small
 from populora.training.config import TrainConfig, job_slots
 from populora.training.run_log import RunLog
 
@@ -107,6 +109,18 @@ def plan(config_path: str | None, grid: list[str], seeds: int, baseline: bool, s
         if baseline:  # after its seed's populations: it follows their ledger, so it must not hold the queue first
             runs.append(_planned(config_path, sets, {}, seed, True, base.name, ray_address))
     return runs
+
+
+def match_warnings(runs: list[PlannedRun]) -> list[str]:
+    """For a sweep with baselines: each planned population configuration that may be too small to compute-match
+    (``baseline.too_small``), once per configuration, in words; printed at launch."""
+    if not any(r.baseline for r in runs):
+        return []
+    out = {}
+    for r in runs:
+        if not r.baseline and r.config not in out:
+            out[r.config] = too_small(TrainConfig.model_validate(yaml.safe_load(r.yaml)))
+    return [f"warning: population {label} {words}" for label, words in out.items() if words]
 
 
 def plan_fork(run_id: str, step: int, grid: list[str], seeds: int, sets: list[str]) -> list[PlannedRun]:

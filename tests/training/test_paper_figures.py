@@ -210,3 +210,27 @@ def _arm(name: str, curves: dict) -> P.Arm:
     for slug, by_seed in curves.items():
         arm.curves[slug] = by_seed
     return arm
+
+
+def test_arms_differ_by_line_and_marker_and_compute_is_labelled_in_whole_tokens():
+    """Paper-ready in grey too: the baseline dashed with squares, a population solid with circles (not only a
+    colour); a y label with the quantity; the compute axis in whole tokens with separators; curves interpolated
+    across seeds have no markers (nothing was measured at those x)."""
+    one = lambda xs, ys, seeds=1: [{"x": x, "mean": y, "low": y, "high": y, "seeds": seeds} for x, y in zip(xs, ys)]  # noqa: E731
+    fig = {"title": "task validity rate", "xlabel": P.COMPUTE_LABEL, "percent": True, "ylabel": P.YLABELS["validity"],
+           "series": {"population": one([1200, 2400, 3600], [0.2, 0.3, 0.5]), "baseline": one([1100, 2500, 3500], [0.1, 0.2, 0.2])}}
+    plt, f, ax = _drawn(fig)
+    try:
+        pop, base = ax.get_lines()[:2]
+        assert (pop.get_linestyle(), pop.get_marker()) == ("-", "o")
+        assert (base.get_linestyle(), base.get_marker()) == ("--", "s")
+        assert ax.get_ylabel() == "valid tasks (%)"
+        labels = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+        assert labels and all("," in t or len(t) <= 3 for t in labels) and any("," in t for t in labels), labels
+    finally:
+        plt.close(f)
+    plt, f, ax = _drawn(fig | {"interpolated": True, "series": {"population": one([1, 2], [0.1, 0.2], seeds=2)}})
+    try:
+        assert ax.get_lines()[0].get_marker() in (None, "None", "")
+    finally:
+        plt.close(f)

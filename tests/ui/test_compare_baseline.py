@@ -121,3 +121,26 @@ def test_report_reads_the_baseline_from_its_own_run_and_prints_the_verdict(linke
         assert report_main(["--run", linked_store["population"], "--out", str(tmp_path)]) == 0
         out = capsys.readouterr().out
         assert words in out and ("train the baseline with the matched rule" in out) == (pair is None), out
+
+
+def test_compare_and_the_report_say_what_a_baseline_of_a_crashed_population_was_matched_to(linked_store, monkeypatch,
+                                                                                           tmp_path, capsys):
+    """A pair whose population crashed: the baseline's ``populora.budget_matched`` (training/budget.py) is said
+    after the one compute figure's ratio on Compare's ledger panel and in the report, and the panel says the
+    baseline was trained to the ledger."""
+    from populora.evaluation.cli import report_main
+
+    client = MlflowClient(linked_store["uri"])
+    note = "matched to the population's spend at its last logged step 3 of 4 (the population crashed: no heartbeat for 10 min)"
+    for run, tokens in ((linked_store["population"], 450.0), (linked_store["baseline"], 455.0)):
+        client.log_metric(run, "compute/per_adapter/generated_tokens", tokens)
+        client.log_metric(run, "compute/per_adapter/trained_tokens", tokens)
+        client.set_tag(run, runlayout.PAIR, "pair-crash")
+    client.set_tag(linked_store["baseline"], runlayout.BUDGET, "budget reached: 910 tokens per adapter of 900")
+    client.set_tag(linked_store["baseline"], runlayout.BUDGET_MATCHED, note)
+    at = _compare(linked_store, monkeypatch, tmp_path)
+    words = "compute-matched: the baseline spent 1.01x the population's per-adapter compute (910 vs 900 generated + trained tokens; FLOPs 1.01x); " + note
+    assert words in [c.value for c in at.caption], [c.value for c in at.caption]
+    assert "the baseline trained to the population's per-adapter ledger (budget.population)" in texts(at)
+    assert report_main(["--run", linked_store["population"], "--out", str(tmp_path)]) == 0
+    assert capsys.readouterr().out.count(f"compute: {words}") == 2  # the verdict's line and the ledger table's

@@ -199,6 +199,24 @@ def test_launch_starts_a_validated_job(app, monkeypatch):
     assert [s[4] for s in started] == [2, 2]
 
 
+def test_launch_says_when_a_population_is_too_small_to_compute_match(app, monkeypatch):
+    """The baseline box with a population whose adapters write under one proposal each (smoke's 2 teachers, 1
+    task each, 4 adapters, 1 step): both runs start, and the page says why the pair may not be compute-matched."""
+    from populora.platform import jobs
+
+    started = []
+    monkeypatch.setattr(jobs, "launch_training", lambda text, name="", env=None, ray_address=None, need=1, max_restarts=0: started.append(
+        name) or jobs.Job(id="fake", argv=[], dir=os.environ["POPULORA_JOBS_DIR"], created=0.0, name=name))
+    at = _ok(app("launch"))
+    at.checkbox(key="f_smoke_baseline").check()
+    at.text_area(key="f_smoke_overrides").set_value("steps=1\ntasks.tasks_per_teacher=1")
+    at.button[0].click().run()
+    _ok(at)
+    assert len(started) == 2
+    warned = [w.value for w in at.warning if "too small to compute-match" in w.value]
+    assert len(warned) == 1 and "0.5 proposals each over its 1 step" in warned[0] and "steps >= 2" in warned[0], warned
+
+
 def test_launch_with_a_ray_cluster_submits_ray_jobs(app, monkeypatch):
     """With ray.address naming a cluster the form submits a Ray Job (tests/platform/test_ray_jobs.py runs one for real);
     the submitted config joins the cluster from its head node (address auto)."""

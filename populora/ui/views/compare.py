@@ -13,7 +13,7 @@ import streamlit as st
 
 from populora.evaluation import (BASE, BASELINE, MEMBER, Results, SweepReportError, build_verdict, compute_side_by_side,
                                  eval_metric_keys, with_baseline)
-from populora.evaluation import compute_figure, kl_forward_of
+from populora.evaluation import compute_figure, kl_forward_of, matched_note
 from populora.platform import runlayout as rl
 from populora.ui import charts, common, eval_panel, store, sweeps
 from populora.ui.compare_table import aggregates_frame, headline, report_ends, summarize, verdict_frame
@@ -149,13 +149,16 @@ def show_compute(uri: str, run_id: str, baseline: str) -> None:
     pop, base = (store.run_info(uri, r) or {} for r in (run_id, baseline))
     by_rule = rl.matched_by_rule(pop.get("tags", {}), base.get("tags", {}))
     kl = kl_forward_of(pop.get("params", {}))
-    rows, warning = compute_side_by_side(pop.get("metrics", {}), base.get("metrics", {}), by_rule, kl)
+    note = matched_note(base.get("tags", {}))
+    rows, warning = compute_side_by_side(pop.get("metrics", {}), base.get("metrics", {}), by_rule, kl, note)
     table = pd.DataFrame(rows).set_index("quantity")
     st.markdown("**Training compute per adapter, realised** (the runs' ledgers, `compute/per_adapter/*`)"
-                + (" · the baseline's configuration was matched to the population by rule" if by_rule else ""))
+                + (" · launched as a pair: the baseline trained to the population's per-adapter ledger "
+                   "(budget.population)" if by_rule and base.get("tags", {}).get(rl.BUDGET) else
+                   " · the baseline's configuration was matched to the population by rule" if by_rule else ""))
     st.dataframe(common.text_table(table, {"population": "{:,.0f}", "baseline": "{:,.0f}", "ratio": "{:.2f}"}),
                  width="stretch")
-    figure = compute_figure(pop.get("metrics", {}), base.get("metrics", {}), kl)
+    figure = compute_figure(pop.get("metrics", {}), base.get("metrics", {}), kl, note)
     if warning:
         st.warning(warning, icon="⚠️")
     elif figure:

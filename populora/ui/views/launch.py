@@ -15,6 +15,7 @@ from populora.platform.cache import cache_root
 from populora.platform.files import write_atomic
 from populora.platform.plan import GPUS, PlanError
 from populora.training import make_plan, matched_baseline, preflight_problems, render_plan
+from populora.training.baseline import too_small
 from populora.ui import common, form, store, sweeps
 
 st.title("Launch a run")
@@ -182,6 +183,8 @@ def launch(submission: dict) -> None:
             st.error(f"**sweep**: {err}", icon="⚠️")
             return
         st.session_state["launched"] = [job.id]
+        if submission["baseline"] and (small := too_small(cfg)):  # the form's config; the driver's log names each
+            st.session_state["launch_warnings"] = st.session_state.get("launch_warnings", []) + [f"The population {small}."]
         return
     preset = submission.get("preset") or {}
     try:
@@ -194,6 +197,8 @@ def launch(submission: dict) -> None:
     if submission["baseline"] and not cfg.population.single_agent:
         cfg.pair = cfg.pair or uuid.uuid4().hex[:12]  # links the two runs, whichever starts first
         runs.append(matched_baseline(cfg))
+        if (small := too_small(cfg)):  # said at launch (under the form), not as a silent 2.0x at the end
+            st.session_state["launch_warnings"] = st.session_state.get("launch_warnings", []) + [f"The population {small}."]
     started = []
     try:
         for run_cfg in runs:
