@@ -165,6 +165,8 @@ def compute_side_by_side(population: dict[str, float], baseline: dict[str, float
                      "ratio": fig["flops_ratio"]})
     if fig is None or fig["matched"]:
         return rows, None
+    if by_rule and note:  # launched together, and the baseline's end says why it could not match
+        return rows, f"{fig['words']}; the two were launched together (populora.pair), so this is realised spend"
     if by_rule:  # launched together: the gap is what the runs realised
         return rows, (f"{fig['words']}; the two were launched together (populora.pair), so this is realised spend: "
                       "a baseline trained to its population's ledger (budget.population, the default of Launch's "

@@ -403,6 +403,13 @@ class Budget:
             out.append(f"the target is below one step: {whole} than {mine} smallest step (one task, one answer, "
                        f"the smallest token budgets: about {floor:.0f}), so no run of this shape can match it; give "
                        f"the population more steps (or more tasks per step)")
+        elif t is not None and t.tokens and floor is not None and spent < t.tokens * (1 - self.cfg.budget.tolerance) \
+                and floor - (t.tokens - spent) >= t.tokens - spent:
+            mine = "the baseline's" if self.cfg.population.single_agent else "this run's"
+            out.append(f"the steps are coarser than the band: {t.tokens - spent:.0f} tokens per adapter were left, "
+                       f"and {mine} smallest step (one task, one answer, the smallest token budgets: about "
+                       f"{floor:.0f}) would have ended further from the target than stopping; give the population "
+                       f"more steps (a target many steps long lands within {100 * self.cfg.budget.tolerance:.0f}%)")
         return out
 
     def words(self, spent: float, capped: bool = False) -> str:

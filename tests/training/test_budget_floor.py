@@ -64,8 +64,17 @@ def test_a_reachable_target_that_was_missed_is_not_called_below_a_step():
     """Overshooting a target the smallest step fits under is the rule's miss, not the design's: no such note."""
     budget, spent = _after_one_step(24, proposal_len=10)  # smallest step ~20 < 24: reachable; spent 20 is 0.83x
     assert budget.smallest_step() < 24
-    assert budget.tags(spent)[rl.BUDGET_MATCHED] == ""
+    note = budget.tags(spent)[rl.BUDGET_MATCHED]
+    assert "below one step" not in note
     assert budget.tags(spent)[rl.BUDGET].startswith("budget missed: 20 tokens per adapter of 24")
+    # it stopped 4 short because one more step (~20) would have ended 16 over: the steps are coarser than the band
+    # (a 2-step tiny pair ended 80 of 96, 0.83x, with the pair's words guessing "trained before, stopped early")
+    assert note == ("the steps are coarser than the band: 4 tokens per adapter were left, and the baseline's smallest "
+                    "step (one task, one answer, the smallest token budgets: about 20) would have ended further from "
+                    "the target than stopping; give the population more steps (a target many steps long lands within 5%)")
+    # far from its target (the run still has steps to go, or was stopped): no note about the steps' grain
+    far, spent = _after_one_step(200, proposal_len=10)
+    assert far.tags(spent)[rl.BUDGET_MATCHED] == ""
 
 
 @settings(max_examples=60, deadline=None)
