@@ -164,7 +164,7 @@ def _fork_with_one_more_student(driver, url: str, run_id: str, shots: Path, down
     assert not _inside(drawn["nodes"][grown], drawn["clusters"][parents_box]), f"{grown} is drawn in the parent's box: {drawn}"
     born = f"born in this fork at its step 1, added by the fork's resize: {event['operator']} of {grown_from}"
     assert born in _text(driver), _text(driver)[-1500:]
-    assert f"except those the fork's resize added (born in this fork): students 2 -> 3 ({grown} = " in _text(driver)
+    assert f"except those the fork's resize added (born in this fork): students 2 → 3 ({grown} = " in _text(driver)
     graph = driver.find_element(By.CSS_SELECTOR, '[data-testid="stGraphVizChart"]')
     driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", graph)
     _wait_for(driver, lambda: not driver.find_elements(By.CSS_SELECTOR, '[data-testid="stStatusWidget"]'), 60, "the page to be idle")
