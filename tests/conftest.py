@@ -265,7 +265,8 @@ SPLIT = ("tests/training/test_training_loop.py", "tests/training/test_run_lifecy
 # by the --durations=0 profile of a full -n 2 run, so that no long unit starts late while the other worker idles.
 # The other units follow, the most tests first. Update it when a test becomes one of the long ones.
 LONGEST_FIRST = ("tests/platform/test_ray_jobs.py",  # the Ray unit
-                 "tests/training/test_embedded_model.py", "tests/ui/test_ui_browser.py", "tests/training/test_fork.py",
+                 "tests/training/test_embedded_model.py", "tests/ui/test_ui_browser.py", "tests/ui/test_ui_run_life.py",
+                 "tests/training/test_fork.py",
                  "tests/evaluation/test_eval_cli.py",
                  "tests/ui/test_ui_league.py",
                  "tests/training/test_sweep.py::test_sweep_of_two_mixes_two_seeds_with_baselines_end_to_end",
