@@ -7,8 +7,8 @@ step 2 used the next one), and the fork's Lineage draws it outside the parent's 
 downloaded ancestry record says (``fork_grow_lineage.png``). After Resume, with the one slot of the queue taken,
 the run shows "resume queued (#1)", its Resume button disabled and the run still picked though newer runs exist;
 an evaluation launched from Compare waits behind it and Compare shows it instead of "No benchmark scores ...
-Launch an evaluation" (``compare_eval_queued.png``), and a queued league shows on League instead of "No league
-yet" (``league_queued.png``). One server, one trained run and its one fork serve every part.
+Launch an evaluation" (``compare_eval_queued.png``), and its line follows a running one's pairs without a reload
+(``compare_eval_running.png``); a queued league shows on League instead of "No league yet" (``league_queued.png``). One server, one trained run and its one fork serve every part.
 
 Needs the Debian packages ``chromium`` and ``chromium-driver`` (``scripts/install-browser.sh``) and ``selenium``;
 skips with the reason when they are missing."""
@@ -200,6 +200,36 @@ def _queued_evaluation_on_compare(driver, url: str, run_id: str, shots: Path) ->
     said = driver.find_element(By.XPATH, "//*[contains(text(), 'An evaluation of this run is on its way')]")
     driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", said)
     driver.save_screenshot(str(shots / "compare_eval_queued.png"))
+    _running_evaluation_on_compare(driver, run_id, shots)
+
+
+def _running_evaluation_on_compare(driver, run_id: str, shots: Path) -> None:
+    """The line at the top of Compare follows the evaluation on its way without a reload: a stand-in evaluation
+    job of the run (outside the queue; it holds until stopped) whose runner's files the test writes, as
+    ``populora eval`` writes them: "running", then "1/2 pairs scored · 6/8 generations". (The line was drawn once
+    with the page: an evaluation that started running still read "queued", one scoring its pairs "running".)"""
+    import json
+    import time
+
+    from populora.platform import jobs
+    from populora.platform import runlayout as rl
+
+    out = Path(os.environ["POPULORA_JOBS_DIR"]).parent / "standin_eval"
+    job = jobs.start([sys.executable, "-c", HOLD], name="stand-in eval", kind="eval",
+                     files={"config.yaml": yaml.safe_dump({"run": run_id, "benchmarks": "gsm8k"}), rl.EVAL_OUT_FILE: str(out)})
+    _wait_for(driver, lambda: "An evaluation of this run is on its way: 🟢 running." in _text(driver), 60,
+              "the running evaluation at the top of Compare (no reload)")
+    pairs = [{"target": t, "benchmark": "gsm8k", "file": f"pairs/{t}/gsm8k.json"} for t in ("S0", "S1")]
+    (out / "pairs" / "S0").mkdir(parents=True)
+    (out / "pairs" / "S0" / "gsm8k.json").write_text(json.dumps({"score": 1.0}))
+    for target, done in (("S0", 4), ("S1", 2)):
+        (out / "items" / target).mkdir(parents=True)
+        (out / "items" / target / "gsm8k.json").write_text(json.dumps({"done": done, "total": 4, "started": time.time(), "updated": time.time()}))
+    (out / "progress.json").write_text(json.dumps({"run": run_id, "step": None, "pairs": pairs}))
+    _wait_for(driver, lambda: "on its way: 🟢 running · 1/2 pairs scored · 6/8 generations" in _text(driver), 60,
+              "the evaluation's pairs at the top of Compare (no reload)")
+    driver.save_screenshot(str(shots / "compare_eval_running.png"))
+    jobs.stop(job)
 
 
 def _queued_league_on_league(driver, url: str, run_id: str, shots: Path) -> None:
@@ -277,5 +307,6 @@ def test_a_runs_life_its_fork_and_its_jobs_in_the_queue(server, browser, tmp_pat
     _queued_evaluation_on_compare(browser, url, fork, shots)
     _queued_league_on_league(browser, url, fork, shots)
     if os.environ.get("POPULORA_SCREENSHOTS_TO"):  # opt-in: where a session keeps the screenshots it looked at
-        for png in ("run_progress", "run_resume_queued", "fork_grow_lineage", "compare_eval_queued", "league_queued"):
+        for png in ("run_progress", "run_resume_queued", "fork_grow_lineage", "compare_eval_queued", "compare_eval_running",
+                    "league_queued"):
             shutil.copy(shots / f"{png}.png", Path(os.environ["POPULORA_SCREENSHOTS_TO"]) / f"{png}.png")
