@@ -129,6 +129,49 @@ def wait_for_marker(marker: Path, proc, timeout: float = 600) -> None:
 
 
 # ====================================================================== Streamlit's AppTest (tests/ui)
+# A stand-in job that holds a slot of the queue until it is stopped (SIGINT, exit 130 as a stopped job's): what
+# waits behind it stays queued for as long as the test needs, whatever the machine's speed. The fixtures that
+# start it stop every job at the end (one_slot_queue, tests/ui/headless.ui_server); the hour is only a backstop.
+HOLD = "import time\ntry:\n    time.sleep(3600)\nexcept KeyboardInterrupt:\n    raise SystemExit(130)\n"
+VIEWS = ROOT / "populora" / "ui" / "views"
+
+
+@pytest.fixture()
+def one_slot_queue(tmp_path, monkeypatch):
+    """A fresh store, jobs dir and one-slot queue in ``tmp_path`` (the pages and the jobs they start read the same
+    ones); {"uri", "dir"}. No progress reporter made in the test outlives it; every job it started is stopped."""
+    import streamlit as st
+
+    from populora.platform import jobs, progress
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.setenv("POPULORA_JOBS_DIR", str(tmp_path / "jobs"))
+    monkeypatch.setenv("POPULORA_QUEUE_DIR", str(tmp_path / "queue"))
+    monkeypatch.setenv("POPULORA_MAX_PARALLEL_JOBS", "1")
+    monkeypatch.setattr(progress, "_active", None)
+    st.cache_data.clear()
+    yield {"uri": uri, "dir": tmp_path}
+    for job in jobs.list_jobs(tmp_path / "jobs"):  # never leave a process behind
+        jobs.stop(job, timeout_s=10)
+
+
+def app_page(name: str, timeout: float = 90, **query):
+    """The page ``populora/ui/views/<name>.py`` run once in Streamlit's ``AppTest`` with ``query`` as its address's
+    query (e.g. ``run=ID``), Streamlit's caches cleared first (each page reads the store anew); fails on any
+    exception the page raised."""
+    import streamlit as st
+    from streamlit.testing.v1 import AppTest
+
+    st.cache_data.clear()
+    at = AppTest.from_file(str(VIEWS / f"{name}.py"), default_timeout=timeout)
+    for k, v in query.items():
+        at.query_params[k] = v
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
 @pytest.fixture(scope="session", autouse=True)
 def streamlit_component_scan_once():
     """Every ``AppTest`` scans the metadata of every installed distribution for Streamlit v2 components (a new
@@ -224,7 +267,7 @@ SPLIT = ("tests/training/test_training_loop.py", "tests/training/test_run_lifecy
 # last ~40 s unit started when the other worker had only doctests left.)
 # The other units follow, the most tests first. Update it when a test becomes one of the long ones.
 LONGEST_FIRST = ("tests/platform/test_ray_jobs.py",  # the Ray unit
-                 "tests/training/test_embedded_model.py", "tests/ui/test_ui_browser.py",
+                 "tests/training/test_embedded_model.py", "tests/ui/test_ui_browser.py", "tests/ui/test_ui_run_life.py",
                  "tests/training/test_compute_budget.py",  # ~105 s in all, one unit (a file)
                  "tests/training/test_fork.py",
                  "tests/evaluation/test_eval_cli.py",
@@ -232,7 +275,7 @@ LONGEST_FIRST = ("tests/platform/test_ray_jobs.py",  # the Ray unit
                  "tests/training/test_sweep.py::test_sweep_of_two_mixes_two_seeds_with_baselines_end_to_end",
                  "tests/ui/test_ui_baseline_flow.py", "tests/evaluation/test_oracle_eval.py", "tests/ui/test_ui_pages.py",
                  "tests/training/test_periodic_eval.py::test_a_run_with_eval_every_1", "tests/ui/test_ui_job_lifecycle.py",
-                 "tests/ui/test_ui_scale.py", "tests/ui/test_ui_run_life.py",
+                 "tests/ui/test_ui_scale.py",
                  "tests/evaluation/test_eval_math_suite.py",  # lm-eval's CLI ~35 s
                  "tests/evaluation/test_export.py", "tests/platform/test_mlflow_server.py",
                  "tests/platform/test_concurrent_writers.py::test_four_trainings_at_once",

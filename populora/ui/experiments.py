@@ -41,8 +41,10 @@ def fork_origin(tags: dict) -> None:
     parent, step = tags.get(rl.FORKED_FROM), tags.get(rl.FORK_STEP)
     if not parent:
         return
+    resize = tags.get(rl.FORK_RESIZE, "").removeprefix("resized: ")  # "students 2 -> 3 (S3 = gaussian of S0)"
     st.info(f"🍴 Forked from run `{parent}` at its checkpoint of step {step}: its members and their ancestry up to "
-            f"step {step} are the parent's.")
+            f"step {step} are the parent's" + (f", except those the fork's resize added (born in this fork): {resize}."
+                                              if resize else "."))
     cols = st.columns(3)
     with cols[0]:
         common.link("runs", "Parent run", parent, "⬆️")

@@ -34,6 +34,29 @@ def fate_of(node: dict) -> str:
     return "replaced" + (f' by {node["replaced_by"]} at step {node["replaced_at"]}' if node.get("replaced_by") else "")
 
 
+def birth_words(node: dict, forks: list[dict], run_id: str) -> str:
+    """Where and how a member was born, in words (markdown). A fork's lineage holds members of its parent runs
+    (up to each fork step) and the members its resize added at the fork step: the step alone does not say which,
+    so the run is named wherever the lineage has forks.
+
+    >>> node = {"step": 1, "operator": "layer_gaussian", "parents": ["S0"], "replaced": "", "run": "fork1234ab"}
+    >>> print(birth_words(node, [{"run": "parent12ab", "step": 1}], "fork1234ab"))
+    **born** in this fork at its step 1, added by the fork's resize: **layer_gaussian** of S0
+    >>> print(birth_words(node | {"run": ""}, [{"run": "parent12ab", "step": 1}], "fork1234ab"))
+    **born** in run parent12 (a run this fork descends from) at its step 1 by **layer_gaussian** of S0
+    >>> print(birth_words(node | {"run": "", "step": 2, "replaced": "S1"}, [], "r"))
+    **born** at step 2 by **layer_gaussian** of S0, replacing S1
+    """
+    made = (f"**{node['operator']}**" + (f" of {', '.join(node['parents'])}" if node["parents"] else "")
+            + (f", replacing {node['replaced']}" if node["replaced"] else ""))
+    where = birth_run(node["step"], forks, run_id, node.get("run", ""))
+    if node.get("run") == run_id and forks:
+        return f"**born** in this fork at its step {node['step']}, added by the fork's resize: {made}"
+    if where != run_id:
+        return f"**born** in run {where[:8]} (a run this fork descends from) at its step {node['step']} by {made}"
+    return f"**born** at step {node['step']} by {made}" if not forks else f"**born** in this fork at step {node['step']} by {made}"
+
+
 def graph_data(uri: str, run_id: str, members: pd.DataFrame) -> list[dict]:
     """One dict per member: id, role, parents, operator, step, generation, alive, replaced (whom it replaced),
     replaced_by and replaced_at (who replaced it, at which step), removed ({"step", "operator"}: removed by a

@@ -4,19 +4,15 @@ Runs page shows it crashed with Resume, the sweep table counts it crashed, Compa
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import pytest
 
 pytest.importorskip("streamlit")
-from conftest import wait_for  # noqa: E402
-from streamlit.testing.v1 import AppTest  # noqa: E402
+from conftest import app_page, wait_for  # noqa: E402
 
 from populora.platform import heartbeat, lost_runs  # noqa: E402
 from populora.platform import runlayout as rl  # noqa: E402
 from populora.platform.tracking import Tracker  # noqa: E402
-
-VIEWS = Path(__file__).resolve().parents[2] / "populora" / "ui" / "views"
 
 
 @pytest.fixture
@@ -38,21 +34,9 @@ def lost_store(tmp_path, monkeypatch):
     return {"uri": uri, "run": run_id}
 
 
-def _page(name: str, **query) -> AppTest:
-    import streamlit as st
-
-    st.cache_data.clear()
-    at = AppTest.from_file(str(VIEWS / f"{name}.py"), default_timeout=60)
-    for k, v in query.items():
-        at.query_params[k] = v
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
-
-
 def test_runs_page_shows_a_silent_run_crashed_with_resume(lost_store):
     run_id = lost_store["run"]
-    at = _page("runs", run=run_id)
+    at = app_page("runs", run=run_id)
     sweeps, runs = at.dataframe[0].value.set_index("sweep"), at.dataframe[1].value.set_index("run_id")
     assert runs.loc[run_id, "state"] == "💥 crashed"
     assert (sweeps.loc["sw-live", "crashed"], sweeps.loc["sw-live", "running"]) == (1, 0)
@@ -63,7 +47,7 @@ def test_runs_page_shows_a_silent_run_crashed_with_resume(lost_store):
     assert Tracker(lost_store["uri"]).get_run(run_id).info.status == "RUNNING"  # shown, never written
     # reaped: failed, with why, and still Resume
     assert [r.run_id for r in lost_runs.reap(Tracker(lost_store["uri"]), limit=120) if r.done] == [run_id]
-    at = _page("runs", run=run_id)
+    at = app_page("runs", run=run_id)
     assert at.dataframe[1].value.set_index("run_id").loc[run_id, "state"] == "❌ failed"
     error = " ".join(e.value for e in at.error)
     assert "This run failed at step 2/4: lost: the trainer (pid " in error and "populora runs --reap" in error
@@ -71,6 +55,6 @@ def test_runs_page_shows_a_silent_run_crashed_with_resume(lost_store):
 
 
 def test_compare_warns_that_the_picked_run_crashed(lost_store):
-    at = _page("compare", run=lost_store["run"])
+    at = app_page("compare", run=lost_store["run"])
     assert any(f"run {lost_store['run'][:8]} crashed at step 2/4" in w.value and
                f"populora train --resume {lost_store['run']}" in w.value for w in at.warning), [w.value for w in at.warning]

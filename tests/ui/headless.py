@@ -163,3 +163,57 @@ def open_page(driver, url: str, ready_text: str, shots: Path, name: str | None =
     assert not errors, f"{url}: {[e.text[:500] for e in errors]}"
     if name:
         driver.save_screenshot(str(shots / f"{name}.png"))
+
+
+def button(driver, label: str, within=None):
+    """The first button labelled ``label`` (in ``within``, else anywhere on the page), or None."""
+    from selenium.webdriver.common.by import By
+
+    found = (within or driver).find_elements(By.XPATH, f"{'.' if within else ''}//button[.//p[normalize-space()='{label}']]")
+    return found[0] if found else None
+
+
+def click(driver, element) -> None:
+    """Scroll ``element`` to the middle of the window (a click outside it misses), then click it."""
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", element)
+    element.click()
+
+
+def fill_eval_form(driver, form, benchmarks: list[str], limit: int, max_new_tokens: int | None = None) -> None:
+    """Compare's evaluation ``form`` (``drawn_form(driver, "Launch evaluation", fields=(PICKER, LIMIT))``): the
+    ``benchmarks`` instead of the default "all", ``limit`` items each and, in "advanced", ``max_new_tokens``; the
+    caller presses its button."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    picker = form.find_element(By.CSS_SELECTOR, PICKER)
+    click(driver, picker)
+    picker.send_keys(Keys.BACKSPACE)  # drops the default "all"
+    for name in benchmarks:
+        picker.send_keys(name, Keys.ENTER)
+    picker.send_keys(Keys.ESCAPE)
+    field = form.find_element(By.CSS_SELECTOR, LIMIT)
+    field.send_keys(Keys.CONTROL, "a")  # clear() does not reach Streamlit's React state
+    field.send_keys(Keys.BACKSPACE, str(limit), Keys.TAB)
+    if max_new_tokens is None:
+        return
+    click(driver, form.find_element(By.XPATH, ".//summary[.//p[starts-with(normalize-space(), 'advanced')]]"))
+    tokens = wait_on_page(driver, lambda: next(iter(form.find_elements(By.CSS_SELECTOR, 'input[aria-label="max_new_tokens"]')), None),
+                          30, "the max_new_tokens field")
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", tokens)
+    tokens.send_keys(Keys.CONTROL, "a")
+    tokens.send_keys(Keys.BACKSPACE, str(max_new_tokens), Keys.TAB)
+
+
+def fill_fork_form(driver, url: str, run_id: str, step: int, settings: str, shots: Path) -> None:
+    """The Runs page's "Fork from a checkpoint" form of ``run_id`` at its checkpoint ``step``, with ``settings``
+    (``key=value`` lines) typed in; the caller waits for the diff or resize it expects, then presses "Fork from
+    here"."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    open_page(driver, f"{url}/?run={run_id}&fork={step}", "Fork from a checkpoint", shots)
+    area = wait_on_page(driver, lambda: next(iter(driver.find_elements(By.CSS_SELECTOR, 'textarea[aria-label^="settings to change"]')), None),
+                        60, "the fork form")
+    click(driver, area)
+    area.send_keys(settings, Keys.TAB)  # a text area's value reaches the app when it loses the focus

@@ -16,7 +16,8 @@ import time
 from pathlib import Path
 
 import pytest
-from headless import LIMIT, NAME, NEEDS_CHROMIUM, PICKER, ROOT, chromium, drawn_form, ui_server
+from headless import (LIMIT, NAME, NEEDS_CHROMIUM, PICKER, ROOT, button, chromium, click, drawn_form, fill_eval_form,
+                      fill_fork_form, ui_server)
 from headless import open_page as _open
 from headless import page_text as _text
 from headless import wait_on_page as _wait_for
@@ -103,22 +104,14 @@ def _fork_a_run(browser, server, run_id: str, shots: Path) -> None:
     page shows the diff against its parent: the one changed setting."""
     from mlflow import MlflowClient
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.common.keys import Keys
 
     from populora.platform import jobs
     from populora.platform import runlayout as rl
 
     url = server["url"]
-    _open(browser, f"{url}/?run={run_id}&fork=1", "Fork from a checkpoint", shots)
-    area = _wait_for(browser, lambda: next(iter(browser.find_elements(By.CSS_SELECTOR, 'textarea[aria-label^="settings to change"]')), None),
-                     60, "the fork form")
-    browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", area)
-    area.click()
-    area.send_keys("optim.lr=3e-5", Keys.TAB)  # a text area's value reaches the app when it loses the focus
+    fill_fork_form(browser, url, run_id, 1, "optim.lr=3e-5", shots)
     _wait_for(browser, lambda: "the fork" in _text(browser) and "3e-05" in _text(browser), 60, "the fork's diff")
-    button = browser.find_element(By.XPATH, "//button[.//p[normalize-space()='Fork from here']]")
-    browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", button)
-    button.click()
+    click(browser, button(browser, "Fork from here"))
     job = _wait_for(browser, lambda: next((j for j in jobs.list_jobs(server["dir"] / "jobs") if "fork" in j.name and j.name.endswith("@1")), None),
                     30, "the fork job on disk")
     _away(browser)
@@ -153,34 +146,14 @@ def _evaluate_from_compare(browser, server, run_id: str, shots: Path) -> None:
     once it ends."""
     import json
 
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.common.keys import Keys
-
     from populora.platform import jobs, runlayout
 
     url = server["url"]
     _open(browser, f"{url}/compare?run={run_id}", "Training scores", shots)
     assert "No benchmark scores for this run yet" in _text(browser)
     form = _wait_for(browser, lambda: drawn_form(browser, "Launch evaluation", fields=(PICKER, LIMIT)), 60, "the evaluation form")
-    picker = form.find_element(By.CSS_SELECTOR, PICKER)
-    browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", picker)
-    picker.click()
-    picker.send_keys(Keys.BACKSPACE)  # drops the default "all"
-    picker.send_keys("gsm8k", Keys.ENTER, Keys.ESCAPE)
-    limit = form.find_element(By.CSS_SELECTOR, LIMIT)
-    limit.send_keys(Keys.CONTROL, "a")
-    limit.send_keys(Keys.BACKSPACE, "1", Keys.TAB)
-    advanced = form.find_element(By.XPATH, ".//summary[.//p[starts-with(normalize-space(), 'advanced')]]")
-    browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", advanced)
-    advanced.click()
-    tokens = _wait_for(browser, lambda: next(iter(form.find_elements(By.CSS_SELECTOR, 'input[aria-label="max_new_tokens"]')), None),
-                       30, "the max_new_tokens field")
-    browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", tokens)
-    tokens.send_keys(Keys.CONTROL, "a")
-    tokens.send_keys(Keys.BACKSPACE, "8", Keys.TAB)
-    button = form.find_element(By.XPATH, ".//button[.//p[normalize-space()='Launch evaluation']]")
-    browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", button)
-    button.click()
+    fill_eval_form(browser, form, ["gsm8k"], limit=1, max_new_tokens=8)
+    click(browser, button(browser, "Launch evaluation", within=form))
     job = _wait_for(browser, lambda: next((j for j in jobs.list_jobs(server["dir"] / "jobs") if j.kind == "eval"), None),
                     30, "the evaluation job on disk")
     config = (Path(job.dir) / "config.yaml").read_text()

@@ -7,10 +7,9 @@ one slot. Every wait is for an event (a file, a tag, a status), never for a cloc
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import pytest
-from conftest import wait_for
+from conftest import HOLD, app_page, wait_for
 
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
@@ -18,39 +17,8 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 from populora.platform import jobs, queue  # noqa: E402
 from populora.platform import runlayout as rl  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
-VIEWS = ROOT / "populora" / "ui" / "views"
 TINY = ("name: resumable\nsteps: 300\nmodel: {tiny_random: true, lora_rank: 4}\ncheckpoint: {every: 1}\n"
         "tasks: {max_new_tokens_propose: 24, max_new_tokens_solve: 8, tasks_per_teacher: 2, rollouts: 2}\n")
-HOLD = "import time\ntry:\n    time.sleep(120)\nexcept KeyboardInterrupt:\n    raise SystemExit(130)\n"
-
-
-@pytest.fixture()
-def env(tmp_path, monkeypatch):
-    """A fresh store, jobs dir and one-slot queue (the UI and the jobs it starts read the same ones)."""
-    import streamlit as st
-
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
-    monkeypatch.setenv("POPULORA_JOBS_DIR", str(tmp_path / "jobs"))
-    monkeypatch.setenv("POPULORA_QUEUE_DIR", str(tmp_path / "queue"))
-    monkeypatch.setenv("POPULORA_MAX_PARALLEL_JOBS", "1")
-    st.cache_data.clear()
-    yield {"uri": uri, "dir": tmp_path}
-    for job in jobs.list_jobs(tmp_path / "jobs"):  # never leave a process behind
-        jobs.stop(job, timeout_s=10)
-
-
-def _page(name: str, **query) -> AppTest:
-    import streamlit as st
-
-    st.cache_data.clear()
-    at = AppTest.from_file(str(VIEWS / f"{name}.py"), default_timeout=90)
-    for k, v in query.items():
-        at.query_params[k] = v
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
 
 
 def _texts(at: AppTest) -> str:
@@ -65,19 +33,19 @@ def _tag(uri: str, run_id: str, tag: str) -> str | None:
 
 
 @pytest.mark.slow  # two tiny trainings as jobs: ~2 min on 2 loaded cores
-def test_resume_from_the_runs_page_runs_as_a_job_and_its_state_is_live(env):
+def test_resume_from_the_runs_page_runs_as_a_job_and_its_state_is_live(one_slot_queue):
     """A stopped run: Runs offers Resume; pressing it starts ``populora train --resume`` as a job linked to the run
     at once (before the trainer starts); the run's page then shows that job's log and state, the run is re-tagged
     with the resuming job, and the Launch panel marks the earlier job as resumed since."""
-    first = jobs.launch_training(TINY, name="resumable", env={"MLFLOW_TRACKING_URI": env["uri"]})
+    first = jobs.launch_training(TINY, name="resumable", env={"MLFLOW_TRACKING_URI": one_slot_queue["uri"]})
     run_id = wait_for(lambda: first.run_id or (first.status == "failed" and pytest.fail(first.log_tail())), 300,
                       "the trainer to create its run")
-    wait_for(lambda: (_tag(env["uri"], run_id, rl.PROGRESS) or "0/300") != "0/300", 300, "a first step",
+    wait_for(lambda: (_tag(one_slot_queue["uri"], run_id, rl.PROGRESS) or "0/300") != "0/300", 300, "a first step",
              detail=lambda: first.log_tail())
     assert jobs.stop(first) == "stopped"
-    assert _tag(env["uri"], run_id, rl.JOB_ID) == first.id
+    assert _tag(one_slot_queue["uri"], run_id, rl.JOB_ID) == first.id
 
-    at = _page("runs", run=run_id)
+    at = app_page("runs", run=run_id)
     assert "Stopped at step" in _texts(at) and f"populora train --resume {run_id}" in _texts(at)
     next(b for b in at.button if b.label == "Resume").click()
     at.run()
@@ -88,26 +56,26 @@ def test_resume_from_the_runs_page_runs_as_a_job_and_its_state_is_live(env):
 
     wait_for(lambda: f"resuming run {run_id} at step" in resumed.log_tail(), 300, "the trainer to resume",
              detail=lambda: resumed.log_tail())
-    wait_for(lambda: _tag(env["uri"], run_id, rl.JOB_ID) == resumed.id, 60, "the run re-tagged with the resume's job")
-    at = _page("runs", run=run_id)
+    wait_for(lambda: _tag(one_slot_queue["uri"], run_id, rl.JOB_ID) == resumed.id, 60, "the run re-tagged with the resume's job")
+    at = app_page("runs", run=run_id)
     expanders = [e.label for e in at.expander]
     assert any(label.startswith("job log (running") for label in expanders), expanders  # the resume's, live
     assert not any("log of the earlier job" in label for label in expanders)
     assert f"resuming run {run_id}" in "\n".join(c.value for c in at.code)
     assert not any(b.label == "Resume" for b in at.button)  # nothing to resume while it trains
 
-    launch = _page("launch")
+    launch = app_page("launch")
     assert f"resumed since by job {resumed.id}" in _texts(launch)
     assert jobs.stop(resumed) == "stopped"
 
 
-def test_a_resume_outside_the_ui_retags_the_run_and_the_page_says_the_log_is_the_earlier_jobs(env, monkeypatch):
+def test_a_resume_outside_the_ui_retags_the_run_and_the_page_says_the_log_is_the_earlier_jobs(one_slot_queue, monkeypatch):
     """``populora train --resume`` in a terminal (no job) re-tags the run's job as "" (run_log.resumed): the
     Runs page then labels the last job's log as the earlier job's, instead of showing it as the run's state."""
     from populora.training.config import TrainConfig
     from populora.training.run_log import RunLog
 
-    job_dir = env["dir"] / "jobs" / "j-old"
+    job_dir = one_slot_queue["dir"] / "jobs" / "j-old"
     job_dir.mkdir(parents=True)
     old = jobs.Job(id="j-old", argv=["x"], dir=str(job_dir), created=1.0)
     old.save()
@@ -120,20 +88,20 @@ def test_a_resume_outside_the_ui_retags_the_run_and_the_page_says_the_log_is_the
     monkeypatch.delenv(rl.ENV_JOB_ID)
     monkeypatch.delenv(rl.ENV_JOB_DIR)
     log.resumed("step_1")  # what Trainer.resume does, from a terminal
-    assert _tag(env["uri"], log.run_id, rl.JOB_ID) == ""
-    at = _page("runs", run=log.run_id)
+    assert _tag(one_slot_queue["uri"], log.run_id, rl.JOB_ID) == ""
+    at = app_page("runs", run=log.run_id)
     assert any(e.label == "log of the earlier job j-old (stopped)" for e in at.expander), [e.label for e in at.expander]
     assert "resumed outside this UI" in _texts(at)
-    assert "resumed since outside this UI" in _texts(_page("launch"))
+    assert "resumed since outside this UI" in _texts(app_page("launch"))
 
 
-def test_queued_jobs_show_on_runs_with_their_place_in_line(env):
+def test_queued_jobs_show_on_runs_with_their_place_in_line(one_slot_queue):
     """One slot: a running job holds it, two wait. Runs lists the waiting two, in launch order, with #1 and #2."""
     running = jobs.start([sys.executable, "-c", HOLD], name="holder", slots=1)
     wait_for(lambda: running.status == "running", 60, "the first job to take the slot")
     waiting = [jobs.start([sys.executable, "-c", HOLD], name=f"waiter-{i}", slots=1) for i in (1, 2)]
     wait_for(lambda: all(j.status == "queued" for j in waiting), 60, "both to wait in the queue")
-    at = _page("runs")
+    at = app_page("runs")
     table = next(d.value for d in at.dataframe if "place" in d.value.columns)
     rows = table[table["name"].str.startswith("waiter")]
     assert list(rows["name"]) == ["waiter-1", "waiter-2"] and list(rows["place"]) == ["#1 in line", "#2 in line"]
@@ -141,9 +109,9 @@ def test_queued_jobs_show_on_runs_with_their_place_in_line(env):
     assert [e.position for e in queue.snapshot() if e.job.id in {w.id for w in waiting}] == [1, 2]  # the queue's own order
 
 
-def test_launch_form_errors_are_beside_the_launch_button(env):
+def test_launch_form_errors_are_beside_the_launch_button(one_slot_queue):
     """A bad field: the message under the field, and one beside the Launch button naming the field."""
-    at = _page("launch")
+    at = app_page("launch")
     at.number_input(key=next(k for k in (w.key for w in at.number_input) if k.endswith("_steps"))).set_value(0)
     next(b for b in at.button if b.label == "Launch").click()
     at.run()
@@ -166,7 +134,7 @@ def _form(run_id: str) -> AppTest:
     return at
 
 
-def test_the_eval_form_defaults_finish_on_a_cpu_and_it_estimates_before_launching(env):
+def test_the_eval_form_defaults_finish_on_a_cpu_and_it_estimates_before_launching(one_slot_queue):
     """No CUDA here: the defaults are the model's protocol (quick for the embedded model, named in the option) and
     a limit of 2; the estimate under the form counts every benchmark's first 2 items per target at the quick
     protocol's 512-token budget (evaluation/protocol.py). A baseline run's form offers no "run's baseline"."""
@@ -186,7 +154,7 @@ def test_the_eval_form_defaults_finish_on_a_cpu_and_it_estimates_before_launchin
     assert any(c.label == "the run's baseline" for c in _form(population).checkbox)
 
 
-def test_an_evaluation_jobs_progress_counts_generations_and_shows_scores_in_percent(env, tmp_path):
+def test_an_evaluation_jobs_progress_counts_generations_and_shows_scores_in_percent(one_slot_queue, tmp_path):
     """A job whose first pair is stored and whose second has 2 of 4 generations: the cells read 100.0% and 2/4,
     the status line 1/2 pairs and 6/8 generations (what the runner's files say, as eval_progress reads them)."""
     import json
@@ -202,7 +170,7 @@ def test_an_evaluation_jobs_progress_counts_generations_and_shows_scores_in_perc
         (out / "items" / target).mkdir(parents=True)
         (out / "items" / target / "gsm8k.json").write_text(
             json.dumps({"done": done, "total": 4, "started": now, "updated": now}))
-    job_dir = env["dir"] / "jobs" / "e1"
+    job_dir = one_slot_queue["dir"] / "jobs" / "e1"
     job_dir.mkdir(parents=True)
     jobs.Job(id="e1", argv=["x"], dir=str(job_dir), created=now - 5, kind="eval", name="eval r").save()
     (job_dir / "config.yaml").write_text("run: r\nbenchmarks: gsm8k\nlimit: 4\n")
@@ -219,7 +187,7 @@ def test_an_evaluation_jobs_progress_counts_generations_and_shows_scores_in_perc
     assert "1/2 pairs scored · 6/8 generations" in "\n".join(m.value for m in at.markdown)
 
 
-def test_the_member_run_link_works_or_says_how_to_start_mlflows_ui(env, monkeypatch):
+def test_the_member_run_link_works_or_says_how_to_start_mlflows_ui(one_slot_queue, monkeypatch):
     """Nothing listens at POPULORA_MLFLOW_UI: no dead link, the command that starts MLflow's UI on that port; an
     HTTP server there: the link to the run's page."""
     import http.server
@@ -236,7 +204,7 @@ def test_the_member_run_link_works_or_says_how_to_start_mlflows_ui(env, monkeypa
     monkeypatch.setenv("POPULORA_MLFLOW_UI", f"http://127.0.0.1:{port}")
     st.cache_data.clear()
     text = common.mlflow_link("abc", "7")
-    assert "](" not in text and f"mlflow ui --backend-store-uri {env['uri']} --port {port}" in text, text
+    assert "](" not in text and f"mlflow ui --backend-store-uri {one_slot_queue['uri']} --port {port}" in text, text
     server = http.server.HTTPServer(("127.0.0.1", port), http.server.SimpleHTTPRequestHandler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
@@ -248,10 +216,10 @@ def test_the_member_run_link_works_or_says_how_to_start_mlflows_ui(env, monkeypa
 
 
 # ====================================================================== cosmetics (audit row 10)
-def test_show_plan_says_fits_once_with_readable_times(env):
+def test_show_plan_says_fits_once_with_readable_times(one_slot_queue):
     """The smoke preset's plan: "Fits: <n> of <m> usable GB", not "Fits: fits:"; step times of a 135M model in
     fractions of a second, not "~0 s"; the assumed utilisation in words, not a Python dict."""
-    at = _page("launch")
+    at = app_page("launch")
     next(b for b in at.button if b.label == "Show plan").click()
     at.run()
     assert not at.exception
@@ -262,14 +230,14 @@ def test_show_plan_says_fits_once_with_readable_times(env):
     assert "assumed utilisation train 35%" in plan, plan  # plan.py's train utilisation, in words
 
 
-def test_tasks_show_the_prefill_before_the_completion_and_each_status_once(env):
+def test_tasks_show_the_prefill_before_the_completion_and_each_status_once(one_slot_queue):
     """A run logged before ``Verdict.said`` (reasons "error: error: NameError..."): the Tasks page says the status
     once; an invalid task's raw completion starts with the proposal prompt's prefill (the direct format's opening
     fence: training/tasks/code_o.py, code_f.py); its solve rate reads "–", never None."""
     import synthetic_store
 
-    ids = synthetic_store.build(env["uri"], runs=1, members=4, tasks=6, steps=1)
-    at = _page("tasks", run=ids[-1])
+    ids = synthetic_store.build(one_slot_queue["uri"], runs=1, members=4, tasks=6, steps=1)
+    at = app_page("tasks", run=ids[-1])
     codes = [c.value for c in at.code]
     assert not any("error: error:" in c for c in codes)
     assert any(c.startswith("error: NameError: name 'y'") for c in codes), codes
@@ -279,13 +247,13 @@ def test_tasks_show_the_prefill_before_the_completion_and_each_status_once(env):
     assert not any("error: error:" in str(r) for r in table["reason"])
 
 
-def test_compares_training_table_shows_rates_in_percent_and_no_none(env):
+def test_compares_training_table_shows_rates_in_percent_and_no_none(one_slot_queue):
     """Students have no teacher metrics: those cells read "–" (Streamlit draws a missing number as "None"), and
     rates read in % as on the Runs page, not 0.500."""
     import synthetic_store
 
-    ids = synthetic_store.build(env["uri"], runs=1, members=4, tasks=6, steps=1)
-    at = _page("compare", run=ids[-1])
+    ids = synthetic_store.build(one_slot_queue["uri"], runs=1, members=4, tasks=6, steps=1)
+    at = app_page("compare", run=ids[-1])
     table = next(d.value for d in at.dataframe if "rating/mu" in d.value.columns)
     cells = table.to_numpy().ravel().tolist()
     assert "–" in cells and not any(c is None or str(c) in ("None", "nan") for c in cells), table
@@ -293,13 +261,13 @@ def test_compares_training_table_shows_rates_in_percent_and_no_none(env):
     assert rates and all(c.endswith("%") for c in rates), rates
 
 
-def test_a_resume_waiting_in_the_queue_shows_as_resuming_without_a_second_resume_button(env, monkeypatch):
+def test_a_resume_waiting_in_the_queue_shows_as_resuming_without_a_second_resume_button(one_slot_queue, monkeypatch):
     """The walk's finding: a resume launched from Runs that waits in the queue showed the run as "Stopped ...
     [Resume]" (a second click queued a second resume) and called its own job "resumed outside this UI"."""
     from populora.training.config import TrainConfig
     from populora.training.run_log import RunLog
 
-    job_dir = env["dir"] / "jobs" / "j-old"
+    job_dir = one_slot_queue["dir"] / "jobs" / "j-old"
     job_dir.mkdir(parents=True)
     old = jobs.Job(id="j-old", argv=["x"], dir=str(job_dir), created=1.0)
     old.save()
@@ -315,7 +283,7 @@ def test_a_resume_waiting_in_the_queue_shows_as_resuming_without_a_second_resume
     wait_for(lambda: holder.status == "running", 60, "the holder to take the one slot")
     resume = jobs.launch_resume(log.run_id, name="stopped (resumed)")
     wait_for(lambda: resume.status == "queued", 60, "the resume to wait in the queue")
-    at = _page("runs", run=log.run_id)
+    at = app_page("runs", run=log.run_id)
     assert f"Resuming: job `{resume.id}` is queued" in _texts(at)
     assert [b.disabled for b in at.button if b.label == "Resume"] == [True]  # shown, greyed: nothing to click
     assert "resumed outside this UI" not in _texts(at)

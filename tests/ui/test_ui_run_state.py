@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import wait_for
+from conftest import HOLD, app_page, wait_for
 
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
@@ -18,47 +18,14 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 from populora.platform import jobs, progress  # noqa: E402
 from populora.platform import runlayout as rl  # noqa: E402
 
-VIEWS = Path(__file__).resolve().parents[2] / "populora" / "ui" / "views"
-HOLD = "import time\ntry:\n    time.sleep(120)\nexcept KeyboardInterrupt:\n    raise SystemExit(130)\n"
-
-
-@pytest.fixture()
-def env(tmp_path, monkeypatch):
-    """A fresh store, jobs dir and one-slot queue (the UI and the jobs it starts read the same ones)."""
-    import streamlit as st
-
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
-    monkeypatch.setenv("POPULORA_JOBS_DIR", str(tmp_path / "jobs"))
-    monkeypatch.setenv("POPULORA_QUEUE_DIR", str(tmp_path / "queue"))
-    monkeypatch.setenv("POPULORA_MAX_PARALLEL_JOBS", "1")
-    monkeypatch.setattr(progress, "_active", None)  # a reporter made here must not outlive the test
-    st.cache_data.clear()
-    yield {"uri": uri, "dir": tmp_path}
-    for job in jobs.list_jobs(tmp_path / "jobs"):  # never leave a process behind
-        jobs.stop(job, timeout_s=10)
-
-
-def _page(**query) -> AppTest:
-    import streamlit as st
-
-    st.cache_data.clear()
-    at = AppTest.from_file(str(VIEWS / "runs.py"), default_timeout=90)
-    for k, v in query.items():
-        at.query_params[k] = v
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
-
-
-def _run(env, name: str, status: str, steps: int = 300) -> str:
+def _run(one_slot_queue, name: str, status: str, steps: int = 300) -> str:
     """A run as a trainer leaves it (its run dir tagged), ended ``status`` unless running."""
     from populora.training.config import TrainConfig
     from populora.training.run_log import RunLog
 
     cfg = TrainConfig(name=name, steps=steps)
     log = RunLog.start(cfg)
-    log.describe(cfg, env["dir"] / "runs" / log.run_id)
+    log.describe(cfg, one_slot_queue["dir"] / "runs" / log.run_id)
     if status != rl.RUNNING:
         log.end(status)
     return log.run_id
@@ -68,9 +35,9 @@ def _status(at: AppTest) -> str:
     return next(m.value for m in at.metric if m.label == "status")
 
 
-def test_a_running_run_has_stop_at_the_top_and_shows_its_phase_with_an_eta(env):
+def test_a_running_run_has_stop_at_the_top_and_shows_its_phase_with_an_eta(one_slot_queue):
     """The walk's findings: Stop was inside the collapsed "job log" section; a step was "0/3, ETA –" for minutes."""
-    run_id = _run(env, "training", rl.RUNNING, steps=3)
+    run_id = _run(one_slot_queue, "training", rl.RUNNING, steps=3)
     job = jobs.start([sys.executable, "-c", HOLD], name="training", files={rl.RUN_ID_FILE: run_id})
     wait_for(lambda: job.status == "running", 60, "the job to run")
     clock = type("Clock", (), {"t": time.time() - 41, "__call__": lambda self: self.t})()
@@ -80,7 +47,7 @@ def test_a_running_run_has_stop_at_the_top_and_shows_its_phase_with_an_eta(env):
     reporter.phase("solve")
     reporter.count(12, 32)
     reporter.write()
-    at = _page(run=run_id)
+    at = app_page("runs", run=run_id)
     now = next(i.value for i in at.info if i.value.startswith("**Now**"))
     assert "step 2/3 · solving 12/32 answers · 4" in now and " in this phase · ETA " in now, now
     stop = [b for b in at.button if b.label.endswith("Stop this run")]
@@ -91,15 +58,15 @@ def test_a_running_run_has_stop_at_the_top_and_shows_its_phase_with_an_eta(env):
     assert job.status == "stopped"
 
 
-def test_resume_shows_its_place_in_the_queue_keeps_the_run_and_never_queues_twice(env):
+def test_resume_shows_its_place_in_the_queue_keeps_the_run_and_never_queues_twice(one_slot_queue):
     """The walk's findings: after Resume the run still showed "stopped" with an active Resume button, and a second
     click queued a second resume. Two pages (two tabs) drawn before the first click: the second click, on a page
     not yet redrawn, starts nothing."""
-    stopped = _run(env, "stopped", rl.STOPPED)
-    _run(env, "newer", rl.FINISHED)  # the newest run: the page must keep the one picked
+    stopped = _run(one_slot_queue, "stopped", rl.STOPPED)
+    _run(one_slot_queue, "newer", rl.FINISHED)  # the newest run: the page must keep the one picked
     holder = jobs.start([sys.executable, "-c", HOLD], name="holder", slots=1)
     wait_for(lambda: holder.status == "running", 60, "the holder to take the one slot")
-    first, second = _page(run=stopped), _page(run=stopped)
+    first, second = app_page("runs", run=stopped), app_page("runs", run=stopped)
     assert _status(first).endswith("stopped")
     next(b for b in first.button if b.label == "Resume").click().run()
     assert not first.exception, [e.value for e in first.exception]
@@ -114,18 +81,18 @@ def test_resume_shows_its_place_in_the_queue_keeps_the_run_and_never_queues_twic
     assert [j.id for j in jobs.list_jobs() if j.run_id == stopped] == [resume.id]
 
 
-def test_a_resumed_runs_training_time_leaves_out_the_hours_it_sat_stopped(env):
+def test_a_resumed_runs_training_time_leaves_out_the_hours_it_sat_stopped(one_slot_queue):
     """The walk's finding: a resumed run's duration counted the hours it sat stopped. Training time is its steps'
     time (``time/training_s``, carried over resumes); wall time, start to end, is beside it."""
     from mlflow import MlflowClient
 
-    run_id = _run(env, "resumed", rl.STOPPED)
-    client = MlflowClient(env["uri"])
+    run_id = _run(one_slot_queue, "resumed", rl.STOPPED)
+    client = MlflowClient(one_slot_queue["uri"])
     run = client.get_run(run_id)
     client.log_metric(run_id, rl.TRAINING_SECONDS, 125.0, step=2)
     # its wall time: 3 hours, most of them stopped
     client.set_terminated(run_id, "KILLED", end_time=run.info.start_time + 3 * 3600 * 1000)
-    at = _page(run=run_id)
+    at = app_page("runs", run=run_id)
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["training time"] == "2m 05s", metrics
     assert any(c.value.startswith("wall time 3h 00m") for c in at.caption), [c.value for c in at.caption]

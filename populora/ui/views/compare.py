@@ -91,6 +91,15 @@ def older_store_scores(uri: str, run_id: str, baseline: str | None, step: int | 
     return evals, baseline_row(uri, baseline, "eval/", None), base, None
 
 
+def on_its_way(run_id: str) -> None:
+    """The run's evaluation on its way in one line: its place in line while queued, then its pairs scored and ETA
+    (a fragment refreshes it; the page reloads the scores when the evaluation ends, see ``evaluations``)."""
+    active = eval_panel.active_summary(run_id)
+    if active:
+        st.info(f"An evaluation of this run is on its way: {active}. Its scores appear here when it ends; its "
+                "progress per (member, benchmark) is under \"Evaluate this run\" below.")
+
+
 def no_scores(run_id: str, baseline: str | None) -> None:
     st.info("No benchmark scores for this run yet. Launch an evaluation with the form below, or in a terminal: "
             f"`populora eval --run {run_id}`" + (f"  and  `populora eval --run {baseline}`" if baseline else "")
@@ -254,9 +263,11 @@ def main() -> None:
     step = pick_evaluation(uri, run_id)
     scores = benchmark_scores(uri, run_id, baseline, step)
     active = eval_panel.active_summary(run_id) if scores is None else None
-    if active:  # an evaluation on its way: its progress, not "launch one"
-        st.info(f"An evaluation of this run is on its way: {active}. Its scores appear here when it ends; its "
-                "progress per (member, benchmark) is under \"Evaluate this run\" below.")
+    if active:  # an evaluation on its way: its progress, not "launch one"; refreshed (queued, then its pairs)
+        def refreshed() -> None:
+            on_its_way(run_id)
+
+        st.fragment(refreshed, run_every="3s")()
     elif scores is None:
         no_scores(run_id, baseline)
     else:

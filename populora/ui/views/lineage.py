@@ -8,11 +8,11 @@ import streamlit as st
 from populora.platform import operator_table
 from populora.platform import runlayout as rl
 from populora.ui import charts, common, experiments, store, sweeps
-from populora.ui.lineage_graph import graph_data, kind, lineage_dot
+from populora.ui.lineage_graph import birth_words, graph_data, kind, lineage_dot
 
 st.title("Lineage")
 
-def member_panel(uri: str, run_id: str, node: dict, nodes: list[dict], members: pd.DataFrame) -> None:
+def member_panel(uri: str, run_id: str, node: dict, nodes: list[dict], members: pd.DataFrame, forks: list[dict]) -> None:
     children = [n["id"] for n in nodes if node["id"] in n["parents"]]
     row = members.set_index("member").loc[node["id"]] if node["id"] in set(members["member"]) else None
     cols = st.columns(4)
@@ -23,9 +23,7 @@ def member_panel(uri: str, run_id: str, node: dict, nodes: list[dict], members: 
                    help="The trainer's own record (population.json): a replaced member keeps the rating it had when "
                         "evolution replaced it")
     cols[3].metric("status", "alive" if node["alive"] else "removed" if node.get("removed") else "replaced")
-    born = (f"**born** at step {node['step']} by **{node['operator']}**"
-            + (f" of {', '.join(node['parents'])}" if node["parents"] else "")
-            + (f", replacing {node['replaced']}" if node["replaced"] else ""))
+    born = birth_words(node, forks, run_id)
     died = ""
     then = "" if node["mu"] is None else f", with rating μ {node['mu']:.2f} ± {node['sigma'] or 0:.2f} then"
     if not node["alive"] and node.get("removed"):
@@ -132,7 +130,7 @@ def main() -> None:
         common.link("runs", f"Fork from here (a checkpoint of step {', '.join(map(str, kept))})", run_id, "🍴",
                     query={"fork": kept[-1]})
     st.subheader(f"Member {selected}")
-    member_panel(uri, run_id, next(n for n in nodes if n["id"] == selected), nodes, members)
+    member_panel(uri, run_id, next(n for n in nodes if n["id"] == selected), nodes, members, forks)
     with st.expander(f"Diff: {selected} against another member"):
         experiments.members_diff(uri, run_id, selected, ids)
     operators_panel((store.run_info(uri, run_id) or {}).get("metrics", {}))
