@@ -330,12 +330,23 @@ def power_at_printed(m: Model, n: dict[str, int], replicates: int, seed: int, pi
 
 # ====================================================================== the checks
 RATES = ("fires overall", "family fires", "headline names a win", "method claim made")
+COVERAGE = (0.93, 0.97)  # an interval's coverage, done when within this window (issue 52): a 95% interval that
+                         # covers 0.96 is not wrong, and one of a discrete score on finite data cannot be exact
+
+
+def covers_ok(c: dict, tolerance: float = 1.0) -> bool:
+    """Whether a coverage ``c`` ({rate, mc_error}) lies in ``COVERAGE``, widened by ``tolerance`` MC errors.
+
+    >>> covers_ok({"rate": 0.962, "mc_error": 0.005}), covers_ok({"rate": 0.99, "mc_error": 0.01})
+    (True, False)
+    """
+    return COVERAGE[0] - tolerance * c["mc_error"] <= c["rate"] <= COVERAGE[1] + tolerance * c["mc_error"]
 
 
 def checks(table: dict, tolerance: float = 1.0, small_n: bool = False) -> list[dict]:
     """Rates of claims <= 0.05 + ``tolerance`` MC errors (under a null: the seed-level claims at >= 2 seeds; the
-    adapters' claims at one seed only where the adapters do not differ, sigma 0); coverages within 0.95 +-
-    ``tolerance`` MC errors (``small_n``: >= 0.95 - that); power >= 0.80 - ``tolerance`` MC errors."""
+    adapters' claims at one seed only where the adapters do not differ, sigma 0); coverages within 0.93-0.97
+    +- ``tolerance`` MC errors (``small_n``: >= 0.95 - that); power >= 0.80 - ``tolerance`` MC errors."""
     out = []
     for regime, by_seeds in table["regimes"].items():
         for seeds, claims in by_seeds.items():
@@ -346,8 +357,7 @@ def checks(table: dict, tolerance: float = 1.0, small_n: bool = False) -> list[d
                 if "(worst:" in claim:
                     continue  # the lowest of ten rates is biased low: reported, not checked (the mean is)
                 if "covers" in claim:
-                    ok = c["rate"] >= 0.95 - tolerance * c["mc_error"] if small_n else \
-                        abs(c["rate"] - 0.95) <= tolerance * c["mc_error"]
+                    ok = c["rate"] >= 0.95 - tolerance * c["mc_error"] if small_n else covers_ok(c, tolerance)
                     nominal = 0.95
                 elif claim in RATES:
                     if one_seed and claim != "method claim made" and not null:
