@@ -116,9 +116,9 @@ def main() -> None:
     cols = st.columns([2, 1, 3])
     selected = pick_member(ids, cols[0])
     show_dead = cols[1].toggle("show replaced", value=len(nodes) <= 40, key="lin_dead")
-    n_cross = sum(kind(n) == "crossover" for n in nodes)
-    cols[2].caption(f"{len(nodes)} members, {sum(n['alive'] for n in nodes)} alive, "
-                    f"{sum(kind(n) == 'mutation' for n in nodes)} mutations, {n_cross} crossovers · "
+    n_cross, n_mut = (sum(kind(n) == k for n in nodes) for k in ("crossover", "mutation"))
+    cols[2].caption(f"{len(nodes)} member{'s' * (len(nodes) != 1)}, {sum(n['alive'] for n in nodes)} alive, "
+                    f"{n_mut} mutation{'s' * (n_mut != 1)}, {n_cross} crossover{'s' * (n_cross != 1)} · "
                     "orange = teacher, blue = student, green = baseline (both roles); dashed grey = replaced (or removed at a fork); "
                     "edges name the operator")
     tags = (store.run_info(uri, run_id) or {}).get("tags", {})
