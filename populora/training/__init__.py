@@ -4,7 +4,7 @@ What other parts of PopuLoRA (the UI, evaluation, the CLI) may use is exported h
 package is internal and may change. Importing this package does not import torch.
 """
 
-from populora.training.baseline import matched_baseline
+from populora.training.baseline import matched_baseline, too_small
 from populora.training.config import TrainConfig, job_slots, load_config, presets, presets_dir
 from populora.training.curriculum_tracker import EQUAL_M, RECENT
 from populora.training.league_plan import PROGRESS_FILE as LEAGUE_PROGRESS_FILE
@@ -21,4 +21,4 @@ from populora.training.workload import render as render_plan
 __all__ = ["EQUAL_M", "LEAGUE_PROGRESS_FILE", "MONITOR_MEANINGS", "RECENT", "FiguresError", "TrainConfig", "checkpoint_config",
            "checkpoint_population", "figure_set", "fork_config", "fork_name", "job_slots", "load_config", "make_plan", "matched_baseline",
            "plan_sweep", "preflight_problems", "presets", "presets_dir", "proposal_prefill", "render_plan", "resize_preview",
-           "role_sizes", "sweep_id"]
+           "role_sizes", "sweep_id", "too_small"]

@@ -14,8 +14,7 @@ from populora.platform import runlayout as rl
 from populora.platform.cache import cache_root
 from populora.platform.files import write_atomic
 from populora.platform.plan import GPUS, PlanError
-from populora.training import make_plan, matched_baseline, preflight_problems, render_plan
-from populora.training.baseline import too_small
+from populora.training import make_plan, matched_baseline, preflight_problems, render_plan, too_small
 from populora.ui import common, form, store, sweeps
 
 st.title("Launch a run")
