@@ -23,7 +23,7 @@ once (the figures are the report's; only the time changes). Checked:
 
 ``small_n``: the same at 3, 5, 10, 20 and 30 problems per benchmark with accuracies near 0 and near 1, where an
 interval that never has zero width must over-cover (a discrete score on 3 problems): coverage is checked from
-below there (>= 0.95 - its Monte Carlo error), false-positive rates from above.
+below there (>= 0.93 - its Monte Carlo error, the lower end of issue 52's window 0.93-0.97), false-positive rates from above.
 """
 
 from __future__ import annotations
@@ -346,7 +346,8 @@ def covers_ok(c: dict, tolerance: float = 1.0) -> bool:
 def checks(table: dict, tolerance: float = 1.0, small_n: bool = False) -> list[dict]:
     """Rates of claims <= 0.05 + ``tolerance`` MC errors (under a null: the seed-level claims at >= 2 seeds; the
     adapters' claims at one seed only where the adapters do not differ, sigma 0); coverages within 0.93-0.97
-    +- ``tolerance`` MC errors (``small_n``: >= 0.95 - that); power >= 0.80 - ``tolerance`` MC errors."""
+    +- ``tolerance`` MC errors (``small_n``: from below only, >= 0.93 - that: an interval of a score on 3 problems
+    that never has zero width must over-cover); power >= 0.80 - ``tolerance`` MC errors."""
     out = []
     for regime, by_seeds in table["regimes"].items():
         for seeds, claims in by_seeds.items():
@@ -357,7 +358,7 @@ def checks(table: dict, tolerance: float = 1.0, small_n: bool = False) -> list[d
                 if "(worst:" in claim:
                     continue  # the lowest of ten rates is biased low: reported, not checked (the mean is)
                 if "covers" in claim:
-                    ok = c["rate"] >= 0.95 - tolerance * c["mc_error"] if small_n else covers_ok(c, tolerance)
+                    ok = c["rate"] >= COVERAGE[0] - tolerance * c["mc_error"] if small_n else covers_ok(c, tolerance)
                     nominal = 0.95
                 elif claim in RATES:
                     if one_seed and claim != "method claim made" and not null:
