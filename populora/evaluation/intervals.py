@@ -11,7 +11,7 @@ with fewer than a few hundred datapoints"; Miller 2024): three problems nobody s
   correction n (z / t_df)^2 when Var(m) is estimated from few seeds; Dean & Pagano 2015 compare the choices).
   For 0/1 scores on one seed it is Wilson's interval on n problems; fractional per-problem scores (a mean over
   members or samples) give a larger n, at most the number of Bernoulli draws, and at most one trial per problem
-  where a benchmark has fewer than 10 successes or failures (``_trials``: on 30 problems at 7% the draws of a
+  where the average has fewer than 10 successes or failures (``_units``: on 30 problems at 7% the draws of a
   4-member mean hide how few problems are ever solved; coverage 0.89 -> 0.995 at one seed, 0.93-0.96 at 3-5). Var(m) is the estimator's own
   (problems for one seed, ``stats.seed_variance`` for several) with a floor: a mean of D Bernoulli draws,
   problems resampled, varies by at least m (1 - m) / D (var(p) (1 - 1/k) + m (1 - m) / k per problem of k
@@ -129,30 +129,35 @@ def _pooled(strata: list[np.ndarray], ks: list[int], w: np.ndarray, z: float) ->
     return m, cap, _centre(m, cap, z)
 
 
-def _units(strata: list[np.ndarray], ks: list[int]) -> list[float]:
-    """Trials each benchmark's (S, P) scores may count for at most in an average's effective n: k draws a cell, or,
-    where the average has fewer than ``FEW`` successes or failures in all its cells, one trial per problem (P, not
-    S P: several seeds answer the same problems, and with a handful of successes nothing tells how many problems
-    they would ever solve; on 30 problems at 3% with 5 seeds one trial per cell made a benchmark nobody solved read
-    0 to 2.5%, covering 0.895 of the mean of benchmarks; per problem, 0 to 11.3%). Decided for the average as a
-    whole (one benchmark: for it): among ten benchmarks with thousands of problems, AIME's 30 at 7% counted one
-    trial each held the overall's effective n at 2,800 where its variance says 4,100 (coverage 0.99-1.00)."""
+def few(strata: list[np.ndarray]) -> bool:
+    """Whether scores in [0, 1] (arrays of any shape, pooled) have fewer than ``FEW`` successes or failures in all
+    their cells: too few for the normal approximation of a binomial, and for a variance read from them.
+
+    >>> few([np.zeros((5, 30))]), few([np.full((3, 10), 0.5)]), few([np.ones(9)]), few([np.zeros(10), np.ones(10)])
+    (True, False, True, False)
+    """
     cells = sum(x.size for x in strata)
     m = sum(float(x.sum()) for x in strata) / cells
-    if min(m, 1 - m) * cells >= FEW:
-        return [float(x.size * k) for x, k in zip(strata, ks)]
-    return [float(x.shape[-1]) for x in strata]
+    return min(m, 1 - m) * cells < FEW
 
 
-FEW = 10  # successes or failures: below, a benchmark's cells count one trial each (n min(m, 1 - m) >= 10, the rule
+def _units(strata: list[np.ndarray], ks: list[int]) -> list[float]:
+    """Trials each benchmark's (S, P) scores may count for at most in an average's effective n: k draws a cell, or,
+    where the average has too ``few`` successes or failures, one trial per problem (the problem is the unit, Miller
+    2024: on 30 problems at 7% the k draws of a 4-member mean hide how few problems are ever solved, and the
+    interval covered 0.89; one trial, 0.995). P, not S P: several seeds answer the same problems, and with a
+    handful of successes nothing tells how many problems they would ever solve; on 30 problems at 3% with 5 seeds
+    one trial per cell made a benchmark nobody solved read 0 to 2.5%, covering 0.895 of the mean of benchmarks;
+    per problem, 0 to 11.3%. Decided for the average as a whole (one benchmark: for it): among ten benchmarks
+    with thousands of problems, AIME's 30 at 7% counted one trial each held the overall's effective n at 2,800
+    where its variance says 4,100 (coverage 0.99-1.00)."""
+    if few(strata):
+        return [float(x.shape[-1]) for x in strata]
+    return [float(x.size * k) for x, k in zip(strata, ks)]
+
+
+FEW = 10  # successes or failures: below, an average counts one trial per problem (n min(m, 1 - m) >= 10, the rule
           # of thumb for the normal approximation of a binomial)
-
-
-def _trials(m: float, cells: int, k: int) -> int:
-    """Trials a cell may count for in the effective n: its k draws, or one where the benchmark has fewer than
-    ``FEW`` successes or failures (the problem is the unit, Miller 2024: on 30 problems at 7% the k draws of a
-    4-member mean hide how few problems are ever solved, and the interval covered 0.89; one trial, 0.995)."""
-    return k if min(m, 1 - m) * cells >= FEW else 1
 
 
 def effective_n(m: float, var: float, cap: float, df: float | None = None, z: float = 1.96) -> float:
@@ -213,10 +218,8 @@ class Difference:
         self.delta = float(self.w @ (self.pos[:, 0] - self.neg[:, 0]))
         # one trial per problem where the compared average (all its benchmarks) has fewer than FEW discordant
         # draws in its larger part, else k (``_units``' rule: decided for the average, not per benchmark)
-        total = float(self.cells.sum())
-        larger = max(float(self.pos[:, 0] @ self.cells), float(self.neg[:, 0] @ self.cells)) / total
-        few = min(larger, 1 - larger) * total < FEW
-        trials = [1 if few else int(kk) for kk in self.k]
+        larger = pos if self.pos[:, 0] @ self.cells >= self.neg[:, 0] @ self.cells else neg
+        trials = [1 if few(larger) else int(kk) for kk in self.k]
         self.cap = 1 / np.sum(self.w ** 2 / (self.cells * np.array(trials)))  # ``_pooled``'s rule, on the larger part
 
     def _side(self, part: np.ndarray, z: float):

@@ -363,10 +363,11 @@ def seed_variance(strata: list[np.ndarray], weights=None) -> tuple[float, float,
 
 
 def difference_variance(diffs: list[np.ndarray], weights=None,
-                        floor_quantile: float = FLOOR_QUANTILE) -> tuple[float, float, float]:
+                        floor_quantile: float | None = FLOOR_QUANTILE) -> tuple[float, float, float]:
     """(mean, variance of the mean, degrees of freedom) of a paired difference of two arms over S >= 2 seeds:
     the seed-level t on the per-seed differences, S - 1 degrees of freedom, its variance floored in its
-    degenerate lower tail. ``diffs``: per benchmark, the (S, P) array of arm a minus arm b.
+    degenerate lower tail (``floor_quantile`` None: at the noise level's expectation, ``_few``). ``diffs``: per
+    benchmark, the (S, P) array of arm a minus arm b.
 
     The estimand is the method's difference on these benchmarks' problems (the benchmark is the benchmark): the
     per-seed differences are independent runs with the same problems, so their sample variance / S is the whole
@@ -398,17 +399,14 @@ def difference_variance(diffs: list[np.ndarray], weights=None,
     n_seeds = len(per_seed)
     seed_term = per_seed.var(ddof=1) / n_seeds
     noise = sum(wx ** 2 * _mean_squares(x)[1] / x.size for x, wx in zip(diffs, w) if x.shape[1] > 1)
-    ratio = 1.0 if floor_quantile == EXPECTED else sps.chi2.ppf(floor_quantile, n_seeds - 1) / (n_seeds - 1)
+    ratio = 1.0 if floor_quantile is None else sps.chi2.ppf(floor_quantile, n_seeds - 1) / (n_seeds - 1)
     floor = noise * ratio
     return float(per_seed.mean()), float(max(seed_term, floor)), float(n_seeds - 1)
 
 
-EXPECTED = "expected"  # ``difference_variance``'s floor at the noise level's expectation, not a quantile of its law
-
-
 def _few(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
-    """Whether either arm of a comparison of scores has fewer than ``intervals.FEW`` successes or failures over all
-    its cells (seeds x problems of every benchmark compared). There the per-seed differences are far from normal
+    """Whether either arm of a comparison of scores has too ``intervals.few`` successes or failures over all its
+    cells (seeds x problems of every benchmark compared). There the per-seed differences are far from normal
     (mostly a small positive part, now and then one problem's worth the other way: with 3 or 5 seeds the rare
     side is often not seen at all), and their sample variance is then too small more often than the t allows: on
     30 problems at 3% or 97% accuracy the per-benchmark difference covered 0.939-0.942 with the 1% floor. With few
@@ -418,9 +416,7 @@ def _few(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
     for arm in (_check(a), _check(b)):
         if not intervals.in_unit(*arm):
             return False
-        cells = sum(x.size for x in arm)
-        m = sum(float(x.sum()) for x in arm) / cells
-        if min(m, 1 - m) * cells < intervals.FEW:
+        if intervals.few(arm):
             return True
     return False
 
@@ -451,8 +447,7 @@ def seed_compare(name: str, a: list[np.ndarray], b: list[np.ndarray], weights=No
     all-0 arms) says nothing of the method's precision: then the seeds' cells are pooled as problems of one
     seed, the MOVER interval of ``intervals.Difference`` (scores in [0, 1]; else p = 0 unless the difference is 0)."""
     diffs = _paired(a, b)
-    few = _few(a, b)
-    mean, var, df = difference_variance(diffs, weights, EXPECTED if few else FLOOR_QUANTILE)
+    mean, var, df = difference_variance(diffs, weights, None if _few(a, b) else FLOOR_QUANTILE)
     if var < DEGENERATE:
         a, b = _check(a), _check(b)
         if intervals.in_unit(*a, *b):
