@@ -41,7 +41,7 @@ INTERVALS = ("Intervals: one seed per arm, over problems (these adapters on thes
              ">= 2 seeds, a claim about the method: differences, a seed-level t on the per-seed differences (S-1 "
              "degrees of freedom, the variance floored at ties; identical arms: MOVER over the pooled cells); "
              "scores, Wilson at the effective sample size of the seeds x problems variance (Satterthwaite's "
-             "degrees of freedom, Korn & Graubard's correction). None has zero width on finite data (Bowyer, "
+             "degrees of freedom with the seed term at its upper 80% bound, Korn & Graubard's correction). None has zero width on finite data (Bowyer, "
              "Aitchison & Ivanova 2025: no CLT on few problems). p-values Holm-adjusted (families.py): the "
              "configurations' overall population mean vs baseline among themselves (the primary), every other "
              "comparison of a configuration with the baseline in that configuration's family (weakest member overall "
@@ -288,8 +288,21 @@ def _cell(e: dict | None) -> str:
     return "" if not e else f"{100 * e['mean']:.1f} [{100 * e['ci95'][0]:.1f}, {100 * e['ci95'][1]:.1f}]"
 
 
+def _heads(report: dict) -> list[str]:
+    """The averages' column heads, naming how many benchmarks each average is over where fewer than all were
+    scored: "overall (mean of 4)" on a 4-benchmark sweep, not the full suite's "mean of 10"."""
+    scored = {b for r in report["configs"] for arm in ARMS for b in r.get(arm, {}) if b in benchmarks.BENCHMARKS}
+    if not scored or len(scored) == len(benchmarks.BENCHMARKS):
+        return list(TEXT_COLUMNS.values())
+    math = [b for b in scored if benchmarks.BENCHMARKS[b].group == "math"]
+    heads = dict(TEXT_COLUMNS, overall=f"overall (mean of {len(scored)})")
+    heads["math avg"] = f"math avg ({len(math)} of 7 incl. GSM8K)"
+    heads["math avg (AZR)"] = f"math avg (AZR: {len([b for b in math if b != 'gsm8k'])} of 6)"
+    return list(heads.values())
+
+
 def text(report: dict) -> str:
-    head = ["config", "seeds", "arm", *TEXT_COLUMNS.values()]
+    head = ["config", "seeds", "arm", *_heads(report)]
     lines = [[r["label"], ",".join(map(str, r["seeds"])), arm, *(_cell(r[arm].get(k)) for k in TEXT_COLUMNS)]
              for r in report["configs"] for arm in (ARMS if r["label"] != S.BASELINE_LABEL else ARMS[:1])]
     widths = [max(len(str(x)) for x in col) for col in zip(head, *lines)]

@@ -5,6 +5,7 @@ import json
 import numpy as np
 import pytest
 
+from populora.evaluation import benchmarks
 from populora.evaluation import sweep_report as R
 from populora.evaluation.summary import population_summary
 
@@ -151,3 +152,15 @@ def test_rows_carry_azr_averages_beside_ours():
     assert row["total (AZR)"]["mean"] == pytest.approx((mean["humaneval_plus"] + mean["aime24"]) / 2)
     assert row["overall"]["mean"] == pytest.approx(np.mean(list(mean.values())))
     assert "total (AZR)" in R.text(report) and "AZR's math avg leaves out GSM8K" in R.markdown(report)
+
+
+def test_the_averages_heads_say_how_many_benchmarks_were_scored():
+    cell = {"mean": 0.5, "ci95": [0.4, 0.6]}
+    four = {"configs": [{"label": "run", "seeds": [0, 1, 2], "population mean": {
+        **{b: cell for b in ("humaneval_plus", "mbpp_plus", "aime24", "gsm8k")}, "overall": cell}}]}
+    heads = R._heads(four)
+    assert "overall (mean of 4)" in heads and "math avg (2 of 7 incl. GSM8K)" in heads
+    assert "math avg (AZR: 1 of 6)" in heads and "overall (mean of 10)" not in heads
+    every = {"configs": [{"label": "run", "seeds": [0], "population mean": {
+        **{b: cell for b in benchmarks.BENCHMARKS}, "overall": cell}}]}
+    assert R._heads(every) == list(R.TEXT_COLUMNS.values())
