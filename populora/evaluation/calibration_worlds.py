@@ -367,14 +367,46 @@ def checks(table: dict, tolerance: float = 1.0, small_n: bool = False) -> list[d
                 else:
                     continue
                 out.append({"regime": regime, "seeds": seeds, "claim": claim, "rate": c["rate"],
-                            "mc_error": c["mc_error"], "nominal": nominal, "ok": bool(ok)})
+                            "mc_error": c["mc_error"], "nominal": nominal, "ok": bool(ok),
+                            "replicates": table.get("replicates")})
     for p in table.get("power", []):
         if p["rate"] is None:
             continue
         out.append({"regime": p["regime"], "seeds": f"seeds={p['seeds']}", "claim": "power at the printed MDE",
                     "rate": p["rate"], "mc_error": p["mc_error"], "nominal": p["promised_power"],
-                    "ok": bool(p["rate"] >= p["promised_power"] - tolerance * p["mc_error"])})
+                    "ok": bool(p["rate"] >= p["promised_power"] - tolerance * p["mc_error"]),
+                    "replicates": table.get("replicates")})
     return out
+
+
+def chance_outside(checks_: list[dict], tolerance: float = 1.0, small_n: bool = False) -> float:
+    """How many of ``checks_`` would fall outside their bound by chance alone if every claim sat exactly at its
+    nominal value (a rate at 0.05, a coverage at 0.95, power at 0.80): the sum over checks of the binomial
+    probability, over its ``replicates`` worlds, that the estimate lands outside (``mc_error`` as the checks
+    compute it, from the estimate and at least the nominal's). A test of exact size 0.05 is outside its 1-MC-error
+    bound in ~16% of runs of the table: a count outside near this figure is what an exact calibration shows.
+
+    >>> round(chance_outside([{"claim": "fires overall", "nominal": 0.05, "replicates": 400}]), 2)
+    0.15
+    """
+    total = 0.0
+    for c in checks_:
+        reps, nominal = c.get("replicates"), c["nominal"]
+        if not reps:
+            continue
+        k = np.arange(reps + 1)
+        hat = k / reps
+        err = np.sqrt(np.maximum(hat * (1 - hat), nominal * (1 - nominal)) / reps)
+        if "covers" in c["claim"]:
+            out = hat < COVERAGE[0] - tolerance * err
+            if not small_n:
+                out |= hat > COVERAGE[1] + tolerance * err
+        elif "power" in c["claim"]:
+            out = hat < nominal - tolerance * err
+        else:
+            out = hat > nominal + tolerance * err
+        total += float(sps.binom.pmf(k, reps, nominal)[out].sum())
+    return total
 
 
 def parallel_map(fn, tasks: list[tuple], jobs: int = 1, progress=None, label=None) -> list:

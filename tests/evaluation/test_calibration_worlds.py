@@ -95,3 +95,21 @@ def test_an_unsolved_benchmark_over_several_seeds_counts_its_problems_not_its_ce
     x = (np.random.default_rng(0).random((5, 30)) < 0.4).astype(float)
     lo, hi = stats.seed_estimate([x]).ci95
     assert lo < x.mean() < hi and hi - lo > 0
+
+
+@pytest.mark.parametrize("claim,nominal", [("fires overall", 0.05), ("covers overall", 0.95)])
+def test_chance_outside_is_the_binomial_share_the_checks_themselves_put_outside(claim, nominal):
+    # every estimate k / R a table of R worlds can hold, judged by ``checks`` as printed, weighted by its
+    # binomial probability at the nominal value: the count chance_outside promises
+    reps = 200
+    k = np.arange(reps + 1)
+    outside = []
+    for hat in k / reps:
+        c = {"rate": float(hat), "mc_error": W.mc_error(float(hat), reps, nominal)}
+        table = {"replicates": reps, "regimes": {"r": {"seeds=3": {claim: c, "_sigma": 0.2}}}}
+        outside.append(not W.checks(table)[0]["ok"])
+    expected = float(sps.binom.pmf(k, reps, nominal)[np.array(outside)].sum())
+    got = W.chance_outside(W.checks({"replicates": reps, "regimes": {"r": {"seeds=3": {
+        claim: {"rate": nominal, "mc_error": 0.01}, "_sigma": 0.2}}}}))
+    assert got == pytest.approx(expected, abs=1e-12)
+    assert (0.10 < got < 0.20) if claim == "fires overall" else (got < 0.10)  # a rate at 5%: ~16% outside
