@@ -259,11 +259,30 @@ def call_outs(named: dict[str, list], baseline: list | None) -> list[str]:
         if r is None:
             continue
         mine, base = row_averages(r), row_averages(baseline)
-        ours = [f"{COLUMNS[a]} {_points(mine[a], base[a])}" for a in AVERAGES]
+        ours = [f"{_scored_label(a, r, baseline)} {_points(mine[a], base[a])}" for a in AVERAGES]
         azr = [f"math avg (6) {_points(mine['math avg (AZR)'], base['math avg (AZR)'])}",
                f"total {_points(mine['total (AZR)'], base['total (AZR)'])}"]
         out.append(f"{what} vs baseline: " + ", ".join(ours) + "; AZR's definitions: " + ", ".join(azr))
     return out
+
+
+def _scored_label(average: str, *rows: list) -> str:
+    """An average's name in a call-out, with how many benchmarks it is over where fewer than its definition's were
+    scored in every row: "overall (mean of 2)" after ``--benchmarks gsm8k,humaneval_plus``, not "(mean of 10)".
+
+    >>> r = ["x"] + [0.5 if n in ("gsm8k", "humaneval_plus") else None for n in benchmarks.BENCHMARKS]
+    >>> _scored_label("overall", r, r), _scored_label("math avg", r, r), _scored_label("code avg", r, r)
+    ('overall (mean of 2)', 'math avg (1 of 7 incl. GSM8K)', 'code avg (= AZR)')
+    """
+    names = list(benchmarks.BENCHMARKS)
+    scored = [n for i, n in enumerate(names) if all(r[1 + i] is not None for r in rows)]
+    if len(scored) == len(names) or not scored:
+        return COLUMNS[average]
+    if average == "overall":
+        return f"overall (mean of {len(scored)})"
+    if average == "math avg":
+        return f"math avg ({sum(n in benchmarks.GROUPS['math'] for n in scored)} of 7 incl. GSM8K)"
+    return COLUMNS[average]
 
 
 def _points(a: float | None, b: float | None) -> str:

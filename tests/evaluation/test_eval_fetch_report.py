@@ -83,8 +83,8 @@ def test_report_rows_averages_and_call_outs():
     assert t.rows[2][1] == pytest.approx(0.4) and mean["code avg"] == pytest.approx(0.4) and mean["math avg"] == pytest.approx(0.15)
     assert mean["overall"] == pytest.approx(0.275)  # overall = mean of the benchmarks scored
     assert mean["math avg (AZR)"] is None and mean["total (AZR)"] is None  # GSM8K is not in AZR's math avg
-    assert t.deltas[0] == ("population mean vs baseline: code avg (= AZR) +5.0 pts, math avg (7 incl. GSM8K) -10.0 pts, "
-                           "overall (mean of 10) -2.5 pts; AZR's definitions: math avg (6) n/a, total n/a")
+    assert t.deltas[0] == ("population mean vs baseline: code avg (= AZR) +5.0 pts, math avg (1 of 7 incl. GSM8K) -10.0 pts, "
+                           "overall (mean of 2) -2.5 pts; AZR's definitions: math avg (6) n/a, total n/a")
     assert t.deltas[1].startswith("weakest member vs baseline: code avg (= AZR) -5.0 pts")
     md = report.markdown(t)
     assert "| population mean | 40.0 |" in md and "LiveCodeBench 2408-2501 (public tests)" in md
@@ -104,8 +104,8 @@ def test_summary_rows_are_over_the_final_population():
     assert [r[0] for r in t.rows] == ["T0 (retired)", "T2", "S2", "population mean", "weakest member (S2, selected on the same problems: biased)",
                                       "best member (T2, selected on the same problems: biased)", "baseline (B0)"]
     assert report.row_averages(t.rows[3])["math avg"] == pytest.approx(0.3)  # math avg of the survivors only
-    assert t.deltas[1] == ("weakest member vs baseline: code avg (= AZR) n/a, math avg (7 incl. GSM8K) +10.0 pts, "
-                           "overall (mean of 10) +10.0 pts; AZR's definitions: math avg (6) n/a, total n/a")
+    assert t.deltas[1] == ("weakest member vs baseline: code avg (= AZR) n/a, math avg (1 of 7 incl. GSM8K) +10.0 pts, "
+                           "overall (mean of 1) +10.0 pts; AZR's definitions: math avg (6) n/a, total n/a")
 
 
 def test_report_without_baseline_says_how_to_get_one():
