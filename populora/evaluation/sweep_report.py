@@ -41,7 +41,7 @@ INTERVALS = ("Intervals: one seed per arm, over problems (these adapters on thes
              ">= 2 seeds, a claim about the method: differences, a seed-level t on the per-seed differences (S-1 "
              "degrees of freedom, the variance floored at ties; identical arms: MOVER over the pooled cells); "
              "scores, Wilson at the effective sample size of the seeds x problems variance (Satterthwaite's "
-             "degrees of freedom with the seed term at its upper 80% bound, Korn & Graubard's correction). None has zero width on finite data (Bowyer, "
+             "degrees of freedom with the seed term at its upper 75% bound, Korn & Graubard's correction). None has zero width on finite data (Bowyer, "
              "Aitchison & Ivanova 2025: no CLT on few problems). p-values Holm-adjusted (families.py): the "
              "configurations' overall population mean vs baseline among themselves (the primary), every other "
              "comparison of a configuration with the baseline in that configuration's family (weakest member overall "

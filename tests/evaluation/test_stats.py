@@ -239,10 +239,10 @@ def _score_coverage(share: float, n_seeds: int = 3, n_problems: int = 30, worlds
 def test_a_multi_seed_score_covers_whatever_share_of_its_variance_the_seeds_carry(share):
     # 3 seeds: the seed term is measured on 2 degrees of freedom; where it dominates, a small reading used to
     # give Satterthwaite large degrees of freedom (0.92 at a share of 0.9). MC error at 3000 worlds: 0.004
-    assert 0.94 <= _score_coverage(share) <= 0.975
+    assert 0.935 <= _score_coverage(share) <= 0.975
 
 
 def test_the_seed_terms_bound_in_the_degrees_of_freedom_is_what_keeps_the_coverage(monkeypatch):
     # the same worlds with the seed term as read (bound 1: chi2(2)'s quantile at 2 is the mean): under-covers
     monkeypatch.setattr(stats, "DF_QUANTILE", float(sps.chi2.cdf(2, 2)))
-    assert _score_coverage(0.9) < 0.935
+    assert _score_coverage(0.9) < 0.93
