@@ -362,19 +362,20 @@ def seed_variance(strata: list[np.ndarray], weights=None) -> tuple[float, float,
     strata, w, per_seed = _per_seed(strata, weights)
     n_seeds = len(per_seed)
     seed_term = per_seed.var(ddof=1) / n_seeds
-    bound = (n_seeds - 1) / sps.chi2.ppf(DF_QUANTILE, n_seeds - 1)
-    terms = [(seed_term * bound, n_seeds - 1)]  # (signed variance component, its degrees of freedom)
+    problem = []  # (signed variance component, its degrees of freedom)
     for x, wx in zip(strata, w):
         n_problems = x.shape[1]
         if n_problems < 2:
             continue
         ms_problem, ms_resid = _mean_squares(x)
         scale = wx ** 2 / (n_seeds * n_problems)
-        terms += [(scale * ms_problem, n_problems - 1), (-scale * ms_resid, (n_seeds - 1) * (n_problems - 1))]
-    var = seed_term + sum(t for t, _ in terms[1:])
+        problem += [(scale * ms_problem, n_problems - 1), (-scale * ms_resid, (n_seeds - 1) * (n_problems - 1))]
+    var = seed_term + sum(t for t, _ in problem)
     if var <= seed_term:  # no problem term beyond the noise: the seed term alone, S - 1 degrees of freedom
         return float(per_seed.mean()), float(seed_term), float(n_seeds - 1)
-    df = (var - seed_term + terms[0][0]) ** 2 / sum(t ** 2 / d for t, d in terms)
+    bounded = seed_term * (n_seeds - 1) / sps.chi2.ppf(DF_QUANTILE, n_seeds - 1)
+    terms = [(bounded, n_seeds - 1), *problem]  # Satterthwaite's, with the seed term at its bound
+    df = sum(t for t, _ in terms) ** 2 / sum(t ** 2 / d for t, d in terms)
     return float(per_seed.mean()), float(var), float(df)
 
 
