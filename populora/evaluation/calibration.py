@@ -395,14 +395,14 @@ def checks(table: dict, tolerance: float = 1.0) -> list[dict]:
                     continue
                 rate, err = claims[claim]["rate"], claims[claim]["mc_error"]
                 nominal = 0.95 if kind == "~" else ALPHA
-                ok = W.covers_ok(claims[claim], tolerance) if kind == "~" else rate <= nominal + tolerance * err
+                ok = W.within("coverage" if kind == "~" else "rate", rate, err, nominal, tolerance)
                 out.append({"regime": regime, "seeds": seeds, "claim": claim, "rate": rate, "mc_error": err,
                             "nominal": nominal, "ok": bool(ok), "replicates": table.get("replicates")})
     if "power" in table:
         p = table["power"]
         out.append({"regime": p["regime"], "seeds": f"seeds={p['seeds']}", "claim": "power at the promised MDE",
                     "rate": p["rate"], "mc_error": p["mc_error"], "nominal": p["promised_power"],
-                    "ok": bool(p["rate"] >= p["promised_power"] - tolerance * p["mc_error"]),
+                    "ok": bool(W.within("power", p["rate"], p["mc_error"], p["promised_power"], tolerance)),
                     "replicates": table.get("replicates")})
     return out
 
