@@ -259,30 +259,36 @@ def call_outs(named: dict[str, list], baseline: list | None) -> list[str]:
         if r is None:
             continue
         mine, base = row_averages(r), row_averages(baseline)
-        ours = [f"{_scored_label(a, r, baseline)} {_points(mine[a], base[a])}" for a in AVERAGES]
+        ours = [f"{scored_label(a, COLUMNS[a], _scored(r, baseline))} {_points(mine[a], base[a])}" for a in AVERAGES]
         azr = [f"math avg (6) {_points(mine['math avg (AZR)'], base['math avg (AZR)'])}",
                f"total {_points(mine['total (AZR)'], base['total (AZR)'])}"]
         out.append(f"{what} vs baseline: " + ", ".join(ours) + "; AZR's definitions: " + ", ".join(azr))
     return out
 
 
-def _scored_label(average: str, *rows: list) -> str:
-    """An average's name in a call-out, with how many benchmarks it is over where fewer than its definition's were
-    scored in every row: "overall (mean of 2)" after ``--benchmarks gsm8k,humaneval_plus``, not "(mean of 10)".
+def scored_label(average: str, label: str, scored) -> str:
+    """An average's ``label``, with how many benchmarks it is over where fewer than the whole suite were
+    ``scored`` (benchmark names): "overall (mean of 2)" after ``--benchmarks gsm8k,humaneval_plus``, not "(mean of
+    10)" (the call-outs here, the sweep report's heads).
 
-    >>> r = ["x"] + [0.5 if n in ("gsm8k", "humaneval_plus") else None for n in benchmarks.BENCHMARKS]
-    >>> _scored_label("overall", r, r), _scored_label("math avg", r, r), _scored_label("code avg", r, r)
-    ('overall (mean of 2)', 'math avg (1 of 7 incl. GSM8K)', 'code avg (= AZR)')
+    >>> scored_label("overall", "overall (mean of 10)", ["gsm8k", "humaneval_plus"])
+    'overall (mean of 2)'
+    >>> scored_label("math avg", "m", ["gsm8k", "humaneval_plus"]), scored_label("math avg (AZR)", "a", ["gsm8k"])
+    ('math avg (1 of 7 incl. GSM8K)', 'math avg (AZR: 0 of 6)')
+    >>> scored_label("code avg", "code avg (= AZR)", ["gsm8k"]), scored_label("overall", "o", benchmarks.BENCHMARKS)
+    ('code avg (= AZR)', 'o')
     """
-    names = list(benchmarks.BENCHMARKS)
-    scored = [n for i, n in enumerate(names) if all(r[1 + i] is not None for r in rows)]
-    if len(scored) == len(names) or not scored:
-        return COLUMNS[average]
-    if average == "overall":
-        return f"overall (mean of {len(scored)})"
-    if average == "math avg":
-        return f"math avg ({sum(n in benchmarks.GROUPS['math'] for n in scored)} of 7 incl. GSM8K)"
-    return COLUMNS[average]
+    scored = set(scored)
+    if not scored or len(scored) == len(benchmarks.BENCHMARKS):
+        return label
+    math = scored & set(benchmarks.GROUPS["math"])
+    return {"overall": f"overall (mean of {len(scored)})", "math avg": f"math avg ({len(math)} of 7 incl. GSM8K)",
+            "math avg (AZR)": f"math avg (AZR: {len(math & set(AZR_MATH))} of 6)"}.get(average, label)
+
+
+def _scored(*rows: list) -> list[str]:
+    """The benchmarks every table row has a score for."""
+    return [n for i, n in enumerate(benchmarks.BENCHMARKS) if all(r[1 + i] is not None for r in rows)]
 
 
 def _points(a: float | None, b: float | None) -> str:

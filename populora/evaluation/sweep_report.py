@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from populora.evaluation import aggregates, benchmarks, compute, families, headline, power, selection, stats
+from populora.evaluation import report as report_table
 from populora.evaluation.results import load as load_results
 from populora.evaluation.summary import BASELINE, ENDS, Results, population_summary
 from populora.platform import config as config_io
@@ -290,15 +291,9 @@ def _cell(e: dict | None) -> str:
 
 def _heads(report: dict) -> list[str]:
     """The averages' column heads, naming how many benchmarks each average is over where fewer than all were
-    scored: "overall (mean of 4)" on a 4-benchmark sweep, not the full suite's "mean of 10"."""
+    scored (``report.scored_label``): "overall (mean of 4)" on a 4-benchmark sweep, not the suite's "mean of 10"."""
     scored = {b for r in report["configs"] for arm in ARMS for b in r.get(arm, {}) if b in benchmarks.BENCHMARKS}
-    if not scored or len(scored) == len(benchmarks.BENCHMARKS):
-        return list(TEXT_COLUMNS.values())
-    math = [b for b in scored if benchmarks.BENCHMARKS[b].group == "math"]
-    heads = dict(TEXT_COLUMNS, overall=f"overall (mean of {len(scored)})")
-    heads["math avg"] = f"math avg ({len(math)} of 7 incl. GSM8K)"
-    heads["math avg (AZR)"] = f"math avg (AZR: {len([b for b in math if b != 'gsm8k'])} of 6)"
-    return list(heads.values())
+    return [report_table.scored_label(k, label, scored) for k, label in TEXT_COLUMNS.items()]
 
 
 def text(report: dict) -> str:
