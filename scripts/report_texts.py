@@ -12,8 +12,6 @@
 from __future__ import annotations
 
 import argparse
-from dataclasses import replace
-
 import numpy as np
 
 from populora.evaluation import calibration_worlds as W
@@ -35,10 +33,7 @@ def three_seed_sweep(seed: int) -> str:
     m = W.Model("shared seed effect 0.15 logit", spread=4.0, sigma=0.15, shared=1.0, seeds=3)
     n = {b: 30 for b in ("humaneval_plus", "mbpp_plus", "aime24", "gsm8k")}
     results, _ = W.world(np.random.default_rng(seed), m, n)
-    arms = [sweep_report.run_arms(r) for r in results]
-    configs = {"run": {s: {a: arms[s][a] for a in sweep_report.ARMS} for s in range(3)},
-               "baseline": {s: {a: arms[s]["baseline"] for a in sweep_report.ARMS} for s in range(3)}}
-    return sweep_report.text(sweep_report.build(configs))
+    return sweep_report.text(sweep_report.build(W.sweep_configs(results)))
 
 
 def main() -> None:

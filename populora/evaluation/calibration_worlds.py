@@ -193,6 +193,14 @@ def _words_claims(words: str, seeds: int) -> dict:
     return out
 
 
+def sweep_configs(results: list[Results]) -> dict:
+    """A world's seeds as a sweep report's ``configs``: "run" (the members' arms) and "baseline" (its adapter as
+    the baseline configuration's every arm), seed by seed."""
+    arms = [sweep_report.run_arms(r) for r in results]
+    return {"run": {s: {a: arms[s][a] for a in sweep_report.ARMS} for s in range(len(results))},
+            "baseline": {s: {a: arms[s]["baseline"] for a in sweep_report.ARMS} for s in range(len(results))}}
+
+
 def judge(m: Model, n: dict[str, int]):
     """A function of a world's reports to its claims' outcomes ({claim: bool}) and the printed overall MDE."""
     names = list(n)
@@ -201,10 +209,7 @@ def judge(m: Model, n: dict[str, int]):
         t = truths(m, names, u)
         true_overall = float(np.mean(list(t["diff"].values())))
         out = {}
-        arms = [sweep_report.run_arms(r) for r in results]
-        base = {s: {a: arms[s]["baseline"] for a in sweep_report.ARMS} for s in range(len(results))}
-        configs = {"run": {s: {a: arms[s][a] for a in sweep_report.ARMS} for s in range(len(results))},
-                   "baseline": base}
+        configs = sweep_configs(results)
         if m.seeds == 1:  # the run's report (verdict) and the score rows of its --json (the sweep report's)
             v, row = verdict.build(results[0], with_aggregates=False), sweep_report.config_row("run", configs["run"])
         else:
