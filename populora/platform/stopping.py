@@ -9,6 +9,7 @@ with ``is_stop_code``.
 from __future__ import annotations
 
 import signal
+import sys
 
 STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 
@@ -43,8 +44,28 @@ def check() -> None:
 
 
 def stop_on_sigterm() -> None:
-    """SIGTERM stops the process like Ctrl-C (Python already turns SIGINT into a KeyboardInterrupt)."""
+    """SIGTERM stops the process like Ctrl-C, and both are remembered for ``check``.
+
+    SIGINT goes through the same handler only where Python's own handler has it (a process started with SIGINT
+    ignored keeps ignoring it). A stop whose raise a finalizer swallowed is not printed as "Exception ignored in
+    ... Traceback" (``quiet_swallowed_stop``): it is not an error, and ``check`` raises it again."""
     signal.signal(signal.SIGTERM, raise_stopped)
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, raise_stopped)
+    if getattr(sys.unraisablehook, "__wrapped__", None) is None:  # installed once
+        sys.unraisablehook = quiet_swallowed_stop(sys.unraisablehook)
+
+
+def quiet_swallowed_stop(hook):
+    """``sys.unraisablehook`` that drops a ``Stopped`` raised inside a finalizer (``_received`` keeps it for
+    ``check``) and hands every other unraisable exception to ``hook``."""
+
+    def quiet(unraisable) -> None:
+        if not isinstance(unraisable.exc_value, Stopped):
+            hook(unraisable)
+
+    quiet.__wrapped__ = hook
+    return quiet
 
 
 def stop_code(err: KeyboardInterrupt) -> int:

@@ -254,6 +254,7 @@ class Trainer:
             trainer = cls(cfg, log, run_dir)
             trainer._init_population()
             trainer._seed_buffers()
+            stopping.check()  # a stop a finalizer swallowed while the model loaded: stopped before the first step
         except BaseException as err:
             err = faults.explained(err, log.run_id, log.tracker.uri, trainer and trainer.run_dir, 0)
             log.ended_by(err)

@@ -17,6 +17,8 @@ SWALLOWED = """
 import gc, os, signal, sys
 from populora.platform import stopping
 signal.signal(signal.SIGTERM, stopping.raise_stopped)
+if sys.argv[1:] == ["installed"]:
+    stopping.stop_on_sigterm()
 
 class Finalized:
     def __del__(self):
@@ -41,6 +43,41 @@ def test_a_stop_swallowed_by_a_finalizer_is_raised_again_by_check():
     assert "Exception ignored" in out.stderr and "Stopped: signal 15" in out.stderr, out.stderr  # the raise was lost
     assert out.stdout.splitlines() == ["carried on", "check raised Stopped 143"], (out.stdout, out.stderr)
     assert out.returncode == 128 + signal.SIGTERM
+
+
+def test_with_the_stop_installed_a_swallowed_stop_prints_nothing_and_check_still_raises():
+    """``stop_on_sigterm``'s unraisable hook: no "Exception ignored ... Traceback" in a stopped run's log (seen in
+    CI: a SIGTERM while the model loaded), and the stop is still honoured."""
+    out = subprocess.run([sys.executable, "-c", SWALLOWED, "installed"], capture_output=True, text=True, timeout=120)
+    assert out.stderr == "", out.stderr
+    assert out.stdout.splitlines() == ["carried on", "check raised Stopped 143"], (out.stdout, out.stderr)
+    assert out.returncode == 128 + signal.SIGTERM
+
+
+# Any other exception a finalizer raises is still printed (the hook hands it on), and SIGINT is remembered like
+# SIGTERM where Python's own handler had it, left ignored where it was ignored.
+OTHERS = """
+import gc, signal, sys
+from populora.platform import stopping
+if sys.argv[1] == "ignored":
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+stopping.stop_on_sigterm()
+stopping.stop_on_sigterm()  # twice: one hook, not two
+class Broken:
+    def __del__(self):
+        raise ValueError("a finalizer's own error")
+Broken()
+gc.collect()
+handler = signal.getsignal(signal.SIGINT)
+print("raise_stopped" if handler is stopping.raise_stopped else "ignored" if handler is signal.SIG_IGN else handler)
+"""
+
+
+@pytest.mark.parametrize("start, handler", [("default", "raise_stopped"), ("ignored", "ignored")])
+def test_other_finalizer_errors_still_print_and_sigint_is_kept_as_started(start, handler):
+    out = subprocess.run([sys.executable, "-c", OTHERS, start], capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == handler, (out.stdout, out.stderr)
+    assert out.stderr.count("Exception ignored") == 1 and "ValueError: a finalizer's own error" in out.stderr, out.stderr
 
 
 def test_check_passes_while_no_stop_came():

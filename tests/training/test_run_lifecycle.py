@@ -65,16 +65,20 @@ def test_a_run_that_hits_a_full_disk_ends_failed_with_the_one_line(mlflow_store,
     assert "checkpoint" in text and "No space left on device" in text  # the traceback shows where it happened
 
 
-def test_sigterm_while_the_model_loads_stops_the_run(mlflow_store, tmp_path):
-    """The run exists (and its job knows its id) before the backend loads the model; a SIGTERM then, as
-    `docker stop` or the UI's Stop may send, ends the run stopped instead of leaving it RUNNING."""
+def test_sigterm_during_the_setup_stops_the_run(mlflow_store, tmp_path):
+    """The run exists (and its job knows its id) before the backend loads the model; a SIGTERM during the set-up
+    (here: the model loaded and the members' adapters added, the trainer paused there, so the signal is an event,
+    not a race with the first step), as `docker stop` or the UI's Stop may send, ends the run stopped instead of
+    leaving it RUNNING. A stop a finalizer swallows there ends the same (tests/platform/test_stopping.py)."""
     job_dir = tmp_path / "job"
     job_dir.mkdir()
     env = {**os.environ, rl.ENV_JOB_DIR: str(job_dir), rl.ENV_JOB_ID: "j1"}
-    proc = subprocess.Popen(populora_cmd("train", "--set", "steps=50", *TINY, "--quiet"), env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    marker = tmp_path / "set_up"
+    proc = subprocess.Popen(paused_train_cmd(marker, 0, "--set", "steps=50", *TINY, "--quiet", after="_init_population"),
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        run_id = wait_for(lambda: rl.read_run_id(job_dir), 300, "the trainer to create its run")
+        wait_for_marker(marker, proc)
+        run_id = rl.read_run_id(job_dir)
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=120)
     finally:
