@@ -28,10 +28,14 @@ from populora.evaluation.report import pick_label as report_pick_label
 from populora.evaluation.report import summary_of as report_summary
 from populora.evaluation.sweep_report import ReportError as SweepReportError
 from populora.evaluation.sweep_report import build as sweep_statistics
+from populora.evaluation.sweep_report import printed_arms as sweep_printed_arms
+from populora.evaluation.sweep_report import score_cell as sweep_score_cell
 from populora.evaluation.summary import Results, Summary, population_summary
 from populora.evaluation.sweep_report import gather as gather_sweep
 from populora.evaluation.targets import BASE, BASELINE, MEMBER, checkpoint_steps
+from populora.evaluation.verdict import COLUMNS as VERDICT_COLUMNS
 from populora.evaluation.verdict import build as build_verdict
+from populora.evaluation.verdict import cells as verdict_cells
 from populora.evaluation.verdict import compute_side_by_side, with_baseline
 from populora.evaluation.compute import figure as compute_figure
 from populora.evaluation.compute import kl_forward_of, matched_note
@@ -39,5 +43,5 @@ from populora.evaluation.compute import kl_forward_of, matched_note
 __all__ = ["AVERAGES", "BASE", "BASELINE", "BENCHMARKS", "MEMBER", "EvalConfig", "GROUPS", "Results", "Summary", "SweepReportError",
            "arms_race_figure", "averages", "build_verdict", "checkpoint_steps", "compute_figure", "compute_side_by_side",
            "eval_metric_keys", "eval_pace", "eval_progress", "eval_size", "gather_sweep", "intervals_figure", "kl_forward_of", "matched_note", "planned_mde", "sampling_gain",
-           "population_summary", "report_pick_label", "report_summary", "sweep_curves", "sweep_statistics",
-           "with_baseline"]
+           "population_summary", "report_pick_label", "report_summary", "sweep_curves", "sweep_printed_arms", "sweep_score_cell", "sweep_statistics",
+           "VERDICT_COLUMNS", "verdict_cells", "with_baseline"]

@@ -285,8 +285,20 @@ def single_run(arms: dict) -> dict:
 
 
 # ====================================================================== text
-def _cell(e: dict | None) -> str:
-    return "" if not e else f"{100 * e['mean']:.1f} [{100 * e['ci95'][0]:.1f}, {100 * e['ci95'][1]:.1f}]"
+def score_cell(e: dict | None, empty: str = "") -> str:
+    """A score with its 95% interval as the sweep report prints it, in % ("57.3 [52.4, 62.0]"); ``empty`` for none.
+    The Compare page's sweep table prints the same (ui/sweeps.compare_panel).
+
+    >>> score_cell({"mean": 0.573, "ci95": [0.524, 0.62]}), score_cell(None, "-")
+    ('57.3 [52.4, 62.0]', '-')
+    """
+    return empty if not e else f"{100 * e['mean']:.1f} [{100 * e['ci95'][0]:.1f}, {100 * e['ci95'][1]:.1f}]"
+
+
+def printed_arms(row: dict) -> tuple[str, ...]:
+    """The arms a configuration's row prints: all three, the baseline configuration its one adapter only (its
+    weakest and best are that adapter too)."""
+    return ARMS if row["label"] != S.BASELINE_LABEL else ARMS[:1]
 
 
 def _heads(report: dict) -> list[str]:
@@ -298,8 +310,8 @@ def _heads(report: dict) -> list[str]:
 
 def text(report: dict) -> str:
     head = ["config", "seeds", "arm", *_heads(report)]
-    lines = [[r["label"], ",".join(map(str, r["seeds"])), arm, *(_cell(r[arm].get(k)) for k in TEXT_COLUMNS)]
-             for r in report["configs"] for arm in (ARMS if r["label"] != S.BASELINE_LABEL else ARMS[:1])]
+    lines = [[r["label"], ",".join(map(str, r["seeds"])), arm, *(score_cell(r[arm].get(k)) for k in TEXT_COLUMNS)]
+             for r in report["configs"] for arm in printed_arms(r)]
     widths = [max(len(str(x)) for x in col) for col in zip(head, *lines)]
     fmt = lambda cells: "  ".join(f"{str(c):<{w}}" for c, w in zip(cells, widths))  # noqa: E731
     out = [fmt(head), fmt(["-" * w for w in widths])] + [fmt(line) for line in lines]
@@ -326,7 +338,7 @@ def markdown(report: dict) -> str:
     out = []
     for arm in ARMS:
         out += [f"### {arm}", "", "| config | seeds | " + " | ".join(names) + " |", "|" + "---|" * (len(names) + 2)]
-        out += [f"| {r['label']} | {len(r['seeds'])} | " + " | ".join(_cell(r[arm].get(n)) for n in names) + " |"
+        out += [f"| {r['label']} | {len(r['seeds'])} | " + " | ".join(score_cell(r[arm].get(n)) for n in names) + " |"
                 for r in report["configs"]]
         out.append("")
     return "\n".join(out) + "\n" + INTERVALS + "\n\n" + DEFINITIONS + "\n\n" + SELECTION_NOTE + "\n\n" \

@@ -104,18 +104,30 @@ def build(results: Results | dict, seed: int = 0, with_aggregates: bool = True) 
             "level": stats.ADAPTERS, "family": family, "aggregates": agg}
 
 
-def _cell(value: float | None) -> str:
-    return "" if value is None else f"{100 * value:.1f}"
+COLUMNS = (*ARMS, *(d for d, _ in DELTAS))  # a verdict row's printed cells (``cells``), in order
 
 
-def _delta_cell(c: dict | None) -> str:
-    return "" if not c else f"{100 * c['delta']:+.1f} [{100 * c['ci95'][0]:+.1f}, {100 * c['ci95'][1]:+.1f}]"
+def cells(row: dict, empty: str = "") -> list[str]:
+    """A verdict row's printed cells in ``COLUMNS`` order: scores in % to 0.1, differences as "+d [lo, hi]" points;
+    ``empty`` where the arm or the difference is missing. The one format of ``populora report``'s table (``text``)
+    and the Compare page's (ui/compare_table.verdict_frame).
+
+    >>> cells({"population mean": 0.75, "baseline": 1.0, "mean - baseline": {"delta": -0.25, "ci95": [-0.5, 0.0]}}, "-")
+    ['75.0', '-', '-', '100.0', '-', '-25.0 [-50.0, +0.0]', '-']
+    """
+    def score(value):
+        return empty if value is None else f"{100 * value:.1f}"
+
+    def delta(c):
+        return empty if not c else f"{100 * c['delta']:+.1f} [{100 * c['ci95'][0]:+.1f}, {100 * c['ci95'][1]:+.1f}]"
+
+    return [score(row.get(a)) for a in ARMS] + [delta(row.get(d)) for d, _ in DELTAS]
 
 
 def text(v: dict) -> str:
     """The verdict as a fixed-width table (scores in %, differences in points with their 95% interval)."""
-    head = ["", *ARMS, *(d for d, _ in DELTAS)]
-    lines = [[r["label"], *(_cell(r.get(a)) for a in ARMS), *(_delta_cell(r.get(d)) for d, _ in DELTAS)] for r in v["rows"]]
+    head = ["", *COLUMNS]
+    lines = [[r["label"], *cells(r)] for r in v["rows"]]
     widths = [max(len(str(x)) for x in col) for col in zip(head, *lines)]
     fmt = lambda cells: "  ".join(f"{str(c):>{w}}" for c, w in zip(cells, widths))  # noqa: E731
     return "\n".join([fmt(head)] + [fmt(line) for line in lines]

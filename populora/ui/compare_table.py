@@ -10,12 +10,10 @@ import math
 
 import pandas as pd
 
-from populora.evaluation import (AVERAGES, BENCHMARKS, Results, Summary, averages, population_summary,
-                                 report_pick_label, report_summary)
+from populora.evaluation import (AVERAGES, BENCHMARKS, VERDICT_COLUMNS, Results, Summary, averages,
+                                 population_summary, report_pick_label, report_summary, verdict_cells)
 
-VERDICT_ARMS = {"population mean": "population mean", "weakest": "weakest member", "best": "best member",
-                "baseline": "baseline", "base model": "base model"}
-VERDICT_DELTAS = ("mean - baseline", "weakest - baseline")
+VERDICT_LABELS = {"weakest": "weakest member", "best": "best member"}  # the Compare table's heads of VERDICT_COLUMNS
 
 
 def _values(row: pd.Series) -> dict[str, float]:
@@ -114,22 +112,16 @@ def report_ends(data: dict, members: list[str]) -> tuple[dict[str, pd.Series], b
 
 def verdict_frame(v: dict) -> pd.DataFrame:
     """The verdict (``build_verdict``) as the Compare page's table: rows = benchmarks then averages, columns = the
-    arms' scores in % and each difference with the baseline as "+d [lo, hi]" points (paired 95%, the report's intervals).
+    arms' scores in % and each difference with the baseline as "+d [lo, hi]" points (paired 95%, the report's
+    intervals), each cell as ``populora report`` prints it (``verdict_cells``), "–" where its table has a blank.
 
     >>> row = {"name": "gsm8k", "label": "GSM8K", "population mean": 0.75, "baseline": 1.0,
     ...        "mean - baseline": {"delta": -0.25, "ci95": [-0.25, -0.25]}}
     >>> verdict_frame({"rows": [row]}).loc["GSM8K"].tolist()
     ['75.0', '–', '–', '100.0', '–', '-25.0 [-25.0, -25.0]', '–']
     """
-    def score(value):
-        return "–" if value is None else f"{100 * value:.1f}"
-
-    def delta(c):
-        return "–" if not c else f"{100 * c['delta']:+.1f} [{100 * c['ci95'][0]:+.1f}, {100 * c['ci95'][1]:+.1f}]"
-
-    rows = {r["label"]: [score(r.get(a)) for a in VERDICT_ARMS] + [delta(r.get(d)) for d in VERDICT_DELTAS]
-            for r in v["rows"]}
-    return pd.DataFrame.from_dict(rows, orient="index", columns=list(VERDICT_ARMS.values()) + list(VERDICT_DELTAS))
+    rows = {r["label"]: verdict_cells(r, empty="–") for r in v["rows"]}
+    return pd.DataFrame.from_dict(rows, orient="index", columns=[VERDICT_LABELS.get(c, c) for c in VERDICT_COLUMNS])
 
 
 def aggregates_frame(agg: dict) -> pd.DataFrame:

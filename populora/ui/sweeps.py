@@ -12,7 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from populora.evaluation import (SweepReportError, arms_race_figure, gather_sweep, intervals_figure, planned_mde,
-                                 sweep_curves, sweep_statistics)
+                                 sweep_curves, sweep_printed_arms, sweep_score_cell, sweep_statistics)
 from populora.platform import config as config_io
 from populora.platform import jobs
 from populora.platform import runlayout as rl
@@ -141,6 +141,15 @@ def sweep_stats(uri: str, sid: str) -> tuple[dict | None, list[str], str]:
     return sweep_statistics(configs), missing, ""
 
 
+def config_rows(report: dict) -> list[dict]:
+    """The sweep report's score rows as the Compare page's table: per configuration and arm, every benchmark and
+    average as the report prints it ("57.3 [52.4, 62.0]", ``sweep_score_cell``), the baseline configuration in
+    one row as there (``sweep_printed_arms``)."""
+    return [{"config": r["label"], "seeds": len(r["seeds"]), "arm": arm,
+             **{k: sweep_score_cell(e) for k, e in r[arm].items()}}
+            for r in report["configs"] for arm in sweep_printed_arms(r)]
+
+
 def compare_panel() -> None:
     table = sweep_table(store.uri())
     if table.empty:
@@ -153,10 +162,7 @@ def compare_panel() -> None:
         return
     if missing:
         st.caption(f"not evaluated yet (left out): {', '.join(missing)}")
-    rows = [{"config": r["label"], "seeds": len(r["seeds"]), "arm": arm,
-             **{k: f"{100 * e['mean']:.1f} [{100 * e['ci95'][0]:.1f}, {100 * e['ci95'][1]:.1f}]" for k, e in r[arm].items()}}
-            for r in report["configs"] for arm in ("population mean", "weakest", "best")]
-    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+    st.dataframe(pd.DataFrame(config_rows(report)), hide_index=True, width="stretch")
     for c in report["comparisons"]:
         (st.success if c["significant"] else st.info)(c["words"])
     for label, v in (report.get("verdicts") or {}).items():
