@@ -28,6 +28,7 @@ from populora.evaluation.report import pick_label as report_pick_label
 from populora.evaluation.report import summary_of as report_summary
 from populora.evaluation.sweep_report import ReportError as SweepReportError
 from populora.evaluation.sweep_report import build as sweep_statistics
+from populora.evaluation.sweep_report import column_heads as sweep_column_heads
 from populora.evaluation.sweep_report import printed_arms as sweep_printed_arms
 from populora.evaluation.sweep_report import score_cell as sweep_score_cell
 from populora.evaluation.summary import Results, Summary, population_summary
@@ -43,5 +44,5 @@ from populora.evaluation.compute import kl_forward_of, matched_note
 __all__ = ["AVERAGES", "BASE", "BASELINE", "BENCHMARKS", "MEMBER", "EvalConfig", "GROUPS", "Results", "Summary", "SweepReportError",
            "arms_race_figure", "averages", "build_verdict", "checkpoint_steps", "compute_figure", "compute_side_by_side",
            "eval_metric_keys", "eval_pace", "eval_progress", "eval_size", "gather_sweep", "intervals_figure", "kl_forward_of", "matched_note", "planned_mde", "sampling_gain",
-           "population_summary", "report_pick_label", "report_summary", "sweep_curves", "sweep_printed_arms", "sweep_score_cell", "sweep_statistics",
+           "population_summary", "report_pick_label", "report_summary", "sweep_column_heads", "sweep_curves", "sweep_printed_arms", "sweep_score_cell", "sweep_statistics",
            "VERDICT_COLUMNS", "verdict_cells", "with_baseline"]

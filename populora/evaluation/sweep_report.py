@@ -304,8 +304,15 @@ def printed_arms(row: dict) -> tuple[str, ...]:
 def _heads(report: dict) -> list[str]:
     """The averages' column heads, naming how many benchmarks each average is over where fewer than all were
     scored (``report.scored_label``): "overall (mean of 4)" on a 4-benchmark sweep, not the suite's "mean of 10"."""
+    return [column_heads(report)[k] for k in TEXT_COLUMNS]
+
+
+def column_heads(report: dict) -> dict[str, str]:
+    """{key of a row's score: its column head}: a benchmark's label ("GSM8K"), an average's head as the text
+    prints it (``_heads``); the Compare page's sweep table heads its columns with these (ui/sweeps.config_rows)."""
     scored = {b for r in report["configs"] for arm in ARMS for b in r.get(arm, {}) if b in benchmarks.BENCHMARKS}
-    return [report_table.scored_label(k, label, scored) for k, label in TEXT_COLUMNS.items()]
+    return {**{b: benchmarks.BENCHMARKS[b].label for b in sorted(scored)},
+            **{k: report_table.scored_label(k, label, scored) for k, label in TEXT_COLUMNS.items()}}
 
 
 def text(report: dict) -> str:

@@ -12,7 +12,8 @@ import pandas as pd
 import streamlit as st
 
 from populora.evaluation import (SweepReportError, arms_race_figure, gather_sweep, intervals_figure, planned_mde,
-                                 sweep_curves, sweep_printed_arms, sweep_score_cell, sweep_statistics)
+                                 sweep_column_heads, sweep_curves, sweep_printed_arms, sweep_score_cell,
+                                 sweep_statistics)
 from populora.platform import config as config_io
 from populora.platform import jobs
 from populora.platform import runlayout as rl
@@ -143,10 +144,12 @@ def sweep_stats(uri: str, sid: str) -> tuple[dict | None, list[str], str]:
 
 def config_rows(report: dict) -> list[dict]:
     """The sweep report's score rows as the Compare page's table: per configuration and arm, every benchmark and
-    average as the report prints it ("57.3 [52.4, 62.0]", ``sweep_score_cell``), the baseline configuration in
-    one row as there (``sweep_printed_arms``)."""
+    average as the report prints it ("57.3 [52.4, 62.0]", ``sweep_score_cell``) under the report's heads
+    ("GSM8K", "overall (mean of 2)": ``sweep_column_heads``), the baseline configuration in one row as there
+    (``sweep_printed_arms``)."""
+    heads = sweep_column_heads(report)
     return [{"config": r["label"], "seeds": len(r["seeds"]), "arm": arm,
-             **{k: sweep_score_cell(e) for k, e in r[arm].items()}}
+             **{heads.get(k, k): sweep_score_cell(e) for k, e in r[arm].items()}}
             for r in report["configs"] for arm in sweep_printed_arms(r)]
 
 

@@ -121,6 +121,8 @@ def test_a_sweeps_report_its_json_and_the_compare_page_print_the_same_scores_wit
     assert text == sweep_report.text(report)
     rows = config_rows(again)
     lines = text.splitlines()
+    heads = sweep_report.column_heads(again)
+    assert all(h in lines[0] for k, h in heads.items() if k in sweep_report.TEXT_COLUMNS)  # the text's heads
     for r in again["configs"]:
         for arm in sweep_report.printed_arms(r):
             shown = next(x for x in rows if (x["config"], x["arm"]) == (r["label"], arm))
@@ -128,7 +130,7 @@ def test_a_sweeps_report_its_json_and_the_compare_page_print_the_same_scores_wit
             for k, e in r[arm].items():
                 lo, hi = e["ci95"]
                 assert 0.0 <= lo <= e["mean"] <= hi <= 1.0 and hi - lo > 0, (r["label"], arm, k, e)
-                assert shown[k] == sweep_report.score_cell(e)
+                assert shown[heads[k]] == sweep_report.score_cell(e)
             printed = [sweep_report.score_cell(r[arm].get(k)) for k in sweep_report.TEXT_COLUMNS]
             assert sum(all(c in line for c in printed if c) and line.split()[:1] == [r["label"]]
                        and f" {arm} " in f" {line} " for line in lines) == 1, (r["label"], arm, printed)

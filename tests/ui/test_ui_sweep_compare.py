@@ -62,20 +62,22 @@ def test_the_sweep_panel_shows_the_reports_scores_and_words(sweep_store, monkeyp
     at = AppTest.from_file(str(VIEWS / "compare.py"), default_timeout=120)
     at.query_params["run"] = sweep_store["population"]
     _ok(at.run())
+    assert "overall (mean of 1)" in printed.splitlines()[0]  # the report's heads, as the page's
     assert at.selectbox(key="cmp_sweep").value == SWEEP
     frame = next(d.value for d in at.dataframe if "arm" in d.value.columns)
     assert [tuple(x) for x in frame[["config", "arm"]].values] == [
         ("baseline", "population mean"), ("default", "population mean"), ("default", "weakest"), ("default", "best")]
     assert frame["seeds"].tolist() == [2, 2, 2, 2]
-    pop = frame.set_index(["config", "arm"]).loc[("default", "population mean"), "gsm8k"]
+    assert list(frame.columns) == ["config", "seeds", "arm", "GSM8K", "math avg (1 of 7 incl. GSM8K)", "overall (mean of 1)"]
+    pop = frame.set_index(["config", "arm"]).loc[("default", "population mean"), "GSM8K"]
     # by hand: seed 0 (3 + 2 + 3 + 0) / 24, seed 1 (4 + 1 + 4 + 1) / 24; over the two seeds 18 / 48 = 37.5%
     assert pop.startswith("37.5 [")
-    base = frame.set_index(["config", "arm"]).loc[("baseline", "population mean"), "gsm8k"]
+    base = frame.set_index(["config", "arm"]).loc[("baseline", "population mean"), "GSM8K"]
     assert base.startswith("25.0 [")  # (1 + 2) / 12
     for (config, arm), row in frame.set_index(["config", "arm"]).iterrows():  # each row as the report printed it
-        cell = row["gsm8k"]
+        cell = row["GSM8K"]
         line = [x for x in printed.splitlines() if re.match(rf"^{re.escape(config)}\s+0,1\s+{re.escape(arm)}\s", x)]
-        assert len(line) == 1 and row["overall"] == cell and cell in line[0], (config, arm, cell, printed)  # one benchmark
+        assert len(line) == 1 and row["overall (mean of 1)"] == cell and cell in line[0], (config, arm, cell, printed)
     shown = texts(at) + "\n" + "\n".join(str(e.value) for e in at.success) + "\n" + "\n".join(str(e.value) for e in at.info)
     said = re.findall(r"^- (default: (?:population mean|weakest member) vs baseline.*)$", printed, re.MULTILINE)
     assert len(said) == 2, printed
