@@ -37,6 +37,7 @@ class Job:
     queue: str | None = None  # the queue dir it waits in (platform/queue.py), set with ``slots``
     need: int = 1  # slots it holds at once: a training on N local GPUs (Ray model workers) takes N of them
     max_restarts: int = 0  # a training: restarts from its last checkpoint after a transient failure (restart.py)
+    host: str = ""  # the machine its supervisor runs on: "lost" says the supervisor is gone only when read there
 
     # ------------------------------------------------------------------ on-disk state
     @property
@@ -54,7 +55,7 @@ class Job:
     @property
     def status(self) -> str:
         """queued | running | finished | failed | stopped | lost (the supervisor vanished without an exit code,
-        or its pid now belongs to another process)."""
+        or its pid now belongs to another process; read on another machine than ``host``, a live job reads lost too)."""
         if self.ray_address:
             return ray_jobs.status(self.ray_address, self.id)
         code = self.exit_code

@@ -43,6 +43,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -79,7 +80,7 @@ def start(argv: list[str], name: str = "", env: dict[str, str] | None = None, ro
         (job_dir / file_name).write_text(text)
     job = Job(id=job_id, argv=list(argv), dir=str(job_dir), created=time.time(), name=name, env=dict(env or {}),
               slots=slots, kind=kind, queue=str(queue_dir or queue.queue_dir()) if slots else None,
-              need=max(1, min(need, slots or 1)), max_restarts=max_restarts)
+              need=max(1, min(need, slots or 1)), max_restarts=max_restarts, host=socket.gethostname())
     job.save()
     if slots:  # in line from its launch, before its supervisor exists: launch order is queue order
         queue.enter(job)

@@ -17,7 +17,10 @@ stopped, or *crashed*: killed outright, its status still RUNNING but its heartbe
 platform/heartbeat.py) is final too: this run stops waiting and matches that run's last logged ledger, and says so
 (one line in its log, its ``populora.budget_matched`` tag: "matched to the population's spend at its last logged
 step 3 of 4 (the population crashed ...)", which the one compute figure prints beside its ratio); one that ends
-before logging any step leaves nothing to match, and this run ends FAILED with ``BudgetError`` saying so.
+before logging any step leaves nothing to match, and this run ends FAILED with ``BudgetError`` saying so. So
+does a population whose job ended before it ever created its run (a bad config, stopped while queued: its job
+found from this run's, population_job.py); while that job is queued or running this run waits for it, and where
+no job of the population is known (started by hand, this run outside a local job) it waits as for any run.
 
 **Before the first step** nothing is measured: the config's step is taken unless even its bound (every task valid,
 every completion at its token budget) would spend more than 3x what is left. The bound is far above what a step
@@ -47,6 +50,7 @@ from populora.platform import runlayout as rl
 from populora.platform import stopping
 from populora.platform import sweep as S
 from populora.training.config import TrainConfig
+from populora.training.population_job import PopulationJob
 from populora.training.workload import counts, solver_batch_rows
 
 WAIT = "wait"  # next_shape's answer while a followed run's ledger is not far enough ahead
@@ -56,7 +60,8 @@ UNFINISHED = {rl.FAILED: "failed", rl.STOPPED: "was stopped", heartbeat.CRASHED:
 
 
 class BudgetError(RuntimeError):
-    """The target cannot be matched (a followed run ended before logging any spend): the run ends FAILED with it."""
+    """The target cannot be matched (a followed run ended before logging any spend, or the population's job ended
+    before starting its run): the run ends FAILED with it."""
 
 
 # ---------------------------------------------------------------------------------------------- the target
@@ -66,6 +71,7 @@ class Target:
     final: bool           # False: a run that still trains (its ledger will grow)
     source: str           # in words, for logs and the run's tag
     note: str = ""        # the target run ended short of its end (crashed, failed, stopped): what is matched, in words
+    started: bool = True  # False: no target run exists yet (the population's job may still start it)
 
 
 def state(run, now: float | None = None) -> str:
@@ -86,7 +92,7 @@ def read_target(cfg: TrainConfig, tracker=None, run_id: str | None = None, now: 
     runs = [tracker.get_run(b.run)] if b.run else population_runs(tracker, cfg, run_id)
     what = f"run {b.run}" if b.run else "the population"
     if not runs:
-        return Target(None, False, f"{what} (not started yet)")
+        return Target(None, False, f"{what} (not started yet)", started=False)
     values = [(per_adapter(r.data.metrics) or {}).get("tokens") for r in runs]
     states = [state(r, now) for r in runs]
     final = all(s != rl.RUNNING for s in states)
@@ -343,15 +349,22 @@ class Budget:
         self.model = CostModel.from_dict(state) if state else CostModel.from_config(cfg)
         self.target: Target | None = None
         self.sleep = time.sleep  # between reads of a followed run (a test plants that run's end here)
+        self.population_job = PopulationJob.from_env(cfg) if cfg.budget.population else None  # its job, if any
         self.adapters = 1  # alive at the last step observed (the cost model's spend is per adapter)
         self._said = self._noted = ""
 
     def shape(self, totals: dict, alive: int) -> TrainConfig | None:
         """The config of the next step (fewer rows near the target), None when the budget is reached; waits
         (``budget.poll_s``, a stop signal still stops it) while a followed run is not far enough ahead; raises
-        ``BudgetError`` when a followed run ended before logging any step."""
+        ``BudgetError`` when a followed run ended before logging any step, or the population's job before
+        starting its run."""
         while True:
             self.target = read_target(self.cfg, self.tracker, self.run_id)
+            if not self.target.started and (why := self.population_job and self.population_job.never_started()):
+                # read again now that its job's end was seen: a run it created before it ended is in the store
+                self.target = read_target(self.cfg, self.tracker, self.run_id)
+                if not self.target.started:
+                    raise BudgetError(why)
             if self.target.final and self.target.tokens is None:
                 raise BudgetError(unmatchable(self.target, self.run_id))
             spent = spent_per_adapter(totals, alive)

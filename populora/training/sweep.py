@@ -249,18 +249,18 @@ class Driver:
         self.env = {"MLFLOW_TRACKING_URI": tracking_uri()}  # jobs write where this driver reads
         self.dir = S.sweeps_dir() / sid
         self.dir.mkdir(parents=True, exist_ok=True)
-        (self.dir / "plan.json").write_text(json.dumps([asdict(r) for r in runs], indent=1))
+        (self.dir / S.PLAN_FILE).write_text(json.dumps([asdict(r) for r in runs], indent=1))
         self.run_ids: dict[str, str] = {}
 
     # ---------------------------------------------------------------- state on disk: key -> job dir
     def _state(self) -> dict[str, str]:
-        path = self.dir / "jobs.json"
+        path = self.dir / S.JOBS_FILE
         return json.loads(path.read_text()) if path.is_file() else {}
 
     def _remember(self, item: Item) -> None:
         state = self._state()
         state[item.key] = item.job.dir
-        (self.dir / "jobs.json").write_text(json.dumps(state, indent=1))
+        (self.dir / S.JOBS_FILE).write_text(json.dumps(state, indent=1))
 
     # ---------------------------------------------------------------- tags and links
     def _tag(self, item: Item) -> None:

@@ -73,7 +73,7 @@ def launch_sweep(config_yaml: str, sweep: dict, baseline: bool, env: dict, ray_a
 # ====================================================================== Runs: a sweep's runs grouped, with progress
 def read_plan(sid: str) -> list[dict] | None:
     """The sweep's planned runs (the driver's ``plan.json``: key, config label, seed, baseline), None if absent."""
-    path = S.sweeps_dir() / sid / "plan.json"
+    path = S.sweeps_dir() / sid / S.PLAN_FILE
     try:
         plan = json.loads(path.read_text())
     except (OSError, ValueError):
