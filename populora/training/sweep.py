@@ -254,8 +254,7 @@ class Driver:
 
     # ---------------------------------------------------------------- state on disk: key -> job dir
     def _state(self) -> dict[str, str]:
-        path = self.dir / S.JOBS_FILE
-        return json.loads(path.read_text()) if path.is_file() else {}
+        return S.read_jobs(self.dir)
 
     def _remember(self, item: Item) -> None:
         state = self._state()

@@ -4,7 +4,6 @@ page calls; the sweep itself runs as a background ``populora sweep --wait`` job,
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -73,12 +72,7 @@ def launch_sweep(config_yaml: str, sweep: dict, baseline: bool, env: dict, ray_a
 # ====================================================================== Runs: a sweep's runs grouped, with progress
 def read_plan(sid: str) -> list[dict] | None:
     """The sweep's planned runs (the driver's ``plan.json``: key, config label, seed, baseline), None if absent."""
-    path = S.sweeps_dir() / sid / S.PLAN_FILE
-    try:
-        plan = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return plan if isinstance(plan, list) else None
+    return S.read_plan(S.sweeps_dir() / sid) or None
 
 
 def design(plan: list[dict] | None, runs) -> dict:
