@@ -474,12 +474,21 @@ def main(argv: list[str]) -> int:
             print(W.text(table["worlds"]), end="")
     bad = [c for c in table["checks"] if not c["ok"]]
     table["chance_outside"] = W.chance_outside(table["checks"], small_n=args.small_n)
+    table["evidence"] = W.evidence(table["checks"], small_n=args.small_n)
+    found = [e for e in table["evidence"] if e["p_adjusted"] < ALPHA]
     print(f"checks: {len(table['checks']) - len(bad)} of {len(table['checks'])} within 1 MC error of their bound "
           "(rates <= 0.05, coverage 0.93-0.97, or >= 0.93 with --small-n; power >= 0.80); were every claim exactly "
           f"at its nominal value (rate 0.05, coverage 0.95, power 0.80), chance alone would put "
           f"{table['chance_outside']:.1f} outside"
           + "".join(f"\n  outside: {c['regime']} {c['seeds']} {c['claim']}: {c['rate']:.3f} (nominal {c['nominal']})"
                     for c in bad), flush=True)
+    first = table["evidence"][0] if table["evidence"] else None
+    print(f"evidence that a claim breaks its bound (each check's exact one-sided test, Holm-adjusted over the "
+          f"{len(table['checks'])} checks, adjusted p < {ALPHA}): "
+          + (", ".join(f"{e['regime']} {e['seeds']} {e['claim']}: {e['rate']:.3f} (adjusted p {e['p_adjusted']:.2g})"
+                       for e in found) if found else "none")
+          + (f" (the smallest p: {first['p']:.2g}, {first['regime']} {first['seeds']} {first['claim']}; adjusted "
+             f"{first['p_adjusted']:.2g})" if first and not found else ""), flush=True)
     if args.json:
         print(json.dumps(table))
     return 0
