@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -14,6 +15,9 @@ import psutil
 from populora.platform import ray_jobs, runlayout
 from populora.platform.stopping import is_stop_code
 from populora.platform.tracking import tracking_uri
+
+
+START_GRACE_S = 120.0  # a job with no supervisor pid this long after its launch never got one: it reads "lost"
 
 
 def jobs_dir() -> Path:
@@ -55,13 +59,15 @@ class Job:
     @property
     def status(self) -> str:
         """queued | running | finished | failed | stopped | lost (the supervisor vanished without an exit code,
-        or its pid now belongs to another process; read on another machine than ``host``, a live job reads lost too)."""
+        or its pid now belongs to another process; read on another machine than ``host``, a live job reads lost too;
+        or it never got one: no pid ``START_GRACE_S`` after the launch, its launcher died before starting it, and
+        a job "starting" for ever would hold the queue's first place and every job behind it)."""
         if self.ray_address:
             return ray_jobs.status(self.ray_address, self.id)
         code = self.exit_code
         if code is None:
             if not self.pid:
-                return "starting"
+                return "lost" if time.time() - self.created > START_GRACE_S else "starting"
             if self.process() is None:
                 return "lost"
             if not Path(self.dir, READY_FILE).exists():  # the supervisor is still starting: it cannot take a stop yet

@@ -40,6 +40,7 @@ Jobs API, and ``log.txt`` is a copy of the job's logs refreshed whenever the log
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -82,20 +83,44 @@ def start(argv: list[str], name: str = "", env: dict[str, str] | None = None, ro
               slots=slots, kind=kind, queue=str(queue_dir or queue.queue_dir()) if slots else None,
               need=max(1, min(need, slots or 1)), max_restarts=max_restarts, host=socket.gethostname())
     job.save()
-    if slots:  # in line from its launch, before its supervisor exists: launch order is queue order
-        queue.enter(job)
-    with open(job.log_path, "ab") as log:
-        proc = subprocess.Popen([sys.executable, "-m", supervisor.MODULE, "supervise", str(job_dir)],
-                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True, cwd=os.getcwd(), env={**_inherited_env(), **QUIET_ENV, **job.env, **_link_env(job)})
-    job.pid = proc.pid
+    proc = None
     try:
-        job.pid_started = psutil.Process(proc.pid).create_time()
-    except psutil.Error:  # already gone (it failed at once): its exit code tells
-        pass
-    job.save()
+        if slots:  # in line from its launch, before its supervisor exists: launch order is queue order
+            queue.enter(job)
+        with open(job.log_path, "ab") as log:
+            proc = subprocess.Popen([sys.executable, "-m", supervisor.MODULE, "supervise", str(job_dir)],
+                                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                    start_new_session=True, cwd=os.getcwd(), env={**_inherited_env(), **QUIET_ENV, **job.env, **_link_env(job)})
+        job.pid = proc.pid
+        try:
+            job.pid_started = psutil.Process(proc.pid).create_time()
+        except psutil.Error:  # already gone (it failed at once): its exit code tells
+            pass
+        job.save()
+    except BaseException as err:  # no supervisor (or one whose pid is not on record: it could not be stopped)
+        _failed_to_start(job, proc, err)
+        raise
     reap(proc)
     return job
+
+
+def _failed_to_start(job: Job, proc: subprocess.Popen | None, err: BaseException) -> None:
+    """A launch that failed half-way (the supervisor could not start: no memory, no processes left; or its pid
+    could not be saved: a full disk) ends failed at once: the supervisor, if it started, stopped with its
+    session; out of the queue (its ticket would hold the first place); the reason in its log and exit code 1
+    where the disk still takes them (else its status reads "lost" once ``START_GRACE_S`` has passed)."""
+    if proc is not None:
+        with contextlib.suppress(OSError):
+            os.killpg(proc.pid, signal.SIGKILL)  # it has run nothing yet that needs a clean stop: it waits for a slot or starts
+        reap(proc)
+    if job.slots:
+        with contextlib.suppress(OSError):
+            queue.leave(job)
+    with contextlib.suppress(OSError):
+        with open(job.log_path, "a") as log:
+            log.write(f"error: the job could not start: {type(err).__name__}: {err}\n")
+    with contextlib.suppress(OSError):
+        Path(job.dir, "exit_code").write_text("1")
 
 
 def reap(proc: subprocess.Popen) -> None:
