@@ -153,11 +153,14 @@ def _ledger_at(client, run_id, step) -> float:
                for q in B.TOKENS)
 
 
-@pytest.mark.parametrize("validity", [0.25, 0.6, 1.0])
+@pytest.mark.parametrize("validity", [0.25, 1.0])
 def test_matched_baseline_ends_within_5pct_at_any_validity(validity, mlflow_store, tmp_path, monkeypatch):
     """The population's teachers write valid tasks at the planted rate; the baseline's own at 60% (a single agent
     trains differently): the old rule (the baseline's rows for the population's steps) is off by the validity gap,
-    the ledger-matched baseline ends within 5% of the population's per-adapter spend."""
+    the ledger-matched baseline ends within 5% of the population's per-adapter spend. Real trainings, with the
+    population below and above the baseline's validity; at equal validity (60%, where the old rule was not off)
+    and the rest of the range the rule's test covers it without a training
+    (``test_the_rule_ends_inside_the_band_at_any_validity``; 87 s of CI for this one's 0.6)."""
     from mlflow import MlflowClient
 
     from populora.training.loop import Trainer
