@@ -48,6 +48,22 @@ def wait_for(predicate, timeout: float, what: str, interval: float = 0.5, detail
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}{detail()}")
 
 
+def wait_for_status(job, statuses, timeout: float = 120.0) -> str:
+    """A job's status once it is one of ``statuses`` (or, after ``timeout``, whatever it is: the test's assert
+    names it); a bound for a loaded machine, not a timing: it returns at the event."""
+    deadline = time.time() + timeout
+    while time.time() < deadline and job.status not in statuses:
+        time.sleep(0.1)
+    return job.status
+
+
+@pytest.fixture
+def own_queue(tmp_path, monkeypatch):
+    """The test's own launch queue (the machine's is shared by every job launched from this working dir)."""
+    monkeypatch.setenv("POPULORA_QUEUE_DIR", str(tmp_path / "queue"))
+    return tmp_path / "queue"
+
+
 def cli_in_dir(cwd: Path, env: dict[str, str], *argv: str) -> tuple[int, str, str]:
     """``cli_in_process(ARGV)`` in ``cwd`` with ``env`` set, as the command run there would be: (exit code, stdout,
     stderr). For a fixture wider than one test (no capsys); the working directory and environment are restored."""

@@ -12,27 +12,18 @@ import time
 
 import psutil
 import pytest
+from conftest import wait_for_status
 
 from populora.platform import jobs, queue
 from populora.platform.job_record import START_GRACE_S, Job
 
 
-@pytest.fixture(autouse=True)
-def own_queue(tmp_path, monkeypatch):
-    monkeypatch.setenv("POPULORA_QUEUE_DIR", str(tmp_path / "queue"))
-    return tmp_path / "queue"
-
-
-def _wait(job, statuses, timeout=120.0):  # a bound for a loaded machine, not a timing: returns at the event
-    deadline = time.time() + timeout
-    while time.time() < deadline and job.status not in statuses:
-        time.sleep(0.1)
-    return job.status
+pytestmark = pytest.mark.usefixtures("own_queue")  # each test its own queue (conftest)
 
 
 def _the_next_job_runs(tmp_path) -> None:
     after = jobs.start([sys.executable, "-c", "print('after ran')"], root=tmp_path, slots=1)
-    assert _wait(after, ("finished", "failed")) == "finished", after.log_tail()
+    assert wait_for_status(after, ("finished", "failed")) == "finished", after.log_tail()
     assert "after ran" in after.log_tail()
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import mlflow.store.db.utils as db_utils
 import pytest
-from conftest import trained_runs
+from conftest import trained_runs, wait_for_status
 
 from populora.platform import jobs, runlayout
 from populora.training.config import job_slots
@@ -26,27 +26,16 @@ SLEEPER = ("import time\nfrom populora.platform import runlayout\n"
            "try:\n    time.sleep(60)\nexcept KeyboardInterrupt:\n    print('interrupted', flush=True)\n    raise\n")
 
 
-@pytest.fixture(autouse=True)
-def own_queue(tmp_path, monkeypatch):
-    """Each test its own queue (the machine's is shared by every job launched from this working dir)."""
-    monkeypatch.setenv("POPULORA_QUEUE_DIR", str(tmp_path / "queue"))
-    return tmp_path / "queue"
-
-
-def _wait(job, statuses, timeout=120.0):  # a bound for a loaded machine, not a timing: returns at the event
-    deadline = time.time() + timeout
-    while time.time() < deadline and job.status not in statuses:
-        time.sleep(0.1)
-    return job.status
+pytestmark = pytest.mark.usefixtures("own_queue")  # each test its own queue (conftest)
 
 
 def test_job_runs_survives_on_disk_and_reports_exit(tmp_path):
     job = jobs.start([sys.executable, "-c", "print('hello')"], name="t", root=tmp_path)
-    assert _wait(job, ("finished", "failed")) == "finished"
+    assert wait_for_status(job, ("finished", "failed")) == "finished"
     again = jobs.get_job(job.id, tmp_path)  # a fresh UI process finds it from disk alone
     assert again.status == "finished" and again.exit_code == 0 and "hello" in again.log_tail()
     failing = jobs.start([sys.executable, "-c", "raise SystemExit(3)"], root=tmp_path)
-    assert _wait(failing, ("finished", "failed")) == "failed"
+    assert wait_for_status(failing, ("finished", "failed")) == "failed"
     assert [j.id for j in jobs.list_jobs(tmp_path)] == [failing.id, job.id]
 
 
@@ -56,7 +45,7 @@ def test_job_logs_hold_no_hugging_face_loading_bars(tmp_path, monkeypatch):
     code = ("from transformers.utils.logging import tqdm\nlist(tqdm(range(3), desc='Loading weights'))\n"
             "print('loaded', flush=True)")
     job = jobs.start([sys.executable, "-c", code], name="bars", root=tmp_path)
-    assert _wait(job, ("finished", "failed")) == "finished", job.log_tail()
+    assert wait_for_status(job, ("finished", "failed")) == "finished", job.log_tail()
     assert "loaded" in job.log_tail() and "Loading weights" not in job.log_tail()
 
 
@@ -104,7 +93,7 @@ def test_argv_is_never_a_shell_string(tmp_path):
     with pytest.raises(TypeError):
         jobs.start("echo hi; rm -rf /", root=tmp_path)
     bad = jobs.start(["/no/such/program"], root=tmp_path)
-    assert _wait(bad, ("finished", "failed")) == "failed" and "could not start" in bad.log_tail()
+    assert wait_for_status(bad, ("finished", "failed")) == "failed" and "could not start" in bad.log_tail()
 
 
 def test_launch_training_runs_populora_train_on_the_written_config(tmp_path, monkeypatch):
@@ -112,7 +101,7 @@ def test_launch_training_runs_populora_train_on_the_written_config(tmp_path, mon
     job = jobs.launch_training("name: x\nsteps: 0\n", name="x", root=tmp_path / "jobs")
     assert job.argv[1:5] == ["-m", "populora.cli", "train", "--config"]
     assert job.argv[5] == str(tmp_path / "jobs" / job.id / "config.yaml") and "steps: 0" in open(job.argv[5]).read()
-    assert _wait(job, ("finished", "failed"), timeout=120) == "failed"
+    assert wait_for_status(job, ("finished", "failed"), timeout=120) == "failed"
     assert "steps" in job.log_tail() and "greater than or equal to 1" in job.log_tail()  # the trainer's own check
 
 
@@ -197,40 +186,40 @@ def test_a_job_whose_pid_is_another_process_is_lost_and_never_signalled(tmp_path
 def test_a_job_records_its_process_start_time(tmp_path):
     job = jobs.start([sys.executable, "-c", SLEEPER], root=tmp_path)
     assert job.pid_started is not None and jobs.get_job(job.id, tmp_path).pid_started == job.pid_started
-    assert _wait(job, ("running",)) == "running" and job.process().pid == job.pid
+    assert wait_for_status(job, ("running",)) == "running" and job.process().pid == job.pid
     assert jobs.stop(job) == "stopped"
     assert job.process() is None and job.status == "stopped"
 
 
 def test_launch_slots_queue_jobs_beyond_the_limit(tmp_path):
     first = jobs.start([sys.executable, "-c", SLEEPER], root=tmp_path, slots=1)
-    assert _wait(first, ("running",)) == "running"
+    assert wait_for_status(first, ("running",)) == "running"
     second = jobs.start([sys.executable, "-c", "print('second ran', flush=True)"], root=tmp_path, slots=1)
     third = jobs.start([sys.executable, "-c", "print('third ran', flush=True)"], root=tmp_path, slots=1)
     time.sleep(2.5)  # more than a poll of the queue: they would have started by now if they could
     assert second.status == "queued" and third.status == "queued"
     assert jobs.stop(third) == "stopped" and "third ran" not in third.log_tail()  # stopped while queued: never ran
     assert jobs.stop(first) == "stopped"
-    assert _wait(second, ("finished", "failed")) == "finished" and "second ran" in second.log_tail()
+    assert wait_for_status(second, ("finished", "failed")) == "finished" and "second ran" in second.log_tail()
 
 
 def test_the_queue_lets_jobs_out_in_launch_order_and_tells_each_its_place(tmp_path, own_queue):
     from populora.platform import queue
 
     first = jobs.start([sys.executable, "-c", SLEEPER], root=tmp_path / "a", slots=1)
-    assert _wait(first, ("running",)) == "running"
+    assert wait_for_status(first, ("running",)) == "running"
     order = tmp_path / "order.txt"
     # three more, from two launchers with their own job dirs (a sweep keeps its jobs under its own dir)
     later = [jobs.start([sys.executable, "-c", f"open({str(order)!r}, 'a').write('{i} ')"],
                         root=tmp_path / ("a" if i % 2 else "b"), slots=1) for i in range(3)]
     for job in later:
-        assert _wait(job, ("queued",)) == "queued"
+        assert wait_for_status(job, ("queued",)) == "queued"
     rows = queue.snapshot()
     assert [(e.job.id, e.position) for e in rows] == [(first.id, None)] + [(j.id, i + 1) for i, j in enumerate(later)]
     assert [queue.position(j) for j in later] == [1, 2, 3]
     assert jobs.stop(first) == "stopped"
     for job in later:
-        assert _wait(job, ("finished", "failed")) == "finished"
+        assert wait_for_status(job, ("finished", "failed")) == "finished"
     assert order.read_text() == "0 1 2 ", "a later job got the slot before an earlier one"
     assert queue.snapshot() == [] and not list((own_queue / "tickets").iterdir())  # tickets leave with their jobs
 
@@ -242,7 +231,7 @@ def test_a_job_needing_several_slots_waits_for_all_and_keeps_its_place(tmp_path,
 
     order = tmp_path / "order.txt"
     first = jobs.start([sys.executable, "-c", SLEEPER], root=tmp_path, slots=2)
-    assert _wait(first, ("running",)) == "running"
+    assert wait_for_status(first, ("running",)) == "running"
     big = jobs.start([sys.executable, "-c", f"import time; open({str(order)!r}, 'a').write('big '); time.sleep(1.5)"],
                      root=tmp_path, slots=2, need=2)
     small = jobs.start([sys.executable, "-c", f"open({str(order)!r}, 'a').write('small ')"], root=tmp_path, slots=2)
@@ -251,7 +240,7 @@ def test_a_job_needing_several_slots_waits_for_all_and_keeps_its_place(tmp_path,
     assert [queue.position(j) for j in (big, small)] == [1, 2]
     assert jobs.stop(first) == "stopped"
     for job in (big, small):
-        assert _wait(job, ("finished", "failed")) == "finished"
+        assert wait_for_status(job, ("finished", "failed")) == "finished"
     assert order.read_text() == "big small "  # the small one did not pass the big one while a slot was free
 
 
@@ -261,7 +250,7 @@ def test_a_local_gpu_training_needs_a_slot_per_gpu(tmp_path):
     assert job_slots("ray: {address: local, model_workers: 2, gpus_per_worker: 0}") == 1  # CPU workers
     job = jobs.start([sys.executable, "-c", "pass"], root=tmp_path, slots=1, need=2)
     assert job.need == 1  # never more than the machine has: it takes the whole machine instead of waiting forever
-    assert _wait(job, ("finished", "failed")) == "finished"
+    assert wait_for_status(job, ("finished", "failed")) == "finished"
 
 
 def test_the_queue_runs_a_training_then_an_evaluation_with_one_slot(tmp_path, monkeypatch):
@@ -279,14 +268,14 @@ def test_the_queue_runs_a_training_then_an_evaluation_with_one_slot(tmp_path, mo
     # a 3 s sleep the evaluation's launch could outlast on a loaded machine)
     hold = f"import os, time\nwhile not os.path.exists({str(go)!r}):\n    time.sleep(0.1)\nopen({str(ended)!r}, 'w').write('x')"
     train = jobs.start([sys.executable, "-c", hold], name="train", root=tmp_path / "jobs", slots=jobs.max_parallel())
-    assert _wait(train, ("running",)) == "running"
+    assert wait_for_status(train, ("running",)) == "running"
     out = tmp_path / "eval_out"
     ev = jobs.launch_eval(f"base_only: true\nmodel: {{tiny_random: true}}\nbenchmarks: gsm8k\nlimit: 1\n"
                           f"generation: {{max_new_tokens: 4}}\nout: {out}\n", name="eval", root=tmp_path / "jobs")
     assert ev.kind == "eval" and ev.argv[2:5] == ["populora.cli", "eval", "--config"]
-    assert _wait(ev, ("queued",)) == "queued" and queue.position(ev) == 1
+    assert wait_for_status(ev, ("queued",)) == "queued" and queue.position(ev) == 1
     go.write_text("x")
-    assert _wait(ev, ("finished", "failed"), timeout=300) == "finished", ev.log_tail()
+    assert wait_for_status(ev, ("finished", "failed"), timeout=300) == "finished", ev.log_tail()
     assert (out / "results.json").stat().st_mtime > ended.stat().st_mtime and train.status == "finished"
     assert "gsm8k" in (out / "results.json").read_text()
 
@@ -422,7 +411,7 @@ def test_compare_page_launches_an_evaluation_and_shows_its_scores(tmp_path, monk
     assert job.kind == "eval" and job.argv[3:5] == ["eval", "--config"]
     cfg = __import__("yaml").safe_load(Path(job.dir, "config.yaml").read_text())
     assert (cfg["run"], cfg["benchmarks"], cfg["limit"], cfg["members"]) == (run_id, "gsm8k", 2, "alive")
-    assert _wait(job, ("finished", "failed"), timeout=400) == "finished", job.log_tail()
+    assert wait_for_status(job, ("finished", "failed"), timeout=400) == "finished", job.log_tail()
     st.cache_data.clear()
     at.run()
     assert not at.exception
@@ -462,6 +451,6 @@ def test_a_stopped_evaluation_job_resumes_without_redoing_its_finished_pairs(tmp
     done = [r for r in eval_progress(out) if r["done"]]
     assert len(eval_progress(out)) == 2 and 1 <= len(done) < 2, eval_progress(out)
     again = jobs.launch_eval(Path(job.dir, "config.yaml").read_text(), name="eval (resumed)", root=tmp_path / "jobs")
-    assert _wait(again, ("finished", "failed"), timeout=300) == "finished", again.log_tail()
+    assert wait_for_status(again, ("finished", "failed"), timeout=300) == "finished", again.log_tail()
     assert first.stat().st_mtime_ns == stamp and "done earlier" in again.log_tail(80)
     assert all(r["done"] for r in eval_progress(out))

@@ -7,23 +7,16 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import yaml
+from conftest import wait_for_status
 from streamlit.testing.v1 import AppTest
 
 from populora.platform import jobs, queue
 
 VIEWS = Path(__file__).resolve().parents[2] / "populora" / "ui" / "views"
-
-
-def _wait(job, statuses, timeout=120.0):  # a bound for a loaded machine, not a timing: returns at the event
-    deadline = time.time() + timeout
-    while time.time() < deadline and job.status not in statuses:
-        time.sleep(0.1)
-    return job.status
 
 
 def _hold(go: Path) -> list[str]:
@@ -40,7 +33,7 @@ def queue_env(tmp_path, monkeypatch):
     yield go, started
     go.write_text("x")
     for job in started:
-        _wait(job, ("finished", "failed", "stopped", "lost"))
+        wait_for_status(job, ("finished", "failed", "stopped", "lost"))
 
 
 def _page(name: str, run: str | None = None) -> AppTest:
@@ -63,11 +56,11 @@ def test_compare_shows_a_queued_evaluation_instead_of_launch_one(queue_env, tmp_
     before = _page("compare.py", population)
     assert any("No benchmark scores" in i.value for i in before.info)  # nothing on its way: say how to start one
     started.append(jobs.start(_hold(go), name="train", slots=1))
-    assert _wait(started[0], ("running",)) == "running"
+    assert wait_for_status(started[0], ("running",)) == "running"
     ev = jobs.start(_hold(go), name="eval of the run", kind="eval", slots=1,
                     files={"config.yaml": yaml.safe_dump({"run": population, "benchmarks": "gsm8k"})})
     started.append(ev)
-    assert _wait(ev, ("queued",)) == "queued" and queue.position(ev) == 1
+    assert wait_for_status(ev, ("queued",)) == "queued" and queue.position(ev) == 1
     at = _page("compare.py", population)
     said = [i.value for i in at.info]
     assert not any("No benchmark scores" in s for s in said), said
@@ -80,10 +73,10 @@ def test_league_shows_a_queued_and_a_playing_league_instead_of_no_league_yet(que
     out = tmp_path / "league_out"
     out.mkdir()
     started.append(jobs.start(_hold(go) + ["--out", str(out)], name="league lg-1234", kind="league", slots=1))
-    assert _wait(started[0], ("running",)) == "running"
+    assert wait_for_status(started[0], ("running",)) == "running"
     waiting = jobs.start(_hold(go) + ["--out", str(tmp_path / "other")], name="league lg-5678", kind="league", slots=1)
     started.append(waiting)
-    assert _wait(waiting, ("queued",)) == "queued"
+    assert wait_for_status(waiting, ("queued",)) == "queued"
     (out / "entrants.json").write_text("[]")  # the panel is being written: no answers yet
     said = [i.value for i in _page("league.py").info]
     assert not any("No league yet" in s for s in said), said
