@@ -285,14 +285,14 @@ def single_run(arms: dict) -> dict:
 
 
 # ====================================================================== text
-def score_cell(e: dict | None, empty: str = "") -> str:
-    """A score with its 95% interval as the sweep report prints it, in % ("57.3 [52.4, 62.0]"); ``empty`` for none.
-    The Compare page's sweep table prints the same (ui/sweeps.compare_panel).
+def score_cell(e: dict | None) -> str:
+    """A score with its 95% interval as the sweep report prints it, in % ("57.3 [52.4, 62.0]"); "" for none.
+    The Compare page's sweep table prints the same (ui/sweeps.config_rows).
 
-    >>> score_cell({"mean": 0.573, "ci95": [0.524, 0.62]}), score_cell(None, "-")
-    ('57.3 [52.4, 62.0]', '-')
+    >>> score_cell({"mean": 0.573, "ci95": [0.524, 0.62]}), score_cell(None)
+    ('57.3 [52.4, 62.0]', '')
     """
-    return empty if not e else f"{100 * e['mean']:.1f} [{100 * e['ci95'][0]:.1f}, {100 * e['ci95'][1]:.1f}]"
+    return "" if not e else f"{100 * e['mean']:.1f} [{100 * e['ci95'][0]:.1f}, {100 * e['ci95'][1]:.1f}]"
 
 
 def printed_arms(row: dict) -> tuple[str, ...]:

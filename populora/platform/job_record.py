@@ -50,7 +50,7 @@ class Job:
 
     @property
     def exit_code(self) -> int | None:
-        path = Path(self.dir) / "exit_code"
+        path = Path(self.dir) / EXIT_FILE
         try:
             return int(path.read_text().strip())
         except (OSError, ValueError):
@@ -137,6 +137,7 @@ class Job:
         return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
 
 
+EXIT_FILE = "exit_code"  # the job's exit code, written once it ended (by its supervisor, or by a launch that failed)
 READY_FILE = "supervising"  # written by the supervisor once its signal handling is set: a stop is safe from then
 SLOT_FILE = "slot"  # written by the supervisor once it holds a slot: the job leaves the queue
 STOP_FILE = "stop_requested"  # written by stop() before it signals: the job ended because we stopped it

@@ -55,7 +55,7 @@ from pathlib import Path
 import psutil
 
 from populora.platform import queue, ray_jobs, runlayout, supervisor
-from populora.platform.job_record import STOP_FILE, Job, jobs_dir
+from populora.platform.job_record import EXIT_FILE, STOP_FILE, Job, jobs_dir
 
 
 def max_parallel() -> int:
@@ -120,7 +120,7 @@ def _failed_to_start(job: Job, proc: subprocess.Popen | None, err: BaseException
         with open(job.log_path, "a") as log:
             log.write(f"error: the job could not start: {type(err).__name__}: {err}\n")
     with contextlib.suppress(OSError):
-        Path(job.dir, "exit_code").write_text("1")
+        Path(job.dir, EXIT_FILE).write_text("1")
 
 
 def reap(proc: subprocess.Popen) -> None:
@@ -199,6 +199,9 @@ def latest_for_run(run_id: str, root: str | Path | None = None) -> Job | None:
     return next((j for j in list_jobs(root) if j.run_id == run_id), None)
 
 
+CONFIG_FILE = "config.yaml"  # a launched training's or evaluation's config, in its job dir (read by its argv)
+
+
 def _launch(kind: str, config_yaml: str, name: str, env: dict[str, str] | None, root: str | Path | None,
             ray_address: str | None, need: int, max_restarts: int = 0) -> Job:
     root = Path(root or jobs_dir())
@@ -206,10 +209,10 @@ def _launch(kind: str, config_yaml: str, name: str, env: dict[str, str] | None, 
     if ray_address:
         return _submit_ray(kind, config_yaml, name, dict(env or {}), root, ray_address, f"populora-{job_id}")
     # the config is in place before the supervisor reads the argv that names it
-    argv = [sys.executable, "-m", "populora.cli", kind, "--config", str(root / job_id / "config.yaml")]
+    argv = [sys.executable, "-m", "populora.cli", kind, "--config", str(root / job_id / CONFIG_FILE)]
     argv += ["--quiet"] if kind == "train" else []
     return start(argv, name=name, env=env, root=root, job_id=job_id, slots=max_parallel(),
-                 files={"config.yaml": config_yaml}, kind=kind, need=need, max_restarts=max_restarts)
+                 files={CONFIG_FILE: config_yaml}, kind=kind, need=need, max_restarts=max_restarts)
 
 
 def _submit_ray(kind: str, config_yaml: str, name: str, env: dict[str, str], root: Path, address: str, job_id: str) -> Job:

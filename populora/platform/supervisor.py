@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 from populora.platform import queue, restart, runlayout
-from populora.platform.job_record import READY_FILE, SLOT_FILE, STOP_FILE, Job
+from populora.platform.job_record import EXIT_FILE, READY_FILE, SLOT_FILE, STOP_FILE, Job
 from populora.platform.stopping import STOP_SIGNALS, Stopped, raise_stopped, stop_code
 
 MODULE = "populora.platform.supervisor"  # what ``jobs.start`` runs with ``python -m``
@@ -58,7 +58,7 @@ def supervise(job_dir: str | Path) -> int:
         print(f"error: could not start {job.argv[0]!r}: {err}", flush=True)
         code = 127
     finally:
-        Path(job_dir, "exit_code").write_text(str(code))
+        Path(job_dir, EXIT_FILE).write_text(str(code))
         if slot is not None:
             slot.release()
         if job.slots:

@@ -29,13 +29,12 @@ from pathlib import Path
 
 import yaml
 
-from populora.platform import queue
+from populora.platform import jobs, queue
 from populora.platform import runlayout as rl
 from populora.platform import sweep as S
 from populora.platform.job_record import Job
 from populora.training.config import TrainConfig
 
-CONFIG_FILE = "config.yaml"  # a launched training's config in its job dir (platform/jobs.py)
 HOW = {"failed": "failed", "stopped": "was stopped", "finished": "ended", "lost": "was lost (its supervisor is gone)"}
 TAIL_BYTES = 4096  # the end of a job's log read for its last line
 SAY = 240  # characters of that line said
@@ -82,7 +81,7 @@ class PopulationJob:
             if not (d / "job.json").is_file():  # still being made (its config is written first): read it next time
                 continue
             self._read.add(str(d))
-            if self._is_population(d / CONFIG_FILE):
+            if self._is_population(d / jobs.CONFIG_FILE):
                 self._found.append(d)
         return self._found
 

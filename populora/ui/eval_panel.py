@@ -182,7 +182,7 @@ def launcher(run_id: str, run_dir: str | None, key: str = "eval", baseline: str 
 # ====================================================================== the run's evaluation jobs
 def _config(job: jobs.Job) -> dict:
     try:
-        return yaml.safe_load(Path(job.dir, "config.yaml").read_text()) or {}
+        return yaml.safe_load(Path(job.dir, jobs.CONFIG_FILE).read_text()) or {}
     except (OSError, yaml.YAMLError):
         return {}
 
@@ -293,7 +293,7 @@ def job_view(job: jobs.Job, key: str) -> None:
         cols[2].write(jobs.stop(job))
     elif status in ("stopped", "failed", "lost") and cols[2].button(
             "Resume", key=f"{key}_resume_{job.id}", help="Start the same evaluation again: pairs already scored are kept"):
-        again = jobs.launch_eval(Path(job.dir, "config.yaml").read_text(), name=f"{job.name.removesuffix(' (resumed)')} (resumed)",
+        again = jobs.launch_eval(Path(job.dir, jobs.CONFIG_FILE).read_text(), name=f"{job.name.removesuffix(' (resumed)')} (resumed)",
                                  env=job.env)
         st.toast(f"resumed as job {again.id}")
     if rows:

@@ -226,7 +226,7 @@ def job_row(job: jobs.Job) -> None:
             st.caption(f"queued{f': #{place} in line' if place else ''} for one of {job.slots} slot(s) of the job "
                        "queue training, sweeps and evaluations share (POPULORA_MAX_PARALLEL_JOBS)")
         elif job.kind == "eval":
-            evaluated = (yaml.safe_load(Path(job.dir, "config.yaml").read_text()) or {}).get("run")
+            evaluated = (yaml.safe_load(Path(job.dir, jobs.CONFIG_FILE).read_text()) or {}).get("run")
             if evaluated:
                 common.link("compare", f"evaluates run {evaluated[:12]}", evaluated, "⚖️")
         elif run_id:
