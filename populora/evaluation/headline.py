@@ -84,8 +84,7 @@ def words(rows: list[dict], mde: dict | None = None, seeds_needed: int | None = 
         text += ONE_SEED + (f" ({seeds_needed} per arm would detect the overall difference seen here at 80% power)"
                             if seeds_needed else "") + "."
     if mde is not None:
-        share = "shared by the benchmarks" if mde.get("shared", 1.0) >= 1 else "per benchmark"
         text += f" Smallest difference this design detects: {power.detail(mde)}" + (
-            f"; seed effect {mde['sigma']:.2g} logit {share}, {mde.get('sigma_source', 'assumed')}." if seeds > 1
+            f"; {power.seed_words({'shared': power.SHARED_DEFAULT, **mde})}." if seeds > 1
             else f"; seed effect {mde['sigma']:.2g} logit included.")
     return text

@@ -38,7 +38,7 @@ class World:
     @property
     def name(self) -> str:
         return (f"n={self.n} x {len(self.benchmarks)} seeds={self.seeds} sigma={self.sigma:g} "
-                f"{'shared' if self.shared >= 1 else 'per benchmark'}" + (" t3" if self.heavy else ""))
+                f"{power.share_words(self.shared)}" + (" t3" if self.heavy else ""))
 
 
 def design(w: World, shared: float | None = None) -> power.Design:
@@ -105,8 +105,9 @@ def check(w: World, replicates: int = 400, seed: int = 0, n_resamples: int = sta
 
 def check_measured(w: World, replicates: int = 300, pilot: int = 100, seed: int = 0) -> dict:
     """The MDE as a report prints it from its own data (``power.from_scored``: the seed effect measured from the
-    baseline's seeds, floored at ``SIGMA_DEFAULT``, shared assumed), at >= 2 seeds: its readings of sigma and of
-    the MDE over ``pilot`` null worlds, then the power at their median MDE over ``replicates`` worlds."""
+    baseline's seeds and the per-seed overall differences, floored at ``SIGMA_DEFAULT``, its share common to the
+    benchmarks measured too), at >= 2 seeds: its readings of sigma and of the MDE over ``pilot`` null worlds,
+    then the power at their median MDE over ``replicates`` worlds."""
     d = design(w)
     names, rng = list(w.benchmarks), np.random.default_rng(seed)
     weights = {b: 1 / len(names) for b in names}
