@@ -53,3 +53,19 @@ def test_the_entry_point_exits_with_mains_code_and_its_objects_out_of_the_last_c
              "atexit.register(lambda: print('frozen', gc.get_freeze_count() > 1000))\ncli.entry()")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     assert out.returncode == 3 and out.stdout.strip() == "frozen True", out
+
+
+def test_every_bench_is_named_where_a_wrong_name_is_answered():
+    """`populora bench NAME` dispatches some names before the bench parser (stats, scale, eval, verifier: their
+    own options); the parser's choices, the error for a wrong name and `populora --help` still list every one, and
+    a dispatched bench named after an option (not first) says to put it first instead of running another bench."""
+    from populora.cli import BENCHES
+
+    wrong = subprocess.run([sys.executable, "-m", "populora.cli", "bench", "nope"], capture_output=True, text=True,
+                           timeout=300)
+    assert wrong.returncode == 2 and all(f"'{b}'" in wrong.stderr for b in BENCHES), wrong.stderr
+    top = subprocess.run([sys.executable, "-m", "populora.cli", "--help"], capture_output=True, text=True, timeout=120)
+    assert "|".join(BENCHES) in top.stdout.replace("\n", "").replace(" ", "")
+    late = subprocess.run([sys.executable, "-m", "populora.cli", "bench", "--json", "stats"], capture_output=True,
+                          text=True, timeout=300)
+    assert late.returncode == 2 and "put the bench's name first: populora bench stats" in late.stderr, late.stderr

@@ -47,6 +47,7 @@ warnings.filterwarnings("ignore", category=FutureWarning, module=r"(peft|transfo
 
 # commands that parse their own argv (their --help included) in the module that runs them
 OWN_PARSER = ("prompts", "data", "sandbox", "bench", "eval", "report", "ui", "league")
+BENCHES = ("lora", "step", "evolve", "verifier", "eval", "threads", "scale", "vllm", "stats")  # populora bench NAME (cli/bench.py)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -130,7 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("prompts", help="print the prompts a run would send (populora prompts --config FILE [--json])", add_help=False)
     sub.add_parser("data", help="benchmark data: populora data verify|fetch [--data-dir DIR]", add_help=False)
     sub.add_parser("sandbox", help="run or check a program in the sandbox (see: populora sandbox --help)", add_help=False)
-    sub.add_parser("bench", help="benchmarks: populora bench lora|step|evolve|verifier|eval|threads|scale|stats|all [--json]", add_help=False)
+    sub.add_parser("bench", help=f"benchmarks: populora bench {'|'.join(BENCHES)}|all [--json]", add_help=False)
     sub.add_parser("eval", help="score a run's adapters on the ten benchmarks (populora eval --help)", add_help=False)
     sub.add_parser("report", help="member-vs-baseline table of an evaluated run", add_help=False)
     sub.add_parser("ui", help="serve the web UI on 127.0.0.1:8501 (populora ui --help)", add_help=False)

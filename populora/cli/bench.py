@@ -7,13 +7,16 @@ from __future__ import annotations
 import argparse
 import json
 
+from populora.cli import BENCHES as NAMES
 from populora.evaluation import bench as eval_bench
 from populora.platform.sandbox.bench import bench_verifier
 from populora.platform.scale_bench import main as bench_scale_main
 from populora.platform.threads import bench_wait_policy
 from populora.training import bench
 
-BENCHES = ("lora", "step", "evolve", "verifier", "eval", "threads", "vllm")  # all: every one but eval and vllm
+ALL = ("lora", "step", "evolve", "verifier", "threads")  # what `all` runs: every bench of NAMES but eval, vllm, scale
+# and stats (slow or their own options)
+OWN_OPTIONS = ("scale", "eval", "stats")  # dispatched before this parser when named first, with their options
 
 
 def bench_main(argv: list[str]) -> int:
@@ -22,13 +25,16 @@ def bench_main(argv: list[str]) -> int:
     if argv[:1] == ["eval"]:  # its own options (-n, --targets, ...): its own parser (verifier's: populora.cli)
         return eval_bench.main(["--tiny-random" if a == "--tiny" else a for a in argv[1:]])
     p = argparse.ArgumentParser(prog="populora bench", description="speed ratios measured side by side in one run; "
-                                "`populora bench verifier|eval|scale --help` for theirs")
-    p.add_argument("which", choices=[*BENCHES, "all"])
+                                "`populora bench verifier|eval|scale|stats --help` for theirs")
+    p.add_argument("which", choices=[*NAMES, "all"])
     p.add_argument("--json", action="store_true", help="last line: one JSON object of the figures")
     p.add_argument("--tiny", action="store_true", help="tiny random model instead of the embedded one (quick check)")
     args = p.parse_args(argv)
+    if args.which in OWN_OPTIONS:  # reached here only with an option before its name
+        p.error(f"put the bench's name first: populora bench {args.which} [its options] "
+                f"(`populora bench {args.which} --help`)")
     figures = {}
-    for name in ([b for b in BENCHES if b not in ("eval", "vllm")] if args.which == "all" else [args.which]):
+    for name in (ALL if args.which == "all" else [args.which]):
         figures[name] = _run_bench(name, args.tiny)
         print(f"bench {name}: " + ", ".join(_figure(k, v) for k, v in figures[name].items()), flush=True)
     if args.json:

@@ -108,7 +108,7 @@ def test_arms_race_says_from_when_equal_volume_diversity_is_logged(monkeypatch, 
     at = _page("arms_race", {"uri": uri}, monkeypatch, tmp_path, run=run_id)
     captions = [c.value for c in at.caption]
     for title in ("distinct structures among 20 programs (all so far)", "distinct structures among 20 of the last 60 programs"):
-        assert f"{title}: logged from the step a run has written 20 valid programs (so far: run 7)" in captions, captions
+        assert f"{title}: logged from the step a run has written 20 valid programs (so far: 7)" in captions, captions
     assert not any("never logged" in c and "distinct structures" in c for c in captions), captions
 
 

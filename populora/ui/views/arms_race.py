@@ -94,12 +94,15 @@ def volume_text(programs: dict[str, int], otherwise: str) -> str:
 
     >>> volume_text({"population": 5, "baseline": 3}, "never logged")
     'logged from the step a run has written 20 valid programs (so far: population 5, baseline 3)'
+    >>> volume_text({"run": 5}, "never logged")  # one run: no label to tell it from another
+    'logged from the step a run has written 20 valid programs (so far: 5)'
     >>> volume_text({}, "never logged"), volume_text({"run": 20}, "never logged")
     ('never logged', 'never logged')
     """
     if all(n >= M for n in programs.values()):  # none logged, or volume is not what is missing
         return otherwise
-    so_far = ", ".join(f"{label} {n}" for label, n in programs.items())
+    so_far = (f"{next(iter(programs.values()))}" if len(programs) == 1
+              else ", ".join(f"{label} {n}" for label, n in programs.items()))
     return f"logged from the step a run has written {M} valid programs (so far: {so_far})"
 
 
