@@ -79,6 +79,8 @@ class Design:
     family: int = 20             # tests in the Holm family of the per-benchmark comparisons (10 x 2 - 1 + averages)
     primary: int = 1             # tests in the primary's family (configurations compared with the baseline)
     scores: dict[str, float] | None = None  # the benchmarks' scores ``p`` was drawn at (``beta_p``); None: mean of p
+    noise: dict[str, float] | None = None  # per benchmark, one seed's per-problem noise variance of the difference,
+    # measured (``from_scored``); a benchmark not in it: the model's p (1 - p) (1/M + 1) / samples
 
 
 def _cells(d: Design) -> dict[str, dict[str, float]]:
@@ -94,16 +96,25 @@ def _level(d: Design, cell: str) -> float:
     return ALPHA / max(d.primary, 1) if cell == OVERALL else ALPHA / max(d.family, 1)
 
 
+def slope(d: Design, b: str) -> float:
+    """Benchmark ``b``'s g_b = mean p (1 - p): the logistic's slope (a seed's logit shift moves its score by about
+    u g_b) and, x (1/M + 1) / samples, the per-problem noise variance of one seed's difference; so where that
+    noise is measured (``Design.noise``) g_b is read from it, else from the model's ``p``."""
+    if d.noise and b in d.noise:
+        return float(d.noise[b]) * d.samples / (1 / d.members + 1)
+    return float(np.mean(np.asarray(d.p[b], dtype=float) * (1 - np.asarray(d.p[b], dtype=float))))
+
+
 def _variances(d: Design, weights: dict[str, float]) -> tuple[float, float]:
     """(noise, seed) variance of one seed's difference of the weighted benchmark means."""
-    noise = slope = spread = 0.0
+    noise = slope_ = spread = 0.0
     for b, w in weights.items():
-        pq = np.asarray(d.p[b], dtype=float) * (1 - np.asarray(d.p[b], dtype=float))
-        noise += w ** 2 * float(pq.sum()) * (1 / d.members + 1) / d.samples / len(pq) ** 2
-        slope += w * float(pq.mean())
-        spread += (w * float(pq.mean())) ** 2
+        g = slope(d, b)
+        noise += w ** 2 * g * (1 / d.members + 1) / d.samples / len(d.p[b])
+        slope_ += w * g
+        spread += (w * g) ** 2
     rho = float(d.shared)
-    return noise, float(2 * d.sigma ** 2 * (rho * slope ** 2 + (1 - rho) * spread))
+    return noise, float(2 * d.sigma ** 2 * (rho * slope_ ** 2 + (1 - rho) * spread))
 
 
 @functools.lru_cache(maxsize=128)
@@ -412,56 +423,59 @@ def seeds_needed(d: Design, effect: float, most: int = MOST_SEEDS) -> int | None
     return None
 
 
-def seed_sigma(per_seed_scores: dict[str, np.ndarray], p: dict[str, np.ndarray]) -> float | None:
+def seed_sigma(per_seed_scores: dict[str, np.ndarray], p: dict[str, np.ndarray],
+               slopes: dict[str, float] | None = None) -> float | None:
     """The seed effect in logits measured from a sweep: {benchmark: one arm's per-seed benchmark scores} and the
     per-problem probabilities. Per benchmark the per-seed variance beyond the Bernoulli noise is sigma^2 g_b^2
     (g_b = mean p(1 - p), the logistic's slope); pooled over benchmarks, sigma^2 = sum(excess) / sum(g^2), clipped
     at 0 only once (clipping each benchmark, then dividing by its small g^2, biased it up 2-3x on hard ones).
-    None with fewer than 2 seeds. ``from_scored`` floors it at ``SIGMA_DEFAULT``."""
-    excess, slope = 0.0, 0.0
+    None with fewer than 2 seeds. ``from_scored`` floors it at ``SIGMA_DEFAULT``. ``slopes``: g_b where measured
+    (``slope``), else from ``p``."""
+    excess, total = 0.0, 0.0
     for b, scores in per_seed_scores.items():
         scores = np.asarray(scores, dtype=float)
         if len(scores) < 2 or b not in p:
             continue
-        pq = np.asarray(p[b]) * (1 - np.asarray(p[b]))
-        excess += scores.var(ddof=1) - pq.sum() / len(pq) ** 2
-        slope += pq.mean() ** 2
-    return float(np.sqrt(max(excess, 0.0) / slope)) if slope > 0 else None
+        g = (slopes or {}).get(b, float(np.mean(np.asarray(p[b]) * (1 - np.asarray(p[b])))))
+        excess += scores.var(ddof=1) - g / len(p[b])
+        total += g ** 2
+    return float(np.sqrt(max(excess, 0.0) / total)) if total > 0 else None
 
 
 def overall_sigma(per_seed_diff, p: dict[str, np.ndarray], members: int = MEMBERS, samples: int = 1,
-                  quantile: float = 0.5) -> float | None:
+                  quantile: float = 0.5, noise: dict[str, float] | None = None) -> float | None:
     """The seed effect in logits the overall test's own variance implies: the S per-seed overall differences
     (population mean - baseline) vary by noise + 2 sigma^2 (sum_b w_b g_b)^2 with seed effects shared by the
     benchmarks (whatever the true share, this is the shared sigma that gives the overall its measured variance);
     their variance is read at its ``quantile`` bound, x (S - 1) / chi2_quantile(S - 1): at 0.5 median-unbiased
     (1.44 at 3 seeds, 1.19 at 5: a plain reading of 3 seeds falls below the truth 6 times in 10 and the MDE then
-    promises power the design lacks); ``from_scored`` reads it at ``SHARE_QUANTILE``. None with fewer than 2 seeds."""
+    promises power the design lacks); ``from_scored`` reads it at ``SHARE_QUANTILE``. The noise taken off:
+    ``noise`` where measured (``Design.noise``), else the model's. None with fewer than 2 seeds."""
     x = np.asarray(per_seed_diff, dtype=float)
     if len(x) < 2 or not p:
         return None
     weights = {b: 1 / len(p) for b in p}
-    d = Design(p, members=members, samples=samples, sigma=0.0)
+    d = Design(p, members=members, samples=samples, sigma=0.0, noise=noise)
     noise, _ = _variances(d, weights)
-    slope = sum(w * float(np.mean(d.p[b] * (1 - d.p[b]))) for b, w in weights.items())
+    g = sum(w * slope(d, b) for b, w in weights.items())
     var = float(x.var(ddof=1)) * (len(x) - 1) / sps.chi2.ppf(quantile, len(x) - 1)
-    return float(np.sqrt(max(var - noise, 0.0) / 2)) / slope if slope > 0 else None
+    return float(np.sqrt(max(var - noise, 0.0) / 2)) / g if g > 0 else None
 
 
-def share_of(p: dict[str, np.ndarray], sigma: float, overall: float) -> float:
+def share_of(slopes: dict[str, float], sigma: float, overall: float) -> float:
     """The share of a per-benchmark seed effect ``sigma`` the benchmarks have in common for the overall average
-    of ``p``'s benchmarks to have the seed variance of a fully shared ``overall`` (``overall_sigma``): rho with
-    sigma^2 (rho slope^2 + (1 - rho) spread) = overall^2 slope^2 (``_variances``), clipped to [0, 1] (one
-    benchmark, or benchmarks of equal slope only: no telling, 1).
+    of the benchmarks of ``slopes`` (their g_b, ``slope``) to have the seed variance of a fully shared ``overall``
+    (``overall_sigma``): rho with sigma^2 (rho slope^2 + (1 - rho) spread) = overall^2 slope^2 (``_variances``),
+    clipped to [0, 1] (one benchmark, or benchmarks of equal slope only: no telling, 1).
 
-    >>> p = {"gsm8k": np.full(100, 0.5), "aime24": np.full(30, 0.1)}
-    >>> share_of(p, 0.2, 0.2), share_of(p, 0.2, 0.0)  # fully shared; only the per-benchmark part is left
+    >>> g = {"gsm8k": 0.25, "aime24": 0.09}
+    >>> share_of(g, 0.2, 0.2), share_of(g, 0.2, 0.0)  # fully shared; only the per-benchmark part is left
     (1.0, 0.0)
-    >>> round(share_of(p, 0.2, 0.18), 3)  # in between
+    >>> round(share_of(g, 0.2, 0.18), 3)  # in between
     0.512
     """
-    w = 1 / len(p)
-    g = [float(np.mean(np.asarray(x) * (1 - np.asarray(x)))) for x in p.values()]
+    w = 1 / len(slopes)
+    g = list(slopes.values())
     slope2, spread = (w * sum(g)) ** 2, sum((w * gb) ** 2 for gb in g)
     if sigma <= 0 or slope2 - spread <= 1e-15:
         return 1.0
@@ -470,10 +484,11 @@ def share_of(p: dict[str, np.ndarray], sigma: float, overall: float) -> float:
 
 def from_scored(scores: dict[str, float], n: dict[str, int], seeds: int, samples: int = 1, members: int = MEMBERS,
                 family: int = 20, primary: int = 1, per_seed: dict[str, list[float]] | None = None,
-                per_seed_diff: list[float] | None = None) -> tuple[Design, dict]:
+                per_seed_diff: list[float] | None = None, noise: dict[str, float] | None = None) -> tuple[Design, dict]:
     """(the design of an evaluation actually scored, how its seed effect was set): ``scores`` the benchmarks'
     mean scores (both arms), ``n`` the problems scored per benchmark, ``per_seed`` one arm's per-seed scores
-    (the baseline's), ``per_seed_diff`` the per-seed overall differences of the two arms.
+    (the baseline's), ``per_seed_diff`` the per-seed overall differences of the two arms, ``noise`` per benchmark
+    the per-problem noise variance of one seed's difference as measured (``measured_noise``; >= 2 seeds).
 
     The rule for the seed effect (>= 2 seeds): the largest of the assumed ``SIGMA_DEFAULT``, the per-benchmark
     reading (``seed_sigma``) and the overall test's own (``overall_sigma`` at ``SHARE_QUANTILE``). The default is
@@ -488,18 +503,41 @@ def from_scored(scores: dict[str, float], n: dict[str, int], seeds: int, samples
     ten benchmarks; read median-unbiased the share let it fall to 0.72-0.79 where they are shared (one
     reading of S - 1 degrees of freedom, and no other to take the larger of); at the upper 60% bound every
     world of ``power_check`` (3 or 10 benchmarks, 5-200 problems, 3 and 5 seeds, shared, half or per
-    benchmark, sigma 0.05-0.5, normal or t3) gets 0.81-0.97, per benchmark 0.86-0.94 (75%: up to 0.98)."""
+    benchmark, sigma 0.05-0.5, normal or t3) gets 0.81-0.97, per benchmark 0.86-0.94 (75%: up to 0.98).
+
+    Why the noise measured: the model's p (1 - p) at a Beta(K = 1) of the benchmark's score over-states the noise
+    where problems are mostly always or never solved (a U-shaped Beta K = 0.3, 30% of problems unsolvable), and
+    the MDE printed there delivered 0.955-0.985 power (``populora bench stats``); the seeds x problems residual
+    of the per-problem differences measures it on (S - 1)(P - 1) degrees of freedom, and with it the slope g_b
+    through which a logit of seed effect moves the benchmark (``slope``), so that the floor of 0.1 logit is
+    not priced at the model's slope either."""
     p = beta_p(scores, {b: k for b, k in n.items() if k})
-    overall = (overall_sigma(per_seed_diff, p, members, samples, SHARE_QUANTILE)
+    noise = {b: v for b, v in (noise or {}).items() if b in p} if seeds > 1 else None
+    g = {b: slope(Design(p, members=members, samples=samples, noise=noise), b) for b in p}
+    overall = (overall_sigma(per_seed_diff, p, members, samples, SHARE_QUANTILE, noise)
                if per_seed_diff is not None and seeds > 1 else None)
-    readings = [r for r in (seed_sigma(per_seed, p) if per_seed and seeds > 1 else None, overall) if r is not None]
+    readings = [r for r in (seed_sigma(per_seed, p, g) if per_seed and seeds > 1 else None, overall) if r is not None]
     measured = max(readings) if readings else None
     used = SIGMA_DEFAULT if measured is None else max(measured, SIGMA_DEFAULT)
-    shared = SHARED_DEFAULT if overall is None else share_of(p, used, overall)
+    shared = SHARED_DEFAULT if overall is None or not g else share_of(g, used, overall)
     source = ("assumed" if measured is None else f"measured from the {seeds} seeds"
               + ("" if used == measured else f" as {measured:.2g}, floored at {SIGMA_DEFAULT:g}"))
     return Design(p, seeds=seeds, samples=samples, members=members, sigma=used, shared=shared, family=max(family, 1),
-                  primary=max(primary, 1), scores=dict(scores)), {"measured": measured, "source": source}
+                  primary=max(primary, 1), scores=dict(scores), noise=noise or None), {"measured": measured,
+                                                                                        "source": source}
+
+
+def measured_noise(diffs: dict[str, np.ndarray]) -> dict[str, float]:
+    """Per benchmark, one seed's per-problem noise variance of a difference of two arms, from its (S, P) table of
+    per-problem differences (S >= 2 seeds, P >= 2 problems): the residual mean square of the seeds x problems
+    ANOVA (``stats``' crossed model: the problem's own difficulty and the seed's shift taken out).
+
+    >>> shifted = np.array([[0.0, 0.5, 1.0], [0.2, 0.7, 1.2]])  # seed 2 one shift above seed 1: no noise
+    >>> flip = np.array([[0.0, 1.0], [1.0, 0.0]])  # residuals +-0.5 on (2 - 1)(2 - 1) = 1 degree of freedom
+    >>> {b: round(v, 12) for b, v in measured_noise({"a": shifted, "b": flip, "one seed": flip[:1]}).items()}
+    {'a': 0.0, 'b': 1.0}
+    """
+    return {b: stats.residual_mean_square(x) for b, x in diffs.items() if x.shape[0] >= 2 and x.shape[1] >= 2}
 
 
 def _label(b: str) -> str:

@@ -106,7 +106,7 @@ def check(w: World, replicates: int = 400, seed: int = 0, n_resamples: int = sta
 def check_measured(w: World, replicates: int = 300, pilot: int = 100, seed: int = 0) -> dict:
     """The MDE as a report prints it from its own data (``power.from_scored``: the seed effect measured from the
     baseline's seeds and the per-seed overall differences, floored at ``SIGMA_DEFAULT``, its share common to the
-    benchmarks measured too), at >= 2 seeds: its readings of sigma and of the MDE over ``pilot`` null worlds,
+    benchmarks and the per-problem noise measured too), at >= 2 seeds: its readings of sigma and of the MDE over ``pilot`` null worlds,
     then the power at their median MDE over ``replicates`` worlds."""
     d = design(w)
     names, rng = list(w.benchmarks), np.random.default_rng(seed)
@@ -118,7 +118,8 @@ def check_measured(w: World, replicates: int = 300, pilot: int = 100, seed: int 
         diff = np.mean([pop[j].mean(axis=1) - base[j].mean(axis=1) for j in range(len(names))], axis=0)
         printed, how = power.from_scored(scores, {b: w.n for b in names}, w.seeds, family=d.family,
                                          per_seed={b: base[j].mean(axis=1) for j, b in enumerate(names)},
-                                         per_seed_diff=diff)
+                                         per_seed_diff=diff,
+                                         noise=power.measured_noise({b: pop[j] - base[j] for j, b in enumerate(names)}))
         readings.append(how["measured"])
         mdes.append(power._printable(printed, power.OVERALL, weights))
     target = float(np.median([np.inf if m is None else m for m in mdes]))

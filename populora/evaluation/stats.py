@@ -319,6 +319,11 @@ def _mean_squares(x: np.ndarray) -> tuple[float, float]:
     return float(ms_problem), float((resid ** 2).sum() / ((n_seeds - 1) * (n_problems - 1)))
 
 
+def residual_mean_square(x: np.ndarray) -> float:
+    """The residual mean square of one benchmark's (S, P) array (S, P >= 2): the per-cell noise variance."""
+    return _mean_squares(np.asarray(x, dtype=float))[1]
+
+
 def _per_seed(strata: list[np.ndarray], weights) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
     """(strata, weights, per-seed scores (S,): over problems, and over benchmarks with their weights)."""
     strata = _check(strata)

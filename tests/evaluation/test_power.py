@@ -178,9 +178,9 @@ def test_the_share_gives_the_overall_the_variance_its_own_test_reads(scores, see
     assert 0.0 <= d.shared <= 1.0 and d.sigma >= power.SIGMA_DEFAULT
     weights = {b: 1 / len(names) for b in names}
     _, seed_var = power._variances(d, weights)
-    g = [float(np.mean(d.p[b] * (1 - d.p[b]))) for b in names]
+    g = [power.slope(d, b) for b in names]
     slope2, spread2 = (np.mean(g)) ** 2, sum((gb / len(names)) ** 2 for gb in g)
-    overall = power.overall_sigma(diffs, d.p, quantile=power.SHARE_QUANTILE)
+    overall = power.overall_sigma(diffs, d.p, quantile=power.SHARE_QUANTILE, noise=d.noise)
     if slope2 - spread2 <= 1e-15:  # one benchmark (or equal slopes): the share cannot be told and does not matter
         assert d.shared == 1.0
         return
