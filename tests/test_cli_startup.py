@@ -59,7 +59,7 @@ def test_every_bench_is_named_where_a_wrong_name_is_answered():
     """`populora bench NAME` dispatches some names before the bench parser (stats, scale, eval, verifier: their
     own options); the parser's choices, the error for a wrong name and `populora --help` still list every one, and
     a dispatched bench named after an option (not first) says to put it first instead of running another bench."""
-    from populora.cli import BENCHES
+    from populora.cli.bench_names import BENCHES
 
     wrong = subprocess.run([sys.executable, "-m", "populora.cli", "bench", "nope"], capture_output=True, text=True,
                            timeout=300)

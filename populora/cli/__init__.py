@@ -35,6 +35,7 @@ import sys
 import warnings
 
 import populora
+from populora.cli.bench_names import BENCHES
 from populora.platform.diskspace import DiskFull
 from populora.platform.stopping import stop_code, stop_on_sigterm
 from populora.ui.cli import ui_main  # argparse and the standard library only: Streamlit starts in a child process
@@ -47,7 +48,6 @@ warnings.filterwarnings("ignore", category=FutureWarning, module=r"(peft|transfo
 
 # commands that parse their own argv (their --help included) in the module that runs them
 OWN_PARSER = ("prompts", "data", "sandbox", "bench", "eval", "report", "ui", "league")
-BENCHES = ("lora", "step", "evolve", "verifier", "eval", "threads", "scale", "vllm", "stats")  # populora bench NAME (cli/bench.py)
 
 
 def build_parser() -> argparse.ArgumentParser:

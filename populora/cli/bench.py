@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from populora.cli import BENCHES as NAMES
+from populora.cli.bench_names import BENCHES as NAMES
 from populora.evaluation import bench as eval_bench
 from populora.platform.sandbox.bench import bench_verifier
 from populora.platform.scale_bench import main as bench_scale_main
