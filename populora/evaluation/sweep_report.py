@@ -245,9 +245,9 @@ def config_verdict(by_seed: dict[int, dict], baseline: dict[int, dict], primary:
     per_seed = {b: [float(np.mean(list(x[b].values()))) for x in base] for b in problems}
     diffs = [float(np.mean([np.mean(list(by_seed[s]["population mean"][b].values())) - per_seed[b][i]
                             for b in problems])) for i, s in enumerate(seeds)]  # per-seed overall differences
-    names = list(problems)
-    table = zip(names, strata([by_seed[s]["population mean"] for s in seeds], names, problems), strata(base, names, problems))
-    noise = power.measured_noise({b: a - b_ for b, a, b_ in table})  # >= 2 seeds: the per-problem noise as measured
+    order = list(problems)  # >= 2 seeds: the per-problem noise as measured, from the per-problem differences
+    pop = strata([by_seed[s]["population mean"] for s in seeds], order, problems)
+    noise = power.measured_noise({b: x - y for b, x, y in zip(order, pop, strata(base, order, problems))})
     design, sigma = power.from_scored(scores, {b: len(ps) for b, ps in problems.items()}, len(seeds), family=family,
                                       primary=primary, per_seed=per_seed, per_seed_diff=diffs, noise=noise)
     mde = power.mde(design)
