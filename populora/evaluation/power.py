@@ -102,7 +102,13 @@ def slope(d: Design, b: str) -> float:
     noise is measured (``Design.noise``) g_b is read from it, else from the model's ``p``."""
     if d.noise and b in d.noise:
         return float(d.noise[b]) * d.samples / (1 / d.members + 1)
-    return float(np.mean(np.asarray(d.p[b], dtype=float) * (1 - np.asarray(d.p[b], dtype=float))))
+    return _model_slope(d.p[b])
+
+
+def _model_slope(p) -> float:
+    """mean p (1 - p) of per-problem probabilities ``p``."""
+    p = np.asarray(p, dtype=float)
+    return float(np.mean(p * (1 - p)))
 
 
 def _variances(d: Design, weights: dict[str, float]) -> tuple[float, float]:
@@ -436,7 +442,7 @@ def seed_sigma(per_seed_scores: dict[str, np.ndarray], p: dict[str, np.ndarray],
         scores = np.asarray(scores, dtype=float)
         if len(scores) < 2 or b not in p:
             continue
-        g = (slopes or {}).get(b, float(np.mean(np.asarray(p[b]) * (1 - np.asarray(p[b])))))
+        g = slopes[b] if slopes and b in slopes else _model_slope(p[b])  # a measured 0 stays 0
         excess += scores.var(ddof=1) - g / len(p[b])
         total += g ** 2
     return float(np.sqrt(max(excess, 0.0) / total)) if total > 0 else None
@@ -513,7 +519,8 @@ def from_scored(scores: dict[str, float], n: dict[str, int], seeds: int, samples
     not priced at the model's slope either."""
     p = beta_p(scores, {b: k for b, k in n.items() if k})
     noise = {b: v for b, v in (noise or {}).items() if b in p} if seeds > 1 else None
-    g = {b: slope(Design(p, members=members, samples=samples, noise=noise), b) for b in p}
+    scored = Design(p, members=members, samples=samples, noise=noise)
+    g = {b: slope(scored, b) for b in p}
     overall = (overall_sigma(per_seed_diff, p, members, samples, SHARE_QUANTILE, noise)
                if per_seed_diff is not None and seeds > 1 else None)
     readings = [r for r in (seed_sigma(per_seed, p, g) if per_seed and seeds > 1 else None, overall) if r is not None]
