@@ -194,8 +194,11 @@ def _queued_evaluation_on_compare(driver, url: str, run_id: str, shots: Path) ->
     _wait_for(driver, lambda: job.status == "queued", 60, "the evaluation to wait in the queue")
     # the launch reruns the page: its top says what is on its way (no reload)
     _wait_for(driver, lambda: "An evaluation of this run is on its way" in _text(driver), 60, "the evaluation on Compare")
-    text = _text(driver)
-    assert "queued · #2 in line for one of 1 slot(s)" in text and "No benchmark scores" not in text, text[:2000]
+    # the launch's own rerun may show the job "starting" (its supervisor not yet in line); the line's fragment
+    # refreshes it (every 3 s) to its place in line: wait for that, not for the first render
+    text = _wait_for(driver, lambda: (lambda t: t if "queued · #2 in line for one of 1 slot(s)" in t else None)(_text(driver)),
+                     60, "the evaluation's place in line on Compare (its fragment refreshed, no reload)")
+    assert "No benchmark scores" not in text, text[:2000]
     _wait_for(driver, lambda: not driver.find_elements(By.CSS_SELECTOR, '[data-testid="stToast"]'), 30, "the launch's toast to go")
     said = driver.find_element(By.XPATH, "//*[contains(text(), 'An evaluation of this run is on its way')]")
     driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", said)
