@@ -161,3 +161,51 @@ def test_a_violation_p_lies_in_0_1_falls_as_the_estimate_moves_past_its_bound_an
         assert ps[190] > 0.2  # 0.95, inside the window
         assert ps[170] < 1e-3  # 0.85, below it
         assert (ps[200] > 0.5) if small_n else (ps[200] < 0.01)  # 1.00: over-coverage counts unless --small-n
+
+
+def test_a_check_outside_is_drawn_again_from_an_independent_stream_and_judged_by_the_same_rule():
+    """``populora bench stats --recheck K``: a check outside its bound is judged again on K x its worlds of the same
+    regime (model and sizes as the table kept them), drawn from the table's seed + RECHECK_STREAM, by ``checks``'
+    own rule on that estimate alone; checks inside are not drawn again, and a regime with two checks outside is
+    drawn once."""
+    kw = dict(sizes=(3,), accuracies=(0.03,), seed_counts=((3, 0.2),))
+    table = W.small_n(12, 5, **kw)
+    found = W.checks(table, small_n=True)
+    assert all(c["ok"] for c in found)  # 3 problems at 3%: every check holds (the full table: --small-n)
+    pretend = [dict(c, ok=c["claim"] not in ("fires overall", "covers overall")) for c in found]
+    again = W.recheck(table, pretend, factor=2, seed=5, small_n=True)
+    assert [(r["claim"], r["replicates"]) for r in again] == [("fires overall", 24), ("covers overall", 24)]
+    regime, seeds = again[0]["regime"], again[0]["seeds"]
+    kept = table["regimes"][regime][seeds]
+    m = W.Model(**kept["_model"])
+    assert (m.seeds, m.accuracy, m.sigma, m.shared) == (3, 0.03, 0.2, 1.0) and kept["_sizes"] == {b: 3 for b in power.BASE_SCORE}
+    fresh, _ = W.run_model(m, kept["_sizes"], 24, 5 + W.RECHECK_STREAM)
+    for r in again:
+        first = next(c for c in found if c["claim"] == r["claim"])
+        assert r["first_rate"] == first["rate"] and r["rate"] == fresh[r["claim"]]["rate"]
+        assert r["ok"] == W.within(W.kind_of(r["claim"]), r["rate"], r["mc_error"], r["nominal"], small_n=True)
+    assert W.recheck(table, found, factor=2, seed=5, small_n=True) == []  # nothing outside: nothing drawn
+
+
+def test_a_power_check_outside_is_drawn_again_at_the_printed_mde_of_its_model():
+    n = {b: 4 for b in power.BASE_SCORE}
+    m = replace(W.POWER_MODELS[0], seeds=3)
+    first = W.power_at_printed(m, n, 10, 2)
+    table = {"replicates": 10, "sizes": n, "regimes": {}, "power": [first]}
+    check = dict(W.checks(table)[0], ok=False)
+    (again,) = W.recheck(table, [check], factor=1, seed=2)
+    fresh = W.power_at_printed(m, n, 10, 2 + W.RECHECK_STREAM)
+    assert (again["claim"], again["seeds"], again["rate"]) == ("power at the printed MDE", "seeds=3", fresh["rate"])
+
+
+@pytest.mark.parametrize("replicates", [200, 400])
+def test_an_exact_claim_is_outside_both_the_table_and_its_recheck_about_2pct_of_the_time(replicates):
+    """The recheck's promise in numbers: a rate at exactly 5% (or power at exactly 80%: claims that sit on their
+    bound; a coverage of 0.95 sits inside its window) is outside 1 MC error in 13-16% of tables, and on an
+    independent recheck of 5x the worlds as well in ~2% (the product)."""
+    assert W.chance_outside([{"claim": "covers overall", "nominal": 0.95, "replicates": replicates}]) < 0.01
+    for claim, nominal in (("fires overall", 0.05), ("power at the printed MDE", 0.80)):
+        first = W.chance_outside([{"claim": claim, "nominal": nominal, "replicates": replicates}])
+        second = W.chance_outside([{"claim": claim, "nominal": nominal, "replicates": W.RECHECK * replicates}])
+        assert 0.10 < first < 0.20 and 0.10 < second < 0.20, (claim, first, second)
+        assert 0.01 < first * second < 0.03
