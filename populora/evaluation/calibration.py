@@ -432,7 +432,8 @@ def text(table: dict) -> str:
 
 
 def main(argv: list[str]) -> int:
-    """``populora bench stats [--replicates R] [--worlds R] [--seed N] [--before] [--small-n] [--recheck K] [--json]``."""
+    """``populora bench stats [--replicates R] [--worlds R] [--seed N] [--before] [--small-n] [--recheck K]
+    [--json]``."""
     p = argparse.ArgumentParser(prog="populora bench stats", description=(
         "known-truth simulations of the verdict's claims through the platform's own statistics: false-positive "
         "rates (one and three seeds per arm), the family-wise rate, interval coverage and power at a planted "

@@ -546,8 +546,8 @@ def recheck(table: dict, checks_: list[dict], factor: int = RECHECK, seed: int =
     rule (``checks``) on that estimate alone, not pooled with the first. With ~150 checks a calibration whose
     every claim is exact puts ~10 outside 1 MC error by chance (``chance_outside``); a claim that truly breaks
     its bound stays outside on the second draw, where chance alone leaves an exact claim (a rate at 5%, power at
-    80%) outside both about 2% of the time (0.13-0.16 each at 200-2,000 worlds, ``chance_outside``). Entries: the check's regime, seeds, claim, its first rate, and the recheck's
-    rate, mc_error, replicates and ok."""
+    80%) outside both about 2% of the time (0.13-0.16 each at 200-2,000 worlds, ``chance_outside``). Entries:
+    the check's regime, seeds, claim, its first rate, and the recheck's rate, mc_error, replicates and ok."""
     outside = [c for c in checks_ if not c["ok"]]
     reps = factor * int(table["replicates"])
     tasks, keys = [], []

@@ -178,7 +178,8 @@ def test_a_check_outside_is_drawn_again_from_an_independent_stream_and_judged_by
     regime, seeds = again[0]["regime"], again[0]["seeds"]
     kept = table["regimes"][regime][seeds]
     m = W.Model(**kept["_model"])
-    assert (m.seeds, m.accuracy, m.sigma, m.shared) == (3, 0.03, 0.2, 1.0) and kept["_sizes"] == {b: 3 for b in power.BASE_SCORE}
+    assert (m.seeds, m.accuracy, m.sigma, m.shared) == (3, 0.03, 0.2, 1.0)
+    assert kept["_sizes"] == {b: 3 for b in power.BASE_SCORE}
     fresh, _ = W.run_model(m, kept["_sizes"], 24, 5 + W.RECHECK_STREAM)
     for r in again:
         first = next(c for c in found if c["claim"] == r["claim"])
