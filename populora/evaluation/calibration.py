@@ -36,7 +36,7 @@ import functools
 import json
 import os
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 from scipy import optimize
@@ -343,31 +343,76 @@ def run(replicates: int = 200, seed: int = 0, before: bool = True, regimes=None,
     """The calibration table: {"regimes": {name: {"seeds=S": {claim: {rate, mc_error}}}}, "power": {...},
     "sizes": n, "replicates": R}. Each regime x seeds draws its worlds from one fixed seed."""
     n = n or sizes()
-    names = list(n)
     table = {}
     tasks = [(i, replace(r, seeds=s), n, replicates, before, seed, weakest)
              for i, r in enumerate(regimes or REGIMES) for s in seeds_per_arm]
     done = W.parallel_map(_regime, tasks, jobs, progress,
                           lambda t: f"{t[1].name}, {t[1].seeds} seed(s) per arm: {replicates} worlds done")
     for t, summary in zip(tasks, done):
+        summary["_regime"], summary["_index"] = asdict(t[1]), t[0]  # what drew it (``recheck`` draws it again)
         table.setdefault(t[1].name, {})[f"seeds={t[1].seeds}"] = summary
     out = {"replicates": replicates, "sizes": n, "regimes": table}
     if with_power:
-        regime, target = planted(n, seeds=max(max(seeds_per_arm), 2))
-        rng = np.random.default_rng([seed, 99])
-        fires = []
-        for _ in range(replicates):
-            _, members, base, _ = simulate(rng, regime, n)
-            a = arms(members, base, weakest=False)
-            c = stats.seed_compare("overall", [a["population mean"][b] for b in names], [a["baseline"][b] for b in names])
-            fires.append(c.p_value < ALPHA)
-        rate = float(np.mean(fires))
-        out["power"] = {"regime": regime.name, "seeds": regime.seeds, "effect_logits": regime.effect,
-                        "mde_promised": target, "promised_power": power.POWER, "rate": rate,
-                        "mc_error": mc_error(rate, replicates, power.POWER)}
+        out["power"] = power_at_promised(n, max(max(seeds_per_arm), 2), replicates, seed)
     if with_rule and weakest:
         out["rule_pick"] = rule_pick(n, replicates, seed)
     return out
+
+
+def power_at_promised(n: dict[str, int], seeds: int, replicates: int, seed: int) -> dict:
+    """The share of ``replicates`` worlds with the promised MDE planted (``planted``) whose primary comparison
+    rejects."""
+    names = list(n)
+    regime, target = planted(n, seeds=seeds)
+    rng = np.random.default_rng([seed, 99])
+    fires = []
+    for _ in range(replicates):
+        _, members, base, _ = simulate(rng, regime, n)
+        a = arms(members, base, weakest=False)
+        c = stats.seed_compare("overall", [a["population mean"][b] for b in names], [a["baseline"][b] for b in names])
+        fires.append(c.p_value < ALPHA)
+    rate = float(np.mean(fires))
+    return {"regime": regime.name, "seeds": regime.seeds, "effect_logits": regime.effect, "mde_promised": target,
+            "promised_power": power.POWER, "rate": rate, "mc_error": mc_error(rate, replicates, power.POWER)}
+
+
+def recheck(table: dict, checks_: list[dict], factor: int = W.RECHECK, seed: int = 0, jobs: int = 1,
+            progress=None) -> list[dict]:
+    """``calibration_worlds.recheck`` for this table: each check outside its bound judged again on ``factor`` x
+    its worlds of the same regime (kept in the table) from the independent stream ``seed + W.RECHECK_STREAM``,
+    by ``checks``' rule on that estimate alone (the claims after only)."""
+    outside = [c for c in checks_ if not c["ok"]]
+    reps = factor * int(table["replicates"])
+    again_seed = seed + W.RECHECK_STREAM
+    tasks, keys = [], []
+    for c in outside:
+        key = (c["regime"], c["seeds"]) if c["claim"] != "power at the promised MDE" else ("power",)
+        if key in keys:
+            continue
+        keys.append(key)
+        if key == ("power",):
+            tasks.append(("power", table["sizes"], int(table["power"]["seeds"]), reps, again_seed))
+        else:
+            kept = table["regimes"][c["regime"]][c["seeds"]]
+            tasks.append(("regime", kept["_index"], Regime(**kept["_regime"]), table["sizes"], reps, False,
+                          again_seed, True))
+    done = W.parallel_map(_regime_or_power, tasks, jobs, progress,
+                          lambda t: f"recheck: {t[2].name if t[0] == 'regime' else 'power'}: {reps} worlds done")
+    out = []
+    for c in outside:
+        key = (c["regime"], c["seeds"]) if c["claim"] != "power at the promised MDE" else ("power",)
+        result = done[keys.index(key)]
+        sub = ({"replicates": reps, "regimes": {}, "power": result} if key == ("power",) else
+               {"replicates": reps, "regimes": {c["regime"]: {c["seeds"]: result}}})
+        mine = next(a for a in checks(sub) if a["claim"] == c["claim"])
+        out.append({"regime": c["regime"], "seeds": c["seeds"], "claim": c["claim"], "first_rate": c["rate"],
+                    "rate": mine["rate"], "mc_error": mine["mc_error"], "nominal": mine["nominal"],
+                    "replicates": reps, "ok": mine["ok"]})
+    return out
+
+
+def _regime_or_power(kind: str, *args):
+    return _regime(*args) if kind == "regime" else power_at_promised(*args)
 
 
 def _regime(i: int, rs: Regime, n: dict[str, int], replicates: int, before: bool, seed: int, weakest: bool) -> dict:
@@ -412,7 +457,7 @@ def text(table: dict) -> str:
     lines = [f"{'regime':<24} {'seeds':<8} {'claim':<44} {'before':>14} {'after':>14}"]
     for regime, by_seeds in table["regimes"].items():
         for seeds, claims in by_seeds.items():
-            names = list(dict.fromkeys(k.split(" ", 1)[1] for k in claims))
+            names = list(dict.fromkeys(k.split(" ", 1)[1] for k in claims if not k.startswith("_")))
             for name in names:
                 cells = []
                 for when in ("before", "after"):
@@ -451,10 +496,10 @@ def main(argv: list[str]) -> int:
                    "false-positive rate and each interval's coverage (--replicates worlds each)")
     p.add_argument("--jobs", type=int, default=0, help="worker processes (0: one per CPU core); each regime draws "
                    "from its own fixed seed, so the table does not depend on it")
-    p.add_argument("--recheck", type=int, default=W.RECHECK, metavar="K", help="each check of the other "
-                   "generative models (or --small-n) outside its bound is drawn again: K x its worlds from an "
-                   "independent stream, judged by the same rule (default %(default)s; 0: none). Chance alone puts ~10 "
-                   "exact claims of the table outside 1 MC error; a claim that breaks its bound stays outside")
+    p.add_argument("--recheck", type=int, default=W.RECHECK, metavar="K", help="each check outside its bound "
+                   "is drawn again: K x its worlds of the same regime from an independent stream, judged by the same "
+                   "rule (default %(default)s; 0: none). Chance alone puts ~10 exact claims of the table outside 1 "
+                   "MC error; a claim that breaks its bound stays outside")
     p.add_argument("--json", action="store_true", help="last line: the table and its checks as one JSON object")
     args = p.parse_args(argv)
     if args.recheck < 0:
@@ -478,13 +523,15 @@ def main(argv: list[str]) -> int:
         table = run(args.replicates, args.seed, before=args.before, progress=say, jobs=jobs)
         table["checks"] = checks(table)
         print(text(table), end="")
+        if args.recheck:
+            rechecks = recheck(table, table["checks"], args.recheck, args.seed, jobs, say)
         if args.worlds:
             table["worlds"] = W.run(args.worlds, args.seed, progress=say, jobs=jobs)
             worlds = W.checks(table["worlds"])
             table["checks"] += worlds
             print(W.text(table["worlds"]), end="")
             if args.recheck:
-                rechecks = W.recheck(table["worlds"], worlds, args.recheck, args.seed, False, jobs, say)
+                rechecks += W.recheck(table["worlds"], worlds, args.recheck, args.seed, False, jobs, say)
     bad = [c for c in table["checks"] if not c["ok"]]
     table["chance_outside"] = W.chance_outside(table["checks"], small_n=args.small_n)
     table["evidence"] = W.evidence(table["checks"], small_n=args.small_n)
@@ -498,9 +545,10 @@ def main(argv: list[str]) -> int:
     if rechecks:
         table["rechecks"] = rechecks
         still = [r for r in rechecks if not r["ok"]]
-        print(f"rechecks ({rechecks[0]['replicates']} worlds each, an independent stream; the same rule): "
+        print(f"rechecks ({args.recheck}x the worlds of each, an independent stream; the same rule): "
               + "; ".join(f"{r['regime']} {r['seeds']} {r['claim']}: {r['first_rate']:.3f} -> {r['rate']:.3f}+-"
-                          f"{r['mc_error']:.3f} ({'within' if r['ok'] else 'outside'})" for r in rechecks)
+                          f"{r['mc_error']:.3f} over {r['replicates']} ({'within' if r['ok'] else 'outside'})"
+                          for r in rechecks)
               + f"\noutside on the table and on its recheck: "
               + (", ".join(f"{r['regime']} {r['seeds']} {r['claim']}" for r in still) if still else "none"), flush=True)
     first = table["evidence"][0] if table["evidence"] else None

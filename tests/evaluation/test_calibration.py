@@ -79,3 +79,27 @@ def test_sizes_are_read_from_the_benchmark_files(tmp_path):
     (tmp_path / "gsm8k" / "test.jsonl").write_text('{"q": 1}\n{"q": 2}\n\n{"q": 3}\n')
     n = C.sizes(tmp_path)
     assert n["gsm8k"] == 3 and n["aime24"] == C.SIZES["aime24"]  # missing file: the registry's recorded count
+
+
+def test_a_check_of_the_beta_table_outside_is_drawn_again_from_an_independent_stream():
+    """``bench stats --recheck``: a check of this table outside its bound is judged again on K x the worlds of its
+    regime (kept in the table), drawn from seed + RECHECK_STREAM by ``_regime`` (the claims after only), with the
+    same rule; the power check by ``power_at_promised`` the same way; checks inside are not drawn again."""
+    tiny = {b: 8 for b in C.SIZES}
+    regime = C.Regime("null sigma=0.1 shared", sigma=0.1, shared=True)
+    table = C.run(10, seed=4, before=False, regimes=[regime], seeds_per_arm=(3,), n=tiny, weakest=False)
+    found = C.checks(table)
+    claims = {c["claim"] for c in found}
+    assert {"after fires overall", "power at the promised MDE"} <= claims
+    pretend = [dict(c, ok=c["claim"] not in ("after fires overall", "power at the promised MDE")) for c in found]
+    again = C.recheck(table, pretend, factor=2, seed=4)
+    assert [(r["claim"], r["replicates"]) for r in again] == [("after fires overall", 20),
+                                                               ("power at the promised MDE", 20)]
+    kept = table["regimes"][regime.name]["seeds=3"]
+    assert C.Regime(**kept["_regime"]) == C.replace(regime, seeds=3)
+    fresh = C._regime(kept["_index"], C.replace(regime, seeds=3), tiny, 20, False, 4 + C.W.RECHECK_STREAM, True)
+    assert again[0]["rate"] == fresh["after fires overall"]["rate"] and again[0]["first_rate"] == found[0]["rate"]
+    assert again[1]["rate"] == C.power_at_promised(tiny, 3, 20, 4 + C.W.RECHECK_STREAM)["rate"]
+    assert C.recheck(table, [dict(c, ok=True) for c in found], factor=2, seed=4) == []
+    shown = C.text(table)
+    assert " fires overall " in shown and "_regime" not in shown and "regime" not in shown.split("\n", 1)[1]  # not a claim
