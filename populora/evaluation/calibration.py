@@ -549,7 +549,7 @@ def main(argv: list[str]) -> int:
               + "; ".join(f"{r['regime']} {r['seeds']} {r['claim']}: {r['first_rate']:.3f} -> {r['rate']:.3f}+-"
                           f"{r['mc_error']:.3f} over {r['replicates']} ({'within' if r['ok'] else 'outside'})"
                           for r in rechecks)
-              + f"\noutside on the table and on its recheck: "
+              + "\noutside on the table and on its recheck: "
               + (", ".join(f"{r['regime']} {r['seeds']} {r['claim']}" for r in still) if still else "none"), flush=True)
     first = table["evidence"][0] if table["evidence"] else None
     print(f"evidence that a claim breaks its bound (each check's exact one-sided test, Holm-adjusted over the "

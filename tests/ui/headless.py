@@ -175,8 +175,15 @@ def button(driver, label: str, within=None):
 
 def click(driver, element) -> None:
     """Scroll ``element`` to the middle of the window (a click outside it misses), then click it."""
+    assert element is not None, "nothing to click: the element is not on the page (wait for it: press)"
     driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", element)
     element.click()
+
+
+def press(driver, label: str, timeout: float = 60, within=None) -> None:
+    """Click the button labelled ``label`` once it is drawn: a page's text (what ``open_page`` waits for) can show
+    before its buttons, and a loaded machine once drew "Stopped at step" a moment before the Resume button."""
+    click(driver, wait_on_page(driver, lambda: button(driver, label, within), timeout, f"the {label!r} button"))
 
 
 def fill_eval_form(driver, form, benchmarks: list[str], limit: int, max_new_tokens: int | None = None) -> None:

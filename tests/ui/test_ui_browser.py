@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 
 import pytest
-from headless import (LIMIT, NAME, NEEDS_CHROMIUM, PICKER, ROOT, button, chromium, click, drawn_form, fill_eval_form,
-                      fill_fork_form, ui_server)
+from headless import (LIMIT, NAME, NEEDS_CHROMIUM, PICKER, ROOT, chromium, drawn_form, fill_eval_form,
+                      fill_fork_form, press, ui_server)
 from headless import open_page as _open
 from headless import page_text as _text
 from headless import wait_on_page as _wait_for
@@ -111,7 +111,7 @@ def _fork_a_run(browser, server, run_id: str, shots: Path) -> None:
     url = server["url"]
     fill_fork_form(browser, url, run_id, 1, "optim.lr=3e-5", shots)
     _wait_for(browser, lambda: "the fork" in _text(browser) and "3e-05" in _text(browser), 60, "the fork's diff")
-    click(browser, button(browser, "Fork from here"))
+    press(browser, "Fork from here")
     job = _wait_for(browser, lambda: next((j for j in jobs.list_jobs(server["dir"] / "jobs") if "fork" in j.name and j.name.endswith("@1")), None),
                     30, "the fork job on disk")
     _away(browser)
@@ -153,7 +153,7 @@ def _evaluate_from_compare(browser, server, run_id: str, shots: Path) -> None:
     assert "No benchmark scores for this run yet" in _text(browser)
     form = _wait_for(browser, lambda: drawn_form(browser, "Launch evaluation", fields=(PICKER, LIMIT)), 60, "the evaluation form")
     fill_eval_form(browser, form, ["gsm8k"], limit=1, max_new_tokens=8)
-    click(browser, button(browser, "Launch evaluation", within=form))
+    press(browser, "Launch evaluation", within=form)
     job = _wait_for(browser, lambda: next((j for j in jobs.list_jobs(server["dir"] / "jobs") if j.kind == "eval"), None),
                     30, "the evaluation job on disk")
     config = (Path(job.dir) / "config.yaml").read_text()

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import HOLD, cli_in_process
-from headless import LIMIT, NEEDS_CHROMIUM, PICKER, button, chromium, click, drawn_form, fill_eval_form, fill_fork_form, settle, ui_server
+from headless import LIMIT, NEEDS_CHROMIUM, PICKER, button, chromium, click, drawn_form, fill_eval_form, fill_fork_form, press, settle, ui_server
 from headless import open_page as _open
 from headless import page_text as _text
 from headless import wait_on_page as _wait_for
@@ -98,7 +98,7 @@ def _ctrl_enter_launches_nothing(driver, url: str, shots: Path, jobs_dir: Path) 
     settle(driver, quiet=1.5, at_most=10)
     _wait_for(driver, lambda: not driver.find_elements(By.CSS_SELECTOR, '[data-testid="stStatusWidget"]'), 120,
               "the page to be idle")
-    click(driver, button(driver, "Show plan"))
+    press(driver, "Show plan")
     _wait_for(driver, lambda: "tiny randomly initialised model" in _text(driver), 60, "the plan (the form's other button)")
     assert {j.id for j in jobs.list_jobs(jobs_dir)} == before, "Ctrl+Enter (or Show plan) started a job"
     assert "Started job(s)" not in _text(driver)
@@ -145,7 +145,7 @@ def _fork_with_one_more_student(driver, url: str, run_id: str, shots: Path, down
                      60, "the fork form's resize preview")
     grown, grown_from = said.groups()
     assert grown not in parent_ids, f"the fork form offers {grown}, an id the parent gave out: {sorted(parent_ids)}"
-    click(driver, button(driver, "Fork from here"))
+    press(driver, "Fork from here")
     job = _wait_for(driver, lambda: next((j for j in jobs.list_jobs(jobs_dir) if j.name == f"life · fork of {run_id[:8]} @1"), None),
                     30, "the fork job on disk")
     driver.get("about:blank")  # a page left open redraws its live part while the fork trains
@@ -169,7 +169,7 @@ def _fork_with_one_more_student(driver, url: str, run_id: str, shots: Path, down
     driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", graph)
     _wait_for(driver, lambda: not driver.find_elements(By.CSS_SELECTOR, '[data-testid="stStatusWidget"]'), 60, "the page to be idle")
     driver.save_screenshot(str(shots / "fork_grow_lineage.png"))
-    click(driver, button(driver, "Download ancestry record (YAML)"))
+    press(driver, "Download ancestry record (YAML)")
     path = downloads / f"{grown}-ancestry.yaml"
     _wait_for(driver, path.is_file, 30, f"the browser's download of {path.name}")
     record = yaml.safe_load(path.read_text())
@@ -189,7 +189,7 @@ def _queued_evaluation_on_compare(driver, url: str, run_id: str, shots: Path) ->
     assert "No benchmark scores for this run yet" in _text(driver)  # nothing on its way: say how to start one
     form = _wait_for(driver, lambda: drawn_form(driver, "Launch evaluation", fields=(PICKER, LIMIT)), 60, "the evaluation form")
     fill_eval_form(driver, form, ["gsm8k"], limit=1)
-    click(driver, button(driver, "Launch evaluation", within=form))
+    press(driver, "Launch evaluation", within=form)
     job = _wait_for(driver, lambda: next((j for j in jobs.list_jobs() if j.kind == "eval"), None), 30, "the evaluation job")
     _wait_for(driver, lambda: job.status == "queued", 60, "the evaluation to wait in the queue")
     # the launch reruns the page: its top says what is on its way (no reload)
@@ -292,7 +292,7 @@ def test_a_runs_life_its_fork_and_its_jobs_in_the_queue(server, browser, tmp_pat
     holder = jobs.start([sys.executable, "-c", HOLD], name="holder", root=jobs_dir, slots=1)
     _wait_for(browser, lambda: holder.status == "running", 60, "the holder to take the one slot")
     _open(browser, f"{url}/?run={run_id}", "Stopped at step", shots)
-    click(browser, button(browser, "Resume"))
+    press(browser, "Resume")
     _wait_for(browser, lambda: "resume queued (#1)" in _text(browser), 60, "the run's resume state")
     resume = button(browser, "Resume")
     assert resume is not None and not resume.is_enabled(), "a queued resume's button is disabled"
