@@ -378,37 +378,27 @@ def power_at_promised(n: dict[str, int], seeds: int, replicates: int, seed: int)
 
 def recheck(table: dict, checks_: list[dict], factor: int = W.RECHECK, seed: int = 0, jobs: int = 1,
             progress=None) -> list[dict]:
-    """``calibration_worlds.recheck`` for this table: each check outside its bound judged again on ``factor`` x
-    its worlds of the same regime (kept in the table) from the independent stream ``seed + W.RECHECK_STREAM``,
-    by ``checks``' rule on that estimate alone (the claims after only)."""
-    outside = [c for c in checks_ if not c["ok"]]
-    reps = factor * int(table["replicates"])
-    again_seed = seed + W.RECHECK_STREAM
-    tasks, keys = [], []
-    for c in outside:
-        key = (c["regime"], c["seeds"]) if c["claim"] != "power at the promised MDE" else ("power",)
-        if key in keys:
-            continue
-        keys.append(key)
-        if key == ("power",):
-            tasks.append(("power", table["sizes"], int(table["power"]["seeds"]), reps, again_seed))
-        else:
-            kept = table["regimes"][c["regime"]][c["seeds"]]
-            tasks.append(("regime", kept["_index"], Regime(**kept["_regime"]), table["sizes"], reps, False,
-                          again_seed, True))
-    done = W.parallel_map(_regime_or_power, tasks, jobs, progress,
-                          lambda t: f"recheck: {t[2].name if t[0] == 'regime' else 'power'}: {reps} worlds done")
-    out = []
-    for c in outside:
-        key = (c["regime"], c["seeds"]) if c["claim"] != "power at the promised MDE" else ("power",)
-        result = done[keys.index(key)]
-        sub = ({"replicates": reps, "regimes": {}, "power": result} if key == ("power",) else
-               {"replicates": reps, "regimes": {c["regime"]: {c["seeds"]: result}}})
-        mine = next(a for a in checks(sub) if a["claim"] == c["claim"])
-        out.append({"regime": c["regime"], "seeds": c["seeds"], "claim": c["claim"], "first_rate": c["rate"],
-                    "rate": mine["rate"], "mc_error": mine["mc_error"], "nominal": mine["nominal"],
-                    "replicates": reps, "ok": mine["ok"]})
-    return out
+    """``calibration_worlds.recheck`` for this table (``W.redraw``): each check outside its bound judged again on
+    ``factor`` x its worlds of the same regime (kept in the table) from the independent stream ``seed +
+    W.RECHECK_STREAM``, by ``checks``' rule on that estimate alone (the claims after only)."""
+    again = seed + W.RECHECK_STREAM
+
+    def task_of(c, reps):
+        if c["claim"] == "power at the promised MDE":
+            return ("power",), ("power", table["sizes"], int(table["power"]["seeds"]), reps, again)
+        kept = table["regimes"][c["regime"]][c["seeds"]]
+        return ((c["regime"], c["seeds"]),
+                ("regime", kept["_index"], Regime(**kept["_regime"]), table["sizes"], reps, False, again, True))
+
+    def judge(c, result, reps):
+        sub = ({"replicates": reps, "regimes": {}, "power": result} if c["claim"] == "power at the promised MDE"
+               else {"replicates": reps, "regimes": {c["regime"]: {c["seeds"]: result}}})
+        return next(a for a in checks(sub) if a["claim"] == c["claim"])
+
+    def label(t):
+        return f"recheck: {t[2].name}: {t[4]} worlds done" if t[0] == "regime" else f"recheck: power: {t[3]} worlds done"
+
+    return W.redraw(checks_, factor, table["replicates"], task_of, _regime_or_power, judge, jobs, progress, label)
 
 
 def _regime_or_power(kind: str, *args):

@@ -539,47 +539,63 @@ RECHECK = 5             # ``populora bench stats --recheck``'s default: a check 
 RECHECK_STREAM = 1000   # ... from the table's seed + this (an independent stream: no world of the table again)
 
 
-def recheck(table: dict, checks_: list[dict], factor: int = RECHECK, seed: int = 0, small_n: bool = False,
-            jobs: int = 1, progress=None) -> list[dict]:
-    """Each check of ``table`` (``run`` or ``small_n``) outside its bound, judged again on worlds of its regime
-    drawn afresh: ``factor`` x the table's worlds from an independent stream (``seed + RECHECK_STREAM``), the same
-    rule (``checks``) on that estimate alone, not pooled with the first. With ~150 checks a calibration whose
-    every claim is exact puts ~10 outside 1 MC error by chance (``chance_outside``); a claim that truly breaks
-    its bound stays outside on the second draw, where chance alone leaves an exact claim (a rate at 5%, power at
-    80%) outside both about 2% of the time (0.13-0.16 each at 200-2,000 worlds, ``chance_outside``). Entries:
-    the check's regime, seeds, claim, its first rate, and the recheck's rate, mc_error, replicates and ok."""
+def redraw(checks_: list[dict], factor: int, replicates: int, task_of, draw, judge, jobs: int = 1, progress=None,
+           label=None) -> list[dict]:
+    """What every table's recheck shares: each check of ``checks_`` outside its bound, its regime drawn again on
+    ``factor`` x ``replicates`` worlds (``task_of(check, worlds)`` -> (key, task): one draw per key, ``draw(*task)``
+    over ``jobs`` processes) and judged on that result alone (``judge(check, result, worlds)`` -> the check).
+    Entries: the check's regime, seeds, claim, its first rate, and the recheck's rate, mc_error, nominal,
+    replicates and ok."""
     outside = [c for c in checks_ if not c["ok"]]
-    reps = factor * int(table["replicates"])
-    tasks, keys = [], []
+    reps = factor * int(replicates)
+    keys, tasks, theirs = [], [], []
     for c in outside:
-        power_check = c["claim"] == "power at the printed MDE"
-        if power_check:
-            m = replace(next(x for x in POWER_MODELS if x.name == c["regime"]), seeds=int(c["seeds"].split("=")[1]))
-            n = table["sizes"]
-        else:
-            kept = table["regimes"][c["regime"]][c["seeds"]]
-            m, n = Model(**kept["_model"]), kept["_sizes"]
-        key = ("power" if power_check else "model", c["regime"], c["seeds"])
+        key, task = task_of(c, reps)
+        theirs.append(key)
         if key not in keys:
             keys.append(key)
-            tasks.append((key[0], m, n, reps, seed + RECHECK_STREAM))
-    done = parallel_map(_model_or_power, tasks, jobs, progress,
-                        lambda t: f"recheck: {t[1].name}, {t[1].seeds} seed(s) per arm: {reps} worlds done")
+            tasks.append(task)
+    done = parallel_map(draw, tasks, jobs, progress, label)
     out = []
-    for c in outside:
-        key = ("power" if c["claim"] == "power at the printed MDE" else "model", c["regime"], c["seeds"])
-        result = done[keys.index(key)]
-        if key[0] == "power":
-            again = checks({"replicates": reps, "regimes": {}, "power": [result]})
-        else:
-            summary, _ = result
-            summary["_sigma"] = table["regimes"][c["regime"]][c["seeds"]]["_sigma"]
-            again = checks({"replicates": reps, "regimes": {c["regime"]: {c["seeds"]: summary}}}, small_n=small_n)
-        mine = next(a for a in again if a["claim"] == c["claim"])
+    for c, key in zip(outside, theirs):
+        mine = judge(c, done[keys.index(key)], reps)
         out.append({"regime": c["regime"], "seeds": c["seeds"], "claim": c["claim"], "first_rate": c["rate"],
                     "rate": mine["rate"], "mc_error": mine["mc_error"], "nominal": mine["nominal"],
                     "replicates": reps, "ok": mine["ok"]})
     return out
+
+
+POWER_CLAIM = "power at the printed MDE"
+
+
+def recheck(table: dict, checks_: list[dict], factor: int = RECHECK, seed: int = 0, small_n: bool = False,
+            jobs: int = 1, progress=None) -> list[dict]:
+    """Each check of ``table`` (``run`` or ``small_n``) outside its bound, judged again on worlds of its regime
+    drawn afresh: ``factor`` x the table's worlds from an independent stream (``seed + RECHECK_STREAM``), the same
+    rule (``checks``) on that estimate alone, not pooled with the first (``redraw``). With ~150 checks a
+    calibration whose every claim is exact puts ~10 outside 1 MC error by chance (``chance_outside``); a claim
+    that truly breaks its bound stays outside on the second draw, where chance alone leaves an exact claim (a rate
+    at 5%, power at 80%) outside both about 2% of the time (0.13-0.16 each at 200-2,000 worlds)."""
+    again = seed + RECHECK_STREAM
+
+    def task_of(c, reps):
+        if c["claim"] == POWER_CLAIM:
+            m = replace(next(x for x in POWER_MODELS if x.name == c["regime"]), seeds=int(c["seeds"].split("=")[1]))
+            return ("power", c["regime"], c["seeds"]), ("power", m, table["sizes"], reps, again)
+        kept = table["regimes"][c["regime"]][c["seeds"]]
+        return ("model", c["regime"], c["seeds"]), ("model", Model(**kept["_model"]), kept["_sizes"], reps, again)
+
+    def judge(c, result, reps):
+        if c["claim"] == POWER_CLAIM:
+            sub = {"replicates": reps, "regimes": {}, "power": [result]}
+        else:
+            summary, _ = result
+            summary["_sigma"] = table["regimes"][c["regime"]][c["seeds"]]["_sigma"]
+            sub = {"replicates": reps, "regimes": {c["regime"]: {c["seeds"]: summary}}}
+        return next(a for a in checks(sub, small_n=small_n) if a["claim"] == c["claim"])
+
+    return redraw(checks_, factor, table["replicates"], task_of, _model_or_power, judge, jobs, progress,
+                  lambda t: f"recheck: {t[1].name}, {t[1].seeds} seed(s) per arm: {t[3]} worlds done")
 
 
 def text(table: dict) -> str:
