@@ -335,6 +335,7 @@ def power_at_printed(m: Model, n: dict[str, int], replicates: int, seed: int, pi
 
 # ====================================================================== the checks
 RATES = ("fires overall", "family fires", "headline names a win", "method claim made")
+POWER_CLAIM = "power at the printed MDE"
 COVERAGE = (0.93, 0.97)  # an interval's coverage, done when within this window (issue 52): a 95% interval that
                          # covers 0.96 is not wrong, and one of a discrete score on finite data cannot be exact
 
@@ -392,7 +393,7 @@ def checks(table: dict, tolerance: float = 1.0, small_n: bool = False) -> list[d
     for p in table.get("power", []):
         if p["rate"] is None:
             continue
-        out.append({"regime": p["regime"], "seeds": f"seeds={p['seeds']}", "claim": "power at the printed MDE",
+        out.append({"regime": p["regime"], "seeds": f"seeds={p['seeds']}", "claim": POWER_CLAIM,
                     "rate": p["rate"], "mc_error": p["mc_error"], "nominal": p["promised_power"],
                     "ok": bool(within("power", p["rate"], p["mc_error"], p["promised_power"], tolerance)),
                     "replicates": table.get("replicates")})
@@ -563,9 +564,6 @@ def redraw(checks_: list[dict], factor: int, replicates: int, task_of, draw, jud
                     "rate": mine["rate"], "mc_error": mine["mc_error"], "nominal": mine["nominal"],
                     "replicates": reps, "ok": mine["ok"]})
     return out
-
-
-POWER_CLAIM = "power at the printed MDE"
 
 
 def recheck(table: dict, checks_: list[dict], factor: int = RECHECK, seed: int = 0, small_n: bool = False,

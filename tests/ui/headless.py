@@ -181,9 +181,25 @@ def click(driver, element) -> None:
 
 
 def press(driver, label: str, timeout: float = 60, within=None) -> None:
-    """Click the button labelled ``label`` once it is drawn: a page's text (what ``open_page`` waits for) can show
-    before its buttons, and a loaded machine once drew "Stopped at step" a moment before the Resume button."""
-    click(driver, wait_on_page(driver, lambda: button(driver, label, within), timeout, f"the {label!r} button"))
+    """Click the button labelled ``label`` once it is drawn, shown and enabled: a page's text (what ``open_page``
+    waits for) can show before its buttons (a loaded machine once drew "Stopped at step" a moment before the Resume
+    button), and a rerun may redraw a button between finding and clicking it (on a loaded machine, "Fork from here"
+    once read "element not interactable"): then the button drawn next is clicked. An exception means no click was
+    delivered, so a retry never clicks twice."""
+    from selenium.common.exceptions import (ElementClickInterceptedException, ElementNotInteractableException,
+                                            StaleElementReferenceException)
+
+    def pressed() -> bool:
+        try:
+            element = button(driver, label, within)
+            if element is None or not (element.is_displayed() and element.is_enabled()):
+                return False
+            click(driver, element)
+        except (ElementClickInterceptedException, ElementNotInteractableException, StaleElementReferenceException):
+            return False
+        return True
+
+    wait_on_page(driver, pressed, timeout, f"the {label!r} button to take a click")
 
 
 def fill_eval_form(driver, form, benchmarks: list[str], limit: int, max_new_tokens: int | None = None) -> None:

@@ -57,9 +57,7 @@ def _launch(driver, url: str, shots: Path, name_text: str = "browser-e2e", overr
     name.send_keys(Keys.CONTROL, "a")  # clear() does not reach Streamlit's React state
     name.send_keys(Keys.BACKSPACE, name_text)
     form.find_element(By.TAG_NAME, "textarea").send_keys(overrides)
-    button = driver.find_element(By.XPATH, "//button[.//p[normalize-space()='Launch']]")
-    driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", button)
-    button.click()
+    press(driver, "Launch")
     # a bound for a loaded machine (the click's rerun writes the config and starts the job), as the baseline flow's
     _wait_for(driver, lambda: "Started job(s)" in _text(driver), 60, "the launch confirmation")
 
@@ -75,7 +73,6 @@ def _stop_a_run(browser, server, shots: Path) -> None:
     how to resume and holds no traceback, and MLflow has the run KILLED. (1000 tiny steps take many minutes, far
     beyond this test's waits: the run cannot end before the Stop, as a 30-step one could on a fast machine.)"""
     from mlflow import MlflowClient
-    from selenium.webdriver.common.by import By
 
     from populora.platform import jobs
 
@@ -84,10 +81,7 @@ def _stop_a_run(browser, server, shots: Path) -> None:
     job = _wait_for(browser, lambda: next((j for j in jobs.list_jobs(server["dir"] / "jobs") if j.name == "browser-stop"), None),
                     10, "the second job on disk")
     _wait_for(browser, lambda: "step 1/1000" in job.log_tail(), 240, "a first step in the job log")
-    _wait_for(browser, lambda: browser.find_elements(By.XPATH, "//button[.//p[normalize-space()='Stop']]"), 30, "the Stop button")
-    button = browser.find_element(By.XPATH, "//button[.//p[normalize-space()='Stop']]")
-    browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", button)
-    button.click()
+    press(browser, "Stop", timeout=30)
     _wait_for(browser, lambda: job.status == "stopped", 120, "the job to stop")
     log = job.log_tail(400)
     last = log.rstrip().splitlines()[-1]

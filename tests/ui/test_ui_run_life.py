@@ -283,7 +283,7 @@ def test_a_runs_life_its_fork_and_its_jobs_in_the_queue(server, browser, tmp_pat
 
     # Stop, from the top of the run's panel
     _open(browser, f"{url}/?run={run_id}", "Details of run", shots)
-    click(browser, _wait_for(browser, lambda: button(browser, "⏹️ Stop this run"), 30, "the Stop button"))
+    press(browser, "⏹️ Stop this run", timeout=30)
     _wait_for(browser, lambda: job.status == "stopped", 120, "the run to stop", )
     fork = _fork_with_one_more_student(browser, url, run_id, shots, tmp_path / "downloads")
     RunLog.start(TrainConfig(name="newer", steps=1)).end(rl.FINISHED)  # the newest run: the picker must keep ours
