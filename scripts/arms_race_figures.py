@@ -1,5 +1,5 @@
 """Draw a population run's and its baseline's figure set from an MLflow store: a thin wrapper over
-``populora figures --run`` (``populora.training.paper_figures``) that picks the runs when none is named.
+``populora figures --run`` (``populora.training.measures.paper_figures``) that picks the runs when none is named.
 
     PYTHONPATH=. python scripts/arms_race_figures.py --uri sqlite:///mlflow.db --out docs/figures/arms-race \
         [--population RUN_ID] [--baseline RUN_ID] [--formats png,svg,pdf]
@@ -13,9 +13,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from populora.platform import runlayout as rl
-from populora.platform.tracking import client as tracking_client
-from populora.training.paper_figures import figure_set
+from populora.platform.store import runlayout as rl
+from populora.platform.store.tracking import client as tracking_client
+from populora.training.measures.paper_figures import figure_set
 
 
 def pick_runs(client, population: str | None, baseline: str | None) -> tuple[str, str | None]:

@@ -14,7 +14,7 @@ import sys
 import numpy as np
 from scipy import stats as sps
 
-from populora.evaluation import stats
+from populora.evaluation.statistics import stats
 
 SIGMA, K, MEMBERS = 0.1, 1.0, 4
 U = np.random.default_rng(12345).normal(0, SIGMA, 4000)  # the seed law's nodes for expectations over seeds

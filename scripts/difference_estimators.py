@@ -8,7 +8,7 @@ as 0.03-0.06 where ``bench stats`` measured 0.08-0.13). ``python scripts/differe
 import sys, json, time
 import numpy as np
 from scipy import stats as sps
-from populora.evaluation import calibration as C, stats
+from populora.evaluation.statistics import calibration as C, stats
 
 def parts(strata, w=None):
     strata = [np.asarray(x, float) for x in strata]

@@ -5,7 +5,7 @@
 The question at scale is step time and peak GPU memory against ``populora plan``'s figures. Random weights at the
 base's shapes (read from ``populora plan``'s architecture: the shipped table for Qwen/Qwen2.5-7B) answer both
 without the weights: the cost of a forward, a backward or a decoded token does not depend on what the weights are.
-The step is the preset's own work (``populora.training.workload``: rows, prompt and completion lengths,
+The step is the preset's own work (``populora.training.compute.workload``: rows, prompt and completion lengths,
 micro-batch, activation checkpointing, LoRA rank and targets, 8 adapters on one batched multi-LoRA backend), cut:
 
 * generation (torch: vLLM cannot be carried to a lent GPU): a random model never stops, and 1,152 rows x 8,096
@@ -37,9 +37,9 @@ from populora.platform import config as config_io
 from populora.platform import plan
 from populora.platform.backends import LoraSpec, MultiLoraBackend, TrainSample
 from populora.platform.backends.checkpointing import enable as enable_checkpointing
-from populora.platform.models import load_tokenizer, resolve_source
+from populora.platform.model.models import load_tokenizer, resolve_source
 from populora.training import TrainConfig
-from populora.training.workload import make_plan, workload
+from populora.training.compute.workload import make_plan, workload
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,

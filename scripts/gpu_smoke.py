@@ -118,7 +118,7 @@ class PeakMemory:
 def check_step(model: str, quick: bool, out_dir: str) -> bool:
     from populora.training.config import load_config
     from populora.training.loop import Trainer
-    from populora.training.workload import make_plan
+    from populora.training.compute.workload import make_plan
 
     t0 = time.perf_counter()
     overrides = [f"model.base={model}", "steps=1", f"output_dir={out_dir}", "tasks.seed_buffer=16", "tasks.seed_rounds=1"]
@@ -128,7 +128,7 @@ def check_step(model: str, quick: bool, out_dir: str) -> bool:
     plan = make_plan(cfg, "h100-80gb")["memory_gb"]
     # the plan bounds activations at optim.max_seq_len (6144); this step's sequences are at most a propose
     # prompt + its budget, so the like-for-like figure is the plan at that length
-    from populora.training import workload
+    from populora.training.compute import workload
 
     longest = workload.PROPOSE_BASE + workload.PER_REFERENCE * cfg.tasks.references + cfg.tasks.max_new_tokens_propose
     at_step = make_plan(load_config(ROOT / "configs" / "paper-4t4s.yaml", overrides + [f"optim.max_seq_len={longest}"]),

@@ -91,7 +91,7 @@ def train_killed_and_resumed(out: Path, env: dict, logs: Path, phases: dict) -> 
 def summary(run_id: str) -> dict:
     from mlflow import MlflowClient
 
-    from populora.platform.runlayout import STEP_SENTINEL
+    from populora.platform.store.runlayout import STEP_SENTINEL
 
     client = MlflowClient()
     r = client.get_run(run_id)

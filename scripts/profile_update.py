@@ -16,7 +16,7 @@ import time
 import torch
 
 from populora.platform.backends import AdamConfig, LoraSpec, MultiLoraBackend, PeftBackend, TrainSample
-from populora.platform.models import load_base, resolve_source
+from populora.platform.model.models import load_base, resolve_source
 
 
 def demo_batches(tok, teachers: int = 2, students: int = 2, proposals: int = 3, answers: int = 6, seed: int = 0):

@@ -14,8 +14,8 @@ from __future__ import annotations
 import argparse
 import numpy as np
 
-from populora.evaluation import calibration_worlds as W
-from populora.evaluation import sweep_report, verdict
+from populora.evaluation.statistics import calibration_worlds as W
+from populora.evaluation.statistics import sweep_report, verdict
 from populora.evaluation.summary import Results
 
 

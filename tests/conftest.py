@@ -158,7 +158,8 @@ def one_slot_queue(tmp_path, monkeypatch):
     ones); {"uri", "dir"}. No progress reporter made in the test outlives it; every job it started is stopped."""
     import streamlit as st
 
-    from populora.platform import jobs, progress
+    from populora.platform.jobs import jobs
+    from populora.platform import progress
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
@@ -207,7 +208,7 @@ def streamlit_component_scan_once():
 @pytest.fixture(scope="session")
 def tiny_model():
     """A tiny randomly initialised model with the embedded model's tokenizer (loaded once per session)."""
-    from populora.platform.models import load_base, resolve_source
+    from populora.platform.model.models import load_base, resolve_source
 
     return load_base(resolve_source("embedded"), tiny_random=True)
 

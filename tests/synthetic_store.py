@@ -14,15 +14,15 @@ import os
 import random
 import time
 
-from populora.platform import runlayout as rl
-from populora.platform.tracking import Tracker
-from populora.training import run_log
+from populora.platform.store import runlayout as rl
+from populora.platform.store.tracking import Tracker
+from populora.training.run import run_log
 from populora.training.config import EvolutionConfig, TrainConfig
-from populora.training.ledger import add_to_record
-from populora.training.lineage import Lineage, LineageEvent
+from populora.training.compute.ledger import add_to_record
+from populora.training.evolve.lineage import Lineage, LineageEvent
 from populora.training.member import BOTH, STUDENT, TEACHER, Member, Population
-from populora.training.rollout import Rollout
-from populora.training.run_log import RunLog
+from populora.training.phases.rollout import Rollout
+from populora.training.run.run_log import RunLog
 from populora.training.tasks import Task
 
 KINDS = ("code_o", "code_i", "code_f")

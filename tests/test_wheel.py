@@ -28,7 +28,7 @@ import pytest
 
 from conftest import wait_for
 
-from populora.evaluation import benchmarks
+from populora.evaluation.harness import benchmarks
 
 ROOT = Path(__file__).resolve().parents[1]
 CPU = shutil.which("nvidia-smi") is None
@@ -171,9 +171,9 @@ def test_the_wheel_holds_every_file_of_the_package_and_nothing_else(built):
     assert names == expected, (f"missing from the wheel: {sorted(expected - names)}; "
                                f"not in the checkout's package: {sorted(names - expected)}")
     # the files read through a path at run time, by name (a glob that missed a kind of file would drop them)
-    for f in ("populora/configs/smoke.yaml", "populora/evaluation/lm_eval_tasks/utils.py",
-              "populora/evaluation/lm_eval_tasks/populora_gsm8k.yaml", "populora/platform/architectures.yaml",
-              "populora/platform/qwen2_tokenizer.json", "populora/ui/app.py"):
+    for f in ("populora/configs/smoke.yaml", "populora/evaluation/harness/lm_eval_tasks/utils.py",
+              "populora/evaluation/harness/lm_eval_tasks/populora_gsm8k.yaml", "populora/platform/architectures.yaml",
+              "populora/platform/model/qwen2_tokenizer.json", "populora/ui/app.py"):
         assert f in names
     with zipfile.ZipFile(built["wheel"]) as z:
         meta = z.read(next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))).decode()

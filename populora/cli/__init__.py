@@ -37,7 +37,7 @@ import warnings
 import populora
 from populora.cli.bench_names import BENCHES
 from populora.platform.diskspace import DiskFull
-from populora.platform.stopping import stop_code, stop_on_sigterm
+from populora.platform.jobs.stopping import stop_code, stop_on_sigterm
 from populora.ui.cli import ui_main  # argparse and the standard library only: Streamlit starts in a child process
 
 # Keep third-party chatter (gguf de-quantisation bars, HF warnings) out of the user's way.
@@ -68,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--quiet", action="store_true", help="no progress bar: one plain line per step instead (for logs)")
     t.add_argument("--baseline", action="store_true", help="then train the compute-matched single-agent baseline "
                    "(the population's per-step shape, trained until its per-adapter ledger equals the population's "
-                   "within 5%%: budget.population, see populora.training.budget), the two runs linked")
+                   "within 5%%: budget.population, see populora.training.compute.budget), the two runs linked")
     t.add_argument("--max-restarts", type=int, default=0, metavar="N", help="resume the run from its last checkpoint "
                    "after a transient failure (a lost worker, a killed process, the store unreachable), with backoff, "
                    "up to N times; never after a stop or the same failure at the same step twice (default 0)")
@@ -160,7 +160,7 @@ def _command(name: str, argv: list[str]):
 
         return lambda rest: bench_verifier_main([a for a in rest[1:] if a != "--tiny"]), ()
     if name == "bench" and argv[:1] == ["stats"]:  # the verdict's calibration: numpy and scipy, no torch
-        from populora.evaluation.calibration import main as bench_stats_main
+        from populora.evaluation.statistics.calibration import main as bench_stats_main
 
         return lambda rest: bench_stats_main(rest[1:]), ()
     if name in ("eval", "report", "data"):  # they report their own bad input

@@ -1,6 +1,6 @@
 """``populora diff`` and ``populora runs RUN --ancestry MEMBER``: what differs between two runs or members, and a
-member's whole ancestry as one record. No torch: they read the MLflow store (``populora.platform.ancestry``,
-``populora.platform.settings_diff``; the UI shows the same)."""
+member's whole ancestry as one record. No torch: they read the MLflow store (``populora.platform.store.ancestry``,
+``populora.platform.store.settings_diff``; the UI shows the same)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from pathlib import Path
 
 import yaml
 
-from populora.platform import ancestry, runlayout as rl
-from populora.platform.settings_diff import render, settings_diff
-from populora.platform.tracking import client, tracking_uri
+from populora.platform.store import ancestry, runlayout as rl
+from populora.platform.store.settings_diff import render, settings_diff
+from populora.platform.store.tracking import client, tracking_uri
 
 # a record reads a few small JSON artifacts: no progress bar per download on the terminal
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from populora.platform.tracking import client as tracking_client
-from populora.training.paper_figures import FiguresError, figure_set
+from populora.platform.store.tracking import client as tracking_client
+from populora.training.measures.paper_figures import FiguresError, figure_set
 
 BAD_INPUT = (FiguresError,)
 

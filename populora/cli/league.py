@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 
 from populora.evaluation.targets import TargetError
-from populora.platform import jobs
-from populora.platform.tracking import Tracker
+from populora.platform.jobs import jobs
+from populora.platform.store.tracking import Tracker
 from populora.training.league_plan import RESULTS_FILE, LeagueSpec, describe, estimate, resolve
 
 

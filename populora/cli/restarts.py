@@ -1,10 +1,10 @@
 """How ``populora train`` ends on a failure a person should not have to read a traceback for, and
-``populora train --max-restarts N`` from a terminal (the supervisor's restarts, platform/restart.py).
+``populora train --max-restarts N`` from a terminal (the supervisor's restarts, platform/jobs/restart.py).
 
 - a transient failure (a lost Ray worker, the MLflow store unreachable past the client's retries): one line, the
   resume command, exit 75 (``restart.TEMPFAIL``) and ``<job dir>/failure.json`` for a supervisor with restarts left;
 - a CUDA out-of-memory: one line naming the phase, the setting to lower and `populora plan`'s figure for it
-  (training/oom.py), exit 1; the line is the run's MLflow description too.
+  (training/run/oom.py), exit 1; the line is the run's MLflow description too.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from pathlib import Path
 
 import torch
 
-from populora.platform import jobs, restart, supervisor
-from populora.platform import runlayout as rl
-from populora.platform.job_record import Job
-from populora.training import oom
+from populora.platform.jobs import jobs, restart, supervisor
+from populora.platform.store import runlayout as rl
+from populora.platform.jobs.job_record import Job
+from populora.training.run import oom
 
 
 def failure_code(err: Exception, trainer) -> int | None:

@@ -7,9 +7,11 @@ import sys
 
 from populora.cli import experiments
 from populora.evaluation import compute as compute_figure
-from populora.platform import heartbeat, jobs, lost_runs, progress, queue, runlayout
-from populora.platform.run_detail import render
-from populora.platform.tracking import Tracker, client, tracking_uri
+from populora.platform.jobs import heartbeat, jobs, lost_runs, queue
+from populora.platform import progress
+from populora.platform.store import runlayout
+from populora.platform.store.run_detail import render
+from populora.platform.store.tracking import Tracker, client, tracking_uri
 
 
 def runs(args) -> int:

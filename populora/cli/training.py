@@ -10,24 +10,25 @@ import uuid
 
 from populora.cli import restarts
 from populora.evaluation import export as export_adapter
-from populora.evaluation import power
+from populora.evaluation.statistics import power
 from populora.platform import config as config_io
-from populora.platform import jobs
-from populora.platform import runlayout as rl
-from populora.platform import sweep as S
+from populora.platform.jobs import jobs
+from populora.platform.store import runlayout as rl
+from populora.platform.store import sweep as S
 from populora.platform.config import ConfigError
 from populora.platform.diskspace import DiskFull
-from populora.platform.models import ModelError
+from populora.platform.model.models import ModelError
 from populora.platform.plan import PlanError
-from populora.platform.stopping import stop_code
-from populora.platform.tracking import tracking_uri
-from populora.training import TrainConfig, matched_baseline, oom, sweep as sweeps
-from populora.training.baseline import too_small
-from populora.training.budget import BudgetError
-from populora.training.checkpoint import CheckpointError
+from populora.platform.jobs.stopping import stop_code
+from populora.platform.store.tracking import tracking_uri
+from populora.training import TrainConfig, matched_baseline
+from populora.training.run import oom, sweep as sweeps
+from populora.training.compute.baseline import too_small
+from populora.training.compute.budget import BudgetError
+from populora.training.run.checkpoint import CheckpointError
 from populora.training.loop import Trainer
 from populora.training.tasks.show import prompts_main
-from populora.training.workload import make_plan, render
+from populora.training.compute.workload import make_plan, render
 
 # bad input of these commands: one line on stderr, exit 2 (no traceback)
 BAD_INPUT = (ConfigError, ModelError, CheckpointError, PlanError)
@@ -37,7 +38,7 @@ def train(args) -> int:
     """Train (with ``--baseline``: the population, then its compute-matched baseline, linked); a stop (Ctrl-C, SIGTERM, the UI's Stop) ends with one line saying how to resume, no traceback, and
     the stop's exit code. The run is already ended KILLED in MLflow by the trainer. A transient failure (a lost
     worker, the store unreachable) ends with one line and exit 75 (``restart.TEMPFAIL``: a supervisor with restarts
-    left resumes it); a CUDA out-of-memory with the setting to lower (training/oom.py). ``--max-restarts N``: run
+    left resumes it); a CUDA out-of-memory with the setting to lower (training/run/oom.py). ``--max-restarts N``: run
     under a supervisor here that does the restarts (``restarts.train_supervised``)."""
     if args.max_restarts:
         return restarts.train_supervised(args)

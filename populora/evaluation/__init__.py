@@ -12,7 +12,7 @@ in this package is internal.
 Importing this package loads no model and no evaluation harness.
 """
 
-from populora.evaluation.benchmarks import BENCHMARKS, GROUPS
+from populora.evaluation.harness.benchmarks import BENCHMARKS, GROUPS
 from populora.evaluation.config import EvalConfig
 from populora.evaluation.estimate import pace as eval_pace
 from populora.evaluation.estimate import size as eval_size
@@ -20,24 +20,24 @@ from populora.evaluation.evaluate import progress as eval_progress
 from populora.evaluation.figures import arms_race as arms_race_figure
 from populora.evaluation.figures import intervals as intervals_figure
 from populora.evaluation.figures import sweep_curves
-from populora.evaluation.power import planned as planned_mde
-from populora.evaluation.power import sampling_gain
+from populora.evaluation.statistics.power import planned as planned_mde
+from populora.evaluation.statistics.power import sampling_gain
 from populora.evaluation.results import metric_keys as eval_metric_keys
 from populora.evaluation.report import AVERAGES, averages
 from populora.evaluation.report import pick_label as report_pick_label
 from populora.evaluation.report import summary_of as report_summary
-from populora.evaluation.sweep_report import ReportError as SweepReportError
-from populora.evaluation.sweep_report import build as sweep_statistics
-from populora.evaluation.sweep_report import column_heads as sweep_column_heads
-from populora.evaluation.sweep_report import printed_arms as sweep_printed_arms
-from populora.evaluation.sweep_report import score_cell as sweep_score_cell
+from populora.evaluation.statistics.sweep_report import ReportError as SweepReportError
+from populora.evaluation.statistics.sweep_report import build as sweep_statistics
+from populora.evaluation.statistics.sweep_report import column_heads as sweep_column_heads
+from populora.evaluation.statistics.sweep_report import printed_arms as sweep_printed_arms
+from populora.evaluation.statistics.sweep_report import score_cell as sweep_score_cell
 from populora.evaluation.summary import Results, Summary, population_summary
-from populora.evaluation.sweep_report import gather as gather_sweep
+from populora.evaluation.statistics.sweep_report import gather as gather_sweep
 from populora.evaluation.targets import BASE, BASELINE, MEMBER, checkpoint_steps
-from populora.evaluation.verdict import COLUMNS as VERDICT_COLUMNS
-from populora.evaluation.verdict import build as build_verdict
-from populora.evaluation.verdict import cells as verdict_cells
-from populora.evaluation.verdict import compute_side_by_side, with_baseline
+from populora.evaluation.statistics.verdict import COLUMNS as VERDICT_COLUMNS
+from populora.evaluation.statistics.verdict import build as build_verdict
+from populora.evaluation.statistics.verdict import cells as verdict_cells
+from populora.evaluation.statistics.verdict import compute_side_by_side, with_baseline
 from populora.evaluation.compute import figure as compute_figure
 from populora.evaluation.compute import kl_forward_of, matched_note
 

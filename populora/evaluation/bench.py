@@ -5,7 +5,7 @@ Generation: greedy completions of HumanEval+ and GSM8K prompts through the model
 the sandbox, math-verify on reference answers. ``--json`` prints one JSON object as the last line.
 
 ``--targets N``: population evaluation instead, side by side on the same problems: N targets (N - 1 adapters and
-the bare base model) one at a time, then all at once in mixed-adapter batches (``evaluation/batching.py``, what
+the bare base model) one at a time, then all at once in mixed-adapter batches (``evaluation/harness/batching.py``, what
 ``populora eval`` does); ``ratio`` = batched / sequential generation time, and the completions must be identical.
 """
 
@@ -16,9 +16,9 @@ import json
 import threading
 import time
 
-from populora.evaluation import benchmarks, evalplus_suite, livecodebench, math_grading
-from populora.evaluation.batching import SharedBackend
-from populora.evaluation.generation import GenConfig, chat_prompt, complete, ensure_offline
+from populora.evaluation.harness import benchmarks, evalplus_suite, livecodebench, math_grading
+from populora.evaluation.harness.batching import SharedBackend
+from populora.evaluation.harness.generation import GenConfig, chat_prompt, complete, ensure_offline
 from populora.platform.backends import BackendConfig, make_backend
 
 

@@ -11,20 +11,22 @@ import json
 import sys
 from pathlib import Path
 
-from populora.evaluation import benchmarks, fetch, figures, math_suite, report, results, sweep_report, verdict
+from populora.evaluation.harness import benchmarks, fetch, math_suite
+from populora.evaluation import figures, report, results
+from populora.evaluation.statistics import sweep_report, verdict
 from populora.evaluation import compute as compute_figure
 from populora.evaluation.config import EvalConfig, ReportConfig
 from populora.evaluation.evaluate import MissingDependency, evaluate, require_packages  # noqa: F401 - part of this module's API
-from populora.evaluation.generation import ensure_offline
+from populora.evaluation.harness.generation import ensure_offline
 from populora.evaluation.summary import Results
 from populora.evaluation.targets import TargetError
 from populora.platform import config as config_io
-from populora.platform import operator_table, runlayout
-from populora.platform import sweep as S
+from populora.platform.store import operator_table, runlayout
+from populora.platform.store import sweep as S
 from populora.platform.config import ConfigError
 from populora.platform.files import write_atomic
-from populora.platform.stopping import stop_code
-from populora.platform.tracking import Tracker
+from populora.platform.jobs.stopping import stop_code
+from populora.platform.store.tracking import Tracker
 
 
 BAD_INPUT = (benchmarks.DataError, TargetError, MissingDependency, ConfigError)

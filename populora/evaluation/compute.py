@@ -1,9 +1,9 @@
 """The one compute figure of a population and its baseline: each arm's realised per-adapter spend (its run's
-ledger, ``compute/per_adapter/*``: generated + trained tokens, training/ledger.py), their ratio in tokens and in
+ledger, ``compute/per_adapter/*``: generated + trained tokens, training/compute/ledger.py), their ratio in tokens and in
 FLOPs, and whether that is "compute-matched" (within ``TOLERANCE``; else the ratio, in words). The report, the
 sweep report, Compare, ``populora runs`` and the verdict print these words and no other.
 
-Tokens are the matched quantity (training/budget.py trains a baseline to its population's tokens); FLOPs are
+Tokens are the matched quantity (training/compute/budget.py trains a baseline to its population's tokens); FLOPs are
 the plan's per-token costs applied to them: 2N per generated token, (4 + 2 kl) N per trained one (N, the base's
 parameters, is the same for both arms and cancels in the ratio; prompts and attention are left out, as both arms
 pay them alike per row).
@@ -11,7 +11,7 @@ pay them alike per row).
 
 from __future__ import annotations
 
-from populora.platform import runlayout as rl
+from populora.platform.store import runlayout as rl
 
 TOLERANCE = 0.05  # per-adapter spend further apart than this: not compute-matched (the one threshold everywhere)
 TOKENS = ("generated_tokens", "trained_tokens")
@@ -81,7 +81,7 @@ def words(population: float, baseline: float, flops_ratio: float | None = None, 
 
 def matched_note(tags: dict | None) -> str:
     """What a baseline run was matched to when its population did not finish (its ``populora.budget_matched``
-    tag, training/budget.py), "" otherwise."""
+    tag, training/compute/budget.py), "" otherwise."""
     return (tags or {}).get(rl.BUDGET_MATCHED, "") or ""
 
 

@@ -14,11 +14,11 @@ import yaml
 
 from pydantic import Field, model_validator
 
-from populora.evaluation import benchmarks
-from populora.evaluation import protocol as P
-from populora.evaluation.generation import GenConfig
+from populora.evaluation.harness import benchmarks
+from populora.evaluation.harness import protocol as P
+from populora.evaluation.harness.generation import GenConfig
 from populora.platform import config as config_io
-from populora.platform import runlayout as rl
+from populora.platform.store import runlayout as rl
 from populora.platform.config import ModelSource, Section
 
 SOURCES = ("run", "sweep", "adapter", "base_only", "export_tasks")  # what to evaluate: exactly one

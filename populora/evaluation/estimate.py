@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from populora.evaluation import benchmarks, protocol
+from populora.evaluation.harness import benchmarks, protocol
 
 
 def items(root: Path, name: str, limit: int | None) -> int | None:

@@ -21,14 +21,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from populora.evaluation import benchmarks, estimate, power, regrade, results
+from populora.evaluation.harness import benchmarks, regrade
+from populora.evaluation import estimate, results
+from populora.evaluation.statistics import power
 from populora.evaluation import targets as T
-from populora.evaluation.runner import ITEMS_DIR, Runner, slug
+from populora.evaluation.harness.runner import ITEMS_DIR, Runner, slug
 from populora.evaluation.targets import TargetError
-from populora.platform import diskspace, runlayout
-from populora.platform import sweep as S
+from populora.platform import diskspace
+from populora.platform.store import runlayout
+from populora.platform.store import sweep as S
 from populora.platform.files import write_atomic
-from populora.platform.tracking import Tracker
+from populora.platform.store.tracking import Tracker
 
 PROGRESS_FILE = "progress.json"  # in the eval out dir: the plan of pairs, read by ``progress``
 

@@ -5,7 +5,7 @@ Default: the member's adapter as a standard PEFT dir (adapter_config.json + adap
 ``--merge``: the adapter folded into the frozen base (``merge_and_unload``), saved as a plain HF model dir with
 its tokenizer. Either way ``populora_export.json`` records where it came from: run, member, base model, the
 member's lineage (its ancestors back to the initial population) and its evaluation scores, and ``ancestry.yaml``
-the member's whole ancestry record (``populora.platform.ancestry``: every ancestor's operator, strength, ratings,
+the member's whole ancestry record (``populora.platform.store.ancestry``: every ancestor's operator, strength, ratings,
 the settings of each run of a fork chain). ``--register`` logs
 the dir to the member's MLflow run (artifact ``export/``) and registers it in the MLflow model registry, the
 same metadata as tags of the model version.
@@ -22,13 +22,13 @@ import yaml
 
 from populora.evaluation import targets as T
 from populora.evaluation.config import run_model
-from populora.platform import ancestry
-from populora.platform import runlayout as rl
+from populora.platform.store import ancestry
+from populora.platform.store import runlayout as rl
 from populora.platform.config import ConfigError
-from populora.platform.models import load_base, resolve_source
-from populora.platform.tracking import Tracker
+from populora.platform.model.models import load_base, resolve_source
+from populora.platform.store.tracking import Tracker
 
-ANCESTRY_FILE = "ancestry.yaml"  # the member's ancestry record (populora.platform.ancestry), beside the adapter
+ANCESTRY_FILE = "ancestry.yaml"  # the member's ancestry record (populora.platform.store.ancestry), beside the adapter
 EMBEDDED_HF_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"  # the embedded GGUF's source model (for vLLM users)
 
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from populora.platform import runlayout
-from populora.platform import sweep as S
+from populora.platform.store import runlayout
+from populora.platform.store import sweep as S
 
 ARMS_RACE_METRIC = runlayout.SOLVE_RATE
 RATE_METRICS = (runlayout.SOLVE_RATE, runlayout.VALIDITY_RATE)  # shares in 0-1: drawn in %

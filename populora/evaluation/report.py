@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from populora.evaluation import benchmarks, selection, stats
+from populora.evaluation.harness import benchmarks
+from populora.evaluation.statistics import selection, stats
 from populora.evaluation import compute as compute_figure
 from populora.evaluation.summary import BASE, BASELINE, MEMBER, Results, Summary, population_summary
 

@@ -13,9 +13,10 @@ import json
 import time
 from pathlib import Path
 
-from populora.evaluation import benchmarks, report
+from populora.evaluation.harness import benchmarks
+from populora.evaluation import report
 from populora.evaluation.targets import BASE, Target
-from populora.platform import runlayout
+from populora.platform.store import runlayout
 from populora.platform.files import write_atomic
 
 PAIR_FIELDS = ("alias", "metrics", "primary", "score", "n", "seconds", "samples_file", "lm_eval_config")

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from populora.evaluation import benchmarks, selection
+from populora.evaluation.harness import benchmarks
+from populora.evaluation.statistics import selection
 from populora.evaluation.per_problem import problem_scores
 from populora.evaluation.targets import BASE, BASELINE, MEMBER
 ENDS = ("weakest", "best")

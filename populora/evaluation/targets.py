@@ -14,9 +14,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from populora.evaluation.config import run_model
-from populora.platform import runlayout
+from populora.platform.store import runlayout
 from populora.platform.config import ModelSource
-from populora.platform.lora_spec import LoraSpec, read_lora_spec
+from populora.platform.model.lora_spec import LoraSpec, read_lora_spec
 
 MEMBER, BASELINE, BASE = "member", "baseline", "base"
 BASE_LABEL = "base model"
@@ -70,7 +70,7 @@ def _ledger_tokens(metrics: dict, names: dict) -> float | None:
 
 
 def run_tokens_per_adapter(metrics: dict) -> float | None:
-    """The run's generated + trained tokens per adapter (compute ledger, populora.training.ledger)."""
+    """The run's generated + trained tokens per adapter (compute ledger, populora.training.compute.ledger)."""
     return _ledger_tokens(metrics, runlayout.COMPUTE_PER_ADAPTER)
 
 

@@ -1,7 +1,7 @@
 """The plan of a run before it runs: memory per GPU, compute per step, and whether it fits.
 
 Pure arithmetic on a model's shape (``Architecture``), a GPU (``GPUS``) and the work of one step (``Workload``,
-counted from a training config by ``populora.training.workload``). Every figure is an estimate whose model is
+counted from a training config by ``populora.training.compute.workload``). Every figure is an estimate whose model is
 stated next to it; GB are 10^9 bytes, as published model sizes are (Qwen2.5-7B in bf16: 15.2 GB).
 """
 
@@ -167,7 +167,7 @@ def find_architecture(base: str, arch_config: str | None = None) -> tuple[Archit
 
 @dataclass(frozen=True)
 class Workload:
-    """The work of one training step, counted from the config (see populora.training.workload)."""
+    """The work of one training step, counted from the config (see populora.training.compute.workload)."""
 
     adapters: int                # adapters alive in the population
     lora_slots: int              # adapter slots the backend allocates (multilora pre-allocates, grows by doubling)

@@ -4,19 +4,19 @@ What other parts of PopuLoRA (the UI, evaluation, the CLI) may use is exported h
 package is internal and may change. Importing this package does not import torch.
 """
 
-from populora.training.baseline import matched_baseline, too_small
+from populora.training.compute.baseline import matched_baseline, too_small
 from populora.training.config import TrainConfig, job_slots, load_config, presets, presets_dir
-from populora.training.curriculum_tracker import EQUAL_M, RECENT
+from populora.training.measures.curriculum_tracker import EQUAL_M, RECENT
 from populora.training.league_plan import PROGRESS_FILE as LEAGUE_PROGRESS_FILE
-from populora.training.monitors import MEANINGS as MONITOR_MEANINGS
-from populora.training.paper_figures import FiguresError, figure_set
-from populora.training.fork import checkpoint_config, checkpoint_population, fork_config, fork_name, resize_preview, role_sizes
-from populora.training.preflight import problems as preflight_problems
-from populora.training.sweep import plan as plan_sweep
-from populora.training.sweep import sweep_id
+from populora.training.measures.monitors import MEANINGS as MONITOR_MEANINGS
+from populora.training.measures.paper_figures import FiguresError, figure_set
+from populora.training.run.fork import checkpoint_config, checkpoint_population, fork_config, fork_name, resize_preview, role_sizes
+from populora.training.run.preflight import problems as preflight_problems
+from populora.training.run.sweep import plan as plan_sweep
+from populora.training.run.sweep import sweep_id
 from populora.training.tasks import proposal_prefill
-from populora.training.workload import make_plan
-from populora.training.workload import render as render_plan
+from populora.training.compute.workload import make_plan
+from populora.training.compute.workload import render as render_plan
 
 __all__ = ["EQUAL_M", "LEAGUE_PROGRESS_FILE", "MONITOR_MEANINGS", "RECENT", "FiguresError", "TrainConfig", "checkpoint_config",
            "checkpoint_population", "figure_set", "fork_config", "fork_name", "job_slots", "load_config", "make_plan", "matched_baseline",

@@ -14,8 +14,8 @@ import torch
 from populora.platform.backends import AdamConfig, LoraSpec, MultiLoraBackend, PeftBackend, TrainSample
 from populora.platform.backends.factory import vllm_max_loras
 from populora.platform.backends.vllm import VllmBackend
-from populora.platform.models import cached_source, load_base, resolve_source
-from populora.training import operators, probe
+from populora.platform.model.models import cached_source, load_base, resolve_source
+from populora.training.evolve import operators, probe
 
 
 def _best(fn, repeats: int) -> float:

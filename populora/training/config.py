@@ -10,12 +10,12 @@ from typing import Literal
 import yaml
 from pydantic import Field, field_validator, model_validator
 
-from populora.evaluation import benchmarks
+from populora.evaluation.harness import benchmarks
 from populora.platform import config as config_io
 from populora.platform.adam_config import AdamConfig
 from populora.platform.config import ModelSource, Section
 from populora.platform.ray_settings import check_ray, default_placement
-from populora.training import operator_catalogue as catalogue  # the operators by name: no torch
+from populora.training.evolve import operator_catalogue as catalogue
 
 TaskKind = Literal["code_o", "code_i", "code_f"]
 
@@ -254,7 +254,7 @@ class CheckpointConfig(Section):
 
 
 class BudgetConfig(Section):
-    """A compute budget as the stopping rule (training/budget.py): train until the run's per-adapter ledger
+    """A compute budget as the stopping rule (training/compute/budget.py): train until the run's per-adapter ledger
     (``compute/per_adapter/generated_tokens`` + ``trained_tokens``) reaches a target, ``steps`` then being only a
     cap. At most one target: a number, the ledger of a run, or the ledger of this run's population (the
     compute-matched baseline's default: followed while the population trains, final when it ends)."""

@@ -24,22 +24,22 @@ from typing import Callable
 
 import numpy as np
 
-from populora.evaluation import league_summary
+from populora.evaluation.statistics import league_summary
 from populora.evaluation.targets import Target, lora_spec
 from populora.platform import diskspace
-from populora.platform import runlayout as rl
+from populora.platform.store import runlayout as rl
 from populora.platform.backends import make_backend
 from populora.platform.files import write_atomic
-from populora.platform.verifier import Verifier
-from populora.training.buffers import TaskBuffers, buffer_kinds
+from populora.platform.sandbox.verifier import Verifier
+from populora.training.phases.buffers import TaskBuffers, buffer_kinds
 from populora.training.league_plan import ANSWERS_FILE, BASE_ID, PANEL_FILE, PROGRESS_FILE, RESULTS_FILE, Entrant, Plan
 from populora.training.loop import backend_config
-from populora.training.solve import solve
+from populora.training.phases.solve import solve
 from populora.training.tasks import KINDS, Task
 from populora.training.tasks.prompts import render, stop
-from populora.training.validate import program_rules, validate
+from populora.training.phases.validate import program_rules, validate
 
-SEED_TEACHERS = ("seed", "handwritten", "base")  # who wrote a run's seed-buffer tasks (training/seeding.py)
+SEED_TEACHERS = ("seed", "handwritten", "base")  # who wrote a run's seed-buffer tasks (training/phases/seeding.py)
 EXPERIMENT = "populora-league"
 
 

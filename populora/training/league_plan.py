@@ -23,7 +23,7 @@ import yaml
 from populora.evaluation.config import run_model
 from populora.evaluation.targets import TargetError, checkpoint_steps, get_run
 from populora.platform import config as config_io
-from populora.platform import runlayout as rl
+from populora.platform.store import runlayout as rl
 from populora.training import rating
 from populora.training.config import TrainConfig
 from populora.training.member import BOTH, STUDENT, TEACHER

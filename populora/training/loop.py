@@ -17,32 +17,36 @@ import yaml
 from populora.platform import config as config_io
 from populora.platform import diskspace
 from populora.platform import progress as step_progress
-from populora.platform import runlayout as rl
-from populora.platform import stopping
+from populora.platform.store import runlayout as rl
+from populora.platform.jobs import stopping
 from populora.platform.backends import BackendConfig, LoraSpec, RaySpec, make_backend
 from populora.platform.backends.base import close as close_backend
 from populora.platform.backends.ray import init_ray
-from populora.platform.ray_verifier import RayVerifier
-from populora.platform.verifier import Verifier
-from populora.platform.settings_diff import settings_diff
-from populora.training import budget, checkpoint, curriculum, faults, member_models, monitors, operator_stats, periodic_eval, probe, resize, run_log
-from populora.training.buffers import TaskBuffers, buffer_kinds
+from populora.platform.sandbox.ray_verifier import RayVerifier
+from populora.platform.sandbox.verifier import Verifier
+from populora.platform.store.settings_diff import settings_diff
+from populora.training.compute import budget
+from populora.training.run import checkpoint, faults, member_models, run_log
+from populora.training.measures import curriculum, monitors
+from populora.training.evolve import operator_stats, probe, resize
+from populora.training import periodic_eval
+from populora.training.phases.buffers import TaskBuffers, buffer_kinds
 from populora.training.config import TrainConfig
-from populora.training.curriculum_tracker import CurriculumTracker
-from populora.training.evolution import evolve
-from populora.training.fork import fork_config, fork_note, role_sizes
-from populora.training.ledger import ComputeLedger, EvalLedger, add_to_record, step_compute
-from populora.training.lineage import Lineage, LineageEvent
-from populora.training.matchmaking import answer_plan, match
+from populora.training.measures.curriculum_tracker import CurriculumTracker
+from populora.training.evolve.evolution import evolve
+from populora.training.run.fork import fork_config, fork_note, role_sizes
+from populora.training.compute.ledger import ComputeLedger, EvalLedger, add_to_record, step_compute
+from populora.training.evolve.lineage import Lineage, LineageEvent
+from populora.training.phases.matchmaking import answer_plan, match
 from populora.training.member import BOTH, STUDENT, TEACHER, Member, Population
-from populora.training.propose import propose
-from populora.training.run_log import RunLog
-from populora.training.scoring import assign_rewards, update_ratings
-from populora.training.seeding import initial_buffers, seed_buffers
-from populora.training.solve import solve
-from populora.training.solver_batch import solver_batch
-from populora.training.update import update
-from populora.training.validate import program_rules, validate
+from populora.training.phases.propose import propose
+from populora.training.run.run_log import RunLog
+from populora.training.phases.scoring import assign_rewards, update_ratings
+from populora.training.phases.seeding import initial_buffers, seed_buffers
+from populora.training.phases.solve import solve
+from populora.training.phases.solver_batch import solver_batch
+from populora.training.phases.update import update
+from populora.training.phases.validate import program_rules, validate
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +88,7 @@ class Trainer:
         self.models: dict[str, dict] = {}  # member -> its newest LoggedModel {"id", "step"} (member_models)
         self.checkpointed = 0  # the step of the last checkpoint written or restored
         self.resume_notes: list[str] = []  # newer checkpoints a resume found damaged and skipped (and why)
-        # budget.*: train until the per-adapter ledger reaches a target (training/budget.py); None: train `steps`
+        # budget.*: train until the per-adapter ledger reaches a target (training/compute/budget.py); None: train `steps`
         self.budget = budget.Budget(cfg, log.tracker, log.run_id) if cfg.budget.on else None
         self.last_rows: tuple = ()  # the step's (tasks, proposals, answers, buffer batch): the budget's cost model
 
@@ -190,7 +194,7 @@ class Trainer:
                 shape = self.budget_shape()
                 if shape is None:
                     break
-                self.log.beat_at(self.step_index + 1)  # the step a trainer killed now was on (platform/heartbeat.py)
+                self.log.beat_at(self.step_index + 1)  # the step a trainer killed now was on (platform/jobs/heartbeat.py)
                 record = self.step(shape)
                 self.budget_observe(shape)
                 bar.update(1)
@@ -267,7 +271,7 @@ class Trainer:
         """Stop the processes this run started: vLLM's engine (local, or one per data-parallel worker), Ray's
         model and sandbox workers. Every end of a run calls it (finished, stopped, failed, a lost worker), so no
         engine holds the GPU memory the next run needs (a local Ray instance ends at this process's exit, as before;
-        a process killed outright runs none of this: its engines' reaper ends them, platform/reaper.py)."""
+        a process killed outright runs none of this: its engines' reaper ends them, platform/jobs/reaper.py)."""
         self.progress.release()
         backend, self.backend = self.backend, None
         if backend is not None:

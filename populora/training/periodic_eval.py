@@ -30,13 +30,14 @@ from pathlib import Path
 
 import numpy as np
 
-from populora.evaluation import benchmarks, evaluate, results
+from populora.evaluation.harness import benchmarks
+from populora.evaluation import evaluate, results
 from populora.evaluation.config import EvalConfig
 from populora.evaluation.evaluate import MissingDependency, require_packages
-from populora.evaluation.generation import GenConfig
+from populora.evaluation.harness.generation import GenConfig
 from populora.evaluation.summary import population_summary
 from populora.evaluation.targets import MEMBER, Target
-from populora.platform import runlayout as rl
+from populora.platform.store import runlayout as rl
 from populora.platform.config import ConfigError, ModelSource
 from populora.platform.files import write_atomic
 

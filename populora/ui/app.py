@@ -1,7 +1,7 @@
 """The PopuLoRA web UI: ``populora ui`` runs ``streamlit run`` on this file.
 
 One page per file under ``views/``; every MLflow read goes through ``populora.ui.store`` and every process
-launch through ``populora.platform.jobs``.
+launch through ``populora.platform.jobs.jobs``.
 """
 
 from pathlib import Path

@@ -12,9 +12,10 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from populora.platform import heartbeat, jobs, progress, queue
-from populora.platform import runlayout as rl
-from populora.platform import sweep as S
+from populora.platform.jobs import heartbeat, jobs, queue
+from populora.platform import progress
+from populora.platform.store import runlayout as rl
+from populora.platform.store import sweep as S
 from populora.training import MONITOR_MEANINGS, job_slots
 from populora.ui import charts, store
 

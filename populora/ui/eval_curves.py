@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from populora.platform import runlayout as rl
+from populora.platform.store import runlayout as rl
 
 
 def setup_of(tags: dict) -> dict | None:

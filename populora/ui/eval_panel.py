@@ -20,8 +20,8 @@ import yaml
 
 from populora.evaluation import (BENCHMARKS, GROUPS, EvalConfig, checkpoint_steps, eval_pace, eval_progress, eval_size,
                                  sampling_gain)
-from populora.platform import jobs, queue
-from populora.platform import runlayout as rl
+from populora.platform.jobs import jobs, queue
+from populora.platform.store import runlayout as rl
 from populora.ui import common, form, store
 
 # the fields a user sets for most evaluations; the rest of EvalConfig sits in "advanced", generated from the schema

@@ -12,12 +12,13 @@ import pandas as pd
 import streamlit as st
 import yaml
 
-from populora.platform import ancestry, family, jobs
+from populora.platform.store import ancestry, family
+from populora.platform.jobs import jobs
 from populora.platform import config as config_io
-from populora.platform import runlayout as rl
+from populora.platform.store import runlayout as rl
 from populora.platform.config import ConfigError
-from populora.platform.settings_diff import settings_diff
-from populora.platform.tracking import Tracker
+from populora.platform.store.settings_diff import settings_diff
+from populora.platform.store.tracking import Tracker
 from populora.training import (checkpoint_config, checkpoint_population, fork_config, fork_name, job_slots, resize_preview,
                                role_sizes)
 from populora.ui import common, store

@@ -13,7 +13,7 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from populora.platform import jobs, queue
+from populora.platform.jobs import jobs, queue
 from populora.training import LEAGUE_PROGRESS_FILE
 from populora.ui import common
 from populora.ui.charts import STEP_AXIS

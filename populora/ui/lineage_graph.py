@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from populora.platform.ancestry import birth_run
+from populora.platform.store.ancestry import birth_run
 from populora.ui import common, store
 
 OPERATOR_STYLE = {"mutation": 'color="#555555"', "crossover": 'color="#b07aa1", penwidth=2, style=bold'}

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from populora.platform import runlayout as rl
+from populora.platform.store import runlayout as rl
 
 NEWEST = "newest intact checkpoint"
 

@@ -16,8 +16,8 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from populora.platform import runlayout as rl
-from populora.platform import tracking
+from populora.platform.store import runlayout as rl
+from populora.platform.store import tracking
 
 # downloads of small JSON artifacts would otherwise print a tqdm bar into the server log for every read
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")

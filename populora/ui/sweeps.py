@@ -14,10 +14,10 @@ from populora.evaluation import (SweepReportError, arms_race_figure, gather_swee
                                  sweep_column_heads, sweep_curves, sweep_printed_arms, sweep_score_cell,
                                  sweep_statistics)
 from populora.platform import config as config_io
-from populora.platform import jobs
-from populora.platform import runlayout as rl
-from populora.platform import sweep as S
-from populora.platform.tracking import Tracker
+from populora.platform.jobs import jobs
+from populora.platform.store import runlayout as rl
+from populora.platform.store import sweep as S
+from populora.platform.store.tracking import Tracker
 from populora.training import plan_sweep, sweep_id
 from populora.ui import store
 from populora.ui.compare_table import aggregates_frame
@@ -46,7 +46,7 @@ NO_SEEDS = "Seeds is 0: a sweep trains every configuration once per seed, so it 
 
 @st.cache_data(show_spinner=False)
 def mde_caption(seeds: int) -> str:
-    """What ``seeds`` seeds per arm can see, against the baseline on all ten benchmarks (evaluation/power.py)."""
+    """What ``seeds`` seeds per arm can see, against the baseline on all ten benchmarks (evaluation/statistics/power.py)."""
     m = planned_mde(seeds)
     return m["words"] + " (assumed base scores and seed effect until a sweep measures them; docs/evaluation.md)"
 

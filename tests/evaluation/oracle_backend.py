@@ -21,9 +21,9 @@ import re
 from pathlib import Path
 from types import SimpleNamespace
 
-from populora.evaluation import benchmarks as B
-from populora.evaluation import evalplus_suite, livecodebench
-from populora.evaluation import math_grading as G
+from populora.evaluation.harness import benchmarks as B
+from populora.evaluation.harness import evalplus_suite, livecodebench
+from populora.evaluation.harness import math_grading as G
 from populora.platform.backends import Generation
 
 MODES = ("reference", "rewritten", "wrong", "truncated")

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from rliable import metrics
 
-from populora.evaluation import aggregates as A
+from populora.evaluation.statistics import aggregates as A
 
 
 def test_batched_formulas_equal_rliables_functions_on_every_resample():

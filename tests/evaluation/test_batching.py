@@ -1,8 +1,8 @@
-"""``evaluation/batching.py``: several targets' generate calls merge into one mixed-adapter backend call."""
+"""``evaluation/harness/batching.py``: several targets' generate calls merge into one mixed-adapter backend call."""
 
 import threading
 
-from populora.evaluation.batching import SharedBackend
+from populora.evaluation.harness.batching import SharedBackend
 
 
 class _Gen:
@@ -89,7 +89,7 @@ def test_a_backend_error_reaches_every_party_of_that_batch():
 def test_cancel_ends_every_party_at_its_next_generate():
     """A stop reaches only the thread that joins the parties: ``cancel`` makes the waiting parties and every
     later ``generate`` raise, so an evaluation's threads end after the batch in flight, not after all of it."""
-    from populora.evaluation.batching import Stopped
+    from populora.evaluation.harness.batching import Stopped
 
     backend = _RecordingBackend()
     shared = SharedBackend(backend, 2)

@@ -7,8 +7,8 @@ see what was wrong before: the one-seed problem bootstrap, read as a claim about
 import numpy as np
 import pytest
 
-from populora.evaluation import calibration as C
-from populora.evaluation import power, stats
+from populora.evaluation.statistics import calibration as C
+from populora.evaluation.statistics import power, stats
 
 SMALL = {b: max(20, n // 10) for b, n in C.SIZES.items()}  # 30 .. 131 problems
 REPS = 300

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from populora.evaluation import calibration_worlds as W
-from populora.evaluation import power, stats
+from populora.evaluation.statistics import calibration_worlds as W
+from populora.evaluation.statistics import power, stats
 
 
 def test_the_difficulty_laws_have_their_stated_means_and_the_seed_laws_their_sd():

@@ -13,9 +13,9 @@ import torch
 
 from conftest import train_in_process, wait_for
 
-from populora.evaluation import benchmarks as B
+from populora.evaluation.harness import benchmarks as B
 from populora.evaluation.cli import eval_main, report_main
-from populora.platform import runlayout as rl
+from populora.platform.store import runlayout as rl
 
 ROOT = B.data_dir()
 pytestmark = pytest.mark.skipif(not (ROOT / B.CHECKSUMS).is_file(), reason=f"no benchmark data at {ROOT}")
@@ -26,7 +26,7 @@ TINY = ["model.tiny_random=true", "model.lora_rank=4"]
 
 def _save_adapters(tmp: Path, names: list[str]) -> dict[str, Path]:
     from populora.platform.backends import LoraSpec, PeftBackend
-    from populora.platform.models import load_base, resolve_source
+    from populora.platform.model.models import load_base, resolve_source
 
     model, tok = load_base(resolve_source("embedded"), tiny_random=True, device="cpu")
     backend = PeftBackend(model, tok, LoraSpec(rank=4))
@@ -69,7 +69,7 @@ def _training_run(tracker, tmp: Path, kind: str, members: dict[str, Path | None]
 def runs(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("evalrun")
     os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{tmp / 'mlflow.db'}"
-    from populora.platform.tracking import Tracker
+    from populora.platform.store.tracking import Tracker
 
     tracker = Tracker()
     adapters = _save_adapters(tmp, ["T0", "S0", "B0"])
@@ -120,7 +120,7 @@ def test_finished_pairs_are_not_redone(runs, capsys, monkeypatch):
     tracker, pop, _, tmp = runs
     pairs = tmp / "run_population" / "eval" / "pairs"
     assert len(list(pairs.glob("*/*.json"))) == 4 * 3
-    import populora.platform.models as models
+    import populora.platform.model.models as models
 
     monkeypatch.setattr(models, "load_base", lambda *a, **k: pytest.fail("all pairs are done: no model needed"))
     capsys.readouterr()
@@ -262,7 +262,7 @@ def test_step_scores_the_members_alive_at_that_checkpoint_with_its_adapters(mlfl
     step-1 adapters (other weights than the final ones), through the same scoring as ``--adapter`` on that dir
     (the reference: same generations), into eval/step_000001 (local and MLflow), leaving member metrics alone."""
     from populora.evaluation import results
-    from populora.platform.tracking import Tracker
+    from populora.platform.store.tracking import Tracker
 
     # in this process (the run only makes the store), short generations, from the seed programs: what is scored
     # here is which checkpoint's adapters, not what the random model wrote

@@ -10,9 +10,9 @@ import sys
 
 import pytest
 
-from populora.evaluation import benchmarks as B
-from populora.evaluation import evalplus_suite as E
-from populora.evaluation import livecodebench as L
+from populora.evaluation.harness import benchmarks as B
+from populora.evaluation.harness import evalplus_suite as E
+from populora.evaluation.harness import livecodebench as L
 
 ROOT = B.data_dir()
 pytestmark = pytest.mark.skipif(not (ROOT / B.CHECKSUMS).is_file(), reason=f"no benchmark data at {ROOT}")

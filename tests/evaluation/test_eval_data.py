@@ -7,9 +7,9 @@ import shutil
 import pytest
 from conftest import cli_in_process
 
-from populora.evaluation import benchmarks as B
+from populora.evaluation.harness import benchmarks as B
 from populora.evaluation import estimate
-from populora.evaluation import math_grading as G
+from populora.evaluation.harness import math_grading as G
 
 ROOT = B.data_dir()
 pytestmark = pytest.mark.skipif(not (ROOT / B.CHECKSUMS).is_file(), reason=f"no benchmark data at {ROOT}")

@@ -6,8 +6,9 @@ import json
 
 import pytest
 
-from populora.evaluation import benchmarks as B
-from populora.evaluation import fetch, report
+from populora.evaluation.harness import benchmarks as B
+from populora.evaluation.harness import fetch
+from populora.evaluation import report
 
 ROOT = B.data_dir()
 needs_data = pytest.mark.skipif(not (ROOT / B.CHECKSUMS).is_file(), reason=f"no benchmark data at {ROOT}")
@@ -143,7 +144,7 @@ def test_embedded_model_evaluates_an_adapter(tmp_path, capsys):
     """The real embedded model (SmolLM2-135M-Instruct): one adapter, two GSM8K items and one HumanEval+ item."""
     from populora.evaluation.cli import eval_main
     from populora.platform.backends import LoraSpec, PeftBackend
-    from populora.platform.models import load_base, resolve_source
+    from populora.platform.model.models import load_base, resolve_source
 
     model, tok = load_base(resolve_source("embedded"), device="cpu")
     backend = PeftBackend(model, tok, LoraSpec())

@@ -9,12 +9,12 @@ import json
 import pytest
 
 from oracle_backend import OracleBackend
-from populora.evaluation import benchmarks as B
+from populora.evaluation.harness import benchmarks as B
 from populora.evaluation import eval_pace, eval_progress
-from populora.evaluation import protocol as P
+from populora.evaluation.harness import protocol as P
 from populora.evaluation.evaluate import Plan, write_progress
-from populora.evaluation.generation import GenConfig
-from populora.evaluation.runner import ITEMS_DIR, Runner
+from populora.evaluation.harness.generation import GenConfig
+from populora.evaluation.harness.runner import ITEMS_DIR, Runner
 from populora.evaluation.targets import MEMBER, Target
 
 ROOT = B.data_dir()

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from populora.evaluation import benchmarks as B
-from populora.evaluation import math_grading as G
-from populora.evaluation import math_suite
-from populora.evaluation.generation import GenConfig
+from populora.evaluation.harness import benchmarks as B
+from populora.evaluation.harness import math_grading as G
+from populora.evaluation.harness import math_suite
+from populora.evaluation.harness.generation import GenConfig
 from populora.platform.backends import Generation
 
 ROOT = B.data_dir()
@@ -57,7 +57,7 @@ def test_gold_answers_through_lm_eval_score_one(tmp_path, name):
 
 
 def test_loglikelihood_is_refused_clearly():
-    from populora.evaluation.lm_eval_model import BackendLM
+    from populora.evaluation.harness.lm_eval_model import BackendLM
 
     lm = BackendLM(OracleBackend("amc23"), None, GenConfig())
     with pytest.raises(NotImplementedError, match="generative only"):
@@ -107,7 +107,7 @@ def test_grading_is_the_same_in_the_main_thread_and_in_a_worker_thread():
 
 def test_grading_timeout_is_bounded_and_counted():
     """A grading call over its time limit is cut, counted and wrong (never a hang, never a silent pass)."""
-    from populora.evaluation import grading_pool
+    from populora.evaluation.harness import grading_pool
 
     pool = grading_pool.BoundedPool("time:sleep", workers=1, timeout_s=0.5)
     try:
@@ -151,7 +151,7 @@ def test_lm_eval_git_hash_is_quiet_outside_a_checkout(tmp_path, monkeypatch, cap
 
     from lm_eval.loggers.utils import get_commit_from_path
 
-    from populora.evaluation.math_suite import quiet_git_hash
+    from populora.evaluation.harness.math_suite import quiet_git_hash
 
     monkeypatch.chdir(tmp_path)
     assert quiet_git_hash() is None and get_commit_from_path(str(tmp_path)) is None

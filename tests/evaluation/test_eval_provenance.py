@@ -8,7 +8,7 @@ import json
 import pytest
 
 from oracle_backend import OracleBackend
-from populora.evaluation import benchmarks as B
+from populora.evaluation.harness import benchmarks as B
 from populora.evaluation import cli, evaluate
 
 ROOT = B.data_dir()

@@ -15,10 +15,10 @@ def trained_run(mlflow_store, tmp_path):
     """The MLflow layout populora train leaves (parent run, a member child run, lineage.json), with a real adapter
     whose B is non-zero, so the member differs from the base."""
     from populora.platform import config as config_io
-    from populora.platform import runlayout as rl
+    from populora.platform.store import runlayout as rl
     from populora.platform.backends import LoraSpec, PeftBackend
-    from populora.platform.models import load_base, resolve_source
-    from populora.platform.tracking import Tracker
+    from populora.platform.model.models import load_base, resolve_source
+    from populora.platform.store.tracking import Tracker
     from populora.training import TrainConfig
 
     model, tok = load_base(resolve_source("embedded"), tiny_random=True, device="cpu")
@@ -50,7 +50,7 @@ def test_export_peft_dir_loads_with_peft_and_merged_model_matches(trained_run):
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
-    from populora.platform.models import load_base, resolve_source
+    from populora.platform.model.models import load_base, resolve_source
 
     rid, member_run, tmp = trained_run
     # the exports run in this process (they only make the dirs checked), as do the refusals of the next test (their
@@ -75,7 +75,7 @@ def test_export_peft_dir_loads_with_peft_and_merged_model_matches(trained_run):
 
     from mlflow import MlflowClient
 
-    from populora.platform import runlayout as rl
+    from populora.platform.store import runlayout as rl
 
     client = MlflowClient()
     (version,) = client.search_model_versions("name='best-student'")

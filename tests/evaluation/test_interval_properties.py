@@ -7,7 +7,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from populora.evaluation import aggregates, intervals, stats
+from populora.evaluation.statistics import aggregates, intervals, stats
 
 FAST = settings(max_examples=60, deadline=None)
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from scipy.special import expit
 
-from populora.evaluation import league_fit as F
-from populora.evaluation.league_summary import summarise
+from populora.evaluation.statistics import league_fit as F
+from populora.evaluation.statistics.league_summary import summarise
 
 
 def _simulate(rng, abilities, difficulties, answers):

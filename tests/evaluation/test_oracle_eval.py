@@ -13,10 +13,10 @@ import json
 import pytest
 
 from oracle_backend import MODES, OracleBackend
-from populora.evaluation import benchmarks as B
-from populora.evaluation import protocol as P
-from populora.evaluation.generation import GenConfig
-from populora.evaluation.runner import Runner
+from populora.evaluation.harness import benchmarks as B
+from populora.evaluation.harness import protocol as P
+from populora.evaluation.harness.generation import GenConfig
+from populora.evaluation.harness.runner import Runner
 from populora.evaluation.targets import BASE, MEMBER, Target
 
 ROOT = B.data_dir()

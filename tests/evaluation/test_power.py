@@ -1,4 +1,4 @@
-"""The minimum detectable effect (evaluation/power.py) against its definition and its printing rule: at the MDE
+"""The minimum detectable effect (evaluation/statistics/power.py) against its definition and its printing rule: at the MDE
 printed, the report's own test rejects at least 80% of the time (known-truth worlds, seed effects shared by the
 benchmarks or not, 1, 3 and 5 seeds); every printed figure is at least one problem's worth and within the scale,
 or the design says in words what would detect; the figure falls with problems and seeds; and every surface (the
@@ -12,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats as sps
 
-from populora.evaluation import benchmarks, families, power, power_check, stats
+from populora.evaluation.harness import benchmarks
+from populora.evaluation.statistics import families, power, power_check, stats
 
 
 def test_normal_mde_is_z_alpha_plus_z_power_standard_errors():
@@ -74,7 +75,7 @@ def test_the_printed_mde_delivers_its_power(world):
     (the seed-level t at 3 and 5 seeds; at one seed on 15 problems, the exact sign flip) rejects >= 80% of the
     time, minus 2.5 Monte Carlo errors (0.028 at 200 worlds); at the MDE for the true share it is 0.80, not far
     more (the shared assumption costs power only where seeds are independent). The larger table:
-    ``python -m populora.evaluation.power_check`` (docs/evaluation.md)."""
+    ``python -m populora.evaluation.statistics.power_check`` (docs/evaluation.md)."""
     printed = power_check.check(world, replicates=200)
     assert printed["mde"] is not None and printed["rate"] >= power.POWER - 2.5 * printed["mc_error"], printed
     truth = power_check.check(world, replicates=200, at_truth=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from populora.evaluation import power, stats
+from populora.evaluation.statistics import power, stats
 
 A = B = 0.5            # p_i ~ Beta(0.5, 0.5): true pass@1 0.5, var_between = var_within = 0.125
 TRUTH = A / (A + B)

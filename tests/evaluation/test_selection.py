@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from populora.evaluation import selection
+from populora.evaluation.statistics import selection
 
 
 def _population(rng, members=8, problems=500, p=0.5) -> dict:

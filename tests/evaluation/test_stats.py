@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from populora.evaluation import stats
+from populora.evaluation.statistics import stats
 
 
 def test_interval_of_a_mean_matches_the_normal_theory_interval():

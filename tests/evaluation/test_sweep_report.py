@@ -5,8 +5,8 @@ import json
 import numpy as np
 import pytest
 
-from populora.evaluation import benchmarks
-from populora.evaluation import sweep_report as R
+from populora.evaluation.harness import benchmarks
+from populora.evaluation.statistics import sweep_report as R
 from populora.evaluation.summary import population_summary
 
 

@@ -1,4 +1,4 @@
-"""The verdict (evaluation/verdict.py) on a results.json with known per-problem verdicts: the arms' scores equal
+"""The verdict (evaluation/statistics/verdict.py) on a results.json with known per-problem verdicts: the arms' scores equal
 `populora report`'s table, the paired p-values equal scipy's exact paired permutation test of the same problems
 (16 problems or fewer: the sign-flip test; the bootstrap's agreement with scipy's is test_stats.py's), the line in
 words counts what the rows say, and a baseline evaluated on its own run is read as the population's baseline."""
@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from populora.evaluation import report, stats, verdict
+from populora.evaluation import report
+from populora.evaluation.statistics import stats, verdict
 
 # per-problem verdicts (one sample each): gsm8k 8 problems, humaneval_plus 4
 KNOWN = {
@@ -114,7 +115,7 @@ def test_a_limit_3_report_prints_the_mde_the_launch_form_would_and_says_what_can
     """``--limit 3``, one seed, four members: the report's MDE is ``power.planned``'s for the same design (the
     problems scored, the family the report adjusts in), and with 3 problems nothing is detectable: no figure,
     the problems that would detect it in words (#52: it printed ">= 0.8 pts" from 3 problems)."""
-    from populora.evaluation import power
+    from populora.evaluation.statistics import power
 
     known = {f"M{i}": {"gsm8k": [1, i % 2, 0], "humaneval_plus": [1, 0, i % 2]} for i in range(4)}
     known["baseline (B0)"] = {"gsm8k": [0, 1, 0], "humaneval_plus": [0, 0, 1]}

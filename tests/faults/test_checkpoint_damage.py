@@ -13,10 +13,10 @@ import torch
 from conftest import cli_in_process
 from safetensors.torch import save_file
 
-from populora.platform import manifest as mf
-from populora.platform import runlayout as rl
-from populora.training import checkpoint
-from populora.training.checkpoint import CheckpointError
+from populora.platform.store import manifest as mf
+from populora.platform.store import runlayout as rl
+from populora.training.run import checkpoint
+from populora.training.run.checkpoint import CheckpointError
 
 TINY = ["--set", "model.tiny_random=true", "--set", "model.lora_rank=4", "--set", "tasks.seed_rounds=0",
         "--set", "tasks.max_new_tokens_propose=16", "--set", "tasks.max_new_tokens_solve=8",

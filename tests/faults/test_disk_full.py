@@ -21,11 +21,11 @@ from conftest import cli_in_process
 from fault_disks import fill, leftovers, tmpfs
 
 from populora.platform import diskspace
-from populora.platform import manifest as mf
-from populora.platform import runlayout as rl
+from populora.platform.store import manifest as mf
+from populora.platform.store import runlayout as rl
 from populora.platform.diskspace import DiskFull
 from populora.platform.files import write_atomic
-from populora.training import checkpoint
+from populora.training.run import checkpoint
 
 TINY = ["--set", "model.tiny_random=true", "--set", "model.lora_rank=4", "--set", "tasks.seed_rounds=0",
         "--set", "tasks.max_new_tokens_propose=16", "--set", "tasks.max_new_tokens_solve=8",

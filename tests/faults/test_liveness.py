@@ -16,11 +16,11 @@ import pytest
 from conftest import cli_in_process, paused_train_cmd, train_in_process, wait_for, wait_for_marker
 from mlflow import MlflowClient
 
-from populora.platform import heartbeat, lost_runs
+from populora.platform.jobs import heartbeat, lost_runs
 from populora.platform.config import ConfigError
-from populora.platform import runlayout as rl
-from populora.platform.tracking import Tracker
-from populora.training.run_log import RunLog
+from populora.platform.store import runlayout as rl
+from populora.platform.store.tracking import Tracker
+from populora.training.run.run_log import RunLog
 
 TINY = ["--set", "model.tiny_random=true", "--set", "model.lora_rank=4",
         "--set", "tasks.max_new_tokens_propose=24", "--set", "tasks.max_new_tokens_solve=8",

@@ -8,8 +8,8 @@ import pytest
 pytest.importorskip("hypothesis")
 from hypothesis import given, strategies as st  # noqa: E402
 
-from populora.platform import heartbeat  # noqa: E402
-from populora.platform.heartbeat import BEATS, Beat, is_stale, shown_status  # noqa: E402
+from populora.platform.jobs import heartbeat
+from populora.platform.jobs.heartbeat import BEATS, Beat, is_stale, shown_status  # noqa: E402
 
 seconds = st.floats(min_value=0.01, max_value=1e6, allow_nan=False)
 times = st.floats(min_value=0, max_value=2e9, allow_nan=False)

@@ -10,9 +10,9 @@ import pytest
 pytest.importorskip("streamlit")
 from conftest import app_page, wait_for  # noqa: E402
 
-from populora.platform import heartbeat, lost_runs  # noqa: E402
-from populora.platform import runlayout as rl  # noqa: E402
-from populora.platform.tracking import Tracker  # noqa: E402
+from populora.platform.jobs import heartbeat, lost_runs
+from populora.platform.store import runlayout as rl
+from populora.platform.store.tracking import Tracker  # noqa: E402
 
 
 @pytest.fixture

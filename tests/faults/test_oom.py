@@ -1,4 +1,4 @@
-"""Out of memory ends with the setting to lower and `populora plan`'s figure for it (training/oom.py): a CUDA
+"""Out of memory ends with the setting to lower and `populora plan`'s figure for it (training/run/oom.py): a CUDA
 ``torch.OutOfMemoryError`` raised in the update or in generation of a real tiny run (injected where the backend
 would raise it) ends the run FAILED with one line naming the phase, the setting and the figure, checked against
 ``make_plan`` (the plan is the reference); the advice a trainer leaves for its supervisor (a CPU out-of-memory: the
@@ -12,11 +12,11 @@ from mlflow import MlflowClient
 
 from populora.platform import config as config_io
 from populora.platform import plan
-from populora.platform import runlayout as rl
+from populora.platform.store import runlayout as rl
 from populora.platform.backends.multilora import MultiLoraBackend
-from populora.training import oom
+from populora.training.run import oom
 from populora.training.config import TrainConfig
-from populora.training.workload import make_plan
+from populora.training.compute.workload import make_plan
 
 SETS = ["model.tiny_random=true", "model.lora_rank=4", "tasks.max_new_tokens_propose=24", "tasks.max_new_tokens_solve=8",
         "tasks.tasks_per_teacher=2", "tasks.rollouts=2", "tasks.seed_rounds=0", "steps=2"]

@@ -1,4 +1,4 @@
-"""Automatic restart by the job supervisor (platform/restart.py): a trainer killed once (kill -9, as the OOM killer
+"""Automatic restart by the job supervisor (platform/jobs/restart.py): a trainer killed once (kill -9, as the OOM killer
 does) under ``max_restarts=1`` is resumed from its last checkpoint and finishes by itself, every step logged once,
 the restart logged on the run and the memory advice in the log; the same failure at the same step twice is not
 restarted again; a Stop is never restarted, even one that ends like a crash, nor during a backoff; a lost worker
@@ -20,11 +20,11 @@ from conftest import paused_train_cmd, wait_for, wait_for_marker
 from mlflow import MlflowClient
 
 from populora.cli import restarts as cli_restarts
-from populora.platform import jobs, restart, supervisor
-from populora.platform import runlayout as rl
+from populora.platform.jobs import jobs, restart, supervisor
+from populora.platform.store import runlayout as rl
 from populora.platform.backends.data_parallel import WorkerLost
-from populora.platform.job_record import Job
-from populora.platform.tracking import Tracker
+from populora.platform.jobs.job_record import Job
+from populora.platform.store.tracking import Tracker
 
 TINY = ["--set", "model.tiny_random=true", "--set", "model.lora_rank=4",
         "--set", "tasks.max_new_tokens_propose=24", "--set", "tasks.max_new_tokens_solve=8",

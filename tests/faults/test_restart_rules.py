@@ -9,7 +9,7 @@ import pytest
 pytest.importorskip("hypothesis")
 from hypothesis import given, strategies as st  # noqa: E402
 
-from populora.platform.restart import BACKOFF_MAX_S, Failure, backoff_s, decide  # noqa: E402
+from populora.platform.jobs.restart import BACKOFF_MAX_S, Failure, backoff_s, decide  # noqa: E402
 
 failures = st.builds(Failure, cause=st.sampled_from(["killed (SIGKILL)", "worker lost", "store unreachable", "exit 1"]),
                      step=st.one_of(st.none(), st.integers(1, 5)), message=st.just("m"), transient=st.booleans())

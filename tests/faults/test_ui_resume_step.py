@@ -11,10 +11,10 @@ pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from populora.platform import config as config_io  # noqa: E402
-from populora.platform import jobs  # noqa: E402
-from populora.platform import runlayout as rl  # noqa: E402
+from populora.platform.jobs import jobs
+from populora.platform.store import runlayout as rl
 from populora.training.config import TrainConfig  # noqa: E402
-from populora.training.run_log import RunLog  # noqa: E402
+from populora.training.run.run_log import RunLog  # noqa: E402
 from populora.ui.resume_choice import NEWEST  # noqa: E402
 
 VIEWS = Path(__file__).resolve().parents[2] / "populora" / "ui" / "views"

@@ -6,7 +6,7 @@ import json
 import pytest
 import torch
 
-from populora.evaluation.generation import GenConfig, chat_prompt, complete
+from populora.evaluation.harness.generation import GenConfig, chat_prompt, complete
 from populora.platform.backends import Backend, BackendConfig, LoraSpec, MultiLoraBackend, PeftBackend, make_backend
 from populora.platform.backends.ray import RayBackend
 from populora.platform.backends.vllm import VllmBackend

@@ -12,8 +12,8 @@ import pytest
 import tenacity
 from conftest import populora_cmd
 
-from populora.platform import runlayout as rl
-from populora.platform import tracking
+from populora.platform.store import runlayout as rl
+from populora.platform.store import tracking
 
 TINY = ["--set", "model.tiny_random=true", "--set", "model.lora_rank=4",
         "--set", "tasks.max_new_tokens_propose=16", "--set", "tasks.max_new_tokens_solve=8",

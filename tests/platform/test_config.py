@@ -139,7 +139,7 @@ def test_a_runs_base_model_comes_from_its_own_config(tmp_path):
 def test_without_its_run_dir_a_runs_config_comes_from_its_artifact(tmp_path):
     """eval / export on a machine that has the MLflow store but not the run dir read the logged config.yaml."""
     from populora.evaluation.config import run_model
-    from populora.platform.tracking import Tracker
+    from populora.platform.store.tracking import Tracker
     from populora.training import load_config
 
     tracker = Tracker(f"sqlite:///{tmp_path / 'mlflow.db'}")

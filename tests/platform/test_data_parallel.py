@@ -146,7 +146,7 @@ class TestTwoWorkers:
 
 # ---------------------------------------------------------------- the training loop on 2 data-parallel workers
 from populora.platform import config as config_io  # noqa: E402
-from populora.platform.runlayout import STEP_SENTINEL  # noqa: E402
+from populora.platform.store.runlayout import STEP_SENTINEL  # noqa: E402
 from populora.training.config import TrainConfig  # noqa: E402
 from populora.training.loop import Trainer  # noqa: E402
 
@@ -268,7 +268,7 @@ def test_a_local_ray_instance_gets_the_cpus_the_actors_reserve():
 
 
 def test_a_budgeted_baseline_ends_inside_its_band_on_two_workers(local_ray, mlflow_store):
-    """The compute budget (training/budget.py) on the data-parallel path: the ledger counts the rows both workers
+    """The compute budget (training/compute/budget.py) on the data-parallel path: the ledger counts the rows both workers
     generated and trained, the last steps' fewer rows are dealt over the workers like any, and the run ends within
     5% of its per-adapter target (budget.tokens), in fewer steps than its cap."""
     from populora.evaluation.compute import per_adapter

@@ -21,7 +21,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from populora.platform.backends import AdamConfig, LoraSpec, MultiLoraBackend, PeftBackend, TrainSample
-from populora.training import checkpoint, operators
+from populora.training.run import checkpoint
+from populora.training.evolve import operators
 from populora.platform.backends.multilora import SlotAdam
 
 DEVICE = os.environ.get("POPULORA_TEST_DEVICE", "meta")
@@ -170,7 +171,7 @@ def test_checkpoint_save_and_restore_members_onto_the_device(device_model, on_de
 
 
 def test_evaluation_generation_on_the_device(device_model):
-    from populora.evaluation.generation import GenConfig, chat_prompt, complete
+    from populora.evaluation.harness.generation import GenConfig, chat_prompt, complete
 
     model, tok = device_model
     backend = MultiLoraBackend(model, tok, LoraSpec(rank=4))
@@ -186,7 +187,7 @@ def test_evaluation_generation_on_the_device(device_model):
 def test_bfloat16_base_trains_and_generates_with_fp32_lora_and_moments(backend_cls):
     """The paper presets' dtype on the real embedded model: the base in bf16, LoRA weights and AdamW moments in
     fp32 (master copies: bf16 moments would lose updates of lr 1e-5 against weights of ~1e-2)."""
-    from populora.platform.models import load_base, resolve_source
+    from populora.platform.model.models import load_base, resolve_source
 
     model, tok = load_base(resolve_source("embedded"), dtype="bfloat16", device=DEVICE if DEVICE != "meta" else "cpu")
     assert next(model.parameters()).dtype == torch.bfloat16

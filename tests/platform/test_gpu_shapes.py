@@ -10,7 +10,7 @@ import sys
 from conftest import ROOT
 from populora.platform import config as config_io
 from populora.training import TrainConfig
-from populora.training.workload import make_plan
+from populora.training.compute.workload import make_plan
 
 SCRIPT = ROOT / "scripts" / "gpu-shapes.sh"
 

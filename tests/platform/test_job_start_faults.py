@@ -14,8 +14,8 @@ import psutil
 import pytest
 from conftest import wait_for_status
 
-from populora.platform import jobs, queue
-from populora.platform.job_record import START_GRACE_S, Job
+from populora.platform.jobs import jobs, queue
+from populora.platform.jobs.job_record import START_GRACE_S, Job
 
 
 pytestmark = pytest.mark.usefixtures("own_queue")  # each test its own queue (conftest)

@@ -16,7 +16,7 @@ import requests
 
 from conftest import cli_in_process
 
-from populora.platform import runlayout as rl
+from populora.platform.store import runlayout as rl
 
 
 def _free_port() -> int:

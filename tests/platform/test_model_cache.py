@@ -5,8 +5,8 @@ import hashlib
 import os
 import shutil
 
-from populora.platform import models
-from populora.platform.models import ModelSource
+from populora.platform.model import models
+from populora.platform.model.models import ModelSource
 
 
 def source(path):

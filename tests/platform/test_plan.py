@@ -4,11 +4,11 @@ import json
 
 import pytest
 
-from populora.evaluation import power
+from populora.evaluation.statistics import power
 from populora.platform import config as config_io
 from populora.platform import plan
 from populora.training.config import TrainConfig
-from populora.training.workload import counts, make_plan
+from populora.training.compute.workload import counts, make_plan
 from conftest import ROOT, cli_in_process
 
 PRESETS = ["paper-4t4s", "paper-4t8s", "paper-1t1s"]

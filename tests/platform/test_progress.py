@@ -7,7 +7,8 @@ import json
 import random
 import sys
 
-from populora.platform import jobs, progress
+from populora.platform.jobs import jobs
+from populora.platform import progress
 
 
 class Clock:

@@ -7,7 +7,7 @@ import torch
 ray = pytest.importorskip("ray", reason="Ray is an optional extra: pip install 'populora-platform[ray]'")
 
 from populora.platform import config as config_io  # noqa: E402
-from populora.platform.runlayout import STEP_SENTINEL  # noqa: E402
+from populora.platform.store.runlayout import STEP_SENTINEL  # noqa: E402
 from populora.training.config import TrainConfig  # noqa: E402
 from populora.training.loop import Trainer  # noqa: E402
 

@@ -19,7 +19,8 @@ pytest.importorskip("ray.job_submission", reason="Ray Jobs need the optional ext
 from conftest import wait_for  # noqa: E402
 from mlflow.tracking import MlflowClient  # noqa: E402
 
-from populora.platform import jobs, ray_jobs, reaper, runlayout  # noqa: E402
+from populora.platform.jobs import jobs, ray_jobs, reaper
+from populora.platform.store import runlayout
 
 pytestmark = pytest.mark.timeout(900)
 # Ray starts its workers at niceness 15 (ray_config_def.h worker_niceness); the platform's local instance starts them

@@ -1,4 +1,4 @@
-"""The reaper (populora/platform/reaper.py): what a killed process started, even while starting it, does not outlive
+"""The reaper (populora/platform/jobs/reaper.py): what a killed process started, even while starting it, does not outlive
 it, and the reaper leaves with its owner. (The real vLLM engine under it: tests/vllm_real/test_shutdown.py.)"""
 
 import subprocess
@@ -7,7 +7,7 @@ import sys
 import psutil
 
 from conftest import wait_for
-from populora.platform import reaper
+from populora.platform.jobs import reaper
 
 
 def _gone(pid: int) -> bool:

@@ -7,8 +7,8 @@ from __future__ import annotations
 import synthetic_store
 
 from populora import cli
-from populora.platform import runlayout as rl
-from populora.platform.tracking import Tracker
+from populora.platform.store import runlayout as rl
+from populora.platform.store.tracking import Tracker
 
 
 def test_runs_run_id_shows_every_member_and_the_summary(tmp_path, monkeypatch, capsys):

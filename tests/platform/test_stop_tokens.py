@@ -17,7 +17,7 @@ IM_END, ENDOFTEXT = 2, 0
 
 @pytest.fixture(scope="module")
 def qwen_base_like():
-    from populora.platform.models import cached_source, load_tokenizer, resolve_source
+    from populora.platform.model.models import cached_source, load_tokenizer, resolve_source
 
     tok = copy.deepcopy(load_tokenizer(cached_source(resolve_source("embedded"), need_weights=False)))
     tok.eos_token = "<|endoftext|>"

@@ -1,4 +1,4 @@
-"""A stop signal is honoured even where its KeyboardInterrupt was swallowed (populora.platform.stopping)."""
+"""A stop signal is honoured even where its KeyboardInterrupt was swallowed (populora.platform.jobs.stopping)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from populora.platform import stopping
+from populora.platform.jobs import stopping
 
 # A finalizer that receives SIGTERM: the handler's raise happens inside __del__, where Python prints
 # "Exception ignored in ..." and carries on, as it did in CI while the model loaded.

@@ -1,4 +1,4 @@
-"""The tiny Qwen2 model (``model.base: tiny-qwen2``, populora/platform/tiny_qwen2.py): Qwen2.5's family traits
+"""The tiny Qwen2 model (``model.base: tiny-qwen2``, populora/platform/model/tiny_qwen2.py): Qwen2.5's family traits
 (q/k/v biases, untied embeddings, GQA), its tokens and chat template, and generation that stops at ``<|im_end|>``
 under the template and at ``<|endoftext|>`` for a base-style prompt on the torch backend (the real vLLM engine:
 tests/vllm_real/test_qwen2.py)."""
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from populora.platform import chat_template, tiny_qwen2
+from populora.platform.model import chat_template, tiny_qwen2
 from populora.platform.backends import LoraSpec, MultiLoraBackend
-from populora.platform.models import load_base, resolve_source
+from populora.platform.model.models import load_base, resolve_source
 from stop_swap import stop_place, swap_head_rows
 
 # Qwen2.5's template, one user turn (the text transformers writes with Qwen/Qwen2.5-7B's tokenizer_config.json)

@@ -9,7 +9,7 @@ import pytest
 
 from populora.platform.sandbox import Sandbox
 from populora.platform.sandbox.values import canonical, canonical_literal, parse_literal
-from populora.platform.verifier import (DEFAULT_BANNED, Check, Validate, Verifier, banned_reason, check_program,
+from populora.platform.sandbox.verifier import (DEFAULT_BANNED, Check, Validate, Verifier, banned_reason, check_program,
                                         literal_arguments)
 from populora.training.tasks import code_f, code_i, code_o
 
@@ -258,7 +258,7 @@ def test_check_many_mixed_batch_in_order(v):
 
 
 def test_azr_validity_rules_one_def_import_bans_only_error_keywords(v):
-    from populora.platform.verifier import AZR_RULES, ProgramRules
+    from populora.platform.sandbox.verifier import AZR_RULES, ProgramRules
 
     nested = "def f(x):\n    def g(y):\n        return y + 1\n    return g(x)"
     helper = "def g(y):\n    return y\ndef f(x):\n    return g(x)"

@@ -18,14 +18,14 @@ from reference.azr_corpus import EXTRA_SOURCES, TASKS, Case, corpus, f_proposal,
 
 from populora.platform.backends.base import Generation
 from populora.platform.sandbox.values import parse_literal
-from populora.training.buffers import TaskBuffers
+from populora.training.phases.buffers import TaskBuffers
 from populora.training.config import load_config
 from populora.training.loop import make_verifier
-from populora.training.rollout import Rollout
-from populora.training.scoring import assign_rewards
-from populora.training.solve import solve
+from populora.training.phases.rollout import Rollout
+from populora.training.phases.scoring import assign_rewards
+from populora.training.phases.solve import solve
 from populora.training.tasks import KINDS, Task
-from populora.training.validate import program_rules, validate
+from populora.training.phases.validate import program_rules, validate
 
 SPECS = {**TASKS, **EXTRA_SOURCES}
 TIMEOUT_S = 1.5  # both sides, instead of the presets' 10 s: a timeout is judged the same, and the test stays short

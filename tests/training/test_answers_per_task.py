@@ -8,7 +8,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from populora.training.matchmaking import assign_answers
+from populora.training.phases.matchmaking import assign_answers
 from populora.training.member import Member
 
 

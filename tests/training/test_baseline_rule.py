@@ -1,13 +1,13 @@
-"""The compute-matched baseline rule (training/baseline.py) against the hand-made presets and `populora plan`'s
+"""The compute-matched baseline rule (training/compute/baseline.py) against the hand-made presets and `populora plan`'s
 per-adapter accounting: the presets were written (and measured with the ledger) to be compute-matched, so the
 rule must give their numbers."""
 
 import pytest
 
 from populora.platform import config as config_io
-from populora.training.baseline import matched_baseline
+from populora.training.compute.baseline import matched_baseline
 from populora.training.config import TrainConfig
-from populora.training.workload import make_plan
+from populora.training.compute.workload import make_plan
 from conftest import ROOT, trained_runs
 
 PAIRS = [("smoke", "baseline"), ("arms-race-cpu", "arms-race-cpu-baseline"),
@@ -64,7 +64,7 @@ def test_train_with_baseline_runs_both_linked_and_compute_matched(tmp_path):
     of smoke.yaml measured 2.0x. The command runs in this process (``trained_runs``): the runs are the subject."""
     from mlflow import MlflowClient
 
-    from populora.platform import runlayout as rl
+    from populora.platform.store import runlayout as rl
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     ids = trained_runs(tmp_path, uri, "--config", str(ROOT / "configs" / "smoke.yaml"), "--baseline", "--quiet",

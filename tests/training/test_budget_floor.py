@@ -15,9 +15,9 @@ from conftest import cli_in_process
 
 from populora.evaluation import compute
 from populora.platform import config as config_io
-from populora.platform import runlayout as rl
-from populora.training import budget as B
-from populora.training.baseline import per_adapter_rows, too_small
+from populora.platform.store import runlayout as rl
+from populora.training.compute import budget as B
+from populora.training.compute.baseline import per_adapter_rows, too_small
 from populora.training.config import TrainConfig
 
 TINY = ["model.tiny_random=true", "model.lora_rank=4", "tasks.format=direct", "tasks.kinds=[code_o]",

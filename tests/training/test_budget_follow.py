@@ -14,10 +14,10 @@ from conftest import cli_in_process
 
 from populora.evaluation import compute
 from populora.platform import config as config_io
-from populora.platform import heartbeat
-from populora.platform import runlayout as rl
-from populora.platform.tracking import Tracker
-from populora.training import budget as B
+from populora.platform.jobs import heartbeat
+from populora.platform.store import runlayout as rl
+from populora.platform.store.tracking import Tracker
+from populora.training.compute import budget as B
 from populora.training.config import TrainConfig
 
 TINY = ["model.tiny_random=true", "model.lora_rank=4", "tasks.format=direct", "tasks.kinds=[code_o]",

@@ -1,9 +1,9 @@
 """A compute-matched baseline whose population has no MLflow run yet (budget.population, "waiting for the
 population (not started yet)"): while the population's job is queued or running it waits; once that job has ended
 without ever creating its run (a bad config, stopped while queued) the baseline ends FAILED with one line naming
-the job, how it ended, its log and what to do, instead of waiting for ever (training/population_job.py).
+the job, how it ended, its log and what to do, instead of waiting for ever (training/compute/population_job.py).
 
-The population's jobs are real jobs of the real launcher (platform/jobs.py: supervisor, queue, exit code) on a
+The population's jobs are real jobs of the real launcher (platform/jobs/jobs.py: supervisor, queue, exit code) on a
 queue of one slot; the baseline's wait is observed through its ``sleep``, where the test makes the population's
 next event happen (its run appears, it is stopped): no test waits on a clock. The last test runs both as real
 ``populora train`` jobs, as the Launch page starts a population with its baseline."""
@@ -20,14 +20,14 @@ from mlflow import MlflowClient
 from conftest import HOLD, wait_for
 
 from populora.platform import config as config_io
-from populora.platform import heartbeat, jobs, queue
-from populora.platform import runlayout as rl
-from populora.platform import sweep as S
-from populora.platform.job_record import Job
-from populora.platform.tracking import Tracker
-from populora.training import budget as B
+from populora.platform.jobs import heartbeat, jobs, queue
+from populora.platform.store import runlayout as rl
+from populora.platform.store import sweep as S
+from populora.platform.jobs.job_record import Job
+from populora.platform.store.tracking import Tracker
+from populora.training.compute import budget as B
 from populora.training.config import TrainConfig
-from populora.training.population_job import PopulationJob, ended_without_run
+from populora.training.compute.population_job import PopulationJob, ended_without_run
 
 TINY = ["model.tiny_random=true", "model.lora_rank=4", "tasks.format=direct", "tasks.kinds=[code_o]",
         "tasks.seed_rounds=0", "checkpoint.every=50", "matchmaking.pfsp=even", "tasks.max_new_tokens_propose=24",

@@ -1,4 +1,4 @@
-"""The compute budget (training/budget.py) against known spend: the real loop (tiny random model, real sandbox,
+"""The compute budget (training/compute/budget.py) against known spend: the real loop (tiny random model, real sandbox,
 real MLflow store) whose generation is scripted, so the validity rate and the completion lengths are planted;
 the ledger-matched baseline must end within 5% of its population's per-adapter spend at every validity rate,
 where the old rule (the config's rows for the population's steps) is printed beside for the record. The rule
@@ -16,10 +16,10 @@ from conftest import paused_train_cmd, train_in_process, wait_for_marker
 
 from populora.evaluation.compute import per_adapter
 from populora.platform import config as config_io
-from populora.platform import runlayout as rl
+from populora.platform.store import runlayout as rl
 from populora.platform.backends import Generation
-from populora.training import budget as B
-from populora.training.baseline import matched_baseline
+from populora.training.compute import budget as B
+from populora.training.compute.baseline import matched_baseline
 from populora.training.config import TrainConfig
 from populora.training.tasks.code_o import PROPOSE_PREFILL, SOLVE_PREFILL
 

@@ -4,9 +4,9 @@ distribution is known), sameness on hand-made pairs, and the monitors on planted
 import numpy as np
 import pytest
 
-from populora.training import curriculum, diversity, monitors
-from populora.training.curriculum_tracker import RECENT, CurriculumTracker
-from populora.training.sameness import SamenessIndex, near_duplicates, task_key
+from populora.training.measures import curriculum, diversity, monitors
+from populora.training.measures.curriculum_tracker import RECENT, CurriculumTracker
+from populora.training.measures.sameness import SamenessIndex, near_duplicates, task_key
 from populora.training.tasks import Task
 
 OPS = ("+", "*", "-", "//", "%")

@@ -10,7 +10,7 @@ pytestmark = pytest.mark.slow
 
 
 def test_cached_copy_matches_the_gguf_file(tmp_path, monkeypatch):
-    from populora.platform import models
+    from populora.platform.model import models
 
     monkeypatch.setenv("POPULORA_CACHE_DIR", str(tmp_path / "cache"))
     source = models.resolve_source("embedded")

@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from populora.platform.backends import AdamConfig
-from populora.training import operators
-from populora.training.lineage import Lineage, LineageEvent
+from populora.training.evolve import operators
+from populora.training.evolve.lineage import Lineage, LineageEvent
 
 
 def _state(seed: int, r: int = 4, out: int = 24, inp: int = 16) -> dict:
@@ -119,7 +119,7 @@ def _evolve_setup(backend, ratings: dict[str, tuple[float, float]], **evolution)
 
 
 def test_evolve_replaces_the_lowest_mu_minus_k_sigma_and_resets_its_optimizer(tiny_backend, tmp_path):
-    from populora.training.evolution import evolve
+    from populora.training.evolve.evolution import evolve
 
     # k = 2: T1 has the highest mu but the least certain one (35 - 16 = 19 < 26 - 4 = 22 < 30 - 2 = 28)
     ratings = {"T0": (30.0, 1.0), "T1": (35.0, 8.0), "T2": (26.0, 2.0)}
@@ -139,7 +139,7 @@ def test_a_role_of_two_can_make_a_crossover_weighted_by_fitness(tiny_backend, tm
     """With two members per role the elite is one member: the crossover partner is the member being replaced,
     and the child leans to the fitter parent in its weights and its inherited mu."""
     from populora.training import rating
-    from populora.training.evolution import evolve
+    from populora.training.evolve.evolution import evolve
 
     ratings = {"T0": (32.0, 2.0), "T1": (22.0, 2.0), "S0": (20.0, 3.0), "S1": (26.0, 3.0)}
     pop, lineage, cfg, rng, gen = _evolve_setup(tiny_backend, ratings, replace_fraction=0.5, crossover_prob=1.0,

@@ -12,10 +12,10 @@ from pathlib import Path
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
-from populora.platform import ancestry, family
-from populora.training import resize
+from populora.platform.store import ancestry, family
+from populora.training.evolve import resize
 from populora.training.config import TrainConfig
-from populora.training.lineage import Lineage, LineageEvent
+from populora.training.evolve.lineage import Lineage, LineageEvent
 from populora.training.member import STUDENT, TEACHER, Member, Population
 
 

@@ -15,10 +15,10 @@ from conftest import paused_train_cmd, train_in_process, wait_for_marker
 from populora.cli import main
 from populora.platform.config import ConfigError
 from populora.training.config import TrainConfig
-from populora.training.fork import checkpoint_config, checkpoint_population, fork_config, resize_preview, role_sizes
-from populora.training.operators import FAMILY
-from populora.platform import ancestry, family
-from populora.platform import runlayout as rl
+from populora.training.run.fork import checkpoint_config, checkpoint_population, fork_config, resize_preview, role_sizes
+from populora.training.evolve.operators import FAMILY
+from populora.platform.store import ancestry, family
+from populora.platform.store import runlayout as rl
 
 ROOT = Path(__file__).parents[2]
 TINY = ["--set", "model.tiny_random=true", "--set", "model.lora_rank=4",

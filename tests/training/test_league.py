@@ -11,7 +11,7 @@ import pytest
 
 from league_fixtures import ScriptedBackend, World, training_run
 
-from populora.evaluation.league_fit import spearman
+from populora.evaluation.statistics.league_fit import spearman
 from populora.evaluation.targets import TargetError
 from populora.training import league
 from populora.training.league_plan import LeagueSpec, estimate, resolve
@@ -31,7 +31,7 @@ def runs(tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("league")
     mp = pytest.MonkeyPatch()
     mp.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
-    from populora.platform.tracking import Tracker
+    from populora.platform.store.tracking import Tracker
 
     tracker, world = Tracker(), World()
     base = training_run(tracker, world, tmp_path, "baseline", {"B0": "both"})

@@ -3,12 +3,12 @@
 import numpy as np
 import pytest
 
-from populora.training.advantages import task_relative_advantages
+from populora.training.phases.advantages import task_relative_advantages
 from populora.training.config import RewardConfig
-from populora.training.curriculum import program_metrics, structure_key
-from populora.training.matchmaking import match, pfsp_weights, win_probability
+from populora.training.measures.curriculum import program_metrics, structure_key
+from populora.training.phases.matchmaking import match, pfsp_weights, win_probability
 from populora.training.member import Member
-from populora.training.rewards import student_reward, teacher_reward
+from populora.training.phases.rewards import student_reward, teacher_reward
 
 
 def test_teacher_reward_prefers_hard_but_solvable():

@@ -2,12 +2,12 @@
 
 import pytest
 
-from populora.platform import runlayout as rl
-from populora.platform.tracking import Tracker
+from populora.platform.store import runlayout as rl
+from populora.platform.store.tracking import Tracker
 from populora.training.config import TrainConfig
 from populora.training.member import STUDENT, TEACHER, Member, Population
-from populora.training.member_models import plan
-from populora.training.run_log import RunLog
+from populora.training.run.member_models import plan
+from populora.training.run.run_log import RunLog
 
 
 def _log(uri: str) -> tuple[RunLog, Population]:

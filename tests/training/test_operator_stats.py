@@ -10,15 +10,15 @@ import pytest
 from conftest import train_in_process
 
 from populora.cli import main
-from populora.platform import operator_table
-from populora.platform import runlayout as rl
+from populora.platform.store import operator_table
+from populora.platform.store import runlayout as rl
 from populora.platform.config import ConfigError
-from populora.training import operator_stats
+from populora.training.evolve import operator_stats
 from populora.training.config import EvolutionConfig, load_config
-from populora.training.evolution import select
-from populora.training.lineage import Lineage, LineageEvent
+from populora.training.evolve.evolution import select
+from populora.training.evolve.lineage import Lineage, LineageEvent
 from populora.training.member import Member, Population
-from populora.training.operators import CROSSOVERS, FAMILY, MUTATIONS
+from populora.training.evolve.operators import CROSSOVERS, FAMILY, MUTATIONS
 
 
 def test_default_mix_is_every_operator_at_equal_weight_and_old_configs_still_load():

@@ -4,7 +4,7 @@ the dense delta B @ A, exact tensor equality with a parent), on small random LoR
 import pytest
 import torch
 
-from populora.training import operators as O
+from populora.training.evolve import operators as O
 
 
 def _state(seed: int, r: int = 4, out: int = 24, inp: int = 16, modules: int = 3) -> dict:

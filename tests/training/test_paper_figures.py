@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from populora.cli import main
-from populora.platform import runlayout as rl
-from populora.platform.tracking import Tracker
-from populora.training import paper_figures as P
+from populora.platform.store import runlayout as rl
+from populora.platform.store.tracking import Tracker
+from populora.training.measures import paper_figures as P
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import synthetic_store  # noqa: E402

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from conftest import cli_in_process, train_in_process
 
-from populora.evaluation import benchmarks
-from populora.platform import runlayout as rl
+from populora.evaluation.harness import benchmarks
+from populora.platform.store import runlayout as rl
 from populora.platform.config import ConfigError
 from populora.training import load_config
 from populora.training import periodic_eval as pe

@@ -13,13 +13,13 @@ from conftest import cli_in_process
 from populora.platform import config as config_io
 from populora.platform.backends import BASE, Generation
 from populora.platform.sandbox import Sandbox
-from populora.platform.verifier import Verifier
-from populora.training.buffers import AZR_SEED, TaskBuffers
+from populora.platform.sandbox.verifier import Verifier
+from populora.training.phases.buffers import AZR_SEED, TaskBuffers
 from populora.training.config import TasksConfig, TrainConfig
-from populora.training.seeding import initial_buffers, seed_buffers
+from populora.training.phases.seeding import initial_buffers, seed_buffers
 from populora.training.tasks import KINDS, Task
 from populora.training.tasks.show import build
-from populora.training.validate import validate
+from populora.training.phases.validate import validate
 
 CONFIGS = Path(__file__).parents[2] / "configs"
 
@@ -200,7 +200,7 @@ def test_report_names_the_tasks_format():
 
 
 def test_code_f_azr_rules_last_inputs_duplicates_message_required_same_outputs_allowed(v):
-    from populora.training.validate import program_rules
+    from populora.training.phases.validate import program_rules
 
     blocks = "\n".join(f"```input\n{i}\n```" for i in [1, 2, 3, 3, 4, 5, 6, 7, 8, 9, 10, 11])
     azr = TasksConfig(format="azr", code_f_distinct_inputs=False, code_f_message_required=True,

@@ -5,8 +5,8 @@ import pytest
 
 from populora.training import rating
 from populora.training.member import BOTH, STUDENT, TEACHER, Member, Population
-from populora.training.rollout import Rollout
-from populora.training.scoring import update_ratings
+from populora.training.phases.rollout import Rollout
+from populora.training.phases.scoring import update_ratings
 from populora.training.tasks import Task
 
 

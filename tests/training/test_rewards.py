@@ -3,9 +3,9 @@
 import pytest
 
 from populora.training.config import RewardConfig, TrainConfig
-from populora.training.rewards import solve_rate, student_reward, teacher_reward
-from populora.training.rollout import Rollout
-from populora.training.scoring import assign_rewards
+from populora.training.phases.rewards import solve_rate, student_reward, teacher_reward
+from populora.training.phases.rollout import Rollout
+from populora.training.phases.scoring import assign_rewards
 from populora.training.tasks import Task
 
 
@@ -63,7 +63,7 @@ def test_assign_rewards_per_rollout_and_task():
 
 # ---------------------------------------------------------------- the compute ledger
 def test_ledger_counts_per_member_and_sums_for_the_run():
-    from populora.training.ledger import ComputeLedger, step_compute
+    from populora.training.compute.ledger import ComputeLedger, step_compute
 
     rollouts = [Rollout("T0", "teacher", "code_o", "a", [1], [2] * 5, ""), Rollout("S0", "student", "code_o", "a", [1], [2] * 3, ""),
                 Rollout("S0", "student", "code_o", "a", [1], [2] * 4, "")]

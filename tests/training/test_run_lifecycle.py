@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from conftest import cli_in_process, paused_train_cmd, populora_cmd, train_in_process, wait_for, wait_for_marker
 
-from populora.platform import runlayout as rl
-from populora.training import checkpoint
+from populora.platform.store import runlayout as rl
+from populora.training.run import checkpoint
 
 TINY = ["--set", "model.tiny_random=true", "--set", "model.lora_rank=4",
         "--set", "tasks.max_new_tokens_propose=24", "--set", "tasks.max_new_tokens_solve=8",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from populora.training.buffers import TaskBuffers
+from populora.training.phases.buffers import TaskBuffers
 from populora.training.tasks import Task
 
 

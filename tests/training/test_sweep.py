@@ -12,9 +12,9 @@ import pytest
 from conftest import cli_in_process, wait_for
 from populora.cli import main
 from populora.evaluation.compute import per_adapter
-from populora.platform import jobs, queue
-from populora.platform import runlayout as rl
-from populora.training import sweep
+from populora.platform.jobs import jobs, queue
+from populora.platform.store import runlayout as rl
+from populora.training.run import sweep
 
 SMOKE = str(Path(__file__).parents[2] / "configs/smoke.yaml")
 MIXES = ["--grid", "population.teachers,population.students=1:1,2:2"]
@@ -57,11 +57,11 @@ def test_dry_run_json_and_bad_grid(mlflow_store, capsys):
         (json.dumps(o, sort_keys=True), s) for s in (0, 1)
         for o in ({}, {"population.teachers": 1, "population.students": 1}, {"population.teachers": 2, "population.students": 2})}
     assert not Path(".populora").exists()  # a dry run starts nothing
-    # the smallest effect these 2 seeds per arm detect, before launch (evaluation/power.py): printed and in the JSON
+    # the smallest effect these 2 seeds per arm detect, before launch (evaluation/statistics/power.py): printed and in the JSON
     assert planned["mde"]["seeds"] == 2 and planned["mde"]["level"] == "method" and 0 < planned["mde"]["overall"] < 1
     assert "power: 2 seeds per arm detect >= " in out.out
     # the same figure as power.planned gives the Launch form, and no figure above the 0-100 scale (#52)
-    from populora.evaluation import power
+    from populora.evaluation.statistics import power
     assert planned["mde"]["words"] == power.planned(2)["words"] and f"power: {planned['mde']['words']}" in out.out
     assert not re.search(r"\b\d{3,}\.\d\b", out.out.split("power: ")[1])
     code = cli_in_process("sweep", "--config", SMOKE, "--grid", "population.teacher=1,2", "--dry-run")
@@ -100,7 +100,7 @@ def test_sweep_of_two_mixes_two_seeds_with_baselines_end_to_end(mlflow_store, tm
     monkeypatch.setenv("POPULORA_MAX_PARALLEL_JOBS", "2")  # the machine's queue (1 slot on a CPU) lets two run
     from mlflow import MlflowClient
 
-    from populora.evaluation import benchmarks as B
+    from populora.evaluation.harness import benchmarks as B
 
     args = ["sweep", "--config", SMOKE, *SMALL_MIXES, "--seeds", "2", "--baseline", "--parallel", "2", *TINY]
     capsys.readouterr()

@@ -4,7 +4,7 @@ from conftest import wait_for
 
 from populora.platform import config as config_io
 from populora.training.config import TrainConfig
-from populora.training.run_log import RunLog
+from populora.training.run.run_log import RunLog
 
 
 def test_parent_run_gets_mlflows_system_metrics(mlflow_store, monkeypatch):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from populora.platform.sandbox import Sandbox, canonical
-from populora.platform.verifier import Check, Verifier
+from populora.platform.sandbox.verifier import Check, Verifier
 from populora.training.config import TasksConfig
 from populora.training.tasks import KINDS, Task, TaskKind
 from populora.training.tasks.parsing import literal

@@ -14,9 +14,9 @@ from pathlib import Path
 
 from conftest import cli_in_process, paused_train_cmd, train_in_process, wait_for_marker
 
-from populora.platform import runlayout as rl
-from populora.platform.tracking import Tracker
-from populora.training.operators import FAMILY
+from populora.platform.store import runlayout as rl
+from populora.platform.store.tracking import Tracker
+from populora.training.evolve.operators import FAMILY
 
 TINY = ["--set", "model.tiny_random=true", "--set", "model.lora_rank=4",
         "--set", "tasks.max_new_tokens_propose=24", "--set", "tasks.max_new_tokens_solve=8",

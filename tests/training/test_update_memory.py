@@ -7,11 +7,11 @@ import torch
 from populora.platform import config as config_io
 from populora.platform.backends import AdamConfig, LoraSpec, MultiLoraBackend
 from populora.training.config import TrainConfig
-from populora.training.evolution import evolve
-from populora.training.lineage import Lineage
+from populora.training.evolve.evolution import evolve
+from populora.training.evolve.lineage import Lineage
 from populora.training.member import STUDENT, TEACHER, Member, Population
-from populora.training.rollout import Rollout
-from populora.training.update import update
+from populora.training.phases.rollout import Rollout
+from populora.training.phases.update import update
 
 
 def test_evolution_reuses_the_dead_members_slot(tiny_model, tmp_path):

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from conftest import wait_for
 
-from populora.platform import jobs
+from populora.platform.jobs import jobs
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM, CHROMEDRIVER = shutil.which("chromium") or "/usr/bin/chromium", shutil.which("chromedriver") or "/usr/bin/chromedriver"

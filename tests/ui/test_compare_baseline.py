@@ -10,7 +10,7 @@ import streamlit as st
 from mlflow import MlflowClient
 from streamlit.testing.v1 import AppTest
 
-from populora.platform import runlayout
+from populora.platform.store import runlayout
 from test_ui_pages import VIEWS, _ok, texts
 
 # per-problem verdicts: gsm8k and humaneval_plus, 4 problems each
@@ -125,7 +125,7 @@ def test_report_reads_the_baseline_from_its_own_run_and_prints_the_verdict(linke
 
 def test_compare_and_the_report_say_what_a_baseline_of_a_crashed_population_was_matched_to(linked_store, monkeypatch,
                                                                                            tmp_path, capsys):
-    """A pair whose population crashed: the baseline's ``populora.budget_matched`` (training/budget.py) is said
+    """A pair whose population crashed: the baseline's ``populora.budget_matched`` (training/compute/budget.py) is said
     after the one compute figure's ratio on Compare's ledger panel and in the report, and the panel says the
     baseline was trained to the ledger."""
     from populora.evaluation.cli import report_main

@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from populora.evaluation import league_fit as F
-from populora.evaluation import league_summary as S
+from populora.evaluation.statistics import league_fit as F
+from populora.evaluation.statistics import league_summary as S
 from populora.training.league_plan import rated
 from populora.ui import league_view as V
 

@@ -12,7 +12,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from populora.evaluation import calibration_worlds, sweep_report, verdict
+from populora.evaluation.statistics import calibration_worlds, sweep_report, verdict
 from populora.evaluation.summary import Results
 from populora.ui.compare_table import aggregates_frame, verdict_frame
 from populora.ui.sweeps import config_rows

@@ -52,7 +52,7 @@ webdriver = pytest.importorskip("selenium.webdriver", reason="pip install seleni
 @pytest.fixture()
 def oracle_server(tmp_path):
     """``populora ui`` on an empty store, its jobs evaluating with the oracle backend."""
-    from populora.evaluation import benchmarks
+    from populora.evaluation.harness import benchmarks
 
     if not (benchmarks.data_dir() / benchmarks.CHECKSUMS).is_file():
         pytest.skip(f"no benchmark data at {benchmarks.data_dir()}")
@@ -92,7 +92,7 @@ def _evaluate(driver, url: str, run_id: str, baseline: str, shots: Path):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
 
-    from populora.platform import jobs
+    from populora.platform.jobs import jobs
 
     _open(driver, f"{url}/compare?run={run_id}", "Training scores", shots)
     assert "No benchmark scores for this run yet" in _text(driver)
@@ -127,8 +127,8 @@ def _verdict_rows(text: str) -> dict[str, str | None]:
 def test_population_and_baseline_from_launch_to_the_verdict(oracle_server, browser, tmp_path, monkeypatch):
     from mlflow import MlflowClient
 
-    from populora.platform import jobs
-    from populora.platform import runlayout as rl
+    from populora.platform.jobs import jobs
+    from populora.platform.store import runlayout as rl
 
     started = time.time()
     monkeypatch.setenv("POPULORA_JOBS_DIR", str(oracle_server["dir"] / "jobs"))  # jobs.list_jobs reads the server's

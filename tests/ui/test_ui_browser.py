@@ -74,7 +74,7 @@ def _stop_a_run(browser, server, shots: Path) -> None:
     beyond this test's waits: the run cannot end before the Stop, as a 30-step one could on a fast machine.)"""
     from mlflow import MlflowClient
 
-    from populora.platform import jobs
+    from populora.platform.jobs import jobs
 
     url = server["url"]
     _launch(browser, url, shots, "browser-stop", TINY.replace("steps=2", "steps=1000"))
@@ -99,8 +99,8 @@ def _fork_a_run(browser, server, run_id: str, shots: Path) -> None:
     from mlflow import MlflowClient
     from selenium.webdriver.common.by import By
 
-    from populora.platform import jobs
-    from populora.platform import runlayout as rl
+    from populora.platform.jobs import jobs
+    from populora.platform.store import runlayout as rl
 
     url = server["url"]
     fill_fork_form(browser, url, run_id, 1, "optim.lr=3e-5", shots)
@@ -140,7 +140,8 @@ def _evaluate_from_compare(browser, server, run_id: str, shots: Path) -> None:
     once it ends."""
     import json
 
-    from populora.platform import jobs, runlayout
+    from populora.platform.jobs import jobs
+    from populora.platform.store import runlayout
 
     url = server["url"]
     _open(browser, f"{url}/compare?run={run_id}", "Training scores", shots)
@@ -167,7 +168,7 @@ def _evaluate_from_compare(browser, server, run_id: str, shots: Path) -> None:
 
 
 def test_launch_watch_and_browse_a_run(server, browser, tmp_path):
-    from populora.platform import jobs
+    from populora.platform.jobs import jobs
 
     url, shots = server["url"], tmp_path / "screenshots"
     shots.mkdir()

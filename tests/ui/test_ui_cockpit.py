@@ -22,7 +22,7 @@ def store(tmp_path_factory) -> dict:
     """One finished population run whose code_f tasks are never valid (the demo's failing kind)."""
     import synthetic_store
 
-    from populora.platform.tracking import Tracker
+    from populora.platform.store.tracking import Tracker
 
     tmp = tmp_path_factory.mktemp("cockpit")
     uri = f"sqlite:///{tmp / 'mlflow.db'}"
@@ -98,8 +98,8 @@ def test_arms_race_says_from_when_equal_volume_diversity_is_logged(monkeypatch, 
     they start at 20 programs and how many it wrote, not that nothing was logged."""
     import synthetic_store
 
-    from populora.platform import runlayout as rl
-    from populora.platform.tracking import Tracker
+    from populora.platform.store import runlayout as rl
+    from populora.platform.store.tracking import Tracker
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     tracker = Tracker(uri)
@@ -179,7 +179,7 @@ def launch_page(monkeypatch, tmp_path):
     """The Launch page on an empty store, with job starts recorded instead of run."""
     import streamlit as st
 
-    from populora.platform import jobs
+    from populora.platform.jobs import jobs
 
     started = []
     monkeypatch.setattr(jobs, "launch_training", lambda text, name="", env=None, ray_address=None, need=1, max_restarts=0: started.append(
@@ -263,7 +263,7 @@ def test_launch_again_with_a_runs_config(store, monkeypatch, tmp_path):
 def test_arms_race_overlays_other_runs(store, monkeypatch, tmp_path):
     import synthetic_store
 
-    from populora.platform.tracking import Tracker
+    from populora.platform.store.tracking import Tracker
 
     other = synthetic_store.make_run(Tracker(store["uri"]), "other", members=2, steps=2, tasks_per_step=3, seed=5)
     at = _page("arms_race", store, monkeypatch, tmp_path, run=store["run"])
@@ -279,7 +279,7 @@ def eval_store(tmp_path_factory) -> dict:
     """A baseline and a population that both evaluate every step (evolution at steps 4 and 8 replaces members)."""
     import synthetic_store
 
-    from populora.platform.tracking import Tracker
+    from populora.platform.store.tracking import Tracker
 
     uri = f"sqlite:///{tmp_path_factory.mktemp('eval_curves') / 'mlflow.db'}"
     tracker = Tracker(uri)
@@ -294,7 +294,7 @@ def _member_scores(uri: str, run_id: str, key: str) -> dict[str, dict[int, float
     """The reference: {member: {step: value}} read straight from each member run's history in MLflow."""
     from mlflow import MlflowClient
 
-    from populora.platform import runlayout as rl
+    from populora.platform.store import runlayout as rl
 
     client = MlflowClient(tracking_uri=uri)
     return {c.data.tags[rl.MEMBER_ID]: {m.step: m.value for m in client.get_metric_history(c.info.run_id, key)}
@@ -345,7 +345,7 @@ def _final_evaluation(uri: str, run_id: str, tmp_path: Path) -> dict:
     with scores far from the in-training subset's so a mix-up shows."""
     from populora.evaluation import results
     from populora.evaluation.targets import MEMBER, Target
-    from populora.platform.tracking import Tracker
+    from populora.platform.store.tracking import Tracker
     from populora.ui import store as ui_store
 
     tracker = Tracker(uri)
@@ -369,7 +369,7 @@ def test_in_training_histories_do_not_change_a_finished_evaluation(eval_store, m
     import streamlit as st
 
     from populora.evaluation import report, results
-    from populora.platform.tracking import Tracker
+    from populora.platform.store.tracking import Tracker
 
     data = _final_evaluation(eval_store["uri"], eval_store["population"], tmp_path)
     loaded = results.load(Tracker(eval_store["uri"]), eval_store["population"])
@@ -386,7 +386,7 @@ def test_in_training_histories_do_not_change_a_finished_evaluation(eval_store, m
 def test_arms_race_warns_when_the_baseline_scored_another_subset(eval_store, monkeypatch, tmp_path):
     from mlflow import MlflowClient
 
-    from populora.platform import runlayout as rl
+    from populora.platform.store import runlayout as rl
 
     client = MlflowClient(tracking_uri=eval_store["uri"])
     client.set_tag(eval_store["baseline"], rl.EVAL_SUBSET_SEED, "7")

@@ -22,7 +22,7 @@ def test_arms_race_eval_curves_in_a_browser(tmp_path):
     import synthetic_store
     from selenium.webdriver.common.by import By
 
-    from populora.platform.tracking import Tracker
+    from populora.platform.store.tracking import Tracker
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     tracker = Tracker(uri)

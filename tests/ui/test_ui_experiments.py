@@ -12,8 +12,8 @@ pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from populora.platform import config as config_io  # noqa: E402
-from populora.platform import runlayout as rl  # noqa: E402
-from populora.platform.tracking import Tracker  # noqa: E402
+from populora.platform.store import runlayout as rl
+from populora.platform.store.tracking import Tracker  # noqa: E402
 from populora.training import TrainConfig  # noqa: E402
 
 VIEWS = Path(__file__).resolve().parents[2] / "populora" / "ui" / "views"
@@ -131,7 +131,7 @@ def test_fork_form_names_the_fork_and_previews_ids_from_the_familys_numbering(st
     not the checkpoint's next S3 (issue 54)."""
     from mlflow import MlflowClient
 
-    from populora.platform import family
+    from populora.platform.store import family
 
     name = next(t for t in _page("runs", run=store["parent"], fork="1").text_input if t.label == "the fork's run name")
     assert name.value == f"parent · fork of {store['parent'][:8]} @1"

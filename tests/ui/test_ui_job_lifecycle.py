@@ -14,8 +14,8 @@ from conftest import HOLD, app_page, wait_for
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from populora.platform import jobs, queue  # noqa: E402
-from populora.platform import runlayout as rl  # noqa: E402
+from populora.platform.jobs import jobs, queue
+from populora.platform.store import runlayout as rl
 
 TINY = ("name: resumable\nsteps: 300\nmodel: {tiny_random: true, lora_rank: 4}\ncheckpoint: {every: 1}\n"
         "tasks: {max_new_tokens_propose: 24, max_new_tokens_solve: 8, tasks_per_teacher: 2, rollouts: 2}\n")
@@ -73,7 +73,7 @@ def test_a_resume_outside_the_ui_retags_the_run_and_the_page_says_the_log_is_the
     """``populora train --resume`` in a terminal (no job) re-tags the run's job as "" (run_log.resumed): the
     Runs page then labels the last job's log as the earlier job's, instead of showing it as the run's state."""
     from populora.training.config import TrainConfig
-    from populora.training.run_log import RunLog
+    from populora.training.run.run_log import RunLog
 
     job_dir = one_slot_queue["dir"] / "jobs" / "j-old"
     job_dir.mkdir(parents=True)
@@ -137,9 +137,9 @@ def _form(run_id: str) -> AppTest:
 def test_the_eval_form_defaults_finish_on_a_cpu_and_it_estimates_before_launching(one_slot_queue):
     """No CUDA here: the defaults are the model's protocol (quick for the embedded model, named in the option) and
     a limit of 2; the estimate under the form counts every benchmark's first 2 items per target at the quick
-    protocol's 512-token budget (evaluation/protocol.py). A baseline run's form offers no "run's baseline"."""
+    protocol's 512-token budget (evaluation/harness/protocol.py). A baseline run's form offers no "run's baseline"."""
     from populora.training.config import TrainConfig
-    from populora.training.run_log import RunLog
+    from populora.training.run.run_log import RunLog
 
     baseline = RunLog.start(TrainConfig(name="b", population={"single_agent": True})).run_id
     population = RunLog.start(TrainConfig(name="p")).run_id
@@ -265,7 +265,7 @@ def test_a_resume_waiting_in_the_queue_shows_as_resuming_without_a_second_resume
     """The walk's finding: a resume launched from Runs that waits in the queue showed the run as "Stopped ...
     [Resume]" (a second click queued a second resume) and called its own job "resumed outside this UI"."""
     from populora.training.config import TrainConfig
-    from populora.training.run_log import RunLog
+    from populora.training.run.run_log import RunLog
 
     job_dir = one_slot_queue["dir"] / "jobs" / "j-old"
     job_dir.mkdir(parents=True)

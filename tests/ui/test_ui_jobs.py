@@ -1,4 +1,4 @@
-"""Background jobs (``populora.platform.jobs``), the ``populora ui`` entry point and the Launch form's validation."""
+"""Background jobs (``populora.platform.jobs.jobs``), the ``populora ui`` entry point and the Launch form's validation."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ import mlflow.store.db.utils as db_utils
 import pytest
 from conftest import trained_runs, wait_for_status
 
-from populora.platform import jobs, runlayout
+from populora.platform.jobs import jobs
+from populora.platform.store import runlayout
 from populora.training.config import job_slots
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -73,7 +74,7 @@ def test_a_ray_job_finds_its_run_by_the_job_id_tag(tmp_path, monkeypatch):
     """A Ray Job's trainer runs on the cluster, away from the job dir: the run carries the job's id as a tag
     (from POPULORA_JOB_ID, which the launcher sets), and the job finds it in its store, then remembers it."""
     from populora.training.config import TrainConfig
-    from populora.training.run_log import RunLog
+    from populora.training.run.run_log import RunLog
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
@@ -204,7 +205,7 @@ def test_launch_slots_queue_jobs_beyond_the_limit(tmp_path):
 
 
 def test_the_queue_lets_jobs_out_in_launch_order_and_tells_each_its_place(tmp_path, own_queue):
-    from populora.platform import queue
+    from populora.platform.jobs import queue
 
     first = jobs.start([sys.executable, "-c", SLEEPER], root=tmp_path / "a", slots=1)
     assert wait_for_status(first, ("running",)) == "running"
@@ -227,7 +228,7 @@ def test_the_queue_lets_jobs_out_in_launch_order_and_tells_each_its_place(tmp_pa
 def test_a_job_needing_several_slots_waits_for_all_and_keeps_its_place(tmp_path, own_queue):
     """Two slots (two GPUs): a training on both (a data-parallel Ray run, need 2) launched while a one-slot job
     runs waits, holding none; a one-slot job launched after it waits behind it although a slot is free."""
-    from populora.platform import queue
+    from populora.platform.jobs import queue
 
     order = tmp_path / "order.txt"
     first = jobs.start([sys.executable, "-c", SLEEPER], root=tmp_path, slots=2)
@@ -257,8 +258,8 @@ def test_the_queue_runs_a_training_then_an_evaluation_with_one_slot(tmp_path, mo
     """One slot: a real ``populora eval`` job (tiny model, one gsm8k item) launched while a training holds the
     slot waits in line (position 1) and starts only once the training has ended. The training is a stand-in
     process in the same queue (a real one is the browser test's)."""
-    from populora.evaluation import benchmarks
-    from populora.platform import queue
+    from populora.evaluation.harness import benchmarks
+    from populora.platform.jobs import queue
 
     if not (benchmarks.data_dir() / benchmarks.CHECKSUMS).is_file():
         pytest.skip("no benchmark data")
@@ -296,7 +297,7 @@ def test_max_parallel_defaults_to_one_on_cpu_and_reads_the_env(monkeypatch):
 def test_ray_addresses_come_from_the_operator_allowlist_only(tmp_path, monkeypatch):
     """Ray's SDK sends the cluster token to the address it is given: an address nobody allowed is refused before
     Ray is imported or any connection made, and no job is left behind."""
-    from populora.platform import ray_jobs
+    from populora.platform.jobs import ray_jobs
 
     monkeypatch.delenv(ray_jobs.ENV_ADDRESSES, raising=False)
     monkeypatch.delenv(ray_jobs.ENV_ADDRESSES_FILE, raising=False)
@@ -384,7 +385,7 @@ def test_compare_page_launches_an_evaluation_and_shows_its_scores(tmp_path, monk
     import streamlit as st
     from streamlit.testing.v1 import AppTest
 
-    from populora.evaluation import benchmarks
+    from populora.evaluation.harness import benchmarks
 
     if not (benchmarks.data_dir() / benchmarks.CHECKSUMS).is_file():
         pytest.skip("no benchmark data")
@@ -435,7 +436,8 @@ def test_a_stopped_evaluation_job_resumes_without_redoing_its_finished_pairs(tmp
     (the UI's Resume) keeps that pair's file as it was and scores only the rest."""
     from conftest import wait_for
 
-    from populora.evaluation import benchmarks, eval_progress
+    from populora.evaluation.harness import benchmarks
+    from populora.evaluation import eval_progress
 
     if not (benchmarks.data_dir() / benchmarks.CHECKSUMS).is_file():
         pytest.skip("no benchmark data")

@@ -16,7 +16,7 @@ from headless import NEEDS_CHROMIUM, chromium, ui_server
 from headless import open_page, page_text, wait_on_page
 from streamlit.testing.v1 import AppTest
 
-from populora.platform import runlayout as rl
+from populora.platform.store import runlayout as rl
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ["--set", "model.tiny_random=true", "--set", "model.lora_rank=4", "--set", "tasks.max_new_tokens_propose=24",
@@ -50,7 +50,7 @@ def test_league_command_queues_a_job_and_logs_abilities_difficulties_and_the_ver
     assert "11 entrants (7 teachers, 7 students)" in lines[estimate]
     assert "population's students vs the baseline at step 2" in out.stdout and "95% CI" in out.stdout
 
-    from populora.platform.tracking import Tracker
+    from populora.platform.store.tracking import Tracker
 
     os.environ["MLFLOW_TRACKING_URI"] = league["uri"]
     try:

@@ -14,7 +14,7 @@ from mlflow import MlflowClient
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from populora.platform import runlayout  # noqa: E402
+from populora.platform.store import runlayout
 
 ROOT = Path(__file__).resolve().parents[2]
 VIEWS = ROOT / "populora" / "ui" / "views"
@@ -28,8 +28,8 @@ def store(tmp_path_factory) -> dict:
     2-step baseline run, trained once for the module."""
     tmp = tmp_path_factory.mktemp("ui_store")
     uri = f"sqlite:///{tmp / 'mlflow.db'}"
-    if importlib.util.find_spec("populora.platform.verifier") is None:
-        warnings.warn("populora.platform.verifier is missing: UI tests run on the synthetic store", stacklevel=1)
+    if importlib.util.find_spec("populora.platform.sandbox.verifier") is None:
+        warnings.warn("populora.platform.sandbox.verifier is missing: UI tests run on the synthetic store", stacklevel=1)
         import synthetic_store
 
         ids = synthetic_store.build(uri, runs=2, members=4, tasks=24, steps=3)
@@ -130,7 +130,7 @@ def test_lineage_draws_every_member_and_selects_one(app, store):
     if store["real"]:  # evolution every step for 3 steps: replaced members and children with parents
         assert "->" in dot and len(members) > 4
         # the per-operator table: one row per operator the edges name (evolution/<operator>/* on the parent run)
-        from populora.training.operators import FAMILY
+        from populora.training.evolve.operators import FAMILY
         named = {op for op in FAMILY if f'label="{op} @' in dot}
         assert named and set(at.dataframe[-1].value["operator"]) == named
     at.selectbox(key="lin_member").set_value(members[-1]).run()
@@ -177,7 +177,7 @@ def test_launch_rejects_bad_values_inline(app):
 def test_launch_starts_a_validated_job(app, monkeypatch):
     import yaml
 
-    from populora.platform import jobs
+    from populora.platform.jobs import jobs
 
     started = []
     monkeypatch.setattr(jobs, "launch_training", lambda text, name="", env=None, ray_address=None, need=1, max_restarts=0: started.append(
@@ -202,7 +202,7 @@ def test_launch_starts_a_validated_job(app, monkeypatch):
 def test_launch_says_when_a_population_is_too_small_to_compute_match(app, monkeypatch):
     """The baseline box with a population whose adapters write under one proposal each (smoke's 2 teachers, 1
     task each, 4 adapters, 1 step): both runs start, and the page says why the pair may not be compute-matched."""
-    from populora.platform import jobs
+    from populora.platform.jobs import jobs
 
     started = []
     monkeypatch.setattr(jobs, "launch_training", lambda text, name="", env=None, ray_address=None, need=1, max_restarts=0: started.append(
@@ -222,7 +222,7 @@ def test_launch_with_a_ray_cluster_submits_ray_jobs(app, monkeypatch):
     the submitted config joins the cluster from its head node (address auto)."""
     import yaml
 
-    from populora.platform import jobs
+    from populora.platform.jobs import jobs
 
     started = []
     monkeypatch.setattr(jobs, "launch_training", lambda text, name="", env=None, ray_address=None, need=1, max_restarts=0: started.append(
@@ -238,7 +238,7 @@ def test_launch_with_a_ray_cluster_submits_ray_jobs(app, monkeypatch):
 
 def test_launch_refuses_a_ray_address_the_operator_did_not_allow(app, monkeypatch):
     """The overrides box can type any address; the cluster token would go there, so only allowlisted ones run."""
-    from populora.platform import jobs
+    from populora.platform.jobs import jobs
 
     started = []
     monkeypatch.setattr(jobs, "launch_training", lambda *a, **k: started.append(a))
@@ -372,8 +372,8 @@ def test_launch_shows_the_plan_for_a_chosen_gpu(app):
 
 
 def test_launch_refuses_vllm_without_cuda_before_any_job(app, monkeypatch):
-    from populora.platform import jobs
-    from populora.training import preflight
+    from populora.platform.jobs import jobs
+    from populora.training.run import preflight
 
     started = []
     monkeypatch.setattr(jobs, "launch_training", lambda *a, **k: started.append(a))
@@ -430,9 +430,9 @@ def test_a_run_before_its_first_checkpoint_says_when_its_curves_appear(monkeypat
     """Steps reach MLflow with each checkpoint: a run still before its first one says so, naming checkpoint.every."""
     import streamlit as st
 
-    from populora.platform.tracking import Tracker
+    from populora.platform.store.tracking import Tracker
     from populora.training import load_config
-    from populora.training.run_log import RunLog
+    from populora.training.run.run_log import RunLog
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     cfg = load_config(None, ["checkpoint.every=5"])

@@ -17,7 +17,7 @@ from conftest import trained_runs
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from populora.platform import runlayout as rl  # noqa: E402
+from populora.platform.store import runlayout as rl
 
 ROOT = Path(__file__).resolve().parents[2]
 VIEWS = ROOT / "populora" / "ui" / "views"
@@ -109,7 +109,7 @@ def assert_recorded_ratings(uri: str, run_id: str, logged: bool = True) -> None:
 def test_recorded_ratings_on_a_synthetic_run_with_evolution(tmp_path, monkeypatch):
     import synthetic_store
 
-    from populora.platform.tracking import Tracker
+    from populora.platform.store.tracking import Tracker
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
@@ -123,8 +123,8 @@ def test_a_store_from_before_the_fix_reads_right_from_population_json(tmp_path, 
     the pages still show the recorded ratings, read from population.json."""
     import synthetic_store
 
-    from populora.platform.tracking import Tracker
-    from populora.training import run_log
+    from populora.platform.store.tracking import Tracker
+    from populora.training.run import run_log
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)

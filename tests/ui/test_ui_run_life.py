@@ -84,7 +84,7 @@ def _ctrl_enter_launches_nothing(driver, url: str, shots: Path, jobs_dir: Path) 
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
 
-    from populora.platform import jobs
+    from populora.platform.jobs import jobs
 
     before = {j.id for j in jobs.list_jobs(jobs_dir)}
     _open(driver, f"{url}/launch", "Launch a run", shots)
@@ -105,8 +105,8 @@ def _ctrl_enter_launches_nothing(driver, url: str, shots: Path, jobs_dir: Path) 
 
 
 def _lineage_of(run_id: str) -> dict:
-    from populora.platform import ancestry
-    from populora.platform import runlayout as rl
+    from populora.platform.store import ancestry
+    from populora.platform.store import runlayout as rl
 
     return rl.lineage_of(ancestry.artifact_or_none(os.environ["MLFLOW_TRACKING_URI"], run_id, rl.LINEAGE))
 
@@ -134,7 +134,7 @@ def _fork_with_one_more_student(driver, url: str, run_id: str, shots: Path, down
     draws it outside the parent's box, born in the fork, as its ancestry record says. Returns the fork's run id."""
     from selenium.webdriver.common.by import By
 
-    from populora.platform import jobs
+    from populora.platform.jobs import jobs
 
     jobs_dir = Path(os.environ["POPULORA_JOBS_DIR"])
     parent_ids = {e["child"] for e in _lineage_of(run_id)["events"]}
@@ -183,7 +183,7 @@ def _queued_evaluation_on_compare(driver, url: str, run_id: str, shots: Path) ->
     with its place in line instead."""
     from selenium.webdriver.common.by import By
 
-    from populora.platform import jobs
+    from populora.platform.jobs import jobs
 
     _open(driver, f"{url}/compare?run={run_id}", "Training scores", shots)
     assert "No benchmark scores for this run yet" in _text(driver)  # nothing on its way: say how to start one
@@ -214,8 +214,8 @@ def _running_evaluation_on_compare(driver, run_id: str, shots: Path) -> None:
     import json
     import time
 
-    from populora.platform import jobs
-    from populora.platform import runlayout as rl
+    from populora.platform.jobs import jobs
+    from populora.platform.store import runlayout as rl
 
     out = Path(os.environ["POPULORA_JOBS_DIR"]).parent / "standin_eval"
     job = jobs.start([sys.executable, "-c", HOLD], name="stand-in eval", kind="eval",
@@ -238,7 +238,7 @@ def _running_evaluation_on_compare(driver, run_id: str, shots: Path) -> None:
 def _queued_league_on_league(driver, url: str, run_id: str, shots: Path) -> None:
     """The walk's finding: League said "No league yet" while a league was queued. ``populora league`` queues one
     behind the busy slot; League lists it with its place in line instead."""
-    from populora.platform import jobs
+    from populora.platform.jobs import jobs
 
     _open(driver, f"{url}/league", "No league yet", shots)
     assert cli_in_process("league", "--runs", run_id, "--answers", "1", "--tasks-per-kind", "1") == 0
@@ -253,10 +253,10 @@ def test_a_runs_life_its_fork_and_its_jobs_in_the_queue(server, browser, tmp_pat
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.by import By
 
-    from populora.platform import jobs
-    from populora.platform import runlayout as rl
+    from populora.platform.jobs import jobs
+    from populora.platform.store import runlayout as rl
     from populora.training.config import TrainConfig
-    from populora.training.run_log import RunLog
+    from populora.training.run.run_log import RunLog
 
     url, shots, jobs_dir = server["url"], tmp_path / "screenshots", tmp_path / "jobs"
     shots.mkdir()

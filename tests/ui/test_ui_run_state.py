@@ -15,13 +15,14 @@ from conftest import HOLD, app_page, wait_for
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from populora.platform import jobs, progress  # noqa: E402
-from populora.platform import runlayout as rl  # noqa: E402
+from populora.platform.jobs import jobs
+from populora.platform import progress
+from populora.platform.store import runlayout as rl
 
 def _run(one_slot_queue, name: str, status: str, steps: int = 300) -> str:
     """A run as a trainer leaves it (its run dir tagged), ended ``status`` unless running."""
     from populora.training.config import TrainConfig
-    from populora.training.run_log import RunLog
+    from populora.training.run.run_log import RunLog
 
     cfg = TrainConfig(name=name, steps=steps)
     log = RunLog.start(cfg)

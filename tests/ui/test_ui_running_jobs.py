@@ -14,7 +14,7 @@ import yaml
 from conftest import wait_for_status
 from streamlit.testing.v1 import AppTest
 
-from populora.platform import jobs, queue
+from populora.platform.jobs import jobs, queue
 
 VIEWS = Path(__file__).resolve().parents[2] / "populora" / "ui" / "views"
 

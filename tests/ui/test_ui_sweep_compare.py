@@ -10,7 +10,7 @@ import streamlit as st
 from mlflow import MlflowClient
 from streamlit.testing.v1 import AppTest
 
-from populora.platform import runlayout as rl
+from populora.platform.store import runlayout as rl
 from test_ui_pages import VIEWS, _ok, texts
 
 SWEEP = "sw-test52"

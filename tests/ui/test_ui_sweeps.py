@@ -11,8 +11,8 @@ import pytest
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from populora.platform import runlayout as rl  # noqa: E402
-from populora.platform import sweep as S  # noqa: E402
+from populora.platform.store import runlayout as rl
+from populora.platform.store import sweep as S
 
 VIEWS = Path(__file__).resolve().parents[2] / "populora" / "ui" / "views"
 
@@ -72,7 +72,7 @@ def test_compare_page_says_how_to_evaluate_a_sweep(sweep_store):
 
 
 def test_launch_page_starts_a_sweep_driver(sweep_store, monkeypatch):
-    from populora.platform import jobs
+    from populora.platform.jobs import jobs
 
     started = []
     monkeypatch.setattr(jobs, "start", lambda argv, name="", env=None, **kw: started.append((argv, name, env)) or
@@ -97,7 +97,8 @@ def test_launch_page_starts_a_sweep_driver(sweep_store, monkeypatch):
 def test_a_sweep_run_links_to_its_job_log(sweep_store):
     """The walk's finding: each run of a sweep launched from Launch said "not launched from this UI", though its
     sweep's driver ran it as a job (under the sweep's dir, not the UI's jobs dir) with a log."""
-    from populora.platform import jobs, runlayout
+    from populora.platform.jobs import jobs
+    from populora.platform.store import runlayout
 
     job_dir = S.sweeps_dir() / "sw-test" / "jobs" / "20260101-000000-abcdef"
     job_dir.mkdir(parents=True)
@@ -120,7 +121,7 @@ def test_a_sweep_run_links_to_its_job_log(sweep_store):
 def test_a_sweep_of_zero_seeds_is_refused_with_words(sweep_store, monkeypatch):
     """The walk's finding: Seeds = 0 reddened the field, started nothing and said nothing, while the power line
     still spoke of 2 seeds."""
-    from populora.platform import jobs
+    from populora.platform.jobs import jobs
 
     started = []
     monkeypatch.setattr(jobs, "start", lambda *a, **kw: started.append(a))

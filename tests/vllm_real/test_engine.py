@@ -12,13 +12,13 @@ import time
 import pytest
 import torch
 
-from populora.platform import chat_template
+from populora.platform.model import chat_template
 from populora.platform.backends import LoraSpec
 from populora.platform.backends.factory import vllm_max_loras
 from populora.platform.backends.multilora import MultiLoraBackend
 from populora.platform.backends.vllm import CPU_KV_CACHE_BYTES, VllmBackend
-from populora.platform.models import cached_source, load_base, resolve_source
-from populora.training import operators
+from populora.platform.model.models import cached_source, load_base, resolve_source
+from populora.training.evolve import operators
 
 pytestmark = pytest.mark.slow
 RANK = 4          # not one of vLLM's ranks: the backend asks the engine for 8

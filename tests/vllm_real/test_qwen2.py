@@ -14,12 +14,12 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from populora.platform import chat_template, tiny_qwen2
+from populora.platform.model import chat_template, tiny_qwen2
 from populora.platform.backends import LoraSpec
 from populora.platform.backends.factory import vllm_max_loras
 from populora.platform.backends.multilora import MultiLoraBackend
 from populora.platform.backends.vllm import VllmBackend
-from populora.platform.models import load_base, resolve_source
+from populora.platform.model.models import load_base, resolve_source
 from stop_swap import stop_place, swap_head_rows
 
 pytestmark = pytest.mark.slow

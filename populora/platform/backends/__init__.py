@@ -4,7 +4,7 @@
 ``MultiLoraBackend`` (multilora.py, batched multi-LoRA, the default), ``RayBackend`` (ray.py, multi-LoRA on Ray
 actors) and ``VllmBackend`` (vllm.py, generation on vLLM). Training and evaluation build theirs with
 ``make_backend(BackendConfig(...))`` (factory.py); every backend's optimizer is built from one ``AdamConfig`` by
-``make_optimizer`` (optimizer.py). Loading the base model itself is ``populora.platform.models``.
+``make_optimizer`` (optimizer.py). Loading the base model itself is ``populora.platform.model.models``.
 """
 
 from populora.platform.backends.base import BASE, Backend, Generation, LoraSpec, TrainSample

@@ -16,7 +16,7 @@ from typing import Protocol, runtime_checkable
 import torch
 
 from populora.platform.backends.optimizer import AdamConfig
-from populora.platform.lora_spec import LoraSpec
+from populora.platform.model.lora_spec import LoraSpec
 
 BASE = None  # adapter name meaning "the bare base model"
 

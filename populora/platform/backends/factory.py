@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from populora.platform import models  # called as models.X: a test replaces models.load_base to prove no model is loaded
+from populora.platform.model import models
 from populora.platform.backends.base import Backend, LoraSpec
 from populora.platform.backends.checkpointing import enable as enable_checkpointing
 from populora.platform.backends.data_parallel import DataParallelBackend

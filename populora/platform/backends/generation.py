@@ -4,7 +4,7 @@ batched sampling, EOS trimming.
 A torch backend supplies only ``run_generate(enc, adapters, kwargs)``, the call that routes each row to its
 adapter (PEFT's ``adapter_names=``, or the multi-LoRA slot router); batching, seeding, stop strings and decoding
 are here, so every backend turns the same prompts into the same token sequences. The vLLM backend takes its stop
-tokens (``stop_token_ids``, owned by ``populora.platform.chat_template``) and per-row seeds (``row_seeds``)
+tokens (``stop_token_ids``, owned by ``populora.platform.model.chat_template``) and per-row seeds (``row_seeds``)
 from here too: one owner for when a turn ends.
 """
 
@@ -17,7 +17,7 @@ from transformers import StoppingCriteria, StoppingCriteriaList
 
 from populora.platform import progress
 from populora.platform.backends.base import Generation
-from populora.platform.chat_template import stop_token_ids
+from populora.platform.model.chat_template import stop_token_ids
 
 
 def encode_chat(tokenizer, messages: list[dict], prefill: str = "") -> str:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import torch
 
-from populora.platform.lora_spec import LoraSpec, read_lora_spec
+from populora.platform.model.lora_spec import LoraSpec, read_lora_spec
 
 
 def lora_config(spec: LoraSpec, base_model_name: str | None = None):

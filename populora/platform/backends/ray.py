@@ -21,12 +21,12 @@ from pathlib import Path
 import psutil
 import torch
 
-from populora.platform import reaper
+from populora.platform.jobs import reaper
 from populora.platform.backends import checkpointing, generation
 from populora.platform.backends.base import Generation, LoraSpec, TrainSample
 from populora.platform.backends.multilora import MultiLoraBackend
 from populora.platform.backends.optimizer import AdamConfig
-from populora.platform.models import load_base, resolve_source
+from populora.platform.model.models import load_base, resolve_source
 from populora.platform.ray_settings import PLACEMENTS, RayError, RaySettingError, check_ray, default_placement  # noqa: F401 - their names here too
 
 log = logging.getLogger(__name__)

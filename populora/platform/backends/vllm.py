@@ -48,7 +48,7 @@ from typing import Literal
 
 import torch
 
-from populora.platform import reaper
+from populora.platform.jobs import reaper
 from populora.platform.backends import generation
 from populora.platform.backends.base import Backend, Generation, LoraSpec, TrainSample
 from populora.platform.backends.optimizer import AdamConfig

@@ -12,12 +12,12 @@ import sys
 
 from populora.platform.sandbox.cli import EXEC, Command, UsageError, read_text, sandbox_main as _sandbox_main
 from populora.platform.sandbox.pool import Sandbox
-from populora.platform.verifier import ProgramRules, Validate, Verifier
+from populora.platform.sandbox.verifier import ProgramRules, Validate, Verifier
 from populora.platform.config import ConfigError
 from populora.training.config import TasksConfig, TrainConfig, load_config, presets
 from populora.training.tasks import KINDS
 from populora.training.tasks.prompts import format_failure
-from populora.training.validate import program_rules
+from populora.training.phases.validate import program_rules
 
 TASK_KEYS = {"validate": ("program", "input"), **{name: kind.json_keys for name, kind in KINDS.items()}}
 TASK_FORMS = (

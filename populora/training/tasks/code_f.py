@@ -7,7 +7,7 @@ half is shown to the student (AZR: ``len // 2``) and the rest are held out.
 
 from __future__ import annotations
 
-from populora.platform.verifier import Check, Verdict
+from populora.platform.sandbox.verifier import Check, Verdict
 from populora.training.tasks.code_o import EXAMPLE_INPUT
 from populora.training.tasks.parsing import (azr_blocks, azr_code_blocks, azr_message, blocks, call_arguments,
                                               first_block, imports_of, last_block, parseable_program)

@@ -7,7 +7,7 @@ the task is hard when the function is hard to invert, not when its output is har
 from __future__ import annotations
 
 from populora.platform.sandbox.values import canonical_literal
-from populora.platform.verifier import Check, Verdict
+from populora.platform.sandbox.verifier import Check, Verdict
 from populora.training.tasks import code_o
 from populora.training.tasks.parsing import azr_value, call_arguments, last_line_or_block
 from populora.training.tasks.prompts import azr_prompt, chat, fenced, unwrap

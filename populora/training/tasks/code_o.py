@@ -8,11 +8,11 @@ from __future__ import annotations
 import re
 
 from populora.platform.sandbox.values import canonical_literal
-from populora.platform.verifier import Check, Verdict
+from populora.platform.sandbox.verifier import Check, Verdict
 from populora.training.tasks.parsing import (MAX_ANSWER_CHARS, azr_blocks, azr_code_blocks, azr_line, azr_value,
                                               call_arguments, first_block, first_line_or_block, last_line_or_block,
                                               parseable_program)
-from populora.platform.verifier import AZR_BANNED
+from populora.platform.sandbox.verifier import AZR_BANNED
 from populora.training.tasks.prompts import azr_prompt, banned_text, chat, fenced, program_requirements, unwrap
 from populora.training.tasks.task import Prompt, Task, TaskKind
 

@@ -20,10 +20,10 @@ import numpy as np
 
 from populora.platform import config as config_io
 from populora.platform.config import ConfigError
-from populora.platform.verifier import Verifier
-from populora.training.buffers import buffer_kinds
+from populora.platform.sandbox.verifier import Verifier
+from populora.training.phases.buffers import buffer_kinds
 from populora.training.config import TrainConfig
-from populora.training.seeding import initial_buffers
+from populora.training.phases.seeding import initial_buffers
 from populora.training.tasks import KINDS, Task
 from populora.training.tasks.prompts import REDUCTION_NOTE, frame
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     import numpy as np
 
-    from populora.platform.verifier import Check, Verdict
+    from populora.platform.sandbox.verifier import Check, Verdict
     from populora.training.config import TasksConfig
 
 

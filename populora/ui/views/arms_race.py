@@ -10,7 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from populora.evaluation import BENCHMARKS
-from populora.platform import runlayout as rl
+from populora.platform.store import runlayout as rl
 from populora.training import EQUAL_M, RECENT, FiguresError, figure_set
 from populora.ui import charts, common, store
 from populora.ui.eval_curves import setup_of, subset_note

@@ -14,7 +14,7 @@ import streamlit as st
 from populora.evaluation import (BASE, BASELINE, MEMBER, Results, SweepReportError, build_verdict, compute_side_by_side,
                                  eval_metric_keys, with_baseline)
 from populora.evaluation import compute_figure, kl_forward_of, matched_note
-from populora.platform import runlayout as rl
+from populora.platform.store import runlayout as rl
 from populora.ui import charts, common, eval_panel, store, sweeps
 from populora.ui.compare_table import aggregates_frame, headline, report_ends, summarize, verdict_frame
 

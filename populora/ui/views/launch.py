@@ -9,9 +9,10 @@ import streamlit as st
 import yaml
 
 from populora.platform import config as config_io
-from populora.platform import jobs, progress, queue, ray_jobs
-from populora.platform import runlayout as rl
-from populora.platform.cache import cache_root
+from populora.platform.jobs import jobs, queue, ray_jobs
+from populora.platform import progress
+from populora.platform.store import runlayout as rl
+from populora.platform.model.cache import cache_root
 from populora.platform.files import write_atomic
 from populora.platform.plan import GPUS, PlanError
 from populora.training import make_plan, matched_baseline, preflight_problems, render_plan, too_small

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from populora.platform import runlayout as rl
+from populora.platform.store import runlayout as rl
 from populora.ui import league_view as V
 from populora.ui import store
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from populora.platform import operator_table
-from populora.platform import runlayout as rl
+from populora.platform.store import operator_table
+from populora.platform.store import runlayout as rl
 from populora.ui import charts, common, experiments, store, sweeps
 from populora.ui.lineage_graph import birth_words, graph_data, kind, lineage_dot
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from populora.platform import heartbeat, jobs, progress, queue
-from populora.platform import runlayout as rl
+from populora.platform.jobs import heartbeat, jobs, queue
+from populora.platform import progress
+from populora.platform.store import runlayout as rl
 from populora.ui import common, eval_panel, experiments, resume_choice, store, sweeps
 
 st.title("Runs")

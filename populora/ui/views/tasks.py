@@ -9,7 +9,7 @@ import json
 import pandas as pd
 import streamlit as st
 
-from populora.platform import runlayout as rl
+from populora.platform.store import runlayout as rl
 from populora.training import proposal_prefill
 from populora.ui import common, store
 from populora.ui.task_reasons import reason_counts, reason_kind, reason_text, task_title

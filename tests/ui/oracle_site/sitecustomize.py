@@ -25,7 +25,7 @@ if os.environ.get("POPULORA_TEST_ORACLE"):
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "evaluation"))
     import oracle_backend
 
-    from populora.evaluation import benchmarks
+    from populora.evaluation.harness import benchmarks
     from populora.evaluation import evaluate
 
     MODES = dict(pair.split("=", 1) for pair in os.environ["POPULORA_TEST_ORACLE"].split(","))

@@ -1,0 +1,91 @@
+"""The headline of a verdict, built on adjusted results only: Holm's family over every comparison but the primary,
+and the line in words ("population mean beats the baseline on k of 10 benchmarks"), saying what it speaks for
+(one training seed per arm: these adapters on these problems; two or more: the method) and the smallest
+difference the design detects. Used by the verdict of one run (``verdict.py``) and of a sweep's configurations
+(``sweep_report.py``); rows are ``verdict.build``'s: {"name": benchmark or average, <delta>: comparison dict}.
+
+Why Holm (1979) and not Benjamini-Hochberg: the headline names benchmarks one by one ("beats it on GSM8K and
+MATH-500"), a claim a reader takes as each being true, which is the family-wise error rate; Holm controls it
+under any dependence between the tests (benchmarks trained by one seed are correlated), and is uniformly more
+powerful than Bonferroni. BH controls the expected share of false claims among the claims (FDR), a weaker
+promise with 20 tests, and needs positive dependence.
+"""
+
+from __future__ import annotations
+
+from populora.evaluation.harness import benchmarks
+from populora.evaluation.statistics import families, power, stats
+
+DELTAS, PRIMARY = families.DELTAS, families.PRIMARY  # the families: families.py
+ADAPTERS_LEAD = "comparing these adapters on these problems (one training seed per arm, not the method), "
+ONE_SEED = ("One training seed per arm: this describes these adapters on these problems, not the method (another "
+            "seed trains other adapters); a claim about the method needs >= 2 seeds per arm")
+
+
+def adjust(rows: list[dict], primary_adjusted: float | None = None) -> int:
+    """Holm-adjust (``stats.holm``) the p-values of every comparison in ``rows`` but the primary (``PRIMARY``),
+    in place (``p_adjusted``, ``significant``): one configuration's secondary family (``families.py``); the
+    primary gets ``primary_adjusted`` (its p adjusted among the configurations of a sweep; None: a family of
+    one, its own p). Returns the secondary family's size."""
+    cells = [(r, d) for r in rows for d, _ in DELTAS if d in r and (r["name"], d) != PRIMARY]
+    for (r, d), p in zip(cells, stats.holm([r[d]["p_value"] for r, d in cells]) if cells else []):
+        r[d]["p_adjusted"] = p
+        r[d]["significant"] = p < 1 - stats.CONFIDENCE
+    for r in rows:
+        if PRIMARY[1] in r and r["name"] == PRIMARY[0]:
+            c = r[PRIMARY[1]]
+            c["p_adjusted"] = c["p_value"] if primary_adjusted is None else primary_adjusted
+            c["significant"] = c["p_adjusted"] < 1 - stats.CONFIDENCE
+    return len(cells)
+
+
+def words(rows: list[dict], mde: dict | None = None, seeds_needed: int | None = None, seeds: int = 1) -> str:
+    """The verdict in one line, over the benchmarks (not the averages), built on the Holm-adjusted results
+    (``adjust``): on how many the population mean and the weakest member beat the baseline (adjusted p < 0.05,
+    higher), how many are lower, and how many were merely higher before adjustment; the overall difference
+    (the primary: adjusted among a sweep's configurations only), its MDE, and what it speaks for (one seed: these
+    adapters on these problems, said in the sentence that names the benchmarks; >= 2: the method).
+
+    >>> r = lambda d, lo, hi, p: {"delta": d, "ci95": [lo, hi], "p_value": p}
+    >>> rows = [{"name": "gsm8k", "mean - baseline": r(0.1, 0.05, 0.2, 0.001), "weakest - baseline": r(-0.1, -0.3, 0.1, 0.3)},
+    ...         {"name": "aime24", "mean - baseline": r(0.02, -0.1, 0.1, 0.6), "weakest - baseline": r(-0.2, -0.3, -0.1, 0.01)},
+    ...         {"name": "overall", "mean - baseline": r(0.05, 0.01, 0.1, 0.02)}]
+    >>> _ = adjust(rows)
+    >>> words(rows)
+    'comparing these adapters on these problems (one training seed per arm, not the method), population mean beats the baseline on 1 of 2 benchmarks (Holm-adjusted p < 0.05: 1 above, 0 below; higher on 2 before adjustment); weakest member beats it on 0 of 2 (0 above, 1 below; higher on 0); overall: +5.0 pts, 95% CI +1.0 to +10.0 (p=0.02, the primary comparison: higher). One training seed per arm: this describes these adapters on these problems, not the method (another seed trains other adapters); a claim about the method needs >= 2 seeds per arm.'
+    """
+    per = [r for r in rows if r["name"] in benchmarks.BENCHMARKS and "mean - baseline" in r]
+    if not per:
+        return "no baseline scored on the same problems: nothing to compare with"
+    parts = []
+    for delta, what, it in (("mean - baseline", "population mean", "the baseline"), ("weakest - baseline", "weakest member", "it")):
+        cs = [r[delta] for r in per if delta in r]
+        if not cs:
+            continue
+        sig = [c for c in cs if c.get("significant", c.get("p_adjusted", c["p_value"]) < 1 - stats.CONFIDENCE)]
+        above, below = sum(c["delta"] > 0 for c in sig), sum(c["delta"] < 0 for c in sig)
+        raw = sum(c["delta"] > 0 for c in cs)
+        first = not parts
+        lead = ADAPTERS_LEAD if first and seeds == 1 else ""
+        parts.append(f"{lead}{what} beats {it} on {above} of {len(cs)}" + (" benchmarks" if first else "")
+                     + (" (Holm-adjusted p < 0.05: " if first else " (") + f"{above} above, {below} below; higher on {raw}"
+                     + (" before adjustment)" if first else ")"))
+    overall = next((r for r in rows if r["name"] == "overall" and "mean - baseline" in r), None)
+    if overall:
+        c = overall["mean - baseline"]
+        p = c.get("p_adjusted") if c.get("p_adjusted") is not None else c["p_value"]
+        verdict = ("higher" if c["delta"] > 0 else "lower") if p < 1 - stats.CONFIDENCE else "no difference this data can tell from noise"
+        adj = "" if abs(p - c["p_value"]) < 1e-9 else f", Holm-adjusted over the configurations p={p:.2g}"
+        parts.append(f"overall: {100 * c['delta']:+.1f} pts, 95% CI {100 * c['ci95'][0]:+.1f} to {100 * c['ci95'][1]:+.1f} "
+                     f"(p={c['p_value']:.2g}{adj}, the primary comparison: {verdict})")
+    text = "; ".join(parts) + ". "
+    if seeds > 1:
+        text += f"{seeds} training seeds per arm: a claim about the method (the seed variance is in every interval)."
+    else:
+        text += ONE_SEED + (f" ({seeds_needed} per arm would detect the overall difference seen here at 80% power)"
+                            if seeds_needed else "") + "."
+    if mde is not None:
+        text += f" Smallest difference this design detects: {power.detail(mde)}" + (
+            f"; {power.seed_words({'shared': power.SHARED_DEFAULT, **mde})}." if seeds > 1
+            else f"; seed effect {mde['sigma']:.2g} logit included.")
+    return text

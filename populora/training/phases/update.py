@@ -1,0 +1,41 @@
+"""Update phase: Task-Relative REINFORCE++ advantages, then AZR's clipped policy-gradient step per adapter.
+
+Each adapter's rollouts are cut into ``optim.mini_batches`` mini-batches, one optimizer step each, on the token mean
+    L_m = max(-A_i * ratio_it, -A_i * clip(ratio_it, 1 - eps_low, 1 + eps_high)) - entropy_coef * H_it
+          [+ kl_coef * KL(m || base)],   ratio_it = pi_m(y_it) / pi_sampling(y_it)
+(``populora.platform.backends.policy_loss``). The backend runs it: per adapter with PEFT, or one forward/backward
+over the mixed batch with multi-LoRA.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from populora.platform.backends import TrainSample
+from populora.training.phases.advantages import task_relative_advantages
+from populora.training.phases.rollout import Rollout
+
+
+def assign_advantages(rollouts: list[Rollout], scope: str) -> None:
+    """Whiten rewards per (role, kind) over the population, or per (member, role, kind)."""
+    groups = [(r.role, r.kind) if scope == "population" else (r.member, r.role, r.kind) for r in rollouts]
+    adv = task_relative_advantages([r.reward for r in rollouts], groups, [len(r.completion_ids) for r in rollouts])
+    for r, a in zip(rollouts, adv):
+        r.advantage = float(a)
+
+
+def update(backend, rollouts: list[Rollout], cfg, step: int = 0) -> dict[str, dict]:
+    """``mini_batches`` clipped optimizer steps per member that has rollouts; returns per-member scalar stats
+    (loss, kl, entropy, clip_frac, ratio_dev, grad_norm, tokens, rollouts, mini_batches) for MLflow. The KL is
+    logged on steps that are multiples of ``optim.kl_every`` (absent from the others' stats)."""
+    oc = cfg.optim
+    log_kl = oc.log_kl and step % oc.kl_every == 0
+    assign_advantages(rollouts, oc.advantage_scope)
+    batches = defaultdict(list)
+    for r in rollouts:
+        if r.completion_ids:
+            batches[r.member].append(TrainSample(r.prompt_ids, r.completion_ids, r.advantage))
+    stats = backend.train_step(dict(batches), oc.micro_batch, oc.max_seq_len, oc.grad_clip, oc.kl_coef, log_kl,
+                               mini_batches=oc.mini_batches, clip_ratio=oc.clip_ratio, clip_ratio_high=oc.clip_ratio_high,
+                               entropy_coef=oc.entropy_coef)
+    return {m: {k: v for k, v in s.items() if k != "per_mini_batch"} for m, s in stats.items()}
