@@ -140,7 +140,8 @@ def test_finished_pairs_are_not_redone(runs, capsys, monkeypatch):
 HOLD_AFTER_FIRST_PAIR = """
 import sys, threading, time
 from pathlib import Path
-from populora.evaluation import cli, runner
+from populora.evaluation import cli
+from populora.evaluation.harness import runner
 marker, held, store = Path(sys.argv[1]), threading.Lock(), runner.Runner._store
 def first_then_hold(self, *args, **kwargs):
     held.acquire()  # never released: a later pair (another thread's too) waits here

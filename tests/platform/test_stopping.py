@@ -15,7 +15,7 @@ from populora.platform.jobs import stopping
 # "Exception ignored in ..." and carries on, as it did in CI while the model loaded.
 SWALLOWED = """
 import gc, os, signal, sys
-from populora.platform import stopping
+from populora.platform.jobs import stopping
 signal.signal(signal.SIGTERM, stopping.raise_stopped)
 if sys.argv[1:] == ["installed"]:
     stopping.stop_on_sigterm()
@@ -58,7 +58,7 @@ def test_with_the_stop_installed_a_swallowed_stop_prints_nothing_and_check_still
 # SIGTERM where Python's own handler had it, left ignored where it was ignored.
 OTHERS = """
 import gc, signal, sys
-from populora.platform import stopping
+from populora.platform.jobs import stopping
 if sys.argv[1] == "ignored":
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 stopping.stop_on_sigterm()
