@@ -5,6 +5,7 @@ inputs over their edges (groups of one, equal rewards, empty completions, ratios
 temperatures 0.3-1.5)."""
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,13 +14,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from populora.platform.backends import TrainSample, logprobs
-from populora.platform.backends.policy_loss import (UpdateSpec, azr_mini_batches, kl_penalty, micro_groups,
-                                                    row_denominators, row_terms, token_loss)
+from populora.platform.backends.policy_loss import (UpdateSpec, azr_mini_batches, balanced_partitions, kl_penalty,
+                                                    micro_groups, mini_batch_parts, row_denominators, row_terms,
+                                                    token_loss)
+from populora.training import load_config
 from populora.training.phases.advantages import task_relative_advantages
 from reference import azr_update as ref
 from tolerance import assert_close, gamma
 
 FAST = settings(max_examples=60, deadline=None)
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 temperatures = st.floats(0.3, 1.5)
 
 
@@ -195,6 +199,40 @@ def test_mini_batches_follow_azrs_order_one_kind_each(blocks, size, seed):
     assert all(len(mb) <= size and len({kinds[i] for i in mb}) == 1 for mb in ours)
     if all(sum(n for (k, _), n in blocks.items() if k == kind) % size == 0 for kind in {k for k, _ in blocks}):
         assert ours == ref.split(ref.azr_batch(by_block), size)
+
+
+@FAST
+@given(seqlens=st.lists(st.integers(1, 40), min_size=1, max_size=24), k=st.integers(1, 5))
+def test_balanced_partitions_are_verls_karmarkar_karp(seqlens, k):
+    seqlens = seqlens[:len(seqlens) - len(seqlens) % k] or [1] * k
+    assert balanced_partitions(seqlens, k) == ref.karmarkar_karp(seqlens, k)
+
+
+def test_the_paper_presets_form_azrs_mini_batches_and_micro_batches():
+    """AZR's step (per kind 64 proposer and 64 solver rows, random lengths): with a paper preset's optim, ours
+    cuts AZR's three mini-batches, and each mini-batch's micro-batches are AZR's (_balance_batch per role and kind
+    with 4 partitions, then split(16)), so every row's loss weight is AZR's."""
+    for preset in ("paper-1t1s", "paper-4t4s", "paper-4t8s", "paper-baseline"):
+        oc = load_config(CONFIGS / f"{preset}.yaml").optim
+        assert (oc.mini_batch_size, oc.loss_agg, oc.loss_micro_batch, oc.clip_ratio_c, oc.kl_estimator) == (
+            ref.MINI_BATCH, "micro-token-mean", ref.MICRO_BATCH, None, "low_var_kl"), preset
+    spec = UpdateSpec(mini_batch_size=oc.mini_batch_size, loss_agg=oc.loss_agg, loss_micro_batch=oc.loss_micro_batch)
+    g = _seeded(5)
+    samples, blocks = [], {}
+    for kind in ("code_f", "code_o", "code_i"):  # arriving in another order than AZR's
+        for role in ("student", "teacher"):
+            blocks[(kind, role)] = list(range(len(samples), len(samples) + 64))
+            samples += [TrainSample([1] * int(p), [2] * int(c), 0.0, kind, role)
+                        for p, c in torch.randint(1, 200, (64, 2), generator=g)]
+    ours = mini_batch_parts(samples, spec)
+    balanced = {key: [rows[i] for i in ref.balance_batch([len(samples[j].prompt_ids) + len(samples[j].completion_ids)
+                                                          for j in rows])] for key, rows in blocks.items()}
+    theirs = ref.split(ref.azr_batch(blocks), ref.MINI_BATCH)
+    assert [sorted(m) for m in ours] == [sorted(m) for m in theirs]
+    for mb, mb_theirs in zip(ours, ref.split(ref.azr_batch(balanced), ref.MINI_BATCH)):
+        micro = ref.split(mb_theirs, ref.MICRO_BATCH)  # AZR: the token mean of each, / gradient_accumulation 8
+        want = {i: float(sum(len(samples[j].completion_ids) for j in m) * len(micro)) for m in micro for i in m}
+        assert dict(zip(mb, row_denominators(mb, samples, spec))) == want
 
 
 def test_azrs_own_step_gives_three_mini_batches_of_one_kind():

@@ -25,6 +25,7 @@ Pure tensor functions and a per-adapter tally; the backends own the forward pass
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -143,15 +144,56 @@ def mini_batch_parts(samples: list[TrainSample], spec: UpdateSpec) -> list[list[
     return azr_mini_batches([s.kind for s in samples], [s.role for s in samples], spec.mini_batch_size)
 
 
+def balanced_partitions(sizes: list[int], k: int) -> list[list[int]]:
+    """Indices of ``sizes`` in ``k`` parts of equal count (len(sizes) % k == 0) with balanced sums, by the largest
+    differencing method (Karmarkar-Karp), with veRL's tie-breaks (AZR 41ed983 ``verl/verl/utils/seqlen_balancing.py:
+    25-130,152-183``, ``equal_size=True``): the sizes taken k at a time from the smallest, each k a partial
+    partition; the two partials of largest spread merged (largest set with smallest) until one is left. Parts in
+    decreasing sum, each part's indices sorted.
+
+    >>> balanced_partitions([9, 1, 5, 5, 3, 7, 2, 8], 2)  # 5 + 5 + 2 + 8 = 9 + 1 + 3 + 7
+    [[2, 3, 6, 7], [0, 1, 4, 5]]
+    """
+    def order(part):  # a set's rank: its sum, then its count, then its items
+        return (part[0], len(part[1]), part[1])
+
+    heap: list[tuple] = []
+    ranked = sorted((n, i) for i, n in enumerate(sizes))
+    for count, off in enumerate(range(0, len(ranked), k)):
+        sets = sorted(((n, [(i, n)]) for n, i in ranked[off:off + k]), key=order, reverse=True)
+        heapq.heappush(heap, _Partial(sets))
+    while len(heap) > 1:
+        a, b = heapq.heappop(heap), heapq.heappop(heap)
+        a.sets = sorted(((x[0] + y[0], x[1] + y[1]) for x, y in zip(a.sets, reversed(b.sets))), key=order, reverse=True)
+        heapq.heappush(heap, a)
+    return [sorted(i for i, _ in items) for _, items in heap[0].sets]
+
+
+class _Partial:
+    """A k-way partial partition of ``balanced_partitions``: sets (sum, [(index, size)]) in decreasing order; the
+    heap pops the largest spread first, then the one whose largest set ranks highest."""
+
+    def __init__(self, sets):
+        self.sets = sets
+
+    def _key(self):
+        top = self.sets[0]
+        return self.sets[0][0] - self.sets[-1][0], (top[0], len(top[1]), top[1])
+
+    def __lt__(self, other):
+        return self._key() > other._key()
+
+
 def micro_groups(rows: list[int], samples: list[TrainSample], size: int) -> list[list[int]]:
-    """A mini-batch's rows (in its order) as AZR's actor's micro-batches of ``size`` (dp_actor.py:228): within each
-    run of one (kind, role), rows are dealt over the run's micro-batches to balance their tokens (longest first,
-    back and forth, a snake draft: AZR's ``_balance_batch`` balances each role-and-kind batch's token counts over its
-    micro-batches, ray_trainer.py:813-828, by Karmarkar-Karp; this is a greedy stand-in), then cut into chunks.
+    """A mini-batch's rows (in its order) as AZR's actor's micro-batches of ``size`` (dp_actor.py:228). AZR first
+    reorders each (role, kind) batch so that equal slices hold balanced prompt+response token counts
+    (``_balance_batch``, ray_trainer.py:813-828, world size 4; with 64-row batches and micro-batches of 16 each
+    slice is one micro-batch): within each run of one (kind, role), its rows go into ceil(n / size) parts, by
+    ``balanced_partitions`` where they divide evenly, else dealt longest first back and forth (a snake draft).
 
     >>> s = [TrainSample([1], [2] * n, 0.0) for n in (1, 4, 2, 3)]
-    >>> micro_groups([0, 1, 2, 3], s, 2)
-    [[1, 0], [3, 2]]
+    >>> micro_groups([0, 1, 2, 3], s, 2)  # prompt + completion 2, 5, 3, 4: 3 + 4 = 2 + 5
+    [[2, 3], [0, 1]]
     """
     out: list[list[int]] = []
     start = 0
@@ -160,16 +202,20 @@ def micro_groups(rows: list[int], samples: list[TrainSample], size: int) -> list
         stop = start
         while stop < len(rows) and (samples[rows[stop]].kind, samples[rows[stop]].role) == key:
             stop += 1
-        run = sorted(rows[start:stop], key=lambda i: -len(samples[i].completion_ids))
+        run = rows[start:stop]
         k = -(-len(run) // size)
-        groups: list[list[int]] = [[] for _ in range(k)]
-        for p, i in enumerate(run):
-            g = p % k
-            groups[g if (p // k) % 2 == 0 else k - 1 - g].append(i)
-        out.extend(groups)
+        if len(run) % k == 0:
+            parts = balanced_partitions([len(samples[i].prompt_ids) + len(samples[i].completion_ids) for i in run], k)
+            out.extend([run[j] for j in part] for part in parts)
+        else:
+            ranked = sorted(run, key=lambda i: -len(samples[i].completion_ids))
+            groups: list[list[int]] = [[] for _ in range(k)]
+            for p, i in enumerate(ranked):
+                groups[p % k if (p // k) % 2 == 0 else k - 1 - p % k].append(i)
+            out.extend(groups)
         start = stop
     # AZR cuts its whole mini-batch in chunks of ``size``; runs that are not multiples of it share a chunk there
-    # (never in AZR's own layout, 64-row runs and 16-row micro-batches), here they do not.
+    # (never in AZR's own layout: 64-row runs, micro-batches of 16), here they do not.
     return out
 
 
