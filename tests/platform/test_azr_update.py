@@ -23,6 +23,7 @@ from reference import azr_update as ref
 from tolerance import assert_close, gamma
 
 FAST = settings(max_examples=60, deadline=None)
+MANY = settings(max_examples=400, deadline=None)  # the cheap pure ones: hundreds of cases
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 temperatures = st.floats(0.3, 1.5)
 
@@ -99,7 +100,7 @@ def _exact_kl_grad(theta: torch.Tensor, log_q: torch.Tensor, reverse: bool = Fal
     return theta.grad
 
 
-@FAST
+@MANY
 @given(seed=st.integers(0, 2**31), vocab=st.integers(2, 12), spread=st.floats(0.05, 0.5))  # k3 unclamped: ref/pi < 13
 def test_kl_estimator_gradients_against_the_exact_kl(seed, vocab, spread):
     """On a small vocabulary, exactly: k2 (mse)'s expected gradient is the exact KL(p || base)'s, k3 (low_var_kl)'s
@@ -110,9 +111,10 @@ def test_kl_estimator_gradients_against_the_exact_kl(seed, vocab, spread):
     log_q = torch.log_softmax(theta + spread * torch.randn(vocab, generator=g, dtype=torch.float64), -1)
     exact = _exact_kl_grad(theta, log_q)
     k2, k3, k1 = (_expected_estimator_grad(theta, log_q, e) for e in ("k2", "k3", "k1"))
-    assert_close(k2, exact, vocab, "k2", scale=float(exact.abs().max()) + 1.0)
-    assert_close(k3, _exact_kl_grad(theta, log_q, reverse=True), vocab, "k3", scale=1.0)
-    assert_close(k1, torch.zeros_like(k1), vocab, "k1", scale=1.0)
+    n = 4 * vocab  # the expectation's sum over the vocabulary and log_softmax's backward (another), each side
+    assert_close(k2, exact, n, "k2", scale=float(exact.abs().max()) + 1.0)
+    assert_close(k3, _exact_kl_grad(theta, log_q, reverse=True), n, "k3", scale=1.0)
+    assert_close(k1, torch.zeros_like(k1), n, "k1", scale=1.0)
     if spread <= 0.2:  # near the base: k3's gradient follows the exact KL's
         assert float(torch.nn.functional.cosine_similarity(k3, exact, 0)) > 0.9
 
@@ -120,7 +122,7 @@ def test_kl_estimator_gradients_against_the_exact_kl(seed, vocab, spread):
 # ------------------------------------------------------------------------------------ the clipped loss
 
 
-@FAST
+@MANY
 @given(seed=st.integers(0, 2**31), B=st.integers(1, 5), T=st.integers(1, 7), clip=st.floats(0.05, 0.5),
        dual=st.sampled_from([None, 3.0]), zero_adv=st.booleans())
 def test_clipped_loss_and_its_gradient_equal_veRLs(seed, B, T, clip, dual, zero_adv):
@@ -149,7 +151,7 @@ def test_clipped_loss_and_its_gradient_equal_veRLs(seed, B, T, clip, dual, zero_
 REWARDS = [-1.0, -0.5, 0.0, 0.125, 0.5, 0.875, 1.0]  # AZR's rewards: format, wrong, trivial, 1 - solve rate, correct
 
 
-@FAST
+@MANY
 @given(st.lists(st.tuples(st.sampled_from(REWARDS), st.integers(0, 9), st.integers(0, 2)), min_size=1, max_size=24))
 def test_whitening_equals_azrs_masked_whiten(rows):
     """Per group: AZR's reward on the last token, REINFORCE++ returns with gamma 1, masked_whiten (Bessel,
