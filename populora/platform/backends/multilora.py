@@ -291,8 +291,8 @@ class MultiLoraBackend:
         j of every member is trained together, one forward/backward per micro-batch over rows of any members, then
         one clipped optimizer step for each member that has a j-th mini-batch. Each row's loss is normalised by its
         denominator over its member's whole mini-batch (``MiniBatch.denoms``, ``policy_loss.row_denominators``), so
-        gradients and steps equal those of a separate per-member update (PEFT). ``all_reduce(flat)`` (in place, SUM), when given, sums the stepped
-        slots' gradients over the workers before clipping. Returns the tallies (partial sums on a worker)."""
+        gradients and steps equal those of a separate per-member update (PEFT). ``all_reduce(flat)`` (in place, SUM),
+        when given, sums the stepped slots' gradients over the workers before clipping. Returns the tallies (partial sums on a worker)."""
         old = self._old_logprobs(batches, [(n, i) for n, mbs in layout.items() for mb in mbs[1:] for i in mb.rows], spec)
         tallies = {n: Tally(sum(mb.tokens for mb in mbs), sum(mb.rollouts for mb in mbs), spec.needs_base)
                    for n, mbs in layout.items()}
