@@ -268,8 +268,9 @@ def mini_batches(samples: list[TrainSample], spec: UpdateSpec) -> list[MiniBatch
     """One process's mini-batches of one adapter's rollouts (``mini_batch_parts``), each with its sizes and its
     rows' denominators.
 
-    >>> [(m.rows, m.rollouts, m.tokens) for m in mini_batches([TrainSample([1], [2] * n, 1.0) for n in (1, 2, 3)], UpdateSpec(mini_batches=2))]
-    [([0, 1], 2, 3), ([2], 1, 3)]
+    >>> rows = [TrainSample([1], [2] * n, 1.0) for n in (1, 2, 3)]
+    >>> [(m.rows, m.rollouts, m.tokens, m.denoms) for m in mini_batches(rows, UpdateSpec(mini_batches=2))]
+    [([0, 1], 2, 3, [3.0, 3.0]), ([2], 1, 3, [3.0])]
     """
     return [MiniBatch(part, len(part), sum(len(samples[i].completion_ids) for i in part),
                       row_denominators(part, samples, spec))
