@@ -135,20 +135,33 @@ class RewardConfig(Section):
 
 
 class OptimConfig(AdamConfig):
-    """The update as AZR's veRL actor runs it: TRR++ advantages, then per adapter ``mini_batches`` clipped
-    policy-gradient steps on the token mean (policy_loss.py). AZR's values: paper branch / master config.
+    """The update as AZR's veRL actor runs it: TRR++ advantages, then per adapter clipped policy-gradient steps on
+    mini-batches (policy_loss.py), every log-prob at the sampling temperature (``tasks.temperature``). AZR's values:
+    paper branch / master config.
     AdamW's own settings (``lr``, ``weight_decay``) are ``AdamConfig``'s (platform/adam_config.py), the one
     place an optimizer setting is declared; every backend builds its optimizer from this section."""
 
     grad_clip: float = Field(1.0, gt=0, description="Max grad norm per adapter and optimizer step (AZR: 1.0)")
-    mini_batches: int = Field(3, ge=1, description="Optimizer steps per training step, each on a contiguous slice of the "
-                              "adapter's rollouts (AZR: 384 samples in PPO mini-batches of 128, so 3); 1 = one on-policy step")
+    mini_batch_size: int | None = Field(None, ge=1, description="Rollouts per optimizer step, in AZR's order (one task kind at a time, "
+                                        "its proposer then its solver rows; AZR ppo_mini_batch_size: 128); None = use mini_batches")
+    mini_batches: int = Field(3, ge=1, description="Without mini_batch_size: optimizer steps per training step, each on a contiguous "
+                              "slice of the adapter's rollouts whatever their number; 1 = one on-policy step")
+    loss_agg: Literal["token-mean", "micro-token-mean", "seq-mean-token-sum", "seq-mean-token-mean"] = Field(
+        "token-mean", description="How a mini-batch's per-token terms become its loss: token-mean over the mini-batch, "
+        "micro-token-mean (AZR: the mean of its micro-batches' token means), or veRL's seq-mean-token-sum / seq-mean-token-mean")
+    loss_micro_batch: int = Field(16, ge=1, le=4096, description="Rows per micro-batch of micro-token-mean (AZR ppo_micro_batch_size_per_gpu: 16); "
+                                  "the loss's grouping only, not memory (that is micro_batch)")
     clip_ratio: float = Field(0.2, gt=0, lt=1, description="PPO ratio clip: the ratio is kept above 1 - clip_ratio (and below "
                               "1 + clip_ratio unless clip_ratio_high is set); AZR: 0.2")
     clip_ratio_high: float | None = Field(None, gt=0, description="Upper clip 1 + this; None = clip_ratio, as AZR's paper branch "
                                           "(AZR master's config: 0.28, DAPO's clip-higher)")
     entropy_coef: float = Field(0.001, ge=0, description="Entropy bonus weight (AZR paper branch: 0.001; AZR master: 0.0)")
-    kl_coef: float = Field(0.0, ge=0, description="KL(adapter || base) penalty coefficient (AZR: 0, use_kl_loss false); KL is logged either way")
+    clip_ratio_c: float | None = Field(None, gt=1, description="Dual clip: a negative advantage's per-token loss capped at -A * clip_ratio_c "
+                                       "(current veRL: 3); None = off, as AZR's copy")
+    kl_coef: float = Field(0.0, ge=0, description="KL(adapter || base) loss coefficient (AZR: 0, use_kl_loss false); KL is logged either way")
+    kl_estimator: Literal["low_var_kl", "k3", "kl", "k1", "mse", "k2", "abs"] = Field(
+        "low_var_kl", description="Per-token KL estimator of the KL term and its log (AZR kl_loss_type: low_var_kl = k3; "
+        "k1 = kl has zero expected gradient on on-policy samples, k2 = mse follows the exact KL's)")
     advantage_scope: Literal["population", "member"] = Field("population", description="Whiten advantages per (role, kind) over the whole population or per member")
     micro_batch: int = Field(4, ge=1, le=1024, description="Sequences per forward/backward (gradients accumulate within a mini-batch)")
     log_kl: bool = Field(True, description="Compute KL(adapter || base) on the rollouts for logging (one extra base forward per micro-batch)")

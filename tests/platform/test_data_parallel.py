@@ -18,7 +18,8 @@ from populora.platform.backends.multilora import MultiLoraBackend  # noqa: E402
 from tolerance import assert_close  # noqa: E402
 
 SPEC = LoraSpec(rank=4)
-UPDATE = dict(micro_batch=2, max_len=64, grad_clip=0.5, log_kl=True, mini_batches=2, clip_ratio=0.2, entropy_coef=0.01)
+UPDATE = dict(micro_batch=2, max_len=64, grad_clip=0.5, log_kl=True, mini_batches=2, clip_ratio=0.2, entropy_coef=0.01,
+              temperature=0.8)  # the workers take log-probs at the sampling temperature too
 PROMPTS = [f"def f(x):\n    return x * {i}" + " + 1" * (i % 3) for i in range(6)]
 SAMPLING = dict(max_new_tokens=10, temperature=0.9, top_p=0.95)
 SEED = 5
@@ -92,7 +93,7 @@ def reference(tiny_model):
 
 def _logprobs(backend):
     rows = _batches()["T0"]
-    return backend.sequence_logprobs("T0", [r.prompt_ids for r in rows], [r.completion_ids for r in rows], 64)
+    return backend.sequence_logprobs("T0", [r.prompt_ids for r in rows], [r.completion_ids for r in rows], 64, 0.8)
 
 
 class TestTwoWorkers:

@@ -18,8 +18,9 @@ from populora.platform.backends.multilora import MultiLoraBackend
 from populora.platform.backends.policy_loss import UpdateSpec
 from populora.platform.backends.shard_update import merge_tallies, shard
 
+# micro-token-mean with micro-batches of 2: every row's denominator depends on rows another worker holds
 UPDATE = dict(micro_batch=2, max_len=64, grad_clip=0.5, kl_coef=0.05, log_kl=True, mini_batches=2, clip_ratio=0.2,
-              entropy_coef=0.01)
+              entropy_coef=0.01, temperature=0.7, loss_agg="micro-token-mean", loss_micro_batch=2)
 NAMES = ("T0", "S0", "idle")  # "idle" gets no rollouts: it must not move
 
 
@@ -70,7 +71,7 @@ def _on_workers(tiny_model, workers: int) -> tuple[list[MultiLoraBackend], list[
     stats = []
     with ThreadPoolExecutor(workers) as pool:
         for _ in range(2):
-            parts = shard(_batches(), workers, UPDATE["mini_batches"])
+            parts = shard(_batches(), workers, UpdateSpec(**UPDATE))
             tallies = [f.result() for f in [pool.submit(step, w, parts) for w in range(workers)]]
             stats.append({n: merge_tallies([t[n] for t in tallies]).stats() for n in tallies[0]})
     return backends, stats

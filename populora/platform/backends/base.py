@@ -29,6 +29,8 @@ class TrainSample:
     prompt_ids: list[int]
     completion_ids: list[int]
     weight: float
+    kind: str = ""   # task kind (code_o, ...): AZR's mini-batches hold one kind (policy_loss.azr_mini_batches)
+    role: str = ""   # teacher | student: a kind's proposer rows come before its solver rows
 
 
 @dataclass
@@ -75,8 +77,9 @@ class Backend(Protocol):
         """One completion per prompt, row i with adapter ``adapters[i]`` (None = the bare base)."""
 
     def sequence_logprobs(self, adapter: str | None, prompt_ids: list[list[int]], completion_ids: list[list[int]],
-                          max_len: int = 1024) -> tuple[torch.Tensor, torch.Tensor]:
-        """(logp, mask), both (B, T_completion): per-token log-probs of each completion given its prompt."""
+                          max_len: int = 1024, temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
+        """(logp, mask), both (B, T_completion): per-token log-probs of each completion given its prompt, of
+        softmax(logits / temperature)."""
 
     # training
     def init_optimizer(self, name: str, optim: AdamConfig) -> None:
@@ -90,7 +93,7 @@ class Backend(Protocol):
     def train_step(self, batches: dict[str, list[TrainSample]], micro_batch: int = 4, max_len: int = 1024,
                    grad_clip: float = 1.0, kl_coef: float = 0.0, log_kl: bool = True, **clipped) -> dict[str, dict]:
         """The clipped policy-gradient update of every adapter with samples (policy_loss.py): ``clipped`` takes
-        ``mini_batches`` (optimizer steps per call), ``clip_ratio``, ``clip_ratio_high``, ``entropy_coef``.
+        the other fields of ``UpdateSpec`` (``temperature``, ``mini_batch_size``, ``loss_agg``, ``kl_estimator``, ...).
         Returns {adapter: {loss, kl, entropy, clip_frac, ratio_dev, grad_norm, tokens, rollouts, mini_batches,
         per_mini_batch: [...]}}."""
 

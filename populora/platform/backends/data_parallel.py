@@ -262,16 +262,16 @@ class DataParallelBackend:
         if not any(batches.values()):
             return {}
         spec = UpdateSpec(micro_batch, max_len, grad_clip, kl_coef, log_kl, **clipped)
-        parts = shard_update.shard(batches, len(self.workers), spec.mini_batches)
+        parts = shard_update.shard(batches, len(self.workers), spec)
         results = self._all([w.train_shard.remote(s, layout, spec) for w, (s, layout) in zip(self.workers, parts)],
                             "the update")
         return {n: shard_update.merge_tallies([r[n] for r in results]).stats() for n in results[0]}
 
-    def sequence_logprobs(self, adapter, prompt_ids, completion_ids, max_len: int = 1024):
+    def sequence_logprobs(self, adapter, prompt_ids, completion_ids, max_len: int = 1024, temperature: float = 1.0):
         """(logp, mask), (B, T): rows dealt over the workers, padded back to the longest completion."""
         rows = [(w, idx) for w, idx in enumerate(self.deal(len(prompt_ids), [len(c) for c in completion_ids])) if idx]
         results = self._all([self.workers[w].call.remote("sequence_logprobs", adapter, [prompt_ids[i] for i in idx],
-                                                         [completion_ids[i] for i in idx], max_len)
+                                                         [completion_ids[i] for i in idx], max_len, temperature)
                              for w, idx in rows], "log-probs")
         width = max(lp.shape[1] for lp, _ in results)
         logp, mask = torch.zeros(len(prompt_ids), width), torch.zeros(len(prompt_ids), width)

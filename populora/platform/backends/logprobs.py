@@ -10,6 +10,12 @@ Long completions go through the head in chunks of ``CHUNK`` positions: at paper 
 a 152k vocabulary) one fp32 (B, T, V) log-softmax is 5 GB at B=4, and the entropy bonus kept a second one for
 the backward. With gradients each chunk is checkpointed (its logits are rebuilt in the backward, one more head
 matmul per token), so only one chunk's logits exist at a time.
+
+``temperature`` is the one parameter that says which distribution the log-probs are of: the logits are divided by
+it before the softmax, as veRL's actor does with the rollout temperature (AZR 41ed983
+``verl/verl/workers/actor/dp_actor.py:100,136``, ``logits.div_(temperature)``). The update passes the temperature the
+rollouts were sampled at (``UpdateSpec.temperature``, from ``tasks.temperature``), so ratio, entropy and KL are of
+the policy that produced the samples; 1.0 (the default) is the model's own distribution (evolution's probes).
 """
 
 from __future__ import annotations
@@ -42,19 +48,26 @@ def decoder_and_head(model) -> tuple[torch.nn.Module, torch.nn.Module]:
 
 
 def sequence_logprobs(forward: Forward, head: Head, pad_token_id: int, device, prompt_ids: list[list[int]],
-                      completion_ids: list[list[int]], max_len: int = 1024) -> tuple[torch.Tensor, torch.Tensor]:
-    """(logp, mask), both (B, T_completion). Sequences longer than ``max_len`` lose tokens from the left (prompt first);
-    gradients flow through ``forward`` when grad is enabled."""
-    logp, _, mask = token_stats(forward, head, pad_token_id, device, prompt_ids, completion_ids, max_len, entropy=None)
+                      completion_ids: list[list[int]], max_len: int = 1024,
+                      temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """(logp, mask), both (B, T_completion), of softmax(logits / temperature). Sequences longer than ``max_len`` lose
+    tokens from the left (prompt first); gradients flow through ``forward`` when grad is enabled."""
+    logp, _, mask = token_stats(forward, head, pad_token_id, device, prompt_ids, completion_ids, max_len, entropy=None,
+                                temperature=temperature)
     return logp, mask
 
 
 def token_stats(forward: Forward, head: Head, pad_token_id: int, device, prompt_ids: list[list[int]],
                 completion_ids: list[list[int]], max_len: int = 1024,
-                entropy: str | None = "detached") -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+                entropy: str | None = "detached",
+                temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
     """(logp, entropy, mask), each (B, T_completion): log-prob of each sampled token and the entropy of the
-    policy's distribution at that position (zero past a row's completion). ``entropy``: None (not computed),
-    "detached" (for logging only, no graph kept) or "grad" (the entropy bonus trains through it)."""
+    policy's distribution softmax(logits / temperature) at that position (zero past a row's completion).
+    ``entropy``: None (not computed), "detached" (for logging only, no graph kept) or "grad" (the entropy bonus
+    trains through it)."""
+    if not temperature > 0:
+        raise ValueError(f"temperature {temperature}: log-probs are of softmax(logits / temperature), so it must be > 0 "
+                         "(greedy decoding has no log-probs to train on)")
     seqs, starts = [], []
     for p, c in zip(prompt_ids, completion_ids):
         ids = (p + c)[-max_len:]
@@ -75,7 +88,7 @@ def token_stats(forward: Forward, head: Head, pad_token_id: int, device, prompt_
     grad_entropy = torch.is_grad_enabled() and entropy == "grad"
     parts = []
     for c in range(0, h.shape[1], CHUNK):
-        args = (head, h[:, c:c + CHUNK], targets[:, c:c + CHUNK], entropy is not None, grad_entropy)
+        args = (head, h[:, c:c + CHUNK], targets[:, c:c + CHUNK], entropy is not None, grad_entropy, temperature)
         # one chunk needs no checkpoint (short completions: as before); several keep only one chunk's logits
         many = torch.is_grad_enabled() and h.shape[1] > CHUNK
         parts.append(checkpoint(_head_stats, *args, use_reentrant=False) if many else _head_stats(*args))
@@ -85,9 +98,13 @@ def token_stats(forward: Forward, head: Head, pad_token_id: int, device, prompt_
     return logp, ent, mask[:, :T_c].float()
 
 
-def _head_stats(head: Head, h: torch.Tensor, targets: torch.Tensor, want_entropy: bool, grad_entropy: bool):
+def _head_stats(head: Head, h: torch.Tensor, targets: torch.Tensor, want_entropy: bool, grad_entropy: bool,
+                temperature: float = 1.0):
     """(log-prob of each target, entropy) for one chunk of positions, both (B, t); h (B, t, H), targets (B, t)."""
-    logp_all = torch.log_softmax(head(h).float(), dim=-1)                                   # (B, t, V)
+    logits = head(h).float()                                                                # (B, t, V)
+    if temperature != 1.0:  # the sampling distribution (dp_actor.py:136); 1.0 skips a (B, t, V) copy
+        logits = logits / temperature
+    logp_all = torch.log_softmax(logits, dim=-1)                                            # (B, t, V)
     token_logp = logp_all.gather(-1, targets[..., None]).squeeze(-1)                        # (B, t)
     if not want_entropy:
         return token_logp, torch.zeros_like(token_logp)

@@ -229,14 +229,15 @@ class MultiLoraBackend:
                                    temperature, top_p, seed, stop, batch_size)
 
     def sequence_logprobs(self, adapter: str | None, prompt_ids: list[list[int]], completion_ids: list[list[int]],
-                          max_len: int = 1024) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.rows_logprobs([adapter] * len(prompt_ids), prompt_ids, completion_ids, max_len)
+                          max_len: int = 1024, temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.rows_logprobs([adapter] * len(prompt_ids), prompt_ids, completion_ids, max_len, temperature)
 
     def rows_logprobs(self, adapters: list[str | None], prompt_ids: list[list[int]], completion_ids: list[list[int]],
-                      max_len: int = 1024) -> tuple[torch.Tensor, torch.Tensor]:
+                      max_len: int = 1024, temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
         """(logp, mask), both (B, T_completion), row i through adapter ``adapters[i]``: one forward for any mix."""
         return logprobs.sequence_logprobs(lambda ids, attn: self._forward_rows(adapters, ids, attn), self._head,
-                                          self.tokenizer.pad_token_id, self.device, prompt_ids, completion_ids, max_len)
+                                          self.tokenizer.pad_token_id, self.device, prompt_ids, completion_ids, max_len,
+                                          temperature)
 
     def probe_kl(self, p: str | None, q: str | None, prompt_ids: list[list[int]]) -> float:
         """Mean KL(p || q) of the next-token distributions over the prompts' positions (``logprobs.next_token_kl``)."""
@@ -281,31 +282,31 @@ class MultiLoraBackend:
         with each member's own mini-batches and no all-reduce)."""
         spec = UpdateSpec(micro_batch, max_len, grad_clip, kl_coef, log_kl, **clipped)
         batches = {n: s for n, s in batches.items() if s}
-        layout = {n: mini_batches(ss, spec.mini_batches) for n, ss in batches.items()}
+        layout = {n: mini_batches(ss, spec) for n, ss in batches.items()}
         return {n: t.stats() for n, t in self.update(batches, layout, spec).items()}
 
     def update(self, batches: dict[str, list[TrainSample]], layout: dict[str, list[MiniBatch]], spec: UpdateSpec,
                all_reduce: AllReduce | None = None) -> dict[str, Tally]:
         """The one mini-batch update loop, of one process or of one data-parallel worker (shard_update.py): mini-batch
         j of every member is trained together, one forward/backward per micro-batch over rows of any members, then
-        one clipped optimizer step for each member that has a j-th mini-batch. Each member's loss is normalised by
-        its whole mini-batch's token count (``MiniBatch.tokens``), so its gradients and steps equal those of a
-        separate per-member update (PEFT). ``all_reduce(flat)`` (in place, SUM), when given, sums the stepped
-        slots' gradients over the workers before clipping. Returns the tallies (partial sums on a worker)."""
+        one clipped optimizer step for each member that has a j-th mini-batch. Each row's loss is normalised by its
+        denominator over its member's whole mini-batch (``MiniBatch.denoms``, ``policy_loss.row_denominators``), so
+        gradients and steps equal those of a separate per-member update (PEFT). ``all_reduce(flat)`` (in place, SUM),
+        when given, sums the stepped slots' gradients over the workers before clipping. Returns the tallies (partial sums on a worker)."""
         old = self._old_logprobs(batches, [(n, i) for n, mbs in layout.items() for mb in mbs[1:] for i in mb.rows], spec)
         tallies = {n: Tally(sum(mb.tokens for mb in mbs), sum(mb.rollouts for mb in mbs), spec.needs_base)
                    for n, mbs in layout.items()}
         for j in range(max((len(mbs) for mbs in layout.values()), default=0)):
             members = [n for n in layout if j < len(layout[n])]
-            n_tokens = {n: layout[n][j].tokens for n in members}
+            denoms = {(n, i): d for n in members for i, d in zip(layout[n][j].rows, layout[n][j].denoms)}
             for n in members:
-                tallies[n].start(layout[n][j].rollouts, n_tokens[n])
+                tallies[n].start(layout[n][j].rollouts, layout[n][j].tokens)
             rows = sorted(((n, i) for n in members for i in layout[n][j].rows), key=lambda r: _length(batches[r[0]][r[1]]))
             params = self._params()
             for p in params:
                 p.grad = None
             for k in range(0, len(rows), spec.micro_batch):
-                self._micro_step(rows[k:k + spec.micro_batch], batches, old if j else None, n_tokens, tallies, spec)
+                self._micro_step(rows[k:k + spec.micro_batch], batches, old if j else None, denoms, tallies, spec)
             slots = [self.slots[n] for n in members]
             if all_reduce is not None:
                 _reduce_slot_grads(params, slots, all_reduce)
@@ -315,7 +316,7 @@ class MultiLoraBackend:
                 tallies[n].end(norms[self.slots[n]])
         return tallies
 
-    def _micro_step(self, chunk, batches, old, n_tokens, tallies, spec: UpdateSpec) -> None:
+    def _micro_step(self, chunk, batches, old, denoms, tallies, spec: UpdateSpec) -> None:
         """Forward/backward of one micro-batch of (member, row index) pairs; ``old`` None = first mini-batch."""
         names = [n for n, _ in chunk]
         samples = [batches[n][i] for n, i in chunk]
@@ -323,14 +324,14 @@ class MultiLoraBackend:
         entropy = "grad" if spec.entropy_coef > 0 else "detached"
         logp, ent, mask = logprobs.token_stats(lambda ids, attn: self._forward_rows(names, ids, attn), self._head,
                                                self.tokenizer.pad_token_id, self.device, prompts, completions, spec.max_len,
-                                               entropy)  # (B, T) each
+                                               entropy, spec.temperature)  # (B, T) each
         old_logp = logp.detach() if old is None else pad_rows([old[r] for r in chunk], logp.shape[1], logp.device)
         base_logp = None
         if spec.needs_base:
             with torch.no_grad():
-                base_logp, _ = self.sequence_logprobs(BASE, prompts, completions, spec.max_len)
+                base_logp, _ = self.sequence_logprobs(BASE, prompts, completions, spec.max_len, spec.temperature)
         adv = torch.tensor([s.weight for s in samples], device=logp.device)                  # (B,)
-        denom = torch.tensor([float(n_tokens[n]) for n in names], device=logp.device)        # (B,)
+        denom = torch.tensor([denoms[r] for r in chunk], device=logp.device)                 # (B,)
         terms = row_terms(logp, mask, old_logp, adv, denom, spec, ent, base_logp)
         terms.loss.sum().backward()
         for i, n in enumerate(names):
@@ -344,7 +345,7 @@ class MultiLoraBackend:
                 chunk = rows[k:k + spec.micro_batch]
                 samples = [batches[n][i] for n, i in chunk]
                 logp, mask = self.rows_logprobs([n for n, _ in chunk], [s.prompt_ids for s in samples],
-                                                [s.completion_ids for s in samples], spec.max_len)
+                                                [s.completion_ids for s in samples], spec.max_len, spec.temperature)
                 old.update({r: logp[b, :int(mask[b].sum())] for b, r in enumerate(chunk)})
         return old
 

@@ -17,7 +17,7 @@ from populora.platform.backends import generation, logprobs
 from populora.platform.backends.base import BASE, Generation, LoraSpec, TrainSample
 from populora.platform.backends.optimizer import AdamConfig, make_optimizer
 from populora.platform.backends.peft_dir import lora_config
-from populora.platform.backends.policy_loss import Tally, UpdateSpec, mini_batch_slices, pad_rows, row_terms
+from populora.platform.backends.policy_loss import Tally, UpdateSpec, mini_batches, pad_rows, row_terms
 
 
 class PeftBackend:
@@ -130,31 +130,31 @@ class PeftBackend:
                    grad_clip: float = 1.0, kl_coef: float = 0.0, log_kl: bool = True, **clipped) -> dict[str, dict]:
         """The clipped policy-gradient step (policy_loss.py) per adapter on its own samples (one adapter per forward).
 
-        ``clipped``: ``mini_batches``, ``clip_ratio``, ``clip_ratio_high``, ``entropy_coef`` (``UpdateSpec``).
+        ``clipped``: the other fields of ``UpdateSpec`` (``temperature``, ``mini_batch_size``, ``loss_agg``, ...).
         """
         spec = UpdateSpec(micro_batch, max_len, grad_clip, kl_coef, log_kl, **clipped)
         return {name: self._adapter_step(name, samples, spec) for name, samples in batches.items() if samples}
 
     def _adapter_step(self, name: str, samples: list[TrainSample], spec: UpdateSpec) -> dict:
-        parts = mini_batch_slices(len(samples), spec.mini_batches)
-        old = self._old_logprobs(name, samples, [i for part in parts[1:] for i in part], spec)
+        layout = mini_batches(samples, spec)
+        old = self._old_logprobs(name, samples, [i for mb in layout[1:] for i in mb.rows], spec)
         tally = Tally(sum(len(s.completion_ids) for s in samples), len(samples), spec.needs_base)
         optimizer = self.optimizers[name]
-        for j, part in enumerate(parts):
-            n_tokens = sum(len(samples[i].completion_ids) for i in part)
-            tally.start(len(part), n_tokens)
+        for j, mb in enumerate(layout):
+            tally.start(mb.rollouts, mb.tokens)
             optimizer.zero_grad(set_to_none=True)
-            for k in range(0, len(part), spec.micro_batch):
-                chunk = [samples[i] for i in part[k:k + spec.micro_batch]]
+            for k in range(0, len(mb.rows), spec.micro_batch):
+                idx = mb.rows[k:k + spec.micro_batch]
+                chunk = [samples[i] for i in idx]
                 prompts, completions = [s.prompt_ids for s in chunk], [s.completion_ids for s in chunk]
                 logp, ent, mask = self._token_stats(name, prompts, completions, spec)                   # (B, T) each
-                old_logp = logp.detach() if j == 0 else pad_rows([old[i] for i in part[k:k + spec.micro_batch]], logp.shape[1], logp.device)
+                old_logp = logp.detach() if j == 0 else pad_rows([old[i] for i in idx], logp.shape[1], logp.device)
                 base_logp = None
                 if spec.needs_base:
                     with torch.no_grad():
-                        base_logp, _ = self.sequence_logprobs(BASE, prompts, completions, spec.max_len)
+                        base_logp, _ = self.sequence_logprobs(BASE, prompts, completions, spec.max_len, spec.temperature)
                 adv = torch.tensor([s.weight for s in chunk], device=logp.device)                       # (B,)
-                denom = torch.full((len(chunk),), float(n_tokens), device=logp.device)                 # (B,)
+                denom = torch.tensor(mb.denoms[k:k + spec.micro_batch], device=logp.device)            # (B,)
                 terms = row_terms(logp, mask, old_logp, adv, denom, spec, ent, base_logp)
                 terms.loss.sum().backward()
                 for i in range(len(chunk)):
@@ -170,14 +170,15 @@ class PeftBackend:
             for k in range(0, len(indices), spec.micro_batch):
                 idx = indices[k:k + spec.micro_batch]
                 logp, mask = self.sequence_logprobs(name, [samples[i].prompt_ids for i in idx],
-                                                    [samples[i].completion_ids for i in idx], spec.max_len)
+                                                    [samples[i].completion_ids for i in idx], spec.max_len, spec.temperature)
                 old.update({i: logp[r, :int(mask[r].sum())] for r, i in enumerate(idx)})
         return old
 
     def _token_stats(self, name, prompts, completions, spec: UpdateSpec):
         entropy = "grad" if spec.entropy_coef > 0 else "detached"
         return logprobs.token_stats(lambda ids, attn: self._forward(name, ids, attn), self._head(),
-                                    self.tokenizer.pad_token_id, self.device, prompts, completions, spec.max_len, entropy)
+                                    self.tokenizer.pad_token_id, self.device, prompts, completions, spec.max_len, entropy,
+                                    spec.temperature)
 
     def _run_generate(self, enc, adapters, kwargs):
         if self.model is None:
@@ -187,14 +188,17 @@ class PeftBackend:
 
     # ------------------------------------------------------------------ log-probs
     def sequence_logprobs(
-        self, adapter: str | None, prompt_ids: list[list[int]], completion_ids: list[list[int]], max_len: int = 1024
+        self, adapter: str | None, prompt_ids: list[list[int]], completion_ids: list[list[int]], max_len: int = 1024,
+        temperature: float = 1.0,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Per-token log-probs of each completion given its prompt. Returns (logp, mask), both (B, T_completion).
+        """Per-token log-probs of each completion given its prompt, of softmax(logits / temperature). Returns
+        (logp, mask), both (B, T_completion).
 
         Gradients flow into ``adapter``'s LoRA weights when grad is enabled. ``adapter=None`` uses the bare base.
         """
         return logprobs.sequence_logprobs(lambda ids, attn: self._forward(adapter, ids, attn), self._head(),
-                                          self.tokenizer.pad_token_id, self.device, prompt_ids, completion_ids, max_len)
+                                          self.tokenizer.pad_token_id, self.device, prompt_ids, completion_ids, max_len,
+                                          temperature)
 
     def probe_kl(self, p: str | None, q: str | None, prompt_ids: list[list[int]]) -> float:
         """Mean KL(p || q) of the next-token distributions over the prompts' positions (``logprobs.next_token_kl``)."""

@@ -213,6 +213,7 @@ class RayBackend:
         results = self.ray.get([self.workers[w].call.remote("train_step", b, *args, **kwargs) for w, b in per_worker.items()])
         return {k: v for r in results for k, v in r.items()}
 
-    def sequence_logprobs(self, adapter, prompt_ids, completion_ids, max_len: int = 1024):
+    def sequence_logprobs(self, adapter, prompt_ids, completion_ids, max_len: int = 1024, temperature: float = 1.0):
         worker = 0 if adapter is None else self.owner[adapter]
-        return self.ray.get(self.workers[worker].call.remote("sequence_logprobs", adapter, prompt_ids, completion_ids, max_len))
+        return self.ray.get(self.workers[worker].call.remote("sequence_logprobs", adapter, prompt_ids, completion_ids,
+                                                             max_len, temperature))

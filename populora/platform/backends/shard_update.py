@@ -1,10 +1,11 @@
 """One train step of batched multi-LoRA split over data-parallel workers, equal to the same step on one.
 
-The driver cuts each adapter's rollouts into mini-batches exactly as one process would (``mini_batch_slices``) and
-deals each mini-batch's rows over the workers (``shard``). Each worker then runs the one update loop
+The driver cuts each adapter's rollouts into mini-batches exactly as one process would (``mini_batch_parts``, with
+each row's loss denominator over the whole mini-batch, ``row_denominators``) and deals each mini-batch's rows over
+the workers (``shard``). Each worker then runs the one update loop
 (``MultiLoraBackend.update``, with an all-reduce) over every mini-batch of every adapter, rows or not, in the same order:
 
-    loss_w = sum over its rows of sum_t term_t / T_global(adapter, mini-batch)     (token mean of the WHOLE batch)
+    loss_w = sum over its rows of sum_t term_t / denom(row, WHOLE mini-batch)     (e.g. token-mean: its token count)
     grad   = all_reduce_SUM(grad_w)                                                (= the one-process gradient)
 
 then clips and steps every member of the mini-batch. Each worker's loss is normalised by the global token count,
@@ -18,17 +19,17 @@ The stats come back per worker as partial ``Tally`` sums; ``merge_tallies`` adds
 from __future__ import annotations
 
 from populora.platform.backends.base import TrainSample
-from populora.platform.backends.policy_loss import MiniBatch, Tally, mini_batch_slices
+from populora.platform.backends.policy_loss import MiniBatch, Tally, UpdateSpec, mini_batch_parts, row_denominators
 
 
 def shard(batches: dict[str, list[TrainSample]], workers: int,
-          mini_batches: int) -> list[tuple[dict[str, list[TrainSample]], dict[str, list[MiniBatch]]]]:
+          spec: UpdateSpec) -> list[tuple[dict[str, list[TrainSample]], dict[str, list[MiniBatch]]]]:
     """Per worker: (its samples per adapter, its part of each adapter's mini-batches). Every worker gets every
     adapter and every mini-batch (maybe with no rows) since each takes part in every all-reduce and step.
     Rows of a mini-batch are dealt round-robin in order of length, so each worker gets a like share of tokens.
 
     >>> s = [TrainSample([1], [2] * n, 1.0) for n in (1, 2, 3, 4, 5)]
-    >>> parts = shard({"T0": s}, 2, 2)
+    >>> parts = shard({"T0": s}, 2, UpdateSpec(mini_batches=2))
     >>> [[len(x.completion_ids) for x in samples["T0"]] for samples, _ in parts]
     [[1, 3, 5], [2, 4]]
     >>> [[(m.rows, m.rollouts, m.tokens) for m in layout["T0"]] for _, layout in parts]
@@ -40,14 +41,15 @@ def shard(batches: dict[str, list[TrainSample]], workers: int,
             continue
         for samples_w, layout_w in out:
             samples_w[name], layout_w[name] = [], []
-        for part in mini_batch_slices(len(samples), mini_batches):
+        for part in mini_batch_parts(samples, spec):
             tokens = sum(len(samples[i].completion_ids) for i in part)
+            denom = dict(zip(part, row_denominators(part, samples, spec)))
             by_length = sorted(part, key=lambda i: -len(samples[i].completion_ids))
             for w, (samples_w, layout_w) in enumerate(out):
-                mine = by_length[w::workers]
+                mine = sorted(by_length[w::workers])
                 layout_w[name].append(MiniBatch(list(range(len(samples_w[name]), len(samples_w[name]) + len(mine))),
-                                                len(part), tokens))
-                samples_w[name].extend(samples[i] for i in sorted(mine))
+                                                len(part), tokens, [denom[i] for i in mine]))
+                samples_w[name].extend(samples[i] for i in mine)
     return out
 
 

@@ -228,9 +228,9 @@ class VllmBackend:
     def encode_chat(self, messages: list[dict], prefill: str = "") -> str:
         return self.trainer.encode_chat(messages, prefill)
 
-    def sequence_logprobs(self, adapter, prompt_ids, completion_ids, max_len: int = 1024):
+    def sequence_logprobs(self, adapter, prompt_ids, completion_ids, max_len: int = 1024, temperature: float = 1.0):
         self.sleep()  # a forward with activations: torch needs the room
-        return self.trainer.sequence_logprobs(adapter, prompt_ids, completion_ids, max_len)
+        return self.trainer.sequence_logprobs(adapter, prompt_ids, completion_ids, max_len, temperature)
 
     def init_optimizer(self, name: str, optim: AdamConfig) -> None:
         self.trainer.init_optimizer(name, optim)
