@@ -25,7 +25,7 @@ os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 TTL = 5  # seconds: live enough for a run that logs every step, light enough for 50 runs
 RUN_COLUMNS = ["run_id", "name", "kind", "status", "mlflow_status", "progress", "step", "steps", "started", "ended",
                "base_model", "teachers", "students", "population", "note", "forked_from", "sweep", "settings", "step_s", "training_s",
-               "solve_rate", "validity_rate", "baseline_run", "run_dir", "experiment", "monitors"]
+               "solve_rate", "validity_rate", "baseline_run", "run_dir", "experiment", "monitors", "budget"]
 
 
 class StoreError(RuntimeError):
@@ -56,7 +56,7 @@ def list_runs(store: str, limit: int = 500) -> pd.DataFrame:
         rows = rl.list_runs(_client(store), limit)
     except Exception as err:  # noqa: BLE001 - any store failure becomes one readable message
         raise StoreError(f"cannot read the MLflow store {store}: {type(err).__name__}: {str(err)[:300]}") from None
-    rows = [dict(r, started=pd.to_datetime(r["start_time"], unit="ms"),
+    rows = [dict(r, budget=r.get("tags", {}).get(rl.BUDGET, ""), started=pd.to_datetime(r["start_time"], unit="ms"),
                  ended=pd.to_datetime(r.get("end_time"), unit="ms") if r.get("end_time") else pd.NaT) for r in rows]
     return pd.DataFrame(rows, columns=RUN_COLUMNS)
 

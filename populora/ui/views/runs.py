@@ -17,18 +17,20 @@ def with_timing(runs: pd.DataFrame) -> pd.DataFrame:
     """Training time (the steps' time, over resumes), wall time (start to end, stopped hours included) and, for a
     running run, the ETA: from its measured phase times inside the step when it reports them, else its pace."""
     times = [common.timing(r.started, r.ended, r.step, r.steps, r.status, step_s=r.step_s) for r in runs.itertuples()]
-    live = [progress.read(r.run_dir) if r.status == "running" else None for r in runs.itertuples()]
+    records = [progress.read(r.run_dir) for r in runs.itertuples()]  # training time's one source, ended runs too
+    live = [p if r.status == "running" else None for p, r in zip(records, runs.itertuples())]
     measured = [progress.eta_s(p) if p is not None else None for p in live]
     etas = [t[1] if e is None else common.fmt_duration(e) for e, t in zip(measured, times)]
     return runs.assign(duration=[t[0] for t in times], eta=etas,
-                       training=[common.training_time(r, live=p) for (_, r), p in zip(runs.iterrows(), live)])
+                       training=[common.training_time(r, live=p) for (_, r), p in zip(runs.iterrows(), records)])
 
 
 def run_table(runs: pd.DataFrame) -> None:
     # rates as text, "–" when not logged: the same as the run's header (a NaN number cell reads "None")
+    steps = [common.steps_shown(r) for _, r in runs.iterrows()]  # a budget-stopped run: done, not "5/56" at 9%
     shown = with_timing(runs).assign(
         state=[f"{common.STATUS_ICONS.get(s, '•')} {s}" for s in runs["status"]],
-        done=[(r.step or 0) / r.steps if r.steps else 0.0 for r in runs.itertuples()],
+        done=[f for _, f in steps], progress=[t for t, _ in steps],
         solve_rate=runs["solve_rate"].map(common.fmt_rate), validity_rate=runs["validity_rate"].map(common.fmt_rate))
     st.dataframe(
         shown[(["_group"] if "_group" in shown.columns else []) + [
@@ -106,9 +108,10 @@ def run_details(row, status: str) -> None:
     live = common.run_progress(row["run_dir"], job if current else None) if status == "running" else None
     cols = st.columns([2.4, 1, 1, 1, 1])  # "🕒 resume queued (#1)" whole, not "resume queue…"
     cols[0].metric("status", f"{common.STATUS_ICONS.get(shown.split()[0], '🕒')} {shown}")
-    cols[1].metric("progress", row["progress"] or "?")
+    cols[1].metric("progress", common.steps_shown(row)[0] if row["steps"] or row["step"] else "?")
     wall, eta = common.timing(row["started"], row["ended"], row["step"], row["steps"], status, step_s=row["step_s"])
-    cols[2].metric("training time", common.training_time(row, live=live),
+    record = live if live is not None else progress.read(row["run_dir"])  # ended: counted to its last word
+    cols[2].metric("training time", common.training_time(row, live=record),
                    help="the time the run's steps took, summed over its resumes (not the time it sat stopped)")
     cols[3].metric("student solve rate", common.fmt_rate(row["solve_rate"]))
     cols[4].metric("task validity", common.fmt_rate(row["validity_rate"]))
@@ -186,7 +189,7 @@ def resume_controls(run_id: str, row, status: str, job: jobs.Job | None, tags: d
         return
     if status not in RESUMABLE:
         return
-    where = f" at step {row['progress']}" if row["progress"] else ""
+    where = common.stopped_where(row)  # the steps its trainer finished, and what its checkpoint kept
     command = f"`populora train --resume {run_id}`"
     if status == "stopped":
         st.info(f"Stopped{where}. Resume it from its last checkpoint here, or in a terminal with {command}.")
