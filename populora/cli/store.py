@@ -34,11 +34,11 @@ def runs(args) -> int:
         print(f"no PopuLoRA runs in {tracking_uri()} (start one with: populora train --config configs/smoke.yaml)")
         return 0
     by_id = {r["run_id"]: r for r in rows}
-    print(f"{'run id':34} {'name':18} {'kind':10} {'status':9} {'progress':9} {'solve':>6} {'valid':>6} "
+    print(f"{'run id':34} {'name':28} {'kind':10} {'status':9} {'progress':9} {'solve':>6} {'valid':>6} "
           f"{'vs baseline':>17}  monitors fired")
     for r in rows:
         solve, valid = r["solve_rate"], r["validity_rate"]
-        print(f"{r['run_id']:34} {r['name'][:18]:18} {r['kind']:10} {r['status']:9} {r['progress'] or '?':9} "
+        print(f"{r['run_id']:34} {runlayout.short_name(r['name'] or '', 28):28} {r['kind']:10} {r['status']:9} {r['progress'] or '?':9} "
               f"{'' if solve is None else f'{solve:.0%}':>6} {'' if valid is None else f'{valid:.0%}':>6} "
               f"{compute_cell(r, by_id.get(r['baseline_run'])):>17}  {r['monitors']}")
     lines = [f"  {r['run_id'][:12]} vs {r['baseline_run'][:12]}: {f['words']}" for r in rows

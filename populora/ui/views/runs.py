@@ -136,7 +136,9 @@ def run_details(row, status: str) -> None:
     with links[3]:
         common.link("compare", "Compare", run_id, "⚖️")
     fmt = tags.get(rl.TASKS_FORMAT) or info["params"].get("tasks.format", "?")
-    st.caption(f"run id `{run_id}` · run dir `{tags.get(rl.RUN_DIR, '?')}` · base model `{tags.get(rl.BASE_MODEL, '?')}`"
+    # the list's label (a tiny random run trained no "embedded": ``runlayout.base_model_label``), not the raw tag
+    base = rl.base_model_label(tags.get(rl.BASE_MODEL, info["params"].get(rl.PARAM_BASE_MODEL, "?")), info["params"])
+    st.caption(f"run id `{run_id}` · run dir `{tags.get(rl.RUN_DIR, '?')}` · base model `{base}`"
                f" · tasks format `{fmt}`")
     if fmt == "direct":
         st.info(DIRECT_NOTE)
