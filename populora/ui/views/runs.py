@@ -221,13 +221,15 @@ def job_log(job: jobs.Job, status: str, current: bool) -> None:
         st.code(job.log_tail(60) or "(empty)", language="text", wrap_lines=True)
 
 
-def queue_table(waiting: pd.DataFrame) -> None:
-    """Jobs waiting in the machine's queue (or starting) that the run list cannot show yet, with their place."""
+def queue_table(waiting: pd.DataFrame, below_runs: bool = True) -> None:
+    """Jobs waiting in the machine's queue (or starting) that the run list cannot show yet, with their place;
+    ``below_runs``: under the run table (else the store has no run yet, and there is no table to point at)."""
     if waiting.empty:
         return
     in_line = int(waiting["place"].str.startswith("#").sum())
-    st.markdown(f"**Job queue**: {in_line} waiting for a slot, {len(waiting) - in_line} holding one without a run in "
-                "the table above (an evaluation, or a trainer loading its model); one slot per GPU, "
+    where = "in the table above" if below_runs else "in the store yet"
+    st.markdown(f"**Job queue**: {in_line} waiting for a slot, {len(waiting) - in_line} holding one without a run "
+                f"{where} (an evaluation, or a trainer loading its model); one slot per GPU, "
                 "`POPULORA_MAX_PARALLEL_JOBS` sets it")
     st.dataframe(waiting, hide_index=True, width="stretch")
 
@@ -272,8 +274,13 @@ def matches_setting(settings, query: str) -> bool:
 def body() -> None:
     runs = common.load_runs()
     if runs.empty:
-        queue_table(common.queued_jobs(set()))
-        common.empty_state()
+        waiting = common.queued_jobs(set())
+        if waiting.empty:
+            common.empty_state()
+        else:  # right after a launch: its job is here before its run (not "No runs yet ... the table above")
+            st.info("No run in the store yet: the job below creates its run once its trainer has loaded the model; "
+                    "this page refreshes by itself until then.")
+        queue_table(waiting, below_runs=False)
         common.link("launch", "Launch a run", icon="🚀")
         return
     shown = filters(sweeps.sweeps_panel(runs))
