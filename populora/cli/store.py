@@ -43,7 +43,8 @@ def runs(args) -> int:
               f"{compute_cell(r, by_id.get(r['baseline_run'])):>17}  {r['monitors']}")
     lines = [f"  {r['run_id'][:12]} vs {r['baseline_run'][:12]}: {f['words']}" for r in rows
              for f in [compute_figure.figure(r["compute_metrics"], by_id[r["baseline_run"]]["compute_metrics"],
-                                             note=compute_figure.matched_note(by_id[r["baseline_run"]].get("tags")))
+                                             note=compute_figure.matched_note(by_id[r["baseline_run"]].get("tags")),
+                                             models=(r.get("settings") or {}, by_id[r["baseline_run"]].get("settings") or {}))
                        if r["baseline_run"] in by_id else None] if f]
     if lines:
         print("compute (realised per-adapter spend, the runs' ledgers):\n" + "\n".join(lines))
@@ -81,7 +82,10 @@ def compute_cell(row: dict, baseline: dict | None) -> str:
     >>> compute_cell(p, b), compute_cell(p, p), compute_cell(p, None)
     ('1.48x not matched', '1.00x matched', '')
     """
-    f = compute_figure.figure(row["compute_metrics"], baseline["compute_metrics"]) if baseline else None
+    f = (compute_figure.figure(row["compute_metrics"], baseline["compute_metrics"],
+                               models=(row.get("settings") or {}, baseline.get("settings") or {})) if baseline else None)
+    if f is not None and f["words"].startswith("not comparable"):
+        return "other base model"
     return "" if f is None else f"{f['ratio']:.2f}x {'matched' if f['matched'] else 'not matched'}"
 
 

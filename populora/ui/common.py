@@ -185,6 +185,12 @@ def run_label(row) -> str:
     return f"{row.name} · {row.kind} · {row.run_id[:8]} · started {row.started:%Y-%m-%d %H:%M}"
 
 
+def baseline_labels(baselines: pd.DataFrame, run) -> dict[str, str]:
+    """{baseline run id: its picker label}, those on another base model than ``run``'s marked so."""
+    return {r.run_id: run_label(r) + ("" if r.base_model == run["base_model"] else f" · other base model: {r.base_model}")
+            for r in baselines.itertuples()}
+
+
 CHOSEN = "populora_chosen_"  # session-state prefix: the run last chosen on any page, per picker key
 
 
