@@ -43,6 +43,18 @@ def _client(store: str):
     return tracking.RetryingClient(MlflowClient(tracking_uri=store))
 
 
+def prepare(store: str) -> None:
+    """Create a fresh sqlite store before any page reads it, saying so on the page: MLflow builds its tables by
+    running every schema migration (the first time on a machine, up to a minute), which the first page load
+    showed as a bare spinner."""
+    path = tracking.sqlite_path(store)
+    if path is None or (path.is_file() and path.stat().st_size > 0):
+        return
+    with st.spinner(f"Preparing the MLflow store `{store}`: creating its tables (the first start on this machine "
+                    "takes up to a minute; later ones a moment)…", show_time=True):
+        tracking.ensure_store(store)
+
+
 def client(store: str):
     """An MLflow client of the store (for the package functions a page calls, e.g. the paper's figure set)."""
     return _client(store)
