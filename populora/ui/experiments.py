@@ -95,12 +95,10 @@ def fork_form(run_id: str, run_dir: str | None, name: str, step: int | None = No
         parent = checkpoint_config(Path(run_dir), chosen)
         cfg = fork_config(parent, overrides, chosen, run_id)
     except ConfigError as err:
-        # checked on submit: the name override is always there, so "overrides" drew a red error before any input
-        # (a finished run's last checkpoint, whose steps a fork must raise)
-        if clicked:
+        # said once there is input or a click: the name override is always there, so testing "overrides" drew a
+        # red error before any input (a finished run's last checkpoint, whose steps a fork must raise)
+        if clicked or text.strip():
             st.error(str(err))
-        elif text.strip():
-            st.caption(f"not yet a fork this run can start: {err}")
         else:
             st.caption("Set what the fork changes above (e.g. `steps=` beyond the checkpoint's step, to go on past "
                        "it); it is checked when you press Fork from here.")
