@@ -237,6 +237,17 @@ def diversity_over_steps(arm: Arm, m: int) -> dict[int, list[tuple[int, float]]]
     return out
 
 
+def ci_text(e: dict, fmt: str) -> str:
+    """An estimate's interval as the table prints it, "(a to b)"; none where it collapsed (the bootstrap of one
+    structure repeated, Chao1 without singletons: nothing in the sample sizes one), never "(1.00 to 1.00)".
+
+    >>> ci_text({"low": 1.5, "high": 2.5}, ".2f"), ci_text({"low": 1.0, "high": 1.0}, ".2f")
+    ('(1.50 to 2.50)', '(no interval: the sample has no spread to size one)')
+    """
+    lo, hi = format(e["low"], fmt), format(e["high"], fmt)
+    return "(no interval: the sample has no spread to size one)" if lo == hi else f"({lo} to {hi})"
+
+
 def headline(curves: dict[str, dict[str, list[dict]]], scale: float = 1.0) -> list[dict]:
     """Per curve and arm (its mean over seeds): the mean of the first and the last third of the points, and the
     least-squares slope with its 95% interval (scipy linregress); ``scale``: x is multiplied by it first (compute
@@ -521,8 +532,8 @@ def write(figures: list[dict], out: Path, meta: dict, formats: tuple[str, ...] =
         for arm, a in ev["arms"].items():
             for seed, s in a["seeds"].items():
                 r, c = s["rarefied"], s["chao1"]
-                text.append(f"| {arm} | {seed} | {s['n']} | {s['observed']} | {r['value']:.2f} ({r['low']:.2f} to "
-                            f"{r['high']:.2f}) | {c['value']:.1f} ({c['low']:.1f} to {c['high']:.1f}) | {s['per_100']:.1f} |")
+                text.append(f"| {arm} | {seed} | {s['n']} | {s['observed']} | {r['value']:.2f} {ci_text(r, '.2f')} "
+                            f"| {c['value']:.1f} {ci_text(c, '.1f')} | {s['per_100']:.1f} |")
     rates = {fig["title"] for fig in figures if fig.get("percent")}
     text += ["", f"## Headline (curves over {'compute' if compute else 'steps'})", "", headline_markdown(rows_, rates, per), ""]
     (out / "captions.md").write_text("\n".join(text))
