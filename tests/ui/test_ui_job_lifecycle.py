@@ -46,7 +46,7 @@ def test_resume_from_the_runs_page_runs_as_a_job_and_its_state_is_live(one_slot_
     assert _tag(one_slot_queue["uri"], run_id, rl.JOB_ID) == first.id
 
     at = app_page("runs", run=run_id)
-    assert "Stopped at step" in _texts(at) and f"populora train --resume {run_id}" in _texts(at)
+    assert "Stopped after step" in _texts(at) and f"populora train --resume {run_id}" in _texts(at)
     next(b for b in at.button if b.label == "Resume").click()
     at.run()
     resumed = jobs.latest_for_run(run_id)
@@ -179,7 +179,7 @@ def test_an_evaluation_jobs_progress_counts_generations_and_shows_scores_in_perc
     import streamlit as st
 
     st.cache_data.clear()
-    at = AppTest.from_string("from populora.platform import jobs\nfrom populora.ui import eval_panel\n"
+    at = AppTest.from_string("from populora.platform.jobs import jobs\nfrom populora.ui import eval_panel\n"
                              "eval_panel.job_view(jobs.list_jobs()[0], 'k')\n", default_timeout=60).run()
     assert not at.exception, [e.value for e in at.exception]
     table = at.dataframe[0].value

@@ -86,10 +86,12 @@ def test_league_page_shows_tables_heatmap_and_the_verdict(league, monkeypatch):
     assert "population's students vs the baseline at step 2" in said
     frames = [d.value for d in at.dataframe]
     assert "ability" in frames[0].columns and len(frames[0]) == 7
-    # teachers without a valid panel task have no strength: listed under the table, not as "None" cells in it
+    # teachers without a valid panel task have no strength: listed under the table, not as "None" cells in it (a
+    # tiny random league: often every teacher, and the table is left out)
     missing = next((c.value for c in at.caption if c.value.startswith("No valid task on the panel")), "")
-    assert "strength" in frames[1].columns and "validity rate" in frames[1].columns
-    assert len(frames[1]) + missing.count(" (valid ") == 7 and not frames[1]["strength"].isna().any()
+    teachers = [f for f in frames if "strength" in f.columns]
+    assert sum(len(f) for f in teachers) + missing.count(" (valid ") == 7
+    assert all(not f.empty and not f["strength"].isna().any() and "validity rate" in f.columns for f in teachers)
     # shown as the text says them: logits signed, rates in %, TrueSkill two decimals (the frames keep full values)
     shown = [{c: cfg.get("type_config", {}).get("format") for c, cfg in json.loads(d.proto.columns).items()} for d in at.dataframe]
     assert shown[0]["ability"] == "%+.2f" and shown[0]["solve rate"] == "percent", shown[0]
@@ -98,7 +100,8 @@ def test_league_page_shows_tables_heatmap_and_the_verdict(league, monkeypatch):
     mu = frames[0].set_index("arm")["TrueSkill mu (in its run)"]
     # (a population member still at the prior, never in a rated game, is "–" too: league_plan.rated)
     assert set(mu.loc[["base", "baseline"]]) == {"–"} and all(v == "–" or len(v.split(".")[1]) == 2 for v in mu.loc["population"]), mu
-    assert shown[1]["validity rate"] == shown[1]["solved by the league"] == "percent" and shown[1]["ci low"] == "%+.2f", shown[1]
+    for formats in (f for f in shown if "strength" in f):
+        assert formats["validity rate"] == formats["solved by the league"] == "percent" and formats["ci low"] == "%+.2f", formats
     assert {"Students: ability", "Teachers: strength and validity", "Teacher × student solve rate"} <= {s.value for s in at.subheader}
 
 
@@ -125,9 +128,10 @@ def test_league_page_in_the_browser(league, tmp_path):
         def drawn() -> bool:  # the tables and charts draw after the script ends (canvas / svg)
             grids = driver.find_elements(By.CSS_SELECTOR, '[data-testid="stDataFrame"] canvas')
             charts = driver.find_elements(By.CSS_SELECTOR, '[data-testid="stVegaLiteChart"] canvas, [data-testid="stVegaLiteChart"] svg')
-            return len(grids) >= 2 and len(charts) >= 2
+            # the abilities' table at least: the teachers' is left out where no teacher has a valid panel task
+            return len(grids) >= 1 and len(charts) >= 2
 
-        wait_on_page(driver, drawn, 60, "the League page's tables (2) and charts (curves, heat map)")
+        wait_on_page(driver, drawn, 60, "the League page's tables and charts (curves, heat map)")
         time.sleep(1)
         driver.save_screenshot(str(shots / "league.png"))
         text = page_text(driver)

@@ -74,7 +74,8 @@ V.table(V.abilities(data))
 st.subheader("Teachers: strength and validity")
 st.caption("Strength: the mean difficulty of the teacher's valid panel tasks; validity: the share of its proposals "
            "the sandbox accepted. A teacher can be strong by writing hard tasks and weak by writing few valid ones.")
-V.table(V.teachers(data))
+if not V.teachers(data).empty:
+    V.table(V.teachers(data))
 if V.without_strength(data):
     st.caption("No valid task on the panel, so no strength: " + ", ".join(V.without_strength(data)))
 st.subheader("Teacher × student solve rate")
