@@ -59,11 +59,12 @@ class RunFacts:
 
 
 def _fields(run_id: str, steps: list[int], key: str, errors: dict, facts: RunFacts,
-            picked_baseline: str | None = None) -> dict:
+            picked_baseline: str | None = None, related: bool = True) -> dict:
     """The form's widgets; returns the flat values (dotted EvalConfig fields). On a machine without a CUDA GPU the
     defaults (the model's protocol, quick for the embedded and tiny models, and a limit of ``CPU_LIMIT``) finish in
     minutes; the estimate under the form says how long. ``picked_baseline``: the baseline run picked on the page,
-    scored in the same job on the same problems."""
+    scored in the same job on the same problems; ``related`` False (not the run's or its family's, or on another
+    base model): offered, not ticked."""
     info = EvalConfig.model_fields
     cols = st.columns(3)
     members = cols[0].selectbox("members", ["alive", "all"], help=info["members"].description, key=f"{key}_members")
@@ -83,7 +84,8 @@ def _fields(run_id: str, steps: list[int], key: str, errors: dict, facts: RunFac
             "limit": int(limit) or None, "include_baseline": False}
     if facts.kind != rl.BASELINE:  # a baseline run is its own single member: it has no baseline of its own
         label = f"the baseline picked above ({picked_baseline[:8]})" if picked_baseline else "the run's baseline"
-        flat["include_baseline"] = cols[1].checkbox(label, bool(picked_baseline) or facts.has_baseline, key=f"{key}_baseline",
+        ticked = bool(picked_baseline) and related or not picked_baseline and facts.has_baseline
+        flat["include_baseline"] = cols[1].checkbox(label, ticked, key=f"{key}_baseline",
                                                     help=info["include_baseline"].description
                                                     + " (scored in the same job, on the same problems)")
         flat["baseline"] = picked_baseline if flat["include_baseline"] and picked_baseline else None
@@ -151,7 +153,8 @@ def last_pace() -> float | None:
     return None
 
 
-def launcher(run_id: str, run_dir: str | None, key: str = "eval", baseline: str | None = None) -> None:
+def launcher(run_id: str, run_dir: str | None, key: str = "eval", baseline: str | None = None,
+             related: bool = True) -> None:
     """The evaluation form of ``run_id``; on submit, an evaluation job (or the fields' errors beside its button);
     "Estimate" shows the size and time of the form's values without launching. ``baseline``: the baseline run picked
     on the page, scored in the same job (else the run's linked one)."""
@@ -160,7 +163,7 @@ def launcher(run_id: str, run_dir: str | None, key: str = "eval", baseline: str 
     facts = RunFacts.read(run_id)
     with st.form(f"{key}_form"):
         st.markdown("**Evaluate this run** (a background job; it waits in the job queue like a training run)")
-        flat = _fields(run_id, steps, key, errors, facts, baseline)
+        flat = _fields(run_id, steps, key, errors, facts, baseline, related)
         st.caption(estimate_line(flat, facts) + " · change a value, then press Estimate to update")
         for field, message in errors.items():  # beside the button: the form is taller than a screen
             if field not in ADVANCED:

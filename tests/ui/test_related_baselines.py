@@ -70,6 +70,10 @@ def test_compare_does_not_pick_it_so_its_evaluation_form_does_not_tick_it(store,
     assert at.selectbox(key="cmp_baseline").value is None
     labels = at.selectbox(key="cmp_baseline").options
     assert any("other base model: tiny random model shaped like" in o for o in labels), labels
+    at.selectbox(key="cmp_baseline").set_value(store["other"]).run()
+    assert any("not this run's baseline: another base model" in c.value for c in at.caption)
+    box = at.checkbox(key="cmp_eval_baseline")  # offered in the evaluation form, not ticked
+    assert box.label.startswith("the baseline picked above") and box.value is False
 
 
 def _metrics(gen: float, trained: float) -> dict:

@@ -176,11 +176,12 @@ def show_compute(uri: str, run_id: str, baseline: str) -> None:
         st.caption(figure["words"])
 
 
-def evaluations(run_id: str, run_dir: str | None, open_form: bool, baseline: str | None = None) -> None:
+def evaluations(run_id: str, run_dir: str | None, open_form: bool, baseline: str | None = None,
+                related: bool = True) -> None:
     """The launch form and the run's evaluation jobs (refreshed while one is active; the page reloads the
-    scores when one ends)."""
+    scores when one ends); ``related`` False: the picked baseline is not the run's, so the form does not tick it."""
     with st.expander("Evaluate this run", expanded=open_form):
-        eval_panel.launcher(run_id, run_dir, key="cmp_eval", baseline=baseline)
+        eval_panel.launcher(run_id, run_dir, key="cmp_eval", baseline=baseline, related=related)
 
     def jobs_part() -> None:
         before = st.session_state.get("cmp_eval_active", False)
@@ -304,7 +305,8 @@ def main() -> None:
     if baseline:
         show_compute(uri, run_id, baseline)
     run_dir = runs.set_index("run_id").loc[run_id, "run_dir"]
-    evaluations(run_id, None if pd.isna(run_dir) else run_dir, open_form=scores is None, baseline=baseline)
+    related = baseline is None or baseline == family.default_baseline(run_id, runs.to_dict("records"))
+    evaluations(run_id, None if pd.isna(run_dir) else run_dir, open_form=scores is None, baseline=baseline, related=related)
     st.subheader("Training scores (each member's last logged step)")
     train = metric_frame(uri, run_id, None, TRAINING_METRICS)
     if train.empty or not len(train.columns):
