@@ -65,6 +65,18 @@ def mu_text(entrant: dict) -> str:
     return "–" if mu is None or entrant.get("arm") == "baseline" and mu == 25.0 else f"{mu:.2f}"
 
 
+def rate_ci_text(lo, hi) -> str:
+    """A rate's interval in %, with the decimals its ends need to read apart ("0% to 0%" of 0 valid of 1,000).
+
+    >>> rate_ci_text(0.0, 0.5615), rate_ci_text(0.0, 0.0038), rate_ci_text(None, None)
+    ('0% to 56%', '0.0% to 0.4%', '-')
+    """
+    if lo is None or hi is None:
+        return "-"
+    digits = next((d for d in range(0, 4) if f"{lo:.{d}%}" != f"{hi:.{d}%}"), 4)
+    return f"{lo:.{digits}%} to {hi:.{digits}%}"
+
+
 def without_strength(data: dict) -> list[str]:
     """The teachers with no valid task on the panel, hence no strength: "id (valid v/p)" each, for a line under the
     table (in it, their empty cells read "None")."""
@@ -83,7 +95,7 @@ def teachers(data: dict) -> pd.DataFrame:
         vlo, vhi = t.get("validity_ci95") or [None, None]
         rows.append({"teacher": t["id"], "arm": t["arm"], "step": t["step"], "member": t["member"], "strength": v,
                      "ci low": lo, "ci high": hi, "panel tasks": t["tasks"], "validity rate": t["validity_rate"],
-                     "validity ci": f"{vlo:.0%} to {vhi:.0%}" if vlo is not None else "-",
+                     "validity ci": rate_ci_text(vlo, vhi),
                      "valid / proposed": f"{t.get('valid', 0)}/{t.get('proposed', 0)}",
                      "solved by the league": t["solve_rate"], MU: mu_text(t), NOTE: t["strength"].get("note", "")})
     return pd.DataFrame(rows)
