@@ -262,19 +262,19 @@ def stopped_where(done: int | None, kept: int | None, steps: int | None) -> str:
             f"(step {kept + 1}{' again' if kept + 1 == done else f' to {done} again'})")
 
 
-def steps_shown(step: int | None, steps: int | None, status: str, budget: str = "") -> tuple[str, float]:
+def steps_shown(step: int | None, steps: int | None, status: str, budget: str = "", short: bool = False) -> tuple[str, float]:
     """(the steps as text, the bar's fraction) of a run: "5/6" and 5/6 of the bar; a run that finished below its
     cap because its compute budget was reached (``budget``: its ``populora.budget`` tag) is done, bar full: it
     read "5/56" with an 8.93% bar.
 
     >>> steps_shown(5, 6, "running"), steps_shown(5, 56, "finished", "spent 1.0e6 of 1.0e6 tokens")
     (('5/6', 0.8333333333333334), ('5 (compute budget reached; at most 56)', 1.0))
-    >>> steps_shown(None, 6, "queued")
-    ('0/6', 0.0)
+    >>> steps_shown(None, 6, "queued"), steps_shown(5, 56, "finished", "spent", short=True)
+    (('0/6', 0.0), ('5 (budget)', 1.0))
     """
     step = step or 0
-    if status == "finished" and budget and steps and step < steps:
-        return f"{step} (compute budget reached; at most {steps})", 1.0
+    if status == "finished" and budget and steps and step < steps:  # ``short``: a terminal table's column
+        return (f"{step} (budget)" if short else f"{step} (compute budget reached; at most {steps})"), 1.0
     if status == "finished" and steps and step >= steps:
         return f"{step}/{steps}", 1.0
     return (f"{step}/{steps}" if steps else f"{step}"), (min(1.0, step / steps) if steps else 0.0)
