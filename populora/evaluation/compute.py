@@ -70,7 +70,8 @@ def figure(population: dict, baseline: dict, kl_forward: float = 0.0, note: str 
     flops_ratio, flops (population, baseline: FLOPs per adapter, per base parameter when the base is shared),
     matched, words}; None when either run has no ledger. ``note``: the baseline's ``populora.budget_matched``
     (``matched_note``), said after the ratio: what it was matched to when its population did not finish.
-    ``models``: the two runs' params; on different base models never matched, FLOPs from each model's N or none.
+    ``models``: the two runs' params; on different base models (both known) never matched, FLOPs from each model's
+    N or none.
 
     >>> f = figure({"compute/per_adapter/generated_tokens": 100.0, "compute/per_adapter/trained_tokens": 100.0},
     ...            {"compute/per_adapter/generated_tokens": 150.0, "compute/per_adapter/trained_tokens": 146.0})
@@ -89,7 +90,9 @@ def figure(population: dict, baseline: dict, kl_forward: float = 0.0, note: str 
     if p is None or b is None or not p["tokens"]:
         return None
     ratio = b["tokens"] / p["tokens"]
-    names = (model_of(models[0]), model_of(models[1])) if models else None
+    # both runs' base models known (a run planted or from before the param says nothing: no claim either way)
+    known = models and all(m.get(rl.PARAM_BASE_MODEL) for m in models)
+    names = (model_of(models[0]), model_of(models[1])) if known else None
     if names and names[0] != names[1]:
         sizes = (size_of(models[0]), size_of(models[1]))
         fl = ([flops(x["generated_tokens"], x["trained_tokens"], n, kl_forward) for x, n in zip((p, b), sizes)]
