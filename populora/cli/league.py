@@ -70,7 +70,7 @@ def show(data: dict) -> str:
 
     >>> print(show({"students": [{"id": "r.s4.S0", "arm": "population", "ability": {"value": 0.31, "ci95": [-1.2, 2.5]},
     ...                           "solve_rate": 0.2619, "mu": 15.277218607870951},
-    ...                          {"id": "base", "arm": "base", "ability": {"value": 0.0, "ci95": [0.0, 0.0]},
+    ...                          {"id": "base", "arm": "base", "ability": {"value": 0.0, "ci95": [None, None]},
     ...                           "solve_rate": None, "mu": None}],
     ...             "teachers": [{"id": "r.s4.T0", "arm": "population", "strength": {"value": None, "ci95": [None, None]},
     ...                           "tasks": 0, "valid": 0, "proposed": 6},
@@ -79,7 +79,7 @@ def show(data: dict) -> str:
     ...             "comparisons": []}))
     students (ability, logits vs the base model; 95% CI; solve rate):
       r.s4.S0                population +0.31 (-1.20 to +2.50)  solve 26%  TrueSkill mu 15.28
-      base                   base       +0.00 (+0.00 to +0.00)  solve -  TrueSkill mu -
+      base                   base       +0.00 (the scale's zero)  solve -  TrueSkill mu -
     teachers (strength = mean difficulty of its valid tasks; validity rate of its proposals):
       b.s4.B0                baseline   +1.42 (-1.57 to +4.33)  tasks 4  valid 4/18
       r.s4.T0                population no valid task  tasks 0  valid 0/6
@@ -90,8 +90,10 @@ def show(data: dict) -> str:
         lo, hi = s["ability"]["ci95"]
         solve = "-" if s["solve_rate"] is None else f"{s['solve_rate']:.0%}"
         mu = "-" if s["mu"] is None else f"{s['mu']:.2f}"
-        lines.append(f"  {s['id']:<22} {s['arm']:<10} {s['ability']['value']:+.2f} ({lo:+.2f} to {hi:+.2f})  "
-                     f"solve {solve}  TrueSkill mu {mu}" + (f"  [{s['ability']['note']}]" if s["ability"].get("note") else ""))
+        ci = "(the scale's zero)" if lo is None else f"({lo:+.2f} to {hi:+.2f})"  # the anchor: no interval of its own
+        note = s["ability"].get("note") if lo is not None else None
+        lines.append(f"  {s['id']:<22} {s['arm']:<10} {s['ability']['value']:+.2f} {ci}  "
+                     f"solve {solve}  TrueSkill mu {mu}" + (f"  [{note}]" if note else ""))
     lines.append("teachers (strength = mean difficulty of its valid tasks; validity rate of its proposals):")
     for t in sorted(data["teachers"], key=lambda t: (t["strength"]["value"] is None, -(t["strength"]["value"] or 0.0))):
         v = t["strength"]["value"]

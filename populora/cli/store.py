@@ -34,16 +34,17 @@ def runs(args) -> int:
         print(f"no PopuLoRA runs in {tracking_uri()} (start one with: populora train --config configs/smoke.yaml)")
         return 0
     by_id = {r["run_id"]: r for r in rows}
-    print(f"{'run id':34} {'name':18} {'kind':10} {'status':9} {'progress':9} {'solve':>6} {'valid':>6} "
+    print(f"{'run id':34} {'name':28} {'kind':10} {'status':9} {'progress':10} {'solve':>6} {'valid':>6} "
           f"{'vs baseline':>17}  monitors fired")
     for r in rows:
         solve, valid = r["solve_rate"], r["validity_rate"]
-        print(f"{r['run_id']:34} {r['name'][:18]:18} {r['kind']:10} {r['status']:9} {r['progress'] or '?':9} "
+        print(f"{r['run_id']:34} {runlayout.short_name(r['name'] or '', 28):28} {r['kind']:10} {r['status']:9} {steps_cell(r):10} "
               f"{'' if solve is None else f'{solve:.0%}':>6} {'' if valid is None else f'{valid:.0%}':>6} "
               f"{compute_cell(r, by_id.get(r['baseline_run'])):>17}  {r['monitors']}")
     lines = [f"  {r['run_id'][:12]} vs {r['baseline_run'][:12]}: {f['words']}" for r in rows
              for f in [compute_figure.figure(r["compute_metrics"], by_id[r["baseline_run"]]["compute_metrics"],
-                                             note=compute_figure.matched_note(by_id[r["baseline_run"]].get("tags")))
+                                             note=compute_figure.matched_note(by_id[r["baseline_run"]].get("tags")),
+                                             models=(r.get("settings") or {}, by_id[r["baseline_run"]].get("settings") or {}))
                        if r["baseline_run"] in by_id else None] if f]
     if lines:
         print("compute (realised per-adapter spend, the runs' ledgers):\n" + "\n".join(lines))
@@ -72,6 +73,20 @@ def reap() -> int:
     return 0
 
 
+def steps_cell(row: dict) -> str:
+    """A run's steps as the Runs page says them (``progress.steps_shown``): a budget-ended run "5 (budget)", not 5/56.
+
+    >>> steps_cell({"step": 5, "steps": 56, "status": "finished", "tags": {runlayout.BUDGET: "spent"}, "progress": "5/56"})
+    '5 (budget)'
+    >>> steps_cell({"step": None, "steps": None, "status": "running", "tags": {}, "progress": ""})
+    '?'
+    """
+    if row.get("step") is None and row.get("steps") is None:
+        return row.get("progress") or "?"
+    budget = (row.get("tags") or {}).get(runlayout.BUDGET, "")
+    return progress.steps_shown(row.get("step"), row.get("steps"), row["status"], budget, short=True)[0]
+
+
 def compute_cell(row: dict, baseline: dict | None) -> str:
     """A population's column: its baseline's realised per-adapter spend over its own, "matched" within 5%
     (evaluation/compute.py); empty without a linked baseline listed or a ledger.
@@ -81,7 +96,10 @@ def compute_cell(row: dict, baseline: dict | None) -> str:
     >>> compute_cell(p, b), compute_cell(p, p), compute_cell(p, None)
     ('1.48x not matched', '1.00x matched', '')
     """
-    f = compute_figure.figure(row["compute_metrics"], baseline["compute_metrics"]) if baseline else None
+    f = (compute_figure.figure(row["compute_metrics"], baseline["compute_metrics"],
+                               models=(row.get("settings") or {}, baseline.get("settings") or {})) if baseline else None)
+    if f is not None and f["words"].startswith("not comparable"):
+        return "other base model"
     return "" if f is None else f"{f['ratio']:.2f}x {'matched' if f['matched'] else 'not matched'}"
 
 

@@ -233,13 +233,14 @@ def _with_linked_baseline(tracker, run_id: str, step: int | None, data: dict) ->
     pop, base = tracker.get_run(run_id).data, tracker.get_run(linked).data
     kl = compute_figure.kl_forward_of(pop.params)
     note = compute_figure.matched_note(base.tags)
-    rows, warning = verdict.compute_side_by_side(pop.metrics, base.metrics, runlayout.matched_by_rule(pop.tags, base.tags), kl, note)
+    models = (pop.params, base.params)
+    rows, warning = verdict.compute_side_by_side(pop.metrics, base.metrics, runlayout.matched_by_rule(pop.tags, base.tags), kl, note,
+                                                 models)
     fmt = lambda v: "-" if v is None else f"{v:,.0f}"  # noqa: E731
     lines = [f"training compute per adapter (ledger): population run {run_id[:8]} vs baseline run {linked[:8]}"]
-    lines += [f"  {r['quantity']:38} {fmt(r['population']) if 'FLOPs' not in r['quantity'] else '':>12} "
-              f"{fmt(r['baseline']) if 'FLOPs' not in r['quantity'] else '':>12}  ratio "
+    lines += [f"  {r['quantity']:38} {fmt(r['population']):>12} {fmt(r['baseline']):>12}  ratio "
               + ("-" if r["ratio"] is None else f"{r['ratio']:.2f}") for r in rows]
-    figure = compute_figure.figure(pop.metrics, base.metrics, kl, note)
+    figure = compute_figure.figure(pop.metrics, base.metrics, kl, note, models)
     tail = [f"WARNING: {warning}"] if warning else [f"compute: {figure['words']}"] if figure else []
     return data, "\n".join(lines + tail) + "\n"
 

@@ -209,11 +209,98 @@ def line(p: dict, now: float | None = None) -> str:
     return describe(p, now) + (f" · ETA {duration(eta)}" if eta is not None else " · ETA after the first step")
 
 
-def training_seconds(p: dict, now: float | None = None) -> float:
-    """The run's training time so far: its steps before this one and this one's time until ``now``."""
+def training_seconds(p: dict, now: float | None = None, live: bool = True) -> float:
+    """The run's training time so far: its steps before this one and this one's time until ``now``; ``live``
+    False (the trainer has ended: stopped, finished, crashed), until the trainer last wrote (``updated``), so a
+    step cut short counts the time it ran and the figure a run showed while it trained never goes back when it
+    stops or finishes (it did: 1m 22s live, then 1m 05s, the steps' metric without the step cut short or the
+    checkpoint after the last record).
+
+    >>> p = {"phase": "solve", "training_s": 60.0, "step_started": 100.0, "updated": 120.0}
+    >>> training_seconds(p, now=130.0), training_seconds(p, now=500.0, live=False)
+    (90.0, 80.0)
+    >>> training_seconds({**p, "phase": "next"}, now=500.0, live=False)
+    60.0
+    """
     now = time.time() if now is None else now
+    if not live:
+        now = float(p.get("updated") or now)
     running = p.get("phase") in PHASES
     return float(p.get("training_s") or 0.0) + (_since(p, "step_started", now) if running else 0.0)
+
+
+def steps_done(p: dict | None) -> int | None:
+    """The steps the trainer finished, as it last said: its step once ended ("next"), the one before while inside
+    it, the step it resumed at while loading (None without a record). The run's progress tag moves only at a
+    checkpoint: with ``checkpoint.every`` > 1 it says 4/6 when the trainer's log says step 5/6 is done.
+
+    >>> steps_done({"phase": "next", "step": 5}), steps_done({"phase": "solve", "step": 5}), steps_done({"phase": "setup", "step": 4})
+    (5, 4, 4)
+    """
+    if not p or p.get("step") is None:
+        return None
+    step = int(p["step"])
+    return max(0, step - 1) if p.get("phase") in PHASES else step
+
+
+def stopped_where(done: int | None, kept: int | None, steps: int | None) -> str:
+    """Where a stopped run is, in words, from the steps its trainer finished (``steps_done``) and the last one its
+    checkpoint kept (the progress tag): one sentence for the Runs page, `populora runs` and the job log alike.
+
+    >>> stopped_where(5, 4, 6)
+    'after step 5/6; its last checkpoint is step 4, so Resume goes on from there (step 5 again)'
+    >>> stopped_where(4, 4, 6), stopped_where(None, 4, 6), stopped_where(None, None, None)
+    ('after step 4/6', 'after step 4/6', '')
+    """
+    if kept is None and done is None:
+        return ""
+    total = f"/{steps}" if steps else ""
+    done = kept if done is None else done
+    if kept is None or kept >= done:
+        return f"after step {done}{total}"
+    return (f"after step {done}{total}; its last checkpoint is step {kept}, so Resume goes on from there "
+            f"(step {kept + 1}{' again' if kept + 1 == done else f' to {done} again'})")
+
+
+def steps_shown(step: int | None, steps: int | None, status: str, budget: str = "", short: bool = False) -> tuple[str, float]:
+    """(the steps as text, the bar's fraction) of a run: "5/6" and 5/6 of the bar; a run that finished below its
+    cap because its compute budget was reached (``budget``: its ``populora.budget`` tag) is done, bar full: it
+    read "5/56" with an 8.93% bar.
+
+    >>> steps_shown(5, 6, "running"), steps_shown(5, 56, "finished", "spent 1.0e6 of 1.0e6 tokens")
+    (('5/6', 0.8333333333333334), ('5 (compute budget reached; at most 56)', 1.0))
+    >>> steps_shown(None, 6, "queued"), steps_shown(5, 56, "finished", "spent", short=True)
+    (('0/6', 0.0), ('5 (budget)', 1.0))
+    """
+    step = step or 0
+    if status == "finished" and budget and steps and step < steps:  # ``short``: a terminal table's column
+        return (f"{step} (budget)" if short else f"{step} (compute budget reached; at most {steps})"), 1.0
+    if status == "finished" and steps and step >= steps:
+        return f"{step}/{steps}", 1.0
+    return (f"{step}/{steps}" if steps else f"{step}"), (min(1.0, step / steps) if steps else 0.0)
+
+
+def remaining(done_here: float, left: float, since: float, last: float | None, now: float,
+              stalled_after: float = 60.0) -> tuple[float | None, float | None]:
+    """(ETA seconds, seconds without progress) of work going at a pace: ``done_here`` units done since ``since``,
+    the last of them at ``last``, ``left`` to do. The pace is measured up to the last unit, and the ETA counts
+    down from it: measured to ``now``, a stuck job's pace fell and its ETA rose (51 s to 1m 57s at 18/36). Past
+    ``stalled_after`` seconds (or three units' time) without a unit, no ETA: the stall, said.
+
+    >>> remaining(10, 10, 0.0, 20.0, 25.0)    # 2 s a unit: 20 s from t=20
+    (15.0, None)
+    >>> remaining(10, 10, 0.0, 20.0, 200.0)   # nothing for 180 s
+    (None, 180.0)
+    >>> remaining(0, 10, 0.0, None, 5.0)
+    (None, None)
+    """
+    if not done_here or last is None or last <= since:
+        return None, None
+    per_unit = (last - since) / done_here
+    quiet = max(0.0, now - last)
+    if quiet > max(stalled_after, 3 * per_unit):
+        return None, quiet
+    return max(0.0, left * per_unit - quiet), None
 
 
 def _since(p: dict, key: str, now: float) -> float:

@@ -40,4 +40,5 @@ with st.sidebar:
     from populora.ui import store
 
     st.caption(f"MLflow store: `{store.uri()}`")
+store.prepare(store.uri())  # a fresh store: "preparing the store", not a bare spinner for a minute
 nav.run()

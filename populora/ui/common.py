@@ -124,12 +124,31 @@ def run_progress(run_dir: str | None, job: jobs.Job | None) -> dict | None:
 
 
 def training_time(row, now: float | None = None, live: dict | None = None) -> str:
-    """A run's training time: the time its steps took, over resumes (``time/training_s``), live from its progress
-    while it trains; "–" for a run from before the metric."""
-    if live is not None and row["status"] == "running":
-        return fmt_duration(progress.training_seconds(live, now))
+    """A run's training time: the time its steps took, over resumes, from one source: its trainer's progress record
+    (``live``: ``progress.read`` of its run dir, or its job's copy) while it trains and after it ended (counted to
+    the trainer's last word: never less than what the page showed while it ran), else ``time/training_s``; "–" for
+    a run from before both."""
+    if live is not None:
+        return fmt_duration(progress.training_seconds(live, now, live=row["status"] == "running"))
     value = row["training_s"] if "training_s" in row else None
     return fmt_duration(value) if value is not None and not pd.isna(value) else "–"
+
+
+def steps_shown(row) -> tuple[str, float]:
+    """(steps as text, the bar's fraction) of a run row (``progress.steps_shown``: a budget-stopped run is done)."""
+    budget = row["budget"] if "budget" in row and isinstance(row["budget"], str) else ""  # its populora.budget tag
+    step = None if row["step"] is None or pd.isna(row["step"]) else int(row["step"])
+    steps = None if row["steps"] is None or pd.isna(row["steps"]) else int(row["steps"])
+    return progress.steps_shown(step, steps, row["status"], budget)
+
+
+def stopped_where(row) -> str:
+    """" after step 5/6; its last checkpoint is step 4, ..." of a run that ended early: the steps its trainer
+    finished (its progress record) against the one its checkpoint kept (the progress tag)."""
+    step = None if row["step"] is None or pd.isna(row["step"]) else int(row["step"])
+    steps = None if row["steps"] is None or pd.isna(row["steps"]) else int(row["steps"])
+    where = progress.stopped_where(progress.steps_done(progress.read(row["run_dir"])), step, steps)
+    return f" {where}" if where else ""
 
 
 def job_is_current(job: jobs.Job, tags: dict) -> bool:
@@ -164,6 +183,12 @@ def empty_state(what: str = "runs") -> None:
 def run_label(row) -> str:
     """Only what never changes: a live status or progress in the label went stale in the browser's selectbox."""
     return f"{row.name} · {row.kind} · {row.run_id[:8]} · started {row.started:%Y-%m-%d %H:%M}"
+
+
+def baseline_labels(baselines: pd.DataFrame, run) -> dict[str, str]:
+    """{baseline run id: its picker label}, those on another base model than ``run``'s marked so."""
+    return {r.run_id: run_label(r) + ("" if r.base_model == run["base_model"] else f" · other base model: {r.base_model}")
+            for r in baselines.itertuples()}
 
 
 CHOSEN = "populora_chosen_"  # session-state prefix: the run last chosen on any page, per picker key

@@ -21,6 +21,7 @@ import yaml
 from populora.evaluation import (BENCHMARKS, GROUPS, EvalConfig, checkpoint_steps, eval_pace, eval_progress, eval_size,
                                  sampling_gain)
 from populora.platform.jobs import jobs, queue
+from populora.platform import progress
 from populora.platform.store import runlayout as rl
 from populora.ui import common, form, store
 
@@ -58,11 +59,12 @@ class RunFacts:
 
 
 def _fields(run_id: str, steps: list[int], key: str, errors: dict, facts: RunFacts,
-            picked_baseline: str | None = None) -> dict:
+            picked_baseline: str | None = None, related: bool = True) -> dict:
     """The form's widgets; returns the flat values (dotted EvalConfig fields). On a machine without a CUDA GPU the
     defaults (the model's protocol, quick for the embedded and tiny models, and a limit of ``CPU_LIMIT``) finish in
     minutes; the estimate under the form says how long. ``picked_baseline``: the baseline run picked on the page,
-    scored in the same job on the same problems."""
+    scored in the same job on the same problems; ``related`` False (not the run's or its family's, or on another
+    base model): offered, not ticked."""
     info = EvalConfig.model_fields
     cols = st.columns(3)
     members = cols[0].selectbox("members", ["alive", "all"], help=info["members"].description, key=f"{key}_members")
@@ -82,7 +84,8 @@ def _fields(run_id: str, steps: list[int], key: str, errors: dict, facts: RunFac
             "limit": int(limit) or None, "include_baseline": False}
     if facts.kind != rl.BASELINE:  # a baseline run is its own single member: it has no baseline of its own
         label = f"the baseline picked above ({picked_baseline[:8]})" if picked_baseline else "the run's baseline"
-        flat["include_baseline"] = cols[1].checkbox(label, bool(picked_baseline) or facts.has_baseline, key=f"{key}_baseline",
+        ticked = bool(picked_baseline) and related or not picked_baseline and facts.has_baseline
+        flat["include_baseline"] = cols[1].checkbox(label, ticked, key=f"{key}_baseline",
                                                     help=info["include_baseline"].description
                                                     + " (scored in the same job, on the same problems)")
         flat["baseline"] = picked_baseline if flat["include_baseline"] and picked_baseline else None
@@ -150,7 +153,8 @@ def last_pace() -> float | None:
     return None
 
 
-def launcher(run_id: str, run_dir: str | None, key: str = "eval", baseline: str | None = None) -> None:
+def launcher(run_id: str, run_dir: str | None, key: str = "eval", baseline: str | None = None,
+             related: bool = True) -> None:
     """The evaluation form of ``run_id``; on submit, an evaluation job (or the fields' errors beside its button);
     "Estimate" shows the size and time of the form's values without launching. ``baseline``: the baseline run picked
     on the page, scored in the same job (else the run's linked one)."""
@@ -159,7 +163,7 @@ def launcher(run_id: str, run_dir: str | None, key: str = "eval", baseline: str 
     facts = RunFacts.read(run_id)
     with st.form(f"{key}_form"):
         st.markdown("**Evaluate this run** (a background job; it waits in the job queue like a training run)")
-        flat = _fields(run_id, steps, key, errors, facts, baseline)
+        flat = _fields(run_id, steps, key, errors, facts, baseline, related)
         st.caption(estimate_line(flat, facts) + " · change a value, then press Estimate to update")
         for field, message in errors.items():  # beside the button: the form is taller than a screen
             if field not in ADVANCED:
@@ -218,31 +222,39 @@ def progress_frame(rows: list[dict]) -> pd.DataFrame:
 
 def progress_summary(rows: list[dict], since: float, now: float) -> dict:
     """How far an evaluation job is, in generations: ``done`` of ``total`` (pairs not started yet count as many as
-    a started pair of the same benchmark, else the mean of the started ones), ``fraction`` and ``eta_s`` at this
-    job's pace (generations since ``since``, the job's start, which includes model loading: an over-estimate
-    early on). Pairs finished by an earlier job count as done and take no time.
+    a started pair of the same benchmark, else the mean of the started ones), ``fraction``, and ``eta_s`` at this
+    job's pace (``progress.remaining``: generations since ``since``, the job's start, to its last generation, which
+    includes model loading: an over-estimate early on), counting down from that last generation; ``stalled_s``
+    instead while none has come for a while (the ETA rose from 51 s to 1m 57s while a job sat at 18/36). Pairs
+    finished by an earlier job count as done and take no time.
 
-    >>> rows = [{"benchmark": "gsm8k", "done": True, "items": 4, "items_total": 4, "started": 100.0},
-    ...         {"benchmark": "gsm8k", "done": False, "items": 2, "items_total": 4, "started": 100.0},
+    >>> rows = [{"benchmark": "gsm8k", "done": True, "items": 4, "items_total": 4, "started": 100.0, "updated": 105.0},
+    ...         {"benchmark": "gsm8k", "done": False, "items": 2, "items_total": 4, "started": 100.0, "updated": 110.0},
     ...         {"benchmark": "amc23", "done": False, "items": None, "items_total": None, "started": None}]
     >>> progress_summary(rows, since=90.0, now=110.0)
-    {'done': 6, 'total': 12, 'fraction': 0.5, 'eta_s': 20.0}
+    {'done': 6, 'total': 12, 'fraction': 0.5, 'eta_s': 20.0, 'stalled_s': None}
+    >>> progress_summary(rows, since=90.0, now=400.0)["stalled_s"]
+    290.0
     """
     totals = {r["benchmark"]: r["items_total"] for r in rows if r.get("items_total")}
     mean = sum(totals.values()) / len(totals) if totals else None
     done = total = mine = 0
+    last = None
     for r in rows:
         size = r.get("items_total") or totals.get(r["benchmark"]) or mean
         if size is None:
-            return {"done": 0, "total": 0, "fraction": sum(r["done"] for r in rows) / len(rows) if rows else 0.0, "eta_s": None}
+            return {"done": 0, "total": 0, "fraction": sum(r["done"] for r in rows) / len(rows) if rows else 0.0,
+                    "eta_s": None, "stalled_s": None}
         total += size
         got = size if r["done"] else (r.get("items") or 0)
         done += got
         if r.get("started") and r["started"] >= since:
             mine += got
-    rate = mine / (now - since) if mine and now > since else None
+            at = r.get("updated") or r["started"]
+            last = at if last is None else max(last, at)
+    eta, stalled = progress.remaining(mine, total - done, since, last, now)
     return {"done": int(done), "total": int(total), "fraction": done / total if total else 0.0,
-            "eta_s": (total - done) / rate if rate else None}
+            "eta_s": eta, "stalled_s": stalled}
 
 
 def _status_line(job: jobs.Job, status: str) -> str:
@@ -264,6 +276,8 @@ def progress_line(rows: list[dict], summary: dict, status: str) -> str:
         line += f" · {summary['done']:,}/{summary['total']:,} generations"
     if status == "running" and summary["eta_s"] is not None:
         line += f" · ETA {common.fmt_duration(summary['eta_s'])}"
+    elif status == "running" and summary.get("stalled_s") is not None:
+        line += f" · no new generation for {common.fmt_duration(summary['stalled_s'])} (no ETA while none comes)"
     return line
 
 

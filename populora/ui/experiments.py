@@ -53,6 +53,26 @@ def fork_origin(tags: dict) -> None:
         common.link("lineage", "Parent's lineage", parent, "🌳")
 
 
+def fork_points(steps: int, every: int, keep: int) -> str:
+    """What a run of this config leaves to fork from, in words: the checkpoints it writes (every ``every`` steps
+    and at its last) of which it keeps the newest ``keep`` (``checkpoint.keep``, 2 by default, said nowhere at
+    launch: a week-long run left two steps to fork from).
+
+    >>> fork_points(6, 1, 2)
+    'A fork can start from 2 of its 6 checkpoints when it ends: steps 5, 6 (checkpoint.keep=2; raise it to fork from earlier steps, each kept checkpoint holds every adapter and the optimizer state)'
+    >>> fork_points(4, 2, 5)
+    'A fork can start from every one of its 2 checkpoints: steps 2, 4 (checkpoint.keep=5)'
+    """
+    written = sorted({s for s in range(every, steps + 1, every)} | {steps})
+    kept = written[-keep:]
+    shown = ", ".join(map(str, kept)) if len(kept) <= 8 else f"{kept[0]} to {kept[-1]} ({len(kept)} steps)"
+    if len(kept) == len(written):
+        return f"A fork can start from every one of its {len(written)} checkpoints: steps {shown} (checkpoint.keep={keep})"
+    return (f"A fork can start from {len(kept)} of its {len(written)} checkpoints when it ends: steps {shown} "
+            f"(checkpoint.keep={keep}; raise it to fork from earlier steps, each kept checkpoint holds every adapter "
+            "and the optimizer state)")
+
+
 def fork_form(run_id: str, run_dir: str | None, name: str, step: int | None = None, key: str = "fork") -> None:
     """Fork from a kept checkpoint: its step, the settings to change (one ``key=value`` a line), checked as the
     CLI checks them (frozen settings refused with the reason) and shown as a diff before the job starts."""
@@ -75,8 +95,13 @@ def fork_form(run_id: str, run_dir: str | None, name: str, step: int | None = No
         parent = checkpoint_config(Path(run_dir), chosen)
         cfg = fork_config(parent, overrides, chosen, run_id)
     except ConfigError as err:
-        if clicked or overrides:
+        # said once there is input or a click: the name override is always there, so testing "overrides" drew a
+        # red error before any input (a finished run's last checkpoint, whose steps a fork must raise)
+        if clicked or text.strip():
             st.error(str(err))
+        else:
+            st.caption("Set what the fork changes above (e.g. `steps=` beyond the checkpoint's step, to go on past "
+                       "it); it is checked when you press Fork from here.")
         return
     changed = settings_diff(config_io.flatten(parent), config_io.flatten(cfg), ignore=("pair", "name"))
     if changed:
@@ -153,7 +178,7 @@ def ancestry_record(uri: str, run_id: str, member: str) -> dict:
             found = ancestry.scores_of({k: v for k, v in row.items() if isinstance(k, str) and isinstance(v, float)
                                         and not pd.isna(v)})
             if found:
-                scores[row["member"]] = found
+                scores.setdefault(r, {})[row["member"]] = found
     return ancestry.record(member, run_id, lineage, population, settings, scores, run_dirs)
 
 

@@ -24,6 +24,7 @@ MAIN_FIELDS = [
     "name", "steps", "model.base", "model.lora_rank", "population.teachers", "population.students",
     "population.single_agent", "matchmaking.teachers_per_student", "matchmaking.pfsp",
     "evolution.every", "evolution.replace_fraction", "evolution.crossover_prob", "evolution.selection",
+    "checkpoint.every", "checkpoint.keep",  # what a fork can start from (``experiments.fork_points``), said at launch
 ]
 
 

@@ -33,13 +33,23 @@ def _ci(est: dict) -> tuple:
     return est.get("value"), lo, hi
 
 
+def ci_text(lo, hi) -> str:
+    """An interval as the text says it, "–" where there is none (the anchor: the scale's zero).
+
+    >>> ci_text(-1.2, 2.5), ci_text(None, None)
+    ('-1.20 to +2.50', '–')
+    """
+    return "–" if lo is None or hi is None else f"{lo:+.2f} to {hi:+.2f}"
+
+
 def abilities(data: dict) -> pd.DataFrame:
-    """One row per student, strongest first: ability with its interval, solve rate, the within-run TrueSkill."""
+    """One row per student, strongest first: ability with its interval (text: the anchor has none, and a blank
+    number cell reads "None"), solve rate, the within-run TrueSkill."""
     rows = []
     for s in data["students"]:
         v, lo, hi = _ci(s["ability"])
         rows.append({"student": s["id"], "arm": s["arm"], "step": s["step"], "member": s["member"], "ability": v,
-                     "ci low": lo, "ci high": hi, "solve rate": s["solve_rate"], "answers": s["answers"],
+                     "95% CI": ci_text(lo, hi), "solve rate": s["solve_rate"], "answers": s["answers"],
                      MU: mu_text(s), NOTE: s["ability"].get("note", "")})
     return pd.DataFrame(rows).sort_values("ability", ascending=False, ignore_index=True)
 
@@ -55,15 +65,37 @@ def mu_text(entrant: dict) -> str:
     return "–" if mu is None or entrant.get("arm") == "baseline" and mu == 25.0 else f"{mu:.2f}"
 
 
+def rate_ci_text(lo, hi) -> str:
+    """A rate's interval in %, with the decimals its ends need to read apart ("0% to 0%" of 0 valid of 1,000).
+
+    >>> rate_ci_text(0.0, 0.5615), rate_ci_text(0.0, 0.0038), rate_ci_text(None, None)
+    ('0% to 56%', '0.0% to 0.4%', '-')
+    """
+    if lo is None or hi is None:
+        return "-"
+    digits = next((d for d in range(0, 4) if f"{lo:.{d}%}" != f"{hi:.{d}%}"), 4)
+    return f"{lo:.{digits}%} to {hi:.{digits}%}"
+
+
+def without_strength(data: dict) -> list[str]:
+    """The teachers with no valid task on the panel, hence no strength: "id (valid v/p)" each, for a line under the
+    table (in it, their empty cells read "None")."""
+    return [f"{t['id']} (valid {t.get('valid', 0)}/{t.get('proposed', 0)})" for t in data["teachers"]
+            if t["strength"].get("value") is None]
+
+
 def teachers(data: dict) -> pd.DataFrame:
-    """One row per teacher: strength (mean difficulty of its valid panel tasks) with its interval, and validity."""
+    """One row per teacher with a strength (mean difficulty of its valid panel tasks) with its interval, and
+    validity; those without one: ``without_strength``."""
     rows = []
     for t in data["teachers"]:
+        if t["strength"].get("value") is None:
+            continue
         v, lo, hi = _ci(t["strength"])
         vlo, vhi = t.get("validity_ci95") or [None, None]
         rows.append({"teacher": t["id"], "arm": t["arm"], "step": t["step"], "member": t["member"], "strength": v,
                      "ci low": lo, "ci high": hi, "panel tasks": t["tasks"], "validity rate": t["validity_rate"],
-                     "validity ci": f"{vlo:.0%} to {vhi:.0%}" if vlo is not None else "-",
+                     "validity ci": rate_ci_text(vlo, vhi),
                      "valid / proposed": f"{t.get('valid', 0)}/{t.get('proposed', 0)}",
                      "solved by the league": t["solve_rate"], MU: mu_text(t), NOTE: t["strength"].get("note", "")})
     return pd.DataFrame(rows)

@@ -25,7 +25,7 @@ os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 TTL = 5  # seconds: live enough for a run that logs every step, light enough for 50 runs
 RUN_COLUMNS = ["run_id", "name", "kind", "status", "mlflow_status", "progress", "step", "steps", "started", "ended",
                "base_model", "teachers", "students", "population", "note", "forked_from", "sweep", "settings", "step_s", "training_s",
-               "solve_rate", "validity_rate", "baseline_run", "run_dir", "experiment", "monitors"]
+               "solve_rate", "validity_rate", "baseline_run", "run_dir", "experiment", "monitors", "budget"]
 
 
 class StoreError(RuntimeError):
@@ -43,6 +43,18 @@ def _client(store: str):
     return tracking.RetryingClient(MlflowClient(tracking_uri=store))
 
 
+def prepare(store: str) -> None:
+    """Create a fresh sqlite store before any page reads it, saying so on the page: MLflow builds its tables by
+    running every schema migration (the first time on a machine, up to a minute), which the first page load
+    showed as a bare spinner."""
+    path = tracking.sqlite_path(store)
+    if path is None or (path.is_file() and path.stat().st_size > 0):
+        return
+    with st.spinner(f"Preparing the MLflow store `{store}`: creating its tables (the first start on this machine "
+                    "takes up to a minute; later ones a moment)…", show_time=True):
+        tracking.ensure_store(store)
+
+
 def client(store: str):
     """An MLflow client of the store (for the package functions a page calls, e.g. the paper's figure set)."""
     return _client(store)
@@ -56,7 +68,7 @@ def list_runs(store: str, limit: int = 500) -> pd.DataFrame:
         rows = rl.list_runs(_client(store), limit)
     except Exception as err:  # noqa: BLE001 - any store failure becomes one readable message
         raise StoreError(f"cannot read the MLflow store {store}: {type(err).__name__}: {str(err)[:300]}") from None
-    rows = [dict(r, started=pd.to_datetime(r["start_time"], unit="ms"),
+    rows = [dict(r, budget=r.get("tags", {}).get(rl.BUDGET, ""), started=pd.to_datetime(r["start_time"], unit="ms"),
                  ended=pd.to_datetime(r.get("end_time"), unit="ms") if r.get("end_time") else pd.NaT) for r in rows]
     return pd.DataFrame(rows, columns=RUN_COLUMNS)
 

@@ -41,7 +41,7 @@ def test_runs_page_shows_a_silent_run_crashed_with_resume(lost_store):
     assert runs.loc[run_id, "state"] == "💥 crashed"
     assert (sweeps.loc["sw-live", "crashed"], sweeps.loc["sw-live", "running"]) == (1, 0)
     error = " ".join(e.value for e in at.error)
-    assert "The trainer process died without ending this run at step 2/4 (no heartbeat for 60 min)" in error
+    assert "The trainer process died without ending this run after step 2/4 (no heartbeat for 60 min)" in error
     assert f"`populora train --resume {run_id}`" in error and "populora runs --reap" in error
     assert any(b.label == "Resume" for b in at.button)
     assert Tracker(lost_store["uri"]).get_run(run_id).info.status == "RUNNING"  # shown, never written
@@ -50,7 +50,7 @@ def test_runs_page_shows_a_silent_run_crashed_with_resume(lost_store):
     at = app_page("runs", run=run_id)
     assert at.dataframe[1].value.set_index("run_id").loc[run_id, "state"] == "❌ failed"
     error = " ".join(e.value for e in at.error)
-    assert "This run failed at step 2/4: lost: the trainer (pid " in error and "populora runs --reap" in error
+    assert "This run failed after step 2/4: lost: the trainer (pid " in error and "populora runs --reap" in error
     assert any(b.label == "Resume" for b in at.button)
 
 

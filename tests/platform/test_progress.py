@@ -206,3 +206,57 @@ def test_a_finished_supervisor_is_reaped_not_left_defunct(tmp_path):
     wait_for(gone, 30, f"supervisor {job.pid} to be reaped",
              detail=lambda: f" (status {psutil.Process(job.pid).status()})")
     assert job.status == "finished"
+
+
+# ====================================================================== one source: training time, steps, ETAs
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+seconds = st.floats(0.0, 1e5, allow_nan=False)
+
+
+@given(seconds, seconds, seconds, seconds, st.sampled_from(["solve", "update", "checkpoint", "next"]))
+def test_training_time_never_goes_back_when_the_trainer_ends(before, ran, quiet, later, phase):
+    """Issue 67: 1m 22s live, 1m 05s once the run stopped or finished. What the page showed at any moment up to the
+    trainer's last word is at most what it shows once the trainer has ended, however long after."""
+    t0 = 1e6
+    p = {"phase": phase, "training_s": before, "step_started": t0, "updated": t0 + ran}
+    shown_live = progress.training_seconds(p, now=t0 + ran)
+    ended = progress.training_seconds(p, now=t0 + ran + quiet + later, live=False)
+    assert ended >= shown_live - 1e-9 * max(1.0, ended) and ended == progress.training_seconds(p, now=t0 + ran + quiet, live=False)
+
+
+@given(st.integers(1, 1000), st.integers(0, 1000), seconds, st.floats(1.0, 1e4), st.lists(seconds, min_size=2, max_size=6))
+def test_an_eta_never_rises_while_no_unit_comes(done, left, start_gap, busy, waits):
+    """An evaluation stuck at 18/36 showed its ETA rising from 51 s to 1m 57s. With nothing new, the ETA counts
+    down, then gives way to the stall (never both, never negative)."""
+    since, last = 1e6, 1e6 + busy
+    previous = None
+    for now in sorted(last + w for w in waits):
+        eta, stalled = progress.remaining(done, left, since, last, now)
+        assert (eta is None) != (stalled is None)
+        if eta is not None:
+            assert eta >= 0 and (previous is None or eta <= previous + 1e-6)
+            previous = eta
+        else:
+            previous = 0.0
+
+
+@given(st.integers(0, 60), st.integers(1, 60), st.sampled_from(["next", "solve", "setup"]))
+def test_a_stopped_runs_steps_are_its_trainers_and_its_checkpoints(step, steps, phase):
+    done = progress.steps_done({"phase": phase, "step": step})
+    assert done == (max(0, step - 1) if phase == "solve" else step)
+    for kept in range(0, done + 1):
+        text = progress.stopped_where(done, kept, steps)
+        assert text.startswith(f"after step {done}/{steps}")
+        assert ("last checkpoint is step" in text) == (kept < done)
+
+
+@given(st.integers(0, 100), st.integers(1, 100), st.sampled_from(["running", "finished", "stopped"]), st.booleans())
+def test_the_bar_and_the_steps_agree_and_a_finished_run_is_full(step, steps, status, budget):
+    text, fraction = progress.steps_shown(min(step, steps), steps, status, "spent x of y" if budget else "")
+    assert 0.0 <= fraction <= 1.0
+    if status == "finished" and (budget or step >= steps):
+        assert fraction == 1.0
+    elif status != "finished":
+        assert text == f"{min(step, steps)}/{steps}" and fraction == min(step, steps) / steps

@@ -43,3 +43,23 @@ def test_an_unknown_run_id_is_named(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     assert cli.main(["runs", "no-such-run"]) == 2
     assert "no run 'no-such-run'" in capsys.readouterr().err
+
+
+def test_a_stopped_runs_header_says_the_step_its_trainer_finished_and_the_checkpoint(tmp_path, monkeypatch, capsys):
+    """Issue 67: the progress tag moves at a checkpoint only (4/6) while the trainer's log said step 5/6: the header
+    says both, from the trainer's progress record, as the Runs page does."""
+    import json
+
+    from populora.platform import progress
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    tracker = Tracker(uri)
+    rid = synthetic_store.make_run(tracker, "stopped", members=2, steps=6, tasks_per_step=4, status=rl.STOPPED)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / progress.FILE).write_text(json.dumps({"step": 5, "steps": 6, "phase": "next"}))
+    tracker.set_tags(rid, {rl.RUN_DIR: str(run_dir), rl.PROGRESS: "4/6"})
+    assert cli.main(["runs", rid]) == 0
+    head = capsys.readouterr().out.splitlines()[0]
+    assert "stopped after step 5/6; its last checkpoint is step 4, so Resume goes on from there (step 5 again)" in head, head

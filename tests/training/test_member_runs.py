@@ -68,3 +68,15 @@ def test_a_resumed_process_finds_the_models_its_killed_process_made(mlflow_store
     step2 = replay.log_models(plan(2, alive, {}, latest, births), pop, latest, births, "tiny")
     model = log.tracker.client.get_logged_model(step2[("T0", 2)])
     assert (model.tags[rl.MODEL_ORIGIN], model.tags[rl.MODEL_PARENTS]) == ("trained", made[("T0", 1)])
+
+
+def test_a_finished_run_drops_the_note_its_stop_left(mlflow_store):
+    """Issue 67: "stopped at step 5/6; resume with ..." stayed the run's description after the resumed run finished;
+    a note someone wrote stays."""
+    from populora.training.run.run_log import stop_line
+
+    for note, kept in ((stop_line("r", 5, 6, 4), ""), ("lr sweep, second try", "lr sweep, second try")):
+        log, pop = _log(mlflow_store)
+        log.tracker.set_tags(log.run_id, {rl.NOTE: note})
+        log.finish(pop)
+        assert log.tracker.get_run(log.run_id).data.tags.get(rl.NOTE, "") == kept

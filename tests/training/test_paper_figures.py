@@ -9,6 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from populora.cli import main
 from populora.platform.store import runlayout as rl
@@ -112,7 +114,9 @@ def test_the_script_draws_the_newest_population_and_its_baseline(sweep_store, tm
         values = [p["mean"] for p in next(f for f in data["figures"] if f["title"] == row["curve"])["series"][row["arm"]]]
         third = len(values) // 3
         assert row["first"] == pytest.approx(np.mean(values[:third])) and row["last"] == pytest.approx(np.mean(values[-third:]))
-        assert row["points"] == len(values) and row["slope_low"] <= row["slope"] <= row["slope_high"]
+        assert row["points"] == len(values)
+        if row["slope_low"] is not None:  # else on a line exactly: no interval (headline's property test)
+            assert row["slope_low"] < row["slope"] < row["slope_high"]
     assert {r["arm"] for r in data["headline"]} == {"population", "baseline"}
 
 
@@ -139,6 +143,13 @@ def test_curves_against_per_adapter_compute_read_each_runs_ledger(sweep_store, t
         truth = P.metric_history(client, run, rl.VALIDITY_RATE)
         assert [(p["x"], p["mean"]) for p in curve["series"][arm]] == [(per_step * s, v) for s, v in truth]
     assert (out / "validity_by_compute.png").stat().st_size > 1000 and "validity" not in figures
+    # the headline reads these curves too (it read step figures only: "the runs logged fewer than 2 steps")
+    headline = json.loads((out / "figures.json").read_text())["headline"]
+    assert {(r["curve"], r["arm"]) for r in headline} >= {(curve["title"], "population"), (curve["title"], "baseline")}
+    assert all(r["points"] == STEPS for r in headline if r["curve"] == curve["title"])
+    captions = (out / "captions.md").read_text()
+    assert "Headline (curves over compute)" in captions and "slope per million tokens" in captions
+    assert "fewer than 2" not in captions
     with pytest.raises(P.FiguresError, match="step, compute"):
         P.figure_set(client, out, run_id=population, x="flops")
 
@@ -188,7 +199,27 @@ def test_the_headline_is_filled_for_two_steps_and_says_why_when_empty():
     rows = P.headline({"task validity rate": {"population": [{"x": 1, "mean": 0.1}, {"x": 2, "mean": 0.3}]}})
     text = P.headline_markdown(rows, {"task validity rate"})
     assert "| task validity rate | population | 2 | 10.0% | 30.0% | – |" in text and "need 3 points" in text
-    assert P.headline_markdown([]).startswith("No headline: every curve over steps has fewer than 2 points")
+    assert P.headline_markdown([]).startswith("No headline: every curve over training has fewer than 2 points")
+
+
+@given(st.lists(st.floats(-1e3, 1e3, allow_nan=False), min_size=3, max_size=12),
+       st.sampled_from(["any", "flat", "line"]))
+def test_a_headline_slope_has_a_positive_width_interval_or_none(values, kind):
+    """Issue 67: a flat curve printed "+0 (+0 to +0)". A slope's interval has positive width, holds the slope, or
+    is not given (the points exactly on a line: no residual), and the table then says so."""
+    if kind == "flat":
+        values = [values[0]] * len(values)
+    elif kind == "line":
+        values = [values[0] + 0.5 * i for i in range(len(values))]
+    rows = P.headline({"c": {"population": [{"x": i + 1, "mean": v} for i, v in enumerate(values)]}})
+    (row,) = rows
+    text = P.headline_markdown(rows)
+    if row["slope_low"] is None:
+        assert "(no interval)" in text and "lie exactly on a line" in text
+    else:
+        assert row["slope_low"] < row["slope_high"] and row["slope_low"] <= row["slope"] <= row["slope_high"]
+    lo_hi = text.split("|")[-2]
+    assert " to " not in lo_hi or lo_hi.split("(")[1].split(" to ")[0] != lo_hi.split(" to ")[1].rstrip(") ")
 
 
 def test_the_arms_race_draws_a_rate_in_percent_on_whole_steps():

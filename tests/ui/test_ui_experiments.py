@@ -208,3 +208,20 @@ def test_diff_of_two_members_prints_only_their_differing_facts(store, capsys):
                     ["member.parents", "S1", "-"], ["member.strength", "0.02", "None"]], rows
     assert main(["diff", store["fork"], "/S1"]) == 2  # a run against a member: refused
     assert "not a run with a member" in capsys.readouterr().err
+
+
+def test_fork_form_shows_no_error_before_any_input_and_the_reason_on_submit(tmp_path, monkeypatch):
+    """Issue 67: the form drew a red error on its first render (its default name is an override, and a fork
+    from a finished run's last checkpoint must raise ``steps``). Before input: a hint, no error; on a click: the
+    reason. Its own store: the parent keeps a checkpoint of its last step too."""
+    own = _store(tmp_path, monkeypatch)
+    last = tmp_path / "runs" / "parent" / "checkpoints" / "step_000002"
+    last.mkdir()
+    for name in ("state.json", "config.yaml"):
+        (last / name).write_text((last.parent / "step_000001" / name).read_text())
+    at = _page("runs", run=own["parent"], fork="2")
+    assert next(s for s in at.selectbox if s.label == "checkpoint step").value == 2
+    assert not at.error, [e.value for e in at.error]
+    assert "it is checked when you press Fork from here" in _texts(at)
+    next(b for b in at.button if b.label == "Fork from here").click().run()
+    assert any("steps" in e.value for e in at.error), [e.value for e in at.error]

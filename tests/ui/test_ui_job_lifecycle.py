@@ -46,7 +46,7 @@ def test_resume_from_the_runs_page_runs_as_a_job_and_its_state_is_live(one_slot_
     assert _tag(one_slot_queue["uri"], run_id, rl.JOB_ID) == first.id
 
     at = app_page("runs", run=run_id)
-    assert "Stopped at step" in _texts(at) and f"populora train --resume {run_id}" in _texts(at)
+    assert "Stopped after step" in _texts(at) and f"populora train --resume {run_id}" in _texts(at)
     next(b for b in at.button if b.label == "Resume").click()
     at.run()
     resumed = jobs.latest_for_run(run_id)

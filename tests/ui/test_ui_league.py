@@ -63,7 +63,11 @@ def test_league_command_queues_a_job_and_logs_abilities_difficulties_and_the_ver
     data = json.loads(Path(run.data.tags[rl.LEAGUE_DIR], "league.json").read_text())
     assert data == tracker.load_json(found[0]["run_id"], rl.LEAGUE_RESULTS)
     assert {s["step"] for s in data["students"] if s["arm"] != "base"} == {1, 2}
-    assert all(s["ability"]["ci95"][0] <= s["ability"]["value"] <= s["ability"]["ci95"][1] for s in data["students"])
+    # every interval holds its value with a positive width (issue 67: a CPU league read +0.00 [+0.00, +0.00]); the
+    # base model, the scale's zero, has none
+    assert all(s["ability"]["ci95"][0] < s["ability"]["ci95"][1] and s["ability"]["ci95"][0] <= s["ability"]["value"]
+               <= s["ability"]["ci95"][1] for s in data["students"] if s["id"] != data["anchor"])
+    assert "+0.00 to +0.00" not in out.stdout
     assert data["tasks"] and all(t["difficulty"]["value"] is not None for t in data["tasks"])
     assert {c["side"] for c in data["comparisons"]} >= {"students"}
     assert f"league/ability/{data['students'][1]['id']}" in run.data.metrics
@@ -82,15 +86,22 @@ def test_league_page_shows_tables_heatmap_and_the_verdict(league, monkeypatch):
     assert "population's students vs the baseline at step 2" in said
     frames = [d.value for d in at.dataframe]
     assert "ability" in frames[0].columns and len(frames[0]) == 7
-    assert "strength" in frames[1].columns and "validity rate" in frames[1].columns and len(frames[1]) == 7
+    # teachers without a valid panel task have no strength: listed under the table, not as "None" cells in it (a
+    # tiny random league: often every teacher, and the table is left out)
+    missing = next((c.value for c in at.caption if c.value.startswith("No valid task on the panel")), "")
+    teachers = [f for f in frames if "strength" in f.columns]
+    assert sum(len(f) for f in teachers) + missing.count(" (valid ") == 7
+    assert all(not f.empty and not f["strength"].isna().any() and "validity rate" in f.columns for f in teachers)
     # shown as the text says them: logits signed, rates in %, TrueSkill two decimals (the frames keep full values)
     shown = [{c: cfg.get("type_config", {}).get("format") for c, cfg in json.loads(d.proto.columns).items()} for d in at.dataframe]
     assert shown[0]["ability"] == "%+.2f" and shown[0]["solve rate"] == "percent", shown[0]
+    assert not frames[0]["95% CI"].str.contains(r"\+0\.00 to \+0\.00").any(), frames[0]["95% CI"]
     # TrueSkill as text: two decimals, "–" for the base model and the single-agent baseline (never rated)
     mu = frames[0].set_index("arm")["TrueSkill mu (in its run)"]
     # (a population member still at the prior, never in a rated game, is "–" too: league_plan.rated)
     assert set(mu.loc[["base", "baseline"]]) == {"–"} and all(v == "–" or len(v.split(".")[1]) == 2 for v in mu.loc["population"]), mu
-    assert shown[1]["validity rate"] == shown[1]["solved by the league"] == "percent" and shown[1]["ci low"] == "%+.2f", shown[1]
+    for formats in (f for f in shown if "strength" in f):
+        assert formats["validity rate"] == formats["solved by the league"] == "percent" and formats["ci low"] == "%+.2f", formats
     assert {"Students: ability", "Teachers: strength and validity", "Teacher × student solve rate"} <= {s.value for s in at.subheader}
 
 
@@ -117,9 +128,10 @@ def test_league_page_in_the_browser(league, tmp_path):
         def drawn() -> bool:  # the tables and charts draw after the script ends (canvas / svg)
             grids = driver.find_elements(By.CSS_SELECTOR, '[data-testid="stDataFrame"] canvas')
             charts = driver.find_elements(By.CSS_SELECTOR, '[data-testid="stVegaLiteChart"] canvas, [data-testid="stVegaLiteChart"] svg')
-            return len(grids) >= 2 and len(charts) >= 2
+            # the abilities' table at least: the teachers' is left out where no teacher has a valid panel task
+            return len(grids) >= 1 and len(charts) >= 2
 
-        wait_on_page(driver, drawn, 60, "the League page's tables (2) and charts (curves, heat map)")
+        wait_on_page(driver, drawn, 60, "the League page's tables and charts (curves, heat map)")
         time.sleep(1)
         driver.save_screenshot(str(shots / "league.png"))
         text = page_text(driver)

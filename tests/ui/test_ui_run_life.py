@@ -291,7 +291,7 @@ def test_a_runs_life_its_fork_and_its_jobs_in_the_queue(server, browser, tmp_pat
     # Resume with the queue's one slot taken: "resume queued (#1)", the button disabled, the run still picked
     holder = jobs.start([sys.executable, "-c", HOLD], name="holder", root=jobs_dir, slots=1)
     _wait_for(browser, lambda: holder.status == "running", 60, "the holder to take the one slot")
-    _open(browser, f"{url}/?run={run_id}", "Stopped at step", shots)
+    _open(browser, f"{url}/?run={run_id}", "Stopped after step", shots)
     press(browser, "Resume")
     _wait_for(browser, lambda: "resume queued (#1)" in _text(browser), 60, "the run's resume state")
     resume = button(browser, "Resume")

@@ -46,12 +46,43 @@ def zero_bound(samples: np.ndarray, lo: float, hi: float, why: str = TIE_WHY) ->
     return f"bound at 0: a tie, not a prior or a clip: {share:.0%} of the bootstrap replicates are exactly 0 ({why})"
 
 
-def _estimate(point: float, samples: np.ndarray, explain: bool = True) -> dict:
-    """Value and 95% interval; ``note``: why a bound is 0 (``zero_bound``) unless ``explain`` is off (the anchor:
-    at 0 by definition)."""
-    lo, hi = F.interval(samples)
+REFERENCE = "the scale's zero: every ability is read against this student, so it has no interval of its own"
+
+
+class Contrasts:
+    """Variances of the league's reported quantities under the Laplace posterior (``league_fit.covariance``): each
+    is a linear contrast of (ability (S), difficulty (I)) against the anchor's ability."""
+
+    def __init__(self, cov: np.ndarray, students: int, anchor: int):
+        self.cov, self.S, self.anchor = cov, students, anchor
+
+    def ability(self, members) -> np.ndarray:
+        """The mean ability of ``members`` (student indices) minus the anchor's."""
+        c = np.zeros(len(self.cov))
+        c[list(members)] += 1 / len(members)
+        c[self.anchor] -= 1
+        return c
+
+    def difficulty(self, tasks) -> np.ndarray:
+        """The mean difficulty of ``tasks`` (task indices, repeats allowed) minus the anchor's ability."""
+        c = np.zeros(len(self.cov))
+        np.add.at(c, self.S + np.asarray(list(tasks), dtype=int), 1 / len(tasks))
+        c[self.anchor] -= 1
+        return c
+
+    def var(self, c: np.ndarray) -> float:
+        return float(c @ self.cov @ c)
+
+
+def _estimate(point: float, samples: np.ndarray, var: float | None) -> dict:
+    """Value and 95% interval: the bootstrap's, widened to the Laplace posterior's (``league_fit.widen``: never a
+    zero-width interval); ``note``: why a bound is 0 (``zero_bound``). ``var`` None: the anchor, the scale's zero
+    by definition, reported without an interval."""
+    if var is None:
+        return {"value": _num(point), "ci95": [None, None], "note": REFERENCE}
+    lo, hi = F.widen(float(point), *F.interval(samples), var)
     out = {"value": _num(point), "ci95": [_num(lo), _num(hi)]}
-    note = zero_bound(samples, lo, hi) if explain else None
+    note = zero_bound(samples, lo, hi)
     return out | ({"note": note} if note else {})
 
 
@@ -76,6 +107,7 @@ def summarise(solved, tries, students: list[dict], teachers: list[dict], tasks: 
     a = ids.index(anchor)
     point = F.fit(k, n, a, model)
     boot = F.bootstrap(k, n, a, model, n_boot, seed, point)
+    con = Contrasts(F.covariance(k, n, point, model), len(students), a)
     t_index = {t["id"]: j for j, t in enumerate(teachers)}
     groups = np.array([t_index.get(t["teacher"], len(teachers)) for t in tasks])  # seed tasks: their own group
     # a teacher's mean over the tasks each replicate drew (a task drawn twice counts twice; bootstrap keeps the
@@ -87,18 +119,21 @@ def summarise(solved, tries, students: list[dict], teachers: list[dict], tasks: 
     out = {"model": model, "anchor": anchor, "n_boot": n_boot, "seed": seed, "converged": point.converged,
            "students": [], "teachers": [], "tasks": [], "heatmap": [], "curves": [], "comparisons": []}
     for s, rec in enumerate(students):
-        out["students"].append({**rec, "ability": _estimate(point.ability[s], boot.ability[:, s], s != a),
+        out["students"].append({**rec, "ability": _estimate(point.ability[s], boot.ability[:, s],
+                                                            con.var(con.ability([s])) if s != a else None),
                                 "solved": int(k[s].sum()), "answers": int(n[s].sum()), "solve_rate": _rate(k[s].sum(), n[s].sum())})
     for j, rec in enumerate(teachers):
         mine = groups == j
         lo, hi = F.wilson(int(rec.get("valid", 0)), int(rec.get("proposed", 0)))
-        out["teachers"].append({**rec, "strength": _estimate(strength_point[j], strength_boot[:, j]), "tasks": int(mine.sum()),
+        strength = _estimate(strength_point[j], strength_boot[:, j],
+                             con.var(con.difficulty(np.flatnonzero(mine))) if mine.any() else 0.0)
+        out["teachers"].append({**rec, "strength": strength, "tasks": int(mine.sum()),
                                 "validity_rate": _rate(rec.get("valid", 0), rec.get("proposed", 0)),
                                 "validity_ci95": [_num(lo), _num(hi)],
                                 "solve_rate": _rate(k[:, mine].sum(), n[:, mine].sum())})
-    d_lo_hi = [F.interval(boot.difficulty[:, i]) for i in range(len(tasks))]
     for i, rec in enumerate(tasks):
-        out["tasks"].append({**rec, "difficulty": {"value": _num(point.difficulty[i]), "ci95": [_num(v) for v in d_lo_hi[i]]},
+        d = _estimate(point.difficulty[i], boot.difficulty[:, i], con.var(con.difficulty([i])))
+        out["tasks"].append({**rec, "difficulty": {"value": d["value"], "ci95": d["ci95"]},
                              "solve_rate": _rate(k[:, i].sum(), n[:, i].sum())})
     for j, t in enumerate(list(teachers) + [{"id": "seed"}]):
         mine = groups == j
@@ -107,8 +142,9 @@ def summarise(solved, tries, students: list[dict], teachers: list[dict], tasks: 
         for s, st in enumerate(students):
             out["heatmap"].append({"teacher": t["id"], "student": st["id"], "solve_rate": _rate(k[s, mine].sum(), n[s, mine].sum()),
                                    "answers": int(n[s, mine].sum())})
-    out["curves"] = _curves(students, teachers, point, boot, strength_point, strength_boot)
-    out["comparisons"] = _comparisons(students, teachers, point, boot, strength_point, strength_boot)
+    teacher_tasks = [np.flatnonzero(groups == j) for j in range(len(teachers))]
+    out["curves"] = _curves(students, teachers, point, boot, strength_point, strength_boot, con, teacher_tasks)
+    out["comparisons"] = _comparisons(students, teachers, point, boot, strength_point, strength_boot, con, teacher_tasks)
     return out
 
 
@@ -123,7 +159,14 @@ def _group_estimate(members: list[int], point_vals: np.ndarray, boot_vals: np.nd
     return float(_nanmean(point_vals[members])), _nanmean(boot_vals[:, members], axis=1)
 
 
-def _curves(students, teachers, point, boot, strength_point, strength_boot) -> list[dict]:
+def _contrast(con: Contrasts, side: str, members: list[int], teacher_tasks: list[np.ndarray]) -> np.ndarray:
+    """The contrast of a group's mean: students' abilities, or teachers' strengths (each its tasks' mean)."""
+    if side == "students":
+        return con.ability(members)
+    return np.mean([con.difficulty(teacher_tasks[j]) for j in members], axis=0)
+
+
+def _curves(students, teachers, point, boot, strength_point, strength_boot, con, teacher_tasks) -> list[dict]:
     """Per (run, step): the mean ability of its students and the mean strength of its teachers."""
     out = []
     keys = sorted({(r["run"], r["step"], r["arm"]) for r in students + teachers if r["arm"] != BASE},
@@ -134,15 +177,15 @@ def _curves(students, teachers, point, boot, strength_point, strength_boot) -> l
         row = {"run": run, "step": step, "arm": arm}
         if ss:
             v, b = _group_estimate(ss, point.ability, boot.ability)
-            row["student_ability"] = _estimate(v, b)
+            row["student_ability"] = _estimate(v, b, con.var(_contrast(con, "students", ss, teacher_tasks)))
         if ts:
             v, b = _group_estimate(ts, strength_point, strength_boot)
-            row["teacher_strength"] = _estimate(v, b)
+            row["teacher_strength"] = _estimate(v, b, con.var(_contrast(con, "teachers", ts, teacher_tasks)))
         out.append(row)
     return out
 
 
-def _comparisons(students, teachers, point, boot, strength_point, strength_boot) -> list[dict]:
+def _comparisons(students, teachers, point, boot, strength_point, strength_boot, con, teacher_tasks) -> list[dict]:
     """Population vs baseline, paired (every replicate resamples the same tasks for both): at each step both arms
     have, else the latest of each. Students: mean ability; teachers: mean difficulty of their tasks."""
     def steps(arm):
@@ -162,7 +205,8 @@ def _comparisons(students, teachers, point, boot, strength_point, strength_boot)
                 continue
             delta = float(np.mean(pv[p]) - np.mean(pv[b]))
             samples = _nanmean(bv[:, p], axis=1) - _nanmean(bv[:, b], axis=1)
-            lo, hi = F.interval(samples)
+            c = _contrast(con, side, p, teacher_tasks) - _contrast(con, side, b, teacher_tasks)
+            lo, hi = F.widen(delta, *F.interval(samples), con.var(c))
             note = zero_bound(samples, lo, hi, "both arms' answers in those replicates were alike on the tasks drawn")
             out.append({"side": side, "population_step": sp, "baseline_step": sb, "delta": _num(delta),
                         "ci95": [_num(lo), _num(hi)], "population": len(p), "baseline": len(b),

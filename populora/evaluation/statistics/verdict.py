@@ -146,7 +146,8 @@ def text(v: dict) -> str:
 
 
 def compute_side_by_side(population: dict[str, float], baseline: dict[str, float],
-                         by_rule: bool = False, kl_forward: float = 0.0, note: str = "") -> tuple[list[dict], str | None]:
+                         by_rule: bool = False, kl_forward: float = 0.0, note: str = "",
+                         models: tuple[dict, dict] | None = None) -> tuple[list[dict], str | None]:
     """Both runs' per-adapter training compute (``compute/per_adapter/<q>`` of each run's ledger) side by side:
     ([{quantity, population, baseline, ratio}], the one compute figure's words (evaluation/compute.py) when the
     arms are not compute-matched (more than 5% apart in generated + trained tokens), else None). ``note``: the
@@ -171,12 +172,15 @@ def compute_side_by_side(population: dict[str, float], baseline: dict[str, float
         p, b = population.get(f"compute/per_adapter/{q}"), baseline.get(f"compute/per_adapter/{q}")
         rows.append({"quantity": q.replace("_", " ") + " per adapter", "population": p, "baseline": b,
                      "ratio": b / p if p and b is not None else None})
-    fig = compute.figure(population, baseline, kl_forward, note)
+    fig = compute.figure(population, baseline, kl_forward, note, models)
     if fig is not None:
         rows.append({"quantity": "generated + trained tokens per adapter", "population": fig["population"],
                      "baseline": fig["baseline"], "ratio": fig["ratio"]})
-        rows.append({"quantity": "FLOPs per adapter (relative)", "population": 1.0, "baseline": fig["flops_ratio"],
-                     "ratio": fig["flops_ratio"]})
+        if fig["flops"]:  # each arm's own figure ("relative: 1 / 1 / ratio 0.67" read as whole numbers)
+            rows.append({"quantity": f"{fig['flops_unit']} per adapter", "population": fig["flops"][0],
+                         "baseline": fig["flops"][1], "ratio": fig["flops_ratio"]})
+    if fig is not None and not fig["matched"] and fig["words"].startswith("not comparable"):
+        return rows, fig["words"]  # different base models: no advice on matching, they cannot be
     if fig is None or fig["matched"]:
         return rows, None
     if by_rule and note:  # launched together, and the baseline's end says why it could not match

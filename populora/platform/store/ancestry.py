@@ -14,7 +14,7 @@ from typing import Any
 
 from populora.platform.store import runlayout as rl
 
-VERSION = 1  # of the record's layout
+VERSION = 2  # of the record's layout (2: scores tied to the run of the adapter shown, scores_by_run)
 
 
 def birth_run(step: int, forks: list[dict], run_id: str, born_in: str = "") -> str:
@@ -70,11 +70,29 @@ def member_facts(member: str, lineage: dict, population: list[dict]) -> dict:
     }
 
 
+def owner(adapter_dir: str | None, run_dirs: dict[str, str] | None) -> str | None:
+    """The run of the chain whose run dir holds ``adapter_dir`` (the deepest, should dirs nest), None if none.
+
+    >>> owner("/r/fork/checkpoints/step_000003/adapters/S0", {"parent": "/r/parent", "fork": "/r/fork"})
+    'fork'
+    >>> owner("/elsewhere/S0", {"parent": "/r/parent"}) is None
+    True
+    """
+    if not adapter_dir:
+        return None
+    found = [(len(d), r) for r, d in (run_dirs or {}).items()
+             if d and (adapter_dir == d or adapter_dir.startswith(d.rstrip("/") + "/"))]
+    return max(found)[1] if found else None
+
+
 def record(member: str, run_id: str, lineage: dict, population: list[dict], settings: dict[str, dict],
-           scores: dict[str, dict] | None = None, run_dirs: dict[str, str] | None = None) -> dict:
+           scores: dict[str, dict[str, dict]] | None = None, run_dirs: dict[str, str] | None = None) -> dict:
     """The ancestry record of ``member`` of run ``run_id``: the member first, then its ancestors (nearest first,
     each once), each with the run it was born in; ``runs``: the fork chain, oldest first, with each run's
-    settings (``settings``: run id -> flattened config) and run dir. ``scores``: member -> {eval metric: value}.
+    settings (``settings``: run id -> flattened config) and run dir. ``scores``: run -> member -> {eval metric:
+    value}, each run's member run's own. An ancestor's ``scores`` are those of the run its ``adapter_dir`` lives
+    in (``scores_run``): a fork-born member's parent read the fork's adapter with the parent run's scores; every
+    run's scores of it are in ``scores_by_run``, each with that run's dir.
 
     >>> lin = {"events": [{"child": "S0", "parents": [], "operator": "init", "step": 0, "generation": 0, "role": "student"},
     ...                   {"child": "S1", "parents": ["S0"], "operator": "gaussian", "step": 2, "generation": 1,
@@ -84,8 +102,23 @@ def record(member: str, run_id: str, lineage: dict, population: list[dict], sett
     [('S1', 'gaussian', 0.1, 2), ('S0', 'init', None, 0)]
     >>> r["ancestors"][1]["replaced_by"], r["ancestors"][1]["died_step"], r["runs"][0]["settings"]
     ('S1', 2, {'optim.lr': '1e-05'})
+
+    A fork ``f`` of run ``p``: S0 lives on in the fork, its adapter in the fork's dir; the parent scored S0 at 0.2,
+    the fork at 0.5. The record gives S0 the fork's adapter with the fork's score, and the parent's beside it:
+
+    >>> lin = {"events": [{"child": "S0", "parents": [], "operator": "init", "step": 0, "role": "student"},
+    ...                   {"child": "S2", "parents": ["S0"], "operator": "gaussian", "step": 3, "role": "student", "run": "f"}],
+    ...        "forks": [{"run": "p", "step": 2}]}
+    >>> pop = [{"id": "S0", "adapter_dir": "/runs/f/checkpoints/step_000003/adapters/S0"}, {"id": "S2"}]
+    >>> r = record("S2", "f", lin, pop, {}, {"p": {"S0": {"eval/x": 0.2}}, "f": {"S0": {"eval/x": 0.5}}},
+    ...            {"p": "/runs/p", "f": "/runs/f"})
+    >>> s0 = r["ancestors"][1]
+    >>> s0["scores_run"], s0["scores"], [(x["run"], x["scores"]) for x in s0["scores_by_run"]]
+    ('f', {'eval/x': 0.5}, [('p', {'eval/x': 0.2}), ('f', {'eval/x': 0.5})])
     """
     forks = list(lineage.get("forks") or [])
+    chain = [f["run"] for f in forks] + [run_id]
+    scores = scores or {}
     order, todo = [], [member]
     while todo:  # breadth first: parents before grandparents
         m = todo.pop(0)
@@ -97,11 +130,15 @@ def record(member: str, run_id: str, lineage: dict, population: list[dict], sett
     for m in order:
         facts = member_facts(m, lineage, population)
         facts["run"] = born_in(m, lineage, run_id)
-        facts["scores"] = dict((scores or {}).get(m, {}))
+        # the scores of the adapter shown: the run its dir lies in (else this run's, whose population names it)
+        source = owner(facts["adapter_dir"], run_dirs) or run_id
+        facts["scores_run"] = source
+        facts["scores"] = dict(scores.get(source, {}).get(m, {}))
+        facts["scores_by_run"] = [{"run": r, "run_dir": (run_dirs or {}).get(r), "scores": dict(scores[r][m])}
+                                  for r in chain if m in scores.get(r, {})]
         ancestors.append(facts)
-    chain = [(f["run"], None) for f in forks] + [(run_id, None)]
     runs = [{"run": r, "forked_from": forks[i - 1]["run"] if i else None, "fork_step": forks[i - 1]["step"] if i else None,
-             "run_dir": (run_dirs or {}).get(r), "settings": dict(settings.get(r, {}))} for i, (r, _) in enumerate(chain)]
+             "run_dir": (run_dirs or {}).get(r), "settings": dict(settings.get(r, {}))} for i, r in enumerate(chain)]
     return {"version": VERSION, "member": member, "run": run_id, "ancestors": ancestors, "runs": runs}
 
 
@@ -124,11 +161,11 @@ def read(client, store: str, run_id: str, member: str) -> dict:
     for r in chain:
         run = client.get_run(r)
         settings[r], run_dirs[r] = dict(run.data.params), str(rl.run_dir(run))
-    for r in chain:  # the newest run last: a member that lives on in a fork has its latest scores there
+    for r in chain:  # each run's scores of its members, kept apart (``record`` ties them to the adapter shown)
         for m, child in rl.members_by_id(rl.member_runs(client, r)).items():
             found = scores_of(child.data.metrics)
             if found:
-                scores[m] = found
+                scores.setdefault(r, {})[m] = found
     return record(member, run_id, lineage, population, settings, scores, run_dirs)
 
 

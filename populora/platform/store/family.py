@@ -119,3 +119,46 @@ def floor_of(client, store: str, run_id: str, include_self: bool = False) -> dic
     """The family's numbering as the store says it, without ``run_id``'s own state (what it must go on from), or
     with it (``include_self``: what a fork of ``run_id`` goes on from, as the fork form previews it)."""
     return floor(state_of(store, r) for r in relatives(client, run_id, include_self))
+
+
+def default_baseline(run_id: str, runs: list[dict]) -> str | None:
+    """The baseline a page picks by itself for ``run_id`` (``runs``: run rows with run_id, kind, baseline_run,
+    forked_from, base_model): its linked baseline, else the one linked to its nearest ancestor (a fork's family),
+    and only one on the same base model; None otherwise. Never the store's newest baseline: Arms race of an
+    embedded run without a baseline silently drew a tiny random run's.
+
+    >>> rows = [{"run_id": "p", "kind": "population", "baseline_run": "b", "forked_from": "", "base_model": "embedded"},
+    ...         {"run_id": "b", "kind": "baseline", "baseline_run": "", "forked_from": "", "base_model": "embedded"},
+    ...         {"run_id": "f", "kind": "population", "baseline_run": "", "forked_from": "p", "base_model": "embedded"},
+    ...         {"run_id": "t", "kind": "baseline", "baseline_run": "", "forked_from": "", "base_model": "tiny random model shaped like embedded"},
+    ...         {"run_id": "e", "kind": "population", "baseline_run": "", "forked_from": "", "base_model": "embedded"}]
+    >>> default_baseline("p", rows), default_baseline("f", rows), default_baseline("e", rows)
+    ('b', 'b', None)
+    """
+    by_id = {r["run_id"]: r for r in runs}
+    run = by_id.get(run_id)
+    seen = set()
+    node = run
+    while node is not None and node["run_id"] not in seen:
+        seen.add(node["run_id"])
+        linked = by_id.get(node.get("baseline_run") or "")
+        if linked is not None and linked.get("kind") == rl.BASELINE and linked.get("base_model") == run.get("base_model"):
+            return linked["run_id"]
+        node = by_id.get(node.get("forked_from") or "")
+    return None
+
+
+def unrelated(run: dict, baseline: dict) -> str:
+    """Why ``baseline`` is not ``run``'s to compare with, in words ("" when it is its linked one or its family's on
+    the same base model): another base model, or another run family.
+
+    >>> unrelated({"run_id": "e", "base_model": "embedded", "baseline_run": ""}, {"run_id": "t", "base_model": "tiny"})
+    'another base model (tiny, not embedded)'
+    >>> unrelated({"run_id": "e", "base_model": "x", "baseline_run": ""}, {"run_id": "b", "base_model": "x"})
+    'not linked to this run or its family: check that it was trained to match'
+    """
+    if baseline.get("base_model") != run.get("base_model"):
+        return f"another base model ({baseline.get('base_model')}, not {run.get('base_model')})"
+    if baseline["run_id"] != run.get("baseline_run"):
+        return "not linked to this run or its family: check that it was trained to match"
+    return ""

@@ -4,6 +4,7 @@ left RUNNING, the highest rating each role reached, and how many children crosso
 
 from __future__ import annotations
 
+from populora.platform import progress
 from populora.platform.store import runlayout as rl
 
 MU = rl.RATING_PREFIX + "mu"
@@ -53,7 +54,7 @@ def render(client, run_id: str) -> str:
     status = run.info.status + (" (crashed: its heartbeat stopped; populora runs says more)"
                                 if rl.status(run) == rl.CRASHED else "")
     head = (f"run {run_id}: {run.info.run_name}, {run.data.tags.get(rl.KIND, '?')}, {status}, "
-            f"progress {run.data.tags.get(rl.PROGRESS, '?')}")
+            f"{steps_line(rl.status(run), run.data.tags)}")
     origins = [r["operator"] + (f" of {'+'.join(r['parents'])}" if r["parents"] else "") for r in rows]
     w = max([len("origin"), *map(len, origins)])  # whole: an operator and its parents (component_swap of S1+S2)
     table = [f"{'member':7} {'role':8} {'gen':>3} {'origin':{w}} {'status':9} {'alive':5} {'mu':>6} {'sigma':>6} "
@@ -64,6 +65,26 @@ def render(client, run_id: str) -> str:
                      f"{'yes' if r['alive'] else 'no':5} {_num(mu):>6} {_num(sigma):>6} {_num(r['peak_mu']):>8} "
                      f"{_num(r.get(gen), 0):>11}")
     return "\n".join([head, *origin_lines(run_id, run.data.tags), *table, *summary(rows)])
+
+
+def steps_line(status: str, tags: dict) -> str:
+    """The run's steps as the Runs page says them (``platform.progress``, one source): a run that ended early, the
+    step its trainer finished and the checkpoint a resume goes on from; a budget-ended run, done.
+
+    >>> steps_line("finished", {rl.PROGRESS: "5/56", rl.BUDGET: "spent 1e6 of 1e6"}), steps_line("running", {rl.PROGRESS: "2/6"})
+    ('progress 5 (compute budget reached; at most 56)', 'progress 2/6')
+    >>> steps_line("stopped", {rl.PROGRESS: "4/6"})
+    'stopped after step 4/6'
+    """
+    step, steps = rl.parse_progress(tags.get(rl.PROGRESS, ""))
+    if status in ("stopped", "failed", "crashed"):
+        run_dir = tags.get(rl.RUN_DIR)
+        where = progress.stopped_where(progress.steps_done(progress.read(run_dir)), step, steps)
+        if where:
+            return f"{status} {where}"
+    if step is None and steps is None:
+        return f"progress {tags.get(rl.PROGRESS, '?') or '?'}"
+    return "progress " + progress.steps_shown(step, steps, status, tags.get(rl.BUDGET, ""))[0]
 
 
 def origin_lines(run_id: str, tags: dict) -> list[str]:

@@ -412,6 +412,24 @@ def base_model_label(base: str, params: dict) -> str:
     return base
 
 
+def short_name(name: str, width: int = 28) -> str:
+    """A run name cut to ``width`` in the middle, so that what tells runs of one preset apart, at the end (a fork's
+    "· fork of ID @step", a baseline's "-baseline"), stays: cut at the end, a parent, its fork and its baseline all
+    read "smoke model.tiny_r".
+
+    >>> short_name("smoke model.tiny_random=true steps=6-baseline", 24)
+    'smoke model.…=6-baseline'
+    >>> short_name("smoke model.tiny_random=true steps=6 · fork of e22bd58e @3", 24)
+    'smoke model.…e22bd58e @3'
+    >>> short_name("smoke", 24)
+    'smoke'
+    """
+    if len(name) <= width:
+        return name
+    tail = (width - 1) // 2
+    return name[:width - 1 - tail] + "…" + name[len(name) - tail:]
+
+
 def list_runs(client, limit: int = 500) -> list[dict]:
     """The run list of the UI's Runs page and of ``populora runs``: one run_row per parent run, newest first."""
     runs, exps = search_runs(client, limit)

@@ -237,60 +237,90 @@ def diversity_over_steps(arm: Arm, m: int) -> dict[int, list[tuple[int, float]]]
     return out
 
 
-def headline(curves: dict[str, dict[str, list[dict]]]) -> list[dict]:
+def ci_text(e: dict, fmt: str) -> str:
+    """An estimate's interval as the table prints it, "(a to b)"; none where it collapsed (the bootstrap of one
+    structure repeated, Chao1 without singletons: nothing in the sample sizes one), never "(1.00 to 1.00)".
+
+    >>> ci_text({"low": 1.5, "high": 2.5}, ".2f"), ci_text({"low": 1.0, "high": 1.0}, ".2f")
+    ('(1.50 to 2.50)', '(no interval: the sample has no spread to size one)')
+    """
+    lo, hi = format(e["low"], fmt), format(e["high"], fmt)
+    return "(no interval: the sample has no spread to size one)" if lo == hi else f"({lo} to {hi})"
+
+
+def headline(curves: dict[str, dict[str, list[dict]]], scale: float = 1.0) -> list[dict]:
     """Per curve and arm (its mean over seeds): the mean of the first and the last third of the points, and the
-    least-squares slope with its 95% interval (scipy linregress). Points that depend on each other: the interval
-    says how straight the line is, not how another seed would come out.
+    least-squares slope with its 95% interval (scipy linregress); ``scale``: x is multiplied by it first (compute
+    in millions of tokens). Points that depend on each other: the interval says how straight the line is, not how
+    another seed would come out. Points exactly on a line (a flat curve: a rate that stayed 0) leave no residual to
+    size an interval from: the slope is given without one (``slope_low`` None), never as a zero-width interval.
 
     >>> rows = headline({"x": {"population": [{"x": s, "mean": float(s)} for s in range(1, 10)]}})
-    >>> (rows[0]["first"], rows[0]["last"], round(rows[0]["slope"], 3))
-    (2.0, 8.0, 1.0)
+    >>> (rows[0]["first"], rows[0]["last"], round(rows[0]["slope"], 3), rows[0]["slope_low"])
+    (2.0, 8.0, 1.0, None)
     """
     rows = []
     for title, arms in curves.items():
         for arm, points in arms.items():
             if len(points) < 2:
                 continue
-            xs, values = [float(p["x"]) for p in points], [float(p["mean"]) for p in points]
+            xs, values = [scale * float(p["x"]) for p in points], [float(p["mean"]) for p in points]
             third = max(1, len(values) // 3)
             row = {"curve": title, "arm": arm, "points": len(values), "first": sum(values[:third]) / third,
                    "last": sum(values[-third:]) / third, "slope": None, "slope_low": None, "slope_high": None}
-            if len(values) >= 3:  # a slope's interval needs a residual: three points at least
+            if len(values) >= 3 and len(set(xs)) > 1:  # a slope's interval needs a residual: three points at least
                 fit = stats.linregress(xs, values)
-                half = 0.0 if math.isnan(fit.stderr) else stats.t.ppf(0.975, len(values) - 2) * fit.stderr
-                row.update(slope=float(fit.slope), slope_low=float(fit.slope - half), slope_high=float(fit.slope + half))
+                row["slope"] = float(fit.slope)
+                if np.isfinite(fit.stderr) and fit.stderr > 0:
+                    half = stats.t.ppf(0.975, len(values) - 2) * fit.stderr
+                    row.update(slope_low=float(fit.slope - half), slope_high=float(fit.slope + half))
             rows.append(row)
     return rows
 
 
-def headline_markdown(rows: list[dict], percent: set[str] = frozenset()) -> str:
-    """The headline table; ``percent``: the curves that are rates (shown in %, slopes in points per step). Where it
-    has no row, or no slope, it says why.
+def headline_markdown(rows: list[dict], percent: set[str] = frozenset(), per: str = "step") -> str:
+    """The headline table; ``percent``: the curves that are rates (shown in %, slopes in points per ``per``). Where
+    it has no row, or no slope, or no interval of a slope, it says why.
 
     >>> print(headline_markdown([]))
-    No headline: every curve over steps has fewer than 2 points (the runs logged fewer than 2 steps).
+    No headline: every curve over training has fewer than 2 points (the runs logged fewer than 2 steps).
     >>> print(headline_markdown(headline({"v": {"population": [{"x": 1, "mean": 0.25}, {"x": 2, "mean": 0.5}]}}), {"v"}))
-    | curve | arm | points | first third | last third | slope per x (95% CI) |
+    | curve | arm | points | first third | last third | slope per step (95% CI) |
     |---|---|---|---|---|---|
     | v | population | 2 | 25.0% | 50.0% | – |
     <BLANKLINE>
     Slopes need 3 points or more (a line through 2 has no interval): – where a curve has fewer.
     <BLANKLINE>
-    Rates in %; their slopes in percentage points per x.
+    Rates in %; their slopes in percentage points per step.
+    >>> print(headline_markdown(headline({"v": {"population": [{"x": s, "mean": 0.0} for s in (1, 2, 3)]}})))
+    | curve | arm | points | first third | last third | slope per step (95% CI) |
+    |---|---|---|---|---|---|
+    | v | population | 3 | 0 | 0 | +0 (no interval) |
+    <BLANKLINE>
+    No interval: the points lie exactly on a line (a flat curve: the same value at every step), no residual to size one from.
     """
     if not rows:
-        return "No headline: every curve over steps has fewer than 2 points (the runs logged fewer than 2 steps)."
-    lines = ["| curve | arm | points | first third | last third | slope per x (95% CI) |", "|---|---|---|---|---|---|"]
+        return "No headline: every curve over training has fewer than 2 points (the runs logged fewer than 2 steps)."
+    lines = [f"| curve | arm | points | first third | last third | slope per {per} (95% CI) |", "|---|---|---|---|---|---|"]
     for r in rows:
         pct = r["curve"] in percent
         val = (lambda v: f"{100 * v:.1f}%") if pct else (lambda v: f"{v:.3g}")
-        sl = (lambda v: f"{100 * v:+.3g}") if pct else (lambda v: f"{v:+.3g}")
-        slope = "–" if r["slope"] is None else f"{sl(r['slope'])} ({sl(r['slope_low'])} to {sl(r['slope_high'])})"
+        sl = (lambda v, g=3: f"{100 * v:+.{g}g}") if pct else (lambda v, g=3: f"{v:+.{g}g}")
+        if r["slope"] is None:
+            slope = "–"
+        elif r["slope_low"] is None:
+            slope = f"{sl(r['slope'])} (no interval)"
+        else:  # digits enough that the interval's ends read apart (a near-exact line: "+0.5 (+0.5 to +0.5)")
+            g = next((g for g in range(3, 16) if sl(r["slope_low"], g) != sl(r["slope_high"], g)), 16)
+            slope = f"{sl(r['slope'], g)} ({sl(r['slope_low'], g)} to {sl(r['slope_high'], g)})"
         lines.append(f"| {r['curve']} | {r['arm']} | {r['points']} | {val(r['first'])} | {val(r['last'])} | {slope} |")
     if any(r["slope"] is None for r in rows):
         lines += ["", "Slopes need 3 points or more (a line through 2 has no interval): – where a curve has fewer."]
+    if any(r["slope"] is not None and r["slope_low"] is None for r in rows):
+        lines += ["", f"No interval: the points lie exactly on a line (a flat curve: the same value at every {per}), "
+                      "no residual to size one from."]
     if percent & {r["curve"] for r in rows}:
-        lines += ["", "Rates in %; their slopes in percentage points per x."]
+        lines += ["", f"Rates in %; their slopes in percentage points per {per}."]
     return "\n".join(lines)
 
 
@@ -485,7 +515,12 @@ def write(figures: list[dict], out: Path, meta: dict, formats: tuple[str, ...] =
     f.savefig(out / "figure-set.png", dpi=100)
     plt.close(f)
     paths.append(out / "figure-set.png")
-    rows_ = headline({fig["title"]: fig["series"] for fig in figures if fig["xlabel"] == "step"})
+    # the curves over training: against the step, or (``--x compute``) per-adapter compute, in millions of tokens
+    # (the headline read only "step" figures, and said of compute runs that logged 6 steps "fewer than 2")
+    compute = any(fig["xlabel"] == COMPUTE_LABEL for fig in figures)
+    over = COMPUTE_LABEL if compute else "step"
+    rows_ = headline({fig["title"]: fig["series"] for fig in figures if fig["xlabel"] == over}, 1e-6 if compute else 1.0)
+    per = "million tokens (per adapter)" if compute else "step"
     (out / "figures.json").write_text(json.dumps({**meta, "figures": figures, "headline": rows_}, indent=1))
     text = [f"# Figures: {meta.get('title', '')}", ""]
     text += [f"- **{fig['slug']}** ({', '.join(formats)}, csv): {fig['caption']}" for fig in figures]
@@ -497,10 +532,10 @@ def write(figures: list[dict], out: Path, meta: dict, formats: tuple[str, ...] =
         for arm, a in ev["arms"].items():
             for seed, s in a["seeds"].items():
                 r, c = s["rarefied"], s["chao1"]
-                text.append(f"| {arm} | {seed} | {s['n']} | {s['observed']} | {r['value']:.2f} ({r['low']:.2f} to "
-                            f"{r['high']:.2f}) | {c['value']:.1f} ({c['low']:.1f} to {c['high']:.1f}) | {s['per_100']:.1f} |")
+                text.append(f"| {arm} | {seed} | {s['n']} | {s['observed']} | {r['value']:.2f} {ci_text(r, '.2f')} "
+                            f"| {c['value']:.1f} {ci_text(c, '.1f')} | {s['per_100']:.1f} |")
     rates = {fig["title"] for fig in figures if fig.get("percent")}
-    text += ["", "## Headline (curves over steps)", "", headline_markdown(rows_, rates), ""]
+    text += ["", f"## Headline (curves over {'compute' if compute else 'steps'})", "", headline_markdown(rows_, rates, per), ""]
     (out / "captions.md").write_text("\n".join(text))
     return paths + [out / "figures.json", out / "captions.md"]
 

@@ -159,6 +159,16 @@ def stop_line(run_id: str, step: int, steps: int, checkpoint_step: int | None = 
     return line
 
 
+def stale_note(note: str) -> bool:
+    """Whether a run's description is what a stop or a reaper wrote (``stop_line``, ``lost_runs.end_dead``): true
+    of the run while it was stopped, not once it finished.
+
+    >>> stale_note(stop_line("abc", 5, 6, 4)), stale_note("lr sweep, second try"), stale_note("")
+    (True, False, False)
+    """
+    return note.startswith("stopped at step ") or "; resume with `populora train --resume" in note
+
+
 def member_params(m: Member) -> dict:
     return {"member_id": m.id, "role": m.role, "rank": m.rank, "generation": m.generation,
             "parents": ",".join(m.parents) or "-", "operator": m.operator, "born_step": m.born_step}
@@ -490,4 +500,7 @@ class RunLog:
             if m.adapter_dir and Path(m.adapter_dir).is_dir():
                 self.tracker.log_dir(rid, m.adapter_dir, rl.ADAPTER)
         self.tracker.log_json(self.run_id, population.to_dict(), rl.POPULATION_FILE)
+        note = self.tracker.get_run(self.run_id).data.tags.get(rl.NOTE, "")
+        if stale_note(note):  # "stopped at step 5/6; resume with ..." stayed on the Runs page after the run finished
+            self.tracker.set_tags(self.run_id, {rl.NOTE: self.note})
         self.end(rl.FINISHED)

@@ -10,6 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from populora.evaluation import BENCHMARKS
+from populora.platform.store import family
 from populora.platform.store import runlayout as rl
 from populora.training import EQUAL_M, RECENT, FiguresError, figure_set
 from populora.ui import charts, common, store
@@ -161,13 +162,20 @@ def pick_baseline(runs: pd.DataFrame, run_id: str) -> str | None:
     if row["kind"] == "baseline":
         return None
     baselines = runs[runs["kind"] == "baseline"]
-    linked = row["baseline_run"] if row["baseline_run"] in set(baselines["run_id"]) else None
+    # its own or its family's, on its base model; never the store's newest (it drew a tiny random run's)
+    default = family.default_baseline(run_id, runs.to_dict("records"))
     options = [None] + list(baselines["run_id"])
-    labels = {r.run_id: common.run_label(r) for r in baselines.itertuples()}
-    chosen = st.selectbox("Baseline to compare with", options, index=options.index(linked) if linked else (1 if len(options) > 1 else 0),
+    labels = common.baseline_labels(baselines, row)
+    chosen = st.selectbox("Baseline to compare with", options, index=options.index(default) if default else 0,
                           format_func=lambda i: "(none)" if i is None else labels[i], key="ar_baseline", help=BASELINE_HELP)
     if len(options) == 1:
         st.caption("No baseline run in this store. " + BASELINE_HELP)
+    elif default is None and chosen is None:
+        st.caption("No baseline of this run or its family on its base model: pick one only if it was trained to match. "
+                   + BASELINE_HELP)
+    elif chosen is not None and chosen != default:
+        st.warning(f"This baseline is {family.unrelated(dict(row, run_id=run_id), runs.set_index('run_id').loc[chosen].to_dict() | {'run_id': chosen})}.",
+                   icon="⚠️")
     return chosen
 
 

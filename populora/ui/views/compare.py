@@ -14,6 +14,7 @@ import streamlit as st
 from populora.evaluation import (BASE, BASELINE, MEMBER, Results, SweepReportError, build_verdict, compute_side_by_side,
                                  eval_metric_keys, with_baseline)
 from populora.evaluation import compute_figure, kl_forward_of, matched_note
+from populora.platform.store import family
 from populora.platform.store import runlayout as rl
 from populora.ui import charts, common, eval_panel, store, sweeps
 from populora.ui.compare_table import aggregates_frame, headline, report_ends, summarize, verdict_frame
@@ -159,7 +160,8 @@ def show_compute(uri: str, run_id: str, baseline: str) -> None:
     by_rule = rl.matched_by_rule(pop.get("tags", {}), base.get("tags", {}))
     kl = kl_forward_of(pop.get("params", {}))
     note = matched_note(base.get("tags", {}))
-    rows, warning = compute_side_by_side(pop.get("metrics", {}), base.get("metrics", {}), by_rule, kl, note)
+    models = (pop.get("params", {}), base.get("params", {}))
+    rows, warning = compute_side_by_side(pop.get("metrics", {}), base.get("metrics", {}), by_rule, kl, note, models)
     table = pd.DataFrame(rows).set_index("quantity")
     st.markdown("**Training compute per adapter, realised** (the runs' ledgers, `compute/per_adapter/*`)"
                 + (" · launched as a pair: the baseline trained to the population's per-adapter ledger "
@@ -167,18 +169,19 @@ def show_compute(uri: str, run_id: str, baseline: str) -> None:
                    " · the baseline's configuration was matched to the population by rule" if by_rule else ""))
     st.dataframe(common.text_table(table, {"population": "{:,.0f}", "baseline": "{:,.0f}", "ratio": "{:.2f}"}),
                  width="stretch")
-    figure = compute_figure(pop.get("metrics", {}), base.get("metrics", {}), kl, note)
+    figure = compute_figure(pop.get("metrics", {}), base.get("metrics", {}), kl, note, models)
     if warning:
         st.warning(warning, icon="⚠️")
     elif figure:
         st.caption(figure["words"])
 
 
-def evaluations(run_id: str, run_dir: str | None, open_form: bool, baseline: str | None = None) -> None:
+def evaluations(run_id: str, run_dir: str | None, open_form: bool, baseline: str | None = None,
+                related: bool = True) -> None:
     """The launch form and the run's evaluation jobs (refreshed while one is active; the page reloads the
-    scores when one ends)."""
+    scores when one ends); ``related`` False: the picked baseline is not the run's, so the form does not tick it."""
     with st.expander("Evaluate this run", expanded=open_form):
-        eval_panel.launcher(run_id, run_dir, key="cmp_eval", baseline=baseline)
+        eval_panel.launcher(run_id, run_dir, key="cmp_eval", baseline=baseline, related=related)
 
     def jobs_part() -> None:
         before = st.session_state.get("cmp_eval_active", False)
@@ -238,14 +241,17 @@ def pickers(runs: pd.DataFrame) -> tuple[str, list[str], str | None, bool]:
     ids = list(members["member"]) if not members.empty else []
     alive = list(members.loc[members["alive"], "member"]) if not members.empty else []
     baselines = runs[runs["kind"] == "baseline"]
-    linked = runs.set_index("run_id").loc[run_id, "baseline_run"]
+    row = runs.set_index("run_id").loc[run_id]
+    # its own or its family's, on its base model: never another family's, which the evaluation form then pre-ticked
+    default = family.default_baseline(run_id, runs.to_dict("records"))
     options = [None] + list(baselines["run_id"])
-    labels = {r.run_id: common.run_label(r) for r in baselines.itertuples()}
+    labels = common.baseline_labels(baselines, row)
     with cols[1]:
         baseline = st.selectbox("Baseline run", options, format_func=lambda i: "(none)" if i is None else labels[i],
-                                index=options.index(linked) if linked in options else (1 if len(options) > 1 else 0), key="cmp_baseline")
-    if baseline and baseline != linked:
-        cols[1].caption("not the run's linked baseline (`populora.baseline_run`): check that it was trained to match")
+                                index=options.index(default) if default in options else 0, key="cmp_baseline")
+    if baseline and baseline != default:
+        why = family.unrelated(dict(row, run_id=run_id), runs.set_index("run_id").loc[baseline].to_dict() | {"run_id": baseline})
+        cols[1].caption(f"not this run's baseline: {why}" if why else "not this run's linked baseline")
     chosen = st.multiselect("Members", ids, default=alive, key="cmp_members", help="Default: the members alive at the end")
     with_base = st.checkbox("Include the base model (if an evaluation scored it)", value=True, key="cmp_base")
     return run_id, chosen, baseline, with_base
@@ -299,7 +305,8 @@ def main() -> None:
     if baseline:
         show_compute(uri, run_id, baseline)
     run_dir = runs.set_index("run_id").loc[run_id, "run_dir"]
-    evaluations(run_id, None if pd.isna(run_dir) else run_dir, open_form=scores is None, baseline=baseline)
+    related = baseline is None or baseline == family.default_baseline(run_id, runs.to_dict("records"))
+    evaluations(run_id, None if pd.isna(run_dir) else run_dir, open_form=scores is None, baseline=baseline, related=related)
     st.subheader("Training scores (each member's last logged step)")
     train = metric_frame(uri, run_id, None, TRAINING_METRICS)
     if train.empty or not len(train.columns):

@@ -16,7 +16,7 @@ from populora.platform.model.cache import cache_root
 from populora.platform.files import write_atomic
 from populora.platform.plan import GPUS, PlanError
 from populora.training import make_plan, matched_baseline, preflight_problems, render_plan, too_small
-from populora.ui import common, form, store, sweeps
+from populora.ui import common, experiments, form, store, sweeps
 
 st.title("Launch a run")
 st.caption("The run starts as a background process: closing this page does not stop it. "
@@ -97,6 +97,10 @@ def draw_form(preset: str, values: dict, errors: dict) -> dict | None:
                 for i, path in enumerate(paths):
                     with cols[i % 3]:
                         flat[path] = draw_field(path, fields[path], values, preset, errors)
+        st.caption(experiments.fork_points(int(values.get("steps") or 1), int(values.get("checkpoint", {}).get("every") or 1),
+                                           int(values.get("checkpoint", {}).get("keep") or 1))
+                   + ", as the preset sets them: checkpoint.every and checkpoint.keep are above; the launch says it for "
+                     "the values launched.")
         overrides = st.text_area("Extra overrides (one `section.key=value` per line)", key=f"f_{preset}_overrides",
                                  help="Same syntax as `populora train --set`; applied after the form values")
         if "overrides" in errors:
@@ -211,6 +215,9 @@ def launch(submission: dict) -> None:
     except ray_jobs.RayJobError as err:
         st.error(f"**ray.address**: {err}", icon="⚠️")
     st.session_state["launched"] = [j.id for j in started]
+    # said for the values launched (the form's caption is the preset's)
+    st.session_state["launch_forks"] = (experiments.fork_points(cfg.steps, cfg.checkpoint.every, cfg.checkpoint.keep) + "."
+                                        if started else "")
     if ray_address and started:
         st.info(f"Submitted as Ray Job(s) to {ray_address}; Ray's dashboard shows them too. The run must log to "
                 f"an MLflow store the cluster can reach (this UI reads {store.uri()}).")
@@ -301,6 +308,8 @@ def main() -> None:
     if st.session_state.get("launched"):
         st.success(f"Started job(s): {', '.join(st.session_state['launched'])}. The run id appears below once "
                    "the trainer has created its MLflow run.")
+        if st.session_state.get("launch_forks"):
+            st.info(st.session_state["launch_forks"], icon="🍴")
     running = any(j.status in ("running", "starting", "queued") for j in jobs.list_jobs()[:10])
     st.fragment(jobs_panel, run_every="3s" if running else None)()
 

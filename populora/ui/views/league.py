@@ -12,7 +12,8 @@ from populora.ui import store
 st.title("League")
 st.caption("Every entrant student answers the same fixed panel of tasks written by the entrant teachers; a Rasch fit "
            "puts abilities and difficulties on one scale in logits, the base model at 0 (P(solve) = "
-           "sigmoid(ability − difficulty)). Intervals: 95% bootstrap over tasks and answers.")
+           "sigmoid(ability − difficulty)). Intervals: 95% bootstrap over tasks and answers, widened where the "
+           "fit's own curvature (the answers' noise) says more, so alike answers never read as a zero-width interval.")
 
 uri = store.uri()
 
@@ -73,7 +74,10 @@ V.table(V.abilities(data))
 st.subheader("Teachers: strength and validity")
 st.caption("Strength: the mean difficulty of the teacher's valid panel tasks; validity: the share of its proposals "
            "the sandbox accepted. A teacher can be strong by writing hard tasks and weak by writing few valid ones.")
-V.table(V.teachers(data))
+if not V.teachers(data).empty:
+    V.table(V.teachers(data))
+if V.without_strength(data):
+    st.caption("No valid task on the panel, so no strength: " + ", ".join(V.without_strength(data)))
 st.subheader("Teacher × student solve rate")
 V.heatmap(data)
 with st.expander(f"Task difficulties ({data['panel_size']} panel tasks)"):

@@ -17,18 +17,20 @@ def with_timing(runs: pd.DataFrame) -> pd.DataFrame:
     """Training time (the steps' time, over resumes), wall time (start to end, stopped hours included) and, for a
     running run, the ETA: from its measured phase times inside the step when it reports them, else its pace."""
     times = [common.timing(r.started, r.ended, r.step, r.steps, r.status, step_s=r.step_s) for r in runs.itertuples()]
-    live = [progress.read(r.run_dir) if r.status == "running" else None for r in runs.itertuples()]
+    records = [progress.read(r.run_dir) for r in runs.itertuples()]  # training time's one source, ended runs too
+    live = [p if r.status == "running" else None for p, r in zip(records, runs.itertuples())]
     measured = [progress.eta_s(p) if p is not None else None for p in live]
     etas = [t[1] if e is None else common.fmt_duration(e) for e, t in zip(measured, times)]
     return runs.assign(duration=[t[0] for t in times], eta=etas,
-                       training=[common.training_time(r, live=p) for (_, r), p in zip(runs.iterrows(), live)])
+                       training=[common.training_time(r, live=p) for (_, r), p in zip(runs.iterrows(), records)])
 
 
 def run_table(runs: pd.DataFrame) -> None:
     # rates as text, "–" when not logged: the same as the run's header (a NaN number cell reads "None")
+    steps = [common.steps_shown(r) for _, r in runs.iterrows()]  # a budget-stopped run: done, not "5/56" at 9%
     shown = with_timing(runs).assign(
         state=[f"{common.STATUS_ICONS.get(s, '•')} {s}" for s in runs["status"]],
-        done=[(r.step or 0) / r.steps if r.steps else 0.0 for r in runs.itertuples()],
+        done=[f for _, f in steps], progress=[t for t, _ in steps],
         solve_rate=runs["solve_rate"].map(common.fmt_rate), validity_rate=runs["validity_rate"].map(common.fmt_rate))
     st.dataframe(
         shown[(["_group"] if "_group" in shown.columns else []) + [
@@ -106,9 +108,10 @@ def run_details(row, status: str) -> None:
     live = common.run_progress(row["run_dir"], job if current else None) if status == "running" else None
     cols = st.columns([2.4, 1, 1, 1, 1])  # "🕒 resume queued (#1)" whole, not "resume queue…"
     cols[0].metric("status", f"{common.STATUS_ICONS.get(shown.split()[0], '🕒')} {shown}")
-    cols[1].metric("progress", row["progress"] or "?")
+    cols[1].metric("progress", common.steps_shown(row)[0] if row["steps"] or row["step"] else "?")
     wall, eta = common.timing(row["started"], row["ended"], row["step"], row["steps"], status, step_s=row["step_s"])
-    cols[2].metric("training time", common.training_time(row, live=live),
+    record = live if live is not None else progress.read(row["run_dir"])  # ended: counted to its last word
+    cols[2].metric("training time", common.training_time(row, live=record),
                    help="the time the run's steps took, summed over its resumes (not the time it sat stopped)")
     cols[3].metric("student solve rate", common.fmt_rate(row["solve_rate"]))
     cols[4].metric("task validity", common.fmt_rate(row["validity_rate"]))
@@ -133,7 +136,9 @@ def run_details(row, status: str) -> None:
     with links[3]:
         common.link("compare", "Compare", run_id, "⚖️")
     fmt = tags.get(rl.TASKS_FORMAT) or info["params"].get("tasks.format", "?")
-    st.caption(f"run id `{run_id}` · run dir `{tags.get(rl.RUN_DIR, '?')}` · base model `{tags.get(rl.BASE_MODEL, '?')}`"
+    # the list's label (a tiny random run trained no "embedded": ``runlayout.base_model_label``), not the raw tag
+    base = rl.base_model_label(tags.get(rl.BASE_MODEL, info["params"].get(rl.PARAM_BASE_MODEL, "?")), info["params"])
+    st.caption(f"run id `{run_id}` · run dir `{tags.get(rl.RUN_DIR, '?')}` · base model `{base}`"
                f" · tasks format `{fmt}`")
     if fmt == "direct":
         st.info(DIRECT_NOTE)
@@ -186,7 +191,7 @@ def resume_controls(run_id: str, row, status: str, job: jobs.Job | None, tags: d
         return
     if status not in RESUMABLE:
         return
-    where = f" at step {row['progress']}" if row["progress"] else ""
+    where = common.stopped_where(row)  # the steps its trainer finished, and what its checkpoint kept
     command = f"`populora train --resume {run_id}`"
     if status == "stopped":
         st.info(f"Stopped{where}. Resume it from its last checkpoint here, or in a terminal with {command}.")
@@ -216,13 +221,15 @@ def job_log(job: jobs.Job, status: str, current: bool) -> None:
         st.code(job.log_tail(60) or "(empty)", language="text", wrap_lines=True)
 
 
-def queue_table(waiting: pd.DataFrame) -> None:
-    """Jobs waiting in the machine's queue (or starting) that the run list cannot show yet, with their place."""
+def queue_table(waiting: pd.DataFrame, below_runs: bool = True) -> None:
+    """Jobs waiting in the machine's queue (or starting) that the run list cannot show yet, with their place;
+    ``below_runs``: under the run table (else the store has no run yet, and there is no table to point at)."""
     if waiting.empty:
         return
     in_line = int(waiting["place"].str.startswith("#").sum())
-    st.markdown(f"**Job queue**: {in_line} waiting for a slot, {len(waiting) - in_line} holding one without a run in "
-                "the table above (an evaluation, or a trainer loading its model); one slot per GPU, "
+    where = "in the table above" if below_runs else "in the store yet"
+    st.markdown(f"**Job queue**: {in_line} waiting for a slot, {len(waiting) - in_line} holding one without a run "
+                f"{where} (an evaluation, or a trainer loading its model); one slot per GPU, "
                 "`POPULORA_MAX_PARALLEL_JOBS` sets it")
     st.dataframe(waiting, hide_index=True, width="stretch")
 
@@ -267,8 +274,13 @@ def matches_setting(settings, query: str) -> bool:
 def body() -> None:
     runs = common.load_runs()
     if runs.empty:
-        queue_table(common.queued_jobs(set()))
-        common.empty_state()
+        waiting = common.queued_jobs(set())
+        if waiting.empty:
+            common.empty_state()
+        else:  # right after a launch: its job is here before its run (not "No runs yet ... the table above")
+            st.info("No run in the store yet: the job below creates its run once its trainer has loaded the model; "
+                    "this page refreshes by itself until then.")
+        queue_table(waiting, below_runs=False)
         common.link("launch", "Launch a run", icon="🚀")
         return
     shown = filters(sweeps.sweeps_panel(runs))
