@@ -21,7 +21,7 @@ def _gone(pid: int) -> bool:
 # killed before that "start" returns: nothing it started may outlive it
 FOLLOWING = """
 import subprocess, sys, time
-from populora.platform import reaper
+from populora.platform.jobs import reaper
 watcher = reaper.follow(log=sys.argv[1])
 child = subprocess.Popen([sys.executable, "-c", "import subprocess, sys, time; g = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)']); print(g.pid, flush=True); time.sleep(600)"], stdout=subprocess.PIPE, text=True)
 grandchild = int(child.stdout.readline())

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # links itself to its job as the trainer does (runlayout.record_job_run), and prints a decoy run line: the job
 # must not take its run id from the output
-SLEEPER = ("import time\nfrom populora.platform import runlayout\n"
+SLEEPER = ("import time\nfrom populora.platform.store import runlayout\n"
            "print('run ffffffffffffffffffffffffffffffff: decoy', flush=True)\n"
            "runlayout.record_job_run('0123456789abcdef0123456789abcdef')\n"
            "try:\n    time.sleep(60)\nexcept KeyboardInterrupt:\n    print('interrupted', flush=True)\n    raise\n")
