@@ -1,4 +1,6 @@
-"""The ``populora`` command line.
+"""The ``populora`` command line: every command's parser and the one dispatch (this module), and the commands
+that belong to no layer below: training and sweeps (``training``), the store and the job queue (``store``,
+``experiments``), benches, figures, the league and supervised restarts. The top of the layers: nothing imports it.
 
     populora train --config configs/smoke.yaml [--set key=value ...] [--baseline] [--resume RUN_ID]
     populora train --resume RUN_ID [--step N]
