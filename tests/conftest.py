@@ -27,6 +27,19 @@ import scratch_sqlite  # noqa: E402  (from the folder just put on the path)
 scratch_sqlite.install()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def session_working_dir(tmp_path_factory):
+    """Each test process works in a directory of its own, not in the one pytest was started from: what a command
+    writes next to the working dir by default (MLflow's ``./mlruns`` artifacts of a store made without one, the
+    jobs and the one-slot queue under ``.populora/``, ``./mlflow.db``) then never lands in the checkout, never finds
+    a user's own store, jobs or queue there (`make demo` leaves them), and is never shared by the two xdist workers
+    (whose jobs would otherwise wait in one queue). Tests name the checkout's files by ``ROOT``; a test that needs
+    a particular directory still chdirs there itself (``mlflow_store``)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(tmp_path_factory.mktemp("cwd"))
+        yield
+
+
 @pytest.fixture
 def mlflow_store(tmp_path, monkeypatch):
     """A fresh sqlite MLflow store in tmp_path, used by everything in the test (and its subprocesses)."""
