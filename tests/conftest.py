@@ -40,6 +40,19 @@ def session_working_dir(tmp_path_factory):
         yield
 
 
+@pytest.fixture(autouse=True)
+def stop_handlers_kept():
+    """The test process's SIGINT and SIGTERM handlers as they were before the test: a command run in this process
+    (``train``, ``eval``, ``league``) installs its stop handler, SIGINT's only where Python's own was there, so a
+    later test would otherwise depend on the tests before it and on how the session was started (a terminal, or in
+    the background with SIGINT ignored)."""
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    for s, handler in handlers.items():
+        if signal.getsignal(s) is not handler:
+            signal.signal(s, handler)
+
+
 @pytest.fixture
 def mlflow_store(tmp_path, monkeypatch):
     """A fresh sqlite MLflow store in tmp_path, used by everything in the test (and its subprocesses)."""
@@ -126,14 +139,17 @@ sys.exit(populora.cli.main(sys.argv[4:]))
 
 def cli_in_process(*argv: str) -> int:
     """``populora ARGV`` in the test's process, for a command whose process boundary is not the subject (~10 s of
-    CPU less than a subprocess: torch, transformers and mlflow are imported once); the SIGTERM handler ``train``
-    and ``eval`` install is undone; the exit code is ``main``'s. Where the process is the subject (kill -9, a stop,
-    a job, a server, processes at once), use a subprocess."""
-    handler = signal.getsignal(signal.SIGTERM)
+    CPU less than a subprocess: torch, transformers and mlflow are imported once); the stop handlers ``train`` and
+    ``eval`` install are undone (SIGTERM's, and SIGINT's where this process had Python's own: a test process started
+    from a terminal and one started in the background, SIGINT ignored, end each command the same); the exit code is
+    ``main``'s. Where the process is the subject (kill -9, a stop, a job, a server, processes at once), use a
+    subprocess."""
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         return cli_main(list(argv))
     finally:
-        signal.signal(signal.SIGTERM, handler)
+        for s, handler in handlers.items():
+            signal.signal(s, handler)
 
 
 def train_in_process(*argv: str) -> int:
