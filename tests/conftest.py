@@ -314,7 +314,7 @@ SPLIT = ("tests/training/test_training_loop.py", "tests/training/test_run_lifecy
 # The other units follow, the most tests first. Update it when a test becomes one of the long ones.
 LONGEST_FIRST = ("tests/platform/test_ray_jobs.py",  # the Ray unit
                  "tests/training/test_embedded_model.py", "tests/ui/test_ui_browser.py", "tests/ui/test_ui_run_life.py",
-                 "tests/training/test_compute_budget.py",  # ~105 s in all, one unit (a file)
+                 "tests/training/test_compute_budget.py",  # one unit (a file): ~105 s with two matched pairs, one since #64
                  "tests/training/test_fork.py",
                  "tests/evaluation/test_eval_cli.py",
                  "tests/ui/test_ui_league.py",
