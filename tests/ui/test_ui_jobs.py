@@ -393,7 +393,7 @@ def test_compare_page_launches_an_evaluation_and_shows_its_scores(tmp_path, monk
     monkeypatch.setenv("POPULORA_JOBS_DIR", str(tmp_path / "jobs"))
     run_id = _train_tiny(tmp_path)
     st.cache_data.clear()
-    at = AppTest.from_file(str(Path(jobs.__file__).parents[1] / "ui" / "views" / "compare.py"), default_timeout=90)
+    at = AppTest.from_file(str(ROOT / "populora" / "ui" / "views" / "compare.py"), default_timeout=90)
     at.query_params["run"] = run_id
     at.run()
     assert not at.exception
