@@ -8,6 +8,8 @@ import sys
 
 import pytest
 
+import populora
+
 HEAVY = ("torch", "mlflow", "transformers", "peft", "vllm", "ray")
 
 # runs the CLI's main in a fresh interpreter, then prints which heavy packages it had imported
@@ -69,3 +71,17 @@ def test_every_bench_is_named_where_a_wrong_name_is_answered():
     late = subprocess.run([sys.executable, "-m", "populora.cli", "bench", "--json", "stats"], capture_output=True,
                           text=True, timeout=300)
     assert late.returncode == 2 and "put the bench's name first: populora bench stats" in late.stderr, late.stderr
+
+
+def test_python_m_populora_is_the_command_with_its_import_name_check():
+    """`python -m populora` runs the CLI as the installed script does, through populora_platform.main: first the
+    check that `import populora` is this distribution's (PyPI's `populora` is another project), then the command."""
+    version = subprocess.run([sys.executable, "-m", "populora", "--version"], capture_output=True, text=True,
+                             timeout=120)
+    assert version.returncode == 0 and version.stdout.split() == [populora.__distribution__, populora.__version__], version
+    # the same entry with another package answering `import populora`: one line naming it, exit 2, no command run
+    other = ("import runpy, populora\npopulora.__distribution__ = 'populora'\n"
+             "runpy.run_module('populora', run_name='__main__', alter_sys=True)")
+    shadowed = subprocess.run([sys.executable, "-c", other, "--version"], capture_output=True, text=True, timeout=120)
+    assert shadowed.returncode == 2 and shadowed.stdout == "", shadowed
+    assert "`import populora` is not populora-platform's package" in shadowed.stderr, shadowed.stderr

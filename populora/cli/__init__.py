@@ -1,4 +1,6 @@
-"""The ``populora`` command line.
+"""The ``populora`` command line: every command's parser and the one dispatch (this module), and the commands
+that belong to no layer below: training and sweeps (``training``), the store and the job queue (``store``,
+``experiments``), benches, figures, the league and supervised restarts. The top of the layers: nothing imports it.
 
     populora train --config configs/smoke.yaml [--set key=value ...] [--baseline] [--resume RUN_ID]
     populora train --resume RUN_ID [--step N]
@@ -7,7 +9,7 @@
     populora sweep --config FILE [--grid key=v1,v2 ...] [--seeds N] [--baseline] [--parallel K] [--wait]
     populora sweep --fork RUN_ID --step N --grid key=v1,v2 [--seeds N] [--parallel K] [--wait]
     populora export --run RUN_ID --member M --out DIR [--merge] [--register NAME]
-    populora runs [RUN_ID] [--reap]
+    populora runs [RUN_ID] [--reap] [--json]
     populora jobs [--stop JOB_ID]
     populora prompts --config FILE [--kind K] [--role teacher|student] [--json]
     populora sandbox exec PROGRAM.py | sandbox check TASK.json
@@ -119,7 +121,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--limit", type=int, default=50)
     r.add_argument("--ancestry", metavar="MEMBER", help="with RUN_ID: the member's ancestry record, every ancestor up to "
                    "the base (parents, operator, strength, step, ratings at birth and death, settings, paths, scores)")
-    r.add_argument("--format", choices=["json", "yaml"], default="yaml", help="of --ancestry (default yaml)")
+    r.add_argument("--json", action="store_true", help="one JSON document instead of text: the runs listed, RUN_ID's "
+                   "members, or --ancestry's record (YAML without it)")
+    r.add_argument("--format", choices=["json", "yaml"], default="yaml", help=argparse.SUPPRESS)  # deprecated: --json
     r.add_argument("--out", metavar="FILE", help="write --ancestry's record to FILE instead of printing it")
     r.add_argument("--reap", action="store_true", help="end FAILED the runs shown crashed (running, but no heartbeat "
                    "for POPULORA_HEARTBEAT_LIMIT_S, default 120 s) whose trainer is not alive on this machine")

@@ -79,7 +79,8 @@ def diff(args) -> int:
 
 
 def ancestry_record(args) -> int:
-    """``populora runs RUN --ancestry MEMBER [--format json|yaml] [--out FILE]``."""
+    """``populora runs RUN --ancestry MEMBER [--json] [--out FILE]`` (YAML unless --json; ``--format json``, the
+    older spelling, still works)."""
     if not args.run_id:
         print("error: --ancestry MEMBER needs the run: populora runs RUN_ID --ancestry MEMBER", file=sys.stderr)
         return 2
@@ -88,7 +89,7 @@ def ancestry_record(args) -> int:
     if error:
         print(error, file=sys.stderr)
         return 2
-    text = dumps(data, args.format)
+    text = dumps(data, "json" if getattr(args, "json", False) else args.format)
     if args.out:
         Path(args.out).write_text(text)
         print(f"ancestry of {args.ancestry} ({len(data['ancestors'])} members, {len(data['runs'])} run(s)) written to {args.out}")

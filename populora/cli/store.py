@@ -3,6 +3,7 @@ and Jobs pages read the same). No torch; MLflow is imported only when the store 
 
 from __future__ import annotations
 
+import json
 import sys
 
 from populora.cli import experiments
@@ -10,7 +11,7 @@ from populora.evaluation import compute as compute_figure
 from populora.platform.jobs import heartbeat, jobs, lost_runs, queue
 from populora.platform import progress
 from populora.platform.store import runlayout
-from populora.platform.store.run_detail import render
+from populora.platform.store.run_detail import member_lines, render
 from populora.platform.store.tracking import Tracker, client, tracking_uri
 
 
@@ -23,13 +24,17 @@ def runs(args) -> int:
         from mlflow.exceptions import MlflowException  # mlflow is loaded only when the store is read
 
         try:
-            print(render(client(), args.run_id))
+            print(json.dumps({"run_id": args.run_id, "members": member_lines(client(), args.run_id)}, default=str)
+                  if args.json else render(client(), args.run_id))
         except MlflowException as err:
             print(f"error: no run {args.run_id!r} in {tracking_uri()} ({err.message[:100]}); list them with: populora runs",
                   file=sys.stderr)
             return 2
         return 0
     rows = runlayout.list_runs(client(), args.limit)  # the UI's Runs page reads the same rows
+    if args.json:  # the rows as they are read (tags, metrics, compute), one JSON list
+        print(json.dumps(rows, default=str))
+        return 0
     if not rows:
         print(f"no PopuLoRA runs in {tracking_uri()} (start one with: populora train --config configs/smoke.yaml)")
         return 0

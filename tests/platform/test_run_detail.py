@@ -4,6 +4,8 @@ writers made (tests/synthetic_store.py)."""
 
 from __future__ import annotations
 
+import json
+
 import synthetic_store
 
 from populora import cli
@@ -63,3 +65,22 @@ def test_a_stopped_runs_header_says_the_step_its_trainer_finished_and_the_checkp
     assert cli.main(["runs", rid]) == 0
     head = capsys.readouterr().out.splitlines()[0]
     assert "stopped after step 5/6; its last checkpoint is step 4, so Resume goes on from there (step 5 again)" in head, head
+
+
+def test_runs_json_is_one_document_for_the_list_a_run_and_an_ancestry(tmp_path, monkeypatch, capsys):
+    """`--json` asks `populora runs` for JSON as every other command's flag does: the runs listed, a run's members,
+    a member's ancestry record (`--format json`, its older spelling, gives the same record)."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    tracker = Tracker(uri)
+    rid = synthetic_store.make_run(tracker, "detail", members=4, steps=3, tasks_per_step=2)
+    assert cli.main(["runs", "--json"]) == 0
+    assert [r["run_id"] for r in json.loads(capsys.readouterr().out)] == [rid]
+    assert cli.main(["runs", rid, "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    members = sorted(c.data.tags[rl.MEMBER_ID] for c in rl.member_runs(tracker.client, rid))
+    assert listed["run_id"] == rid and sorted(m["member"] for m in listed["members"]) == members
+    assert cli.main(["runs", rid, "--ancestry", members[0], "--json"]) == 0
+    record = capsys.readouterr().out
+    assert cli.main(["runs", rid, "--ancestry", members[0], "--format", "json"]) == 0
+    assert capsys.readouterr().out == record and json.loads(record)["ancestors"]

@@ -55,12 +55,13 @@ def test_with_the_stop_installed_a_swallowed_stop_prints_nothing_and_check_still
 
 
 # Any other exception a finalizer raises is still printed (the hook hands it on), and SIGINT is remembered like
-# SIGTERM where Python's own handler had it, left ignored where it was ignored.
+# SIGTERM where Python's own handler had it, left ignored where it was ignored. The child sets the disposition it
+# starts with itself: Python installs its handler only where SIGINT was not ignored at exec, and a shell starts a
+# background job (`make test &`, nohup, a CI runner without job control) with SIGINT ignored.
 OTHERS = """
 import gc, signal, sys
 from populora.platform.jobs import stopping
-if sys.argv[1] == "ignored":
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+signal.signal(signal.SIGINT, signal.SIG_IGN if sys.argv[1] == "ignored" else signal.default_int_handler)
 stopping.stop_on_sigterm()
 stopping.stop_on_sigterm()  # twice: one hook, not two
 class Broken:

@@ -241,7 +241,7 @@ def test_fork_kill_9_resume_fork_of_fork_diff_and_ancestry(mlflow_store, tmp_pat
     earlier = {e["child"] for r in (parent, fork) for e in _lineage(r)["events"]}
     assert grown["child"] not in earlier and grown["run"] == fork2, (grown, sorted(earlier))
     capsys.readouterr()
-    assert main(["runs", fork2, "--ancestry", grown["child"], "--format", "json"]) == 0
+    assert main(["runs", fork2, "--ancestry", grown["child"], "--json"]) == 0
     record = json.loads(capsys.readouterr().out)
     assert [(a["member"], a["run"]) for a in record["ancestors"][:2]] == [
         (grown["child"], fork2), (students[0], ancestry.born_in(students[0], lineage2, fork2))]

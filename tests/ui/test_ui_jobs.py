@@ -192,7 +192,7 @@ def test_a_job_records_its_process_start_time(tmp_path):
     assert job.process() is None and job.status == "stopped"
 
 
-def test_launch_slots_queue_jobs_beyond_the_limit(tmp_path):
+def test_launch_slots_queue_jobs_beyond_the_limit(tmp_path, own_queue):
     first = jobs.start([sys.executable, "-c", SLEEPER], root=tmp_path, slots=1)
     assert wait_for_status(first, ("running",)) == "running"
     second = jobs.start([sys.executable, "-c", "print('second ran', flush=True)"], root=tmp_path, slots=1)
@@ -245,7 +245,7 @@ def test_a_job_needing_several_slots_waits_for_all_and_keeps_its_place(tmp_path,
     assert order.read_text() == "big small "  # the small one did not pass the big one while a slot was free
 
 
-def test_a_local_gpu_training_needs_a_slot_per_gpu(tmp_path):
+def test_a_local_gpu_training_needs_a_slot_per_gpu(tmp_path, own_queue):
     yaml_text = "ray: {address: local, model_workers: 2, gpus_per_worker: 1}\nmodel: {device: cuda}\n"
     assert job_slots(yaml_text) == 2  # the training side sizes the job; the platform only counts slots
     assert job_slots("ray: {address: local, model_workers: 2, gpus_per_worker: 0}") == 1  # CPU workers
@@ -254,7 +254,7 @@ def test_a_local_gpu_training_needs_a_slot_per_gpu(tmp_path):
     assert wait_for_status(job, ("finished", "failed")) == "finished"
 
 
-def test_the_queue_runs_a_training_then_an_evaluation_with_one_slot(tmp_path, monkeypatch):
+def test_the_queue_runs_a_training_then_an_evaluation_with_one_slot(tmp_path, monkeypatch, own_queue):
     """One slot: a real ``populora eval`` job (tiny model, one gsm8k item) launched while a training holds the
     slot waits in line (position 1) and starts only once the training has ended. The training is a stand-in
     process in the same queue (a real one is the browser test's)."""
@@ -393,7 +393,7 @@ def test_compare_page_launches_an_evaluation_and_shows_its_scores(tmp_path, monk
     monkeypatch.setenv("POPULORA_JOBS_DIR", str(tmp_path / "jobs"))
     run_id = _train_tiny(tmp_path)
     st.cache_data.clear()
-    at = AppTest.from_file(str(Path(jobs.__file__).parents[1] / "ui" / "views" / "compare.py"), default_timeout=90)
+    at = AppTest.from_file(str(ROOT / "populora" / "ui" / "views" / "compare.py"), default_timeout=90)
     at.query_params["run"] = run_id
     at.run()
     assert not at.exception
@@ -431,7 +431,7 @@ def _submit(at) -> None:
     at.run()
 
 
-def test_a_stopped_evaluation_job_resumes_without_redoing_its_finished_pairs(tmp_path):
+def test_a_stopped_evaluation_job_resumes_without_redoing_its_finished_pairs(tmp_path, own_queue):
     """Stop an evaluation job once its first (target, benchmark) pair is stored; the same config launched again
     (the UI's Resume) keeps that pair's file as it was and scores only the rest."""
     from conftest import wait_for

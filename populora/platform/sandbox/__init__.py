@@ -5,7 +5,10 @@
 - ``child``: what runs in that child, locked down, and the program itself;
 - ``kernel``: the kernel calls behind the isolation (namespaces, rlimits, seccomp, privilege drop);
 - ``values``: canonical text of values, and the one literal grammar that reads it back;
-- ``cli`` / ``bench``: ``populora sandbox exec`` and ``populora bench verifier``.
+- ``cli`` / ``bench``: ``populora sandbox exec`` and ``populora bench verifier``;
+- ``asuser``: running a command (the suite, the bench) as an unprivileged user;
+- ``verifier`` / ``ray_verifier``: generic checks on top of the pool (static bans, ``f(args)`` run to canonical
+  values, determinism), here or spread over Ray actors; what a task kind needs is the kind's (``training.tasks``).
 
     from populora.platform.sandbox import Sandbox
     with Sandbox(timeout_s=2) as sb:
