@@ -29,6 +29,7 @@ class TrainSample:
     prompt_ids: list[int]
     completion_ids: list[int]
     weight: float
+    generator_logp: list[float] | None = None  # the generator's log-prob of each sampled token (vLLM), else None
 
 
 @dataclass
@@ -37,6 +38,7 @@ class Generation:
     text: str
     prompt_ids: list[int]
     completion_ids: list[int]
+    logprobs: list[float] | None = None  # the generator's log-prob of each completion token (vLLM; torch: None)
 
 
 @runtime_checkable

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import torch
 
 from populora.platform.backends.base import TrainSample
+from populora.platform.backends.rollout_correction import MismatchTally
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,9 @@ class UpdateSpec:
     clip_ratio: float = 0.2             # PPO clip: ratio kept in [1 - clip_ratio, 1 + clip_high]
     clip_ratio_high: float | None = None  # upper clip; None = clip_ratio (symmetric)
     entropy_coef: float = 0.0           # entropy bonus weight
+    # rollout correction (rollout_correction.py): generator-vs-trainer importance weights on the PG term
+    rollout_correction: str = "none"    # none | tis | mis
+    rollout_correction_cap: float = 2.0  # tis: weights capped here; mis: tokens outside [1/cap, cap] dropped
 
     @property
     def clip_high(self) -> float:
@@ -97,7 +101,7 @@ class RowTerms:
 
 def row_terms(logp: torch.Tensor, mask: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor,
               denom: torch.Tensor, spec: UpdateSpec, entropy: torch.Tensor | None = None,
-              base_logp: torch.Tensor | None = None) -> RowTerms:
+              base_logp: torch.Tensor | None = None, rollout_weight: torch.Tensor | None = None) -> RowTerms:
     """The clipped surrogate per token (all (B, T) but ``advantages`` and ``denom``, (B,)), summed per row.
 
     >>> spec = UpdateSpec(clip_ratio=0.2)
@@ -114,6 +118,8 @@ def row_terms(logp: torch.Tensor, mask: torch.Tensor, old_logp: torch.Tensor, ad
     surrogate = -adv * ratio
     clipped_surrogate = -adv * ratio.clamp(1 - spec.clip_ratio, 1 + spec.clip_high)
     per_token = torch.maximum(surrogate, clipped_surrogate)                      # PPO's pessimistic bound
+    if rollout_weight is not None:  # rollout correction (rollout_correction.py): detached, on the PG term only
+        per_token = per_token * rollout_weight
     if entropy is not None and spec.entropy_coef > 0:
         per_token = per_token - spec.entropy_coef * entropy
     kl_tok = (logp - base_logp) if base_logp is not None else torch.zeros_like(logp)  # k1 on sampled tokens
@@ -138,6 +144,7 @@ class Tally:
     kl_sum: float = 0.0       # sum over mini-batches of their token-mean KL, weighted back to tokens
     entropy_sum: float = 0.0
     clipped: float = 0.0
+    mismatch: MismatchTally = field(default_factory=MismatchTally)  # generator vs trainer (rollout_correction.py)
 
     def start(self, rollouts: int, tokens: int) -> None:
         self.mini_batches.append({"rollouts": rollouts, "tokens": tokens, "loss": 0.0, "kl": 0.0, "clip_frac": 0.0,
@@ -164,7 +171,7 @@ class Tally:
                "entropy": self.entropy_sum / self.tokens, "clip_frac": self.clipped / self.tokens,
                "ratio_dev": max(m["ratio_dev"] for m in mbs), "grad_norm": sum(m["grad_norm"] for m in mbs) / len(mbs),
                "tokens": float(self.tokens), "rollouts": float(self.rollouts), "mini_batches": float(len(mbs)),
-               "per_mini_batch": [dict(m) for m in mbs]}
+               "per_mini_batch": [dict(m) for m in mbs], **self.mismatch.stats()}
         if not self.has_kl:
             del out["kl"]
             for m in out["per_mini_batch"]:
