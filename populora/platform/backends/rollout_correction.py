@@ -141,12 +141,13 @@ class MismatchTally:
 
     def stats(self) -> dict[str, float]:
         """``mismatch_k3`` (token mean), ``mismatch_max_abs``, ``mismatch_ppl_ratio`` (sequence mean),
-        ``mismatch_tokens``, ``rollout_corrected`` (share of tokens truncated or masked); empty when no row had
+        ``mismatch_tokens`` and ``mismatch_rollouts`` (compared), ``rollout_corrected`` (share of tokens truncated or masked); empty when no row had
         generator log-probs (nothing to compare: no false 0)."""
         if not self.tokens:
             return {}
         return {"mismatch_k3": self.k3_sum / self.tokens, "mismatch_max_abs": self.max_abs,
                 "mismatch_ppl_ratio": self.ppl_ratio_sum / self.rows, "mismatch_tokens": self.tokens,
+                "mismatch_rollouts": float(self.rows),
                 "rollout_corrected": self.corrected / self.tokens}
 
 
