@@ -96,6 +96,7 @@ class LLM:
             raise ValueError("Sleep mode is not supported on current platform.")
         self.model, self.max_lora_rank, self.max_model_len = model, max_lora_rank, max_model_len or 8192
         self.max_loras, self.enable_sleep_mode, self.dtype = max_loras, enable_sleep_mode, dtype
+        self.logprobs_mode = logprobs_mode
         self.params, self.loras, self.removed = [], [], []
         self.awake = threading.Event()
         self.awake.set()
