@@ -47,7 +47,8 @@ def sampled(tmp_path_factory):
     finally:
         backend.close()
     with torch.no_grad():
-        logp, mask = trainer.rows_logprobs(["A"] * len(gens), [g.prompt_ids for g in gens], [g.completion_ids for g in gens])
+        logp, mask = trainer.rows_logprobs(["A"] * len(gens), [g.prompt_ids for g in gens],
+                                           [g.completion_ids for g in gens])
     yield pristine, tok, trainer.adapter_state("A"), gens, logp, mask
 
 
