@@ -150,8 +150,9 @@ def _step(backend, samples, mode, cap=1.5):
 
 @pytest.mark.parametrize("kind", ["multilora", "peft"])
 def test_a_generator_twice_as_likely_as_the_trainer_is_truncated_or_masked_in_the_update(tiny_model, kind):
-    """Every token's generator log-prob is the trainer's - log 2 (rho = pi_old / pi_gen = 2): on the first mini-batch the ratio is 1, so the loss is sum_t w_t (-A) / tokens: tis scales it by the cap, mis drops
-    every token (loss 0, all corrected), none leaves it; k3 = 2 - log 2 - 1 per token, whatever the backend."""
+    """Every token's generator log-prob is the trainer's - log 2 (rho = pi_old / pi_gen = 2). On the first
+    mini-batch the ratio is 1, so the loss is sum_t w_t (-A) / tokens: tis scales it by the cap, mis drops every
+    token (loss 0, all corrected), none leaves it; k3 = 2 - log 2 - 1 per token, whatever the backend."""
     model, tok = tiny_model
     g = torch.Generator().manual_seed(1)
     prompts = [torch.randint(5, 400, (4,), generator=g).tolist() for _ in range(3)]

@@ -8,7 +8,8 @@ One train step of an adapter (AZR: ``ppo_epochs: 1``, ``shuffle: False``, ``loss
 
        max(-A * ratio, -A * clip(ratio, 1 - clip_low, 1 + clip_high)) - entropy_coef * H  [+ kl_coef * KL(m || base)]
 
-   with ratio = exp(logp - old_logp). The first mini-batch sees the sampling policy itself (ratio 1, so its
+   with ratio = exp(logp - old_logp); with ``optim.rollout_correction`` the PG term of each token is weighted by
+   the generator-vs-trainer importance weight (rollout_correction.py). The first mini-batch sees the sampling policy itself (ratio 1, so its
    gradient is plain REINFORCE); later ones see a policy the earlier steps moved, which is where clipping acts.
 
 Pure tensor functions and a per-adapter tally; the backends own the forward passes and the optimizers.

@@ -141,8 +141,8 @@ class MismatchTally:
 
     def stats(self) -> dict[str, float]:
         """``mismatch_k3`` (token mean), ``mismatch_max_abs``, ``mismatch_ppl_ratio`` (sequence mean),
-        ``mismatch_tokens`` and ``mismatch_rollouts`` (compared), ``rollout_corrected`` (share of tokens truncated or masked); empty when no row had
-        generator log-probs (nothing to compare: no false 0)."""
+        ``mismatch_tokens`` and ``mismatch_rollouts`` (compared), ``rollout_corrected`` (the share of tokens
+        truncated or masked); empty when no row had generator log-probs (nothing to compare: no false 0)."""
         if not self.tokens:
             return {}
         return {"mismatch_k3": self.k3_sum / self.tokens, "mismatch_max_abs": self.max_abs,
