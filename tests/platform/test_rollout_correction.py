@@ -175,3 +175,33 @@ def test_a_generator_twice_as_likely_as_the_trainer_is_truncated_or_masked_in_th
     assert tis["loss"] == pytest.approx(-1.5, abs=8 * EPS32) and tis["rollout_corrected"] == 1
     assert mis["loss"] == 0 and mis["rollout_corrected"] == 1
     assert "mismatch_k3" not in plain and plain["loss"] == pytest.approx(-1.0, abs=8 * EPS32)  # torch generation
+
+
+def test_data_parallel_workers_give_the_one_process_mismatch_and_corrected_update(tiny_model, monkeypatch):
+    """test_update_loop.py's two thread workers (the data-parallel update loop with its all-reduce), with generator
+    log-probs on two rows of three and tis: the merged mismatch and the corrected losses are the one process's."""
+    import test_update_loop as loop
+
+    plain = loop._batches
+
+    def with_generator_logp():
+        g, out = torch.Generator().manual_seed(5), plain()
+        for samples in out.values():
+            for i, s in enumerate(samples):
+                if i % 3:
+                    s.generator_logp = (-8 - torch.rand(len(s.completion_ids), generator=g) * 8).tolist()  # ~ -log V
+        return out
+
+    monkeypatch.setattr(loop, "_batches", with_generator_logp)
+    monkeypatch.setitem(loop.UPDATE, "rollout_correction", "tis")
+    monkeypatch.setitem(loop.UPDATE, "rollout_correction_cap", 1.5)
+    one = loop._backend(tiny_model)
+    ref = [one.train_step(with_generator_logp(), **loop.UPDATE) for _ in range(2)]
+    _, stats = loop._on_workers(tiny_model, 2)
+    for step, theirs in zip(stats, ref):
+        for n in ("T0", "S0"):
+            assert 0 < theirs[n]["rollout_corrected"] < 1 and theirs[n]["mismatch_k3"] > 0
+            for key in ("mismatch_k3", "mismatch_max_abs", "mismatch_ppl_ratio", "mismatch_tokens", "rollout_corrected"):
+                assert step[n][key] == pytest.approx(theirs[n][key], rel=1e-5), (n, key)
+            for mine, their in zip(step[n]["per_mini_batch"], theirs[n]["per_mini_batch"]):
+                assert mine["loss"] == pytest.approx(their["loss"], rel=1e-4, abs=1e-6), n
