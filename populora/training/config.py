@@ -169,6 +169,15 @@ class OptimConfig(AdamConfig):
                           "kl_coef > 0 computes it every step regardless")
     max_seq_len: int = Field(1024, ge=64, le=131072, description="Longest prompt+response used in the update (longer are truncated from the left); "
                              "with model.generation=vllm also vLLM's max_model_len (a longer prompt gets an empty completion)")
+    # rollout correction (platform/backends/rollout_correction.py); AZR's vendored veRL has none (its
+    # compute_policy_loss, verl/verl/trainer/ppo/core_algos.py:272 at 41ed983, takes no rollout log-probs)
+    rollout_correction: Literal["none", "tis", "mis"] = Field("none", description="Reweight each token's policy-gradient "
+                                    "term by pi_trainer / pi_generator where the generator is not the trainer (vLLM): tis "
+                                    "truncates the weight at the cap (veRL, slime), mis drops tokens outside [1/cap, cap] "
+                                    "(slime); none (AZR) leaves it be. Needs generator log-probs (model.generation=vllm)")
+    rollout_correction_cap: float = Field(2.0, ge=1, description="tis: largest weight kept; mis: tokens whose ratio is "
+                                          "outside [1/cap, cap] are dropped (veRL's rollout_is_threshold and slime's "
+                                          "tis_upper_bound default: 2.0)")
 
 
 def _mix_check(kind: str, mix: dict[str, float]) -> dict[str, float]:

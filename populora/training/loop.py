@@ -118,7 +118,8 @@ class Trainer:
             rates = assign_rewards(tasks, proposals, answers, cfg)
             games = update_ratings(tasks, answers, self.population, pairs, cfg.matchmaking.rate_unsolved,
                                    cfg.matchmaking.rate_invalid)
-            train_stats = update(self.backend, proposals + (batch if cfg.solver.data == "buffer" else answers), cfg, s)
+            trained = proposals + (batch if cfg.solver.data == "buffer" else answers)
+            train_stats = update(self.backend, trained, cfg, s)
 
         # 6. in-training evaluation on the fixed subset (timed and counted apart from training): every member as
         # it trained this step, so before evolution when it replaces some, then the children it made
@@ -147,7 +148,8 @@ class Trainer:
         self.programs_proposed += sum(curriculum.wrote_program(t) for t in tasks)
         record = run_log.step_record(s, tasks, proposals, answers, rates, train_stats, self.population,
                                      len(self.seen_structures), games, timings, replaced, cfg.evolution.conservative_k,
-                                     programs_proposed=self.programs_proposed)
+                                     programs_proposed=self.programs_proposed, trained=trained,
+                                     advantage_scope=cfg.optim.advantage_scope)
         if replaced:  # evolution/<operator>/*: children, survival, rating change, KL, seconds so far
             record["run_metrics"].update(operator_stats.metrics(self.lineage, self.population, s))
         distance = self.adapter_distance() if cfg.evolution.every and s % cfg.evolution.every == 0 else None

@@ -371,6 +371,21 @@ def timing(started, ended, step, steps, status: str, now: pd.Timestamp | None = 
     return fmt_duration(elapsed), eta
 
 
+LEARN_LINE = (("learn/no_signal_share", "flat groups", "{:.0%}"), ("learn/flat_task_share", "flat tasks", "{:.0%}"),
+              ("learn/adv_std", "advantage std", "{:.3g}"), ("learn/mismatch_k3", "generator-vs-trainer k3", "{:.2g}"),
+              ("learn/mismatch_max_abs", "max |log-prob diff|", "{:.2g}"),
+              ("learn/rollout_corrected", "tokens corrected", "{:.1%}"))
+
+
+def learning_line(metrics: dict, label: str = "") -> None:
+    """The last step's learning diagnostics (``learn/*``, training/measures/learning.py) in one caption; nothing
+    before a run has logged them (the mismatch only where the generator is not the trainer)."""
+    parts = [f"{name} {fmt.format(metrics[key])}" for key, name, fmt in LEARN_LINE if metrics.get(key) is not None]
+    if parts:
+        st.caption(f"{label}learning, last step: " + " · ".join(parts)
+                   + " (per adapter, with entropy, clip fraction and grad norm: its learn/* metrics)")
+
+
 def monitor_flags(tags: dict, label: str = "") -> None:
     """A warning per monitor that fired on the run (its tag): what was seen, and what it means."""
     for name, text in rl.fired_monitors(tags).items():

@@ -253,3 +253,17 @@ def test_a_removed_members_sync_dir_is_deleted(stub_vllm, tmp_path):
     assert (tmp_path / "sync").exists() and __import__("os").path.isdir(synced)
     backend.remove_adapter("S0")
     assert not __import__("os").path.exists(synced) and "S0" not in backend.requests
+
+
+def test_generations_carry_the_engines_log_prob_of_each_sampled_token(stub_vllm, tmp_path):
+    """What the update compares with the trainer's (rollout_correction.py): the log-probs of the distribution the
+    engine sampled from (processed_logprobs, as veRL asks), one per completion token, in order."""
+    backend = _vllm_backend(tmp_path)
+    prompt = backend.encode_chat([{"role": "user", "content": "Hi"}])
+    gens = backend.generate([prompt, prompt], ["S0", None], 8, seed=0)
+    engine = stub_vllm.LLM.instances[-1]
+    assert engine.logprobs_mode == "processed_logprobs" and all(p.logprobs == 0 for p in engine.params)
+    for g, lora in zip(gens, engine.loras[-2:]):
+        key = hash((tuple(g.prompt_ids), None if lora is None else lora.lora_path)) % 2**31  # the stub's logits
+        table = torch.log_softmax(torch.randn(stub_vllm.VOCAB, generator=torch.Generator().manual_seed(key)), 0)
+        assert g.logprobs == [float(table[t]) for t in g.completion_ids] and len(g.logprobs) == len(g.completion_ids)

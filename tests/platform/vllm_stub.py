@@ -56,6 +56,7 @@ class SamplingParams:
     stop: list[str] | None = None
     stop_token_ids: list[int] = field(default_factory=list)
     include_stop_str_in_output: bool = False
+    logprobs: int | None = None
 
 
 @dataclass
@@ -66,9 +67,15 @@ class LoRARequest:
 
 
 @dataclass
+class Logprob:
+    logprob: float
+
+
+@dataclass
 class CompletionOutput:
     text: str
     token_ids: list[int]
+    logprobs: list[dict[int, Logprob]] | None = None  # with SamplingParams.logprobs: the sampled token's, per step
 
 
 @dataclass
@@ -81,13 +88,15 @@ class LLM:
     instances: list["LLM"] = []
 
     def __init__(self, model, enable_lora=False, max_loras=1, max_lora_rank=16, gpu_memory_utilization=0.9,
-                 max_model_len=None, enable_sleep_mode=False, dtype="auto", kv_cache_memory_bytes=None):
+                 max_model_len=None, enable_sleep_mode=False, dtype="auto", kv_cache_memory_bytes=None,
+                 logprobs_mode="raw_logprobs"):
         if max_lora_rank not in MAX_LORA_RANKS:
             raise ValueError(f"max_lora_rank: Input should be {MAX_LORA_RANKS} [input_value={max_lora_rank}]")
         if enable_sleep_mode and not SLEEP_MODE["available"]:
             raise ValueError("Sleep mode is not supported on current platform.")
         self.model, self.max_lora_rank, self.max_model_len = model, max_lora_rank, max_model_len or 8192
         self.max_loras, self.enable_sleep_mode, self.dtype = max_loras, enable_sleep_mode, dtype
+        self.logprobs_mode = logprobs_mode
         self.params, self.loras, self.removed = [], [], []
         self.awake = threading.Event()
         self.awake.set()
@@ -132,7 +141,11 @@ class LLM:
             out.append(t)
             if t in sp.stop_token_ids:
                 break
-        return RequestOutput(list(prompt_ids), [CompletionOutput(" ".join(map(str, out)), out)])
+        logprobs = None
+        if sp.logprobs is not None:
+            table = torch.log_softmax(logits, 0)
+            logprobs = [{t: Logprob(float(table[t]))} for t in out]
+        return RequestOutput(list(prompt_ids), [CompletionOutput(" ".join(map(str, out)), out, logprobs)])
 
     def sleep(self, level: int = 1):
         EVENTS.append(f"sleep(level={level})")

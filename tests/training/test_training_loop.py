@@ -48,8 +48,10 @@ def test_two_steps_logged_to_mlflow(mlflow_store, tmp_path):
     assert parent.data.params["population.teachers"] == "2"
     client = _client(mlflow_store)
     assert [m.step for m in client.get_metric_history(parent.info.run_id, rl.STEP_SENTINEL)] == [1, 2]
-    for key in ("tasks/validity_rate", "teacher/reward", rl.COVERAGE, rl.COVERAGE_PER_100, rl.PROGRAMS, "time/step_s"):
+    for key in ("tasks/validity_rate", "teacher/reward", rl.COVERAGE, rl.COVERAGE_PER_100, rl.PROGRAMS, "time/step_s",
+                "learn/no_signal_share", "learn/adv_std"):
         assert len(client.get_metric_history(parent.info.run_id, key)) == 2, key
+    assert "learn/mismatch_k3" not in parent.data.metrics  # torch generation: the generator is the trainer
     # one child run per member: 4 initial + 2 children of the evolution at step 2 (1 teacher, 1 student)
     ids = sorted(c.data.tags[rl.MEMBER_ID] for c in children)
     assert ids == ["S0", "S1", "S2", "T0", "T1", "T2"]
@@ -57,6 +59,9 @@ def test_two_steps_logged_to_mlflow(mlflow_store, tmp_path):
     for c in children:
         assert c.data.params["role"] in ("teacher", "student")
         assert len(client.get_metric_history(c.info.run_id, "rating/mu")) >= 1
+        if "train/grad_norm" in c.data.metrics:  # it had rollouts to train on: its learning diagnostics too
+            assert "learn/no_signal_share" in c.data.metrics and "learn/grad_norm" in c.data.metrics
+    assert any("learn/no_signal_share" in c.data.metrics for c in children if c.data.params["role"] == "teacher")
     # the compute ledger: every member run, every step it lived, and the parent's sums
     for s in (1, 2):
         per_member = [[m.value for m in client.get_metric_history(c.info.run_id, "compute/generated_tokens") if m.step == s]

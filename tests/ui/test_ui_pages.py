@@ -106,6 +106,20 @@ def test_arms_race_charts_population_vs_baseline(app, store):
     assert charts >= 4 and charts + empty >= 12, (charts, empty)
 
 
+def test_runs_and_arms_race_show_the_last_steps_learning_diagnostics(app, store):
+    """The learn/ line under the flags (training/measures/learning.py's metrics as logged): flat groups at least,
+    on the run's page and on Arms race, whose toggle draws their curves; torch generation logs no mismatch."""
+    if not store["real"]:
+        pytest.skip("the synthetic store's records have no trained rollouts")
+    line = next((c.value for c in _ok(app("runs", run=store["population"])).caption if "learning, last step" in c.value), "")
+    assert "flat groups" in line and "k3" not in line, line
+    at = _ok(app("arms_race", run=store["population"]))
+    assert any("learning, last step" in c.value for c in at.caption)
+    charts = len(at.get("vega_lite_chart"))
+    at = _ok(at.toggle(key="ar_learning").set_value(True).run())
+    assert len(at.get("vega_lite_chart")) > charts
+
+
 def test_arms_race_reads_the_curves_against_per_adapter_compute(app, store):
     """The x-axis switch: the headline curves against each run's per-adapter ledger (generated + trained tokens
     so far), so the arms are read at equal spend; the steps stay the default."""

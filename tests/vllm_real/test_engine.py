@@ -87,9 +87,9 @@ def test_sampled_logprobs_equal_the_trainers_in_fp32(pair):
 
     Asked for log-probs, vLLM also ranks each sampled token with ``batched_count_greater_than``, a function under
     ``torch.compile`` (vllm/v1/sample/ops/logprobs.py): compiling it on a CPU (inductor, a C++ build) cost ~25 s
-    of CPU, a fifth of this file's, for a count the training never asks for (PopuLoRA requests no log-probs from
-    vLLM). The inline engine runs in this process, so ``force_eager`` runs it as plain torch here; the log-probs
-    are computed as before."""
+    of CPU, a fifth of this file's, for a count the training never reads. The inline engine runs in this process,
+    so ``force_eager`` runs it as plain torch here (as ``VllmBackend.generate`` does: vllm.eager_logprob_ranks);
+    the log-probs are computed as before."""
     from vllm import SamplingParams
 
     backend, trainer = pair
@@ -107,6 +107,27 @@ def test_sampled_logprobs_equal_the_trainers_in_fp32(pair):
         assert n == len(want) == len(sampled[row])
         diff = (lp[row, :n] - torch.tensor(want)).abs().max().item()
         assert diff < 1e-4, (row, adapters[row], diff)
+
+
+def test_generations_carry_the_engines_logprobs_and_they_equal_the_trainers_in_fp32(pair):
+    """The backend's own path (processed_logprobs, logprobs=0, the inline engine's eager rank): each generation's
+    log-probs are the engine's of its sampled tokens; in fp32 they are the trainer's, so the mismatch the update
+    logs (rollout_correction.py) is numerics only: k3 ~ 0, far below monitors.OUT_OF_SYNC_K3."""
+    from populora.platform.backends import rollout_correction
+    from populora.training.measures import monitors
+
+    backend, trainer = pair
+    rows, adapters = prompts(backend) * 2, ["A", "B", "A", None]
+    gens = backend.generate(rows, adapters, 24, temperature=1.0, seed=3)
+    lp, mask = trainer.rows_logprobs(adapters, [g.prompt_ids for g in gens], [g.completion_ids for g in gens])
+    for row, g in enumerate(gens):
+        assert g.logprobs is not None and len(g.logprobs) == len(g.completion_ids) == int(mask[row].sum())
+        diff = (lp[row, :len(g.logprobs)] - torch.tensor(g.logprobs)).abs().max().item()
+        assert diff < 1e-4, (row, adapters[row], diff)
+    gen, has = rollout_correction.generator_logp([g.logprobs for g in gens], lp.shape[1], lp.device)
+    c = rollout_correction.correct(lp, gen, has, mask, "none", 2.0)
+    k3 = float(c.rows.k3.sum() / c.rows.tokens.sum())
+    assert abs(k3) < 1e-6 < monitors.OUT_OF_SYNC_K3
 
 
 def test_rollouts_of_one_prompt_are_distinct_and_reproducible_from_the_seed(pair):

@@ -31,6 +31,7 @@ class TrainSample:
     weight: float
     kind: str = ""   # task kind (code_o, ...): AZR's mini-batches hold one kind (policy_loss.azr_mini_batches)
     role: str = ""   # teacher | student: a kind's proposer rows come before its solver rows
+    generator_logp: list[float] | None = None  # the generator's log-prob of each sampled token (vLLM), else None
 
 
 @dataclass
@@ -39,6 +40,7 @@ class Generation:
     text: str
     prompt_ids: list[int]
     completion_ids: list[int]
+    logprobs: list[float] | None = None  # the generator's log-prob of each completion token (vLLM; torch: None)
 
 
 @runtime_checkable

@@ -25,7 +25,7 @@ from typing import Callable
 import torch
 from torch import nn
 
-from populora.platform.backends import checkpointing, generation, logprobs
+from populora.platform.backends import checkpointing, generation, logprobs, rollout_correction
 from populora.platform.backends.base import BASE, Generation, LoraSpec, TrainSample
 from populora.platform.backends.optimizer import AdamConfig, SlotAdam, make_optimizer
 from populora.platform.backends.peft_dir import read_peft_dir, write_peft_dir
@@ -332,10 +332,12 @@ class MultiLoraBackend:
                 base_logp, _ = self.sequence_logprobs(BASE, prompts, completions, spec.max_len, spec.temperature)
         adv = torch.tensor([s.weight for s in samples], device=logp.device)                  # (B,)
         denom = torch.tensor([denoms[r] for r in chunk], device=logp.device)                 # (B,)
-        terms = row_terms(logp, mask, old_logp, adv, denom, spec, ent, base_logp)
+        corr = rollout_correction.for_samples(samples, old_logp, mask, spec.rollout_correction, spec.rollout_correction_cap)
+        terms = row_terms(logp, mask, old_logp, adv, denom, spec, ent, base_logp, corr.weights)
         terms.loss.sum().backward()
         for i, n in enumerate(names):
             tallies[n].add_row(terms, i)
+            tallies[n].mismatch.add_row(corr.rows, i)
 
     def _old_logprobs(self, batches, rows: list[tuple[str, int]], spec: UpdateSpec) -> dict[tuple[str, int], torch.Tensor]:
         """Log-probs of the sampling policies (every member before this step) for the rows of later mini-batches."""

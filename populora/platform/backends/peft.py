@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from populora.platform.backends import generation, logprobs
+from populora.platform.backends import generation, logprobs, rollout_correction
 from populora.platform.backends.base import BASE, Generation, LoraSpec, TrainSample
 from populora.platform.backends.optimizer import AdamConfig, make_optimizer
 from populora.platform.backends.peft_dir import lora_config
@@ -155,10 +155,13 @@ class PeftBackend:
                         base_logp, _ = self.sequence_logprobs(BASE, prompts, completions, spec.max_len, spec.temperature)
                 adv = torch.tensor([s.weight for s in chunk], device=logp.device)                       # (B,)
                 denom = torch.tensor(mb.denoms[k:k + spec.micro_batch], device=logp.device)            # (B,)
-                terms = row_terms(logp, mask, old_logp, adv, denom, spec, ent, base_logp)
+                corr = rollout_correction.for_samples(chunk, old_logp, mask, spec.rollout_correction,
+                                                      spec.rollout_correction_cap)
+                terms = row_terms(logp, mask, old_logp, adv, denom, spec, ent, base_logp, corr.weights)
                 terms.loss.sum().backward()
                 for i in range(len(chunk)):
                     tally.add_row(terms, i)
+                    tally.mismatch.add_row(corr.rows, i)
             tally.end(float(torch.nn.utils.clip_grad_norm_(self.parameters(name), spec.grad_clip)))
             optimizer.step()
         return tally.stats()

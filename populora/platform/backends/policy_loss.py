@@ -15,7 +15,8 @@ Reference: AZR ``paper`` branch 41ed983, ``verl/verl/workers/actor/dp_actor.py:2
 
    with ratio = exp(logp - old_logp) (and, with ``clip_ratio_c``, the dual clip of negative advantages). The first
    mini-batch sees the sampling policy itself (ratio 1: plain REINFORCE); later ones see a policy the earlier steps
-   moved, which is where clipping acts.
+   moved, which is where clipping acts. With ``optim.rollout_correction`` the PG term of each token is weighted
+   by the generator-vs-trainer importance weight (rollout_correction.py).
 
 The aggregation is a per-row denominator (``row_denominators``): every row's loss is sum_t term_t / denom_row, so
 a mini-batch split over micro-batches or data-parallel workers sums to the same loss.
@@ -32,6 +33,7 @@ from typing import Literal
 import torch
 
 from populora.platform.backends.base import TrainSample
+from populora.platform.backends.rollout_correction import MismatchTally
 
 KlEstimator = Literal["low_var_kl", "k3", "kl", "k1", "mse", "k2", "abs"]
 LossAgg = Literal["token-mean", "micro-token-mean", "seq-mean-token-sum", "seq-mean-token-mean"]
@@ -60,6 +62,9 @@ class UpdateSpec:
     loss_agg: LossAgg = "token-mean"    # how a mini-batch's per-token terms become its loss (``row_denominators``)
     loss_micro_batch: int = 16          # micro-token-mean's micro-batch (AZR ppo_micro_batch_size_per_gpu)
     clip_ratio_c: float | None = None   # dual clip: a negative advantage's loss capped at -A * c (None = off, as AZR)
+    # rollout correction (rollout_correction.py): generator-vs-trainer importance weights on the PG term
+    rollout_correction: str = "none"    # none | tis | mis
+    rollout_correction_cap: float = 2.0  # tis: weights capped here; mis: tokens outside [1/cap, cap] dropped
 
     @property
     def clip_high(self) -> float:
@@ -308,7 +313,7 @@ def token_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Ten
 
 def row_terms(logp: torch.Tensor, mask: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor,
               denom: torch.Tensor, spec: UpdateSpec, entropy: torch.Tensor | None = None,
-              base_logp: torch.Tensor | None = None) -> RowTerms:
+              base_logp: torch.Tensor | None = None, rollout_weight: torch.Tensor | None = None) -> RowTerms:
     """The clipped surrogate per token (all (B, T) but ``advantages`` and ``denom``, (B,)), summed per row.
 
     >>> spec = UpdateSpec(clip_ratio=0.2)
@@ -321,6 +326,8 @@ def row_terms(logp: torch.Tensor, mask: torch.Tensor, old_logp: torch.Tensor, ad
     (1.5, 0)
     """
     per_token, clipped = token_loss(logp, old_logp, advantages, spec)
+    if rollout_weight is not None:  # rollout correction (rollout_correction.py): detached, on the PG term only
+        per_token = per_token * rollout_weight
     if entropy is not None and spec.entropy_coef > 0:
         per_token = per_token - spec.entropy_coef * entropy
     kl_tok = kl_penalty(logp, base_logp, spec.kl_estimator) if base_logp is not None else torch.zeros_like(logp)
@@ -345,6 +352,7 @@ class Tally:
     kl_sum: float = 0.0       # sum over tokens of the KL estimate
     entropy_sum: float = 0.0
     clipped: float = 0.0
+    mismatch: MismatchTally = field(default_factory=MismatchTally)  # generator vs trainer (rollout_correction.py)
 
     def start(self, rollouts: int, tokens: int) -> None:
         self.mini_batches.append({"rollouts": rollouts, "tokens": tokens, "loss": 0.0, "kl": 0.0, "clip_frac": 0.0,
@@ -371,7 +379,7 @@ class Tally:
                "entropy": self.entropy_sum / self.tokens, "clip_frac": self.clipped / self.tokens,
                "ratio_dev": max(m["ratio_dev"] for m in mbs), "grad_norm": sum(m["grad_norm"] for m in mbs) / len(mbs),
                "tokens": float(self.tokens), "rollouts": float(self.rollouts), "mini_batches": float(len(mbs)),
-               "per_mini_batch": [dict(m) for m in mbs]}
+               "per_mini_batch": [dict(m) for m in mbs], **self.mismatch.stats()}
         if not self.has_kl:
             del out["kl"]
             for m in out["per_mini_batch"]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from populora.platform.backends.base import TrainSample
 from populora.platform.backends.policy_loss import MiniBatch, Tally, UpdateSpec, mini_batch_parts, row_denominators
+from populora.platform.backends.rollout_correction import MismatchTally
 
 
 def shard(batches: dict[str, list[TrainSample]], workers: int,
@@ -75,4 +76,5 @@ def merge_tallies(parts: list[Tally]) -> Tally:
     out.kl_sum = sum(p.kl_sum for p in parts)
     out.entropy_sum = sum(p.entropy_sum for p in parts)
     out.clipped = sum(p.clipped for p in parts)
+    out.mismatch = MismatchTally.merged([p.mismatch for p in parts])
     return out

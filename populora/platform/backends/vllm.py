@@ -106,6 +106,36 @@ def vllm_multiprocessing(on: bool):
         envs.disable_envs_cache()
 
 
+# The generator's log-probs are those of the distribution it sampled from (after temperature and top-p), as veRL
+# asks for them (verl/workers/config/rollout.py ``logprobs_mode = "processed_logprobs"``, commit b178a3c): the
+# behaviour policy of the rollout correction. vLLM's default, raw_logprobs, is the model's at temperature 1
+# (vllm/v1/sample/sampler.py, 0.32.0). At temperature 1 and top_p 1 the two are the same.
+LOGPROBS_MODE = "processed_logprobs"
+
+
+def sampled_logprobs(completion) -> list[float] | None:
+    """The log-prob of each sampled token of a vLLM ``CompletionOutput`` asked with ``logprobs=0`` (each step's
+    dict holds the sampled token), or None where the engine gave none."""
+    steps = getattr(completion, "logprobs", None)
+    if not steps or len(steps) != len(completion.token_ids):
+        return None
+    return [float(step[t].logprob) for step, t in zip(steps, completion.token_ids)]
+
+
+@contextmanager
+def eager_logprob_ranks(inline: bool):
+    """Asked for log-probs, vLLM also ranks each sampled token with ``batched_count_greater_than``, a function under
+    ``torch.compile`` (vllm/v1/sample/ops/logprobs.py, 0.32.0): on vLLM's CPU build that is an inductor C++ build
+    (~25 s of CPU) for a rank nothing here reads. An inline engine runs in this process, where torch's
+    ``force_eager`` stance runs it as plain torch (the CPU model runs as it did; tests/vllm_real/test_engine.py
+    checks the log-probs against the trainer's). An engine in its own processes (GPUs) compiles it once, cheaply."""
+    if not inline:
+        yield
+        return
+    with torch.compiler.set_stance("force_eager"):
+        yield
+
+
 class VllmUnavailable(RuntimeError):
     pass
 
@@ -167,7 +197,8 @@ class VllmBackend:
         with vllm_multiprocessing(not self.inline):
             self.engine = vllm.LLM(model=model_path, enable_lora=True, max_loras=max_loras, max_lora_rank=max_rank,
                                    gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,
-                                   enable_sleep_mode=self.can_sleep, dtype=dtype, **cpu_kv_cache())
+                                   enable_sleep_mode=self.can_sleep, dtype=dtype, logprobs_mode=LOGPROBS_MODE,
+                                   **cpu_kv_cache())
         self.requests: dict[str, object] = {}
         self.stale: set[str] = set(trainer_backend.adapters)
         self.retired: list[int] = []  # LoRA ids replaced or removed, to drop from the engine before loading new ones
@@ -288,15 +319,20 @@ class VllmBackend:
         stops = generation.stop_token_ids(tok)
         # the stop string stays in the completion, as with transformers' stop_strings: the azr format's check
         # needs its closing </answer>, and the update trains the tokens that closed the answer
+        # logprobs=0: the sampled token's log-prob only (the update's generator-vs-trainer mismatch and rollout
+        # correction, rollout_correction.py)
         params = [SamplingParams(max_tokens=max_new_tokens, temperature=temperature, top_p=top_p, seed=seeds[i],
-                                 stop=list(stop) or None, stop_token_ids=stops, include_stop_str_in_output=True)
+                                 stop=list(stop) or None, stop_token_ids=stops, include_stop_str_in_output=True,
+                                 logprobs=0)
                   for i in keep]
         lora = [None if adapters[i] is None else self.requests[adapters[i]] for i in keep]
-        outputs = self.engine.generate([{"prompt_token_ids": ids[i]} for i in keep], params, lora_request=lora,
-                                       use_tqdm=False) if keep else []
+        with eager_logprob_ranks(self.inline):
+            outputs = self.engine.generate([{"prompt_token_ids": ids[i]} for i in keep], params, lora_request=lora,
+                                           use_tqdm=False) if keep else []
         out = [Generation(p, "", list(i), []) for p, i in zip(prompts, ids)]
         for i, o in zip(keep, outputs):
-            out[i] = Generation(prompts[i], o.outputs[0].text, list(ids[i]), list(o.outputs[0].token_ids))
+            c = o.outputs[0]
+            out[i] = Generation(prompts[i], c.text, list(ids[i]), list(c.token_ids), sampled_logprobs(c))
         return out
 
     def close(self) -> None:

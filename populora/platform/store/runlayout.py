@@ -79,7 +79,7 @@ EVAL_EVERY = "populora.eval_every"      # in-training evaluation every K steps (
 EVAL_SUBSET = "populora.eval_subset"    # its fixed subset, "<benchmarks>@<limit>" (e.g. "gsm8k,mbpp_plus@20")
 EVAL_SUBSET_SEED = "populora.eval_subset_seed"  # the seed that drew the subset (same seed, same problems)
 # a sweep's runs (set by the sweep driver as soon as a run's id is known)
-MONITOR_TAG = "populora.monitor."      # + collapse | degenerate | convergence: "fired at step N: what was seen"
+MONITOR_TAG = "populora.monitor."      # + a name of MONITORS: "fired at step N: what was seen"
 SWEEP = "populora.sweep"                # the sweep id (``sw-<hash of the plan>`` unless named with --id)
 SWEEP_RUN = "populora.sweep_run"        # "<config label>|seed=<s>", unique within the sweep
 SWEEP_CONFIG = "populora.sweep_config"  # the configuration's label: its grid overrides, or SWEEP_BASELINE
@@ -147,7 +147,7 @@ COVERAGE_PER_100 = "curriculum/coverage_per_100"
 PROGRAMS = "curriculum/programs"                   # valid programs teachers wrote so far (diversity's volume)
 RAREFIED = "curriculum/rarefied_structures"        # expected distinct structures among a fixed number of them
 RECENT_RAREFIED = "curriculum/recent_rarefied_structures"  # the same among the most recent ones
-MONITORS = ("collapse", "degenerate", "convergence")  # training.monitors: metric monitor/<name>, tag monitor_tag
+MONITORS = ("collapse", "degenerate", "convergence", "no_signal", "out_of_sync")  # training.monitors: metric monitor/<name>, tag monitor_tag
 EVAL_PREFIX = "eval/"            # member runs: eval/<benchmark>/<metric> (in-training: at each evaluated step)
 EVAL_POPULATION_PREFIX = "eval_population/"  # parent run, in-training: eval_population/<stat>/<benchmark>/<metric>
 EVAL_POPULATION_STATS = ("mean", "weakest", "best")  # over the members alive at the step

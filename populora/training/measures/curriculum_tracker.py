@@ -14,7 +14,8 @@ Metrics (names in ``runlayout``):
 - ``sameness/{exact,near,semantic}_rate``: the step's valid written programs that repeat an earlier one's
   structure / are a near-duplicate / behave the same; ``sameness/reproposed_rate``: valid tasks proposed before;
 - ``degenerate/{constant_output_rate,dead_code}``; ``population/task_overlap`` and ``population/adapter_distance``;
-- ``monitor/{collapse,degenerate,convergence}``: 1 while the monitor fires, 0 while it does not.
+- ``monitor/{collapse,degenerate,convergence,no_signal,out_of_sync}``: 1 while the monitor fires, 0 while it
+  does not (the last two read ``learn/no_signal_share`` and ``learn/mismatch_k3`` from the step's run metrics).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from populora.training.tasks import Task
 EQUAL_M = 20       # programs the logged diversity is rarefied to
 RECENT = 60        # the recent window (programs) of recent_rarefied_structures and task overlap
 SERIES = ("solve", "ast_depth", "cyclomatic", "diversity", "invalid_rate", "constant_output_rate", "dead_code",
-          "reproposed_rate", "task_overlap", "adapter_distance")
+          "reproposed_rate", "task_overlap", "adapter_distance", "no_signal_share", "mismatch_k3")
 
 
 def _rate(flags: list[bool]) -> float | None:
@@ -129,12 +130,15 @@ class CurriculumTracker:
         s["reproposed_rate"].append(out.get("sameness/reproposed_rate"))
         s["task_overlap"].append(out.get("population/task_overlap"))
         s["adapter_distance"].append(out.get("population/adapter_distance"))
+        s["no_signal_share"].append(run_metrics.get("learn/no_signal_share"))  # learning.py's, via the run log
+        s["mismatch_k3"].append(run_metrics.get("learn/mismatch_k3"))
 
     def flags(self) -> list[monitors.Flag]:
         s = self.series
         return [monitors.collapse(s["solve"], {"AST depth": s["ast_depth"], "cyclomatic": s["cyclomatic"]}, s["diversity"]),
                 monitors.degenerate({k: s[k] for k in monitors.DEGENERATE}),
-                monitors.convergence(s["task_overlap"], s["adapter_distance"])]
+                monitors.convergence(s["task_overlap"], s["adapter_distance"]),
+                monitors.no_signal(s["no_signal_share"]), monitors.out_of_sync(s["mismatch_k3"])]
 
     # ------------------------------------------------------------------ checkpoint
     def to_dict(self) -> dict:

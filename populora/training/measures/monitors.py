@@ -5,7 +5,12 @@
 - **degenerate teaching**: teachers game the reward instead of teaching: almost every task invalid, constant
   outputs (f ignores its input), padding (dead code inflating size and complexity), the same task re-proposed;
 - **population convergence**: the members become alike: teachers write the same structures (task overlap) or
-  the adapters' weight-space distance collapses.
+  the adapters' weight-space distance collapses;
+- **no learning signal**: most TRR++ groups are flat (all rewards equal, advantage 0) step after step, so the
+  update has next to nothing to learn from (``learn/no_signal_share``, training/measures/learning.py);
+- **generator out of sync**: the generator's log-probs of the tokens it sampled disagree with the trainer's past
+  what numerics explain (``learn/mismatch_k3``, platform/backends/rollout_correction.py): a stale adapter, another
+  temperature, another model; the rollouts are then off-policy.
 
 Each compares the first and the last third of the steps so far (the window, at least ``MIN_STEPS`` steps), with
 thresholds named below. ``adapter_distance`` and ``task_overlap`` compute the convergence series.
@@ -31,6 +36,14 @@ DEGENERATE = {                # the last third's mean at or above this fires deg
     "invalid_rate": 0.9, "constant_output_rate": 0.5, "dead_code": 0.25, "reproposed_rate": 0.5}
 CONVERGED_OVERLAP = 0.7       # teachers' structure sets this alike (Jaccard) in the last third
 CONVERGED_DISTANCE = 0.25     # adapter distance fallen to this share of its first measured value
+NO_SIGNAL_SHARE = 0.5         # more than this share of the groups flat ...
+NO_SIGNAL_STEPS = 3           # ... at each of this many last steps fires "no learning signal"
+# "generator out of sync": the mean k3 of the last OUT_OF_SYNC_STEPS measured steps above OUT_OF_SYNC_K3. Measured
+# on vLLM's CPU engine against the fp32 trainer (scripts/mismatch_figures.py, SmolLM2-135M, 703 sampled tokens):
+# fp32 engine k3 ~0 (max |diff| 5e-5); bf16 engine 2.8e-3 (max |diff| 0.29); samples at T=0.7 scored at 1: 0.44.
+# slime's dense models in bf16 show 1e-5 to 1e-3. 0.02 is 7x the bf16 engine's, 20x below the temperature bug.
+OUT_OF_SYNC_K3 = 0.02
+OUT_OF_SYNC_STEPS = 2
 
 MEANINGS = {
     "collapse": "Students solve almost everything while teachers' programs get simpler and less varied "
@@ -39,6 +52,12 @@ MEANINGS = {
                   "code or padding that inflates complexity, or the same task proposed again and again.",
     "convergence": "The population's members have become alike (teachers write the same structures, or the "
                    "adapters' weights draw together): a population no more diverse than one agent.",
+    "no_signal": "No learning signal: in most advantage groups every rollout earned the same reward (all solved, "
+                 "all failed, all invalid), so their advantages are 0 and the update learns nothing from them. "
+                 "Tasks too easy or too hard for the students, or a reward that cannot vary.",
+    "out_of_sync": "Generator out of sync: the engine that samples the rollouts gives their tokens log-probs that "
+                   "differ from the trainer's by more than bf16 numerics do: a stale adapter, another temperature "
+                   "or another model. The update is off-policy; find the cause, or set optim.rollout_correction.",
 }
 
 
@@ -125,6 +144,29 @@ def convergence(task_overlap_series: Sequence[float | None], distance: Sequence[
         parts.append(f"adapter distance {d[0]:.3g} -> {d[1]:.3g}")
         fired |= d[0] > 0 and d[1] <= CONVERGED_DISTANCE * d[0]
     return Flag("convergence", fired, "; ".join(parts) + " (first -> last third)")
+
+
+def no_signal(share: Sequence[float | None]) -> Flag:
+    """Fires when the share of flat groups is above NO_SIGNAL_SHARE at each of the last NO_SIGNAL_STEPS steps
+    that trained (a step without rollouts has None and is skipped)."""
+    v = [float(x) for x in share if x is not None and not math.isnan(x)]
+    if len(v) < NO_SIGNAL_STEPS:
+        return Flag("no_signal", None, f"{len(v)} trained steps: at least {NO_SIGNAL_STEPS} needed")
+    last = v[-NO_SIGNAL_STEPS:]
+    fired = all(x > NO_SIGNAL_SHARE for x in last)
+    return Flag("no_signal", fired, "flat groups (all rewards equal) at the last steps: "
+                + ", ".join(f"{x:.0%}" for x in last) + f" (fires above {NO_SIGNAL_SHARE:.0%} at each)")
+
+
+def out_of_sync(k3: Sequence[float | None]) -> Flag:
+    """Fires when the mean generator-vs-trainer k3 mismatch of the last OUT_OF_SYNC_STEPS measured steps is above
+    OUT_OF_SYNC_K3; None while the generator is the trainer (torch generation: nothing measured)."""
+    v = [float(x) for x in k3 if x is not None and not math.isnan(x)]
+    if len(v) < OUT_OF_SYNC_STEPS:
+        return Flag("out_of_sync", None, "not measured yet (the generator is the trainer, or too few steps)")
+    mean = sum(v[-OUT_OF_SYNC_STEPS:]) / OUT_OF_SYNC_STEPS
+    return Flag("out_of_sync", mean > OUT_OF_SYNC_K3, f"k3 mismatch {mean:.2g} over the last {OUT_OF_SYNC_STEPS} "
+                f"measured steps (fires above {OUT_OF_SYNC_K3:g})")
 
 
 def task_overlap(structures: dict[str, set]) -> float | None:

@@ -31,5 +31,6 @@ def propose(backend, teachers: list[Member], buffers: TaskBuffers, cfg, step: in
     for (teacher, task, _), gen in zip(plans, gens):
         KINDS[task.kind].parse_proposal(gen.text, task, tc)
         tasks.append(task)
-        rollouts.append(Rollout(teacher.id, "teacher", task.kind, task.id, gen.prompt_ids, gen.completion_ids, gen.text))
+        rollouts.append(Rollout(teacher.id, "teacher", task.kind, task.id, gen.prompt_ids, gen.completion_ids, gen.text,
+                                generator_logp=gen.logprobs))
     return tasks, rollouts

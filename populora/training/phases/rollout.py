@@ -20,6 +20,7 @@ class Rollout:
     verdict: str = ""          # the verifier's status / reason for a student answer
     reward: float = 0.0
     advantage: float = 0.0
+    generator_logp: list[float] | None = None  # the generator's log-prob of each completion token (vLLM), else None
 
     def summary(self) -> dict:
         return {"member": self.member, "task_id": self.task_id, "kind": self.kind, "answer": self.answer,

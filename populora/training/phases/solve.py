@@ -28,7 +28,8 @@ def solve(backend, verifier, tasks: list[Task], answerers: dict[str, list[str]],
     for (student, task, _), gen in zip(plans, gens):
         kind = KINDS[task.kind]
         answer = kind.parse_answer(gen.text, tc.format)
-        r = Rollout(student, "student", task.kind, task.id, gen.prompt_ids, gen.completion_ids, gen.text, answer=answer)
+        r = Rollout(student, "student", task.kind, task.id, gen.prompt_ids, gen.completion_ids, gen.text, answer=answer,
+                    generator_logp=gen.logprobs)
         rollouts.append(r)
         if answer is not None:
             requests.append((r, _check(kind, task, answer, tc, rules)))

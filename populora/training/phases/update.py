@@ -17,9 +17,14 @@ from populora.training.phases.advantages import task_relative_advantages
 from populora.training.phases.rollout import Rollout
 
 
+def advantage_groups(rollouts: list[Rollout], scope: str) -> list[tuple]:
+    """Each rollout's TRR++ group: (role, kind) over the population, or (member, role, kind)."""
+    return [(r.role, r.kind) if scope == "population" else (r.member, r.role, r.kind) for r in rollouts]
+
+
 def assign_advantages(rollouts: list[Rollout], scope: str) -> None:
     """Whiten rewards per (role, kind) over the population, or per (member, role, kind)."""
-    groups = [(r.role, r.kind) if scope == "population" else (r.member, r.role, r.kind) for r in rollouts]
+    groups = advantage_groups(rollouts, scope)
     adv = task_relative_advantages([r.reward for r in rollouts], groups, [len(r.completion_ids) for r in rollouts])
     for r, a in zip(rollouts, adv):
         r.advantage = float(a)
@@ -32,7 +37,8 @@ def update_options(cfg) -> dict:
     return dict(temperature=cfg.tasks.temperature, mini_batches=oc.mini_batches, mini_batch_size=oc.mini_batch_size,
                 loss_agg=oc.loss_agg, loss_micro_batch=oc.loss_micro_batch, kl_estimator=oc.kl_estimator,
                 clip_ratio=oc.clip_ratio, clip_ratio_high=oc.clip_ratio_high, clip_ratio_c=oc.clip_ratio_c,
-                entropy_coef=oc.entropy_coef)
+                entropy_coef=oc.entropy_coef, rollout_correction=oc.rollout_correction,
+                rollout_correction_cap=oc.rollout_correction_cap)
 
 
 def update(backend, rollouts: list[Rollout], cfg, step: int = 0) -> dict[str, dict]:
@@ -45,7 +51,8 @@ def update(backend, rollouts: list[Rollout], cfg, step: int = 0) -> dict[str, di
     batches = defaultdict(list)
     for r in rollouts:
         if r.completion_ids:
-            batches[r.member].append(TrainSample(r.prompt_ids, r.completion_ids, r.advantage, r.kind, r.role))
+            batches[r.member].append(TrainSample(r.prompt_ids, r.completion_ids, r.advantage, r.kind, r.role,
+                                                     r.generator_logp))
     stats = backend.train_step(dict(batches), oc.micro_batch, oc.max_seq_len, oc.grad_clip, oc.kl_coef, log_kl,
                                **update_options(cfg))
     return {m: {k: v for k, v in s.items() if k != "per_mini_batch"} for m, s in stats.items()}

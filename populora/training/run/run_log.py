@@ -22,11 +22,13 @@ from populora.platform.store import runlayout as rl
 from populora.platform.store.tracking import Tracker
 from populora.training.run import member_models
 from populora.training import periodic_eval
+from populora.training.measures import learning
 from populora.training.measures.diversity import per_100
 from populora.training.evolve.lineage import Lineage
 from populora.training.member import Member, Population
 from populora.training.run.member_models import PlannedModel
 from populora.training.phases.rollout import Rollout
+from populora.training.phases.update import advantage_groups
 from populora.training.tasks import Task
 
 log = logging.getLogger(__name__)
@@ -41,8 +43,11 @@ def _mean(values) -> float | None:
 
 def step_record(step: int, tasks: list[Task], proposals: list[Rollout], answers: list[Rollout], rates: dict,
                 train_stats: dict, population: Population, coverage: int, games: int, timings: dict, replaced: list,
-                conservative_k: float, programs_proposed: int | None = None) -> dict:
+                conservative_k: float, programs_proposed: int | None = None, trained: list[Rollout] | None = None,
+                advantage_scope: str = "population") -> dict:
     """``conservative_k``: the k of ``rating/conservative`` = mu - k * sigma, the one evolution ranks by.
+    ``trained``: the rollouts the update trained on, with their advantages (``learn/*``: ``learn_metrics``;
+    whitened per ``advantage_scope``'s groups).
     ``coverage``: distinct structures teachers wrote so far; ``programs_proposed``: programs they proposed so far
     (valid or not), the denominator of ``curriculum/coverage_per_100`` (volume-biased, kept for older runs' sake;
     arms are compared at equal volume: ``curriculum_tracker``)."""
@@ -70,15 +75,32 @@ def step_record(step: int, tasks: list[Task], proposals: list[Rollout], answers:
     for key in CURRICULUM:
         run_metrics[f"curriculum/{key}"] = _mean([t.metrics.get(key) for t in valid])
     run_metrics.update({f"time/{k}_s": v for k, v in timings.items()})
+    learn_run, learn_members = learn_metrics(trained, answers, train_stats, advantage_scope)
+    run_metrics.update(learn_run)
+    members = member_metrics(tasks, proposals, answers, rates, train_stats, population, conservative_k,
+                             dead=[d for d, _ in replaced])
+    for m, metrics in learn_members.items():
+        members.setdefault(m, {}).update(metrics)
     return {
         "step": step,
         "run_metrics": {k: v for k, v in run_metrics.items() if v is not None},
-        "member_metrics": member_metrics(tasks, proposals, answers, rates, train_stats, population, conservative_k,
-                                         dead=[d for d, _ in replaced]),
+        "member_metrics": members,
         "tasks": [dict(task_row(t, rates), completion=texts.get(t.id, "")) for t in tasks],
         "answers": [dict(a.summary(), step=step) for a in answers],
         "events": [{"dead": d.id, "child": c.id, "parents": c.parents, "operator": c.operator} for d, c in replaced],
     }
+
+
+def learn_metrics(trained: list[Rollout] | None, answers: list[Rollout], train_stats: dict,
+                  scope: str) -> tuple[dict, dict[str, dict]]:
+    """The step's ``learn/*`` diagnostics (training/measures/learning.py), run level and per member: over the
+    rollouts the update trained on (none: nothing trained, nothing logged) and the step's student answers."""
+    rows = list(trained or [])  # all of them: TRR++ whitens over every rollout of a group (update.assign_advantages)
+    if not rows:
+        return {}, {}
+    return learning.step_metrics([r.member for r in rows], [r.reward for r in rows], [r.advantage for r in rows],
+                                 advantage_groups(rows, scope), [len(r.completion_ids) for r in rows], train_stats,
+                                 [a.task_id for a in answers], [a.reward for a in answers])
 
 
 def member_metrics(tasks, proposals, answers, rates, train_stats, population: Population,

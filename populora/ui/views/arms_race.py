@@ -36,8 +36,16 @@ SAMENESS = [("sameness/exact_rate", "same structure as an earlier program"),
             ("population/adapter_distance", "adapter weight distance (within a role)"),
             ("monitor/collapse", "collapse monitor (1: firing)"), ("monitor/degenerate", "degenerate-teaching monitor"),
             ("monitor/convergence", "convergence monitor")]
+LEARNING = [("learn/no_signal_share", "flat advantage groups (no gradient)"),
+            ("learn/flat_task_share", "tasks whose answers all earned the same reward"),
+            ("learn/adv_std", "advantage std"),
+            ("learn/mismatch_k3", "generator-vs-trainer mismatch (k3 KL)", "the generator is the trainer: nothing to compare"),
+            ("learn/mismatch_max_abs", "max |generator - trainer log-prob|", "the generator is the trainer: nothing to compare"),
+            ("monitor/no_signal", "no-learning-signal monitor (1: firing)"),
+            ("monitor/out_of_sync", "generator-out-of-sync monitor")]
 FIRST_MEMBER_METRICS = ["student/solve_rate", "teacher/reward", "teacher/validity_rate", "teacher/task_solve_rate",
-                        "student/reward", "rating/mu", "rating/conservative", "train/loss", "train/kl", "train/grad_norm"]
+                        "student/reward", "rating/mu", "rating/conservative", "train/loss", "train/kl", "train/grad_norm",
+                        "learn/no_signal_share", "learn/mismatch_k3"]
 
 
 def member_metrics(members: pd.DataFrame) -> list[str]:
@@ -267,11 +275,16 @@ def body(run_id: str, baseline: str | None, status: str = "running", others: dic
                               help="per-adapter compute: each run's ledger (compute/per_adapter/*), so a population "
                                    "and its baseline are compared at equal spend") == COMPUTE_X else "step"
     grid(uri, runs, HEADLINE, empty=empty, x=x)
+    for label, rid in runs.items():  # the flags at once (tags): no learning signal, generator out of sync, ...
+        if rid:
+            info = store.run_info(uri, rid) or {}
+            common.monitor_flags(info.get("tags", {}), label=f"{label}: ")
+            common.learning_line(info.get("metrics", {}), label=f"{label}: ")
+    if st.toggle("Is the update learning? (learn/*: flat groups, advantages, generator-vs-trainer mismatch)",
+                 key="ar_learning"):
+        grid(uri, runs, LEARNING, per_row=3, empty=empty, x=x)
     benchmarks_during_training(uri, runs, empty)
     st.subheader("Curriculum of the programs teachers wrote (valid ones)")
-    for label, rid in runs.items():
-        if rid:
-            common.monitor_flags((store.run_info(uri, rid) or {}).get("tags", {}), label=f"{label}: ")
     volume = volume_text(programs_so_far(uri, runs), empty)  # too few programs yet to compare at equal volume
     grid(uri, runs, [(k, t, volume) if k in (rl.RAREFIED, rl.RECENT_RAREFIED) else (k, t) for k, t in CURRICULUM],
          per_row=3, empty=empty, x=x)

@@ -49,8 +49,9 @@ def run_table(runs: pd.DataFrame) -> None:
                                                "trainer reports them (progress.json), else at its pace so far"),
             "solve_rate": st.column_config.TextColumn("solve rate"),
             "validity_rate": st.column_config.TextColumn("valid tasks"),
-            "monitors": st.column_config.TextColumn("🚩 monitors", help="curriculum monitors that fired (collapse, "
-                                                    "degenerate teaching, population convergence): the run's page says what they saw"),
+            "monitors": st.column_config.TextColumn("🚩 monitors", help="monitors that fired (collapse, degenerate "
+                                                    "teaching, population convergence, no learning signal, generator out of "
+                                                    "sync): the run's page says what they saw"),
             "started": st.column_config.DatetimeColumn("started (UTC)", format="YYYY-MM-DD HH:mm"),
         },
     )
@@ -143,6 +144,7 @@ def run_details(row, status: str) -> None:
     if fmt == "direct":
         st.info(DIRECT_NOTE)
     common.monitor_flags(tags)
+    common.learning_line(info["metrics"])
     if tags.get(rl.SEED_FALLBACK, "none") != "none":
         st.warning(f"the base model proposed no valid {tags[rl.SEED_FALLBACK]} task at step 0: "
                    "those buffers were seeded with hand-written programs")
