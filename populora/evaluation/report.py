@@ -397,10 +397,11 @@ def grid(t: Table, judged: dict | None = None) -> tuple[list[str], list[list[str
     deltas = [d for d in deltas if any(d in x for x in by_name.values())]
     head += [f"{d} [95%]" for d in deltas]
     names = list(benchmarks.BENCHMARKS) + list(ALL_AVERAGES)
+    scored = [names[c - 1] for c in cols if names[c - 1] in benchmarks.BENCHMARKS]
     out = []
     for c in cols:
         name = names[c - 1]
-        label = benchmarks.BENCHMARKS[name].label if name in benchmarks.BENCHMARKS else COLUMNS[name]
+        label = benchmarks.BENCHMARKS[name].label if name in benchmarks.BENCHMARKS else scored_label(name, COLUMNS[name], scored)
         cells = [_fmt(r[c]) or "-" for r in shown]
         x = by_name.get(name, {})
         cells += [_delta(x.get(d)) for d in deltas]
