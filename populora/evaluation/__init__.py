@@ -7,7 +7,7 @@ and figures, so it shows what ``populora report --sweep`` writes; the evaluation
 on it as a job; its one entry point is ``populora.evaluation.evaluate.evaluate``) and ``eval_progress``, which
 reads a running evaluation's pairs, with ``eval_size`` / ``eval_pace`` for its estimate before launching and ``planned_mde``
 for the smallest difference a sweep of so many seeds detects; the verdict of a
-population against its baseline (``build_verdict``, with ``with_baseline`` and ``compute_side_by_side``). Everything else
+population against its baseline (``build_verdict``, in one sentence ``verdict_sentence``, with ``with_baseline`` and ``compute_side_by_side``). Everything else
 in this package is internal.
 Importing this package loads no model and no evaluation harness.
 """
@@ -38,6 +38,7 @@ from populora.evaluation.statistics.verdict import COLUMNS as VERDICT_COLUMNS
 from populora.evaluation.statistics.verdict import build as build_verdict
 from populora.evaluation.statistics.verdict import cells as verdict_cells
 from populora.evaluation.statistics.verdict import compute_side_by_side, with_baseline
+from populora.evaluation.statistics.headline import plain as verdict_sentence
 from populora.evaluation.compute import figure as compute_figure
 from populora.evaluation.compute import kl_forward_of, matched_note
 
@@ -45,4 +46,4 @@ __all__ = ["AVERAGES", "BASE", "BASELINE", "BENCHMARKS", "MEMBER", "EvalConfig",
            "arms_race_figure", "averages", "build_verdict", "checkpoint_steps", "compute_figure", "compute_side_by_side",
            "eval_metric_keys", "eval_pace", "eval_progress", "eval_size", "gather_sweep", "intervals_figure", "kl_forward_of", "matched_note", "planned_mde", "sampling_gain",
            "population_summary", "report_pick_label", "report_summary", "sweep_column_heads", "sweep_curves", "sweep_printed_arms", "sweep_score_cell", "sweep_statistics",
-           "VERDICT_COLUMNS", "verdict_cells", "with_baseline"]
+           "VERDICT_COLUMNS", "verdict_cells", "verdict_sentence", "with_baseline"]

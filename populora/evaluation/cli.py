@@ -194,9 +194,10 @@ def report_main(argv: list[str]) -> int:
         if args.step is not None:  # next to that checkpoint's results (populora eval --step writes them there)
             run_dir = tracker.get_run(args.run).data.tags.get(runlayout.RUN_DIR) or "."
             default_out = Path(run_dir) / runlayout.EVAL_FOLDER / runlayout.step_folder(args.step)
-    compute = ""
+    compute = title = None
     if args.run:
         data, compute = _with_linked_baseline(tracker, args.run, args.step, data)
+        title = _title(tracker, args.run, args.step)
     typed = Results.from_dict(data)  # one read of the samples files for the table, the intervals and the verdict
     table = report.build(typed)
     note = _format_note(tracker.get_run(args.run).data.tags) if args.run else ""
@@ -205,27 +206,39 @@ def report_main(argv: list[str]) -> int:
         judged = verdict.build(typed)
     except sweep_report.ReportError as err:
         return _fail(err)
-    if judged and args.run:  # the verdict names the arms' realised compute beside its claim
-        judged["compute"] = _compute_words(tracker, args.run)
-    judged_text = ("\nverdict (population vs baseline, scores in %):\n" + verdict.text(judged)) if judged else \
-        "\nno verdict: the samples files of this evaluation are not on this machine (per-problem scores needed)\n"
-    print(note + report.text(table) + judged_text + compute)
+    if judged and compute:  # the verdict names the arms' realised compute beside its claim
+        judged["compute"] = compute["words"]
+    printed = report.text(table, judged, compute, title=title or "", verdict=True)
+    print(note + printed)
     out = Path(args.out) if args.out else default_out
-    write_atomic(out / "report.md", note + report.markdown(table) + "\n```\n" + judged_text + compute + "```\n")
+    write_atomic(out / "report.md", note + report.markdown(table) + "\n```\n" + printed + "```\n")
     write_atomic(out / "report.csv", report.csv_text(table))
     print(f"written: {out / 'report.md'}, {out / 'report.csv'}", file=sys.stderr)
     if args.as_json:
         stats["verdict"] = judged
+        stats["compute"] = compute
         print(json.dumps(stats))
     return 0
 
 
-def _with_linked_baseline(tracker, run_id: str, step: int | None, data: dict) -> tuple[dict, str]:
+LEDGER_PARTS = ("generated tokens per adapter", "trained tokens per adapter")  # the compute line has their sum
+
+
+def _title(tracker, run_id: str, step: int | None) -> str:
+    """What the report compares: the population run and its linked baseline run (and the checkpoint step)."""
+    linked = tracker.get_run(run_id).data.tags.get(runlayout.BASELINE_RUN)
+    at = f", checkpoint step {step}" if step is not None else ""
+    return f"population run {run_id[:8]}" + (f" vs baseline run {linked[:8]}" if linked else " (no linked baseline)") + at
+
+
+def _with_linked_baseline(tracker, run_id: str, step: int | None, data: dict) -> tuple[dict, dict | None]:
     """(results with the linked baseline's scores, read from the baseline run's own evaluation when this one
-    scored none; the two runs' per-adapter training compute side by side, as text)."""
+    scored none; the two runs' per-adapter training compute: {"words": the one compute figure's line, "detail":
+    the ledger's quantities side by side and what to do when not matched, "rows": the side-by-side rows}, None
+    without a linked baseline)."""
     linked = tracker.get_run(run_id).data.tags.get(runlayout.BASELINE_RUN) or None
     if not linked:
-        return data, ""
+        return data, None
     try:
         data = verdict.with_baseline(data, results.load(tracker, linked, step))
     except Exception:  # noqa: BLE001 - the baseline is not evaluated: the table says "no baseline scored"
@@ -236,13 +249,17 @@ def _with_linked_baseline(tracker, run_id: str, step: int | None, data: dict) ->
     models = (pop.params, base.params)
     rows, warning = verdict.compute_side_by_side(pop.metrics, base.metrics, runlayout.matched_by_rule(pop.tags, base.tags), kl, note,
                                                  models)
-    fmt = lambda v: "-" if v is None else f"{v:,.0f}"  # noqa: E731
-    lines = [f"training compute per adapter (ledger): population run {run_id[:8]} vs baseline run {linked[:8]}"]
-    lines += [f"  {r['quantity']:38} {fmt(r['population']):>12} {fmt(r['baseline']):>12}  ratio "
-              + ("-" if r["ratio"] is None else f"{r['ratio']:.2f}") for r in rows]
     figure = compute_figure.figure(pop.metrics, base.metrics, kl, note, models)
-    tail = [f"WARNING: {warning}"] if warning else [f"compute: {figure['words']}"] if figure else []
-    return data, "\n".join(lines + tail) + "\n"
+    if not figure and not warning:
+        return data, None
+    fmt = lambda v: "-" if v is None else f"{v:,.0f}"  # noqa: E731
+    parts = [f"{r['quantity']} {fmt(r['population'])} vs {fmt(r['baseline'])}" for r in rows
+             if r["population"] is not None and r["quantity"] in LEDGER_PARTS]
+    words = figure["words"] if figure else warning
+    fix = warning[len(words) + 2:] if warning and warning.startswith(words + "; ") else ""
+    detail = ("the training runs' compute ledgers, population vs baseline: " + "; ".join(parts)
+              + (f"; {fix}" if fix else ""))
+    return data, {"words": words, "detail": detail, "rows": rows}
 
 
 def _compute_words(tracker, run_id: str) -> str | None:

@@ -20,21 +20,23 @@ table: ``--limit`` when the run used it and n per benchmark. Pure functions of t
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from populora.evaluation.harness import benchmarks
-from populora.evaluation.statistics import selection, stats
+from populora.evaluation.statistics import families, headline, power, selection, stats
 from populora.evaluation import compute as compute_figure
 from populora.evaluation.summary import BASE, BASELINE, MEMBER, Results, Summary, population_summary
 
 AVERAGES = ("code avg", "math avg", "overall")  # ours: the keys of ``averages`` (the UI's Compare page too)
 AZR_AVERAGES = ("math avg (AZR)", "total (AZR)")
 ALL_AVERAGES = AVERAGES + AZR_AVERAGES
-AZR_MATH = ("aime24", "aime25", "amc23", "math500", "minerva_math", "olympiadbench")  # AZR's math avg: no GSM8K
+AZR_MATH = benchmarks.AZR_MATH  # AZR's math avg: no GSM8K
 COLUMNS = {"code avg": "code avg (= AZR)", "math avg": "math avg (7 incl. GSM8K)", "overall": "overall (mean of 10)",
            "math avg (AZR)": "math avg (AZR: 6 no GSM8K)", "total (AZR)": "total (AZR)"}  # the table's headers
+WIDTH = 116  # the printed report's lines (a table row is never wrapped)
 COMPUTE = "tokens/adapter"  # generated + trained tokens per adapter over the training run (compute ledger)
 LCB_LABEL = benchmarks.BENCHMARKS["livecodebench"].label
 SHORT = {LCB_LABEL: "LCB(pub)", "OlympiadBench": "Olymp", "Minerva Math": "Minerva", COMPUTE: "tok/adptr",
@@ -50,6 +52,11 @@ CROSS_FIT = (
     "alternating); the member with the lowest (highest) overall score on half A is scored on half B and the one "
     "chosen on half B on half A, so the choice does not bias the score (chosen and scored on the same problems, "
     "8 equally skilled members on 500 problems read about 3 points low / high).")
+METHODS = (
+    "Differences are paired over problems, their 95% interval by MOVER (Zou & Donner 2008) over the parts of the "
+    "per-problem difference (Newcombe 1998's paired construction; never zero width: Bowyer, Aitchison & Ivanova "
+    "2025), p by inverting it (16 problems or fewer: the larger of it and the exact sign-flip p); p-values "
+    "Holm-adjusted (Holm 1979) over every comparison but overall mean - baseline, the primary.")
 BIASED = (
     "Weakest / best member: no per-problem verdicts to cross-fit with (samples files not found, members "
     "evaluated on different problems, or no benchmark with two problems), so the member was selected on the same "
@@ -63,6 +70,7 @@ class Table:
     deltas: list[str]              # the call-outs: population mean vs baseline, weakest vs baseline, compute
     compute: list[float | None] | None = None  # per row: tokens/adapter (None = not measured, e.g. the base model)
     notes: list[str] = field(default_factory=list)  # how the weakest / best was chosen, --limit, n per benchmark
+    scope: str = ""                # what was scored: "GSM8K, 2 problems" (report.text's first line)
 
 
 def _avg(values: list[float | None]) -> float | None:
@@ -150,7 +158,7 @@ def build(results: Results | dict) -> Table:
         only = row(members[0], per[members[0]])
         named = {"population mean": only, "weakest": only}
     table = Table(header, rows, call_outs(named, baselines[0] if baselines else None), compute,
-                  notes + protocol_notes(r) + sampling_notes(r) + subset_notes(r) + quality_notes(r))
+                  notes + protocol_notes(r) + sampling_notes(r) + subset_notes(r) + quality_notes(r), scope=scope(r))
     table.deltas += compute_call_out(table)
     return table
 
@@ -160,7 +168,8 @@ def protocol_notes(results: Results) -> list[str]:
     proto = results.config.get("protocol")
     if not isinstance(proto, dict):
         return ["protocol: not recorded (results made before protocols; regrade or re-run to compare)"]
-    budgets = proto.get("budgets", {})
+    scored = {b for by in results.scores.values() for b in by}
+    budgets = {b: v for b, v in proto.get("budgets", {}).items() if b in scored or not scored}
     by_value: dict[int, list[str]] = {}
     for b, v in budgets.items():
         by_value.setdefault(v, []).append(benchmarks.BENCHMARKS[b].label if b in benchmarks.BENCHMARKS else b)
@@ -206,19 +215,35 @@ def quality_notes(results: Results) -> list[str]:
     return out
 
 
-def subset_notes(results: Results) -> list[str]:
-    """The ``--limit`` of the run (if any) and n per benchmark (flagged where targets differ)."""
-    limit = results.config.get("limit")
-    out = [f"--limit {limit}: first {limit} items of each benchmark: not comparable with full-benchmark scores"] if limit else []
+def _ns(results: Results) -> dict[str, list[int]]:
+    """Problems scored per benchmark, {benchmark: the distinct n of its targets}, in the canonical order."""
     ns: dict[str, list] = {}
     for by in results.scores.values():
-        for b, s in by.items():
-            if s.n is not None and s.n not in ns.setdefault(b, []):
-                ns[b].append(s.n)
-    cells = [f"{benchmarks.BENCHMARKS[b].label} {' / '.join(map(str, ns[b]))}"
-             + (" (differs between targets: not comparable)" if len(ns[b]) > 1 else "")
-             for b in benchmarks.BENCHMARKS if ns.get(b)]
-    return out + (["n per benchmark: " + ", ".join(cells)] if cells else [])
+        for b, sc in by.items():
+            if sc.n is not None and sc.n not in ns.setdefault(b, []):
+                ns[b].append(sc.n)
+    return {b: ns[b] for b in benchmarks.BENCHMARKS if ns.get(b)}
+
+
+def scope(results: Results) -> str:
+    """What was scored, in a line: the benchmarks and their problems ("GSM8K, 2 problems"; "2 benchmarks
+    (problems: MBPP+ 378, GSM8K 500)"), and a ``--limit``'s caveat."""
+    ns, scored = _ns(results), {b for by in results.scores.values() for b in by}
+    labels = [(benchmarks.BENCHMARKS[b].label, " / ".join(map(str, ns.get(b, [])))) for b in benchmarks.BENCHMARKS if b in scored]
+    cells = [f"{b} {n}".strip() for b, n in labels]
+    what = (f"{labels[0][0]}, {labels[0][1]} problems" if len(labels) == 1 and labels[0][1] else
+            f"{len(labels)} benchmark{'s' if len(labels) > 1 else ''} ({'problems: ' if ns else ''}{', '.join(cells)})"
+            if labels else "nothing scored")
+    limit = results.config.get("limit")
+    return what + (f" (--limit {limit}: the first {limit} of each benchmark, not comparable with full-benchmark "
+                   "scores)" if limit else "")
+
+
+def subset_notes(results: Results) -> list[str]:
+    """Benchmarks whose targets were scored on different numbers of problems (not comparable). ``scope`` says the
+    ``--limit`` and the problems."""
+    return [f"n per benchmark differs between targets (not comparable): {benchmarks.BENCHMARKS[b].label} "
+            f"{' / '.join(map(str, n))}" for b, n in _ns(results).items() if len(n) > 1]
 
 
 def _tokens(info: dict) -> float | None:
@@ -307,25 +332,135 @@ def with_compute(t: Table) -> tuple[list[str], list[list]]:
 
 
 def markdown(t: Table) -> str:
+    """The table as a results file keeps it (results.md, report.md): a row per adapter, a column per benchmark
+    scored and per average worth printing, tokens per adapter; the scope, the notes and the definitions below."""
     header, rows = with_compute(t)
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(_fmt(v) for v in r) + " |" for r in rows]
-    return "\n".join(lines) + "\n\nScores in % (pass@1; HumanEval+/MBPP+ on base + extra tests). " \
-        f"{LCB_LABEL}: problems of 2024-08..2025-01, graded on their public tests only, so it is more lenient than " \
-        "official LiveCodeBench (AZR's is release_v5, 880 problems, with hidden tests).\n\n" + DEFINITIONS + "\n\n" \
+    keep = [0, *_scored_columns(t), len(header) - 1]
+    lines = ["| " + " | ".join(header[i] for i in keep) + " |", "|" + "---|" * len(keep)]
+    lines += ["| " + " | ".join(_fmt(r[i]) for i in keep) + " |" for r in rows]
+    return f"Scored: {t.scope}.\n\n" + "\n".join(lines) + "\n\nScores in % (pass@1; HumanEval+/MBPP+ on base + extra " \
+        f"tests). {LCB_LABEL}: problems of 2024-08..2025-01, graded on their public tests only, so it is more lenient " \
+        "than official LiveCodeBench (AZR's is release_v5, 880 problems, with hidden tests).\n\n" + DEFINITIONS + "\n\n" \
         + "\n".join(f"- {d}" for d in t.notes + t.deltas) + "\n"
 
 
-def text(t: Table) -> str:
-    """A fixed-width table for the terminal (short column names, explained below it; the Markdown file has the
-    full ones)."""
-    full_header, rows = with_compute(t)
-    header = [SHORT.get(h, h) for h in full_header]
-    width = max(len(str(r[0])) for r in rows + [full_header])
-    lines = [f"{header[0]:<{width}} " + " ".join(f"{h:>9}" for h in header[1:])]
-    lines += [f"{str(r[0]):<{width}} " + " ".join(f"{_fmt(v):>9}" for v in r[1:]) for r in rows]
-    legend = "columns: " + ", ".join(f"{SHORT[h]} = {h}" for h in full_header if h in SHORT and h != COMPUTE)
-    return "\n".join(lines + [legend] + t.notes + t.deltas) + "\n"
+def _scored_columns(t: Table) -> list[int]:
+    """Indexes (into a row) of the benchmarks some row scored, then of the averages that are a fact of their own:
+    an average over at least two scored benchmarks, not over the same ones as an average printed before it (with
+    GSM8K alone, "math avg" and "overall" are GSM8K again); AZR's total whenever code and AZR's math are both
+    scored (it weighs the two halves equally, which "overall" does not)."""
+    names = list(benchmarks.BENCHMARKS)
+    scored = {n for i, n in enumerate(names) if any(r[1 + i] is not None for r in t.rows)}
+    cols = [1 + i for i, n in enumerate(names) if n in scored]
+    over = {"code avg": set(benchmarks.GROUPS["code"]), "math avg": set(benchmarks.GROUPS["math"]),
+            "overall": set(names), "math avg (AZR)": set(AZR_MATH)}
+    seen: list[set] = []
+    for k, a in enumerate(ALL_AVERAGES):
+        if a == "total (AZR)":
+            keep = bool(scored & over["code avg"]) and bool(scored & over["math avg (AZR)"])
+        else:
+            its = over[a] & scored
+            keep = len(its) >= 2 and its not in seen
+            seen.append(its)
+        if keep:
+            cols.append(1 + len(names) + k)
+    return cols
+
+
+def _column_label(label: str) -> str:
+    """A row label as a column head: a member's id; the summary rows by what they are (their picks in a note)."""
+    for head in ("population mean", "weakest member", "best member"):
+        if label.startswith(head):
+            return {"population mean": "mean", "weakest member": "weakest", "best member": "best"}[head]
+    return "baseline" if label.startswith("baseline") else "base" if label == "base model" else label
+
+
+def picks_note(t: Table) -> str | None:
+    """Which members the weakest / best columns are ("weakest member (S0); best member (T1)")."""
+    labels = [r[0] for r in t.rows if r[0].startswith(("weakest member", "best member"))]
+    if not labels:
+        return None
+    return "; ".join(labels).replace(", cross-fit)", ")").replace(f", {selection.BIASED})", ")")
+
+
+def grid(t: Table, judged: dict | None = None) -> tuple[list[str], list[list[str]]]:
+    """The report's one table, benchmarks down and adapters across: a row per benchmark scored and per average
+    worth printing, a column per member (<= 4; more are in report.csv), the population mean, weakest, best,
+    baseline and base model, then the verdict's paired differences with their 95% intervals; tokens per adapter
+    last. No empty row or column."""
+    cols = _scored_columns(t)
+    members = [r for r in t.rows if _column_label(r[0]) == r[0]]
+    shown = [r for r in t.rows if r not in members or len(members) <= 4]
+    head = ["scores in %"] + [_column_label(r[0]) for r in shown]
+    deltas = [d for d, _ in families.DELTAS] if judged else []
+    by_name = {x["name"]: x for x in (judged or {}).get("rows", [])}
+    deltas = [d for d in deltas if any(d in x for x in by_name.values())]
+    head += [f"{d} [95%]" for d in deltas]
+    names = list(benchmarks.BENCHMARKS) + list(ALL_AVERAGES)
+    scored = [names[c - 1] for c in cols if names[c - 1] in benchmarks.BENCHMARKS]
+    out = []
+    for c in cols:
+        name = names[c - 1]
+        label = benchmarks.BENCHMARKS[name].label if name in benchmarks.BENCHMARKS else scored_label(name, COLUMNS[name], scored)
+        cells = [_fmt(r[c]) or "-" for r in shown]
+        x = by_name.get(name, {})
+        cells += [_delta(x.get(d)) for d in deltas]
+        out.append([label] + cells)
+    compute = dict(zip([r[0] for r in t.rows], t.compute or []))
+    if any(compute.get(r[0]) for r in shown):
+        out.append(["tokens/adapter"] + [f"{compute[r[0]]:,.0f}" if compute.get(r[0]) else "-" for r in shown]
+                   + [""] * len(deltas))
+    return head, out
+
+
+def _delta(c: dict | None) -> str:
+    return "-" if not c else f"{100 * c['delta']:+.1f} [{100 * c['ci95'][0]:+.1f}, {100 * c['ci95'][1]:+.1f}]"
+
+
+def text(t: Table, judged: dict | None = None, compute: dict | None = None, title: str = "",
+         verdict: bool = False) -> str:
+    """The report as a reader reads it: what was compared (``title``) on which problems, one table, the verdict in
+    a sentence (``verdict``: a verdict was asked for; ``judged`` None then means no per-problem scores), the
+    compute in a line, then the notes and the methods as numbered footnotes, wrapped. Every fact once; the JSON
+    has them all."""
+    head, rows = grid(t, judged)
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *rows)]
+    line = lambda cells: "  ".join(f"{c:<{w}}" if i == 0 else f"{c:>{w}}" for i, (c, w) in enumerate(zip(cells, widths)))  # noqa: E731
+    out = [f"{title}: {t.scope}" if title else t.scope, ""] + [line(head)] + [line(r) for r in rows]
+    foot: list[str] = []
+
+    def cite(note: str) -> str:
+        foot.append(note)
+        return f"[{len(foot)}]"
+
+    pick = picks_note(t)
+    if pick:
+        out.append(f"{pick}: {'cross-fit' if CROSS_FIT in t.notes else 'chosen on the same problems, biased'} "
+                   + cite(CROSS_FIT if CROSS_FIT in t.notes else BIASED))
+    if verdict and judged:
+        refs = [cite(METHODS)] + ([cite(headline.ONE_SEED + ".")] if judged.get("seeds", 1) == 1 else []) \
+            + ([cite("smallest difference this design detects: " + power.detail(judged["mde"]))] if judged.get("mde") else [])
+        out += ["", f"verdict: {headline.plain(judged)} {''.join(refs)}"]
+        if judged.get("aggregates") and len(judged.get("n", {})) >= 3:
+            out.append("aggregates over the benchmarks: " + "; ".join(judged["aggregates"]["words"]) + " "
+                       + cite("rliable (Agarwal et al. 2021): 95% intervals over problems by the Bayesian bootstrap "
+                              "(Rubin 1981), with a pseudo-problem at each end of the scale."))
+    elif verdict:
+        out += ["", "verdict: " + (t.deltas[0] if t.deltas and t.deltas[0].startswith("no baseline") else
+                                   "none here: the per-problem scores (the evaluation's samples files) are not on this machine")]
+    if compute:
+        out.append(f"compute: {compute['words']} {cite(compute['detail'])}")
+    notes = [n for n in t.notes if n not in (CROSS_FIT, BIASED)]
+    if sum(1 for r in t.rows if _column_label(r[0]) == r[0]) > 4:
+        notes.append("each member's own scores: report.csv")
+    wrap = lambda text, first, rest: textwrap.fill(text, WIDTH, initial_indent=first, subsequent_indent=rest,
+                                                        break_on_hyphens=False)  # noqa: E731
+    out = [wrap(x, "", "    ") if len(x) > WIDTH and "  " not in x.strip() else x for x in out]
+    if notes:
+        out += ["", "notes:"] + [wrap(n, "- ", "  ") for n in notes]
+    if foot:
+        out += [""] + [wrap(f, f"[{i}] ", "    ") for i, f in enumerate(foot, 1)]
+    return "\n".join(out) + "\n"
 
 
 def csv_text(t: Table) -> str:

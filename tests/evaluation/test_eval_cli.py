@@ -103,14 +103,25 @@ def test_eval_run_logs_metrics_table_and_report(runs, capsys):
     assert data["config"]["generation"]["temperature"] == 0.0 and data["config"]["limit"] == 1
     capsys.readouterr()
     assert report_main(["--run", pop]) == 0
-    out = capsys.readouterr().out
-    for label in ("population mean", "weakest member (", "best member (", "baseline (B0)", "base model",
-                  "population mean vs baseline", "weakest member vs baseline",
-                  "compute per adapter: not compute-matched: the baseline spent 0.50x the population's per-adapter compute (200 vs 400 generated + trained tokens)"):
-        assert label in out, label
+    printed = capsys.readouterr()
+    out = printed.out
+    assert "Downloading artifacts" not in out + printed.err  # MLflow's progress bars stay off the report
+    lines = [x for x in out.splitlines() if x.strip()]
+    assert len(lines) == len(set(lines)), "a line printed twice"
+    table = lines[lines.index(next(x for x in lines if x.startswith("scores in %"))):]
+    table = table[:next(i for i, x in enumerate(table) if x.startswith("tokens/adapter")) + 1]
+    assert table[0].split()[3:] == ["T0", "S0", "mean", "weakest", "best", "baseline", "base", "mean", "-", "baseline",
+                                    "[95%]", "weakest", "-", "baseline", "[95%]"]
+    # the benchmarks scored and the averages that are a fact of their own (GSM8K alone is the math avg: no row)
+    assert [x.split("  ")[0] for x in table[1:]] == ["HumanEval+", "LiveCodeBench 2408-2501 (public tests)", "GSM8K",
+                                                    "code avg (= AZR)", "overall (mean of 3)", "tokens/adapter"]
+    assert all("-" != cell for x in table[1:-1] for cell in x.split()[-4:-2])  # every verdict cell filled
+    assert sum(x.startswith("verdict: ") for x in lines) == 1
+    assert [x for x in lines if x.startswith("compute: ")] == [
+        "compute: not compute-matched: the baseline spent 0.50x the population's per-adapter compute (200 vs 400 generated +"]
     md = (tmp / "run_population" / "eval" / "report.md").read_text()
     assert "LiveCodeBench 2408-2501 (public tests)" in md and "HumanEval+" in md
-    assert "--limit 1: first 1 items of each benchmark: not comparable with full-benchmark scores" in md
+    assert "--limit 1: the first 1 of each benchmark, not comparable with full-benchmark scores" in md
     header = (tmp / "run_population" / "eval" / "report.csv").read_text().splitlines()[0].split(",")
     assert len(header) == 1 + 10 + 5 + 1 and header[-6:] == ["code avg (= AZR)", "math avg (7 incl. GSM8K)", "overall (mean of 10)",
                                                             "math avg (AZR: 6 no GSM8K)", "total (AZR)", "tokens/adapter"]

@@ -17,7 +17,6 @@ Holm (1979), not Benjamini-Hochberg: see ``headline``.
 from __future__ import annotations
 
 from populora.evaluation.harness import benchmarks
-from populora.evaluation.report import AZR_MATH
 
 DELTAS = (("mean - baseline", "population mean"), ("weakest - baseline", "weakest"))
 PRIMARY = ("overall", "mean - baseline")  # the one pre-specified comparison, at its own level; every other is secondary
@@ -37,7 +36,7 @@ def groups(problems: dict[str, list[str]]) -> dict[str, tuple[list[str], list[fl
         if members:
             out[avg] = (members, None)
     code = [b for b in names if benchmarks.BENCHMARKS[b].group == "code"]
-    math = [b for b in names if b in AZR_MATH]
+    math = [b for b in names if b in benchmarks.AZR_MATH]
     if math:
         out["math avg (AZR)"] = (math, None)
     if code and math:

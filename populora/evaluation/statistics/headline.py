@@ -13,10 +13,13 @@ promise with 20 tests, and needs positive dependence.
 
 from __future__ import annotations
 
+import re
+
 from populora.evaluation.harness import benchmarks
 from populora.evaluation.statistics import families, power, stats
 
 DELTAS, PRIMARY = families.DELTAS, families.PRIMARY  # the families: families.py
+OVERALL_KEY = power.OVERALL  # the overall cell of an MDE's "needs"
 ADAPTERS_LEAD = "comparing these adapters on these problems (one training seed per arm, not the method), "
 ONE_SEED = ("One training seed per arm: this describes these adapters on these problems, not the method (another "
             "seed trains other adapters); a claim about the method needs >= 2 seeds per arm")
@@ -89,3 +92,63 @@ def words(rows: list[dict], mde: dict | None = None, seeds_needed: int | None = 
             f"; {power.seed_words({'shared': power.SHARED_DEFAULT, **mde})}." if seeds > 1
             else f"; seed effect {mde['sigma']:.2g} logit included.")
     return text
+
+
+def _would(need: str | None) -> str | None:
+    """The figure of a "needs" line ("needs >= 6 problems per benchmark (one seed: ...)" -> ">= 6 problems per
+    benchmark").
+
+    >>> _would("needs >= 6 problems per benchmark (one seed: the exact sign-flip test's smallest p ...)")
+    '>= 6 problems per benchmark'
+    >>> _would("not detectable at 80% power with one seed per arm at any number of problems: needs >= 2 seeds per arm")
+    '>= 2 seeds per arm'
+    >>> _would(None) is None
+    True
+    """
+    found = re.search(r"needs (>= \d+ [a-z ]+?)(?: \(|;|$)", need or "")
+    return found.group(1) if found else None
+
+
+def plain(v: dict | None) -> str:
+    """The verdict in one plain sentence, the report's and the Compare page's: the primary comparison (overall
+    population mean - baseline) as detected, not detected (with the smallest difference the design would see),
+    or not detectable at all (with what would make it so); then the benchmarks Holm names, and the weakest member
+    where it differs. The numbers behind it: ``words`` and the footnotes.
+
+    >>> r = lambda d, lo, hi, p: {"delta": d, "ci95": [lo, hi], "p_value": p}
+    >>> rows = [{"name": "gsm8k", "mean - baseline": r(0.0, -0.6, 0.6, 1.0)}, {"name": "overall", "mean - baseline": r(0.0, -0.6, 0.6, 1.0)}]
+    >>> _ = adjust(rows)
+    >>> plain({"rows": rows, "n": {"gsm8k": 2}, "seeds": 1, "mde": {"overall": None, "needs": {"overall": "needs >= 6 problems per benchmark (one seed: ...)"}}})
+    'no difference this data can detect: 2 problems per benchmark cannot show one; >= 6 problems per benchmark would.'
+    >>> rows[1]["mean - baseline"] = r(0.05, 0.01, 0.09, 0.01); _ = adjust(rows)
+    >>> plain({"rows": rows, "n": {"gsm8k": 400}, "seeds": 1, "mde": {"overall": 0.04, "needs": {}}})
+    'these adapters: the population mean scores higher than the baseline overall, +5.0 pts [+1.0, +9.0].'
+    """
+    if not v:
+        return "no verdict: no per-problem scores (the samples files of this evaluation are not on this machine)."
+    overall = next((x for x in v["rows"] if x["name"] == "overall" and "mean - baseline" in x), None)
+    if overall is None:
+        return "no verdict: no baseline scored on the same problems."
+    c, seeds = overall["mean - baseline"], v.get("seeds", 1)
+    pts = f"{100 * c['delta']:+.1f} pts [{100 * c['ci95'][0]:+.1f}, {100 * c['ci95'][1]:+.1f}]"
+    ns = sorted(set((v.get("n") or {}).values())) or [0]
+    problems = f"{ns[0]}" if len(ns) == 1 else f"{ns[0]}-{ns[-1]}"
+    design = f"{problems} problems per benchmark" + (f" and {seeds} seeds per arm" if seeds > 1 else "")
+    mde = v.get("mde") or {}
+    if c.get("significant"):
+        lead = "these adapters: " if seeds == 1 else ""
+        text = f"{lead}the population mean scores {'higher' if c['delta'] > 0 else 'lower'} than the baseline overall, {pts}"
+    elif mde.get("overall") is None and mde:
+        would = _would((mde.get("needs") or {}).get(OVERALL_KEY))
+        text = f"no difference this data can detect: {design} cannot show one" + (f"; {would} would" if would else "")
+    else:
+        text = f"no difference detected overall: {pts}" + (
+            f"; {design} detect >= {100 * mde['overall']:.1f} pts" if mde.get("overall") is not None else "")
+    named = []
+    for delta, who in (("mean - baseline", "population mean"), ("weakest - baseline", "weakest member")):
+        hits = [(x, x[delta]) for x in v["rows"] if x["name"] in benchmarks.BENCHMARKS and x.get(delta, {}).get("significant")]
+        for sign, word in ((1, "higher"), (-1, "lower")):
+            labels = [benchmarks.BENCHMARKS[x["name"]].label for x, d in hits if d["delta"] * sign > 0]
+            if labels:
+                named.append(f"{who} {word} on {', '.join(labels)}")
+    return text + ("; Holm names: " + "; ".join(named) if named else "") + "."

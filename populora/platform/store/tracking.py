@@ -32,6 +32,10 @@ import tenacity
 from populora.platform.store import runlayout
 from populora.platform.model.cache import cache_root
 
+# MLflow draws a tqdm bar for every artifact it downloads (a run's results.json, a config): on a terminal it lands
+# in the middle of a report or a table. Ours to set for every process that reads the store, unless the user did.
+os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+
 
 def tracking_uri() -> str:
     return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd() / 'mlflow.db'}"

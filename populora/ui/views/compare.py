@@ -12,7 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from populora.evaluation import (BASE, BASELINE, MEMBER, Results, SweepReportError, build_verdict, compute_side_by_side,
-                                 eval_metric_keys, with_baseline)
+                                 eval_metric_keys, verdict_sentence, with_baseline)
 from populora.evaluation import compute_figure, kl_forward_of, matched_note
 from populora.platform.store import family
 from populora.platform.store import runlayout as rl
@@ -141,7 +141,10 @@ def show_verdict(data: dict) -> None:
         st.caption("No verdict: it needs the per-problem samples files of the evaluation, not found on this machine.")
         return
     st.table(verdict_frame(v))  # a few rows of text: all of it on the page (and in its text), no scrolling grid
-    st.markdown(f"**{v['words'][0].upper() + v['words'][1:].rstrip('.')}.**")
+    sentence = verdict_sentence(v)  # the report's verdict line, word for word
+    st.markdown(f"**Verdict: {sentence}**")
+    with st.expander("The numbers behind it"):
+        st.write(v["words"][0].upper() + v["words"][1:])
     if v.get("aggregates"):
         st.table(aggregates_frame(v["aggregates"]))
         st.caption("rliable's aggregates (Agarwal et al. 2021) over the benchmarks: interquartile mean and the "
