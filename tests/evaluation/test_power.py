@@ -8,7 +8,7 @@ import re
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from scipy import stats as sps
 
@@ -221,3 +221,41 @@ def test_the_overall_reading_inverts_the_per_seed_variance_median_unbiased():
 
 def test_the_family_size_priced_is_the_reports():
     assert families.family_size(NAMES) == 29 and power.planned(3)["alpha_per_benchmark"] == pytest.approx(0.05 / 29)
+
+
+def _priced(*designs: power.Design) -> list[dict]:
+    """Each design's MDE, priced one after the other in one process, from empty caches."""
+    power._NEEDS.clear()
+    return [power.mde(d) for d in designs]
+
+
+order = st.fixed_dictionaries({
+    "names": st.lists(st.sampled_from(NAMES[:4]), min_size=1, max_size=2, unique=True),
+    "n": st.integers(5, 40), "score": st.sampled_from([0.02, 0.3, 0.5, 0.9]), "seeds": st.integers(2, 3),
+    "samples": st.sampled_from([1, 8]), "sigma": st.sampled_from([0.1, 0.4]), "shared": st.sampled_from([0.0, 1.0]),
+    "family": st.sampled_from([1, 29]), "primary": st.sampled_from([1, 3]),
+    "noise": st.none() | st.sampled_from([0.01, 0.2, 0.6])})
+REPRODUCER = {"names": ["gsm8k", "aime24"], "n": 10, "score": 0.5, "seeds": 2, "samples": 1, "sigma": 0.1,
+              "shared": 0.0, "family": 29, "primary": 1, "noise": 0.01}
+
+
+def _ordered(x) -> power.Design:
+    d = _design(x)
+    noise = None if x["noise"] is None else {b: x["noise"] for b in x["names"]}
+    return power.Design(d.p, seeds=d.seeds, samples=d.samples, sigma=d.sigma, shared=d.shared, family=d.family,
+                        primary=x["primary"], scores={b: x["score"] for b in x["names"]}, noise=noise)
+
+
+@settings(max_examples=30, deadline=None, derandomize=True)
+@given(order, order, st.sampled_from(["noise", "noise", "primary", "samples", "sigma", "all"]))
+@example(REPRODUCER, {**REPRODUCER, "noise": 0.6}, "noise")
+def test_any_two_designs_give_the_same_answers_in_either_order(x, y, differ):
+    """Issue 68: ``_needs`` remembered its searches by a key without ``Design.noise``, so a design priced after
+    another that differed only in its noise printed the other's "needs >= k seeds per arm" (the example: GSM8K
+    "needs >= 4" alone, ">= 9" after the noisier one). Any two designs (the second the first with one field
+    changed, or any other): each one's MDE, "needs" included, is the same priced first, second, or alone."""
+    second = y if differ == "all" else {**x, differ: y[differ]}
+    a, b = _ordered(x), _ordered(second)
+    alone_a, alone_b = _priced(a)[0], _priced(b)[0]
+    assert _priced(a, b) == [alone_a, alone_b]
+    assert _priced(b, a) == [alone_b, alone_a]

@@ -269,14 +269,14 @@ def summarize(outcomes: list[dict], names: list[str]) -> dict:
 
 @contextlib.contextmanager
 def remembered_power():
-    """``power.mde`` and ``power.seeds_needed`` remember their answers by the exact design (its arrays' bytes),
-    for the worlds of one run: the report's figures unchanged, computed once per distinct design (on few
-    problems most worlds score alike, and the one-seed report's ``seeds_needed`` searches 49 designs, ~6 s)."""
+    """``power.mde`` and ``power.seeds_needed`` remember their answers by the exact design (``power.design_key``:
+    every field, its arrays' bytes), for the worlds of one run: the report's figures unchanged, computed once per
+    distinct design (on few problems most worlds score alike, and the one-seed report's ``seeds_needed`` searches
+    49 designs, ~6 s)."""
     originals = power.mde, power.seeds_needed
 
     def key(d, *rest):
-        return (tuple((b, np.asarray(p).tobytes()) for b, p in d.p.items()), d.seeds, d.samples, d.members,
-                d.sigma, d.shared, d.family, *rest)
+        return (*power.design_key(d), *rest)
     memo: dict = {}
 
     def mde(d):

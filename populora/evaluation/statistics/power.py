@@ -355,14 +355,24 @@ def _resized(d: Design, n: int) -> Design:
     return replace(d, p=beta_p(scores, {b: n for b in d.p}), scores=scores)
 
 
+def design_key(d: Design) -> tuple:
+    """Every field of ``d`` its MDE depends on, hashable and exact (the arrays' bytes, the floats as they are): the
+    key of every remembered answer (``_needs``, ``calibration_worlds.remembered_power``). A key that leaves a
+    field out hands one design the answer of another (issue 68: ``Design.noise`` left out, the same design read
+    "needs >= 4 seeds per arm" alone and ">= 6" after another was priced)."""
+    def items(x):
+        return None if x is None else tuple(sorted((k, float(v)) for k, v in x.items()))
+    return (tuple((b, np.asarray(p, dtype=float).tobytes()) for b, p in d.p.items()), int(d.seeds), int(d.samples),
+            int(d.members), float(d.sigma), float(d.shared), int(d.family), int(d.primary), items(d.scores),
+            items(d.noise))
+
+
 _NEEDS: dict[tuple, str] = {}  # a search per design and comparison, once per process (the UI asks again and again)
 
 
 def _needs(d: Design, cell: str) -> str:
-    """``_search``, remembered."""
-    weights = _cells(d)[cell]
-    key = (cell, tuple((b, len(d.p[b]), round(float(np.mean(d.p[b])), 9), (d.scores or {}).get(b)) for b in weights),
-           d.seeds, d.samples, d.members, d.sigma, float(d.shared), d.family, d.primary)
+    """``_search``, remembered by the whole design (``design_key``)."""
+    key = (cell, design_key(d))
     if key not in _NEEDS:
         _NEEDS[key] = _search(d, cell)
     return _NEEDS[key]
