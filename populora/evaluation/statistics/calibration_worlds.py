@@ -196,8 +196,8 @@ def _words_claims(words: str, seeds: int) -> dict:
 def sweep_configs(results: list[Results]) -> dict:
     """A world's seeds as a sweep report's ``configs``: "run" (the members' arms) and "baseline" (its adapter as
     the baseline configuration's every arm), seed by seed."""
-    arms = [sweep_report.run_arms(r) for r in results]
-    return {"run": {s: {a: arms[s][a] for a in sweep_report.ARMS} for s in range(len(results))},
+    arms = [sweep_report.scored_arms(r) for r in results]
+    return {"run": {s: {a: arms[s][a] for a in (*sweep_report.ARMS, sweep_report.SCORED)} for s in range(len(results))},
             "baseline": {s: {a: arms[s]["baseline"] for a in sweep_report.ARMS} for s in range(len(results))}}
 
 
