@@ -384,6 +384,11 @@ def _needs(d: Design, cell: str) -> str:
     return _NEEDS[key]
 
 
+def forget() -> None:
+    """Empty the remembered searches (``_needs``): a check that prices designs from scratch, in any order."""
+    _NEEDS.clear()
+
+
 def _search(d: Design, cell: str) -> str:
     """What would make an undetectable comparison detectable: more seeds (>= 2), or more problems per benchmark
     (the fewest at which ``_printable`` gives a figure, searched from the sign flip's bound up)."""

@@ -427,6 +427,16 @@ def compute_lines(tracker, sweep_id: str) -> list[str]:
     return out
 
 
+def sweep_seed(results: Results | dict, baseline_run: bool = False) -> dict:
+    """One seed of a configuration as ``gather`` reads it: ``scored_arms``; a baseline run's (``baseline_run``)
+    one adapter is every arm of the baseline configuration, scored with one member."""
+    arms = scored_arms(results)
+    if baseline_run and "baseline" in arms:
+        b = arms["baseline"]
+        return {"population mean": b, "weakest": b, "best": b, SCORED: {**arms[SCORED], "members": 1}}
+    return arms
+
+
 def gather(tracker, sweep_id: str) -> tuple[dict[str, dict[int, dict]], list[str]]:
     """({config label: {seed: arms}}, problems found) of a sweep's evaluated runs."""
     runs = S.latest_by_key(S.find_runs(tracker.client, sweep_id))
@@ -436,15 +446,12 @@ def gather(tracker, sweep_id: str) -> tuple[dict[str, dict[int, dict]], list[str
     missing = []
     for key, run in sorted(runs.items()):
         try:
-            arms = scored_arms(load_results(tracker, run.info.run_id))
+            arms = sweep_seed(load_results(tracker, run.info.run_id), run.data.tags.get(rl.KIND) == rl.BASELINE)
         except ReportError as err:  # evaluated, but its members answered different problems: refuse, say where
             raise ReportError(f"run {run.info.run_id} ({key}): {err}") from err
         except Exception:  # noqa: BLE001 - not evaluated (yet): listed, not fatal
             missing.append(key)
             continue
-        if run.data.tags.get(rl.KIND) == rl.BASELINE and "baseline" in arms:
-            b = arms["baseline"]
-            arms = {"population mean": b, "weakest": b, "best": b, SCORED: {**arms[SCORED], "members": 1}}
         config, seed = S.config_and_seed(run)
         configs.setdefault(config, {})[seed] = arms
     if not configs:
