@@ -341,8 +341,10 @@ def power_at_printed(m: Model, n: dict[str, int], replicates: int, seed: int, pi
             "mc_error": mc_error(rate, replicates, power.POWER), "promised_power": power.POWER}
 
 
-# ====================================================================== the order in which designs are priced
+# ====================================================================== exact checks: no Monte Carlo in them
 ORDER_CLAIM = "the same MDE in either order"
+AGREE_CLAIM = "the sweep prints the run's own MDE"
+EXACT_CLAIMS = (ORDER_CLAIM, AGREE_CLAIM)
 
 
 def order_designs(n: dict[str, int]) -> list[power.Design]:
@@ -374,7 +376,26 @@ def order_check(n: dict[str, int]) -> dict:
     alone = [priced([d])[0] for d in designs]
     forward, backward = priced(designs), priced(designs[::-1])[::-1]
     differ = sum(not (a == f == b) for a, f, b in zip(alone, forward, backward))
-    return {"designs": len(designs), "differ": differ}
+    return {"claim": ORDER_CLAIM, "regime": f"{len(designs)} designs priced alone and in both orders",
+            "seeds": "1-3", "count": len(designs), "differ": differ}
+
+
+def sampled_agreement(n: dict[str, int], worlds: int = 10, seed: int = 0) -> dict:
+    """One seed scored with 8 samples per problem (``SAMPLED``): the MDE the sweep report prints
+    (``sweep_report.build`` of the run as a sweep reads it) is the run's own report's (``verdict.build``, Compare),
+    figure for figure and word for word, in every one of ``worlds`` worlds (issue 68: the sweep priced without
+    the samples, and read 8 samples' noise as one sample's)."""
+    m = replace(SAMPLED, seeds=1)
+    rng = np.random.default_rng([seed, 68])
+    differ = 0
+    with remembered_power():
+        for _ in range(worlds):
+            results, _ = world(rng, m, n)
+            own = verdict.build(results[0], with_aggregates=False)["mde"]
+            sweep = sweep_report.build(sweep_configs(results), with_aggregates=False)["verdicts"]["run"]["mde"]
+            differ += any(own[k] != sweep[k] for k in ("overall", "per_benchmark", "needs", "samples", "words"))
+    return {"claim": AGREE_CLAIM, "regime": f"{m.name}, {worlds} worlds", "seeds": "seeds=1", "count": worlds,
+            "differ": differ}
 
 
 # ====================================================================== the checks
@@ -387,7 +408,7 @@ COVERAGE = (0.93, 0.97)  # an interval's coverage, done when within this window 
 def kind_of(claim: str) -> str:
     """What a check's claim is judged as: "coverage" (an interval covers), "power", "exact" (no Monte Carlo: the
     order check, none may differ) or "rate" (a claim's rate)."""
-    if claim == ORDER_CLAIM:
+    if claim in EXACT_CLAIMS:
         return "exact"
     return "coverage" if "covers" in claim else "power" if "power" in claim else "rate"
 
@@ -446,12 +467,10 @@ def checks(table: dict, tolerance: float = 1.0, small_n: bool = False) -> list[d
                     "rate": p["rate"], "mc_error": p["mc_error"], "nominal": p["promised_power"],
                     "ok": bool(within("power", p["rate"], p["mc_error"], p["promised_power"], tolerance)),
                     "replicates": table.get("replicates")})
-    order = table.get("order")
-    if order:
-        rate = order["differ"] / order["designs"]
-        out.append({"regime": f"{order['designs']} designs priced alone and in both orders", "seeds": "1-3",
-                    "claim": ORDER_CLAIM, "rate": rate, "mc_error": 0.0, "nominal": 0.0,
-                    "ok": within("exact", rate, 0.0, 0.0), "replicates": None})
+    for e in table.get("exact", []):
+        rate = e["differ"] / e["count"]
+        out.append({"regime": e["regime"], "seeds": e["seeds"], "claim": e["claim"], "rate": rate, "mc_error": 0.0,
+                    "nominal": 0.0, "ok": within("exact", rate, 0.0, 0.0), "replicates": None})
     return out
 
 
@@ -542,9 +561,10 @@ def parallel_map(fn, tasks: list[tuple], jobs: int = 1, progress=None, label=Non
 def run(replicates: int, seed: int = 0, n: dict[str, int] | None = None, models=MODELS, seeds=(1, 3, 5),
         power_models=POWER_MODELS, power_seeds=POWER_SEEDS, progress=None, jobs: int = 1) -> dict:
     """The table of the other generative models at the suite's sizes ``n``: {"regimes": {model: {"seeds=S":
-    {claim: {rate, mc_error}}}}, "power": [...], "order": ``order_check``}."""
+    {claim: {rate, mc_error}}}}, "power": [...], "exact": [``order_check``, ``sampled_agreement``]}."""
     n = n or power.sizes()
-    table: dict = {"replicates": replicates, "sizes": n, "regimes": {}, "power": [], "order": order_check(n)}
+    table: dict = {"replicates": replicates, "sizes": n, "regimes": {}, "power": [],
+                   "exact": [order_check(n), sampled_agreement(n, seed=seed)]}
     tasks = [(replace(m, seeds=s), n, replicates, seed) for m in models for s in seeds]
     ptasks = [(replace(m, seeds=s), n, replicates, seed) for m in power_models for s in power_seeds]
     done = parallel_map(_model_or_power, [("model", *t) for t in tasks] + [("power", *t) for t in ptasks], jobs,
@@ -649,7 +669,7 @@ def recheck(table: dict, checks_: list[dict], factor: int = RECHECK, seed: int =
             sub = {"replicates": reps, "regimes": {c["regime"]: {c["seeds"]: summary}}}
         return next(a for a in checks(sub, small_n=small_n) if a["claim"] == c["claim"])
 
-    drawn = [c for c in checks_ if kind_of(c["claim"]) != "exact"]  # the order check has no chance to redraw
+    drawn = [c for c in checks_ if kind_of(c["claim"]) != "exact"]  # the exact checks have no chance to redraw
     return redraw(drawn, factor, table["replicates"], task_of, _model_or_power, judge, jobs, progress,
                   lambda t: f"recheck: {t[1].name}, {t[1].seeds} seed(s) per arm: {t[3]} worlds done")
 
@@ -665,8 +685,6 @@ def text(table: dict) -> str:
                      + ("none (cannot be detected)" if p["rate"] is None else
                         f"{100 * p['mde_printed']:.2f} pts overall ({p['effect_logits']:.3f} logits): rejected "
                         f"{p['rate']:.3f}+-{p['mc_error']:.3f} (promised {p['promised_power']:.2f})"))
-    if table.get("order"):
-        o = table["order"]
-        lines.append(f"order: {o['designs']} designs priced alone, all in one order and in the reverse: "
-                     f"{o['differ']} answered otherwise")
+    for e in table.get("exact", []):
+        lines.append(f"exact: {e['claim']}: {e['regime']}, {e['seeds']}: {e['differ']} of {e['count']} otherwise")
     return "\n".join(lines) + "\n"

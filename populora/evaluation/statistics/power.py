@@ -517,7 +517,7 @@ def from_scored(scores: dict[str, float], n: dict[str, int], seeds: int, samples
     """(the design of an evaluation actually scored, how its seed effect was set): ``scores`` the benchmarks'
     mean scores (both arms), ``n`` the problems scored per benchmark, ``per_seed`` one arm's per-seed scores
     (the baseline's), ``per_seed_diff`` the per-seed overall differences of the two arms, ``noise`` per benchmark
-    the per-problem noise variance of one seed's difference as measured (``measured_noise``; >= 2 seeds).
+    the per-problem noise variance of one seed's difference as measured (``measured_noise``).
 
     The rule for the seed effect (>= 2 seeds): the largest of the assumed ``SIGMA_DEFAULT``, the per-benchmark
     reading (``seed_sigma``) and the overall test's own (``overall_sigma`` at ``SHARE_QUANTILE``). The default is

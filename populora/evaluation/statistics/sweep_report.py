@@ -184,8 +184,9 @@ def config_overrides(label: str) -> dict:
 
 def build(configs: dict[str, dict[int, dict]], between: list[tuple[str, str]] = (), seed: int = 0,
           with_aggregates: bool = True) -> dict:
-    """``configs``: {config label: {seed: arms of that seed's run}} (``run_arms``); the baseline config is labelled
-    "baseline". Returns the report: ``configs`` rows with intervals, ``comparisons`` with the baseline (Holm-
+    """``configs``: {config label: {seed: arms of that seed's run}} (``run_arms``; ``sweep_seed``, as ``gather``
+    reads them, adds under ``SCORED`` the samples per problem and members the MDE is priced at); the baseline config
+    is labelled "baseline". Returns the report: ``configs`` rows with intervals, ``comparisons`` with the baseline (Holm-
     adjusted), ``verdicts`` per configuration (per benchmark, the headline on adjusted results, the MDE) and
     ``aggregates`` (rliable's IQM and probability of improvement over seeds x benchmarks)."""
     baseline = configs.get(S.BASELINE_LABEL, {})
