@@ -210,3 +210,34 @@ def test_an_exact_claim_is_outside_both_the_table_and_its_recheck_about_2pct_of_
         second = W.chance_outside([{"claim": claim, "nominal": nominal, "replicates": W.RECHECK * replicates}])
         assert 0.10 < first < 0.20 and 0.10 < second < 0.20, (claim, first, second)
         assert 0.01 < first * second < 0.03
+
+
+def test_the_order_check_finds_a_remembered_answer_keyed_without_the_noise(monkeypatch):
+    """``bench stats``' order check (exact, no Monte Carlo): every design priced alone, in one order and in the
+    reverse answers alike; with ``_needs``' key before issue 68 (``design_key`` without ``Design.noise``) designs
+    that differ only in their noise answer otherwise, and the check says so, judged exact and taken as evidence."""
+    n = {"gsm8k": 400, "aime24": 300}
+    good = W.order_check(n)
+    assert (good["count"], good["differ"]) == (15, 0)
+    original = power.design_key
+    monkeypatch.setattr(power, "design_key", lambda d: original(d)[:-1])  # the noise left out of the key
+    bad = W.order_check(n)
+    assert bad["differ"] > 0
+    (check,) = W.checks({"replicates": 10, "regimes": {}, "exact": [bad]})
+    assert check["claim"] == W.ORDER_CLAIM and not check["ok"] and W.kind_of(check["claim"]) == "exact"
+    assert W.violation_p(check) == 0.0 and W.evidence([check])[0]["p_adjusted"] == 0.0
+    (fine,) = W.checks({"replicates": 10, "regimes": {}, "exact": [good]})
+    assert fine["ok"] and W.violation_p(fine) == 1.0
+    assert W.recheck({"replicates": 10, "regimes": {}}, [check]) == []  # nothing of chance to draw again
+
+
+def test_the_sampled_agreement_check_finds_a_sweep_priced_without_its_samples(monkeypatch):
+    """``bench stats``' exact check of issue 68's third mend: one seed of 8 samples per problem, the sweep
+    report's MDE is the run's own report's in every world; with the sweep reading no samples (as before: 1 per
+    problem) it is not."""
+    from populora.evaluation.statistics import sweep_report
+    n = {"gsm8k": 60, "humaneval_plus": 40}
+    assert W.sampled_agreement(n, worlds=2)["differ"] == 0
+    monkeypatch.setattr(sweep_report, "_scored_of", lambda *a: {})
+    bad = W.sampled_agreement(n, worlds=2)
+    assert bad["differ"] == 2 and not W.checks({"regimes": {}, "exact": [bad]})[0]["ok"]

@@ -164,3 +164,64 @@ def test_the_averages_heads_say_how_many_benchmarks_were_scored():
     every = {"configs": [{"label": "run", "seeds": [0], "population mean": {
         **{b: cell for b in benchmarks.BENCHMARKS}, "overall": cell}}]}
     assert R._heads(every) == list(R.TEXT_COLUMNS.values())
+
+
+def _sampled_world(seeds: int, samples: int = 8):
+    """A world of four members and a baseline on three benchmarks, each problem scored as the mean of ``samples``
+    draws at a temperature (its config says so), and the baseline's own run (its one adapter alone)."""
+    from dataclasses import replace
+
+    from populora.evaluation.statistics import calibration_worlds as W
+    from populora.evaluation.summary import Results
+    m = replace(W.SAMPLED, samples=samples, seeds=seeds)
+    n = {"gsm8k": 120, "humaneval_plus": 60, "aime24": 30}
+    runs, _ = W.world(np.random.default_rng(11), m, n)
+    alone = []
+    for r in runs:
+        raw = {"results": {"B0": r.raw["results"]["B0"]}, "targets": {"B0": {"kind": "baseline"}}, "config": r.config}
+        own = Results.from_dict(raw)
+        own._tables = {"B0": r.tables()["B0"]}
+        alone.append(own)
+    return runs, alone
+
+
+def _sweep(runs, alone, keep_scoring: bool = True) -> dict:
+    """The sweep report as ``gather`` reads the runs (``sweep_seed``); ``keep_scoring`` False: as before issue 68,
+    without how they were scored."""
+    def seed(r, baseline):
+        arms = R.sweep_seed(r, baseline)
+        return arms if keep_scoring else {k: v for k, v in arms.items() if k != R.SCORED}
+    configs = {"run": {s: seed(r, False) for s, r in enumerate(runs)},
+               "baseline": {s: seed(r, True) for s, r in enumerate(alone)}}
+    return R.build(configs, with_aggregates=False)
+
+
+def test_a_sweep_scored_with_8_samples_per_problem_prints_the_mde_the_runs_report_prints():
+    """Issue 68: ``config_verdict`` priced a sweep's MDE without its samples and members (defaults 1 and 4), so
+    8 samples' measured per-problem noise was read as one sample's and the printed MDE fell (1.75 -> 1.13 pts
+    overall). One seed of 8 samples per problem: the sweep report prints the MDE ``verdict.build`` prints for
+    the same run (the run's own report, Compare), figure for figure and word for word; read without the
+    samples it would not."""
+    from populora.evaluation.statistics import verdict
+    runs, alone = _sampled_world(seeds=1)
+    scores = [v for t in runs[0].tables().values() for b in t.values() for v in b.values()]
+    assert set(np.round(np.array(scores) * 8, 9)) <= set(range(9)) and len(set(scores)) > 2  # k / 8 per problem
+    own = verdict.build(runs[0], with_aggregates=False)["mde"]
+    printed = _sweep(runs, alone)["verdicts"]["run"]["mde"]
+    assert own["samples"] == printed["samples"] == 8
+    for key in ("overall", "per_benchmark", "needs", "sigma", "shared", "words"):
+        assert printed[key] == own[key], key
+    assert "8 samples per problem" in printed["words"]
+    greedy = _sweep(runs, alone, keep_scoring=False)["verdicts"]["run"]["mde"]
+    assert greedy["samples"] == 1 and greedy["overall"] != own["overall"]
+
+
+def test_a_sweep_of_3_seeds_prices_the_samples_it_scored():
+    """Three seeds, 8 samples per problem: the per-problem noise measured from the seeds is 8 samples' mean, so
+    its slope (how far a logit of seed effect moves the benchmark) is read x 8 (``power.slope``); read as one
+    sample's, the seed term and the MDE fell below what the design detects."""
+    runs, alone = _sampled_world(seeds=3)
+    printed = _sweep(runs, alone)["verdicts"]["run"]["mde"]
+    greedy = _sweep(runs, alone, keep_scoring=False)["verdicts"]["run"]["mde"]
+    assert printed["samples"] == 8 and greedy["samples"] == 1
+    assert printed["overall"] > greedy["overall"]

@@ -61,6 +61,7 @@ class Model:
     tails: float | None = None    # Student t degrees of freedom of the seed effect (None: normal)
     seeds: int = 3
     effect: float = 0.0           # planted: logits added to every population member
+    samples: int = 1              # samples per problem at a temperature (1: greedy), the per-problem score their mean
 
 
 MODELS = (
@@ -70,7 +71,10 @@ MODELS = (
     Model("30% unsolvable, heavy-tailed seeds (t3)", "mixture", spread=1.0, impossible=0.3, tails=3.0),
     Model("harder suite (-1 logit), heavy-tailed shared seeds", shift=-1.0, sigma=0.2, shared=1.0, tails=3.0),
 )
-POWER_MODELS = (MODELS[1], MODELS[3], MODELS[0])  # shared, heavy-tailed, per benchmark
+SAMPLED = Model("beta K=4 (bell-shaped), seeds shared, 8 samples per problem", spread=4.0, shared=1.0, samples=8)
+POWER_MODELS = (MODELS[1], MODELS[3], MODELS[0], SAMPLED)  # shared, heavy-tailed, per benchmark; sampled (issue 68:
+# a sweep read 8 samples' noise as one sample's and printed an MDE 0.65x the run's own report's)
+POWER_SEEDS = (1, 3, 5)  # one seed too (issue 68: its MDE delivered 0.63 power where seed effects are shared)
 
 
 def _logit(p):
@@ -142,19 +146,21 @@ def world(rng, m: Model, n: dict[str, int]):
     names = list(n)
     logits = {b: _logit(quantiles(m, b, rng.random(n[b]))) for b in names}
     u_pop, u_base = seed_effects(rng, m, m.seeds, len(names)), seed_effects(rng, m, m.seeds, len(names))
+    def solved(p):  # per problem: one greedy verdict, or the mean of ``samples`` draws at a temperature
+        return (rng.random(len(p)) < p).astype(float) if m.samples == 1 else rng.binomial(m.samples, p) / m.samples
+
     out = []
     for s in range(m.seeds):
         tables = {t: {} for t in (*MEMBERS, "B0")}
         for j, b in enumerate(names):
             ids = [f"{b}/{i:04d}" for i in range(n[b])]
             for t in MEMBERS:
-                x = rng.random(n[b]) < _sigmoid(logits[b] + u_pop[s, j] + m.effect)
-                tables[t][b] = dict(zip(ids, x.astype(float).tolist()))
-            x = rng.random(n[b]) < _sigmoid(logits[b] + u_base[s, j])
-            tables["B0"][b] = dict(zip(ids, x.astype(float).tolist()))
+                tables[t][b] = dict(zip(ids, solved(_sigmoid(logits[b] + u_pop[s, j] + m.effect)).tolist()))
+            tables["B0"][b] = dict(zip(ids, solved(_sigmoid(logits[b] + u_base[s, j])).tolist()))
         raw = {"results": {t: {b: {"score": float(np.mean(list(v.values())))} for b, v in by.items()}
                            for t, by in tables.items()},
-               "targets": {**{t: {"kind": "member"} for t in MEMBERS}, "B0": {"kind": "baseline"}}}
+               "targets": {**{t: {"kind": "member"} for t in MEMBERS}, "B0": {"kind": "baseline"}},
+               "config": {"generation": {"n_samples": m.samples, "temperature": 1.0 if m.samples > 1 else 0.0}}}
         r = Results.from_dict(raw)
         r._tables = tables
         out.append(r)
@@ -196,9 +202,11 @@ def _words_claims(words: str, seeds: int) -> dict:
 def sweep_configs(results: list[Results]) -> dict:
     """A world's seeds as a sweep report's ``configs``: "run" (the members' arms) and "baseline" (its adapter as
     the baseline configuration's every arm), seed by seed."""
-    arms = [sweep_report.run_arms(r) for r in results]
-    return {"run": {s: {a: arms[s][a] for a in sweep_report.ARMS} for s in range(len(results))},
-            "baseline": {s: {a: arms[s]["baseline"] for a in sweep_report.ARMS} for s in range(len(results))}}
+    arms = [sweep_report.scored_arms(r) for r in results]
+    base = [{"samples": a[sweep_report.SCORED]["samples"], "members": 1} for a in arms]
+    return {"run": {s: {a: arms[s][a] for a in (*sweep_report.ARMS, sweep_report.SCORED)} for s in range(len(results))},
+            "baseline": {s: {**{a: arms[s]["baseline"] for a in sweep_report.ARMS}, sweep_report.SCORED: base[s]}
+                         for s in range(len(results))}}
 
 
 def judge(m: Model, n: dict[str, int]):
@@ -269,14 +277,14 @@ def summarize(outcomes: list[dict], names: list[str]) -> dict:
 
 @contextlib.contextmanager
 def remembered_power():
-    """``power.mde`` and ``power.seeds_needed`` remember their answers by the exact design (its arrays' bytes),
-    for the worlds of one run: the report's figures unchanged, computed once per distinct design (on few
-    problems most worlds score alike, and the one-seed report's ``seeds_needed`` searches 49 designs, ~6 s)."""
+    """``power.mde`` and ``power.seeds_needed`` remember their answers by the exact design (``power.design_key``:
+    every field, its arrays' bytes), for the worlds of one run: the report's figures unchanged, computed once per
+    distinct design (on few problems most worlds score alike, and the one-seed report's ``seeds_needed`` searches
+    49 designs, ~6 s)."""
     originals = power.mde, power.seeds_needed
 
     def key(d, *rest):
-        return (tuple((b, np.asarray(p).tobytes()) for b, p in d.p.items()), d.seeds, d.samples, d.members,
-                d.sigma, d.shared, d.family, *rest)
+        return (*power.design_key(d), *rest)
     memo: dict = {}
 
     def mde(d):
@@ -333,6 +341,63 @@ def power_at_printed(m: Model, n: dict[str, int], replicates: int, seed: int, pi
             "mc_error": mc_error(rate, replicates, power.POWER), "promised_power": power.POWER}
 
 
+# ====================================================================== exact checks: no Monte Carlo in them
+ORDER_CLAIM = "the same MDE in either order"
+AGREE_CLAIM = "the sweep prints the run's own MDE"
+EXACT_CLAIMS = (ORDER_CLAIM, AGREE_CLAIM)
+
+
+def order_designs(n: dict[str, int]) -> list[power.Design]:
+    """Designs that differ in what a remembered answer could leave out of its key: the suite at sizes ``n`` (1, 2
+    and 3 seeds) and two of its benchmarks at 10 problems (2 and 3 seeds: where "needs >= k seeds" is searched;
+    one seed there is the sign flip's simulated search, slow), with the model's noise and with a measured one,
+    low and high."""
+    out = []
+    for sizes, seed_counts in ((n, (1, 2, 3)), ({b: 10 for b in list(n)[:2]}, (2, 3))):
+        scores = {b: power.BASE_SCORE.get(b, 0.5) for b in sizes}
+        p = power.beta_p(scores, sizes)
+        for seeds in seed_counts:
+            for noise in (None, 0.02, 0.3):
+                out.append(power.Design(p, seeds=seeds, sigma=power.assumed_sigma(seeds), scores=scores,
+                                        family=2 * len(sizes) - 1,
+                                        noise=None if noise is None else {b: noise for b in sizes}))
+    return out
+
+
+def order_check(n: dict[str, int]) -> dict:
+    """Every design's MDE ("needs" included) the same priced alone, among all in one order and in the reverse,
+    the remembered searches emptied before each (issue 68: a key without ``Design.noise`` printed "needs >= 4
+    seeds per arm" alone and ">= 6" after another design): {"designs", "differ": how many answered otherwise}."""
+    designs = order_designs(n)
+
+    def priced(ds):
+        power.forget()
+        return [power.mde(d) for d in ds]
+    alone = [priced([d])[0] for d in designs]
+    forward, backward = priced(designs), priced(designs[::-1])[::-1]
+    differ = sum(not (a == f == b) for a, f, b in zip(alone, forward, backward))
+    return {"claim": ORDER_CLAIM, "regime": f"{len(designs)} designs priced alone and in both orders",
+            "seeds": "1-3", "count": len(designs), "differ": differ}
+
+
+def sampled_agreement(n: dict[str, int], worlds: int = 10, seed: int = 0) -> dict:
+    """One seed scored with 8 samples per problem (``SAMPLED``): the MDE the sweep report prints
+    (``sweep_report.build`` of the run as a sweep reads it) is the run's own report's (``verdict.build``, Compare),
+    figure for figure and word for word, in every one of ``worlds`` worlds (issue 68: the sweep priced without
+    the samples, and read 8 samples' noise as one sample's)."""
+    m = replace(SAMPLED, seeds=1)
+    rng = np.random.default_rng([seed, 68])
+    differ = 0
+    with remembered_power():
+        for _ in range(worlds):
+            results, _ = world(rng, m, n)
+            own = verdict.build(results[0], with_aggregates=False)["mde"]
+            sweep = sweep_report.build(sweep_configs(results), with_aggregates=False)["verdicts"]["run"]["mde"]
+            differ += any(own[k] != sweep[k] for k in ("overall", "per_benchmark", "needs", "samples", "words"))
+    return {"claim": AGREE_CLAIM, "regime": f"{m.name}, {worlds} worlds", "seeds": "seeds=1", "count": worlds,
+            "differ": differ}
+
+
 # ====================================================================== the checks
 RATES = ("fires overall", "family fires", "headline names a win", "method claim made")
 POWER_CLAIM = "power at the printed MDE"
@@ -341,7 +406,10 @@ COVERAGE = (0.93, 0.97)  # an interval's coverage, done when within this window 
 
 
 def kind_of(claim: str) -> str:
-    """What a check's claim is judged as: "coverage" (an interval covers), "power", or "rate" (a claim's rate)."""
+    """What a check's claim is judged as: "coverage" (an interval covers), "power", "exact" (no Monte Carlo: the
+    order check, none may differ) or "rate" (a claim's rate)."""
+    if claim in EXACT_CLAIMS:
+        return "exact"
     return "coverage" if "covers" in claim else "power" if "power" in claim else "rate"
 
 
@@ -360,6 +428,8 @@ def within(kind: str, rate: float, err: float, nominal: float, tolerance: float 
         return rate >= COVERAGE[0] - tolerance * err and (small_n or rate <= COVERAGE[1] + tolerance * err)
     if kind == "power":
         return rate >= nominal - tolerance * err
+    if kind == "exact":
+        return rate <= nominal
     return rate <= nominal + tolerance * err
 
 
@@ -397,6 +467,10 @@ def checks(table: dict, tolerance: float = 1.0, small_n: bool = False) -> list[d
                     "rate": p["rate"], "mc_error": p["mc_error"], "nominal": p["promised_power"],
                     "ok": bool(within("power", p["rate"], p["mc_error"], p["promised_power"], tolerance)),
                     "replicates": table.get("replicates")})
+    for e in table.get("exact", []):
+        rate = e["differ"] / e["count"]
+        out.append({"regime": e["regime"], "seeds": e["seeds"], "claim": e["claim"], "rate": rate, "mc_error": 0.0,
+                    "nominal": 0.0, "ok": within("exact", rate, 0.0, 0.0), "replicates": None})
     return out
 
 
@@ -434,6 +508,8 @@ def violation_p(check: dict, small_n: bool = False) -> float:
     0.23
     """
     kind, rate, n = kind_of(check["claim"]), check["rate"], check.get("replicates")
+    if kind == "exact":  # no chance in it: broken or not
+        return 1.0 if within(kind, rate, 0.0, check["nominal"]) else 0.0
     exact = bool(n) and "(mean of benchmarks)" not in check["claim"]
     k = round(rate * n) if exact else None
 
@@ -483,11 +559,12 @@ def parallel_map(fn, tasks: list[tuple], jobs: int = 1, progress=None, label=Non
 
 
 def run(replicates: int, seed: int = 0, n: dict[str, int] | None = None, models=MODELS, seeds=(1, 3, 5),
-        power_models=POWER_MODELS, power_seeds=(3, 5), progress=None, jobs: int = 1) -> dict:
+        power_models=POWER_MODELS, power_seeds=POWER_SEEDS, progress=None, jobs: int = 1) -> dict:
     """The table of the other generative models at the suite's sizes ``n``: {"regimes": {model: {"seeds=S":
-    {claim: {rate, mc_error}}}}, "power": [...]}."""
+    {claim: {rate, mc_error}}}}, "power": [...], "exact": [``order_check``, ``sampled_agreement``]}."""
     n = n or power.sizes()
-    table: dict = {"replicates": replicates, "sizes": n, "regimes": {}, "power": []}
+    table: dict = {"replicates": replicates, "sizes": n, "regimes": {}, "power": [],
+                   "exact": [order_check(n), sampled_agreement(n, seed=seed)]}
     tasks = [(replace(m, seeds=s), n, replicates, seed) for m in models for s in seeds]
     ptasks = [(replace(m, seeds=s), n, replicates, seed) for m in power_models for s in power_seeds]
     done = parallel_map(_model_or_power, [("model", *t) for t in tasks] + [("power", *t) for t in ptasks], jobs,
@@ -592,7 +669,8 @@ def recheck(table: dict, checks_: list[dict], factor: int = RECHECK, seed: int =
             sub = {"replicates": reps, "regimes": {c["regime"]: {c["seeds"]: summary}}}
         return next(a for a in checks(sub, small_n=small_n) if a["claim"] == c["claim"])
 
-    return redraw(checks_, factor, table["replicates"], task_of, _model_or_power, judge, jobs, progress,
+    drawn = [c for c in checks_ if kind_of(c["claim"]) != "exact"]  # the exact checks have no chance to redraw
+    return redraw(drawn, factor, table["replicates"], task_of, _model_or_power, judge, jobs, progress,
                   lambda t: f"recheck: {t[1].name}, {t[1].seeds} seed(s) per arm: {t[3]} worlds done")
 
 
@@ -607,4 +685,6 @@ def text(table: dict) -> str:
                      + ("none (cannot be detected)" if p["rate"] is None else
                         f"{100 * p['mde_printed']:.2f} pts overall ({p['effect_logits']:.3f} logits): rejected "
                         f"{p['rate']:.3f}+-{p['mc_error']:.3f} (promised {p['promised_power']:.2f})"))
+    for e in table.get("exact", []):
+        lines.append(f"exact: {e['claim']}: {e['regime']}, {e['seeds']}: {e['differ']} of {e['count']} otherwise")
     return "\n".join(lines) + "\n"

@@ -88,9 +88,8 @@ def words(rows: list[dict], mde: dict | None = None, seeds_needed: int | None = 
         text += ONE_SEED + (f" ({seeds_needed} per arm would detect the overall difference seen here at 80% power)"
                             if seeds_needed else "") + "."
     if mde is not None:
-        text += f" Smallest difference this design detects: {power.detail(mde)}" + (
-            f"; {power.seed_words({'shared': power.SHARED_DEFAULT, **mde})}." if seeds > 1
-            else f"; seed effect {mde['sigma']:.2g} logit included.")
+        text += f" Smallest difference this design detects: {power.detail(mde)}; " \
+            f"{power.seed_words({'shared': power.SHARED_DEFAULT, **mde})}."
     return text
 
 

@@ -9,7 +9,9 @@ and how much of it the benchmarks share, and the sizes of the Holm families. The
 
 - per problem, a member or the baseline solves it with probability p_i (greedy: one Bernoulli draw per adapter;
   ``samples`` draws at a temperature: their mean, the problem stays the unit), so the per-problem noise of
-  "population mean (M members) - baseline" is p_i (1 - p_i) (1/M + 1) / samples;
+  "population mean (M members) - baseline" is p_i (1 - p_i) (1/M + 1) / samples; where scored, that noise is
+  measured (``measured_noise``; at one seed, the variance of the per-problem differences the test itself reads),
+  and the slope g_b with it;
 - a training seed moves an adapter by u ~ N(0, sigma) logits (all members of a run share it), i.e. its benchmark
   score by about u x g_b, g_b = mean_i p_i (1 - p_i) (the logistic's slope), in both arms; a share ``shared`` of
   that variance is common to all benchmarks of a run (they co-move, and the overall average gains nothing from
@@ -54,6 +56,10 @@ SIGMA_DEFAULT = 0.1   # logits: the seed effect assumed until a sweep measures i
                       # ~1.2 points on a benchmark at 50%), and the floor of a measured one (``from_scored``)
 SHARED_DEFAULT = 1.0  # the seed effect's share common to all benchmarks until seeds measure it: 1, the worst case
                       # for an average (the benchmarks co-move); per benchmark the share does not matter
+SIGMA_ONE_SEED = 0.2  # logits: the seed effect a one-seed design is priced with (``from_scored``, ``planned``): one
+                      # seed per arm reads neither its size nor its share, so the conservative case, the top of the
+                      # calibration's worlds (0.1-0.2 logit, bench stats), shared; at 0.1 the printed MDE delivered
+                      # 0.63 +- 0.02 power where seeds of 0.15 logit are shared (issue 68)
 SHARE_QUANTILE = 0.40  # the overall's seed term, which sets the share, is read at its upper 60% bound (``from_scored``)
 MEMBERS = 4           # members averaged in "population mean" (the paper's 4 teachers + 4 students: 4 per role)
 SIZES = {"humaneval_plus": 164, "mbpp_plus": 378, "livecodebench": 279, "aime24": 30, "aime25": 30, "amc23": 40,
@@ -355,17 +361,32 @@ def _resized(d: Design, n: int) -> Design:
     return replace(d, p=beta_p(scores, {b: n for b in d.p}), scores=scores)
 
 
+def design_key(d: Design) -> tuple:
+    """Every field of ``d`` its MDE depends on, hashable and exact (the arrays' bytes, the floats as they are): the
+    key of every remembered answer (``_needs``, ``calibration_worlds.remembered_power``). A key that leaves a
+    field out hands one design the answer of another (issue 68: ``Design.noise`` left out, the same design read
+    "needs >= 4 seeds per arm" alone and ">= 6" after another was priced)."""
+    def items(x):
+        return None if x is None else tuple(sorted((k, float(v)) for k, v in x.items()))
+    return (tuple((b, np.asarray(p, dtype=float).tobytes()) for b, p in d.p.items()), int(d.seeds), int(d.samples),
+            int(d.members), float(d.sigma), float(d.shared), int(d.family), int(d.primary), items(d.scores),
+            items(d.noise))
+
+
 _NEEDS: dict[tuple, str] = {}  # a search per design and comparison, once per process (the UI asks again and again)
 
 
 def _needs(d: Design, cell: str) -> str:
-    """``_search``, remembered."""
-    weights = _cells(d)[cell]
-    key = (cell, tuple((b, len(d.p[b]), round(float(np.mean(d.p[b])), 9), (d.scores or {}).get(b)) for b in weights),
-           d.seeds, d.samples, d.members, d.sigma, float(d.shared), d.family, d.primary)
+    """``_search``, remembered by the whole design (``design_key``)."""
+    key = (cell, design_key(d))
     if key not in _NEEDS:
         _NEEDS[key] = _search(d, cell)
     return _NEEDS[key]
+
+
+def forget() -> None:
+    """Empty the remembered searches (``_needs``): a check that prices designs from scratch, in any order."""
+    _NEEDS.clear()
 
 
 def _search(d: Design, cell: str) -> str:
@@ -496,7 +517,7 @@ def from_scored(scores: dict[str, float], n: dict[str, int], seeds: int, samples
     """(the design of an evaluation actually scored, how its seed effect was set): ``scores`` the benchmarks'
     mean scores (both arms), ``n`` the problems scored per benchmark, ``per_seed`` one arm's per-seed scores
     (the baseline's), ``per_seed_diff`` the per-seed overall differences of the two arms, ``noise`` per benchmark
-    the per-problem noise variance of one seed's difference as measured (``measured_noise``; >= 2 seeds).
+    the per-problem noise variance of one seed's difference as measured (``measured_noise``).
 
     The rule for the seed effect (>= 2 seeds): the largest of the assumed ``SIGMA_DEFAULT``, the per-benchmark
     reading (``seed_sigma``) and the overall test's own (``overall_sigma`` at ``SHARE_QUANTILE``). The default is
@@ -513,6 +534,12 @@ def from_scored(scores: dict[str, float], n: dict[str, int], seeds: int, samples
     world of ``power_check`` (3 or 10 benchmarks, 5-200 problems, 3 and 5 seeds, shared, half or per
     benchmark, sigma 0.05-0.5, normal or t3) gets 0.81-0.97, per benchmark 0.86-0.94 (75%: up to 0.98).
 
+    One seed (issue 68): the seed effect is ``SIGMA_ONE_SEED``, shared (one seed reads neither), and the noise is
+    measured as at >= 2 seeds, here the variance of the per-problem differences (``measured_noise``). Priced from
+    the Beta(K = 1) at 0.1 logit, the printed MDE (3.2 pts, the full suite) delivered 0.63 +- 0.02 power where the
+    problems' law is bell-shaped (K = 4: the model's p (1 - p) 0.6x the world's, in the noise and the slope) and
+    seeds of 0.15 logit are shared (``populora bench stats``'s one-seed power cell).
+
     Why the noise measured: the model's p (1 - p) at a Beta(K = 1) of the benchmark's score over-states the noise
     where problems are mostly always or never solved (a U-shaped Beta K = 0.3, 30% of problems unsolvable), and
     the MDE printed there delivered 0.955-0.985 power (``populora bench stats``); the seeds x problems residual
@@ -520,16 +547,17 @@ def from_scored(scores: dict[str, float], n: dict[str, int], seeds: int, samples
     through which a logit of seed effect moves the benchmark (``slope``), so that the floor of 0.1 logit is
     not priced at the model's slope either."""
     p = beta_p(scores, {b: k for b, k in n.items() if k})
-    noise = {b: v for b, v in (noise or {}).items() if b in p} if seeds > 1 else None
+    noise = {b: v for b, v in (noise or {}).items() if b in p}
     scored = Design(p, members=members, samples=samples, noise=noise)
     g = {b: slope(scored, b) for b in p}
     overall = (overall_sigma(per_seed_diff, p, members, samples, SHARE_QUANTILE, noise)
                if per_seed_diff is not None and seeds > 1 else None)
     readings = [r for r in (seed_sigma(per_seed, p, g) if per_seed and seeds > 1 else None, overall) if r is not None]
     measured = max(readings) if readings else None
-    used = SIGMA_DEFAULT if measured is None else max(measured, SIGMA_DEFAULT)
+    used = assumed_sigma(seeds) if measured is None else max(measured, SIGMA_DEFAULT)
     shared = SHARED_DEFAULT if overall is None or not g else share_of(g, used, overall)
-    source = ("assumed" if measured is None else f"measured from the {seeds} seeds"
+    source = (ONE_SEED_SOURCE if measured is None and seeds == 1 else "assumed" if measured is None
+              else f"measured from the {seeds} seeds"
               + ("" if used == measured else f" as {measured:.2g}, floored at {SIGMA_DEFAULT:g}"))
     return Design(p, seeds=seeds, samples=samples, members=members, sigma=used, shared=shared, family=max(family, 1),
                   primary=max(primary, 1), scores=dict(scores), noise=noise or None), {"measured": measured,
@@ -538,15 +566,39 @@ def from_scored(scores: dict[str, float], n: dict[str, int], seeds: int, samples
 
 def measured_noise(diffs: dict[str, np.ndarray]) -> dict[str, float]:
     """Per benchmark, one seed's per-problem noise variance of a difference of two arms, from its (S, P) table of
-    per-problem differences (S >= 2 seeds, P >= 2 problems): the residual mean square of the seeds x problems
-    ANOVA (``stats``' crossed model: the problem's own difficulty and the seed's shift taken out).
+    per-problem differences: S >= 2 seeds (P >= 2 problems), the residual mean square of the seeds x problems
+    ANOVA (``stats``' crossed model: the problem's own difficulty and the seed's shift taken out); one seed, more
+    than ``stats.SIGN_FLIP_MAX`` problems, the variance of the P differences (the spread the one-seed test's own
+    standard error reads; the difference's own spread over problems, if any, is in it: the conservative side).
+    On fewer the one-seed test is the exact sign flip, its power simulated from the model's p, and a variance of
+    a handful of differences would steer the "needs >= k problems" search: the model's noise there.
 
     >>> shifted = np.array([[0.0, 0.5, 1.0], [0.2, 0.7, 1.2]])  # seed 2 one shift above seed 1: no noise
     >>> flip = np.array([[0.0, 1.0], [1.0, 0.0]])  # residuals +-0.5 on (2 - 1)(2 - 1) = 1 degree of freedom
-    >>> {b: round(v, 12) for b, v in measured_noise({"a": shifted, "b": flip, "one seed": flip[:1]}).items()}
-    {'a': 0.0, 'b': 1.0}
+    >>> halves = np.tile([0.0, 1.0], 10)[None, :]  # one seed, 20 differences: half 0, half 1
+    >>> {b: round(v, 12) for b, v in measured_noise({"a": shifted, "b": flip, "one seed, 20": halves,
+    ...                                              "one seed, 2": flip[:1], "one problem": flip[:, :1]}).items()}
+    {'a': 0.0, 'b': 1.0, 'one seed, 20': 0.263157894737}
     """
-    return {b: stats.residual_mean_square(x) for b, x in diffs.items() if x.shape[0] >= 2 and x.shape[1] >= 2}
+    out = {}
+    for b, x in diffs.items():
+        x = np.asarray(x, dtype=float)
+        if x.ndim != 2 or x.shape[1] < 2:
+            continue
+        if x.shape[0] >= 2:
+            out[b] = stats.residual_mean_square(x)
+        elif x.shape[1] > stats.SIGN_FLIP_MAX:
+            out[b] = float(np.var(x[0], ddof=1))
+    return out
+
+
+ONE_SEED_SOURCE = "assumed: one seed per arm reads neither its size nor its share, so the conservative case"
+
+
+def assumed_sigma(seeds: int) -> float:
+    """The seed effect a design is priced with before any is measured: ``SIGMA_ONE_SEED`` at one seed (nothing
+    will measure it), else ``SIGMA_DEFAULT`` (the floor of what the seeds will measure)."""
+    return SIGMA_ONE_SEED if seeds <= 1 else SIGMA_DEFAULT
 
 
 def _label(b: str) -> str:
@@ -589,8 +641,8 @@ def words(m: dict) -> str:
     '3 seeds per arm detect >= 2.1 pts overall at 80% power (per benchmark, Holm: GSM8K 3.0; greedy); seed effect 0.1 logit shared by the benchmarks, assumed'
     """
     if m["level"] == stats.ADAPTERS:
-        return (f"1 seed per arm detects, in these adapters on these problems, {detail(m)} (seed effect "
-                f"{m['sigma']:.2g} logit included); a claim about the method needs >= 2 seeds per arm")
+        return (f"1 seed per arm detects, in these adapters on these problems, {detail(m)}; {seed_words(m)}; a "
+                "claim about the method needs >= 2 seeds per arm")
     return f"{m['seeds']} seeds per arm detect {detail(m)}; {seed_words(m)}"
 
 
@@ -612,8 +664,12 @@ def seed_words(m: dict) -> str:
     'seed effect 0.1 logit shared by the benchmarks, assumed'
     >>> print(seed_words({"sigma": 0.61, "shared": 0.0, "sigma_source": "measured from the 3 seeds"}))
     seed effect 0.61 logit, measured from the 3 seeds; its share common to the benchmarks, as the overall's own variance reads it: 0%
+    >>> print(seed_words({"sigma": 0.2, "shared": 1.0, "sigma_source": ONE_SEED_SOURCE}))
+    seed effect 0.2 logit shared by the benchmarks, assumed: one seed per arm reads neither its size nor its share, so the conservative case
     """
     source = m.get("sigma_source", "assumed")
+    if source == ONE_SEED_SOURCE:
+        return f"seed effect {m['sigma']:.2g} logit {share_words(m['shared'])}, {source}"
     if source == "assumed":
         return f"seed effect {m['sigma']:.2g} logit {share_words(m['shared'])}, assumed"
     return (f"seed effect {m['sigma']:.2g} logit, {source}; its share common to the benchmarks, as the overall's own "
@@ -627,15 +683,20 @@ def sizes(root=None) -> dict[str, int]:
 
 
 def planned(seeds: int, samples: int = 1, spec: str = "all", limit: int | None = None, scores=None,
-            sigma: float = SIGMA_DEFAULT, family: int | None = None) -> dict:
+            sigma: float | None = None, family: int | None = None) -> dict:
     """The MDE of a design before launch (``mde``): the benchmarks ``spec`` names at their sizes (first ``limit``
     items), the base scores ``scores`` (default ``BASE_SCORE``), ``seeds`` per arm; the Holm family the report
-    will use (``families.family_size`` of the benchmarks: every comparison but the primary)."""
+    will use (``families.family_size`` of the benchmarks: every comparison but the primary); the seed effect
+    ``sigma``, default the one the report will price with before any is measured (``assumed_sigma``)."""
     n = {b: min(k, limit) if limit else k for b, k in sizes().items() if b in benchmarks.select(spec)}
     fam = family if family is not None else families.family_size(list(n))
     scores = {b: (scores or BASE_SCORE)[b] for b in n}
-    return mde(Design(beta_p(scores, n, CONCENTRATION), seeds=seeds, samples=samples, sigma=sigma, family=fam,
-                      scores=scores))
+    m = mde(Design(beta_p(scores, n, CONCENTRATION), seeds=seeds, samples=samples,
+                   sigma=assumed_sigma(seeds) if sigma is None else sigma, family=fam, scores=scores))
+    if seeds <= 1 and sigma is None:
+        m["sigma_source"] = ONE_SEED_SOURCE
+        m["words"] = words(m)
+    return m
 def sampling_gain(samples: int, spec: str = "all", limit: int | None = None, scores=None) -> dict:
     """What ``samples`` per problem buy over one, before launch: the standard error of one adapter's pass@1 per
     benchmark and overall (the mean of the benchmarks), in fractions, with 1 sample and with ``samples``, from the

@@ -20,7 +20,7 @@ from populora.evaluation.harness import benchmarks
 from populora.evaluation import compute
 from populora.evaluation import report as report_table
 from populora.evaluation.results import load as load_results
-from populora.evaluation.summary import BASELINE, ENDS, Results, population_summary
+from populora.evaluation.summary import BASELINE, ENDS, MEMBER, Results, population_summary
 from populora.platform import config as config_io
 from populora.platform.store import runlayout as rl
 from populora.platform.store import sweep as S
@@ -84,6 +84,65 @@ def run_arms(results: Results | dict) -> dict[str, dict[str, dict[str, float]]]:
     return arms
 
 
+SCORED = "scored with"  # a seed's arms may carry {"samples", "members"} of its evaluation under this key (``scored_arms``)
+
+
+def scoring(results: Results | dict) -> dict[str, int]:
+    """{"samples": per problem (its config's generation: ``n_samples`` at a temperature; 1: greedy), "members":
+    averaged in the population mean (the final population's, ``power.MEMBERS`` where none)} of one evaluation."""
+    r = Results.of(results)
+    gen = (r.config or {}).get("generation") or {}
+    samples = int(gen.get("n_samples") or 1) if (gen.get("temperature") or 0) > 0 else 1
+    tables = r.tables()
+    members = len(r.final_members([t for t in r.of_kind(MEMBER) if tables.get(t)]))
+    return {"samples": samples, "members": members or power.MEMBERS}
+
+
+def scored_arms(results: Results | dict) -> dict:
+    """``run_arms`` and, under ``SCORED``, how they were scored (``scoring``): a sweep's seed as ``gather`` reads
+    it, so that its MDE is priced at the samples and members scored, as the run's own report prices it."""
+    return {**run_arms(results), SCORED: scoring(results)}
+
+
+def scored_design(pop: list[dict], base: list[dict] | None, problems: dict[str, list[str]],
+                  scored: dict | None = None, family: int = 20, primary: int = 1) -> tuple[power.Design, dict, dict]:
+    """(the design of what was scored, its MDE as printed, how its seed effect was set: ``power.from_scored``'s):
+    the one builder of the report's, the sweep report's and Compare's MDE. ``pop`` and ``base``: per seed the
+    population mean's and the baseline's {benchmark: {problem: score}} (seed i of one with seed i of the other;
+    ``base`` None: no baseline scored), on ``problems``; ``scored``: {"samples", "members"} of the evaluation
+    (``scoring``; default greedy, ``power.MEMBERS``); the Holm families' sizes. From the data: the scores (a Beta
+    at the two arms' mean), the per-problem noise of the difference (``power.measured_noise``) and, with >= 2
+    seeds, the baseline's per-seed scores and the per-seed overall differences."""
+    scored = {"samples": 1, "members": power.MEMBERS, **(scored or {})}
+    order = [b for b in problems if problems[b]]
+    a = strata(pop, order, problems)                                     # (seeds, problems) per benchmark
+    b = strata(base, order, problems) if base is not None else None
+    scores = {n: float((x.mean() + (x if b is None else b[i]).mean()) / 2) for i, (n, x) in enumerate(zip(order, a))}
+    data = {} if b is None else {
+        "per_seed": {n: [float(v) for v in y.mean(axis=1)] for n, y in zip(order, b)},
+        "per_seed_diff": [float(v) for v in np.mean([x.mean(axis=1) - y.mean(axis=1) for x, y in zip(a, b)], axis=0)],
+        "noise": power.measured_noise({n: x - y for n, x, y in zip(order, a, b)})}
+    design, how = power.from_scored(scores, {n: len(problems[n]) for n in order}, len(pop), samples=scored["samples"],
+                                    members=scored["members"], family=family, primary=primary, **data)
+    mde = power.mde(design)
+    mde["sigma_source"] = how["source"]
+    mde["words"] = power.words(mde)
+    return design, mde, how
+
+
+def _scored_of(population: dict[int, dict], baseline: dict[int, dict]) -> dict:
+    """How a configuration and the baseline were scored (``SCORED`` of each seed's arms): the population's
+    members (the fewest of its seeds), the fewest samples per problem of either side (the noisier one)."""
+    pop = [arms[SCORED] for arms in population.values() if SCORED in arms]
+    both = pop + [arms[SCORED] for arms in baseline.values() if SCORED in arms]
+    out = {}
+    if pop:
+        out["members"] = min(x.get("members", power.MEMBERS) for x in pop)
+    if both:
+        out["samples"] = min(x.get("samples", 1) for x in both)
+    return out
+
+
 # ====================================================================== arrays: (seeds, problems) per benchmark
 def strata(by_seed: list[dict[str, dict[str, float]]], names: list[str], problems: dict[str, list[str]]) -> list[np.ndarray]:
     """One (seeds, problems) array per benchmark in ``names``, problems in the shared order ``problems[b]``."""
@@ -125,8 +184,9 @@ def config_overrides(label: str) -> dict:
 
 def build(configs: dict[str, dict[int, dict]], between: list[tuple[str, str]] = (), seed: int = 0,
           with_aggregates: bool = True) -> dict:
-    """``configs``: {config label: {seed: arms of that seed's run}} (``run_arms``); the baseline config is labelled
-    "baseline". Returns the report: ``configs`` rows with intervals, ``comparisons`` with the baseline (Holm-
+    """``configs``: {config label: {seed: arms of that seed's run}} (``run_arms``; ``sweep_seed``, as ``gather``
+    reads them, adds under ``SCORED`` the samples per problem and members the MDE is priced at); the baseline config
+    is labelled "baseline". Returns the report: ``configs`` rows with intervals, ``comparisons`` with the baseline (Holm-
     adjusted), ``verdicts`` per configuration (per benchmark, the headline on adjusted results, the MDE) and
     ``aggregates`` (rliable's IQM and probability of improvement over seeds x benchmarks)."""
     baseline = configs.get(S.BASELINE_LABEL, {})
@@ -242,22 +302,12 @@ def config_verdict(by_seed: dict[int, dict], baseline: dict[int, dict], primary:
                 row[delta] = c.to_dict()
         rows.append(row)
     family = headline.adjust(rows, primary_adjusted)
-    both = base + [by_seed[s]["population mean"] for s in seeds]  # a Beta at the two arms' mean score
-    scores = {b: float(np.mean([np.mean(list(x[b].values())) for x in both])) for b in problems}
-    per_seed = {b: [float(np.mean(list(x[b].values()))) for x in base] for b in problems}
-    diffs = [float(np.mean([np.mean(list(by_seed[s]["population mean"][b].values())) - per_seed[b][i]
-                            for b in problems])) for i, s in enumerate(seeds)]  # per-seed overall differences
-    order = list(problems)  # >= 2 seeds: the per-problem noise as measured, from the per-problem differences
-    pop = strata([by_seed[s]["population mean"] for s in seeds], order, problems)
-    noise = power.measured_noise({b: x - y for b, x, y in zip(order, pop, strata(base, order, problems))})
-    design, sigma = power.from_scored(scores, {b: len(ps) for b, ps in problems.items()}, len(seeds), family=family,
-                                      primary=primary, per_seed=per_seed, per_seed_diff=diffs, noise=noise)
-    mde = power.mde(design)
-    mde["sigma_source"] = sigma["source"]
-    mde["words"] = power.words(mde)
+    design, mde, how = scored_design([by_seed[s]["population mean"] for s in seeds], base, problems,
+                                     _scored_of({s: by_seed[s] for s in seeds}, {s: baseline[s] for s in seeds}),
+                                     family=family, primary=primary)
     overall = next((r["mean - baseline"]["delta"] for r in rows if r["name"] == "overall" and "mean - baseline" in r), None)
     need = power.seeds_needed(design, overall) if overall and len(seeds) == 1 else None
-    return {"rows": rows, "seeds": seeds, "family": family, "mde": mde, "seed_sigma": sigma["measured"],
+    return {"rows": rows, "seeds": seeds, "family": family, "mde": mde, "seed_sigma": how["measured"],
             "seeds_needed": need, "level": stats.METHOD if len(seeds) > 1 else stats.ADAPTERS,
             "words": headline.words(rows, mde, need, seeds=len(seeds))}
 
@@ -378,6 +428,16 @@ def compute_lines(tracker, sweep_id: str) -> list[str]:
     return out
 
 
+def sweep_seed(results: Results | dict, baseline_run: bool = False) -> dict:
+    """One seed of a configuration as ``gather`` reads it: ``scored_arms``; a baseline run's (``baseline_run``)
+    one adapter is every arm of the baseline configuration, scored with one member."""
+    arms = scored_arms(results)
+    if baseline_run and "baseline" in arms:
+        b = arms["baseline"]
+        return {"population mean": b, "weakest": b, "best": b, SCORED: {**arms[SCORED], "members": 1}}
+    return arms
+
+
 def gather(tracker, sweep_id: str) -> tuple[dict[str, dict[int, dict]], list[str]]:
     """({config label: {seed: arms}}, problems found) of a sweep's evaluated runs."""
     runs = S.latest_by_key(S.find_runs(tracker.client, sweep_id))
@@ -387,15 +447,12 @@ def gather(tracker, sweep_id: str) -> tuple[dict[str, dict[int, dict]], list[str
     missing = []
     for key, run in sorted(runs.items()):
         try:
-            arms = run_arms(load_results(tracker, run.info.run_id))
+            arms = sweep_seed(load_results(tracker, run.info.run_id), run.data.tags.get(rl.KIND) == rl.BASELINE)
         except ReportError as err:  # evaluated, but its members answered different problems: refuse, say where
             raise ReportError(f"run {run.info.run_id} ({key}): {err}") from err
         except Exception:  # noqa: BLE001 - not evaluated (yet): listed, not fatal
             missing.append(key)
             continue
-        if run.data.tags.get(rl.KIND) == rl.BASELINE and "baseline" in arms:
-            b = arms["baseline"]
-            arms = {"population mean": b, "weakest": b, "best": b}
         config, seed = S.config_and_seed(run)
         configs.setdefault(config, {})[seed] = arms
     if not configs:

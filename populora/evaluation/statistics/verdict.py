@@ -20,8 +20,8 @@ from populora.evaluation.statistics import aggregates, power, stats
 from populora.evaluation.harness import benchmarks
 from populora.evaluation import compute
 from populora.evaluation.statistics.headline import DELTAS, adjust, words
-from populora.evaluation.summary import BASE, BASELINE, MEMBER, Results
-from populora.evaluation.statistics.sweep_report import _groups, run_arms, same_problems, strata
+from populora.evaluation.summary import BASE, BASELINE, Results
+from populora.evaluation.statistics.sweep_report import _groups, run_arms, same_problems, scored_design, scoring, strata
 
 ARMS = ("population mean", "weakest", "best", "baseline", "base model")
 MATCHED_WITHIN = compute.TOLERANCE  # per-adapter compute further apart than this: not compute-matched (evaluation/compute.py)
@@ -57,12 +57,6 @@ def _base_arm(r: Results, tables: dict) -> dict | None:
     return tables[base[0]] if base else None
 
 
-def _samples(r: Results) -> int:
-    """Samples per problem of the evaluation (its config's generation: ``n_samples`` at a temperature; 1: greedy)."""
-    gen = (r.config or {}).get("generation") or {}
-    return int(gen.get("n_samples") or 1) if (gen.get("temperature") or 0) > 0 else 1
-
-
 def build(results: Results | dict, seed: int = 0, with_aggregates: bool = True) -> dict | None:
     """{"rows": [{"name", "label", <arm>: score, <delta>: comparison dict}], "words": str, "n": {benchmark: n}}
     from a results.json with per-problem samples files on disk; None when nothing has per-problem scores.
@@ -92,11 +86,8 @@ def build(results: Results | dict, seed: int = 0, with_aggregates: bool = True) 
         rows.append(row)
     n = {b: len(ps) for b, ps in problems.items()}
     family = adjust(rows)
-    members = len(r.final_members([t for t in r.of_kind(MEMBER) if t in r.scores])) or power.MEMBERS
-    # per-problem probabilities: a Beta at the mean of the two arms' scores (greedy 0/1 verdicts say nothing of p_i)
-    scores = {x["name"]: (x["population mean"] + x.get("baseline", x["population mean"])) / 2 for x in rows}
-    design, _ = power.from_scored(scores, n, seeds=1, samples=_samples(r), members=members, family=family)
-    mde = power.mde(design)
+    design, mde, _ = scored_design([arms["population mean"]], [arms["baseline"]] if "baseline" in arms else None,
+                                   problems, scoring(r), family=family)
     for row in rows:  # the population mean's design (the weakest member's, one adapter, is another: no figure)
         if "mean - baseline" in row:
             row["mean - baseline"]["mde"] = mde["per_benchmark"].get(row["name"], mde["overall"] if row["name"] == "overall" else None)
