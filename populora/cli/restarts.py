@@ -63,6 +63,7 @@ def own_argv(args) -> list[str]:
     out += ["--fork", args.fork] if args.fork else []
     out += ["--step", str(args.step)] if args.step is not None else []
     out += ["--ray", args.ray] if args.ray else []
+    out += ["--force"] if getattr(args, "force", False) else []
     return out + (["--quiet"] if args.quiet else [])
 
 

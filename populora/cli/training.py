@@ -40,6 +40,10 @@ def train(args) -> int:
     worker, the store unreachable) ends with one line and exit 75 (``restart.TEMPFAIL``: a supervisor with restarts
     left resumes it); a CUDA out-of-memory with the setting to lower (training/run/oom.py). ``--max-restarts N``: run
     under a supervisor here that does the restarts (``restarts.train_supervised``)."""
+    if getattr(args, "force", False) and not args.resume:
+        print("error: --force takes a run from a trainer on another machine known dead: it goes with --resume RUN_ID",
+              file=sys.stderr)
+        return 2
     if args.max_restarts:
         return restarts.train_supervised(args)
     trainer = None
@@ -94,7 +98,7 @@ def _start_trainer(args, cfg):
         if args.config or args.set or args.baseline or args.fork:
             print("error: --resume continues a run with its own config; drop --config/--set/--baseline/--fork", file=sys.stderr)
             return None
-        trainer = Trainer.resume(args.resume, args.step)
+        trainer = Trainer.resume(args.resume, args.step, force=getattr(args, "force", False))
         for note in trainer.resume_notes:  # newer checkpoints found damaged, and the one it resumes from
             print(f"warning: {note}", file=sys.stderr, flush=True)
         print(f"resuming run {trainer.run_id} at step {trainer.step_index}/{trainer.cfg.steps}", flush=True)
