@@ -24,6 +24,7 @@ from populora.platform.store.tracking import tracking_uri
 from populora.training import TrainConfig, matched_baseline
 from populora.training.run import oom, sweep as sweeps
 from populora.training.compute.baseline import too_small
+from populora.training.compute import budget
 from populora.training.compute.budget import BudgetError
 from populora.training.run.checkpoint import CheckpointError
 from populora.training.loop import Trainer
@@ -56,6 +57,14 @@ def train(args) -> int:
             try:
                 trainer.train(progress=not args.quiet)
             finally:  # finished, stopped or failed: its vLLM engine and Ray workers end with it
+                trainer.close()
+        if args.resume and (extend := budget.baseline_to_extend(trainer.log.tracker, trainer.run_id)):
+            print(f"the linked baseline {extend} was matched to this population's spend while it was stopped: "
+                  f"resuming it to the population's final spend", flush=True)
+            trainer = Trainer.resume(extend)
+            try:
+                trainer.train(progress=not args.quiet)
+            finally:
                 trainer.close()
     except KeyboardInterrupt as err:
         print("\n" + (trainer.stop_line() if trainer is not None else "stopped before the first step"), flush=True)
