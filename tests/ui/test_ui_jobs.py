@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # links itself to its job as the trainer does (runlayout.record_job_run), and prints a decoy run line: the job
 # must not take its run id from the output
-SLEEPER = ("import time\nfrom populora.platform import runlayout\n"
+SLEEPER = ("import time\nfrom populora.platform.store import runlayout\n"
            "print('run ffffffffffffffffffffffffffffffff: decoy', flush=True)\n"
            "runlayout.record_job_run('0123456789abcdef0123456789abcdef')\n"
            "try:\n    time.sleep(60)\nexcept KeyboardInterrupt:\n    print('interrupted', flush=True)\n    raise\n")
@@ -393,7 +393,7 @@ def test_compare_page_launches_an_evaluation_and_shows_its_scores(tmp_path, monk
     monkeypatch.setenv("POPULORA_JOBS_DIR", str(tmp_path / "jobs"))
     run_id = _train_tiny(tmp_path)
     st.cache_data.clear()
-    at = AppTest.from_file(str(Path(jobs.__file__).parents[1] / "ui" / "views" / "compare.py"), default_timeout=90)
+    at = AppTest.from_file(str(Path(jobs.__file__).parents[2] / "ui" / "views" / "compare.py"), default_timeout=90)
     at.query_params["run"] = run_id
     at.run()
     assert not at.exception
