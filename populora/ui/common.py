@@ -141,8 +141,9 @@ def queued_jobs(known_runs: set[str]) -> pd.DataFrame:
     for entry in queue.snapshot():
         if entry.job.run_id in known_runs and entry.status == "running":
             continue
+        shown = state.job_state(entry.status, state.stop_sent(entry.job))
         rows.append({"place": f"#{entry.position} in line" if entry.position else "has a slot",
-                     "state": f"{STATUS_ICONS.get(entry.status, '•')} {entry.status}", "name": entry.job.name or entry.job.id,
+                     "state": f"{state.icon(shown)} {shown}", "name": entry.job.name or entry.job.id,
                      "kind": entry.job.kind, "waiting": fmt_duration(time.time() - entry.job.created), "job": entry.job.id})
     return pd.DataFrame(rows, columns=["place", "state", "name", "kind", "waiting", "job"])
 

@@ -125,8 +125,9 @@ def run_details(row, status: str) -> None:
             and st.button("⏹️ Stop this run" if now == state.RUNNING else "⏹️ Stop the resume", key=f"stop_{job.id}",
                           help="SIGINT: the run stops after writing its state (a queued resume never starts); Resume "
                           "goes on from its last checkpoint"):
-        st.toast(f"stopping: {jobs.stop(job)}")
-        st.rerun()  # at once "stopping", not "running" with the button gone
+        jobs.stop_soon(job)  # sent now, followed in the background: the rerun shows "stopping" at once
+        common.forget_jobs()
+        st.rerun()
     experiments.fork_origin(tags)
     resume_controls(run_id, row, status, job, tags)
     links = st.columns(4)
