@@ -7,7 +7,7 @@ import sys
 
 from populora.cli import experiments
 from populora.evaluation import compute as compute_figure
-from populora.platform.jobs import heartbeat, jobs, lost_runs, queue, state
+from populora.platform.jobs import heartbeat, jobs, lease, lost_runs, queue, state
 from populora.platform import progress
 from populora.platform.store import runlayout
 from populora.platform.store.run_detail import render
@@ -73,6 +73,8 @@ def crashed_hint(rows: list[dict]) -> None:
     """Under the table: each crashed run (running in the store, its heartbeat stopped), how long it has been
     silent and the two ways on."""
     for r in rows:
+        if r["status"] == runlayout.SILENT:  # alive here, not beating: never resumed beside (lease.py)
+            print(f"silent: run {r['run_id']}: {lease.refusal('running', r['tags']) or 'its trainer is alive but silent'}")
         if r["status"] == runlayout.CRASHED:
             silent = heartbeat.silence(r["tags"]) or 0.0
             print(f"crashed: run {r['run_id']} says running but its trainer sent no heartbeat for "

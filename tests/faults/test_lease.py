@@ -16,7 +16,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 from mlflow import MlflowClient
 
-from populora.platform.config import ConfigError
 from populora.platform.jobs import heartbeat, lease
 from populora.platform.store import runlayout as rl
 from populora.platform.store.tracking import Tracker
@@ -75,6 +74,8 @@ def test_a_sigstopped_trainer_reads_silent_and_refuses_a_resume_until_it_is_gone
                  interval=0.1)
         assert heartbeat.Beat.parse(client.get_run(run_id).data.tags[rl.HEARTBEAT]) == beat  # no beat while stopped
         assert _row(capsys, run_id)[3] == "silent"  # alive here: never "crashed"
+        assert cli_in_process("runs") == 0
+        assert f"silent: run {run_id}: its trainer (pid {proc.pid} on " in capsys.readouterr().out
 
         capsys.readouterr()
         assert train_in_process("--resume", run_id, "--quiet") == 2  # refused before anything is loaded or written

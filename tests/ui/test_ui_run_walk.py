@@ -106,7 +106,8 @@ def test_the_walk_stop_resume_with_its_baseline_a_silent_terminal_trainer_and_a_
         press(browser, "⏹️ Stop this run", timeout=60)
         _wait_for(browser, lambda: "Stopping: the trainer finishes writing its state" in _text(browser), 60,
                   "the run stopping on the page")
-        assert button(browser, "⏹️ Stop this run") is None and "⏳ stopping" in _text(browser)
+        _wait_for(browser, lambda: button(browser, "⏹️ Stop this run") is None and "⏳ stopping" in _text(browser), 60,
+                  "the state 'stopping' and no Stop button (the rerun's stale elements gone)")
         browser.save_screenshot(str(shots / "walk_stopping.png"))
         (tmp_path / "release").write_text("go")
         wait_for(lambda: pop_job.status == "stopped", 120, "the population to stop", detail=lambda: pop_job.log_tail())

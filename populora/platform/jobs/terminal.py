@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -82,11 +81,10 @@ def _free(job: Job) -> bool:
 
 
 def name_of(argv: list[str]) -> str:
-    """>>> name_of(["train", "--config", "configs/smoke.yaml"])
+    """The job's name as ``populora jobs`` and the Runs page list it.
+
+    >>> name_of(["train", "--config", "configs/smoke.yaml"])
     'terminal: populora train --config configs/smoke.yaml'
     """
     return "terminal: populora " + " ".join(argv)[:120]
 
-
-def this_argv() -> list[str]:
-    return sys.argv[1:]
