@@ -81,7 +81,7 @@ def _configs(tmp_path: Path) -> tuple[Path, str]:
     return path, config_io.dump(matched_baseline(cfg))
 
 
-def test_the_walk_stop_resume_with_its_baseline_a_silent_terminal_trainer_and_a_league(server, tmp_path):
+def test_the_walk_stop_resume_with_its_baseline_a_silent_terminal_trainer_and_a_league(server, tmp_path, capsys):
     from mlflow import MlflowClient
 
     from populora.evaluation import compute
@@ -134,8 +134,12 @@ def test_the_walk_stop_resume_with_its_baseline_a_silent_terminal_trainer_and_a_
         try:
             wait_for(lambda: any(e.job.pid == term.pid and e.position == 1 for e in queue.snapshot()), 120,
                      "the terminal's train waiting #1 in the queue")
-            _open(browser, f"{url}/", "Details of run", shots)
-            _wait_for(browser, lambda: "terminal: populora train" in _text(browser), 60, "the terminal's job on Runs")
+            capsys.readouterr()
+            assert cli_in_process("jobs") == 0
+            listed = capsys.readouterr().out
+            assert "1 slot(s), 1 running, 1 waiting" in listed and "terminal: populora train" in listed, listed
+            _open(browser, f"{url}/", "Details of run", shots)  # the queue's table (a canvas: its count is text)
+            _wait_for(browser, lambda: "Job queue: 1 waiting for a slot" in _text(browser), 60, "the terminal's job on Runs")
             wait_for(lambda: resume_job.status in ("finished", "failed", "lost"), 600, "the resume job to end",
                      detail=lambda: resume_job.log_tail())
             assert resume_job.status == "finished", resume_job.log_tail()
