@@ -179,7 +179,7 @@ def test_an_evaluation_jobs_progress_counts_generations_and_shows_scores_in_perc
     import streamlit as st
 
     st.cache_data.clear()
-    at = AppTest.from_string("from populora.platform import jobs\nfrom populora.ui import eval_panel\n"
+    at = AppTest.from_string("from populora.platform.jobs import jobs\nfrom populora.ui import eval_panel\n"
                              "eval_panel.job_view(jobs.list_jobs()[0], 'k')\n", default_timeout=60).run()
     assert not at.exception, [e.value for e in at.exception]
     table = at.dataframe[0].value
