@@ -58,6 +58,10 @@ def crashed_notes(runs: pd.DataFrame, run_ids: list[str | None]) -> None:
     heartbeat), with the resume command: its scores and curves stop at its last logged step."""
     table = runs.set_index("run_id")
     for run_id in [r for r in run_ids if r and r in table.index]:
+        if table.loc[run_id, "status"] == rl.SILENT:  # alive here, not beating: its scores stop where it hangs
+            st.warning(f"{STATUS_ICONS['silent']} run {run_id[:8]} is silent at step {table.loc[run_id, 'progress'] or '?'}: "
+                       "its trainer is alive on this machine but sends no heartbeat (suspended or hung); the Runs page "
+                       "says which process and how to stop it. No resume while it lives.")
         if table.loc[run_id, "status"] == rl.CRASHED:
             st.warning(f"{STATUS_ICONS['crashed']} run {run_id[:8]} crashed at step {table.loc[run_id, 'progress'] or '?'}: "
                        f"its trainer died without ending it (no heartbeat for {heartbeat.limit_s():.0f} s or more). Resume "
