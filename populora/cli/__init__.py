@@ -66,6 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "with the --set changes; settings the checkpoint was built with (base, rank, model) are refused; "
                    "its run name is 'NAME · fork of RUN @N' unless --set name=... gives another")
     t.add_argument("--step", type=int, metavar="N", help="with --fork or --resume: the checkpoint's step (see populora runs RUN_ID)")
+    t.add_argument("--force", action="store_true", help="with --resume: take the run from a trainer on another machine "
+                   "you know is dead (a resume is refused while the run's trainer may be alive; one on this machine "
+                   "is checked, never forced)")
     t.add_argument("--ray", metavar="ADDRESS", help="run on Ray: 'local' (start one here), 'auto' or ray://host:port (a cluster)")
     t.add_argument("--quiet", action="store_true", help="no progress bar: one plain line per step instead (for logs)")
     t.add_argument("--baseline", action="store_true", help="then train the compute-matched single-agent baseline "

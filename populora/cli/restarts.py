@@ -15,9 +15,10 @@ import time
 import uuid
 from pathlib import Path
 
+import psutil
 import torch
 
-from populora.platform.jobs import jobs, restart, supervisor
+from populora.platform.jobs import jobs, queue, restart, supervisor, terminal
 from populora.platform.store import runlayout as rl
 from populora.platform.jobs.job_record import Job
 from populora.training.run import oom
@@ -63,6 +64,7 @@ def own_argv(args) -> list[str]:
     out += ["--fork", args.fork] if args.fork else []
     out += ["--step", str(args.step)] if args.step is not None else []
     out += ["--ray", args.ray] if args.ray else []
+    out += ["--force"] if getattr(args, "force", False) else []
     return out + (["--quiet"] if args.quiet else [])
 
 
@@ -84,8 +86,11 @@ def train_supervised(args) -> int:
     job_dir = Path(jobs.jobs_dir()) / ".terminal" / job_id  # not listed among the jobs: its log is this terminal
     job_dir.mkdir(parents=True)
     argv = [sys.executable, "-m", "populora.cli", "train", *own_argv(args)]
-    Job(id=job_id, argv=argv, dir=str(job_dir), created=time.time(), name="terminal", max_restarts=args.max_restarts,
-        pid=os.getpid()).save()
+    job = Job(id=job_id, argv=argv, dir=str(job_dir), created=time.time(), name=terminal.name_of(argv[3:]),
+              max_restarts=args.max_restarts, pid=os.getpid(), pid_started=psutil.Process().create_time(),
+              slots=queue.max_parallel(), queue=str(queue.queue_dir()))  # in the machine's one queue (terminal.py)
+    job.save()
+    queue.enter(job)
     os.environ[rl.ENV_JOB_DIR] = str(job_dir)  # the trainer writes its run id, heartbeat and failures there
     restart.say(f"up to {args.max_restarts} restart(s) from the last checkpoint on a transient failure "
                 f"(records: {job_dir})")

@@ -8,7 +8,7 @@ import sys
 
 from populora.cli import experiments
 from populora.evaluation import compute as compute_figure
-from populora.platform.jobs import heartbeat, jobs, lost_runs, queue
+from populora.platform.jobs import heartbeat, jobs, lease, lost_runs, queue, state
 from populora.platform import progress
 from populora.platform.store import runlayout
 from populora.platform.store.run_detail import member_lines, render
@@ -39,6 +39,9 @@ def runs(args) -> int:
         print(f"no PopuLoRA runs in {tracking_uri()} (start one with: populora train --config configs/smoke.yaml)")
         return 0
     by_id = {r["run_id"]: r for r in rows}
+    current = current_jobs(rows)
+    for r in rows:  # the run's state with its current job folded in (platform/jobs/state.py), as the UI shows it
+        r["status"] = state.of_run(r["status"], current.get(r["run_id"]))
     print(f"{'run id':34} {'name':28} {'kind':10} {'status':9} {'progress':10} {'solve':>6} {'valid':>6} "
           f"{'vs baseline':>17}  monitors fired")
     for r in rows:
@@ -57,10 +60,27 @@ def runs(args) -> int:
     return 0
 
 
+def current_jobs(rows: list[dict]) -> dict:
+    """{run id: its newest job from this jobs dir} for the listed runs, where that job is still what drives the run
+    (its job tag names it, or it is active: a resume waiting in the queue)."""
+    newest = {}
+    for job in sorted(jobs.list_jobs(), key=lambda j: j.created):
+        if job.run_id:
+            newest[job.run_id] = job
+    out = {}
+    for r in rows:
+        job = newest.get(r["run_id"])
+        if job is not None and (r["tags"].get(runlayout.JOB_ID) in (None, job.id) or job.status in queue.ACTIVE):
+            out[r["run_id"]] = job
+    return out
+
+
 def crashed_hint(rows: list[dict]) -> None:
     """Under the table: each crashed run (running in the store, its heartbeat stopped), how long it has been
     silent and the two ways on."""
     for r in rows:
+        if r["status"] == runlayout.SILENT:  # alive here, not beating: never resumed beside (lease.py)
+            print(f"silent: run {r['run_id']}: {lease.refusal('running', r['tags']) or 'its trainer is alive but silent'}")
         if r["status"] == runlayout.CRASHED:
             silent = heartbeat.silence(r["tags"]) or 0.0
             print(f"crashed: run {r['run_id']} says running but its trainer sent no heartbeat for "
@@ -125,7 +145,8 @@ def jobs_(args) -> int:
     line = "{:8} {:5} {:9} {:24} {}"
     print(line.format("place", "kind", "status", "job id", "name"))
     for e in rows:
-        print(line.format(f"#{e.position}" if e.position else "slot", e.job.kind, e.status, e.job.id, e.job.name))
+        shown = state.job_state(e.status, state.stop_sent(e.job))  # stopping, between Stop and the end
+        print(line.format(f"#{e.position}" if e.position else "slot", e.job.kind, shown, e.job.id, e.job.name))
         now = progress.read(e.job.dir) if e.status == "running" else None
         if now is not None:  # a trainer's phase inside its step, and the ETA from its measured phase times
             print(line.format("", "", "", "", progress.line(now)))
@@ -134,7 +155,7 @@ def jobs_(args) -> int:
     if ended:
         print(f"\nrecent jobs in {jobs.jobs_dir()}:")
         for j in ended:
-            print(line.format("", j.kind, j.status, j.id, j.name))
+            print(line.format("", j.kind, state.of_job(j), j.id, j.name))
     return 0
 
 

@@ -12,7 +12,7 @@ from populora.cli import restarts
 from populora.evaluation import export as export_adapter
 from populora.evaluation.statistics import power
 from populora.platform import config as config_io
-from populora.platform.jobs import jobs
+from populora.platform.jobs import jobs, terminal
 from populora.platform.store import runlayout as rl
 from populora.platform.store import sweep as S
 from populora.platform.config import ConfigError
@@ -24,9 +24,11 @@ from populora.platform.store.tracking import tracking_uri
 from populora.training import TrainConfig, matched_baseline
 from populora.training.run import oom, sweep as sweeps
 from populora.training.compute.baseline import too_small
+from populora.training.compute import budget
 from populora.training.compute.budget import BudgetError
 from populora.training.run.checkpoint import CheckpointError
 from populora.training.loop import Trainer
+from populora.training.run.run_log import refuse_resume
 from populora.training.tasks.show import prompts_main
 from populora.training.compute.workload import make_plan, render
 
@@ -40,32 +42,77 @@ def train(args) -> int:
     worker, the store unreachable) ends with one line and exit 75 (``restart.TEMPFAIL``: a supervisor with restarts
     left resumes it); a CUDA out-of-memory with the setting to lower (training/run/oom.py). ``--max-restarts N``: run
     under a supervisor here that does the restarts (``restarts.train_supervised``)."""
+    if getattr(args, "force", False) and not args.resume:
+        print("error: --force takes a run from a trainer on another machine known dead: it goes with --resume RUN_ID",
+              file=sys.stderr)
+        return 2
     if args.max_restarts:
         return restarts.train_supervised(args)
     trainer = None
     try:
-        for cfg in _configs(args):
-            trainer = _start_trainer(args, cfg)
-            if trainer is None:
-                return 2
-            oom.write_advice(rl.job_dir_from_env(), trainer.cfg)  # for the supervisor, if the OOM killer strikes
-            try:
-                trainer.train(progress=not args.quiet)
-            finally:  # finished, stopped or failed: its vLLM engine and Ray workers end with it
-                trainer.close()
+        configs = _configs(args)
+        if args.resume:  # refused at once while its trainer lives, not after a wait in the queue (lease.py)
+            refuse_resume(args.resume, getattr(args, "force", False))
+        need = max([c.ray.job_slots() for c in configs if c is not None] or [1])  # a resume or fork: one slot
+        argv = ["train", *restarts.own_argv(args)] + (["--baseline"] if args.baseline else [])
+        with terminal.in_line(argv, terminal.name_of(argv), need, say=lambda m: print(m, flush=True)):
+            trainer = _train_all(args, configs)
+        if trainer is None:
+            return 2
     except KeyboardInterrupt as err:
+        trainer = getattr(err, "trainer", trainer)
         print("\n" + (trainer.stop_line() if trainer is not None else "stopped before the first step"), flush=True)
         return stop_code(err)
     except (DiskFull, BudgetError) as err:  # the run is already FAILED in MLflow with this line as its error; not transient
         print(f"\nerror: {err}", file=sys.stderr, flush=True)
         return 1
-    except Exception as err:  # the run is already FAILED in MLflow (or, store unreachable, shown crashed)
-        code = restarts.failure_code(err, trainer)
+    except _Failed as failed:  # the run is already FAILED in MLflow (or, store unreachable, shown crashed)
+        code = restarts.failure_code(failed.err, failed.trainer)
         if code is None:  # any other error: its traceback (the run's error.txt has it too)
-            raise
+            raise failed.err from None
         return code
     _where(trainer)
     return 0
+
+
+class _Failed(Exception):
+    """A training's error with the trainer it happened in (the exit code and line are read from both)."""
+
+    def __init__(self, err: Exception, trainer):
+        super().__init__(str(err))
+        self.err, self.trainer = err, trainer
+
+
+def _train_all(args, configs: list):
+    """Train each config in order (a population, then its baseline), then the linked baseline a resumed population
+    extends; the last trainer (None: refused, the line printed)."""
+    trainer = None
+    try:
+        for cfg in configs:
+            trainer = _start_trainer(args, cfg)
+            if trainer is None:
+                return None
+            oom.write_advice(rl.job_dir_from_env(), trainer.cfg)  # for the supervisor, if the OOM killer strikes
+            try:
+                trainer.train(progress=not args.quiet)
+            finally:  # finished, stopped or failed: its vLLM engine and Ray workers end with it
+                trainer.close()
+        if args.resume and (extend := budget.baseline_to_extend(trainer.log.tracker, trainer.run_id)):
+            print(f"the linked baseline {extend} was matched to this population's spend while it was stopped: "
+                  f"resuming it to the population's final spend", flush=True)
+            trainer = Trainer.resume(extend)
+            try:
+                trainer.train(progress=not args.quiet)
+            finally:
+                trainer.close()
+    except KeyboardInterrupt as err:
+        err.trainer = trainer  # the stop line is the trainer's
+        raise
+    except (DiskFull, BudgetError):
+        raise
+    except Exception as err:
+        raise _Failed(err, trainer) from err
+    return trainer
 
 
 def _configs(args) -> list:
@@ -94,7 +141,7 @@ def _start_trainer(args, cfg):
         if args.config or args.set or args.baseline or args.fork:
             print("error: --resume continues a run with its own config; drop --config/--set/--baseline/--fork", file=sys.stderr)
             return None
-        trainer = Trainer.resume(args.resume, args.step)
+        trainer = Trainer.resume(args.resume, args.step, force=getattr(args, "force", False))
         for note in trainer.resume_notes:  # newer checkpoints found damaged, and the one it resumes from
             print(f"warning: {note}", file=sys.stderr, flush=True)
         print(f"resuming run {trainer.run_id} at step {trainer.step_index}/{trainer.cfg.steps}", flush=True)

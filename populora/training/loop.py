@@ -318,6 +318,7 @@ class Trainer:
                             artifact=bool(every) and s % every == 0)
 
     def save_checkpoint(self) -> Path:
+        self.log.check_lease()  # a trainer woken after a forced resume took its run writes no checkpoint into it
         self.log_models()
         state = {
             "step": self.step_index, "population": self.population.to_dict(), "lineage": self.lineage.to_dict(),
@@ -339,13 +340,15 @@ class Trainer:
         return path
 
     @classmethod
-    def resume(cls, run_id: str, step: int | None = None) -> "Trainer":
+    def resume(cls, run_id: str, step: int | None = None, force: bool = False) -> "Trainer":
         """Continue run ``run_id`` from its newest intact checkpoint (``step``: that one); ``resume_notes`` say
-        which newer checkpoints were damaged and skipped."""
+        which newer checkpoints were damaged and skipped. Refused at once while another trainer holds the run
+        (platform/jobs/lease.py; ``force``: a holder on another machine known dead)."""
         try:
             run_dir = RunLog.recorded_run_dir(run_id)
         except LookupError as err:
             raise checkpoint.CheckpointError(f"{err}; list runs with: populora runs") from None
+        run_log.refuse_resume(run_id, force)  # before loading anything: a live holder refuses it now
         if not (run_dir / rl.CHECKPOINTS).is_dir():
             raise checkpoint.CheckpointError(f"run {run_id} has no checkpoint under {str(run_dir)!r}; start a new run instead")
         path, notes = checkpoint.resumable(run_dir, step)
@@ -357,7 +360,7 @@ class Trainer:
         try:
             trainer._restore(path, state, rng_state)
             trainer.population.reserve(trainer.log.family_floor())  # a fork made while it was stopped took ids
-            trainer.log.resumed(path.name, [m.id for m in trainer.population.alive()])
+            trainer.log.resumed(path.name, [m.id for m in trainer.population.alive()], force=force)
         except BaseException:
             trainer.close()
             raise
@@ -462,6 +465,7 @@ class Trainer:
     def flush(self, replay: bool = False) -> None:
         """Write the pending step records (see RunLog.write_steps for ``replay``), then lineage, population and
         progress, and every ``log_adapters_every`` steps the adapters."""
+        self.log.check_lease()
         # each member's newest model is of the step it was made at (this checkpoint's, or a death since the last)
         models = {(m, v["step"]): v["id"] for m, v in self.models.items()}
         pending, store = self.pending, diskspace.store_location(self.log.tracker.uri)

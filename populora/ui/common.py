@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from populora.platform.jobs import heartbeat, jobs, queue
+from populora.platform.jobs import heartbeat, jobs, lease, queue, state
 from populora.platform import progress
 from populora.platform.store import runlayout as rl
 from populora.platform.store import sweep as S
@@ -20,8 +20,7 @@ from populora.training import MONITOR_MEANINGS, job_slots
 from populora.ui import charts, store
 
 ROLE_COLORS = {"teacher": "#f28e2b", "student": "#4e79a7", "both": "#59a14f"}
-STATUS_ICONS = {"running": "🟢", "finished": "✅", "failed": "❌", "stopped": "⏹️", "crashed": "💥", "starting": "⏳", "queued": "🕒",
-                "lost": "❔"}
+STATUS_ICONS = state.ICONS  # one state machine for runs and jobs (platform/jobs/state.py)
 PAGES = {"launch": "views/launch.py", "runs": "views/runs.py", "arms_race": "views/arms_race.py",
          "lineage": "views/lineage.py", "tasks": "views/tasks.py", "compare": "views/compare.py"}
 
@@ -34,23 +33,24 @@ def load_runs() -> pd.DataFrame:
         st.error(f"{err}\n\nSet `MLFLOW_TRACKING_URI` to your store (default: `sqlite:///mlflow.db` in the "
                  "directory where you run `populora ui`).")
         st.stop()
-    if not runs.empty:
-        runs = runs.assign(status=[effective_status(r.run_id, r.status) for r in runs.itertuples()])
+    if not runs.empty:  # store_status: the store's (heartbeat applied); status: the state every page shows
+        runs = runs.assign(store_status=runs["status"],
+                           status=[effective_status(r.run_id, r.status) for r in runs.itertuples()])
     return runs
 
 
 def effective_status(run_id: str, status: str) -> str:
-    """A run whose trainer died without ending it stays 'running' in MLflow; its job (if we launched it) knows.
-
-    Only a failed or vanished job overrides the store: a job that ended cleanly has already written its own
-    status, and the cached run list catches up within seconds."""
-    if status != "running":
-        return status
+    """The run's state (``state.of_run``): the store's status with its current job folded in (stopping, resume
+    queued, resuming; crashed when the store says running but its job ended without ending it). A job that is not
+    current any more (the run was resumed since in a terminal) does not override the store."""
     job = job_for_run(run_id)
-    if job is None or job.status not in ("failed", "lost"):
+    if job is None:
         return status
-    info = store.run_info(store.uri(), run_id)  # resumed since by something else (a terminal): that one drives it
-    return "crashed" if info is None or job_is_current(job, info["tags"]) else status
+    shown = state.of_run(status, job)
+    if shown == state.CRASHED and status == state.RUNNING:
+        info = store.run_info(store.uri(), run_id)  # resumed since by something else (a terminal): that one drives it
+        return shown if info is None or job_is_current(job, info["tags"]) else status
+    return shown
 
 
 def crashed_notes(runs: pd.DataFrame, run_ids: list[str | None]) -> None:
@@ -58,6 +58,10 @@ def crashed_notes(runs: pd.DataFrame, run_ids: list[str | None]) -> None:
     heartbeat), with the resume command: its scores and curves stop at its last logged step."""
     table = runs.set_index("run_id")
     for run_id in [r for r in run_ids if r and r in table.index]:
+        if table.loc[run_id, "status"] == rl.SILENT:  # alive here, not beating: its scores stop where it hangs
+            st.warning(f"{STATUS_ICONS['silent']} run {run_id[:8]} is silent at step {table.loc[run_id, 'progress'] or '?'}: "
+                       "its trainer is alive on this machine but sends no heartbeat (suspended or hung); the Runs page "
+                       "says which process and how to stop it. No resume while it lives.")
         if table.loc[run_id, "status"] == rl.CRASHED:
             st.warning(f"{STATUS_ICONS['crashed']} run {run_id[:8]} crashed at step {table.loc[run_id, 'progress'] or '?'}: "
                        f"its trainer died without ending it (no heartbeat for {heartbeat.limit_s():.0f} s or more). Resume "
@@ -101,20 +105,15 @@ def resume_once(run_id: str, name: str, step: int | None = None) -> tuple[jobs.J
     return started, True
 
 
-def resume_state(job: jobs.Job, status: str, resumable: tuple[str, ...]) -> str:
-    """The run's status as the Runs page shows it: "resume queued (#k)" or "resuming" while its current job is a
-    resume that waits in the queue or loads its checkpoint (the store still says stopped until the trainer is back).
+def shown_state(job: jobs.Job | None, status: str) -> str:
+    """The run's state with its place in line (``state.label``): "resume queued (#k)", "queued (#k)"."""
+    place = queue.position(job) if job is not None and status in (state.QUEUED, state.RESUME_QUEUED) else None
+    return state.label(status, place)
 
-    >>> class J: status = "running"  # a resume holding its slot, loading the checkpoint
-    >>> resume_state(J(), "stopped", ("stopped",)), resume_state(J(), "running", ("stopped",))
-    ('resuming', 'running')
-    """
-    if status not in resumable or job.status not in queue.ACTIVE:
-        return status
-    if job.status == "queued":
-        place = queue.position(job)
-        return f"resume queued (#{place})" if place else "resume queued"
-    return "resuming"
+
+def resume_refusal(tags: dict, status: str) -> str | None:
+    """Why the run's trainer may still be writing it (``lease.refusal``): a Resume is not offered then."""
+    return lease.refusal(tags.get(rl.STATUS, status), tags)
 
 
 def run_progress(run_dir: str | None, job: jobs.Job | None) -> dict | None:
@@ -165,8 +164,9 @@ def queued_jobs(known_runs: set[str]) -> pd.DataFrame:
     for entry in queue.snapshot():
         if entry.job.run_id in known_runs and entry.status == "running":
             continue
+        shown = state.job_state(entry.status, state.stop_sent(entry.job))
         rows.append({"place": f"#{entry.position} in line" if entry.position else "has a slot",
-                     "state": f"{STATUS_ICONS.get(entry.status, '•')} {entry.status}", "name": entry.job.name or entry.job.id,
+                     "state": f"{state.icon(shown)} {shown}", "name": entry.job.name or entry.job.id,
                      "kind": entry.job.kind, "waiting": fmt_duration(time.time() - entry.job.created), "job": entry.job.id})
     return pd.DataFrame(rows, columns=["place", "state", "name", "kind", "waiting", "job"])
 

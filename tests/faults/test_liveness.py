@@ -102,7 +102,8 @@ def test_reap_leaves_a_silent_run_whose_trainer_is_alive_here(mlflow_store):
     assert found["remote"].done and tracker.get_run(ids["remote"]).info.status == "FAILED"
     assert "(last seen on another-host)" in tracker.get_run(ids["remote"]).data.tags[rl.ERROR]
     assert tracker.get_run(ids["hung"]).info.status == "RUNNING"
-    assert rl.status(tracker.get_run(ids["hung"])) == rl.CRASHED  # shown crashed all the same
+    assert rl.status(tracker.get_run(ids["hung"])) == rl.SILENT  # alive here: silent, never crashed (lease.py)
+    assert rl.status(tracker.get_run(ids["remote"])) == rl.FAILED
     assert lost_runs.reap(tracker, limit=120)[0].name == "hung"  # the ended one is not reaped twice
 
 
@@ -131,8 +132,8 @@ def test_a_resume_is_refused_while_another_live_trainer_beats(mlflow_store):
         live = heartbeat.Beat(time.time(), 20.0, other.pid, psutil.Process(other.pid).create_time(), host)
         rid = tracker.start_run("populora", "busy", tags={rl.KIND: rl.POPULATION, rl.STATUS: rl.RUNNING,
                                                           rl.HEARTBEAT: live.text()})
-        with pytest.raises(ConfigError, match=rf"run {rid} is running: its trainer \(pid {other.pid} on {host}\) is "
-                                              r"alive: it beat \d+ s ago; stop it first"):
+        with pytest.raises(ConfigError, match=rf"run {rid} is not resumed: its trainer \(pid {other.pid} on {host}, "
+                                              r"started [-0-9: ]+\) is alive and beat \d+ s ago: stop it first"):
             RunLog(rid, "populora", tracker=tracker).resumed("step_000001")
         assert tracker.get_run(rid).data.tags.get(rl.RESUMED_FROM) is None  # refused before any write
         other.kill()

@@ -272,7 +272,7 @@ def test_fork_kill_9_resume_fork_of_fork_diff_and_ancestry(mlflow_store, tmp_pat
     plan = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert [(r["key"], r["fork"], r["fork_step"]) for r in plan["runs"]] == [
         (f"optim.lr={lr}|seed={seed}", parent, 1) for seed in (0, 1) for lr in ("1e-5", "2e-5")]
-    assert not Path(".populora").exists()
+    assert not Path(".populora/sweeps").exists()  # a dry run starts nothing (the parent's terminal train queued under .populora/jobs)
     # ... and one real: two forks (one step each, two at a time), grouped by the sweep's tags, then resumed
     argv = ["sweep", "--fork", parent, "--step", "1", "--grid", "optim.lr=1e-5,2e-5", "--parallel", "2", "--wait", "--json"]
     monkeypatch.setenv("POPULORA_MAX_PARALLEL_JOBS", "2")  # the machine's queue (1 slot on a CPU) lets two run

@@ -13,7 +13,9 @@ trainer keeps a heartbeat from the moment its run exists (``Heartbeat``, a daemo
 
 A reader (``populora runs``, the Runs page, Compare, the sweep table) shows a run whose status says running but
 whose heartbeat is older than ``limit_s()`` (``POPULORA_HEARTBEAT_LIMIT_S``, default 120 s, never less than three
-of the run's own beats) as **crashed**, with the resume command; a resumed run beats again, which clears it.
+of the run's own beats) as **crashed**, with the resume command, when its trainer is gone or on a machine it cannot
+check; as **silent** when the trainer is alive on this machine (SIGSTOPped, hung): a resume is then refused
+(``lease.py``: one writer per run). A resumed run beats again, which clears it.
 
 Readers only show it. MLflow's own status is set to FAILED only by a process that knows the run is dead: the job
 supervisor, which saw its trainer end (``restart.py``), or ``populora runs --reap`` (``reap``), which refuses a run
@@ -42,7 +44,8 @@ log = logging.getLogger(__name__)
 
 TAG = "populora.heartbeat"   # re-exported by runlayout as HEARTBEAT (the layout's list of tags)
 FILE = "heartbeat.json"
-CRASHED = "crashed"          # the status readers show (never written to the store)
+CRASHED = "crashed"          # the status readers show (never written to the store): its trainer is gone or unknown
+SILENT = "silent"            # shown instead while its trainer is alive on this machine but not beating (SIGSTOP, hung)
 EVERY_ENV, LIMIT_ENV = "POPULORA_HEARTBEAT_S", "POPULORA_HEARTBEAT_LIMIT_S"
 EVERY_S, LIMIT_S = 20.0, 120.0
 BEATS = 3                    # a run is crashed only once it missed this many of its own beats, whatever the limit
@@ -111,8 +114,10 @@ def is_stale(beat: Beat | None, now: float, limit: float) -> bool:
 
 
 def shown_status(status: str, tags: dict, now: float | None = None, limit: float | None = None) -> str:
-    """The status a reader shows: ``status`` (the run's own tag), but crashed for a running run whose heartbeat
-    stopped. ``now`` and ``limit`` default to the clock and ``limit_s()``.
+    """The status a reader shows: ``status`` (the run's own tag), but for a running run whose heartbeat stopped,
+    silent while its trainer is alive on this machine (suspended or hung: a resume would be a second writer) and
+    crashed when it is gone or cannot be checked from here (another machine). ``now`` and ``limit`` default to the
+    clock and ``limit_s()``.
 
     >>> tags = {TAG: Beat(100.0, 20.0, 1, 0.0, "h").text()}
     >>> shown_status("running", tags, 300, 120), shown_status("running", tags, 200, 120), shown_status("finished", tags, 300, 120)
@@ -121,7 +126,9 @@ def shown_status(status: str, tags: dict, now: float | None = None, limit: float
     if status != "running":
         return status
     beat = Beat.parse(tags.get(TAG))
-    return CRASHED if is_stale(beat, time.time() if now is None else now, limit_s() if limit is None else limit) else status
+    if not is_stale(beat, time.time() if now is None else now, limit_s() if limit is None else limit):
+        return status
+    return SILENT if process_alive(beat) else CRASHED
 
 
 def silence(tags: dict, now: float | None = None) -> float | None:
@@ -155,22 +162,6 @@ def process_alive(beat: Beat) -> bool | None:
         return abs(proc.create_time() - beat.started) < 0.05 and proc.status() != psutil.STATUS_ZOMBIE
     except psutil.Error:
         return False
-
-
-def still_alive(status: str, tags: dict, now: float | None = None, limit: float | None = None) -> str | None:
-    """Why a run must not be resumed now (None: it may): it says running, its heartbeat is fresh and its trainer is
-    not known to be dead (alive on this machine, or beating from another one). Two trainers on one run would log
-    every step twice; a trainer known dead (a SIGKILL the supervisor saw: its pid is gone here) may be resumed at
-    once, its last beat however fresh."""
-    beat = Beat.parse(tags.get(TAG))
-    if status != "running" or beat is None or is_stale(beat, time.time() if now is None else now,
-                                                     limit_s() if limit is None else limit):
-        return None
-    if process_alive(beat) is False or (beat.pid, beat.host) == (os.getpid(), socket.gethostname()):
-        return None  # known dead, or this very process
-    age = (time.time() if now is None else now) - beat.t
-    return (f"its trainer (pid {beat.pid} on {beat.host}) is alive: it beat {describe_silence(max(age, 0.0))} ago; "
-            f"stop it first (populora jobs --stop JOB, or kill {beat.pid}), or resume once populora runs shows it crashed")
 
 
 class Heartbeat:

@@ -276,6 +276,15 @@ def stop(job: Job, timeout_s: float = STOP_GRACE_S) -> str:
     return job.status
 
 
+def stop_soon(job: Job) -> None:
+    """The UI's Stop: the stop is recorded now (the job reads "stopping" at once, ``state.py``) and sent and followed
+    (the wait, SIGKILL after the grace) in a daemon thread, so the page's rerun is not held until the job ended
+    (it showed "running" without its button for seconds). A Ray Job is stopped the same way, in the thread."""
+    if not job.ray_address and job.status in ("running", "starting", "queued"):
+        Path(job.dir, STOP_FILE).touch()
+    threading.Thread(target=stop, args=(job,), name=f"stop job {job.id}", daemon=True).start()
+
+
 def _signal_group(job: Job, sig: int) -> bool:
     """Signal the job's process group, only if its supervisor is still the process we started (pid and start
     time) and still leads its own group (it was started with start_new_session). True if signalled."""

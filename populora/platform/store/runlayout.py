@@ -119,6 +119,7 @@ MODEL_ARTIFACT = "populora.adapter_artifact"  # runs:/<member run>/checkpoints/s
 POPULATION, BASELINE = "population", "baseline"                                   # values of KIND
 RUNNING, FINISHED, FAILED, STOPPED = "running", "finished", "failed", "stopped"  # values of STATUS
 CRASHED = heartbeat.CRASHED  # what readers show for a running run whose heartbeat stopped (never in the store)
+SILENT = heartbeat.SILENT    # ... whose heartbeat stopped while its trainer lives on this machine (suspended, hung)
 # our status -> MLflow's run status
 MLFLOW_STATUS = {RUNNING: "RUNNING", FINISHED: "FINISHED", FAILED: "FAILED", STOPPED: "KILLED"}
 

@@ -122,6 +122,38 @@ def unfinished_note(tracker, run, run_state: str, what: str, now: float | None =
     return f"matched to {whose} spend at {at} ({what} {how}, run {run.info.run_id})"
 
 
+SHORT_MATCH = "matched to the population's spend at"  # the start of a note on a baseline matched short of its end
+
+
+def baseline_to_extend(tracker, population_run_id: str) -> str | None:
+    """The population's linked baseline (``populora.baseline_run``) if it ended matched to the population's spend
+    when the population had stopped short of its end (its ``populora.budget_matched`` note says so), else None.
+    Such a baseline is resumable: resumed once the population has trained on, its budget re-reads the target (now
+    the population's final ledger) and it trains on to it (a resumable baseline, not a new one)."""
+    pop = tracker.get_run(population_run_id)
+    linked = pop.data.tags.get(rl.BASELINE_RUN)
+    if not linked or pop.data.tags.get(rl.KIND) != rl.POPULATION:
+        return None
+    try:
+        base = tracker.get_run(linked)
+    except Exception:  # noqa: BLE001 - a deleted baseline: nothing to extend
+        return None
+    ended = base.data.tags.get(rl.STATUS) in (rl.FINISHED, rl.STOPPED, rl.FAILED)
+    return linked if ended and base.data.tags.get(rl.BUDGET_MATCHED, "").startswith(SHORT_MATCH) else None
+
+
+def stop_words(baseline_run: str | None, baseline_status: str | None) -> str:
+    """What a Stop of a population does to its linked baseline, in words ("" with none)."""
+    if not baseline_run:
+        return ""
+    if baseline_status in (rl.FINISHED,):
+        return (f" Its linked baseline {baseline_run[:8]} has ended: a Resume of this population extends it to the "
+                "population's final spend.")
+    return (f" Its linked baseline {baseline_run[:8]} matches the population's spend as it stands when it runs: "
+            "resume the population and the baseline is extended to its final spend (until then its ratio says it was "
+            "matched to the population's spend at its last logged step).")
+
+
 def unmatchable(target: Target, run_id: str | None) -> str:
     """Why a target that ended before logging any step cannot be matched, and what to do."""
     again = f"start this baseline again (run {run_id} did not train)" if run_id else "start this run again"

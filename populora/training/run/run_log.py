@@ -17,7 +17,7 @@ import numpy as np
 
 from populora.platform import config as config_io
 from populora.platform.store import family
-from populora.platform.jobs import heartbeat
+from populora.platform.jobs import heartbeat, lease
 from populora.platform.store import runlayout as rl
 from populora.platform.store.tracking import Tracker
 from populora.training.run import member_models
@@ -196,6 +196,15 @@ def member_params(m: Member) -> dict:
             "parents": ",".join(m.parents) or "-", "operator": m.operator, "born_step": m.born_step}
 
 
+def refuse_resume(run_id: str, force: bool = False, tracker: Tracker | None = None, run=None) -> None:
+    """``ConfigError`` (one line, exit 2) if a resume of the run must not start: another trainer holds it
+    (``lease.refusal``; ``force``: a holder on another machine known dead)."""
+    run = run or (tracker or Tracker()).get_run(run_id)
+    why = lease.refusal(run.data.tags.get(rl.STATUS, run.info.status.lower()), run.data.tags, force)
+    if why:
+        raise config_io.ConfigError(f"run {run_id} is not resumed: {why}")
+
+
 class RunLog:
     """Every MLflow write of one training run: its tags and params, one child run per member, the step records,
     the lineage/population artifacts and the end status. The trainer calls it and never MLflow itself."""
@@ -209,6 +218,8 @@ class RunLog:
         self.note = ""  # the description this process gave the run (a fork's origin)
         self.models: dict[tuple[str, int], str] | None = None  # (member, step) -> LoggedModel id, read once
         self.heartbeat: heartbeat.Heartbeat | None = None  # while this process runs the run (platform/jobs/heartbeat.py)
+        self.lease = lease.Lease(lambda tags: self.tracker.set_tags(self.run_id, tags),
+                                 lambda: dict(self.tracker.get_run(self.run_id).data.tags), run_id)  # one writer
 
     # ------------------------------------------------------------------ the run
     @classmethod
@@ -230,6 +241,7 @@ class RunLog:
         if not origin:  # a root run is its own family
             tracker.set_tags(run.run_id, {family.FAMILY: run.run_id})
         run.note = tags.get(rl.NOTE, "")
+        run.lease.take()
         run.start_heartbeat()
         run.watch_system(resume=False)
         return run
@@ -248,6 +260,7 @@ class RunLog:
         known, and the job dir's copy inside a local job (the supervisor reads a killed trainer's step from it)."""
         job_dir = rl.job_dir_from_env()
         files = [Path(p) / heartbeat.FILE for p in (run_dir, job_dir) if p is not None and Path(p).is_dir()]
+        self.lease.lock(run_dir)
         if self.heartbeat is not None:
             self.heartbeat.files = list(dict.fromkeys(self.heartbeat.files + files))
             return
@@ -327,13 +340,17 @@ class RunLog:
         except Exception as err:  # noqa: BLE001 - a progress line is not worth a training run
             log.debug("phase tag not written: %s", err)
 
-    def resumed(self, checkpoint: str, alive: list[str] = ()) -> None:
+    def resumed(self, checkpoint: str, alive: list[str] = (), force: bool = False) -> None:
         """Reopen the run, and the member runs of the ``alive`` members (ended with the process that stopped). Refused
-        while another trainer still runs it (``heartbeat.still_alive``): it would log every step twice."""
+        while another trainer holds it (``lease.refusal``; ``force``: a holder on another machine known dead): two
+        writers would train the same steps and lose one. The run dir's lock is taken before anything is written."""
         run = self.tracker.get_run(self.run_id)
-        busy = heartbeat.still_alive(run.data.tags.get(rl.STATUS, run.info.status.lower()), run.data.tags)
-        if busy:
-            raise config_io.ConfigError(f"run {self.run_id} is running: {busy}")
+        refuse_resume(self.run_id, force, run=run)
+        try:
+            self.lease.lock(rl.run_dir_of(run.data.tags))
+        except lease.LeaseLost as err:
+            raise config_io.ConfigError(str(err)) from None
+        self.lease.take()
         self.tracker.reopen(self.run_id)
         # a fresh beat with the running status: a run shown crashed is running again
         self.tracker.set_tags(self.run_id, {rl.STATUS: rl.RUNNING, rl.RESUMED_FROM: checkpoint, **rl.resume_job_tags()})
@@ -344,12 +361,38 @@ class RunLog:
         rl.record_job_run(self.run_id)
         self.watch_system(resume=True)
 
+    def _lost(self) -> bool:
+        """Whether another trainer holds the run now (then this one lets go of its lock and writes nothing)."""
+        try:
+            self.lease.check()
+        except lease.LeaseLost:
+            self._let_go()
+            return True
+        except Exception:  # noqa: BLE001 - the store unreachable: the end's own writes say so
+            pass
+        return False
+
+    def _let_go(self) -> None:
+        if self.heartbeat is not None:
+            self.heartbeat.stop()
+            self.heartbeat = None
+        self.lease.release()
+
+    def check_lease(self) -> None:
+        """``LeaseLost`` if another trainer took the run meanwhile (a forced resume while this one was suspended):
+        called before each checkpoint and step record, so a woken trainer writes nothing more."""
+        self.lease.check()
+
     def end(self, status: str) -> None:
         """Tag the run ``status`` (finished | failed | stopped) and end it in MLflow, with every member run still
-        open: a member's run ends with its parent (FINISHED / FAILED / KILLED), or earlier when it is replaced."""
+        open: a member's run ends with its parent (FINISHED / FAILED / KILLED), or earlier when it is replaced.
+        A trainer that lost its lease ends nothing: the run is the new holder's."""
         if self.heartbeat is not None:  # the status says it from here on
             self.heartbeat.stop()
             self.heartbeat = None
+        if self._lost():
+            return
+        self.lease.release()
         if self.system_metrics is not None:  # its last samples go in before the run ends
             self.system_metrics.finish()
             self.system_metrics = None
@@ -380,7 +423,13 @@ class RunLog:
 
     def ended_by(self, err: BaseException, note: str = "") -> None:
         """End the run for ``err``: stopped on Ctrl-C / SIGTERM (KeyboardInterrupt), failed on anything else.
-        ``note`` (a stop): the run's MLflow description, so MLflow's UI says why a KILLED run ended."""
+        ``note`` (a stop): the run's MLflow description, so MLflow's UI says why a KILLED run ended. A lost lease
+        ends nothing: the run is another trainer's."""
+        if isinstance(err, lease.LeaseLost):
+            self._let_go()
+            return
+        if self._lost():
+            return
         if isinstance(err, KeyboardInterrupt):
             try:
                 if note:

@@ -9,7 +9,7 @@ import streamlit as st
 import yaml
 
 from populora.platform import config as config_io
-from populora.platform.jobs import jobs, queue, ray_jobs
+from populora.platform.jobs import jobs, queue, ray_jobs, state
 from populora.platform import progress
 from populora.platform.store import runlayout as rl
 from populora.platform.model.cache import cache_root
@@ -225,9 +225,10 @@ def launch(submission: dict) -> None:
 
 def job_row(job: jobs.Job) -> None:
     status, run_id = job.status, job.run_id
+    shown = state.job_state(status, state.stop_sent(job))  # one state machine (platform/jobs/state.py)
     cols = st.columns([3, 2, 4, 2])
     cols[0].markdown(f"**{job.name or job.id}**  \n`{job.id}`")
-    cols[1].markdown(f"{common.STATUS_ICONS.get(status, '•')} {status}" + ("  \nRay Job" if job.ray_address else ""))
+    cols[1].markdown(f"{state.icon(shown)} {shown}" + ("  \nRay Job" if job.ray_address else ""))
     with cols[2]:
         if status == "queued":
             place = queue.position(job)
@@ -249,8 +250,8 @@ def job_row(job: jobs.Job) -> None:
             st.caption({"running": "waiting for the run id (model loading)…",
                         "lost": "its process is gone (or its pid is another process now): nothing to stop"
                         }.get(status, "no run id in the log"))
-    if status in ("running", "queued") and cols[3].button("Stop", key=f"stop_{job.id}",
-                                                          help="SIGINT: the run is marked stopped (a queued job never starts)"):
+    if shown in ("running", "queued") and cols[3].button("Stop", key=f"stop_{job.id}",
+                                                         help="SIGINT: the run is marked stopped (a queued job never starts)"):
         cols[3].write(jobs.stop(job))
     elif (status in ("stopped", "failed") and job.kind == "train" and run_id and not job.ray_address
           and common.job_for_run(run_id) is not None and common.job_for_run(run_id).id == job.id

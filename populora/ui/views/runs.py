@@ -5,9 +5,10 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from populora.platform.jobs import heartbeat, jobs, queue
+from populora.platform.jobs import heartbeat, jobs, queue, state
 from populora.platform import progress
 from populora.platform.store import runlayout as rl
+from populora.training.compute import budget
 from populora.ui import common, eval_panel, experiments, resume_choice, store, sweeps
 
 st.title("Runs")
@@ -105,10 +106,11 @@ def run_details(row, status: str) -> None:
     tags = info["tags"]
     job = common.job_for_run(run_id)
     current = job is not None and common.job_is_current(job, tags)
-    shown = common.resume_state(job, status, RESUMABLE) if current else status
+    now = row["status"] if current else status  # the state every page shows (platform/jobs/state.py)
+    shown = common.shown_state(job, now)
     live = common.run_progress(row["run_dir"], job if current else None) if status == "running" else None
     cols = st.columns([2.4, 1, 1, 1, 1])  # "🕒 resume queued (#1)" whole, not "resume queue…"
-    cols[0].metric("status", f"{common.STATUS_ICONS.get(shown.split()[0], '🕒')} {shown}")
+    cols[0].metric("status", f"{state.icon(shown)} {shown}")
     cols[1].metric("progress", common.steps_shown(row)[0] if row["steps"] or row["step"] else "?")
     wall, eta = common.timing(row["started"], row["ended"], row["step"], row["steps"], status, step_s=row["step_s"])
     record = live if live is not None else progress.read(row["run_dir"])  # ended: counted to its last word
@@ -120,11 +122,16 @@ def run_details(row, status: str) -> None:
                + (f" · ETA {eta} at this run's pace so far" if eta != "–" and live is None else ""))
     if live is not None:
         st.info(f"**Now**: {progress.line(live)}", icon="⏱️")
-    if current and (job.status == "running" and status == "running" or shown != status) and st.button(
-            "⏹️ Stop this run" if shown == status else "⏹️ Stop the resume", key=f"stop_{job.id}",
-            help="SIGINT: the run stops after writing its state (a queued resume never starts); Resume goes on "
-            "from its last checkpoint"):
-        st.toast(f"stopping: {jobs.stop(job)}")
+    if now == state.STOPPING:
+        st.info("Stopping: the trainer finishes writing its state, then the run reads stopped (Resume goes on from "
+                "its last checkpoint)." + baseline_line(tags, stopping=True), icon="⏳")
+    elif current and job.status in queue.ACTIVE and now in (state.RUNNING, state.RESUME_QUEUED, state.RESUMING) \
+            and st.button("⏹️ Stop this run" if now == state.RUNNING else "⏹️ Stop the resume", key=f"stop_{job.id}",
+                          help="SIGINT: the run stops after writing its state (a queued resume never starts); Resume "
+                          "goes on from its last checkpoint"):
+        jobs.stop_soon(job)  # sent now, followed in the background: the rerun shows "stopping" at once
+        common.forget_jobs()
+        st.rerun()
     experiments.fork_origin(tags)
     resume_controls(run_id, row, status, job, tags)
     links = st.columns(4)
@@ -178,7 +185,19 @@ def run_details(row, status: str) -> None:
         st.json(config_tree(info["params"]), expanded=1)
 
 
-RESUMABLE = ("stopped", "failed", "crashed")
+RESUMABLE = state.RESUMABLE
+
+
+def baseline_line(tags: dict, stopping: bool = False) -> str:
+    """What a Stop or a Resume of a population does to its linked baseline (training/compute/budget.py)."""
+    linked = tags.get(rl.BASELINE_RUN)
+    if not linked or tags.get(rl.KIND) != rl.POPULATION:
+        return ""
+    info = store.run_info(store.uri(), linked)
+    if stopping:
+        return budget.stop_words(linked, info["status"] if info else None)
+    return (f" Its linked baseline {linked[:8]}, if it was matched to this population's spend while it was stopped, "
+            "is resumed in the same job once the population finishes, to the population's final spend.")
 
 
 def resume_controls(run_id: str, row, status: str, job: jobs.Job | None, tags: dict) -> None:
@@ -191,12 +210,17 @@ def resume_controls(run_id: str, row, status: str, job: jobs.Job | None, tags: d
                 + ". Its log is below; the run shows running once the trainer has loaded its last checkpoint.")
         st.button("Resume", key=f"resume_{run_id}", disabled=True, help=f"already resuming: job {job.id}")
         return
+    if status == state.SILENT:  # alive here, not beating: a resume would be a second writer (platform/jobs/lease.py)
+        st.warning(f"Silent: {common.resume_refusal(tags, status) or 'its trainer is alive but sends no heartbeat'}. "
+                   "No Resume while it lives.", icon="⏸️")
+        return
     if status not in RESUMABLE:
         return
     where = common.stopped_where(row)  # the steps its trainer finished, and what its checkpoint kept
     command = f"`populora train --resume {run_id}`"
     if status == "stopped":
-        st.info(f"Stopped{where}. Resume it from its last checkpoint here, or in a terminal with {command}.")
+        st.info(f"Stopped{where}. Resume it from its last checkpoint here, or in a terminal with {command}."
+                + baseline_line(tags))
     elif status == "crashed":
         silent = heartbeat.silence(tags)
         beat = f" (no heartbeat for {heartbeat.describe_silence(silent)})" if silent is not None else ""
@@ -297,7 +321,7 @@ def body() -> None:
     run_id = common.pick_run(shown, "Details of run")
     if run_id:
         row = runs.set_index("run_id").loc[run_id]
-        run_details(row, row["status"])
+        run_details(row, row["store_status"])
 
 
 def live_interval() -> str | None:

@@ -1,0 +1,53 @@
+"""A ``populora train`` typed in a terminal waits in the machine's one job queue (platform/jobs/terminal.py): while
+a UI job holds the only slot it waits, says so and is listed by ``populora jobs`` as waiting #1; once the slot is
+free it holds it (``populora jobs``: 1 running, the terminal's job) and trains; its record ends with its exit."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+from conftest import HOLD, cli_in_process, wait_for, wait_for_status
+
+from populora.platform.jobs import jobs, queue, terminal
+
+TINY = ["--set", "model.tiny_random=true", "--set", "model.lora_rank=4", "--set", "steps=1",
+        "--set", "tasks.max_new_tokens_propose=24", "--set", "tasks.max_new_tokens_solve=8",
+        "--set", "tasks.tasks_per_teacher=2", "--set", "tasks.rollouts=2", "--set", "tasks.seed_rounds=0"]
+
+
+def _terminal_entry():
+    return next((e for e in queue.snapshot() if e.job.name.startswith("terminal: ")), None)
+
+
+@pytest.mark.slow
+def test_a_terminal_train_waits_for_the_ui_jobs_slot_and_is_listed_by_populora_jobs(mlflow_store, tmp_path, own_queue,
+                                                                                   monkeypatch, capsys):
+    monkeypatch.setenv("POPULORA_MAX_PARALLEL_JOBS", "1")
+    monkeypatch.setenv("POPULORA_JOBS_DIR", str(tmp_path / "jobs"))
+    holder = jobs.start([sys.executable, "-c", HOLD], name="league stand-in", root=tmp_path / "jobs", slots=1)
+    assert wait_for_status(holder, ("running",)) == "running"
+    proc = subprocess.Popen([sys.executable, "-m", "populora.cli", "train", *TINY, "--quiet"], env=dict(os.environ),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        entry = wait_for(_terminal_entry, 120, "the terminal's train in the queue", interval=0.2)
+        assert entry.position == 1 and entry.job.pid == proc.pid and entry.job.kind == "train"
+        capsys.readouterr()
+        assert cli_in_process("jobs") == 0
+        out = capsys.readouterr().out
+        assert "1 slot(s), 1 running, 1 waiting" in out and f"#1       train queued    {entry.job.id}" in out, out
+        assert jobs.stop(holder) == "stopped"
+        wait_for(lambda: (e := _terminal_entry()) is not None and e.position is None, 120, "the terminal's train to hold the slot",
+                 interval=0.2)
+        capsys.readouterr()
+        assert cli_in_process("jobs") == 0
+        out = capsys.readouterr().out
+        assert "1 slot(s), 1 running, 0 waiting" in out and f"slot     train running   {entry.job.id}" in out, out
+        text, _ = proc.communicate(timeout=600)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, text[-3000:]
+    assert "waiting in the machine's job queue" in text and "#1 in line for 1 of 1 slot(s)" in text, text[-3000:]
+    done = jobs.Job.load(entry.job.dir)
+    assert done.status == "finished" and queue.snapshot() == []
+    assert terminal.FOLDER in entry.job.dir and done.id not in {j.id for j in jobs.list_jobs()}  # not a listed job dir
