@@ -405,14 +405,15 @@ def test_a_fired_monitor_is_flagged_on_runs_and_arms_race(app, store):
     run list, on the run's page and on the Arms race page; none while no monitor fired."""
     from mlflow import MlflowClient
 
-    assert not any("monitor" in w.value for w in _ok(app("runs", run=store["population"])).warning)
+    # the tiny run may fire other monitors (no_signal: its tasks are mostly invalid); collapse is not among them yet
+    assert not any("collapse" in w.value for w in _ok(app("runs", run=store["population"])).warning)
     client = MlflowClient(store["uri"])
     client.set_tag(store["population"], runlayout.monitor_tag("collapse"), "fired at step 3: solve rate 0.40 -> 0.95")
     try:
         at = _ok(app("runs", run=store["population"]))
         table = at.dataframe[0].value.set_index("run_id")
-        assert table.loc[store["population"], "monitors"] == "collapse" and table.loc[store["baseline"], "monitors"] == ""
-        flag = next(w.value for w in at.warning if "monitor" in w.value)
+        assert "collapse" in table.loc[store["population"], "monitors"] and "collapse" not in table.loc[store["baseline"], "monitors"]
+        flag = next(w.value for w in at.warning if "collapse** monitor" in w.value)
         assert "collapse** monitor fired at step 3: solve rate 0.40 -> 0.95" in flag and "easy, narrow tasks" in flag
         at = _ok(app("arms_race", run=store["population"]))
         assert any("population: collapse** monitor fired at step 3" in w.value for w in at.warning)

@@ -8,7 +8,7 @@ import streamlit as st
 from populora.platform.jobs import heartbeat, jobs, queue, state
 from populora.platform import progress
 from populora.platform.store import runlayout as rl
-from populora.training.compute import budget
+from populora.training import baseline_stop_words
 from populora.ui import common, eval_panel, experiments, resume_choice, store, sweeps
 
 st.title("Runs")
@@ -133,7 +133,7 @@ def run_details(row, status: str) -> None:
         common.forget_jobs()
         st.rerun()
     experiments.fork_origin(tags)
-    resume_controls(run_id, row, status, job, tags)
+    resume_controls(run_id, row, now, job, tags)  # the folded state: a job that died makes it crashed
     links = st.columns(4)
     with links[0]:
         common.link("arms_race", "Arms race", run_id, "📈")
@@ -195,7 +195,7 @@ def baseline_line(tags: dict, stopping: bool = False) -> str:
         return ""
     info = store.run_info(store.uri(), linked)
     if stopping:
-        return budget.stop_words(linked, info["status"] if info else None)
+        return baseline_stop_words(linked, info["status"] if info else None)
     return (f" Its linked baseline {linked[:8]}, if it was matched to this population's spend while it was stopped, "
             "is resumed in the same job once the population finishes, to the population's final spend.")
 
