@@ -56,11 +56,17 @@ def _advantages_zero(mp):
 
 
 def _lr_zero(mp):
-    """Every adapter's optimizer built with learning rate 0."""
+    """Every adapter's optimizer built with learning rate 0 (its config validates lr > 0: set on the optimizer)."""
+    def zero(opt):
+        for group in getattr(opt, "param_groups", []):  # torch AdamW (PEFT)
+            group["lr"] = 0.0
+        if hasattr(opt, "lr"):  # SlotAdam (multi-LoRA)
+            opt.lr = 0.0
+        return opt
+
     for module in (multilora, peft):
         orig = module.make_optimizer
-        mp.setattr(module, "make_optimizer",
-                   lambda params, optim, *a, _o=orig, **k: _o(params, optim.model_copy(update={"lr": 0.0}), *a, **k))
+        mp.setattr(module, "make_optimizer", lambda *a, _o=orig, **k: zero(_o(*a, **k)))
 
 
 def _stale_generator(mp):
@@ -168,7 +174,7 @@ def _assert_learns(curve: learning.Curve, bug: str | None) -> None:
     for role in learning.ROLES:
         s = learning.rise(curve.rewards[role], WINDOW)
         print(f"{role} (bug {bug}): start {s['start']:+.3f} end {s['end']:+.3f} rise {s['rise']:+.3f} "
-              f"interval {s['interval']} one-sided lower {s['lower']:+.3f}")
+              f"interval {s['interval']} one-sided lower {s['lower']}")  # nan: a step without such rollouts
         if role not in GATED:
             continue
         assert learning.learned(s, MARGIN[role]), (

@@ -1,7 +1,8 @@
 """Does the loop learn? The planted environment (training/tasks/planted.py) run through the real loop for a few
 seeds: each role's reward per step, and the rise from its start with an interval over seeds.
 
-``start`` is a seed's mean reward over its first ``window`` steps (step 1's rollouts are the initial policy's),
+``start`` is a seed's mean reward over its first ``window`` steps (steps without that role's rollouts skipped; a
+window without any is nan, and fails ``learned``) (step 1's rollouts are the initial policy's),
 ``end`` over its last ``window``; the rise is ``end - start`` per seed, and its interval a Student-t interval
 over seeds (seeds are the independent units: steps within a run are not). ``populora bench learn`` prints it;
 tests/training/test_learns.py asserts it, and that it fails on each planted bug.
@@ -12,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -57,7 +59,9 @@ def rise(rewards: np.ndarray, window: int, confidence: float = 0.95) -> dict:
     rewards = np.asarray(rewards, dtype=float)
     if rewards.ndim != 2 or rewards.shape[1] < 2 * window or window < 1:
         raise ValueError(f"rewards of shape {rewards.shape} cannot give a start and an end of {window} step(s) each")
-    start, end = rewards[:, :window].mean(1), rewards[:, -window:].mean(1)
+    with np.errstate(all="ignore"), warnings.catch_warnings():  # nan: a step without that role's rollouts (skipped)
+        warnings.simplefilter("ignore", RuntimeWarning)
+        start, end = np.nanmean(rewards[:, :window], 1), np.nanmean(rewards[:, -window:], 1)
     d = end - start
     out = {"start": float(start.mean()), "end": float(end.mean()), "rise": float(d.mean()), "seeds": len(d),
            "interval": None, "lower": None}
