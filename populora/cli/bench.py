@@ -13,7 +13,7 @@ from populora.platform.sandbox.bench import bench_verifier
 from populora.platform.scale_bench import main as bench_scale_main
 from populora.platform.threads import bench_wait_policy
 from populora.training import bench
-from populora.training.measures import learning
+from populora.training import learn_check as learning
 
 ALL = ("lora", "step", "evolve", "verifier", "threads")  # what `all` runs: every bench of NAMES but eval, vllm, scale,
 # stats and learn (slow or their own options)

@@ -1,5 +1,5 @@
 """``populora bench lora|step|evolve``: speed ratios measured side by side in one run; ``populora bench learn``: the
-planted environment's reward rise per backend (training/measures/learning.py).
+planted environment's reward rise per backend (training/learn_check.py).
 
 Every figure is a ratio of two timings taken in the same process, interleaved, best of ``repeats``, so machine
 load shifts both sides alike. ``--json`` prints one JSON object of the figures as the last line.
@@ -17,7 +17,7 @@ from populora.platform.backends.factory import vllm_max_loras
 from populora.platform.backends.vllm import VllmBackend
 from populora.platform.model.models import cached_source, load_base, resolve_source
 from populora.training.evolve import operators, probe
-from populora.training.measures import learning
+from populora.training import learn_check as learning
 
 
 def _best(fn, repeats: int) -> float:

@@ -29,7 +29,7 @@ from populora.platform.backends import BASE, BackendConfig, LoraSpec, logprobs, 
 from populora.platform.backends.multilora import MultiLoraBackend
 from populora.platform.backends.peft import PeftBackend
 from populora.platform.sandbox.verifier import Validate, Verifier
-from populora.training.measures import learning
+from populora.training import learn_check as learning
 from populora.training.phases import update
 from populora.training.tasks import planted
 from populora.training.tasks.prompts import render

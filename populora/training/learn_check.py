@@ -24,7 +24,7 @@ from populora.platform import config as config_io
 from populora.training.config import TrainConfig
 from populora.training.loop import Trainer
 
-PRESET = Path(__file__).resolve().parents[3] / "configs" / "planted.yaml"
+PRESET = Path(__file__).resolve().parents[2] / "configs" / "planted.yaml"
 ROLES = ("student", "teacher")
 # the backends `bench learn --backend` runs it on: their config overrides (vllm: generation on vLLM's engine;
 # ray: two data-parallel Ray workers in a local Ray instance)
