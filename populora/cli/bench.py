@@ -1,5 +1,5 @@
 """``populora bench lora|step|evolve|verifier|eval|threads|scale|vllm|all``: speed ratios measured side by side in
-one run. Imported only when ``populora bench`` runs (its benches build model backends: torch); ``bench verifier``
+one run; ``populora bench learn --backend B``: the planted environment's reward rise (not a speed). Imported only when ``populora bench`` runs (its benches build model backends: torch); ``bench verifier``
 loads no torch and is dispatched to the sandbox's own command by ``populora.cli``."""
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ from populora.platform.sandbox.bench import bench_verifier
 from populora.platform.scale_bench import main as bench_scale_main
 from populora.platform.threads import bench_wait_policy
 from populora.training import bench
+from populora.training import learn_check as learning
 
-ALL = ("lora", "step", "evolve", "verifier", "threads")  # what `all` runs: every bench of NAMES but eval, vllm, scale
-# and stats (slow or their own options)
+ALL = ("lora", "step", "evolve", "verifier", "threads")  # what `all` runs: every bench of NAMES but eval, vllm, scale,
+# stats and learn (slow or their own options)
 OWN_OPTIONS = ("scale", "eval", "stats")  # dispatched before this parser when named first, with their options
 
 
@@ -29,7 +30,21 @@ def bench_main(argv: list[str]) -> int:
     p.add_argument("which", choices=[*NAMES, "all"])
     p.add_argument("--json", action="store_true", help="last line: one JSON object of the figures")
     p.add_argument("--tiny", action="store_true", help="tiny random model instead of the embedded one (quick check)")
+    p.add_argument("--backend", choices=list(learning.BACKENDS), default="multilora",
+                   help="learn: the training backend the planted environment runs on")
+    p.add_argument("--seeds", type=int, default=3, help="learn: seeds (runs); the interval is over them")
+    p.add_argument("--steps", type=int, default=18, help="learn: steps per seed")
     args = p.parse_args(argv)
+    if args.which == "learn":
+        if args.seeds < 2 or args.steps < 8:
+            p.error("bench learn needs --seeds >= 2 (an interval over seeds) and --steps >= 8 (a start and an end of 4 steps)")
+        figures = bench.bench_learn(args.backend, args.seeds, args.steps)
+        print(f"bench learn ({args.backend}): " + ", ".join(
+            f"{role} {figures[role]['start']:+.3f} -> {figures[role]['end']:+.3f}, rise {figures[role]['rise']:+.3f} "
+            f"95% [{figures[role]['interval'][0]:+.3f}, {figures[role]['interval'][1]:+.3f}]" for role in ("student", "teacher")), flush=True)
+        if args.json:
+            print(json.dumps(figures))
+        return 0
     if args.which in OWN_OPTIONS:  # reached here only with an option before its name
         p.error(f"put the bench's name first: populora bench {args.which} [its options] "
                 f"(`populora bench {args.which} --help`)")

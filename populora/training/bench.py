@@ -1,4 +1,5 @@
-"""``populora bench lora|step|evolve``: speed ratios measured side by side in one run.
+"""``populora bench lora|step|evolve``: speed ratios measured side by side in one run; ``populora bench learn``: the
+planted environment's reward rise per backend (training/learn_check.py).
 
 Every figure is a ratio of two timings taken in the same process, interleaved, best of ``repeats``, so machine
 load shifts both sides alike. ``--json`` prints one JSON object of the figures as the last line.
@@ -16,6 +17,7 @@ from populora.platform.backends.factory import vllm_max_loras
 from populora.platform.backends.vllm import VllmBackend
 from populora.platform.model.models import cached_source, load_base, resolve_source
 from populora.training.evolve import operators, probe
+from populora.training import learn_check as learning
 
 
 def _best(fn, repeats: int) -> float:
@@ -215,4 +217,21 @@ def bench_vllm(adapters: int = 4, rows_per_adapter: int = 4, rank: int = 8, new_
                 out[f"{label}_tokens_per_s"] = max(out.get(f"{label}_tokens_per_s", 0.0), rate)
         out["vllm_speedup"] = out["vllm_tokens_per_s"] / out["multilora_tokens_per_s"]
         engine.close()
+    return out
+
+
+def bench_learn(backend: str = "multilora", seeds: int = 3, steps: int = 18, window: int = 4) -> dict:
+    """The planted environment (configs/planted.yaml) on ``backend`` (``learning.BACKENDS``) for ``seeds`` seeds:
+    the students' ``start``, ``end``, ``rise`` and ``interval`` (95% t-interval of end - start over seeds) at the
+    top, both roles' under ``student`` / ``teacher``, and each role's mean reward per step (``curve``)."""
+    if backend not in learning.BACKENDS:
+        raise ValueError(f"bench learn: unknown backend {backend!r}; choose one of {', '.join(learning.BACKENDS)}")
+    curve = learning.run_planted(list(range(seeds)), steps, learning.BACKENDS[backend],
+                                 progress=lambda seed, s, r: print(f"seed {seed} step {s}: " + ", ".join(
+                                     f"{k} {v:+.3f}" for k, v in r.items()), flush=True))
+    out = {"backend": backend, "steps": steps, "window": window}
+    for role in learning.ROLES:
+        out[role] = learning.rise(curve.rewards[role], window)
+        out[role]["curve"] = [round(float(x), 4) for x in curve.rewards[role].mean(0)]
+    out.update({k: out["student"][k] for k in ("start", "end", "rise", "interval")})
     return out

@@ -17,7 +17,7 @@ from populora.platform.config import ModelSource, Section
 from populora.platform.ray_settings import check_ray, default_placement
 from populora.training.evolve import operator_catalogue as catalogue
 
-TaskKind = Literal["code_o", "code_i", "code_f"]
+TaskKind = Literal["code_o", "code_i", "code_f", "planted"]  # planted: the learnable planted task (tasks/planted.py)
 
 
 class ModelConfig(ModelSource):

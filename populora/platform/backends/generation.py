@@ -93,7 +93,8 @@ def _generate_batch(tok, device, run_generate, prompts, adapters, max_new_tokens
     kwargs = dict(max_new_tokens=max_new_tokens, pad_token_id=tok.pad_token_id, eos_token_id=stops)
     if counter is not None:
         kwargs["stopping_criteria"] = StoppingCriteriaList([counter])
-    kwargs.update(do_sample=True, temperature=temperature, top_p=top_p) if temperature > 0 else kwargs.update(do_sample=False)
+    # top_k=0: sample from the whole distribution the trainer's log-probs are of (HF's default top_k=50 truncates it)
+    kwargs.update(do_sample=True, temperature=temperature, top_p=top_p, top_k=0) if temperature > 0 else kwargs.update(do_sample=False)
     if stop:
         kwargs.update(stop_strings=list(stop), tokenizer=tok)
     seqs = run_generate(enc, adapters, kwargs)

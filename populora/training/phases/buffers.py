@@ -31,12 +31,13 @@ SEED_PROGRAMS: list[tuple[str, str]] = [
 
 
 def buffer_kinds(kinds: list[str]) -> list[str]:
-    """The buffers a run keeps: its kinds, plus code_o when only code_f is trained (code_f needs programs to show).
+    """The buffers a run keeps: its kinds, plus code_o when code_f is trained without a program kind (code_f
+    needs programs to show).
 
-    >>> buffer_kinds(["code_f"])
-    ['code_f', 'code_o']
+    >>> buffer_kinds(["code_f"]), buffer_kinds(["planted"])
+    (['code_f', 'code_o'], ['planted'])
     """
-    return list(kinds) + ([] if any(k in PROGRAM_KINDS for k in kinds) else ["code_o"])
+    return list(kinds) + (["code_o"] if "code_f" in kinds and not any(k in PROGRAM_KINDS for k in kinds) else [])
 
 
 def seed_tasks(kinds: list[str], programs: list[tuple[str, str]], teacher: str = "seed") -> list[Task]:
@@ -47,7 +48,7 @@ def seed_tasks(kinds: list[str], programs: list[tuple[str, str]], teacher: str =
         for kind in kinds:
             if kind in PROGRAM_KINDS:
                 tasks.append(Task(id=f"{teacher}-{kind}-{i}", kind=kind, program=program, input=x, teacher=teacher, step=0))
-            elif (program, x) == AZR_SEED:
+            elif kind == "code_f" and (program, x) == AZR_SEED:  # (the planted kind needs no seed)
                 tasks.append(Task(id=f"{teacher}-{kind}-{i}", kind=kind, program=program, inputs=list(AZR_SEED_CODE_F_INPUTS),
                                   teacher=teacher, step=0))
     return tasks
