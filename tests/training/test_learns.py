@@ -80,11 +80,10 @@ WRONG_T = 0.5
 
 
 def _log_probs_temperature(mp):
-    """The trainer's log-probs at temperature ``WRONG_T``, not the sampling one (today the trainer takes them at 1,
-    so the planted preset samples at 1; after the update-conformance fix, the seam is the temperature the backend
-    is given)."""
-    orig = logprobs._head_stats
-    mp.setattr(logprobs, "_head_stats", lambda head, *a, _o=orig: _o(lambda h: head(h) / WRONG_T, *a))
+    """The trainer's log-probs at temperature ``WRONG_T``, not the sampling one: the one seam every backend's
+    log-probs read their temperature from (``update.update_options``, ``UpdateSpec.temperature``)."""
+    orig = update.update_options
+    mp.setattr(update, "update_options", lambda cfg, _o=orig: {**_o(cfg), "temperature": WRONG_T})
 
 
 BUGS = {
@@ -200,8 +199,9 @@ def test_trainer_log_probs_are_the_samplers(planted_bug):
     """The sampler's answer frequencies at ``tasks.temperature`` match the trainer's probabilities of those answers
     (what the PPO ratio divides by): a chi-square goodness-of-fit over the ten digits, on an adapter made
     non-uniform (random LoRA weights). A trainer at another temperature sharpens or flattens them: red."""
-    cfg = learning.planted_config()
+    cfg = learning.planted_config(["tasks.temperature=0.8"])  # the default sampling temperature, not 1
     T, n = cfg.tasks.temperature, 600
+    trainer_t = update.update_options(cfg)["temperature"]  # what the update's log-probs are taken at
     backend = make_backend(BackendConfig(base=str(planted.base_dir()), device="cpu", kind="multilora", slots=1,
                                          lora=LoraSpec(rank=4, alpha=8, target_modules=tuple(cfg.model.target_modules))))
     backend.add_adapter("S", seed=0)
@@ -213,7 +213,8 @@ def test_trainer_log_probs_are_the_samplers(planted_bug):
     digit_ids = [tok.convert_tokens_to_ids(d) for d in planted.DIGITS]
     counts = np.array([sum(g.completion_ids[:1] == [i] for g in gens) for i in digit_ids] + [0])
     counts[-1] = n - counts[:-1].sum()
-    logp, _ = backend.sequence_logprobs("S", [gens[0].prompt_ids] * len(digit_ids), [[i] for i in digit_ids])
+    logp, _ = backend.sequence_logprobs("S", [gens[0].prompt_ids] * len(digit_ids), [[i] for i in digit_ids],
+                                        temperature=trainer_t)
     p = logp[:, 0].detach().exp().double().numpy()
     expected = np.append(p, max(0.0, 1 - p.sum())) * n
     keep = expected > 5  # chi-square's rule of thumb; the rest pooled
