@@ -47,7 +47,7 @@ from populora.training.phases.solve import solve
 from populora.training.phases.solver_batch import solver_batch
 from populora.training.phases.update import update
 from populora.training.phases.validate import program_rules, validate
-from populora.training.tasks import planted
+from populora.training.tasks import planted, planted_base
 
 log = logging.getLogger(__name__)
 
@@ -500,7 +500,7 @@ def backend_config(cfg: TrainConfig, run_dir: Path | None = None) -> BackendConf
     ray = None if not rc.address else RaySpec(rc.address, rc.num_cpus, rc.model_workers, rc.gpus_per_worker,
                                               rc.cpus_per_model_worker, rc.placement)
     return BackendConfig(
-        base=str(planted.base_dir()) if mc.base == planted.BASE else mc.base, gguf_file=mc.gguf_file, tiny_random=mc.tiny_random, dtype=mc.dtype, device=mc.device,
+        base=str(planted_base.base_dir()) if mc.base == planted.BASE else mc.base, gguf_file=mc.gguf_file, tiny_random=mc.tiny_random, dtype=mc.dtype, device=mc.device,
         lora=LoraSpec(mc.lora_rank, mc.lora_alpha, mc.lora_dropout, tuple(mc.target_modules)), kind=mc.backend,
         generation=mc.generation, slots=1 if pc.single_agent else pc.teachers + pc.students,
         vllm_gpu_memory=mc.vllm_gpu_memory, vllm_sync_dir=str(Path(run_dir or cfg.output_dir) / ".vllm-adapters"), ray=ray,

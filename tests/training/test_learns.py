@@ -31,7 +31,7 @@ from populora.platform.backends.peft import PeftBackend
 from populora.platform.sandbox.verifier import Validate, Verifier
 from populora.training import learn_check as learning
 from populora.training.phases import update
-from populora.training.tasks import planted
+from populora.training.tasks import planted, planted_base
 from populora.training.tasks.prompts import render
 from populora.training.tasks.task import Task
 
@@ -202,7 +202,7 @@ def test_trainer_log_probs_are_the_samplers(planted_bug):
     cfg = learning.planted_config(["tasks.temperature=0.8"])  # the default sampling temperature, not 1
     T, n = cfg.tasks.temperature, 600
     trainer_t = update.update_options(cfg)["temperature"]  # what the update's log-probs are taken at
-    backend = make_backend(BackendConfig(base=str(planted.base_dir()), device="cpu", kind="multilora", slots=1,
+    backend = make_backend(BackendConfig(base=str(planted_base.base_dir()), device="cpu", kind="multilora", slots=1,
                                          lora=LoraSpec(rank=4, alpha=8, target_modules=tuple(cfg.model.target_modules))))
     backend.add_adapter("S", seed=0)
     g = torch.Generator().manual_seed(0)

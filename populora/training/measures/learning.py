@@ -2,7 +2,7 @@
 
 What an RL engineer reads first when a run does not learn:
 
-- ``learn/no_signal_share``: the share of TRR++ groups (``update.advantage_groups``: (role, kind), or per member)
+- ``learn/no_signal_share``: the share of TRR++ groups (``advantages.advantage_groups``: (role, kind), or per member)
   whose rewards are all equal: their advantages are 0, so they give no gradient at all (per adapter: the share
   of its rollouts in such groups); ``learn/flat_task_share``: the share of tasks answered more than once whose
   answers all earned the same reward (solved by all or by none: what a per-task baseline such as GRPO's would

@@ -43,3 +43,8 @@ def task_relative_advantages(rewards: list[float], groups: list[tuple], lengths:
         var = (w * (r - mean) ** 2).sum() / n * (n / (n - 1))
         adv[idx] = np.where(w > 0, (r - mean) / np.sqrt(var + VAR_EPS), 0.0)
     return adv
+
+
+def advantage_groups(rollouts, scope: str) -> list[tuple]:
+    """Each rollout's TRR++ group: (role, kind) over the population, or (member, role, kind)."""
+    return [(r.role, r.kind) if scope == "population" else (r.member, r.role, r.kind) for r in rollouts]

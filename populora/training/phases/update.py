@@ -13,13 +13,8 @@ from __future__ import annotations
 from collections import defaultdict
 
 from populora.platform.backends import TrainSample
-from populora.training.phases.advantages import task_relative_advantages
+from populora.training.phases.advantages import advantage_groups, task_relative_advantages
 from populora.training.phases.rollout import Rollout
-
-
-def advantage_groups(rollouts: list[Rollout], scope: str) -> list[tuple]:
-    """Each rollout's TRR++ group: (role, kind) over the population, or (member, role, kind)."""
-    return [(r.role, r.kind) if scope == "population" else (r.member, r.role, r.kind) for r in rollouts]
 
 
 def assign_advantages(rollouts: list[Rollout], scope: str) -> None:

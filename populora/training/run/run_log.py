@@ -28,7 +28,7 @@ from populora.training.evolve.lineage import Lineage
 from populora.training.member import Member, Population
 from populora.training.run.member_models import PlannedModel
 from populora.training.phases.rollout import Rollout
-from populora.training.phases.update import advantage_groups
+from populora.training.phases.advantages import advantage_groups
 from populora.training.tasks import Task
 
 log = logging.getLogger(__name__)
