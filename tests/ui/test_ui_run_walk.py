@@ -117,7 +117,7 @@ def test_the_walk_stop_resume_with_its_baseline_a_silent_terminal_trainer_and_a_
         assert base_job.status == "finished", base_job.log_tail()
         base = base_job.run_id
         assert client.get_run(base).data.tags[rl.BUDGET_MATCHED].startswith(B.SHORT_MATCH)
-        _open(browser, f"{url}/?run={pop}", "Stopped at step", shots)
+        _open(browser, f"{url}/?run={pop}", "Stopped after step", shots)
         assert f"Its linked baseline {base[:8]}, if it was matched to this population's spend while it was stopped" in _text(browser)
 
         # Resume: the population trains on, then its baseline is extended to the final spend, in the same job

@@ -199,7 +199,13 @@ def member_params(m: Member) -> dict:
 def refuse_resume(run_id: str, force: bool = False, tracker: Tracker | None = None, run=None) -> None:
     """``ConfigError`` (one line, exit 2) if a resume of the run must not start: another trainer holds it
     (``lease.refusal``; ``force``: a holder on another machine known dead)."""
-    run = run or (tracker or Tracker()).get_run(run_id)
+    tracker = tracker or Tracker()
+    if run is None:
+        try:
+            run = tracker.get_run(run_id)
+        except Exception as err:  # noqa: BLE001 - an unknown id: say which store was asked and how to list it
+            raise config_io.ConfigError(f"run {run_id} is not in the MLflow store {tracker.uri} ({str(err)[:120]}); "
+                                        "`populora runs` lists the runs there") from err
     why = lease.refusal(run.data.tags.get(rl.STATUS, run.info.status.lower()), run.data.tags, force)
     if why:
         raise config_io.ConfigError(f"run {run_id} is not resumed: {why}")

@@ -204,7 +204,7 @@ def resume_controls(run_id: str, row, status: str, job: jobs.Job | None, tags: d
     """What ended the run and how to go on: a Resume button (``populora train --resume`` as a job, in the queue like
     a launch) while no job of the run is active; the terminal command beside it."""
     active = job is not None and job.status in queue.ACTIVE and common.job_is_current(job, tags)
-    if active and status in RESUMABLE:
+    if active and status in (*RESUMABLE, state.RESUME_QUEUED, state.RESUMING):
         st.info(f"Resuming: job `{job.id}` is {job.status}"
                 + (f" (#{place} in line)" if (place := queue.position(job)) else "")
                 + ". Its log is below; the run shows running once the trainer has loaded its last checkpoint.")
