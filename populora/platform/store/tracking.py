@@ -35,6 +35,10 @@ from populora.platform.model.cache import cache_root
 # MLflow draws a tqdm bar for every artifact it downloads (a run's results.json, a config): on a terminal it lands
 # in the middle of a report or a table. Ours to set for every process that reads the store, unless the user did.
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+# MLflow's session wrapper logs every sqlite OperationalError with its whole traceback before raising it; every
+# call here goes through ``RetryingClient``, which retries a locked database and turns a full disk into one line
+# (platform/diskspace.py), so those tracebacks (a heartbeat's tag write at a full disk) are noise on stderr.
+logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
 
 
 def tracking_uri() -> str:
