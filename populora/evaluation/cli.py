@@ -256,7 +256,7 @@ def _with_linked_baseline(tracker, run_id: str, step: int | None, data: dict) ->
     parts = [f"{r['quantity']} {fmt(r['population'])} vs {fmt(r['baseline'])}" for r in rows
              if r["population"] is not None and r["quantity"] in LEDGER_PARTS]
     words = figure["words"] if figure else warning
-    fix = warning[len(words) + 2:] if warning and warning.startswith(words + "; ") else ""
+    fix = verdict.matching_advice(figure, runlayout.matched_by_rule(pop.tags, base.tags), note)
     detail = ("the training runs' compute ledgers, population vs baseline: " + "; ".join(parts)
               + (f"; {fix}" if fix else ""))
     return data, {"words": words, "detail": detail, "rows": rows}

@@ -4,12 +4,17 @@ fresh store all finish with every step logged exactly once."""
 
 from __future__ import annotations
 
+import logging
 import subprocess
 from collections import Counter
 from pathlib import Path
 
 import pytest
+import sqlalchemy
 import tenacity
+from mlflow.exceptions import MlflowException
+from mlflow.store.db import utils as db_utils
+from sqlalchemy.orm import sessionmaker
 from conftest import populora_cmd
 
 from populora.platform.store import runlayout as rl
@@ -112,3 +117,18 @@ def test_four_trainings_at_once_on_a_fresh_store_all_finish_with_every_step_logg
         for member in members:
             history = Counter(m.step for m in client.get_metric_history(member.info.run_id, "rating/mu"))
             assert history == {1: 1, 2: 1}, (run.info.run_name, member.info.run_name, history)
+
+
+def test_only_mlflows_operational_error_traceback_is_dropped(tmp_path, caplog):
+    """MLflow's session wrapper (mlflow/store/db/utils.py, make_managed_session) logs a whole traceback for every
+    sqlite OperationalError before raising it; RetryingClient reports those in one line, so that record is dropped,
+    and only it: the module's other records still reach the handlers."""
+    engine = sqlalchemy.create_engine(f"sqlite:///{tmp_path / 'x.db'}")
+    managed = db_utils._get_managed_session_maker(sessionmaker(bind=engine), "sqlite")
+    with caplog.at_level(logging.DEBUG, logger="mlflow.store.db.utils"):
+        with pytest.raises(MlflowException), managed() as session:
+            session.execute(sqlalchemy.text("SELECT * FROM no_such_table"))  # sqlite: OperationalError
+        logging.getLogger("mlflow.store.db.utils").warning("another warning of that module")
+    messages = [r.getMessage() for r in caplog.records if r.name == "mlflow.store.db.utils"]
+    assert messages == ["another warning of that module"], messages
+    assert tracking  # the filter is installed by importing the store module (as every reader does)

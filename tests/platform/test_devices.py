@@ -120,6 +120,38 @@ def test_peft_generate_and_train_step_on_the_device(device_model, on_device):
     assert state and _all_on([t for s in state.values() for t in s.values() if t.dim() > 0], on_device)
 
 
+# the update's options added with issue 65/66 (AZR's layout and aggregation, the sampling temperature, the KL
+# estimator, the dual clip, rollout correction on the generator's log-probs): each builds tensors of its own
+# (temperature scaling, per-kind mini-batches, the generator log-prob tensor, the correction's weights and mask)
+# that must be made on the device, not the CPU
+UPDATE_OPTIONS = [
+    dict(temperature=0.8, kl_coef=0.1, kl_estimator="k3", mini_batch_size=2, loss_agg="seq-mean-token-sum",
+         clip_ratio_c=3.0),
+    dict(temperature=0.6, loss_agg="seq-mean-token-mean", rollout_correction="tis", rollout_correction_cap=2.0),
+    dict(temperature=1.2, loss_agg="token-mean", rollout_correction="mis", rollout_correction_cap=1.5,
+         mini_batches=2),
+]
+GENERATED = [TrainSample([1, 2, 3, 4], [5, 6, 7], 1.0, kind="code_o", role="student", generator_logp=[-1.0, -2.0, -0.5]),
+             TrainSample([8, 9], [10, 11, 12, 13], -0.5, kind="code_o", role="student",
+                         generator_logp=[-0.3, -1.1, -2.2, -0.7]),
+             TrainSample([3, 4], [5, 6], 0.25, kind="code_i", role="teacher", generator_logp=[-0.9, -1.4])]
+
+
+@pytest.mark.parametrize("backend_cls", [MultiLoraBackend, PeftBackend])
+@pytest.mark.parametrize("options", UPDATE_OPTIONS, ids=["azr-layout-k3-dual-clip", "tis", "mis"])
+def test_update_options_stay_on_the_device(device_model, on_device, backend_cls, options):
+    model, tok = device_model
+    backend = backend_cls(model, tok, LoraSpec(rank=4))
+    for i, name in enumerate(["a", "b"]):
+        backend.add_adapter(name, seed=i)
+        if on_device.type == "meta" and backend_cls is PeftBackend:  # as in the PEFT test above
+            backend.model.to(on_device)
+        backend.init_optimizer(name, AdamConfig(lr=1e-3))
+    stats = backend.train_step({"a": GENERATED, "b": GENERATED[:2]}, micro_batch=2, log_kl=True, **options)
+    assert set(stats) == {"a", "b"}
+    assert _all_on([p for n in ("a", "b") for p in backend.parameters(n)], on_device)
+
+
 @pytest.mark.parametrize("backend_cls", [MultiLoraBackend, PeftBackend])
 def test_activation_checkpointing_recomputes_on_the_device(device_model, on_device, backend_cls):
     """The checkpointed layers' recomputation (and the multi-LoRA slot restore around it) in the backward pass

@@ -170,16 +170,30 @@ def compute_side_by_side(population: dict[str, float], baseline: dict[str, float
         if fig["flops"]:  # each arm's own figure ("relative: 1 / 1 / ratio 0.67" read as whole numbers)
             rows.append({"quantity": f"{fig['flops_unit']} per adapter", "population": fig["flops"][0],
                          "baseline": fig["flops"][1], "ratio": fig["flops_ratio"]})
-    if fig is not None and not fig["matched"] and fig["words"].startswith("not comparable"):
-        return rows, fig["words"]  # different base models: no advice on matching, they cannot be
+    fix = matching_advice(fig, by_rule, note)
     if fig is None or fig["matched"]:
         return rows, None
+    return rows, f"{fig['words']}; {fix}" if fix else fig["words"]
+
+
+def matching_advice(fig: dict | None, by_rule: bool = False, note: str = "") -> str | None:
+    """What to do about a compute figure (``compute.figure``) that is not matched: None when it is matched, absent,
+    or across base models (no advice: they cannot be matched); ``by_rule`` (launched together) says the gap is
+    realised spend, and, without the baseline's own ``note`` on why it stopped short, how to get a matched one.
+
+    >>> matching_advice({"matched": False, "words": "not compute-matched: ..."})[:29]
+    'train the baseline with the m'
+    >>> matching_advice({"matched": True, "words": "compute-matched"}) is None
+    True
+    """
+    if fig is None or fig["matched"] or fig["words"].startswith("not comparable"):
+        return None
     if by_rule and note:  # launched together, and the baseline's end says why it could not match
-        return rows, f"{fig['words']}; the two were launched together (populora.pair), so this is realised spend"
+        return "the two were launched together (populora.pair), so this is realised spend"
     if by_rule:  # launched together: the gap is what the runs realised
-        return rows, (f"{fig['words']}; the two were launched together (populora.pair), so this is realised spend: "
-                      "a baseline trained to its population's ledger (budget.population, the default of Launch's "
-                      "baseline box and --baseline since issue 53) ends within 5%; this one did not (trained before, "
-                      "stopped early, or its step cap came first)")
-    return rows, (f"{fig['words']}; train the baseline with the matched rule (Launch's baseline box, populora train "
-                  "--baseline), which trains it to the population's per-adapter ledger")
+        return ("the two were launched together (populora.pair), so this is realised spend: "
+                "a baseline trained to its population's ledger (budget.population, the default of Launch's "
+                "baseline box and --baseline since issue 53) ends within 5%; this one did not (trained before, "
+                "stopped early, or its step cap came first)")
+    return ("train the baseline with the matched rule (Launch's baseline box, populora train "
+            "--baseline), which trains it to the population's per-adapter ledger")

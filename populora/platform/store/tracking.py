@@ -37,8 +37,14 @@ from populora.platform.model.cache import cache_root
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 # MLflow's session wrapper logs every sqlite OperationalError with its whole traceback before raising it; every
 # call here goes through ``RetryingClient``, which retries a locked database and turns a full disk into one line
-# (platform/diskspace.py), so those tracebacks (a heartbeat's tag write at a full disk) are noise on stderr.
-logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
+# (platform/diskspace.py), so those tracebacks (a heartbeat's tag write at a full disk) are noise on stderr. Only
+# that record is dropped (mlflow/store/db/utils.py, make_managed_session: "SQLAlchemy database error ..."); the
+# module's other warnings still print.
+def _not_operational_error(record: logging.LogRecord) -> bool:
+    return not str(record.msg).startswith("SQLAlchemy database error")
+
+
+logging.getLogger("mlflow.store.db.utils").addFilter(_not_operational_error)
 
 
 def tracking_uri() -> str:
