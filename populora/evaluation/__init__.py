@@ -23,7 +23,7 @@ from populora.evaluation.figures import sweep_curves
 from populora.evaluation.statistics.power import planned as planned_mde
 from populora.evaluation.statistics.power import sampling_gain
 from populora.evaluation.results import metric_keys as eval_metric_keys
-from populora.evaluation.report import AVERAGES, averages
+from populora.evaluation.report import AVERAGES, averages, printed_averages
 from populora.evaluation.report import pick_label as report_pick_label
 from populora.evaluation.report import summary_of as report_summary
 from populora.evaluation.statistics.sweep_report import ReportError as SweepReportError
@@ -45,5 +45,5 @@ from populora.evaluation.compute import kl_forward_of, matched_note
 __all__ = ["AVERAGES", "BASE", "BASELINE", "BENCHMARKS", "MEMBER", "EvalConfig", "GROUPS", "Results", "Summary", "SweepReportError",
            "arms_race_figure", "averages", "build_verdict", "checkpoint_steps", "compute_figure", "compute_side_by_side",
            "eval_metric_keys", "eval_pace", "eval_progress", "eval_size", "gather_sweep", "intervals_figure", "kl_forward_of", "matched_note", "planned_mde", "sampling_gain",
-           "population_summary", "report_pick_label", "report_summary", "sweep_column_heads", "sweep_curves", "sweep_printed_arms", "sweep_score_cell", "sweep_statistics",
+           "population_summary", "printed_averages", "report_pick_label", "report_summary", "sweep_column_heads", "sweep_curves", "sweep_printed_arms", "sweep_score_cell", "sweep_statistics",
            "VERDICT_COLUMNS", "verdict_cells", "verdict_sentence", "with_baseline"]

@@ -345,17 +345,32 @@ def markdown(t: Table) -> str:
 
 
 def _scored_columns(t: Table) -> list[int]:
-    """Indexes (into a row) of the benchmarks some row scored, then of the averages that are a fact of their own:
-    an average over at least two scored benchmarks, not over the same ones as an average printed before it (with
-    GSM8K alone, "math avg" and "overall" are GSM8K again); AZR's total whenever code and AZR's math are both
-    scored (it weighs the two halves equally, which "overall" does not)."""
+    """Indexes (into a row) of the benchmarks some row scored, then of the averages worth printing
+    (``printed_averages``)."""
     names = list(benchmarks.BENCHMARKS)
     scored = {n for i, n in enumerate(names) if any(r[1 + i] is not None for r in t.rows)}
-    cols = [1 + i for i, n in enumerate(names) if n in scored]
+    kept = printed_averages(scored)
+    return ([1 + i for i, n in enumerate(names) if n in scored]
+            + [1 + len(names) + k for k, a in enumerate(ALL_AVERAGES) if a in kept])
+
+
+def printed_averages(scored: set[str]) -> list[str]:
+    """The averages (of ``ALL_AVERAGES``, in its order) that are a fact of their own when the benchmarks ``scored``
+    (registry names) were scored: an average over at least two of them, not over the same ones as an average
+    printed before it (with GSM8K alone, "math avg" and "overall" are GSM8K again); AZR's total whenever code and
+    AZR's math are both scored (it weighs the two halves equally, which "overall" does not). The report and the
+    Compare page print these.
+
+    >>> printed_averages({"gsm8k", "math500"}), printed_averages({"gsm8k"})
+    (['math avg'], [])
+    >>> printed_averages({"humaneval_plus", "math500"})
+    ['overall', 'total (AZR)']
+    """
+    names = list(benchmarks.BENCHMARKS)
     over = {"code avg": set(benchmarks.GROUPS["code"]), "math avg": set(benchmarks.GROUPS["math"]),
             "overall": set(names), "math avg (AZR)": set(AZR_MATH)}
-    seen: list[set] = []
-    for k, a in enumerate(ALL_AVERAGES):
+    kept, seen = [], []
+    for a in ALL_AVERAGES:
         if a == "total (AZR)":
             keep = bool(scored & over["code avg"]) and bool(scored & over["math avg (AZR)"])
         else:
@@ -363,8 +378,8 @@ def _scored_columns(t: Table) -> list[int]:
             keep = len(its) >= 2 and its not in seen
             seen.append(its)
         if keep:
-            cols.append(1 + len(names) + k)
-    return cols
+            kept.append(a)
+    return kept
 
 
 def _column_label(label: str) -> str:

@@ -11,7 +11,7 @@ import math
 import pandas as pd
 
 from populora.evaluation import (AVERAGES, BENCHMARKS, VERDICT_COLUMNS, Results, Summary, averages,
-                                 population_summary, report_pick_label, report_summary, verdict_cells)
+                                 population_summary, printed_averages, report_pick_label, report_summary, verdict_cells)
 
 VERDICT_LABELS = {"weakest": "weakest member", "best": "best member"}  # the Compare table's heads of VERDICT_COLUMNS
 
@@ -94,6 +94,21 @@ def headline(scores: pd.DataFrame | pd.Series | None) -> pd.DataFrame | pd.Serie
     return out.iloc[0] if isinstance(scores, pd.Series) else out
 
 
+def scored_only(table: pd.DataFrame) -> pd.DataFrame:
+    """``table`` (a ``headline`` frame, or ``summarize``'s of them) with the columns ``populora report`` prints: the
+    benchmarks some row scored, and the averages that are a fact of their own (``printed_averages``: none over a
+    single benchmark, none that repeats an average before it).
+
+    >>> t = pd.DataFrame({"GSM8K": [50.0], "MATH-500": [None], "code avg": [None], "math avg": [50.0], "overall": [50.0]})
+    >>> list(scored_only(t).columns)
+    ['GSM8K']
+    """
+    by_label = {BENCHMARKS[n].label: n for n in BENCHMARKS}
+    scored = {by_label[c] for c in table.columns if c in by_label and table[c].notna().any()}
+    kept = set(printed_averages(scored))
+    return table[[c for c in table.columns if (by_label.get(c) in scored) or c in kept]]
+
+
 def report_ends(data: dict, members: list[str]) -> tuple[dict[str, pd.Series], bool]:
     """The weakest and best member rows of ``members`` exactly as ``populora report`` picks and labels them from a
     results.json (``report_summary``): cross-fitted on held-out halves of the problems when the samples files are
@@ -113,14 +128,17 @@ def report_ends(data: dict, members: list[str]) -> tuple[dict[str, pd.Series], b
 def verdict_frame(v: dict) -> pd.DataFrame:
     """The verdict (``build_verdict``) as the Compare page's table: rows = benchmarks then averages, columns = the
     arms' scores in % and each difference with the baseline as "+d [lo, hi]" points (paired 95%, the report's
-    intervals), each cell as ``populora report`` prints it (``verdict_cells``), "–" where its table has a blank.
+    intervals), each cell as ``populora report`` prints it (``verdict_cells``), "–" where its table has a blank;
+    the rows the report prints (the benchmarks, and the averages of ``printed_averages``).
 
     >>> row = {"name": "gsm8k", "label": "GSM8K", "population mean": 0.75, "baseline": 1.0,
     ...        "mean - baseline": {"delta": -0.25, "ci95": [-0.25, -0.25]}}
     >>> verdict_frame({"rows": [row]}).loc["GSM8K"].tolist()
     ['75.0', '–', '–', '100.0', '–', '-25.0 [-25.0, -25.0]', '–']
     """
-    rows = {r["label"]: verdict_cells(r, empty="–") for r in v["rows"]}
+    scored = {r["name"] for r in v["rows"] if r["name"] in BENCHMARKS}
+    kept = scored | set(printed_averages(scored))  # the report's rows: no average over one benchmark or repeated
+    rows = {r["label"]: verdict_cells(r, empty="–") for r in v["rows"] if r["name"] in kept}
     return pd.DataFrame.from_dict(rows, orient="index", columns=[VERDICT_LABELS.get(c, c) for c in VERDICT_COLUMNS])
 
 

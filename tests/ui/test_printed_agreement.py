@@ -9,12 +9,15 @@ import json
 import re
 
 import numpy as np
+import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from populora.evaluation.harness.benchmarks import BENCHMARKS
+from populora.evaluation.report import printed_averages
 from populora.evaluation.statistics import calibration_worlds, sweep_report, verdict
 from populora.evaluation.summary import Results
-from populora.ui.compare_table import aggregates_frame, verdict_frame
+from populora.ui.compare_table import aggregates_frame, headline, scored_only, verdict_frame
 from populora.ui.sweeps import config_rows
 
 MEMBERS = ("T0", "T1", "S0", "S1")
@@ -74,8 +77,10 @@ def test_the_report_its_json_and_the_compare_page_print_the_same_numbers_within_
     text = verdict.text(again)
     assert text == verdict.text(v)  # the JSON holds every number the table prints
     frame = verdict_frame(again)
-    assert list(frame.index) == [r["label"] for r in v["rows"]]
-    for r in again["rows"]:
+    scored = {r["name"] for r in v["rows"] if r["name"] in BENCHMARKS}
+    shown = [r for r in again["rows"] if r["name"] in scored or r["name"] in printed_averages(scored)]
+    assert list(frame.index) == [r["label"] for r in shown]  # the report's rows: no average of one benchmark, none twice
+    for r in shown:
         ui = ["" if c == "–" else c for c in frame.loc[r["label"]].tolist()]
         assert ui == verdict.cells(r), r["label"]
         assert len(_line_of(text, r["label"], ui)) == 1, (r["label"], ui, text)
@@ -140,3 +145,23 @@ def test_a_sweeps_report_its_json_and_the_compare_page_print_the_same_scores_wit
     for c in again["comparisons"]:
         lo, hi = c["ci95"]
         assert 0.0 <= c["p_value"] <= 1.0 and -1.0 <= lo <= c["delta"] <= hi <= 1.0 and hi - lo > 0, c
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.sets(st.sampled_from(list(BENCHMARKS)), max_size=len(BENCHMARKS)), st.integers(1, 6), st.data())
+def test_the_compare_pages_score_table_has_no_empty_column_and_no_average_of_one_benchmark(scored, members, data):
+    """The Compare page's benchmark table (``headline`` then ``scored_only``) over any subset of benchmarks scored,
+    1-6 members, scores anywhere in [0, 1] (all 0, all 1, ties): a column per benchmark some row scored, no empty
+    column, no average over a single benchmark, no two averages over the same benchmarks (the report's rule)."""
+    score = st.one_of(st.just(0.0), st.just(1.0), st.floats(0, 1))
+    frame = pd.DataFrame([{f"eval/{b}/score": data.draw(score) for b in sorted(scored)} for _ in range(members)],
+                         index=[f"S{i}" for i in range(members)], dtype=float)
+    table = scored_only(headline(frame))
+    labels = {BENCHMARKS[b].label: b for b in BENCHMARKS}
+    assert {labels[c] for c in table.columns if c in labels} == scored
+    assert not table.isna().all().any(), table
+    spans = {"code avg": {"humaneval_plus", "mbpp_plus", "livecodebench"}, "overall": set(BENCHMARKS)}
+    spans["math avg"] = set(BENCHMARKS) - spans["code avg"]
+    averages = [c for c in table.columns if c not in labels]
+    covered = [frozenset(spans[a] & scored) for a in averages]
+    assert all(len(c) >= 2 for c in covered) and len(set(covered)) == len(covered), (scored, averages)

@@ -17,7 +17,7 @@ from populora.evaluation import compute_figure, kl_forward_of, matched_note
 from populora.platform.store import family
 from populora.platform.store import runlayout as rl
 from populora.ui import charts, common, eval_panel, store, sweeps
-from populora.ui.compare_table import aggregates_frame, headline, report_ends, summarize, verdict_frame
+from populora.ui.compare_table import aggregates_frame, headline, report_ends, scored_only, summarize, verdict_frame
 
 st.title("Compare")
 
@@ -286,8 +286,8 @@ def main() -> None:
         main_scores = headline(evals)
         overall = main_scores["overall"]  # older stores (no results.json): lowest / highest overall, the biased pick
         ends, crossed = report_ends(data, picked) if data is not None else ({}, False)
-        show_table(summarize(main_scores, picked, headline(base_line), headline(base), overall,
-                             picked={label: headline(row) for label, row in ends.items()}),
+        show_table(scored_only(summarize(main_scores, picked, headline(base_line), headline(base), overall,
+                                         picked={label: headline(row) for label, row in ends.items()})),
                    "Benchmark scores (%; pass@1 for code, accuracy for math)" + (f" at checkpoint step {step}" if step else ""),
                    "{:.1f}")
         st.caption("LiveCodeBench is scored on its public tests only (our copy has no hidden tests). Mean, weakest "
