@@ -306,14 +306,17 @@ SPLIT = ("tests/training/test_training_loop.py", "tests/training/test_run_lifecy
          "tests/evaluation/test_eval_code.py", "tests/evaluation/test_eval_fetch_report.py", "tests/evaluation/test_eval_data.py",
          # the fault suite: each test a run of its own (a full disk, a damaged checkpoint), either worker
          "tests/faults/test_disk_full.py", "tests/faults/test_checkpoint_damage.py", "tests/faults/test_ui_resume_step.py",
-         "tests/faults/test_liveness.py", "tests/faults/test_restart.py", "tests/faults/test_oom.py")
+         "tests/faults/test_liveness.py", "tests/faults/test_restart.py", "tests/faults/test_oom.py",
+         "tests/training/test_learns.py")  # a planted-environment training per backend: each its own unit
 # The units workers take first, in this order (node-id prefixes; a unit is placed at its first match): the longest
 # by the --durations=0 profile of a full -n 2 run, so that no long unit starts late while the other worker idles.
 # (The 2026-12-01 wave's long ones, compute budget, run life, the kill -9 fault tests, were left to the end: the
 # last ~40 s unit started when the other worker had only doctests left.)
 # The other units follow, the most tests first. Update it when a test becomes one of the long ones.
 LONGEST_FIRST = ("tests/platform/test_ray_jobs.py",  # the Ray unit
-                 "tests/training/test_embedded_model.py", "tests/ui/test_ui_browser.py", "tests/ui/test_ui_run_life.py",
+                 "tests/training/test_embedded_model.py", "tests/ui/test_ui_run_walk.py",  # ~140 s in CI (2026-12-07)
+                 "tests/training/test_learns.py::test_planted_environment_learns_on_multilora",  # ~120 s
+                 "tests/ui/test_ui_browser.py", "tests/ui/test_ui_run_life.py",
                  "tests/training/test_compute_budget.py",  # one unit (a file): ~105 s with two matched pairs, one since #64
                  "tests/training/test_fork.py",
                  "tests/evaluation/test_eval_cli.py",
