@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # read when huggingface_hub is imported: before populora is
@@ -25,6 +26,11 @@ sys.path.insert(0, str(SUBPROCESS_SITE))
 import scratch_sqlite  # noqa: E402  (from the folder just put on the path)
 
 scratch_sqlite.install()
+
+# no test may depend on load: hypothesis's per-example deadline and its too-slow health check are wall-clock limits
+# (a sampled_from draw took 2.7 s on the loaded two-core box and failed test_lease's verdict test)
+settings.register_profile("populora", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("populora")
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -383,7 +383,14 @@ class Trainer:
             parent_dir = RunLog.recorded_run_dir(run_id)
         except LookupError as err:
             raise checkpoint.CheckpointError(f"{err}; list runs with: populora runs") from None
-        path = checkpoint.at_step(parent_dir, step)
+        # the parent's trainer may still write its run (one writer per run): read a pinned copy its prune cannot take
+        with checkpoint.pinned(parent_dir, step, run_log.writer_of(run_id)) as path:
+            return cls._fork_from(path, run_id, step, overrides)
+
+    @classmethod
+    def _fork_from(cls, path: Path, run_id: str, step: int, overrides: list[str]) -> "Trainer":
+        """``fork`` from the checkpoint at ``path`` (the parent's, or a pinned copy of it: read only until the fork
+        has written its own checkpoint of ``step``)."""
         state, config_yaml, rng_state = checkpoint.load(path)
         parent_cfg = config_io.build(TrainConfig, yaml.safe_load(config_yaml), source=f"checkpoint {path}")
         cfg = fork_config(parent_cfg, overrides, step, run_id)
@@ -418,7 +425,7 @@ class Trainer:
             for m in trainer.population.members.values():
                 m.mlflow_run_id = ""  # the fork's members get their own member runs
             trainer.lineage.forked(run_id, step)
-            trainer.save_checkpoint()
+            trainer.save_checkpoint()  # the fork's own copy of the step: the pinned one is no longer read
             trainer.flush()  # lineage, population and progress step/steps
         except BaseException as err:
             log.ended_by(err)
