@@ -57,8 +57,13 @@ class Trainer:
         self.cfg, self.log, self.run_dir = cfg, log, run_dir
         faults.reserve_store_space(log.tracker.uri)  # room for the end status if the store's disk fills
         faults.quiet_store_tracebacks()  # a full store's disk is said in one line, not MLflow's SQL traceback
-        # the phase and counts inside a step (run dir and job dir, progress.json): first, the model's loading
+        # the phase and counts inside a step (run dir and job dir, progress.json): first, the model's loading. A
+        # resumed run's dir holds what its last trainer said: its training time and steps go on from there (read
+        # before this trainer's first write replaces it), never back to zero while the model loads
+        last_word = step_progress.read(run_dir)
         self.progress = step_progress.StepProgress([run_dir, *filter(None, [rl.job_dir_from_env()])], cfg.steps,
+                                                   step=step_progress.steps_done(last_word) or 0,
+                                                   training_s=step_progress.carried_training_s(last_word),
                                                    on_tag=log.phase)
         self.progress.phase("setup")
         self.backend = None
@@ -455,7 +460,10 @@ class Trainer:
         if self.budget is not None and state.get("budget"):  # the cost model measured so far
             self.budget = budget.Budget(self.cfg, self.log.tracker, self.run_id, state["budget"])
         self.models = dict(state.get("models") or {})  # absent in checkpoints from before LoggedModels
-        self.progress.step, self.progress.training_s = self.step_index, float(state.get("training_s") or 0.0)
+        # the checkpoint's training time, or more: what the last trainer said after it (steps and a step cut short
+        # past the checkpoint: the Runs page showed it, and a resume must not make it go back)
+        self.progress.step = self.step_index
+        self.progress.training_s = max(float(state.get("training_s") or 0.0), self.progress.training_s)
         self.checkpointed = self.step_index
         if before_adapters is not None:
             before_adapters()
