@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from populora.platform.jobs import state
 from populora.platform.store import runlayout as rl
 from populora.ui import league_view as V
 from populora.ui import store
@@ -42,7 +43,9 @@ if not leagues:
         st.info("No league yet. Play one with `populora league --runs POPULATION_RUN,BASELINE_RUN`.")
     st.stop()
 
-labels = {lg["run_id"]: f"{lg['league']} · runs {lg['runs']} · {lg['status']}" for lg in leagues}
+shown = {lg["run_id"]: state.of_mlflow(lg["status"]) for lg in leagues}  # one state machine: KILLED reads stopped
+labels = {lg["run_id"]: f"{lg['league']} · runs {lg['runs']} · {state.icon(shown[lg['run_id']])} {shown[lg['run_id']]}"
+          for lg in leagues}
 wanted = st.query_params.get("league")
 ids = list(labels)
 chosen = st.selectbox("league", ids, index=ids.index(wanted) if wanted in ids else 0, format_func=labels.get)
