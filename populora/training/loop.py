@@ -379,6 +379,16 @@ class Trainer:
             raise err
         return trainer
 
+    @staticmethod
+    def refuse_fork(run_id: str, step: int) -> None:
+        """CheckpointError at once (before the fork waits in the queue) if run ``run_id`` has no complete checkpoint
+        ``step``, naming its live trainer when it has one (not written yet, being written, pruned)."""
+        try:
+            parent_dir = RunLog.recorded_run_dir(run_id)
+        except LookupError as err:
+            raise checkpoint.CheckpointError(f"{err}; list runs with: populora runs") from None
+        checkpoint.forkable(parent_dir, step, run_log.writer_of(run_id))
+
     @classmethod
     def fork(cls, run_id: str, step: int, overrides: list[str]) -> "Trainer":
         """A new run continuing run ``run_id``'s checkpoint ``step`` (its full state) with ``overrides``

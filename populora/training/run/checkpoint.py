@@ -194,8 +194,7 @@ def pinned(run_dir: Path, step: int, writer: str | None = None):
         yield at_step(run_dir, step)
         return
     run_dir, path = Path(run_dir), rl.checkpoint_dir(run_dir, step)
-    if not (path / rl.CHECKPOINT_STATE).is_file():
-        raise CheckpointError(_not_there(run_dir, step, writer))
+    forkable(run_dir, step, writer)
     pin = _pin_dir(run_dir, path.name)
     try:
         copy = pin / path.name
@@ -213,6 +212,14 @@ def pinned(run_dir: Path, step: int, writer: str | None = None):
         yield copy
     finally:
         shutil.rmtree(pin, ignore_errors=True)
+
+
+def forkable(run_dir: Path, step: int, writer: str | None = None) -> None:
+    """CheckpointError now if the run dir holds no complete checkpoint ``step`` (``writer``: ``pinned``'s), saying
+    why: a fork checks this before it waits in the job queue, and ``pinned`` verifies the step when it reads it."""
+    if not (rl.checkpoint_dir(run_dir, step) / rl.CHECKPOINT_STATE).is_file():
+        raise CheckpointError(_not_there(run_dir, step, writer) if writer else
+                              f"no checkpoint of step {step} under {str(run_dir)!r}; {rl.kept_note(run_dir)}")
 
 
 def _not_there(run_dir: Path, step: int, writer: str) -> str:
