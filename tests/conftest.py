@@ -224,6 +224,15 @@ def app_page(name: str, timeout: float = 90, **query):
     return at
 
 
+def store_page(monkeypatch, uri: str, name: str, jobs_dir: Path | None = None, **query):
+    """``app_page`` on the MLflow store ``uri`` (and the jobs dir ``jobs_dir``), the env set for the test only: the
+    one page runner of the pages' tests over a made store (test_ui_cockpit, test_ui_ratings, test_related_baselines)."""
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    if jobs_dir is not None:
+        monkeypatch.setenv("POPULORA_JOBS_DIR", str(jobs_dir))
+    return app_page(name, **query)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def streamlit_component_scan_once():
     """Every ``AppTest`` scans the metadata of every installed distribution for Streamlit v2 components (a new
