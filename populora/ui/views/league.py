@@ -25,7 +25,8 @@ def on_their_way() -> None:
     running = V.league_jobs()
     for job in running:
         line, fraction = V.job_line(job)
-        st.info(line + ". Its results appear here when the fit is done.")
+        ends = "" if state.of_job(job) == state.STOPPING else " Its results appear here when the fit is done."
+        st.info(line + "." + ends)
         if fraction is not None:
             st.progress(min(1.0, fraction))
     if st.session_state.get("league_jobs") and not running:
