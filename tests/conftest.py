@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # read when huggingface_hub is imported: before populora is
@@ -25,6 +26,11 @@ sys.path.insert(0, str(SUBPROCESS_SITE))
 import scratch_sqlite  # noqa: E402  (from the folder just put on the path)
 
 scratch_sqlite.install()
+
+# no test may depend on load: hypothesis's per-example deadline and its too-slow health check are wall-clock limits
+# (a sampled_from draw took 2.7 s on the loaded two-core box and failed test_lease's verdict test)
+settings.register_profile("populora", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("populora")
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -216,6 +222,15 @@ def app_page(name: str, timeout: float = 90, **query):
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     return at
+
+
+def store_page(monkeypatch, uri: str, name: str, jobs_dir: Path | None = None, **query):
+    """``app_page`` on the MLflow store ``uri`` (and the jobs dir ``jobs_dir``), the env set for the test only: the
+    one page runner of the pages' tests over a made store (test_ui_cockpit, test_ui_ratings, test_related_baselines)."""
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    if jobs_dir is not None:
+        monkeypatch.setenv("POPULORA_JOBS_DIR", str(jobs_dir))
+    return app_page(name, **query)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from populora.evaluation.targets import TargetError
-from populora.platform.jobs import jobs
+from populora.platform.jobs import jobs, queue, state
 from populora.platform.store.tracking import Tracker
 from populora.training.league_plan import RESULTS_FILE, LeagueSpec, describe, estimate, resolve
 
@@ -104,9 +104,19 @@ def show(data: dict) -> str:
     return "\n".join(lines)
 
 
-def _wait(job, out: Path) -> int:
-    while job.status in ("queued", "starting", "running"):
-        time.sleep(2)
+def _wait(job, out: Path, poll_s: float = 2.0) -> int:
+    """Follow the league's job to its end, saying each state it passes (platform/jobs/state.py: the words the
+    League page and ``populora jobs`` use), then its log's tail and results."""
+    said = None
+    while True:
+        now = state.of_job(job)
+        shown = state.label(now, queue.position(job) if now == state.QUEUED else None)
+        if shown != said:
+            print(f"league job {job.id}: {shown}", flush=True)
+            said = shown
+        if now not in (*state.ACTIVE_JOB, state.STOPPING):
+            break
+        time.sleep(poll_s)
     print(job.log_tail(60))
     code = job.exit_code if job.exit_code is not None else 1
     if code == 0 and (out / RESULTS_FILE).is_file():

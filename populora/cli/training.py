@@ -53,6 +53,8 @@ def train(args) -> int:
         configs = _configs(args)
         if args.resume:  # refused at once while its trainer lives, not after a wait in the queue (lease.py)
             refuse_resume(args.resume, getattr(args, "force", False))
+        if args.fork and args.step is not None:  # a step its live trainer has not written: said now, not after the wait
+            Trainer.refuse_fork(args.fork, args.step)
         need = max([c.ray.job_slots() for c in configs if c is not None] or [1])  # a resume or fork: one slot
         argv = ["train", *restarts.own_argv(args)] + (["--baseline"] if args.baseline else [])
         with terminal.in_line(argv, terminal.name_of(argv), need, say=lambda m: print(m, flush=True)):

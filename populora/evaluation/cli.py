@@ -25,6 +25,7 @@ from populora.platform.store import operator_table, runlayout
 from populora.platform.store import sweep as S
 from populora.platform.config import ConfigError
 from populora.platform.files import write_atomic
+from populora.platform.jobs import terminal
 from populora.platform.jobs.stopping import stop_code
 from populora.platform.store.tracking import Tracker
 
@@ -139,7 +140,12 @@ def eval_main(argv: list[str]) -> int:
         cfg = eval_config(argv)
         if cfg.export_tasks:
             return _export(benchmarks.data_dir(cfg.data_dir), Path(cfg.export_tasks), cfg.resolved_protocol(cfg.model))
-        done = evaluate(cfg)
+        # the machine's one queue, as a terminal's populora train (platform/jobs/terminal.py): an evaluation loads
+        # the model and generates, so it waits while a training or a league holds the slot, and populora jobs lists it
+        command = ["eval", *argv]
+        with terminal.in_line(command, terminal.name_of(command), 1, say=lambda m: print(m, file=sys.stderr, flush=True),
+                              kind="eval"):
+            done = evaluate(cfg)
     except BAD_INPUT as err:
         return _fail(err)
     except KeyboardInterrupt as err:  # Ctrl-C, the UI's Stop (SIGINT), SIGTERM (Ray's stop_job, docker stop)

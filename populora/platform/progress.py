@@ -229,6 +229,17 @@ def training_seconds(p: dict, now: float | None = None, live: bool = True) -> fl
     return float(p.get("training_s") or 0.0) + (_since(p, "step_started", now) if running else 0.0)
 
 
+def carried_training_s(p: dict | None) -> float:
+    """The training time a trainer that resumes a run goes on from, by what the run's last trainer said (``p``,
+    its run dir's record; None: a new run): its ``training_seconds`` until its last word (0 without one). The
+    resume takes the larger of this and its checkpoint's.
+
+    >>> carried_training_s(None), carried_training_s({"phase": "solve", "training_s": 60.0, "step_started": 100.0, "updated": 120.0})
+    (0.0, 80.0)
+    """
+    return training_seconds(p, live=False) if p else 0.0
+
+
 def steps_done(p: dict | None) -> int | None:
     """The steps the trainer finished, as it last said: its step once ended ("next"), the one before while inside
     it, the step it resumed at while loading (None without a record). The run's progress tag moves only at a

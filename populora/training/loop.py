@@ -57,8 +57,13 @@ class Trainer:
         self.cfg, self.log, self.run_dir = cfg, log, run_dir
         faults.reserve_store_space(log.tracker.uri)  # room for the end status if the store's disk fills
         faults.quiet_store_tracebacks()  # a full store's disk is said in one line, not MLflow's SQL traceback
-        # the phase and counts inside a step (run dir and job dir, progress.json): first, the model's loading
+        # the phase and counts inside a step (run dir and job dir, progress.json): first, the model's loading. A
+        # resumed run's dir holds what its last trainer said: its training time and steps go on from there (read
+        # before this trainer's first write replaces it), never back to zero while the model loads
+        last_word = step_progress.read(run_dir)
         self.progress = step_progress.StepProgress([run_dir, *filter(None, [rl.job_dir_from_env()])], cfg.steps,
+                                                   step=step_progress.steps_done(last_word) or 0,
+                                                   training_s=step_progress.carried_training_s(last_word),
                                                    on_tag=log.phase)
         self.progress.phase("setup")
         self.backend = None
@@ -374,6 +379,16 @@ class Trainer:
             raise err
         return trainer
 
+    @staticmethod
+    def refuse_fork(run_id: str, step: int) -> None:
+        """CheckpointError at once (before the fork waits in the queue) if run ``run_id`` has no complete checkpoint
+        ``step``, naming its live trainer when it has one (not written yet, being written, pruned)."""
+        try:
+            parent_dir = RunLog.recorded_run_dir(run_id)
+        except LookupError as err:
+            raise checkpoint.CheckpointError(f"{err}; list runs with: populora runs") from None
+        checkpoint.forkable(parent_dir, step, run_log.writer_of(run_id))
+
     @classmethod
     def fork(cls, run_id: str, step: int, overrides: list[str]) -> "Trainer":
         """A new run continuing run ``run_id``'s checkpoint ``step`` (its full state) with ``overrides``
@@ -383,7 +398,14 @@ class Trainer:
             parent_dir = RunLog.recorded_run_dir(run_id)
         except LookupError as err:
             raise checkpoint.CheckpointError(f"{err}; list runs with: populora runs") from None
-        path = checkpoint.at_step(parent_dir, step)
+        # the parent's trainer may still write its run (one writer per run): read a pinned copy its prune cannot take
+        with checkpoint.pinned(parent_dir, step, run_log.writer_of(run_id)) as path:
+            return cls._fork_from(path, run_id, step, overrides)
+
+    @classmethod
+    def _fork_from(cls, path: Path, run_id: str, step: int, overrides: list[str]) -> "Trainer":
+        """``fork`` from the checkpoint at ``path`` (the parent's, or a pinned copy of it: read only until the fork
+        has written its own checkpoint of ``step``)."""
         state, config_yaml, rng_state = checkpoint.load(path)
         parent_cfg = config_io.build(TrainConfig, yaml.safe_load(config_yaml), source=f"checkpoint {path}")
         cfg = fork_config(parent_cfg, overrides, step, run_id)
@@ -418,7 +440,7 @@ class Trainer:
             for m in trainer.population.members.values():
                 m.mlflow_run_id = ""  # the fork's members get their own member runs
             trainer.lineage.forked(run_id, step)
-            trainer.save_checkpoint()
+            trainer.save_checkpoint()  # the fork's own copy of the step: the pinned one is no longer read
             trainer.flush()  # lineage, population and progress step/steps
         except BaseException as err:
             log.ended_by(err)
@@ -448,7 +470,10 @@ class Trainer:
         if self.budget is not None and state.get("budget"):  # the cost model measured so far
             self.budget = budget.Budget(self.cfg, self.log.tracker, self.run_id, state["budget"])
         self.models = dict(state.get("models") or {})  # absent in checkpoints from before LoggedModels
-        self.progress.step, self.progress.training_s = self.step_index, float(state.get("training_s") or 0.0)
+        # the checkpoint's training time, or more: what the last trainer said after it (steps and a step cut short
+        # past the checkpoint: the Runs page showed it, and a resume must not make it go back)
+        self.progress.step = self.step_index
+        self.progress.training_s = max(float(state.get("training_s") or 0.0), self.progress.training_s)
         self.checkpointed = self.step_index
         if before_adapters is not None:
             before_adapters()

@@ -13,7 +13,7 @@ import streamlit as st
 import yaml
 
 from populora.platform.store import ancestry, family
-from populora.platform.jobs import jobs
+from populora.platform.jobs import jobs, lease
 from populora.platform import config as config_io
 from populora.platform.store import runlayout as rl
 from populora.platform.config import ConfigError
@@ -80,6 +80,10 @@ def fork_form(run_id: str, run_dir: str | None, name: str, step: int | None = No
     if not kept:
         st.caption("no checkpoint of this run is on this machine's disk: nothing to fork from")
         return
+    if (writer := live_writer(run_id)) is not None:  # one writer per run (platform/jobs/lease.py)
+        st.caption(f"This run is still training: {writer}. The fork reads a pinned copy of its checkpoint when its "
+                   "job starts; the trainer keeps only its newest checkpoints (checkpoint.keep), so a fork that waits "
+                   "in the job queue until the step is pruned fails, naming the steps kept.")
     cols = st.columns([1, 3])
     chosen = cols[0].selectbox("checkpoint step", kept, index=kept.index(step) if step in kept else len(kept) - 1,
                                key=f"{key}_step", help="the checkpoints this run keeps (checkpoint.keep)")
@@ -122,6 +126,14 @@ def fork_form(run_id: str, run_dir: str | None, name: str, step: int | None = No
                                env={"MLFLOW_TRACKING_URI": store.uri()}, need=job_slots(config_io.dump(cfg)))
         st.success(f"fork job `{job.id}` started: the new run appears in the table when its trainer has loaded "
                    f"the checkpoint")
+
+
+def live_writer(run_id: str) -> str | None:
+    """Words naming the trainer that still writes the run (``lease.held_by``), None when none does."""
+    info = store.run_info(store.uri(), run_id)
+    if info is None:
+        return None
+    return lease.held_by(info["tags"].get(rl.STATUS, info["mlflow_status"].lower()), info["tags"])
 
 
 def runs_diff(uri: str, run_id: str, runs: pd.DataFrame, key: str = "diff") -> None:

@@ -13,7 +13,7 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from populora.platform.jobs import jobs, queue
+from populora.platform.jobs import jobs, queue, state
 from populora.training import LEAGUE_PROGRESS_FILE
 from populora.ui import common
 from populora.ui.charts import STEP_AXIS
@@ -188,11 +188,13 @@ def job_out(job: jobs.Job) -> Path | None:
 def job_line(job: jobs.Job, now: float | None = None) -> tuple[str, float | None]:
     """(one line on a queued or running league: its status, place in line, phase and (student, task) pairs
     answered, ETA at its pace; the fraction done, None before the answers start)."""
-    status = job.status
-    line = f"{common.STATUS_ICONS.get(status, '•')} **{job.name or job.id}** · {status}"
-    if status == "queued":
+    status = state.of_job(job)  # one state machine (platform/jobs/state.py): "stopping" once a stop was sent
+    line = f"{state.icon(status)} **{job.name or job.id}** · {status}"
+    if status == state.QUEUED:
         place = queue.position(job)
         return line + (f" · #{place} in line" if place else "") + f" for one of {job.slots} slot(s)", None
+    if status == state.STOPPING:
+        return line + " · its panel and finished answers are kept (the same command resumes it)", None
     out = job_out(job)
     try:
         progress = json.loads((out / LEAGUE_PROGRESS_FILE).read_text()) if out else None

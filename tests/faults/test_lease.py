@@ -5,6 +5,8 @@ was taken writes nothing more."""
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,8 +19,11 @@ from hypothesis import strategies as st
 from mlflow import MlflowClient
 
 from populora.platform.jobs import heartbeat, lease
+from populora.platform.store import manifest as mf
 from populora.platform.store import runlayout as rl
 from populora.platform.store.tracking import Tracker
+from populora.training.loop import Trainer
+from populora.training.run import checkpoint
 from populora.training.run.run_log import RunLog
 
 TINY = ["--set", "model.tiny_random=true", "--set", "model.lora_rank=4",
@@ -84,6 +89,20 @@ def test_a_sigstopped_trainer_reads_silent_and_refuses_a_resume_until_it_is_gone
         assert f"kill -CONT {proc.pid}" in err, err
         assert client.get_run(run_id).data.tags.get(rl.RESUMED_FROM) is None
 
+        # a fork of the live step: the trainer has not written it (it is stopped inside step 2); the newest is named
+        assert train_in_process("--fork", run_id, "--step", "2", "--set", "steps=3", "--quiet") == 2
+        err = capsys.readouterr().err
+        assert f"its trainer (pid {proc.pid} on " in err and "has not written it yet; its newest complete checkpoint " \
+            "is step 1 (--step 1)" in err, err
+        fork = Trainer.fork(run_id, 1, ["steps=2"])  # the complete step: read from a pinned copy, then let go
+        try:
+            assert rl.checkpoint_steps(fork.run_dir) == [1]
+            assert {p.name for p in (rl.run_dir(client.get_run(run_id)) / rl.CHECKPOINTS).iterdir()} == \
+                {rl.step_folder(1), "latest"}  # the pin is gone; nothing else was written into the parent's run
+        finally:
+            fork.log.ended_by(KeyboardInterrupt())
+            fork.close()
+
         os.kill(proc.pid, signal.SIGCONT)  # it wakes, takes the go and trains on: its run was never touched
         wait_for_marker(tmp_path / "after_2", proc)
         wait_for(lambda: _row(capsys, run_id)[3] == "running", 30, "the woken trainer to beat again", interval=0.2)
@@ -125,6 +144,7 @@ def test_force_overrides_another_machines_holder_only(mlflow_store):
     why = lease.refusal("running", remote)
     assert "has been silent for 3.0 h on far-away, which this machine cannot check" in why and "--force" in why
     assert lease.refusal("running", remote, force=True) is None
+    assert lease.held_by("running", remote) == "its trainer (pid 4242 on far-away) is silent on another machine (perhaps alive)"
     fresh = {rl.HEARTBEAT: heartbeat.Beat(time.time(), 20.0, 4242, 1.0, "far-away").text()}
     assert "beat 0 s ago on far-away" in lease.refusal("running", fresh)
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
@@ -133,11 +153,13 @@ def test_force_overrides_another_machines_holder_only(mlflow_store):
 
         here = {rl.HEARTBEAT: heartbeat.Beat(old, 20.0, sleeper.pid, psutil.Process(sleeper.pid).create_time(), host).text()}
         assert "alive on this machine but silent for 3.0 h" in lease.refusal("running", here, force=True)
+        assert lease.held_by("running", here) == f"its trainer (pid {sleeper.pid} on {host}) is alive but silent (suspended or hung)"
         assert lease.refusal("stopped", here) is None  # the run says it ended: nothing to refuse
     finally:
         sleeper.kill()
         sleeper.wait()
     assert lease.refusal("running", here) is None  # gone: free at once
+    assert lease.held_by("running", here) is None
 
 
 def test_a_trainer_whose_lease_was_taken_writes_nothing_more(mlflow_store, tmp_path):
@@ -175,3 +197,68 @@ def test_a_second_resume_on_this_machine_loses_the_run_dirs_lock(tmp_path):
     mine.lock(tmp_path)  # the OS freed it with the process
     assert mine.lock_path == tmp_path / lease.LOCK_FILE
     mine.release()
+
+
+# ====================================================================== forks of a held run read a pinned checkpoint
+WRITER = "its trainer (pid 4242 on here) is alive"
+
+
+def _checkpoint(run_dir, step: int) -> None:
+    """A complete checkpoint of ``step`` as ``checkpoint.save`` leaves it (files, then the manifest last)."""
+    path = rl.checkpoint_dir(run_dir, step)
+    (path / "adapters" / "S0").mkdir(parents=True)
+    (path / "adapters" / "S0" / "adapter_model.safetensors").write_bytes(os.urandom(4096))
+    (path / rl.CHECKPOINT_STATE).write_text('{"step": %d}' % step)
+    (path / rl.CONFIG_FILE).write_text("steps: 6\n")
+    mf.write(path, fsync=False)
+
+
+def test_a_fork_of_a_held_run_reads_a_pinned_copy_its_prune_cannot_take(tmp_path):
+    """The live trainer prunes the step while the fork reads it: the pinned copy still verifies and reads as the
+    step did; the pin is gone once the fork has read it; a run nobody writes is read in place."""
+    _checkpoint(tmp_path, 2)
+    want = (rl.checkpoint_dir(tmp_path, 2) / "adapters/S0/adapter_model.safetensors").read_bytes()
+    with checkpoint.pinned(tmp_path, 2, WRITER) as path:
+        assert path != rl.checkpoint_dir(tmp_path, 2)
+        shutil.rmtree(rl.checkpoint_dir(tmp_path, 2))  # the parent's prune (checkpoint.keep) mid-read
+        assert checkpoint.verify(path) is None
+        assert (path / "adapters/S0/adapter_model.safetensors").read_bytes() == want
+    assert not list((tmp_path / rl.CHECKPOINTS).iterdir())  # no pin left behind
+    _checkpoint(tmp_path, 3)
+    with checkpoint.pinned(tmp_path, 3, None) as path:
+        assert path == rl.checkpoint_dir(tmp_path, 3)
+
+
+def test_a_fork_whose_step_is_pruned_while_it_is_pinned_says_so_and_names_the_kept_steps(tmp_path, monkeypatch):
+    _checkpoint(tmp_path, 2)
+    _checkpoint(tmp_path, 3)
+    linked = checkpoint._link
+
+    def prune_after_first(src, dst):  # the writer's prune takes the step between two links
+        linked(src, dst)
+        shutil.rmtree(rl.checkpoint_dir(tmp_path, 2), ignore_errors=True)
+
+    monkeypatch.setattr(checkpoint, "_link", prune_after_first)
+    with pytest.raises(checkpoint.CheckpointError) as err:
+        with checkpoint.pinned(tmp_path, 2, WRITER):
+            pass
+    assert f"was pruned while this fork copied it: {WRITER} and keeps only its newest" in str(err.value)
+    assert "it keeps steps 3 " in str(err.value)
+    assert [p.name for p in (tmp_path / rl.CHECKPOINTS).iterdir()] == [rl.step_folder(3)]  # no pin left behind
+
+
+def test_a_fork_of_a_step_the_live_trainer_has_not_written_names_the_newest_complete_one(tmp_path):
+    _checkpoint(tmp_path, 2)
+    _checkpoint(tmp_path, 3)
+    with pytest.raises(checkpoint.CheckpointError, match=f"{re.escape(WRITER)} and has not written it yet; its newest complete "
+                                                         "checkpoint is step 3 \\(--step 3\\)"):
+        with checkpoint.pinned(tmp_path, 4, WRITER):
+            pass
+    (tmp_path / rl.CHECKPOINTS / f".tmp-{rl.step_folder(4)}").mkdir()  # checkpoint.save's half-written dir
+    with pytest.raises(checkpoint.CheckpointError, match=f"{re.escape(WRITER)} and is writing it now"):
+        with checkpoint.pinned(tmp_path, 4, WRITER):
+            pass
+    with pytest.raises(checkpoint.CheckpointError, match=f"no checkpoint of step 1 .*: {re.escape(WRITER)} and pruned it; it "
+                                                         "keeps steps 2, 3"):
+        with checkpoint.pinned(tmp_path, 1, WRITER):
+            pass

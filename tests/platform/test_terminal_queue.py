@@ -51,3 +51,31 @@ def test_a_terminal_train_waits_for_the_ui_jobs_slot_and_is_listed_by_populora_j
     done = jobs.Job.load(entry.job.dir)
     assert done.status == "finished" and queue.snapshot() == []
     assert terminal.FOLDER in entry.job.dir and done.id not in {j.id for j in jobs.list_jobs()}  # not a listed job dir
+
+
+def test_a_terminal_eval_waits_in_the_one_queue_and_is_listed_by_populora_jobs(mlflow_store, tmp_path, own_queue,
+                                                                               monkeypatch, capsys):
+    """The issue's finding was a terminal's train beside a league; an evaluation loads the model and generates too:
+    it waits while a UI job holds the only slot, listed (kind eval) with its place, and a stop while it waits ends
+    its record (exit 130) without it ever taking the slot."""
+    monkeypatch.setenv("POPULORA_MAX_PARALLEL_JOBS", "1")
+    monkeypatch.setenv("POPULORA_JOBS_DIR", str(tmp_path / "jobs"))
+    holder = jobs.start([sys.executable, "-c", HOLD], name="training stand-in", root=tmp_path / "jobs", slots=1)
+    assert wait_for_status(holder, ("running",)) == "running"
+    proc = subprocess.Popen([sys.executable, "-m", "populora.cli", "eval", "--base-only", "--tiny-random",
+                             "--benchmarks", "humaneval_plus", "--limit", "1"], env=dict(os.environ),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        entry = wait_for(_terminal_entry, 120, "the terminal's eval in the queue", interval=0.2)
+        assert entry.position == 1 and entry.job.pid == proc.pid and entry.job.kind == "eval"
+        capsys.readouterr()
+        assert cli_in_process("jobs") == 0
+        out = capsys.readouterr().out
+        assert "1 slot(s), 1 running, 1 waiting" in out and f"#1       eval  queued    {entry.job.id}" in out, out
+        assert jobs.stop(entry.job, timeout_s=60) == "stopped"  # populora jobs --stop ID, as for any job
+        text, _ = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+        jobs.stop(holder, timeout_s=10)
+    assert "waiting in the machine's job queue" in text and "#1 in line for 1 of 1 slot(s)" in text, text[-3000:]
+    assert jobs.Job.load(entry.job.dir).exit_code == 130 and queue.snapshot() == []

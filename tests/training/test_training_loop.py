@@ -14,6 +14,7 @@ from pathlib import Path
 
 from conftest import cli_in_process, paused_train_cmd, train_in_process, wait_for_marker
 
+from populora.platform import progress
 from populora.platform.store import runlayout as rl
 from populora.platform.store.tracking import Tracker
 from populora.training.evolve.operators import FAMILY
@@ -136,6 +137,11 @@ def test_kill_9_then_resume_loses_and_duplicates_no_step(mlflow_store, tmp_path,
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     assert _client(mlflow_store).get_run(run_id).info.status == "RUNNING"  # killed, never closed
+    # what the killed trainer last said (progress.json), as if it had trained 10 min past the checkpoint before the
+    # kill (checkpoint.every > 1, a step cut short): the resume goes on from that, not back to the checkpoint's
+    ckpt_s = json.loads((ckpts[0] / rl.CHECKPOINT_STATE).read_text())["training_s"]
+    said = {**json.loads((ckpts[0].parents[1] / progress.FILE).read_text()), "phase": "next", "training_s": ckpt_s + 600}
+    (ckpts[0].parents[1] / progress.FILE).write_text(json.dumps(said))
 
     # the resume in this process: the killed trainer is the process under test, the resume only reads what it left
     code, out = train_in_process("--resume", run_id, "--quiet"), capsys.readouterr()
@@ -149,8 +155,9 @@ def test_kill_9_then_resume_loses_and_duplicates_no_step(mlflow_store, tmp_path,
     # resume instead of starting again, and it leaves out both processes' model loading and the time between them
     trained = {m.step: m.value for m in client.get_metric_history(run_id, rl.TRAINING_SECONDS)}
     assert sorted(trained) == [1, 2, 3, 4, 5] and all(trained[k] < trained[k + 1] for k in range(1, 5)), trained
+    assert trained[4] > ckpt_s + 600, (ckpt_s, trained)  # from the last word, not the checkpoint's (it went back)
     info = client.get_run(run_id).info
-    assert trained[5] < (info.end_time - info.start_time) / 1000
+    assert trained[5] - 600 < (info.end_time - info.start_time) / 1000
     parents, children = _runs(mlflow_store)
     assert {c.info.status for c in children} == {"FINISHED"}  # reopened on resume, ended with the parent
     counts = Counter(c.data.tags[rl.MEMBER_ID] for c in children)

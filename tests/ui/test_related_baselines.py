@@ -11,8 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 pytest.importorskip("streamlit")
-from conftest import VIEWS  # noqa: E402
-from streamlit.testing.v1 import AppTest  # noqa: E402
+from conftest import store_page  # noqa: E402
 
 from populora.evaluation import compute
 from populora.evaluation.statistics.verdict import compute_side_by_side
@@ -42,22 +41,8 @@ def store(tmp_path_factory) -> dict:
     return {"uri": uri, "run": run, "other": other}
 
 
-def _page(page: str, store: dict, monkeypatch, tmp_path, **query) -> AppTest:
-    import streamlit as st_
-
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", store["uri"])
-    monkeypatch.setenv("POPULORA_JOBS_DIR", str(tmp_path / "jobs"))
-    st_.cache_data.clear()
-    at = AppTest.from_file(str(VIEWS / f"{page}.py"), default_timeout=90)
-    for k, v in query.items():
-        at.query_params[k] = v
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
-
-
 def test_arms_race_draws_no_baseline_of_another_family_or_model(store, monkeypatch, tmp_path):
-    at = _page("arms_race", store, monkeypatch, tmp_path, run=store["run"])
+    at = store_page(monkeypatch, store["uri"], "arms_race", tmp_path / "jobs", run=store["run"])
     box = at.selectbox(key="ar_baseline")
     assert box.value is None
     assert any("No baseline of this run or its family" in c.value for c in at.caption)
@@ -66,7 +51,7 @@ def test_arms_race_draws_no_baseline_of_another_family_or_model(store, monkeypat
 
 
 def test_compare_does_not_pick_it_so_its_evaluation_form_does_not_tick_it(store, monkeypatch, tmp_path):
-    at = _page("compare", store, monkeypatch, tmp_path, run=store["run"])
+    at = store_page(monkeypatch, store["uri"], "compare", tmp_path / "jobs", run=store["run"])
     assert at.selectbox(key="cmp_baseline").value is None
     labels = at.selectbox(key="cmp_baseline").options
     assert any("other base model: tiny random model shaped like" in o for o in labels), labels

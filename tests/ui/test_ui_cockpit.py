@@ -12,9 +12,8 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("streamlit")
+from conftest import VIEWS, store_page  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
-
-VIEWS = Path(__file__).resolve().parents[2] / "populora" / "ui" / "views"
 
 
 @pytest.fixture(scope="module")
@@ -44,18 +43,6 @@ def store(tmp_path_factory) -> dict:
     return {"uri": uri, "run": run_id}
 
 
-def _page(page: str, store: dict, monkeypatch, tmp_path, **query) -> AppTest:
-    import streamlit as st
-
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", store["uri"])
-    monkeypatch.setenv("POPULORA_JOBS_DIR", str(tmp_path / "jobs"))
-    st.cache_data.clear()
-    at = AppTest.from_file(str(VIEWS / f"{page}.py"), default_timeout=90)
-    for k, v in query.items():
-        at.query_params[k] = v
-    return _ok(at.run())
-
-
 def _ok(at: AppTest) -> AppTest:
     assert not at.exception, [e.value for e in at.exception]
     return at
@@ -78,7 +65,7 @@ def _chart_titles(at: AppTest, data: bool = False) -> dict[str, dict]:
 
 # ====================================================================== arms race
 def test_arms_race_charts_every_kind_with_percent_axes(store, monkeypatch, tmp_path):
-    at = _page("arms_race", store, monkeypatch, tmp_path, run=store["run"])
+    at = store_page(monkeypatch, store["uri"], "arms_race", tmp_path / "jobs", run=store["run"])
     charts = _chart_titles(at)
     for kind in ("code_o", "code_i", "code_f"):
         assert f"validity rate {kind}" in charts, sorted(charts)
@@ -105,7 +92,7 @@ def test_arms_race_says_from_when_equal_volume_diversity_is_logged(monkeypatch, 
     tracker = Tracker(uri)
     run_id = synthetic_store.make_run(tracker, "few", members=2, steps=2, tasks_per_step=3)
     tracker.log_metric_steps(run_id, {1: {rl.PROGRAMS: 2}, 2: {rl.PROGRAMS: 7}})
-    at = _page("arms_race", {"uri": uri}, monkeypatch, tmp_path, run=run_id)
+    at = store_page(monkeypatch, uri, "arms_race", tmp_path / "jobs", run=run_id)
     captions = [c.value for c in at.caption]
     for title in ("distinct structures among 20 programs (all so far)", "distinct structures among 20 of the last 60 programs"):
         assert f"{title}: logged from the step a run has written 20 valid programs (so far: 7)" in captions, captions
@@ -113,7 +100,7 @@ def test_arms_race_says_from_when_equal_volume_diversity_is_logged(monkeypatch, 
 
 
 def test_arms_race_offers_every_logged_member_metric(store, monkeypatch, tmp_path):
-    at = _page("arms_race", store, monkeypatch, tmp_path, run=store["run"])
+    at = store_page(monkeypatch, store["uri"], "arms_race", tmp_path / "jobs", run=store["run"])
     options = at.selectbox(key="ar_metric").options
     for metric in ("student/solve_rate", "rating/mu", "rating/sigma", "train/loss", "train/kl", "train/tokens",
                    "train/rollouts", "curriculum/ast_depth"):  # the synthetic store has no compute/* (the trainer's ledger)
@@ -123,14 +110,14 @@ def test_arms_race_offers_every_logged_member_metric(store, monkeypatch, tmp_pat
 
 
 def test_arms_race_without_a_baseline_says_how_to_link_one(store, monkeypatch, tmp_path):
-    at = _page("arms_race", store, monkeypatch, tmp_path, run=store["run"])
+    at = store_page(monkeypatch, store["uri"], "arms_race", tmp_path / "jobs", run=store["run"])
     assert at.selectbox(key="ar_baseline").value is None
     assert any("No baseline run in this store" in c.value and "baseline_run=" in c.value for c in at.caption)
 
 
 # ====================================================================== tasks
 def test_tasks_explain_invalid_tasks(store, monkeypatch, tmp_path):
-    at = _page("tasks", store, monkeypatch, tmp_path, run=store["run"])
+    at = store_page(monkeypatch, store["uri"], "tasks", tmp_path / "jobs", run=store["run"])
     assert at.select_slider(key="tk_steps").value == (1, 4), "every step shown by default on a short run"
     counts = at.dataframe[0].value  # the count per reason, grouped by kind of failure
     assert {"reason", "kind", "tasks", "share"} <= set(counts.columns)
@@ -151,7 +138,7 @@ def test_tasks_explain_invalid_tasks(store, monkeypatch, tmp_path):
 def test_compare_separates_rating_and_rate_axes_and_skips_unplayed_members(store, monkeypatch, tmp_path):
     from populora.ui import store as ui_store
 
-    at = _page("compare", store, monkeypatch, tmp_path, run=store["run"])
+    at = store_page(monkeypatch, store["uri"], "compare", tmp_path / "jobs", run=store["run"])
     titles = set(_chart_titles(at))
     assert {"Training scores: ratings (TrueSkill)", "Training scores: rates"} <= titles, titles
     members = ui_store.members(store["uri"], store["run"])
@@ -224,7 +211,7 @@ def test_plan_of_a_tiny_random_run_says_it_is_not_for_this_run(launch_page):
 
 # ====================================================================== runs
 def test_runs_page_shows_duration_typed_config_and_respects_filters(store, monkeypatch, tmp_path):
-    at = _page("runs", store, monkeypatch, tmp_path, run=store["run"])
+    at = store_page(monkeypatch, store["uri"], "runs", tmp_path / "jobs", run=store["run"])
     table = at.dataframe[0].value
     assert {"duration", "eta"} <= set(table.columns) and table["duration"].iloc[0] != "–"
     assert "None" not in set(table["solve_rate"].astype(str)), "a missing rate reads '–' as in the header"
@@ -252,7 +239,7 @@ def test_launch_again_with_a_runs_config(store, monkeypatch, tmp_path):
     shared_tmp.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(shared_tmp))
     monkeypatch.setenv("POPULORA_CACHE_DIR", str(tmp_path / "cache"))
-    at = _page("launch", store, monkeypatch, tmp_path, from_run=store["run"])
+    at = store_page(monkeypatch, store["uri"], "launch", tmp_path / "jobs", from_run=store["run"])
     preset = at.selectbox(key="preset").value
     assert preset == f"config of run {store['run'][:8]}"
     assert at.number_input(key=f"f_{preset}_steps").value == 4 and at.text_input(key=f"f_{preset}_name").value == "cockpit"
@@ -266,7 +253,7 @@ def test_arms_race_overlays_other_runs(store, monkeypatch, tmp_path):
     from populora.platform.store.tracking import Tracker
 
     other = synthetic_store.make_run(Tracker(store["uri"]), "other", members=2, steps=2, tasks_per_step=3, seed=5)
-    at = _page("arms_race", store, monkeypatch, tmp_path, run=store["run"])
+    at = store_page(monkeypatch, store["uri"], "arms_race", tmp_path / "jobs", run=store["run"])
     label = next(o for o in at.multiselect(key="ar_overlay").options if o.startswith("other"))
     at.multiselect(key="ar_overlay").set_value([other]).run()
     rows = _chart_titles(_ok(at), data=True)["student solve rate"]["rows"]
@@ -302,7 +289,7 @@ def _member_scores(uri: str, run_id: str, key: str) -> dict[str, dict[int, float
 
 
 def test_arms_race_plots_population_mean_and_weakest_against_the_baseline(eval_store, monkeypatch, tmp_path):
-    at = _page("arms_race", eval_store, monkeypatch, tmp_path, run=eval_store["population"])
+    at = store_page(monkeypatch, eval_store["uri"], "arms_race", tmp_path / "jobs", run=eval_store["population"])
     assert at.selectbox(key="ar_baseline").value == eval_store["baseline"], "the linked baseline is picked"
     charts = _chart_titles(at, data=True)
     for name, label in (("humaneval_plus", "HumanEval+"), ("gsm8k", "GSM8K")):
@@ -328,14 +315,14 @@ def test_arms_race_plots_population_mean_and_weakest_against_the_baseline(eval_s
 
 
 def test_arms_race_eval_metric_can_be_switched(eval_store, monkeypatch, tmp_path):
-    at = _page("arms_race", eval_store, monkeypatch, tmp_path, run=eval_store["population"])
+    at = store_page(monkeypatch, eval_store["uri"], "arms_race", tmp_path / "jobs", run=eval_store["population"])
     assert at.selectbox(key="ar_eval_metric").options[0] == "score"
     at.selectbox(key="ar_eval_metric").set_value("truncated_rate").run()
     assert "GSM8K: truncated_rate" in _chart_titles(_ok(at))
 
 
 def test_arms_race_without_in_training_evaluation_says_how_to_turn_it_on(eval_store, monkeypatch, tmp_path):
-    at = _page("arms_race", eval_store, monkeypatch, tmp_path, run=eval_store["plain"])
+    at = store_page(monkeypatch, eval_store["uri"], "arms_race", tmp_path / "jobs", run=eval_store["plain"])
     assert any("does not evaluate during training" in c.value and "eval.every" in c.value for c in at.caption)
     assert not any(t.endswith(": score") for t in _chart_titles(at))
 
@@ -376,7 +363,7 @@ def test_in_training_histories_do_not_change_a_finished_evaluation(eval_store, m
     assert loaded["results"] == data["results"]
     assert report.text(report.build(loaded)) == report.text(report.build(data))
     st.cache_data.clear()
-    at = _page("compare", eval_store, monkeypatch, tmp_path, run=eval_store["population"])
+    at = store_page(monkeypatch, eval_store["uri"], "compare", tmp_path / "jobs", run=eval_store["population"])
     bench = at.dataframe[0].value
     members = [r for r in bench.index if r[:1] in "TS" and r[1:].isdigit()]
     final = {t: 100 * per["gsm8k"]["accuracy"] for t, per in data["results"].items()}
@@ -391,7 +378,7 @@ def test_arms_race_warns_when_the_baseline_scored_another_subset(eval_store, mon
     client = MlflowClient(tracking_uri=eval_store["uri"])
     client.set_tag(eval_store["baseline"], rl.EVAL_SUBSET_SEED, "7")
     try:
-        at = _page("arms_race", eval_store, monkeypatch, tmp_path, run=eval_store["population"])
+        at = store_page(monkeypatch, eval_store["uri"], "arms_race", tmp_path / "jobs", run=eval_store["population"])
         assert any("evaluated different subsets" in w.value for w in at.warning), [w.value for w in at.warning]
         assert any("population: humaneval_plus, gsm8k, 20 items each (subset seed 0)" in c.value
                    and "(subset seed 7)" in c.value for c in at.caption)

@@ -225,3 +225,28 @@ def test_fork_form_shows_no_error_before_any_input_and_the_reason_on_submit(tmp_
     assert "it is checked when you press Fork from here" in _texts(at)
     next(b for b in at.button if b.label == "Fork from here").click().run()
     assert any("steps" in e.value for e in at.error), [e.value for e in at.error]
+
+
+def test_fork_form_of_a_run_still_training_says_its_trainer_holds_it(tmp_path, monkeypatch):
+    """One writer per run: the form of a run whose trainer is alive here says so, and what a fork that waits in
+    the queue risks (the trainer's prune); a run nobody writes says nothing of it."""
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    from populora.platform.jobs import heartbeat
+
+    own = _store(tmp_path, monkeypatch)
+    assert "is still training" not in _texts(_page("runs", run=own["parent"], fork="1"))
+    trainer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        beat = heartbeat.Beat(time.time(), 20.0, trainer.pid, psutil.Process(trainer.pid).create_time(),
+                              heartbeat.this_process()[2])
+        Tracker(own["uri"]).set_tags(own["parent"], {rl.STATUS: rl.RUNNING, rl.HEARTBEAT: beat.text()})
+        said = _texts(_page("runs", run=own["parent"], fork="1"))
+    finally:
+        trainer.kill()
+        trainer.wait()
+    assert f"This run is still training: its trainer (pid {trainer.pid} on {beat.host}) is alive" in said, said

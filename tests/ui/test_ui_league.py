@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 import types
 from pathlib import Path
@@ -138,3 +139,42 @@ def test_league_page_in_the_browser(league, tmp_path):
         assert "population's students vs the baseline at step 2" in text
         assert "Students: ability" in text and "Teachers: strength and validity" in text
         assert "students' mean ability over checkpoints" in text or "mean ability" in text
+
+
+# ====================================================================== a league's states (platform/jobs/state.py)
+def test_league_states_are_the_state_modules_on_the_page_in_jobs_and_in_league_wait(one_slot_queue, capsys):
+    """A league said "killed" (MLflow's word) on its page and its job's raw status elsewhere; its run, its job on the
+    League page, in ``populora jobs`` and ``populora league --wait`` now say the state module's words."""
+    from mlflow import MlflowClient
+    from conftest import HOLD, app_page, cli_in_process, wait_for
+
+    from populora.cli import league as league_cli
+    from populora.platform.jobs import jobs, state
+    from populora.platform.jobs.job_record import STOP_FILE
+    from populora.ui import league_view
+
+    client = MlflowClient(one_slot_queue["uri"])
+    run = client.create_run(client.create_experiment("leagues"), tags={rl.LEAGUE: "lg-stopped", rl.LEAGUE_RUNS: "a,b"})
+    client.set_terminated(run.info.run_id, "KILLED")  # a league stopped before its fit was logged
+    job = jobs.start([sys.executable, "-c", HOLD], name="league lg-1", kind="league")
+    try:
+        wait_for(lambda: job.status == "running", 60, "the league job to run")
+        Path(job.dir, STOP_FILE).touch()  # what Stop writes first (jobs.stop_soon); the job has not ended yet
+        assert state.of_job(job) == state.STOPPING
+        at = app_page("league")
+        shown = list(at.selectbox[0].options)  # AppTest holds the options as the page formats them
+        assert any(o.endswith(f"{state.icon(state.STOPPED)} stopped") for o in shown), shown
+        assert not any("killed" in o for o in shown), shown
+        said = [i.value for i in at.info]
+        assert any("**league lg-1** · stopping" in v for v in said), said
+        assert league_view.job_line(job)[0].split(" · ")[1] == state.STOPPING
+        capsys.readouterr()
+        assert cli_in_process("jobs") == 0
+        listed = capsys.readouterr().out
+        assert any(line.split()[-5:-2] == ["league", "stopping", job.id] for line in listed.splitlines()), listed
+        jobs.stop(job, timeout_s=30)
+        assert league_cli._wait(job, one_slot_queue["dir"], poll_s=0.05) == job.exit_code
+        words = [line.split(": ", 1)[1] for line in capsys.readouterr().out.splitlines() if line.startswith("league job ")]
+        assert words == [state.STOPPED] == [state.of_job(job)], words
+    finally:
+        jobs.stop(job, timeout_s=10)

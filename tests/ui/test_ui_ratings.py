@@ -8,19 +8,16 @@ One store is synthetic (written by the trainer's RunLog and step_record from mad
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
-from conftest import trained_runs
+from conftest import app_page, trained_runs
 
 pytest.importorskip("streamlit")
-from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from populora.platform.store import runlayout as rl
 
 ROOT = Path(__file__).resolve().parents[2]
-VIEWS = ROOT / "populora" / "ui" / "views"
 
 
 def _truth(uri: str, run_id: str) -> dict[str, dict]:
@@ -28,22 +25,9 @@ def _truth(uri: str, run_id: str) -> dict[str, dict]:
     return {m["id"]: m for m in rl.population_of(rl.read_json(uri, run_id, rl.POPULATION_FILE))}
 
 
-def _page(page: str, uri: str, **query) -> AppTest:
-    import streamlit as st
-
-    st.cache_data.clear()
-    os.environ["MLFLOW_TRACKING_URI"] = uri
-    at = AppTest.from_file(str(VIEWS / f"{page}.py"), default_timeout=90)
-    for k, v in query.items():
-        at.query_params[k] = v
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
-
-
 def assert_recorded_ratings(uri: str, run_id: str, logged: bool = True) -> None:
     """Member runs (``logged``), Lineage, Compare and Arms race: each member's rating at its last step is
-    population.json's."""
+    population.json's. The pages read the store the test set (``MLFLOW_TRACKING_URI``: ``uri``)."""
     import streamlit as st
     from mlflow import MlflowClient
 
@@ -87,7 +71,7 @@ def assert_recorded_ratings(uri: str, run_id: str, logged: bool = True) -> None:
 
     # 3. the pages themselves
     victim = dead[0]
-    at = _page("lineage", uri, run=run_id, member=victim)
+    at = app_page("lineage", run=run_id, member=victim)
     shown = {m.label: m.value for m in at.metric}
     assert shown["rating μ ± σ (at replacement)"] == f"{truth[victim]['mu']:.2f} ± {truth[victim]['sigma']:.2f}"
     assert shown["status"] == "replaced"
@@ -95,13 +79,13 @@ def assert_recorded_ratings(uri: str, run_id: str, logged: bool = True) -> None:
     assert f"**replaced** at step {died_at[victim]} by" in text
     assert f'"{victim}" [label="{victim}\\nμ {truth[victim]["mu"]:.1f}' in at.get("graphviz_chart")[0].proto.spec
 
-    at = _page("compare", uri, run=run_id)
+    at = app_page("compare", run=run_id)
     at.multiselect(key="cmp_members").set_value(list(truth)).run()
     table = at.dataframe[-1].value
     for m, t in truth.items():
         assert table.loc[m, "rating/mu"] == f"{t['mu']:.2f}", m  # the table's cells are the text the page shows
 
-    at = _page("arms_race", uri, run=run_id)
+    at = app_page("arms_race", run=run_id)
     at.toggle(key="ar_alive").set_value(False).run()
     assert set(at.multiselect(key="ar_members").value) == set(truth)
 

@@ -5,6 +5,7 @@ Every wait is for an event (a status, a file), never for a clock."""
 
 from __future__ import annotations
 
+import signal
 import sys
 import time
 from pathlib import Path
@@ -15,7 +16,7 @@ from conftest import HOLD, app_page, wait_for
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from populora.platform.jobs import jobs
+from populora.platform.jobs import jobs, state
 from populora.platform import progress
 from populora.platform.store import runlayout as rl
 
@@ -99,3 +100,26 @@ def test_a_resumed_runs_training_time_leaves_out_the_hours_it_sat_stopped(one_sl
     assert any(c.value.startswith("wall time 3h 00m") for c in at.caption), [c.value for c in at.caption]
     table = at.dataframe[0].value.set_index("run_id")
     assert (table.loc[run_id, "training"], table.loc[run_id, "duration"]) == ("2m 05s", "3h 00m")
+
+
+# a job that takes no SIGINT (a trainer deep in a step that does not look at it): Stop's wait is its whole grace
+DEAF = ("import signal, sys, time\nfrom pathlib import Path\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+        "Path(sys.argv[1]).write_text('deaf')\ntime.sleep(3600)\n")
+
+
+def test_launchs_stop_returns_at_once_and_shows_stopping_as_runs_does(one_slot_queue):
+    """The walk's finding: Launch's Stop held the page until the job ended (up to the grace, then SIGKILL) and showed
+    "running" meanwhile; now, as on Runs, the click returns with the job still running and the row says stopping
+    (platform/jobs/state.py), its Stop button gone."""
+    marker = one_slot_queue["dir"] / "deaf"
+    job = jobs.start([sys.executable, "-c", DEAF, str(marker)], name="training")
+    try:
+        wait_for(lambda: marker.exists(), 60, "the job to ignore SIGINT")
+        at = app_page("launch")
+        next(b for b in at.button if b.key == f"stop_{job.id}").click().run()
+        assert not at.exception, [e.value for e in at.exception]
+        assert job.status == "running"  # it ignores SIGINT: the page did not wait for its end
+        assert any(m.value == f"{state.icon(state.STOPPING)} stopping" for m in at.markdown), [m.value for m in at.markdown]
+        assert not [b for b in at.button if b.key == f"stop_{job.id}"]
+    finally:
+        jobs._signal_group(job, signal.SIGKILL)

@@ -127,8 +127,11 @@ def test_the_walk_stop_resume_with_its_baseline_a_silent_terminal_trainer_and_a_
         resume_job = wait_for(lambda: next((j for j in jobs.list_jobs(jobs_dir) if j.name == "walk (resumed)"), None), 30,
                               "the resume job")
         # a terminal's `populora train` beside the UI's job: it waits in the same queue, listed by populora jobs
+        # (no seeding rounds, short generations: its first step is what the walk waits for, on a loaded machine too)
         term = subprocess.Popen([sys.executable, "-m", "populora.cli", "train", "--set", "model.tiny_random=true",
                                  "--set", "model.lora_rank=4", "--set", "steps=50", "--set", "name=terminal-run",
+                                 "--set", "tasks.seed_rounds=0", "--set", "tasks.max_new_tokens_propose=24",
+                                 "--set", "tasks.max_new_tokens_solve=8",
                                  "--set", f"output_dir={tmp_path / 'runs'}", "--quiet"], env=dict(os.environ),
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         try:

@@ -23,6 +23,10 @@ resume does (``refusal``), from the holder's ``verdict``:
     unknown  on another machine and silent past the limit: nothing here can tell a dead machine from a suspended
              one; readers show "crashed", and a resume is refused unless ``--force`` (you know it is dead)
 
+A fork of a held run (``held_by``) reads a pinned copy of its checkpoint (``checkpoint.pinned``): the holder may
+prune the step while the fork loads it, and a step it has not finished writing is refused, naming the newest
+complete one.
+
 A holder that wakes to find the lease taken (a forced resume beside it) stops before its next checkpoint or step
 record (``LeaseLost``) and writes nothing more to the run: the run is the new holder's.
 """
@@ -133,6 +137,23 @@ def refusal(status: str, tags: dict, force: bool = False, now: float | None = No
         return (f"{who} beat {age} ago {where}: stop it there first; if you know it is dead, resume with --force")
     return (f"{who} has been silent for {age} {where}: a dead machine and a suspended one look the same from here; "
             f"if you know it is dead (rebooted, killed), resume with --force")
+
+
+def held_by(status: str, tags: dict, now: float | None = None, limit: float | None = None) -> str | None:
+    """Words naming the trainer that holds the run and may still write it (prune a checkpoint, write the next one),
+    for a reader of its checkpoints (a fork) to say why it copies one first or cannot have one yet; None when no
+    other process can write it (``FREE``, or ``SELF``).
+
+    >>> held_by("finished", {}) is None
+    True
+    """
+    found = verdict(status, tags, now, limit)
+    if found in (FREE, SELF):
+        return None
+    beat = heartbeat.Beat.parse(tags.get(heartbeat.TAG))
+    how = {LIVE: "alive", SILENT: "alive but silent (suspended or hung)", REMOTE: "alive on another machine",
+           UNKNOWN: "silent on another machine (perhaps alive)"}[found]
+    return f"its trainer (pid {beat.pid} on {beat.host}) is {how}"
 
 
 # ====================================================================== the holder's side

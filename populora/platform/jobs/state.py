@@ -1,5 +1,5 @@
 """The one state machine of runs and jobs: what ``populora runs``, ``populora jobs`` and the UI's pages (Runs,
-Launch, Compare, League) show, from one function, so no two of them disagree.
+Launch, Compare, League; ``populora league --wait``) show, from one function, so no two of them disagree.
 
 Inputs (read elsewhere, passed in): the run's status as the store says it, heartbeat applied (``runlayout.status``:
 running | finished | failed | stopped | crashed | silent; None before the trainer made its run), the status of the
@@ -81,6 +81,19 @@ def label(state: str, place: int | None = None) -> str:
 
 def icon(state: str) -> str:
     return ICONS.get(state.split(" (")[0], "•")
+
+
+MLFLOW = {"running": RUNNING, "scheduled": QUEUED, "finished": FINISHED, "failed": FAILED, "killed": STOPPED}
+
+
+def of_mlflow(status: str) -> str:
+    """The state of a run that has only MLflow's status (a league's run, written once its fit is done): KILLED is
+    what a stop leaves, so it reads stopped, as a training run's does.
+
+    >>> of_mlflow("KILLED"), of_mlflow("finished"), of_mlflow("RUNNING")
+    ('stopped', 'finished', 'running')
+    """
+    return MLFLOW.get(status.lower(), status.lower())
 
 
 # ====================================================================== from the records (side effects at the edge)

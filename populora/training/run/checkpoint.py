@@ -8,15 +8,22 @@ any moment leaves the previous checkpoint intact. A write that fails (a full dis
 one that cannot fit is not started: before each checkpoint the disk must hold the last one's size plus MARGIN.
 
 A resume takes the newest checkpoint that verifies (``resumable``), saying what was wrong with any newer one.
+A fork of a run whose trainer still runs (it prunes old checkpoints as it writes new ones: ``checkpoint.keep``)
+reads a pinned copy (``pinned``): hard links in ``checkpoints/.pin-*`` (no copy, no space; the prune only removes
+``step_*`` and ``.tmp-*``), verified, removed when the fork has its own checkpoint.
+
 Checkpoints from before manifests (no manifest.json) are verified by loading every file they hold, as a resume
 would: slower (they are deserialized), but a truncated or garbled file fails there as it would in the resume.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import torch
@@ -172,6 +179,78 @@ def at_step(run_dir: Path, step: int) -> Path:
         others = (f"intact: step {', '.join(map(str, sorted(intact)))}" if intact else "no other checkpoint is intact")
         raise CheckpointError(f"the checkpoint of step {step} under {str(run_dir)!r} is damaged: {problem}; {others}")
     return path
+
+
+PIN_PREFIX = ".pin-"
+
+
+@contextlib.contextmanager
+def pinned(run_dir: Path, step: int, writer: str | None = None):
+    """Checkpoint ``step`` of a run dir, verified, for a fork to read. ``writer``: words naming the run's trainer
+    while it may still write the run (``lease.held_by``; None: nobody does, read it in place). Then the step is
+    read from a pinned copy the trainer's prune cannot remove mid-read, and a step it has not finished writing, or
+    pruned before or while the copy was made, is a CheckpointError naming the writer and the steps it keeps."""
+    if writer is None:
+        yield at_step(run_dir, step)
+        return
+    run_dir, path = Path(run_dir), rl.checkpoint_dir(run_dir, step)
+    forkable(run_dir, step, writer)
+    pin = _pin_dir(run_dir, path.name)
+    try:
+        copy = pin / path.name
+        try:
+            shutil.copytree(path, copy, copy_function=_link)
+            problem = verify(copy)
+        except (OSError, shutil.Error) as err:
+            problem = f"it could not be copied: {str(err)[:200]}"
+        if problem is not None and not path.is_dir():  # the writer's prune won the race
+            raise CheckpointError(f"the checkpoint of step {step} under {str(run_dir)!r} was pruned while this fork "
+                                  f"copied it: {writer} and keeps only its newest checkpoints (checkpoint.keep); "
+                                  f"{rl.kept_note(run_dir)}: fork from one of them")
+        if problem is not None:
+            raise CheckpointError(f"the checkpoint of step {step} under {str(run_dir)!r} is damaged: {problem}")
+        yield copy
+    finally:
+        shutil.rmtree(pin, ignore_errors=True)
+
+
+def forkable(run_dir: Path, step: int, writer: str | None = None) -> None:
+    """CheckpointError now if the run dir holds no complete checkpoint ``step`` (``writer``: ``pinned``'s), saying
+    why: a fork checks this before it waits in the job queue, and ``pinned`` verifies the step when it reads it."""
+    if not (rl.checkpoint_dir(run_dir, step) / rl.CHECKPOINT_STATE).is_file():
+        raise CheckpointError(_not_there(run_dir, step, writer) if writer else
+                              f"no checkpoint of step {step} under {str(run_dir)!r}; {rl.kept_note(run_dir)}")
+
+
+def _not_there(run_dir: Path, step: int, writer: str) -> str:
+    """Why a live run's checkpoint ``step`` cannot be forked now: not written yet (being written), or pruned."""
+    kept = rl.checkpoint_steps(run_dir)
+    if kept and step < kept[0]:
+        return f"no checkpoint of step {step} under {str(run_dir)!r}: {writer} and pruned it; {rl.kept_note(run_dir)}"
+    newest = f"its newest complete checkpoint is step {kept[-1]} (--step {kept[-1]})" if kept else "it has no complete checkpoint yet"
+    doing = ("is writing it now" if (run_dir / rl.CHECKPOINTS / f".tmp-{rl.step_folder(step)}").exists()
+             else "has not written it yet")
+    return (f"no checkpoint of step {step} under {str(run_dir)!r}: {writer} and {doing}; {newest}, "
+            f"or fork once step {step}'s checkpoint is complete")
+
+
+def _pin_dir(run_dir: Path, name: str) -> Path:
+    """A fresh dir for a pinned copy: beside the checkpoints (hard links need one filesystem), else (a run dir this
+    user cannot write) the system's temporary dir, where the copy is a real one."""
+    try:
+        return Path(tempfile.mkdtemp(prefix=f"{PIN_PREFIX}{name}-", dir=run_dir / rl.CHECKPOINTS))
+    except OSError:
+        return Path(tempfile.mkdtemp(prefix=f"populora{PIN_PREFIX}{name}-"))
+
+
+def _link(src: str, dst: str) -> None:
+    """Hard-link ``src`` to ``dst`` (the pin costs no space and no time), copying where links cannot be made."""
+    try:
+        os.link(src, dst)
+    except OSError as err:
+        if err.errno not in (errno.EXDEV, errno.EPERM, errno.EACCES, errno.EMLINK, errno.ENOTSUP):
+            raise
+        shutil.copy2(src, dst)
 
 
 def load(path: Path) -> tuple[dict, str, dict]:

@@ -211,6 +211,13 @@ def refuse_resume(run_id: str, force: bool = False, tracker: Tracker | None = No
         raise config_io.ConfigError(f"run {run_id} is not resumed: {why}")
 
 
+def writer_of(run_id: str, tracker: Tracker | None = None) -> str | None:
+    """Words naming the trainer that holds run ``run_id`` and may still write it (``lease.held_by``), None when no
+    other process can: what a fork of the run asks before it reads a checkpoint (``checkpoint.pinned``)."""
+    run = (tracker or Tracker()).get_run(run_id)
+    return lease.held_by(run.data.tags.get(rl.STATUS, run.info.status.lower()), run.data.tags)
+
+
 class RunLog:
     """Every MLflow write of one training run: its tags and params, one child run per member, the step records,
     the lineage/population artifacts and the end status. The trainer calls it and never MLflow itself."""

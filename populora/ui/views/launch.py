@@ -250,9 +250,13 @@ def job_row(job: jobs.Job) -> None:
             st.caption({"running": "waiting for the run id (model loading)…",
                         "lost": "its process is gone (or its pid is another process now): nothing to stop"
                         }.get(status, "no run id in the log"))
-    if shown in ("running", "queued") and cols[3].button("Stop", key=f"stop_{job.id}",
-                                                         help="SIGINT: the run is marked stopped (a queued job never starts)"):
-        cols[3].write(jobs.stop(job))
+    if shown == state.STOPPING:
+        cols[3].caption("stopping: the trainer writes its state, then the job reads stopped")
+    elif shown in ("running", "queued") and cols[3].button("Stop", key=f"stop_{job.id}",
+                                                           help="SIGINT: the run is marked stopped (a queued job never starts)"):
+        jobs.stop_soon(job)  # as the Runs page: sent now, followed in the background; the rerun shows "stopping"
+        common.forget_jobs()
+        st.rerun()
     elif (status in ("stopped", "failed") and job.kind == "train" and run_id and not job.ray_address
           and common.job_for_run(run_id) is not None and common.job_for_run(run_id).id == job.id
           and cols[3].button("Resume", key=f"resume_{job.id}", help=f"populora train --resume {run_id} as a job")):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from populora.platform.jobs import state
 from populora.platform.store import runlayout as rl
 from populora.ui import league_view as V
 from populora.ui import store
@@ -24,7 +25,8 @@ def on_their_way() -> None:
     running = V.league_jobs()
     for job in running:
         line, fraction = V.job_line(job)
-        st.info(line + ". Its results appear here when the fit is done.")
+        ends = "" if state.of_job(job) == state.STOPPING else " Its results appear here when the fit is done."
+        st.info(line + "." + ends)
         if fraction is not None:
             st.progress(min(1.0, fraction))
     if st.session_state.get("league_jobs") and not running:
@@ -42,7 +44,9 @@ if not leagues:
         st.info("No league yet. Play one with `populora league --runs POPULATION_RUN,BASELINE_RUN`.")
     st.stop()
 
-labels = {lg["run_id"]: f"{lg['league']} · runs {lg['runs']} · {lg['status']}" for lg in leagues}
+shown = {lg["run_id"]: state.of_mlflow(lg["status"]) for lg in leagues}  # one state machine: KILLED reads stopped
+labels = {lg["run_id"]: f"{lg['league']} · runs {lg['runs']} · {state.icon(shown[lg['run_id']])} {shown[lg['run_id']]}"
+          for lg in leagues}
 wanted = st.query_params.get("league")
 ids = list(labels)
 chosen = st.selectbox("league", ids, index=ids.index(wanted) if wanted in ids else 0, format_func=labels.get)
