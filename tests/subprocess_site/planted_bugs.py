@@ -106,3 +106,4 @@ def plant_at_start() -> None:
         import builtins
 
         plant(name, builtins.setattr)
+        print(f"planted bug {name} in pid {os.getpid()} ({argv0})", file=sys.stderr, flush=True)  # the run's log shows it
