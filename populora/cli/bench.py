@@ -34,11 +34,13 @@ def bench_main(argv: list[str]) -> int:
                    help="learn: the training backend the planted environment runs on")
     p.add_argument("--seeds", type=int, default=3, help="learn: seeds (runs); the interval is over them")
     p.add_argument("--steps", type=int, default=18, help="learn: steps per seed")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="learn: override a value of configs/planted.yaml, e.g. --set optim.lr=0.008")
     args = p.parse_args(argv)
     if args.which == "learn":
         if args.seeds < 2 or args.steps < 8:
             p.error("bench learn needs --seeds >= 2 (an interval over seeds) and --steps >= 8 (a start and an end of 4 steps)")
-        figures = bench.bench_learn(args.backend, args.seeds, args.steps)
+        figures = bench.bench_learn(args.backend, args.seeds, args.steps, overrides=args.set)
         print(f"bench learn ({args.backend}): " + ", ".join(
             f"{role} {figures[role]['start']:+.3f} -> {figures[role]['end']:+.3f}, rise {figures[role]['rise']:+.3f} "
             f"95% [{figures[role]['interval'][0]:+.3f}, {figures[role]['interval'][1]:+.3f}]" for role in ("student", "teacher")), flush=True)

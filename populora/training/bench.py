@@ -220,16 +220,18 @@ def bench_vllm(adapters: int = 4, rows_per_adapter: int = 4, rank: int = 8, new_
     return out
 
 
-def bench_learn(backend: str = "multilora", seeds: int = 3, steps: int = 18, window: int = 4) -> dict:
-    """The planted environment (configs/planted.yaml) on ``backend`` (``learning.BACKENDS``) for ``seeds`` seeds:
+def bench_learn(backend: str = "multilora", seeds: int = 3, steps: int = 18, window: int = 4,
+                overrides: list[str] = ()) -> dict:
+    """The planted environment (configs/planted.yaml, with ``overrides``) on ``backend`` (``learning.BACKENDS``)
+    for ``seeds`` seeds:
     the students' ``start``, ``end``, ``rise`` and ``interval`` (95% t-interval of end - start over seeds) at the
     top, both roles' under ``student`` / ``teacher``, and each role's mean reward per step (``curve``)."""
     if backend not in learning.BACKENDS:
         raise ValueError(f"bench learn: unknown backend {backend!r}; choose one of {', '.join(learning.BACKENDS)}")
-    curve = learning.run_planted(list(range(seeds)), steps, learning.BACKENDS[backend],
+    curve = learning.run_planted(list(range(seeds)), steps, [*learning.BACKENDS[backend], *overrides],
                                  progress=lambda seed, s, r: print(f"seed {seed} step {s}: " + ", ".join(
                                      f"{k} {v:+.3f}" for k, v in r.items()), flush=True))
-    out = {"backend": backend, "steps": steps, "window": window}
+    out = {"backend": backend, "steps": steps, "window": window, "overrides": list(overrides)}
     for role in learning.ROLES:
         out[role] = learning.rise(curve.rewards[role], window)
         out[role]["curve"] = [round(float(x), 4) for x in curve.rewards[role].mean(0)]

@@ -429,11 +429,17 @@ class TrainConfig(Section):
                              "population: set population.single_agent=true, or give budget.tokens / budget.run instead")
         if self.ray.placement == "auto":
             self.ray.placement = default_placement(self.model.device, self.ray.gpus_per_worker)
-        if self.ray.address == "local" and self.ray.num_cpus is None:
+        if self.ray.address == "local":
             r = self.ray
             reserved = r.model_workers * r.cpus_per_model_worker + r.sandbox_workers * r.cpus_per_sandbox_worker
-            if reserved > (os.cpu_count() or 1):
-                self.ray.num_cpus = math.ceil(reserved)
+            if r.num_cpus is None and reserved > (os.cpu_count() or 1):
+                r.num_cpus = math.ceil(reserved)
+            elif r.num_cpus is not None and reserved > r.num_cpus:  # Ray would wait forever for the actors left out
+                raise ValueError(
+                    f"ray.num_cpus={r.num_cpus} is fewer than the {reserved:g} CPUs the actors reserve (ray.model_workers="
+                    f"{r.model_workers} x ray.cpus_per_model_worker={r.cpus_per_model_worker:g} + ray.sandbox_workers="
+                    f"{r.sandbox_workers} x ray.cpus_per_sandbox_worker={r.cpus_per_sandbox_worker:g}): the actors that do "
+                    f"not fit would never start; set ray.num_cpus={math.ceil(reserved)} or leave it unset")
         if self.ray.address:
             m = self.model
             check_ray(m.generation, m.backend, m.device, self.ray.gpus_per_worker, self.ray.placement)

@@ -32,7 +32,7 @@ BACKENDS = {
     "multilora": ["model.backend=multilora"],
     "peft": ["model.backend=peft"],
     "vllm": ["model.generation=vllm"],
-    "ray": ["ray.address=local", "ray.num_cpus=2", "ray.model_workers=2", "ray.placement=data_parallel",
+    "ray": ["ray.address=local", "ray.model_workers=2", "ray.placement=data_parallel",
             "ray.sandbox_workers=1"],
 }
 

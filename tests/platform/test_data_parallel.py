@@ -259,12 +259,15 @@ def test_vllm_generation_on_ray_needs_data_parallel_workers():
 
 
 def test_a_local_ray_instance_gets_the_cpus_the_actors_reserve():
-    """64 model workers of 1 CPU + 2 sandbox actors of 0.5: Ray would wait forever on a smaller machine."""
+    """64 model workers of 1 CPU + 2 sandbox actors of 0.5: Ray would wait forever on a smaller machine (and on a
+    smaller ray.num_cpus: refused)."""
     import os
 
     cfg = config_io.load(TrainConfig, None, ["ray.address=local", "ray.model_workers=64"])
     assert cfg.ray.num_cpus == (65 if os.cpu_count() < 65 else None)  # None: all of a machine that has them
-    assert config_io.load(TrainConfig, None, ["ray.address=local", "ray.num_cpus=2", "ray.model_workers=64"]).ray.num_cpus == 2
+    assert config_io.load(TrainConfig, None, ["ray.address=local", "ray.num_cpus=66", "ray.model_workers=64"]).ray.num_cpus == 66
+    with pytest.raises(config_io.ConfigError, match=r"ray\.num_cpus=2 is fewer than the 65 CPUs .* set ray\.num_cpus=65 or leave it unset"):
+        config_io.load(TrainConfig, None, ["ray.address=local", "ray.num_cpus=2", "ray.model_workers=64"])
     assert config_io.load(TrainConfig, None, ["ray.address=auto", "ray.model_workers=64"]).ray.num_cpus is None
 
 

@@ -7,48 +7,29 @@ What a CPU cannot show (sleep's freed GPU memory, CUDA kernels) stays with the s
 (tests/platform/vllm_stub.py, tests/platform/test_vllm.py)."""
 
 import logging
-import time
 
 import pytest
 import torch
+from conftest import perturbed
 
 from populora.platform.model import chat_template
-from populora.platform.backends import LoraSpec
-from populora.platform.backends.factory import vllm_max_loras
-from populora.platform.backends.multilora import MultiLoraBackend
-from populora.platform.backends.vllm import CPU_KV_CACHE_BYTES, VllmBackend
-from populora.platform.model.models import cached_source, load_base, resolve_source
+from populora.platform.backends.vllm import CPU_KV_CACHE_BYTES
 from populora.training.evolve import operators
 
 pytestmark = pytest.mark.slow
+DTYPE = "float32"  # the engine's (conftest.py's ``engine``, one for the module)
 RANK = 4          # not one of vLLM's ranks: the backend asks the engine for 8
+ALPHA = 8.0
 MEMBERS = 3       # A, B, and C (the evolution's child): max_loras 4
+ADAPTERS = {"A": 10, "B": 11}  # each adapter's B drawn from this seed (perturbed)
 MAX_LEN = 192     # the engine's max_model_len (a small KV cache)
 QUESTIONS = ("What is the capital of France?", "Write a Python function that adds two numbers.")
 
 
-def perturbed(state: dict, seed: int, scale: float = 0.3) -> dict:
-    """The adapter with B drawn at random: a fresh adapter (B = 0) is the base model and would show nothing."""
-    gen = torch.Generator().manual_seed(seed)
-    return {k: (torch.randn(v.shape, generator=gen) * scale if ".lora_B." in k else v) for k, v in state.items()}
-
-
 @pytest.fixture(scope="module")
-def pair(tmp_path_factory):
-    source = resolve_source("embedded")
-    base, tok = load_base(source, "float32", "cpu")  # also writes the de-quantised dir vLLM reads
-    trainer = MultiLoraBackend(base, tok, LoraSpec(rank=RANK, alpha=8.0), MEMBERS)
-    for i, name in enumerate(("A", "B")):
-        trainer.add_adapter(name, seed=i)
-        trainer.set_adapter_state(name, perturbed(trainer.adapter_state(name), seed=10 + i))
-    model_dir = cached_source(source, need_weights=True).path_or_id
-    assert model_dir != source.path_or_id, "vLLM reads the GGUF cache's dir, not the GGUF file"
-    start = time.monotonic()
-    backend = VllmBackend(trainer, model_dir, tmp_path_factory.mktemp("sync"), vllm_max_loras(MEMBERS), RANK,
-                          max_model_len=MAX_LEN, dtype="float32")
-    print(f"\nvLLM engine started in {time.monotonic() - start:.1f}s")
-    yield backend, trainer
-    backend.close()
+def pair(engine):
+    backend, trainer, _ = engine
+    return backend, trainer
 
 
 def prompts(backend, questions=QUESTIONS):

@@ -14,42 +14,26 @@ import pytest
 import torch
 
 from populora.platform.backends import AdamConfig, LoraSpec, TrainSample
-from populora.platform.backends.factory import vllm_max_loras
 from populora.platform.backends.multilora import MultiLoraBackend
-from populora.platform.backends.vllm import VllmBackend
-from populora.platform.model.models import cached_source, load_base, resolve_source
 from populora.training.measures import monitors
 
 pytestmark = pytest.mark.slow
+# conftest.py's ``engine``: one bf16 engine, an fp32 trainer with one adapter A (B drawn from seed 1), rank 8
+DTYPE, RANK, ALPHA, MEMBERS, ADAPTERS, MAX_LEN, PRISTINE = "bfloat16", 8, 16.0, 1, {"A": 1}, 192, True
 CAP = 1.02  # bf16's per-token ratios spread over ~[0.75, 1.34]: a cap this close to 1 truncates / masks many
 
 
-def perturbed(state: dict, seed: int, scale: float = 0.3) -> dict:
-    gen = torch.Generator().manual_seed(seed)
-    return {k: (torch.randn(v.shape, generator=gen) * scale if ".lora_B." in k else v) for k, v in state.items()}
-
-
 @pytest.fixture(scope="module")
-def sampled(tmp_path_factory):
+def sampled(engine):
     """(base model, tokenizer, adapter state, generations of the bf16 engine, the trainer's log-probs of them)."""
-    source = resolve_source("embedded")
-    base, tok = load_base(source, "float32", "cpu")
-    pristine = copy.deepcopy(base)
-    trainer = MultiLoraBackend(base, tok, LoraSpec(rank=8, alpha=16.0), 2)
-    trainer.add_adapter("A", seed=0)
-    trainer.set_adapter_state("A", perturbed(trainer.adapter_state("A"), 1))
-    backend = VllmBackend(trainer, cached_source(source, need_weights=True).path_or_id,
-                          tmp_path_factory.mktemp("sync"), vllm_max_loras(1), 8, max_model_len=192, dtype="bfloat16")
-    try:
-        rows = [trainer.encode_chat([{"role": "user", "content": q}]) for q in
-                ("Write a Python function that reverses a list.", "What is 17 * 23?")] * 3
-        gens = backend.generate(rows, ["A"] * len(rows), 24, temperature=1.0, seed=0)
-    finally:
-        backend.close()
+    backend, trainer, pristine = engine
+    rows = [trainer.encode_chat([{"role": "user", "content": q}]) for q in
+            ("Write a Python function that reverses a list.", "What is 17 * 23?")] * 3
+    gens = backend.generate(rows, ["A"] * len(rows), 24, temperature=1.0, seed=0)
     with torch.no_grad():
         logp, mask = trainer.rows_logprobs(["A"] * len(gens), [g.prompt_ids for g in gens],
                                            [g.completion_ids for g in gens])
-    yield pristine, tok, trainer.adapter_state("A"), gens, logp, mask
+    return pristine, trainer.tokenizer, trainer.adapter_state("A"), gens, logp, mask
 
 
 def _step(sampled, mode):

@@ -30,6 +30,11 @@ class PeftBackend:
         self.model = None  # the PeftModel, created with the first adapter
         self.device = next(base_model.parameters()).device
         self.optimizers: dict[str, torch.optim.Optimizer] = {}
+        # Looked up once per adapter set, not per forward: PEFT's own ``set_adapter`` and ``disable_adapter`` walk
+        # every module (and ``disable_adapter`` builds the whole model status), which cost more than the tiny
+        # planted base's forward itself and a fixed share of a real one's (``_forward``).
+        self._params: dict[str, list[torch.nn.Parameter]] = {}
+        self._lora_layers: list | None = None
 
     # ------------------------------------------------------------------ adapters
     @property
@@ -52,11 +57,13 @@ class PeftBackend:
         else:
             self.model.add_adapter(name, lora_config(self.lora))
         self.model.eval()
+        self._forget_layout()
         for p in self.parameters(name):
             p.requires_grad_(True)
 
     def remove_adapter(self, name: str) -> None:
         self.optimizers.pop(name, None)
+        self._forget_layout()
         if self.adapters == [name]:  # PEFT cannot hold zero adapters: go back to the bare base model
             self.base_model = self.model.unload()
             self.model = None
@@ -64,8 +71,15 @@ class PeftBackend:
         self.model.delete_adapter(name)
 
     def parameters(self, name: str) -> list[torch.nn.Parameter]:
-        marker = f".{name}."
-        return [p for key, p in self.model.named_parameters() if "lora_" in key and marker in key]
+        if name not in self._params:
+            marker = f".{name}."
+            self._params[name] = [p for key, p in self.model.named_parameters() if "lora_" in key and marker in key]
+        return self._params[name]
+
+    def _forget_layout(self) -> None:
+        """Adapters added or removed: the cached parameter lists and LoRA layers are stale."""
+        self._params.clear()
+        self._lora_layers = None
 
     def adapter_state(self, name: str) -> dict[str, torch.Tensor]:
         """LoRA tensors of one adapter, keyed by module path + 'lora_A' / 'lora_B' (adapter name removed)."""
@@ -215,13 +229,35 @@ class PeftBackend:
         """The decoder's final hidden states (B, T, H) through ``adapter`` (logprobs.py applies the LM head to the
         positions it needs); PEFT's LoRA layers sit inside the decoder, so its adapter switches apply."""
         decoder = logprobs.decoder_and_head(self.model or self.base_model)[0]
-        if self.model is None or adapter is BASE:
-            ctx = self.model.disable_adapter() if self.model is not None else contextlib.nullcontext()
-            with ctx:
-                return decoder(input_ids=input_ids, attention_mask=attn, use_cache=False).last_hidden_state
-        self.model.set_adapter(adapter)
-        for p in self.parameters(adapter):  # set_adapter may freeze; the active adapter must train
+        with self._active(adapter):
+            return decoder(input_ids=input_ids, attention_mask=attn, use_cache=False).last_hidden_state
+
+    @contextlib.contextmanager
+    def _active(self, adapter):
+        """``adapter`` active in every LoRA layer for one forward; ``BASE``: every LoRA layer off.
+
+        PEFT's ``disable_adapter()`` context builds ``get_model_status()`` (a walk of all modules per LoRA layer)
+        on each entry, and ``set_adapter`` walks every module: ~5 ms per forward on the planted base, more than
+        the forward. Here each LoRA layer's own switch (``enable_adapters``) is flipped, and the active adapter
+        set only when it changes."""
+        if self.model is None:
+            yield
+            return
+        if adapter is BASE:
+            if self._lora_layers is None:
+                from peft.tuners.tuners_utils import BaseTunerLayer
+
+                self._lora_layers = [m for m in self.model.modules() if isinstance(m, BaseTunerLayer)]
+            for layer in self._lora_layers:
+                layer.enable_adapters(False)
+            try:
+                yield
+            finally:
+                for layer in self._lora_layers:
+                    layer.enable_adapters(True)  # re-activates the active adapter, grads as set_adapter sets them
+            return
+        if self.model.active_adapter != adapter:
+            self.model.set_adapter(adapter)
+        for p in self.parameters(adapter):  # set_adapter and enable_adapters may freeze; the active adapter must train
             p.requires_grad_(True)
-        return decoder(input_ids=input_ids, attention_mask=attn, use_cache=False).last_hidden_state
-
-
+        yield
