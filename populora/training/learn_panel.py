@@ -42,6 +42,9 @@ from populora.training.loop import Trainer
 from populora.training.member import BOTH, STUDENT
 
 RESULT_FILE = "learn.json"
+# per step, beside the rewards: why a curve is flat (no task solved, every answer's reward alike: no gradient)
+DIAGNOSTICS = ("student/solve_rate", "student/format_rate", "tasks/validity_rate", "learn/no_signal_share",
+               "learn/flat_task_share")
 
 
 @dataclass
@@ -62,6 +65,7 @@ class LearnRun:
     """What ``run`` measured: the curve per role (mean reward per step), the league's results and the change."""
 
     rewards: dict[str, list[float]] = field(default_factory=dict)
+    diagnostics: dict[str, list[float | None]] = field(default_factory=lambda: {k: [] for k in DIAGNOSTICS})
     seconds: dict[str, float] = field(default_factory=dict)
     league: dict = field(default_factory=dict)
     change: dict = field(default_factory=dict)
@@ -123,6 +127,8 @@ def run(cfg: TrainConfig, out: Path, panel: PanelSettings = PanelSettings(),
                 metrics = trainer.step()["run_metrics"]
                 for role in ROLES:
                     result.rewards[role].append(float(metrics.get(f"{role}/reward", np.nan)))
+                for k in DIAGNOSTICS:
+                    result.diagnostics[k].append(metrics.get(k))
                 log(f"step {s + 1}/{cfg.steps} ({time.perf_counter() - t1:.0f} s): " + ", ".join(
                     f"{r} reward {result.rewards[r][-1]:+.3f}" for r in ROLES) +
                     f", solve rate {metrics.get('student/solve_rate', float('nan')):.3f}")
@@ -172,7 +178,8 @@ def figures(result: LearnRun, preset: str, cfg: TrainConfig, overrides: list[str
                         "threads": os.environ.get("OMP_NUM_THREADS")},
            "seconds": {k: round(v, 1) for k, v in result.seconds.items()},
            "league_students": [{k: s[k] for k in ("id", "solve_rate", "solved", "answers", "ability")}
-                               for s in result.league["students"]]}
+                               for s in result.league["students"]],
+           "diagnostics": {k: [None if v is None else round(float(v), 4) for v in vs] for k, vs in result.diagnostics.items()}}
     for role, curve in result.rewards.items():
         c = np.asarray(curve, dtype=float)
         w = min(window, len(c))
