@@ -22,11 +22,15 @@ def draw(data: dict, path: Path) -> None:
     for role, colour in (("student", "tab:blue"), ("teacher", "tab:orange")):
         curve = np.asarray(data[role]["curve"], dtype=float)
         steps = np.arange(1, len(curve) + 1)
-        left.plot(steps, curve, "o-", ms=3, lw=1, color=colour, alpha=0.6, label=f"{role} reward")
+        seen = np.isfinite(curve)  # a step without that role's rollouts (no valid task to answer) is left out
+        left.plot(steps[seen], curve[seen], "o", ms=4, color=colour, alpha=0.7,
+                  label=f"{role} reward ({int((~seen).sum())} step(s) without rollouts)")
         w = data["window"]
         if len(curve) >= w:  # the running mean over the window the start and end are read over
-            run = np.convolve(np.nan_to_num(curve, nan=np.nanmean(curve)), np.ones(w) / w, mode="valid")
-            left.plot(steps[w - 1:], run, "-", lw=2, color=colour, label=f"{role}, mean of {w} steps")
+            with np.errstate(all="ignore"):
+                run = np.array([np.nanmean(curve[i:i + w]) if seen[i:i + w].any() else np.nan
+                                for i in range(len(curve) - w + 1)])
+            left.plot(steps[w - 1:], run, "-", lw=2, color=colour, label=f"{role}, mean of the last {w} steps")
     left.set_xlabel("training step")
     left.set_ylabel("mean reward of the step's rollouts")
     left.axhline(0, color="grey", lw=0.5)
