@@ -31,6 +31,7 @@ def test_bench_learn_panel_prints_start_end_and_an_interval_around_the_rise(tmp_
     ab = figures["ability"]["trained"]
     assert ab["ci95"][0] < ab["ci95"][1] and ab["ci95"][0] <= ab["value"] <= ab["ci95"][1]
     assert len(figures["student"]["curve"]) == 2 and np.isfinite(figures["student"]["start"])
+    assert all(len(v) == 2 for v in figures["diagnostics"].values())  # why a curve is flat, per step
     # the students the panel scored are the run's, after its last step; what the figures came from is kept
     assert [s["id"] for s in figures["league_students"]] == ["base", "s2.S0", "s2.S1"]
     assert json.loads((out / "learn.json").read_text()) == figures
