@@ -1,5 +1,5 @@
 """``populora bench lora|step|evolve|verifier|eval|threads|scale|vllm|all``: speed ratios measured side by side in
-one run; ``populora bench learn --backend B``: the planted environment's reward rise (not a speed). Imported only when ``populora bench`` runs (its benches build model backends: torch); ``bench verifier``
+one run; ``populora bench learn --backend B``: the planted environment's reward rise (not a speed); ``bench learn --model embedded``: a preset's students against the base model on a held-out panel (``training/learn_panel.py``). Imported only when ``populora bench`` runs (its benches build model backends: torch); ``bench verifier``
 loads no torch and is dispatched to the sandbox's own command by ``populora.cli``."""
 
 from __future__ import annotations
