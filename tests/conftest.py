@@ -315,7 +315,8 @@ def pytest_runtest_teardown(item, nextitem):
 RAY_JOBS = "tests/platform/test_ray_jobs.py"  # a Ray cluster of its own (ray start), not the shared local instance
 RAY_TESTS = ("tests/platform/test_ray.py", RAY_JOBS, "tests/platform/test_data_parallel.py",
              "tests/training/test_periodic_eval.py::test_members_on_ray_workers_are_scored_as_on_the_local_path",
-             "tests/evaluation/test_eval_math_suite.py::test_grading_in_a_ray_actor_gives_the_main_threads_verdicts")
+             "tests/evaluation/test_eval_math_suite.py::test_grading_in_a_ray_actor_gives_the_main_threads_verdicts",
+             "tests/training/test_learns.py::test_planted_environment_learns_on_ray_data_parallel")
 SPLIT = ("tests/training/test_training_loop.py", "tests/training/test_run_lifecycle.py", "tests/ui/test_ui_jobs.py",
          "tests/training/test_sweep.py", "tests/training/test_periodic_eval.py", "tests/platform/test_concurrent_writers.py",
          "tests/evaluation/test_eval_code.py", "tests/evaluation/test_eval_fetch_report.py", "tests/evaluation/test_eval_data.py",

@@ -113,6 +113,8 @@ def test_validate_azr_inputs(v):
     ("def f(a):\n    return object()", "1", "error"),
     ("def f(a):\n    return (x for x in a)", "[1]", "error"),
     ("seen = []\ndef f(a):\n    seen.append(a)\n    return len(seen)", "1", "nondeterministic"),
+    ("def f(a):\n    return str(f)", "1", "nondeterministic"),  # '<function f at 0x...>': another in every process
+    ("def f(a):\n    return [a, repr(object())]", "1", "nondeterministic"),
     ("def f(a):\n    return a * 2_000_000", "'x'", "output_limit"),
     ("def f(a):\n    return [a] * 10**8", "'x'", "memory"),
 ])

@@ -13,6 +13,7 @@ import pytest
 from populora.cli.bench import bench_main
 
 
+@pytest.mark.slow
 def test_bench_learn_panel_prints_start_end_and_an_interval_around_the_rise(tmp_path, capsys):
     out = tmp_path / "learn"
     assert bench_main(["learn", "--model", "embedded", "--preset", "planted", "--steps", "2", "--panel-tasks", "2",

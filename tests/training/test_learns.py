@@ -34,10 +34,13 @@ from populora.training.tasks import planted, planted_base
 from populora.training.tasks.prompts import render
 from populora.training.tasks.task import Task
 
-SEEDS, STEPS, WINDOW = [0, 1, 2], 18, 4
-MARGIN = {"student": 0.15}  # student reward +1 right / -0.5 wrong (chance: +0.25)
-# PEFT (and vLLM's test, tests/vllm_real/test_learns_vllm.py): fewer steps at a higher lr, no KL forwards (logged
-# only) and one forward per 32 rows (the same gradient): under a minute of CPU (multi-LoRA's setting: ~2 minutes)
+SEEDS, WINDOW, RAY_STEPS = [0, 1, 2], 4, 18
+# student reward +1 right / -0.5 wrong (chance: +0.25). At 12 steps, lr 0.008 (below) the runs rose +0.16
+# (multi-LoRA), +0.19 (PEFT, vLLM) and +0.37 (Ray, 18 steps), every planted bug at most +0.06 (docs/learning.md):
+# 0.10 lies between, and the one-sided bound above 0 is what turns each bug red in any case
+MARGIN = {"student": 0.10}
+# Each backend's test (and vLLM's, tests/vllm_real/test_learns_vllm.py): 12 steps at lr 0.008, no KL forwards (logged
+# only) and one forward per 32 rows (the same gradient): under a minute of CPU each (18 steps at lr 0.005: ~2 minutes)
 QUICK_STEPS, QUICK = 12, ["optim.lr=0.008", "optim.kl_every=1000", "optim.micro_batch=32"]
 GATED = ("student",)  # the teachers' rise is printed, not yet asserted: at this lr it is ~+0.1, not reliably above 0
 
@@ -135,12 +138,24 @@ def _assert_learns(curve: learning.Curve, bug: str | None) -> None:
 
 @pytest.mark.slow
 def test_planted_environment_learns_on_multilora(planted_bug):
-    _assert_learns(learning.run_planted(SEEDS, STEPS, learning.BACKENDS["multilora"]), planted_bug)
+    _assert_learns(learning.run_planted(SEEDS, QUICK_STEPS, [*learning.BACKENDS["multilora"], *QUICK]), planted_bug)
 
 
 @pytest.mark.slow
 def test_planted_environment_learns_on_peft(planted_bug):
     _assert_learns(learning.run_planted(SEEDS, QUICK_STEPS, [*learning.BACKENDS["peft"], *QUICK]), planted_bug)
+
+
+@pytest.mark.slow
+def test_planted_environment_learns_on_ray_data_parallel():
+    """Two data-parallel Ray workers (each a multi-LoRA model worker: generation and the update's shards, gradients
+    all-reduced), 18 steps: 12 are too few here (+0.18 [-0.12, +0.48], docs/learning.md). The planted bugs reach the
+    workers only from their start-up (tests/subprocess_site/sitecustomize.py), so their red runs are the CLI's:
+    ``POPULORA_PLANTED_BUG=<name> PYTHONPATH=tests/subprocess_site populora bench learn --backend ray ...``."""
+    ray = pytest.importorskip("ray", reason="Ray is an optional extra: pip install 'populora-platform[ray]'")
+    if ray.is_initialized():  # the Ray unit's shared 2-CPU instance cannot hold the 2.5 CPUs these actors reserve
+        ray.shutdown()
+    _assert_learns(learning.run_planted(SEEDS, RAY_STEPS, [*learning.BACKENDS["ray"], *QUICK[:2]]), None)
 
 
 # ------------------------------------------------------------------------------ log-probs at the sampling temperature

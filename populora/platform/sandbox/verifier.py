@@ -31,6 +31,8 @@ from populora.platform.sandbox.values import parse_literal
 
 AZR_BANNED = ("logging", "random", "multiprocessing", "pebble", "subprocess", "threading", "datetime", "time",
               "hashlib", "hmac", "bcrypt", "calendar")
+# an object's default repr, '<function f at 0x7f...>': a value that holds one is another in every process
+ADDRESS = re.compile(r"<[^<>]* at 0x[0-9a-fA-F]+>")
 # beyond AZR: modules that reach the OS or the interpreter, or are sources of nondeterminism
 EXTRA_BANNED = ("os", "sys", "shutil", "socket", "ctypes", "importlib", "gc", "inspect", "signal", "resource",
                 "builtins", "io", "pathlib", "tempfile", "pickle", "marshal", "secrets", "uuid", "asyncio",
@@ -324,6 +326,9 @@ class Verifier:
                 return _invalid(r)
             if len(set(r.values)) != 1:  # f(input) twice in one process, arguments rebuilt each time
                 return Verdict(False, None, "nondeterministic", "f(input) gave different results on repeated calls")
+            if ADDRESS.search(r.value or ""):  # equal twice in one process, but no other process prints it again
+                return Verdict(False, None, "nondeterministic", "f(input)'s value holds an object's memory address "
+                               "(as str(f) gives: '<function f at 0x...>'), which no answer run elsewhere can match")
             return Verdict(True, None, "ok", "ok", output=r.value)
 
         return [self._req(job.program, job.input, repeat=2)], finish
