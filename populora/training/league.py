@@ -109,8 +109,9 @@ def make_panel(plan: Plan, backend, adapters: dict, verifier, log: Callable[[str
         for (e, t, _) in plans:
             counts[e.id]["proposed"] += 1
             counts[e.id]["valid"] += bool(t.valid)
-            if t.valid and len(kept[(e.id, t.kind)]) < spec.tasks_per_kind:
-                kept[(e.id, t.kind)].append(t)
+            ours = kept[(e.id, t.kind)]
+            if t.valid and len(ours) < spec.tasks_per_kind and same_item(t) not in map(same_item, ours):
+                ours.append(t)  # one item per program and input: a task proposed twice would weigh twice in the fit
         log(f"panel round {r + 1}/{spec.rounds}: {len(plans)} proposals, "
             f"{sum(bool(t.valid) for t in tasks)} valid; kept {sum(map(len, kept.values()))}")
     for e in new:
@@ -121,6 +122,19 @@ def make_panel(plan: Plan, backend, adapters: dict, verifier, log: Callable[[str
             log(f"teacher {e.id} wrote fewer valid tasks than asked: {', '.join(short)}")
     write_atomic(path, json.dumps(panel, indent=1))
     return panel
+
+
+def same_item(t: Task) -> tuple:
+    """What makes two of a teacher's panel tasks one item: the kind, the program (its text, stripped) and the input
+    or inputs the student is given with it.
+
+    >>> a = Task("a", "code_i", "def f(x): return x  ", input="1", output="1")
+    >>> same_item(a) == same_item(Task("b", "code_i", "def f(x): return x", input="1", output="1"))
+    True
+    >>> same_item(a) == same_item(Task("c", "code_i", "def f(x): return x", input="2", output="2"))
+    False
+    """
+    return t.kind, t.program.strip(), t.input, tuple(t.inputs)
 
 
 def _seed_tasks(plan: Plan) -> list[dict]:
