@@ -56,7 +56,7 @@ def test_solve_rates_and_difference_contain_their_values_never_zero_width(panel)
     assert abs(d["value"] - float(np.mean(after - before))) <= EPS
     assert 0 <= d["p"] <= 1
     if mode == "tie":  # no task changed: a difference of exactly 0, an interval around it, p = 1
-        assert d["value"] == 0 and lo < 0 < hi and d["p"] == 1
+        assert abs(d["value"]) <= EPS and lo < 0 < hi and d["p"] >= 1 - EPS  # the means' difference: 0 up to rounding
 
 
 @pytest.mark.parametrize("tasks", [1, 2, 7, 30, 2000])

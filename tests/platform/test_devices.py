@@ -110,7 +110,7 @@ def test_peft_generate_and_train_step_on_the_device(device_model, on_device):
     for i, name in enumerate(["a", "b"]):
         backend.add_adapter(name, seed=i)
         if on_device.type == "meta":  # PEFT moves no adapter of a layer that already holds one on meta (its
-            backend.model.to(on_device)  # lazy-loading case); on a real device it moves each new one itself
+            backend.to(on_device)  # lazy-loading case); on a real device it moves each new one itself
         backend.init_optimizer(name, AdamConfig(lr=1e-3))
     assert _all_on([p for n in backend.adapters for p in backend.parameters(n)], on_device)
     assert len(backend.generate(["def f(x):", "x ="], ["a", "b"], max_new_tokens=3, seed=0)) == 2
@@ -145,7 +145,7 @@ def test_update_options_stay_on_the_device(device_model, on_device, backend_cls,
     for i, name in enumerate(["a", "b"]):
         backend.add_adapter(name, seed=i)
         if on_device.type == "meta" and backend_cls is PeftBackend:  # as in the PEFT test above
-            backend.model.to(on_device)
+            backend.to(on_device)
         backend.init_optimizer(name, AdamConfig(lr=1e-3))
     stats = backend.train_step({"a": GENERATED, "b": GENERATED[:2]}, micro_batch=2, log_kl=True, **options)
     assert set(stats) == {"a", "b"}
@@ -164,7 +164,7 @@ def test_activation_checkpointing_recomputes_on_the_device(device_model, on_devi
     for i, name in enumerate(["a", "b"]):
         backend.add_adapter(name, seed=i)
         if on_device.type == "meta" and backend_cls is PeftBackend:
-            backend.model.to(on_device)  # see test_peft_generate_and_train_step_on_the_device
+            backend.to(on_device)  # see test_peft_generate_and_train_step_on_the_device
         backend.init_optimizer(name, AdamConfig(lr=1e-3))
     stats = backend.train_step({"a": SAMPLES, "b": SAMPLES[:1]}, micro_batch=2)
     assert set(stats) == {"a", "b"}

@@ -3,6 +3,7 @@ a UI job holds the only slot it waits, says so and is listed by ``populora jobs`
 free it holds it (``populora jobs``: 1 running, the terminal's job) and trains; its record ends with its exit."""
 
 import os
+import signal
 import subprocess
 import sys
 
@@ -53,6 +54,12 @@ def test_a_terminal_train_waits_for_the_ui_jobs_slot_and_is_listed_by_populora_j
     assert terminal.FOLDER in entry.job.dir and done.id not in {j.id for j in jobs.list_jobs()}  # not a listed job dir
 
 
+def _ctrl_c_as_in_a_terminal() -> None:
+    """A command typed in a terminal takes Ctrl-C (SIGINT, what ``populora jobs --stop`` sends); a test run from a
+    background shell (``nohup make test &``) starts its children with SIGINT ignored, which they would keep."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_a_terminal_eval_waits_in_the_one_queue_and_is_listed_by_populora_jobs(mlflow_store, tmp_path, own_queue,
                                                                                monkeypatch, capsys):
     """The issue's finding was a terminal's train beside a league; an evaluation loads the model and generates too:
@@ -64,7 +71,8 @@ def test_a_terminal_eval_waits_in_the_one_queue_and_is_listed_by_populora_jobs(m
     assert wait_for_status(holder, ("running",)) == "running"
     proc = subprocess.Popen([sys.executable, "-m", "populora.cli", "eval", "--base-only", "--tiny-random",
                              "--benchmarks", "humaneval_plus", "--limit", "1"], env=dict(os.environ),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                            preexec_fn=_ctrl_c_as_in_a_terminal)
     try:
         entry = wait_for(_terminal_entry, 120, "the terminal's eval in the queue", interval=0.2)
         assert entry.position == 1 and entry.job.pid == proc.pid and entry.job.kind == "eval"

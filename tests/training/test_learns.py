@@ -147,15 +147,15 @@ def test_planted_environment_learns_on_peft(planted_bug):
 
 
 @pytest.mark.slow
-def test_planted_environment_learns_on_ray_data_parallel():
+def test_planted_environment_learns_on_ray_data_parallel(planted_bug):
     """Two data-parallel Ray workers (each a multi-LoRA model worker: generation and the update's shards, gradients
-    all-reduced), 18 steps: 12 are too few here (+0.18 [-0.12, +0.48], docs/learning.md). The planted bugs reach the
-    workers only from their start-up (tests/subprocess_site/sitecustomize.py), so their red runs are the CLI's:
-    ``POPULORA_PLANTED_BUG=<name> PYTHONPATH=tests/subprocess_site populora bench learn --backend ray ...``."""
+    all-reduced), 18 steps: 12 are too few here (+0.18 [-0.12, +0.48], docs/learning.md). A planted bug reaches the
+    driver from the fixture and the workers from their start-up (tests/subprocess_site/sitecustomize.py: the test
+    processes' PYTHONPATH holds it, and Ray's workers inherit it)."""
     ray = pytest.importorskip("ray", reason="Ray is an optional extra: pip install 'populora-platform[ray]'")
     if ray.is_initialized():  # the Ray unit's shared 2-CPU instance cannot hold the 2.5 CPUs these actors reserve
         ray.shutdown()
-    _assert_learns(learning.run_planted(SEEDS, RAY_STEPS, [*learning.BACKENDS["ray"], *QUICK[:2]]), None)
+    _assert_learns(learning.run_planted(SEEDS, RAY_STEPS, [*learning.BACKENDS["ray"], *QUICK[:2]]), planted_bug)
 
 
 # ------------------------------------------------------------------------------ log-probs at the sampling temperature

@@ -37,8 +37,8 @@ TINY = ("model.tiny_random=true\nsteps=1\nevolution.every=0\ntasks.max_new_token
 EXPECTED = {
     "GSM8K": "75.0 0.0 100.0 100.0 0.0 -25.0 [-80.2, +61.6] -100.0 [-100.0, +31.5]",
     "MATH-500": "75.0 0.0 100.0 0.0 0.0 +75.0 [-46.0, +97.3] +0.0 [-65.8, +65.8]",
-    "overall": "75.0 0.0 100.0 50.0 0.0 +25.0 [-51.2, +76.7] -50.0 [-85.0, +22.3]",
-}
+    "math avg": "75.0 0.0 100.0 50.0 0.0 +25.0 [-51.2, +76.7] -50.0 [-85.0, +22.3]",  # "overall" is the same two:
+}                                                                                  # printed once, as the report does
 WORDS = "Verdict: no difference this data can detect: 2 problems per benchmark cannot show one;"  # headline.plain, bold
 
 pytestmark = [NEEDS_CHROMIUM, pytest.mark.timeout(900), pytest.mark.slow]

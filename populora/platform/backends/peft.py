@@ -76,6 +76,13 @@ class PeftBackend:
             self._params[name] = [p for key, p in self.model.named_parameters() if "lora_" in key and marker in key]
         return self._params[name]
 
+    def to(self, device) -> "PeftBackend":
+        """The model and its adapters on ``device``: a move makes new parameter objects (a meta or another device),
+        so the cached parameter lists are dropped too."""
+        self.model.to(device)
+        self._forget_layout()
+        return self
+
     def _forget_layout(self) -> None:
         """Adapters added or removed: the cached parameter lists and LoRA layers are stale."""
         self._params.clear()
