@@ -56,7 +56,9 @@ def test_solve_rates_and_difference_contain_their_values_never_zero_width(panel)
     assert abs(d["value"] - float(np.mean(after - before))) <= EPS
     assert 0 <= d["p"] <= 1
     if mode == "tie":  # no task changed: a difference of exactly 0, an interval around it, p = 1
-        assert abs(d["value"]) <= EPS and lo < 0 < hi and d["p"] >= 1 - EPS  # the means' difference: 0 up to rounding
+        # the means' difference is 0 up to rounding; p inverts the interval by a numerical search (a tie's p read
+        # 0.9999999924 on a fresh clone's run: the search's tolerance, not a difference)
+        assert abs(d["value"]) <= EPS and lo < 0 < hi and d["p"] >= 1 - 1e-6
 
 
 @pytest.mark.parametrize("tasks", [1, 2, 7, 30, 2000])

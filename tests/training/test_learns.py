@@ -36,7 +36,7 @@ from populora.training.tasks.task import Task
 
 SEEDS, WINDOW, RAY_STEPS = [0, 1, 2], 4, 18
 # student reward +1 right / -0.5 wrong (chance: +0.25). At 12 steps, lr 0.008 (below) the runs rose +0.16
-# (multi-LoRA), +0.19 (PEFT, vLLM) and +0.37 (Ray, 18 steps), every planted bug at most +0.06 (docs/learning.md):
+# (multi-LoRA), +0.19 (PEFT, vLLM) and +0.37 (Ray, 18 steps), every planted bug at most +0.07 (docs/learning.md):
 # 0.10 lies between, and the one-sided bound above 0 is what turns each bug red in any case
 MARGIN = {"student": 0.10}
 # Each backend's test (and vLLM's, tests/vllm_real/test_learns_vllm.py): 12 steps at lr 0.008, no KL forwards (logged
