@@ -21,22 +21,35 @@ def _terminal_entry():
     return next((e for e in queue.snapshot() if e.job.name.startswith("terminal: ")), None)
 
 
-@pytest.mark.slow
-def test_a_terminal_train_waits_for_the_ui_jobs_slot_and_is_listed_by_populora_jobs(mlflow_store, tmp_path, own_queue,
-                                                                                   monkeypatch, capsys):
+def _queued_behind_a_ui_job(tmp_path, monkeypatch, capsys, holder_name: str, command: list[str], kind: str, **popen):
+    """A UI job (``holder_name``) holds the only slot; ``populora <command>`` typed in a terminal waits #1 behind it
+    and ``populora jobs`` lists it with its kind: (the holder, the terminal's process, its queue entry)."""
     monkeypatch.setenv("POPULORA_MAX_PARALLEL_JOBS", "1")
     monkeypatch.setenv("POPULORA_JOBS_DIR", str(tmp_path / "jobs"))
-    holder = jobs.start([sys.executable, "-c", HOLD], name="league stand-in", root=tmp_path / "jobs", slots=1)
+    holder = jobs.start([sys.executable, "-c", HOLD], name=holder_name, root=tmp_path / "jobs", slots=1)
     assert wait_for_status(holder, ("running",)) == "running"
-    proc = subprocess.Popen([sys.executable, "-m", "populora.cli", "train", *TINY, "--quiet"], env=dict(os.environ),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen([sys.executable, "-m", "populora.cli", *command], env=dict(os.environ),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **popen)
     try:
-        entry = wait_for(_terminal_entry, 120, "the terminal's train in the queue", interval=0.2)
-        assert entry.position == 1 and entry.job.pid == proc.pid and entry.job.kind == "train"
+        entry = wait_for(_terminal_entry, 120, f"the terminal's {kind} in the queue", interval=0.2)
+        assert entry.position == 1 and entry.job.pid == proc.pid and entry.job.kind == kind
         capsys.readouterr()
         assert cli_in_process("jobs") == 0
         out = capsys.readouterr().out
-        assert "1 slot(s), 1 running, 1 waiting" in out and f"#1       train queued    {entry.job.id}" in out, out
+        assert "1 slot(s), 1 running, 1 waiting" in out and f"#1       {kind:<5} queued    {entry.job.id}" in out, out
+    except BaseException:
+        proc.kill()
+        jobs.stop(holder, timeout_s=10)
+        raise
+    return holder, proc, entry
+
+
+@pytest.mark.slow
+def test_a_terminal_train_waits_for_the_ui_jobs_slot_and_is_listed_by_populora_jobs(mlflow_store, tmp_path, own_queue,
+                                                                                   monkeypatch, capsys):
+    holder, proc, entry = _queued_behind_a_ui_job(tmp_path, monkeypatch, capsys, "league stand-in",
+                                                  ["train", *TINY, "--quiet"], "train")
+    try:
         assert jobs.stop(holder) == "stopped"
         wait_for(lambda: (e := _terminal_entry()) is not None and e.position is None, 120, "the terminal's train to hold the slot",
                  interval=0.2)
@@ -65,21 +78,11 @@ def test_a_terminal_eval_waits_in_the_one_queue_and_is_listed_by_populora_jobs(m
     """The issue's finding was a terminal's train beside a league; an evaluation loads the model and generates too:
     it waits while a UI job holds the only slot, listed (kind eval) with its place, and a stop while it waits ends
     its record (exit 130) without it ever taking the slot."""
-    monkeypatch.setenv("POPULORA_MAX_PARALLEL_JOBS", "1")
-    monkeypatch.setenv("POPULORA_JOBS_DIR", str(tmp_path / "jobs"))
-    holder = jobs.start([sys.executable, "-c", HOLD], name="training stand-in", root=tmp_path / "jobs", slots=1)
-    assert wait_for_status(holder, ("running",)) == "running"
-    proc = subprocess.Popen([sys.executable, "-m", "populora.cli", "eval", "--base-only", "--tiny-random",
-                             "--benchmarks", "humaneval_plus", "--limit", "1"], env=dict(os.environ),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
-                            preexec_fn=_ctrl_c_as_in_a_terminal)
+    holder, proc, entry = _queued_behind_a_ui_job(
+        tmp_path, monkeypatch, capsys, "training stand-in",
+        ["eval", "--base-only", "--tiny-random", "--benchmarks", "humaneval_plus", "--limit", "1"], "eval",
+        start_new_session=True, preexec_fn=_ctrl_c_as_in_a_terminal)
     try:
-        entry = wait_for(_terminal_entry, 120, "the terminal's eval in the queue", interval=0.2)
-        assert entry.position == 1 and entry.job.pid == proc.pid and entry.job.kind == "eval"
-        capsys.readouterr()
-        assert cli_in_process("jobs") == 0
-        out = capsys.readouterr().out
-        assert "1 slot(s), 1 running, 1 waiting" in out and f"#1       eval  queued    {entry.job.id}" in out, out
         assert jobs.stop(entry.job, timeout_s=60) == "stopped"  # populora jobs --stop ID, as for any job
         text, _ = proc.communicate(timeout=60)
     finally:
