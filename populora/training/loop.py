@@ -350,10 +350,7 @@ class Trainer:
         """Continue run ``run_id`` from its newest intact checkpoint (``step``: that one); ``resume_notes`` say
         which newer checkpoints were damaged and skipped. Refused at once while another trainer holds the run
         (platform/jobs/lease.py; ``force``: a holder on another machine known dead)."""
-        try:
-            run_dir = RunLog.recorded_run_dir(run_id)
-        except LookupError as err:
-            raise checkpoint.CheckpointError(f"{err}; list runs with: populora runs") from None
+        run_dir = _recorded_run_dir(run_id)
         run_log.refuse_resume(run_id, force)  # before loading anything: a live holder refuses it now
         if not (run_dir / rl.CHECKPOINTS).is_dir():
             raise checkpoint.CheckpointError(f"run {run_id} has no checkpoint under {str(run_dir)!r}; start a new run instead")
@@ -383,21 +380,14 @@ class Trainer:
     def refuse_fork(run_id: str, step: int) -> None:
         """CheckpointError at once (before the fork waits in the queue) if run ``run_id`` has no complete checkpoint
         ``step``, naming its live trainer when it has one (not written yet, being written, pruned)."""
-        try:
-            parent_dir = RunLog.recorded_run_dir(run_id)
-        except LookupError as err:
-            raise checkpoint.CheckpointError(f"{err}; list runs with: populora runs") from None
-        checkpoint.forkable(parent_dir, step, run_log.writer_of(run_id))
+        checkpoint.forkable(_recorded_run_dir(run_id), step, run_log.writer_of(run_id))
 
     @classmethod
     def fork(cls, run_id: str, step: int, overrides: list[str]) -> "Trainer":
         """A new run continuing run ``run_id``'s checkpoint ``step`` (its full state) with ``overrides``
         (validated by ``fork.fork_config``), tagged with its origin; its lineage continues the parent's. It writes
         its own checkpoint of ``step`` at once, so it resumes like any run even if killed before its first step."""
-        try:
-            parent_dir = RunLog.recorded_run_dir(run_id)
-        except LookupError as err:
-            raise checkpoint.CheckpointError(f"{err}; list runs with: populora runs") from None
+        parent_dir = _recorded_run_dir(run_id)
         # the parent's trainer may still write its run (one writer per run): read a pinned copy its prune cannot take
         with checkpoint.pinned(parent_dir, step, run_log.writer_of(run_id)) as path:
             return cls._fork_from(path, run_id, step, overrides)
@@ -514,6 +504,15 @@ class Trainer:
             for m in self.population.alive():
                 m.adapter_dir = str(self.backend.save_adapter(m.id, adapters / m.id))
         self.log.finish(self.population, skip=self.lineage.dead_before_fork())
+
+
+def _recorded_run_dir(run_id: str) -> Path:
+    """The run dir run ``run_id`` recorded (a resume's, a fork's parent); CheckpointError naming how to list runs
+    if none."""
+    try:
+        return RunLog.recorded_run_dir(run_id)
+    except LookupError as err:
+        raise checkpoint.CheckpointError(f"{err}; list runs with: populora runs") from None
 
 
 def backend_config(cfg: TrainConfig, run_dir: Path | None = None) -> BackendConfig:
