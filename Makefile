@@ -97,7 +97,7 @@ vllm-tests-logged: vllm-venv-logged
 	  echo "tests/vllm_real, the end of $(VLLM_TEST_LOG):"; tail -n 30 $(VLLM_TEST_LOG); exit $$rc
 
 test-main: venv browser
-	$(BIN)/python -m pytest -q --timeout=1200 -n $(TEST_WORKERS) --dist loadgroup --durations=$(DURATIONS)   # pyproject testpaths: tests/ and the doctests in populora/
+	$(BIN)/python -m pytest -q --timeout=1200 -n $(TEST_WORKERS) --dist loadgroup --durations=$(DURATIONS) -m "not paper"   # pyproject testpaths: tests/ and the doctests in populora/
 
 browser:
 	bash scripts/install-browser.sh   # Debian chromium + chromium-driver for the UI's browser test
@@ -150,7 +150,8 @@ test-vllm: $(VLLM_VENV)/.installed
 # workers (test_paper_path.py, scripts/paper_tiny.py). Marked ``paper`` and left to `make test-paper`: the shutdown
 # tests of a failed step (the same ``finally`` as SIGTERM, which make test runs) and of a lost data-parallel worker
 # (two more engines; the paper path's kill -9 already checks that no engine or Ray worker outlives the trainer).
-test-paper: $(VLLM_VENV)/.installed
+test-paper: venv $(VLLM_VENV)/.installed
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(BIN)/python -m pytest -q --timeout=3600 -n 0 -m paper -s tests/training/test_learns.py
 	$(VBIN)/python -m pytest -q --timeout=3600 -p no:cacheprovider -m paper tests/vllm_real
 
 ui: venv

@@ -83,12 +83,22 @@ def reference(tiny_model):
         gens = seeded_sampling.generate(backend, PROMPTS, ["T0"] * len(PROMPTS),
                                         generation.row_seeds(SEED, len(PROMPTS)), **SAMPLING)
         logprobs = _logprobs(backend)
+        stale = _generate_updated(backend)  # before the update: what a worker that missed it would sample
         stats = _step_twice(backend)
         states = {n: backend.adapter_state(n) for n in ("T0", "S0")}
         optims = {n: backend.optimizer_state(n) for n in ("T0", "S0")}
+        after = _generate_updated(backend)
     finally:
         backend.unwrap()
-    return stats, states, optims, logprobs, [g.completion_ids for g in gens]
+    return stats, states, optims, logprobs, [g.completion_ids for g in gens], stale, after
+
+
+def _generate_updated(backend) -> list[list[int]]:
+    """T0's completions at a low temperature (0.3: the workers' weights and the one process's, float noise apart,
+    sample the same tokens) from seeds other than the first generation's."""
+    gens = seeded_sampling.generate(backend, PROMPTS, ["T0"] * len(PROMPTS), generation.row_seeds(SEED + 1, len(PROMPTS)),
+                                    max_new_tokens=10, temperature=0.3, top_p=1.0)
+    return [g.completion_ids for g in gens]
 
 
 def _logprobs(backend):
@@ -100,7 +110,7 @@ class TestTwoWorkers:
     """The backend on one pair of workers (``pair``), against the one-process ``reference``."""
 
     def test_one_update_on_two_workers_equals_the_update_in_one_process(self, pair, population, reference):
-        ref_stats, ref_states, ref_optims, ref_logprobs, _ = reference
+        ref_stats, ref_states, ref_optims, ref_logprobs, _, ref_stale, ref_after = reference
         backend = pair
         logp, mask = _logprobs(backend)  # rows dealt over both workers, padded back in the caller's order
         assert torch.equal(mask, ref_logprobs[1])
@@ -134,6 +144,11 @@ class TestTwoWorkers:
         rows = population()
         assert sum(r["trained"] for r in rows) == 2 * 11
         assert all(r["trained"] > 0 for r in rows)
+        # the workers generate from the updated adapter, as the one process does (a worker sampling from the weights
+        # before the update, or from the base, fails here: the learning test on Ray is in `make test-paper`)
+        after = pair.generate(PROMPTS, ["T0"] * len(PROMPTS), seed=SEED + 1, max_new_tokens=10, temperature=0.3, top_p=1.0)
+        assert [g.completion_ids for g in after] == ref_after
+        assert ref_after != ref_stale  # the update changed these rows: a stale worker could not pass
 
 
     def test_rows_of_one_adapter_are_generated_on_both_workers_as_in_one_process(self, pair, population, reference):

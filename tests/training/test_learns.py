@@ -147,11 +147,16 @@ def test_planted_environment_learns_on_peft(planted_bug):
 
 
 @pytest.mark.slow
+@pytest.mark.paper
 def test_planted_environment_learns_on_ray_data_parallel(planted_bug):
     """Two data-parallel Ray workers (each a multi-LoRA model worker: generation and the update's shards, gradients
     all-reduced), 18 steps: 12 are too few here (+0.18 [-0.12, +0.48], docs/learning.md). A planted bug reaches the
     driver from the fixture and the workers from their start-up (tests/subprocess_site/sitecustomize.py: the test
-    processes' PYTHONPATH holds it, and Ray's workers inherit it)."""
+    processes' PYTHONPATH holds it, and Ray's workers inherit it).
+
+    In `make test-paper`, not `make test` (~210 s of CPU, a seventh of the suite's): make test holds the workers to
+    the one process instead (tests/platform/test_data_parallel.py: the same update, and after it the same sampled
+    rows, as the one-process multi-LoRA backend, whose learning test above runs in make test)."""
     ray = pytest.importorskip("ray", reason="Ray is an optional extra: pip install 'populora-platform[ray]'")
     if ray.is_initialized():  # the Ray unit's shared 2-CPU instance cannot hold the 2.5 CPUs these actors reserve
         ray.shutdown()
