@@ -146,10 +146,13 @@ vllm-venv-logged: vllm-deps-logged venv | $(UV)
 test-vllm: $(VLLM_VENV)/.installed
 	$(VBIN)/python -m pytest -q --timeout=1200 -p no:cacheprovider -m "not paper" --durations=10 tests/vllm_real
 
-# tests/vllm_real includes the paper presets end to end at tiny scale on the real vLLM engine in 2 data-parallel Ray
-# workers (test_paper_path.py, scripts/paper_tiny.py). Marked ``paper`` and left to `make test-paper`: the shutdown
+# tests/vllm_real includes the paper presets at tiny scale on the real vLLM engine in 2 data-parallel Ray workers
+# (test_paper_path.py, scripts/paper_tiny.py): make test runs the population to its end and its evaluation (--quick),
+# make test-paper the whole path (kill -9 and resume, the linked baseline). Marked ``paper`` and left to make
+# test-paper as well: the planted environment's learning on Ray workers (tests/training/test_learns.py), the shutdown
 # tests of a failed step (the same ``finally`` as SIGTERM, which make test runs) and of a lost data-parallel worker
-# (two more engines; the paper path's kill -9 already checks that no engine or Ray worker outlives the trainer).
+# (two more engines; the paper path checks that no engine or Ray worker outlives the trainer: after its end in make
+# test, after its kill -9 in make test-paper).
 test-paper: venv $(VLLM_VENV)/.installed
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(BIN)/python -m pytest -q --timeout=3600 -n 0 -m paper -s tests/training/test_learns.py
 	$(VBIN)/python -m pytest -q --timeout=3600 -p no:cacheprovider -m paper tests/vllm_real

@@ -3,13 +3,17 @@ configs/paper-baseline.yaml on the tiny Qwen2 model, vLLM generation on the real
 data-parallel Ray workers, seeding, one evolution, a checkpoint, kill -9 and resume, then ``populora eval``
 under the azr protocol. Run it in the vLLM venv (``make vllm-venv``):
 
-    PYTHONPATH=. .venv-vllm/bin/python scripts/paper_tiny.py [--dir DIR] [--json]
+    PYTHONPATH=. .venv-vllm/bin/python scripts/paper_tiny.py [--dir DIR] [--json] [--quick]
 
 What it checks (exit 1 and the reason if any fails): the population run is killed (-9) once its step-1
 checkpoint exists and resumed from it; both runs end FINISHED with every step logged exactly once (nothing lost,
 nothing duplicated); the population evolved once; both runs share one ``pair`` id (linked); the evaluation of
 the population run scores every member under protocol azr. Printed: each phase's wall time, the steps' own
 phase times (MLflow ``time/*``) and the compute ledger (``compute/per_adapter/*``) of both runs, side by side.
+
+``--quick`` (what `make test` runs; `make test-paper` runs the whole path): the population run alone, uninterrupted,
+then its evaluation, 2 engine starts instead of 6; it checks the population as above and that nothing it started
+(Ray, its workers, their engines) outlives its normal end.
 """
 
 from __future__ import annotations
@@ -57,9 +61,44 @@ def run(cmd: list[str], log: Path, env: dict) -> tuple[int, str, float]:
     return code, log.read_text(), time.perf_counter() - t0
 
 
+def left_of(started: list, timeout: float) -> list[str]:
+    """The processes of ``started`` still running ``timeout`` s later."""
+    _, alive = psutil.wait_procs(started, timeout=timeout)
+    return [f"{p.pid} {p.name()}" for p in alive if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+
+
 def train_killed_and_resumed(out: Path, env: dict, logs: Path, phases: dict) -> str:
     """The population run, kill -9 once its step-1 checkpoint is on disk, then --resume to the end: its run id."""
     t0 = time.perf_counter()
+    proc, run_id, started = until_step_1(out, env, logs)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    phases["population: start to step-1 checkpoint, then kill -9"] = time.perf_counter() - t0
+    phases["left after kill -9 (120 s later)"] = left_of(started, 120)
+    code, text, s = run([sys.executable, "-m", "populora.cli", "train", "--resume", run_id, "--quiet"],
+                        logs / "resume.log", env)
+    phases["population: resume to the end"] = s
+    if code != 0:
+        raise SystemExit(f"the resume failed (exit {code}):\n{text[-3000:]}")
+    return run_id
+
+
+def train_to_the_end(out: Path, env: dict, logs: Path, phases: dict) -> str:
+    """``--quick``: the population run uninterrupted; what it started (Ray, its workers, their engines) must end with
+    it (``Trainer.close``). Its run id."""
+    t0 = time.perf_counter()
+    proc, run_id, started = until_step_1(out, env, logs, may_end=True)
+    code = proc.wait()
+    phases["population: start to the end"] = time.perf_counter() - t0
+    if code != 0:
+        raise SystemExit(f"the population run failed (exit {code}):\n" + (logs / "population.log").read_text()[-3000:])
+    phases["left after the end (120 s later)"] = left_of(started, 120)
+    return run_id
+
+
+def until_step_1(out: Path, env: dict, logs: Path, may_end: bool = False):
+    """The population run started and its step-1 checkpoint on disk: (process, run id, the processes it started);
+    ``may_end``: a run that already ended well is no error (nothing of it left to list)."""
     log = open(logs / "population.log", "w")
     proc = subprocess.Popen(train_cmd("paper-4t4s.yaml", out, env["PAIR"]), stdout=log, stderr=subprocess.STDOUT,
                             env=env, cwd=ROOT)
@@ -70,22 +109,12 @@ def train_killed_and_resumed(out: Path, env: dict, logs: Path, phases: dict) -> 
         if run_id and any((out / run_id / "checkpoints").glob("step_000001")):
             break
         time.sleep(0.5)
+    if may_end and proc.poll() == 0:
+        return proc, run_id, []
     if proc.poll() is not None:
         raise SystemExit(f"the population run ended (exit {proc.returncode}) before its step-1 checkpoint:\n"
                          + (logs / "population.log").read_text()[-3000:])
-    started = psutil.Process(proc.pid).children(recursive=True)  # Ray's processes, the workers, their engines
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    phases["population: start to step-1 checkpoint, then kill -9"] = time.perf_counter() - t0
-    _, alive = psutil.wait_procs(started, timeout=120)
-    left = [f"{p.pid} {p.name()}" for p in alive if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
-    phases["left after kill -9 (120 s later)"] = left
-    code, text, s = run([sys.executable, "-m", "populora.cli", "train", "--resume", run_id, "--quiet"],
-                        logs / "resume.log", env)
-    phases["population: resume to the end"] = s
-    if code != 0:
-        raise SystemExit(f"the resume failed (exit {code}):\n{text[-3000:]}")
-    return run_id
+    return proc, run_id, psutil.Process(proc.pid).children(recursive=True)  # Ray's, the workers, their engines
 
 
 def summary(run_id: str) -> dict:
@@ -110,6 +139,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dir", help="where runs, the MLflow store and logs go (default: a new temp dir)")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--quick", action="store_true",
+                    help="the population run alone, uninterrupted, then its evaluation: 2 engine starts instead of 6 "
+                         "(no kill -9 and resume, no baseline); make test runs this, make test-paper the whole path")
     args = ap.parse_args(argv)
     d = Path(args.dir or tempfile.mkdtemp(prefix="populora-paper-tiny-")).resolve()
     (d / "logs").mkdir(parents=True, exist_ok=True)
@@ -117,28 +149,34 @@ def main(argv=None) -> int:
     pair = f"tiny-paper-{int(time.time())}"
     env = {**os.environ, "PAIR": pair, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
     phases, t0 = {}, time.perf_counter()
-    pop = train_killed_and_resumed(d / "runs", env, d / "logs", phases)
-    code, text, phases["baseline: train"] = run(train_cmd("paper-baseline.yaml", d / "runs", pair, BASELINE), d / "logs" / "baseline.log", env)
-    if code != 0:
-        raise SystemExit(f"the baseline failed (exit {code}):\n{text[-3000:]}")
-    base = next(iter(re.findall(r"^run ([0-9a-f]{32}):", text, re.M)))
+    if args.quick:
+        pop, base = train_to_the_end(d / "runs", env, d / "logs", phases), None
+    else:
+        pop = train_killed_and_resumed(d / "runs", env, d / "logs", phases)
+        code, text, phases["baseline: train"] = run(train_cmd("paper-baseline.yaml", d / "runs", pair, BASELINE),
+                                                    d / "logs" / "baseline.log", env)
+        if code != 0:
+            raise SystemExit(f"the baseline failed (exit {code}):\n{text[-3000:]}")
+        base = next(iter(re.findall(r"^run ([0-9a-f]{32}):", text, re.M)))
     code, text, phases["eval: population run, azr protocol"] = run(
         [sys.executable, "-m", "populora.cli", "eval", "--run", pop, *EVAL], d / "logs" / "eval.log", env)
     if code != 0:
         raise SystemExit(f"the evaluation failed (exit {code}):\n{text[-3000:]}")
     phases["total"] = time.perf_counter() - t0
-    left = phases.pop("left after kill -9 (120 s later)")
-    result = {"dir": str(d), "phases_s": {k: round(v, 1) for k, v in phases.items()}, "left_after_kill_9": left,
-              "population": summary(pop), "baseline": summary(base), "population_run": pop, "baseline_run": base,
+    left_key = next(k for k in phases if k.startswith("left after"))
+    left = phases.pop(left_key)
+    result = {"dir": str(d), "quick": args.quick, "phases_s": {k: round(v, 1) for k, v in phases.items()},
+              "left": left, "population": summary(pop), "baseline": summary(base) if base else None,
+              "population_run": pop, "baseline_run": base,
               "eval_protocol": next(iter(re.findall(r"under protocol (\w+)", text)), None),
               "eval_log_tail": text.strip().splitlines()[-12:]}
-    problems = [f"{k} run {r['status']}, steps logged {r['steps_logged']}" for k, r in
-                (("population", result["population"]), ("baseline", result["baseline"]))
+    runs = [(k, result[k]) for k in ("population", "baseline") if result[k] is not None]
+    problems = [f"{k} run {r['status']}, steps logged {r['steps_logged']}" for k, r in runs
                 if r["status"] != "FINISHED" or r["steps_logged"] != list(range(1, STEPS + 1))]
-    if result["population"]["pair"] != pair or result["baseline"]["pair"] != pair:
+    if any(r["pair"] != pair for _, r in runs):
         problems.append(f"the runs are not linked by pair {pair}")
     if left:
-        problems.append(f"processes left 120 s after the trainer's kill -9: {left}")
+        problems.append(f"processes {left_key}: {left}")
     if result["eval_protocol"] != "azr":
         problems.append(f"the evaluation ran under protocol {result['eval_protocol']}, not azr")
     result["problems"] = problems

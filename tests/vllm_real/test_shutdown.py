@@ -11,8 +11,8 @@ engine (tiny Qwen2): checked by process listing (psutil), every process the trai
 Each run pauses (or fails) after step 1 (``PAUSED`` below), so a signal lands mid-run, never in a race. Each starts
 an engine (two on the data-parallel path), 1-2 min on a 2-core machine: `make test-vllm` runs SIGTERM (the trainer's
 ``finally``, which every stop, Ctrl-C and failure goes through); the failed step (the same ``finally``), kill -9 (the
-reaper: its logic is tested with plain processes in tests/platform/test_reaper.py, and the paper path in `make test`
-checks that a kill -9 leaves no engine and no Ray process) and the lost worker are marked ``paper`` and run with
+reaper: its logic is tested with plain processes in tests/platform/test_reaper.py, and the paper path checks that
+nothing outlives its trainer: its end in `make test`, a kill -9 in `make test-paper`) and the lost worker are marked ``paper`` and run with
 `make test-paper`."""
 
 import os
