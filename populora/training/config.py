@@ -81,7 +81,9 @@ class TasksConfig(Section):
     max_new_tokens_propose: int = Field(160, ge=16, le=16384, description="Token budget of a proposal")
     max_new_tokens_solve: int = Field(96, ge=8, le=16384, description="Token budget of an answer")
     temperature: float = Field(0.8, gt=0, description="Sampling temperature (AZR: 1.0)")
-    top_p: float = Field(0.95, gt=0, le=1, description="Nucleus sampling top-p")
+    top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling top-p (AZR: 1, azr_ppo_trainer.yaml rollout.top_p). Below 1 the "
+                         "sampler draws from a truncated distribution the update's log-probs do not see (off-policy: "
+                         "learn/mismatch_* shows it on vLLM)")
     answer_check: Literal["azr", "strict"] = Field("azr", description="azr: as AZR's executor, an answer is any Python expression, evaluated in the sandbox, right iff "
                                                   "Python-equal to the gold value (2 == 2.0; a crash or timeout is wrong); strict: literal answers only, "
                                                   "equal canonical text with strict types (2 != 2.0)")
