@@ -183,21 +183,6 @@ def _logged_once(trainer) -> None:
     assert sorted(m.step for m in history) == [1, 2]
 
 
-def test_the_single_agent_baseline_trains_on_two_workers(local_ray, mlflow_store):
-    # 4 proposals in one mini-batch: rows to deal even when every task is invalid (the tiny model's usual case)
-    cfg = config_io.load(TrainConfig, None, TINY + ["population.single_agent=true", "evolution.every=0",
-                                                    "tasks.tasks_per_teacher=4", "optim.mini_batches=1"])
-    trainer = Trainer.create(cfg)
-    try:
-        assert isinstance(trainer.backend, DataParallelBackend) and trainer.backend.adapters == ["B0"]
-        trainer.train(progress=False)
-        _logged_once(trainer)
-        rows = [w["rows"] for w in trainer.backend.where()]
-        assert all(r["generated"] > 0 and r["trained"] > 0 for r in rows), rows  # one adapter, both workers busy
-    finally:
-        trainer.close()  # its model and sandbox workers: the next test gets this Ray's CPUs
-
-
 def test_a_worker_lost_mid_step_fails_the_run_and_resume_finishes_it(local_ray, mlflow_store):
     trainer = Trainer.create(config_io.load(TrainConfig, None, TINY))
     update = trainer.backend.train_step
@@ -289,15 +274,22 @@ def test_a_local_ray_instance_gets_the_cpus_the_actors_reserve():
 def test_a_budgeted_baseline_ends_inside_its_band_on_two_workers(local_ray, mlflow_store):
     """The compute budget (training/compute/budget.py) on the data-parallel path: the ledger counts the rows both workers
     generated and trained, the last steps' fewer rows are dealt over the workers like any, and the run ends within
-    5% of its per-adapter target (budget.tokens), in fewer steps than its cap."""
+    5% of its per-adapter target (budget.tokens), in fewer steps than its cap. The single-agent baseline's one adapter
+    keeps both workers busy (its rows dealt over them), and every step is logged once."""
     from populora.evaluation.compute import per_adapter
 
     cfg = config_io.load(TrainConfig, None, TINY + ["population.single_agent=true", "evolution.every=0", "steps=30",
                                                     "tasks.tasks_per_teacher=4", "budget.tokens=500", "tasks.seed_rounds=0"])
     trainer = Trainer.create(cfg)
     try:
+        assert isinstance(trainer.backend, DataParallelBackend) and trainer.backend.adapters == ["B0"]
         trainer.train(progress=False)
         run = trainer.log.tracker.get_run(trainer.run_id)
+        assert run.info.status == "FINISHED"
+        history = trainer.log.tracker.client.get_metric_history(trainer.run_id, STEP_SENTINEL)
+        assert sorted(m.step for m in history) == list(range(1, trainer.step_index + 1))
+        rows = [w["rows"] for w in trainer.backend.where()]
+        assert all(r["generated"] > 0 and r["trained"] > 0 for r in rows), rows  # one adapter, both workers busy
         spent = per_adapter(run.data.metrics)["tokens"]
         assert abs(spent / 500 - 1) <= 0.05 and trainer.step_index < 30, (spent, trainer.step_index)
         assert run.data.tags["populora.budget"].startswith("budget reached")

@@ -1,7 +1,8 @@
 """End to end in headless Chromium: serve the app, launch a tiny run from the Launch page, watch it appear and
 progress on the Runs page, open its arms race, lineage and tasks pages, fork it at step 1 with a changed learning
-rate (the fork finishes, Lineage draws the fork point, the diff shows the one changed setting), and save
-screenshots.
+rate (the fork finishes, Lineage draws the fork point, the diff shows the one changed setting), evaluate it from
+Compare, and save screenshots. (Stop in a browser: the walk's, tests/ui/test_ui_run_walk.py, on Runs; Launch's in
+tests/ui/test_ui_run_state.py.)
 
 Needs the Debian packages ``chromium`` and ``chromium-driver`` (``scripts/install-browser.sh``) and ``selenium``;
 skips with the reason when they are missing. Screenshots go to a tmp dir and the latest set is copied to
@@ -66,30 +67,6 @@ def _away(browser) -> None:
     """A blank page while a job ends and nothing is read from the app: a page left open redraws its live part
     every 3-5 s while a job runs (a server rerun and a browser redraw each time)."""
     browser.get("about:blank")
-
-
-def _stop_a_run(browser, server, shots: Path) -> None:
-    """Launch a 1000-step run, press its Stop button once a step is logged: the job ends stopped, its log ends with
-    how to resume and holds no traceback, and MLflow has the run KILLED. (1000 tiny steps take many minutes, far
-    beyond this test's waits: the run cannot end before the Stop, as a 30-step one could on a fast machine.)"""
-    from mlflow import MlflowClient
-
-    from populora.platform.jobs import jobs
-
-    url = server["url"]
-    _launch(browser, url, shots, "browser-stop", TINY.replace("steps=2", "steps=1000"))
-    job = _wait_for(browser, lambda: next((j for j in jobs.list_jobs(server["dir"] / "jobs") if j.name == "browser-stop"), None),
-                    10, "the second job on disk")
-    _wait_for(browser, lambda: "step 1/1000" in job.log_tail(), 240, "a first step in the job log")
-    press(browser, "Stop", timeout=30)
-    _wait_for(browser, lambda: job.status == "stopped", 120, "the job to stop")
-    log = job.log_tail(400)
-    last = log.rstrip().splitlines()[-1]
-    assert "Traceback" not in log and last.startswith("stopped at step ") and f"populora train --resume {job.run_id}" in last, log[-2000:]
-    run = MlflowClient(f"sqlite:///{server['dir'] / 'mlflow.db'}").get_run(job.run_id)
-    assert run.info.status == "KILLED"
-    _open(browser, f"{url}/?run={job.run_id}", "Details of run", shots, "runs_stopped")
-    assert f"populora train --resume {job.run_id}" in _text(browser)
 
 
 def _fork_a_run(browser, server, run_id: str, shots: Path) -> None:
@@ -202,7 +179,6 @@ def test_launch_watch_and_browse_a_run(server, browser, tmp_path):
     assert "->" not in _text(browser)  # sanity: page text, not DOT source
     _fork_a_run(browser, server, run_id, shots)
     _evaluate_from_compare(browser, server, run_id, shots)
-    _stop_a_run(browser, server, shots)
     print(f"screenshots: {shots}")
     if os.environ.get("POPULORA_UPDATE_SCREENSHOTS"):  # opt-in: a test run must not change tracked files
         out = ROOT / "docs" / "screenshots"
