@@ -11,6 +11,11 @@ and serves it as it was before any update, and this test must fail:
 
 One engine per seed (the trainer builds its own, as a run does: its start is ~15 s of the test). docs/learning.md
 has the figures, with and without the bug.
+
+In `make test-paper`, not `make test` (~100-150 s of CPU): make test holds the engine to the trainer instead
+(tests/vllm_real/test_engine.py: its greedy tokens and sampled log-probs are the trainer's, and an updated adapter
+reaches it under a fresh id, red with ``stale_generator`` planted), and the trainer's loop learns there
+(tests/training/test_learns.py, multi-LoRA).
 """
 
 import os
@@ -20,7 +25,7 @@ import pytest
 
 from populora.training import learn_check as learning
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.paper]
 SEEDS, STEPS, WINDOW = [0, 1, 2], 12, 4
 MARGIN = 0.15  # student reward +1 right / -0.5 wrong (chance: +0.25)
 # a rise within 12 steps (a higher lr than the preset's), no KL forwards (logged only): as the PEFT test's
