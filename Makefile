@@ -149,12 +149,13 @@ test-vllm: $(VLLM_VENV)/.installed
 # tests/vllm_real includes the paper presets at tiny scale on the real vLLM engine in 2 data-parallel Ray workers
 # (test_paper_path.py, scripts/paper_tiny.py): make test runs the population to its end and its evaluation (--quick),
 # make test-paper the whole path (kill -9 and resume, the linked baseline). Marked ``paper`` and left to make
-# test-paper as well: the planted environment's learning on Ray workers (tests/training/test_learns.py), the shutdown
+# test-paper as well: the planted environment's learning on PEFT, vLLM and Ray workers (docs/learning.md), the first
+# browser flow (tests/ui/test_ui_browser.py: its parts are the other flows' too, docs/ui.md), the shutdown
 # tests of a failed step (the same ``finally`` as SIGTERM, which make test runs) and of a lost data-parallel worker
 # (two more engines; the paper path checks that no engine or Ray worker outlives the trainer: after its end in make
 # test, after its kill -9 in make test-paper).
 test-paper: venv $(VLLM_VENV)/.installed
-	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(BIN)/python -m pytest -q --timeout=3600 -n 0 -m paper -s tests/training/test_learns.py
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(BIN)/python -m pytest -q --timeout=3600 -n 0 -m paper -s tests/training/test_learns.py tests/ui/test_ui_browser.py
 	$(VBIN)/python -m pytest -q --timeout=3600 -p no:cacheprovider -m paper tests/vllm_real
 
 ui: venv

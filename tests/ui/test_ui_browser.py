@@ -29,7 +29,8 @@ from headless import wait_on_page as _wait_for
 TINY = ("model.tiny_random=true\nsteps=2\nevolution.every=1\ntasks.tasks_per_teacher=2\n"
         "tasks.max_new_tokens_propose=24\ntasks.max_new_tokens_solve=8\ncheckpoint.keep=2")
 
-pytestmark = [NEEDS_CHROMIUM, pytest.mark.timeout(600)]
+# in make test-paper, not make test (~155 s of CPU): its parts are the other browser flows' too (docs/ui.md)
+pytestmark = [NEEDS_CHROMIUM, pytest.mark.timeout(600), pytest.mark.paper]
 webdriver = pytest.importorskip("selenium.webdriver", reason="pip install selenium")
 
 
