@@ -150,12 +150,14 @@ test-vllm: $(VLLM_VENV)/.installed
 # (test_paper_path.py, scripts/paper_tiny.py): make test runs the population to its end and its evaluation (--quick),
 # make test-paper the whole path (kill -9 and resume, the linked baseline). Marked ``paper`` and left to make
 # test-paper as well: the planted environment's learning on PEFT, vLLM and Ray workers (docs/learning.md), the first
-# browser flow (tests/ui/test_ui_browser.py: its parts are the other flows' too, docs/ui.md), the shutdown
+# browser flow (tests/ui/test_ui_browser.py: its parts are the other flows' too, docs/ui.md), the end-to-end
+# sweep (tests/training/test_sweep.py: its parts are tested in make test), the shutdown
 # tests of a failed step (the same ``finally`` as SIGTERM, which make test runs) and of a lost data-parallel worker
 # (two more engines; the paper path checks that no engine or Ray worker outlives the trainer: after its end in make
 # test, after its kill -9 in make test-paper).
 test-paper: venv $(VLLM_VENV)/.installed
-	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(BIN)/python -m pytest -q --timeout=3600 -n 0 -m paper -s tests/training/test_learns.py tests/ui/test_ui_browser.py
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(BIN)/python -m pytest -q --timeout=3600 -n 0 -m paper -s tests/training/test_learns.py tests/ui/test_ui_browser.py \
+	  tests/training/test_sweep.py
 	$(VBIN)/python -m pytest -q --timeout=3600 -p no:cacheprovider -m paper tests/vllm_real
 
 ui: venv

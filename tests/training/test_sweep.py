@@ -91,12 +91,18 @@ def test_queue_runs_at_most_k_at_a_time_and_reports_failures(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.paper
 def test_sweep_of_two_mixes_two_seeds_with_baselines_end_to_end(mlflow_store, tmp_path, monkeypatch, capsys):
     """The whole path, kept cheap (each run is one 1-step training process, mostly imports; two at a time; one
     benchmark, one problem): 3 configurations (2 mixes + the baseline) x 2 seeds, 2 comparisons per mix. The
     sweep's runs are jobs (processes, as a user's are); the sweep's driver, its resume, the figures, the evaluation
     and the report run in this process through ``populora.cli.main`` (the same commands, without ~10 s of imports
-    each: nothing checked here depends on their process boundary)."""
+    each: nothing checked here depends on their process boundary).
+
+    In `make test-paper`, not `make test` (~110 s of CPU, six training processes): make test has its parts, the grid
+    and its baselines (above), the queue and a killed run's resume (below), a two-seed sweep's figures, pages and
+    report on a synthetic store (test_paper_figures, test_ui_sweeps, test_sweep_report), a linked and matched
+    baseline run for real (test_baseline_rule, test_compute_budget)."""
     monkeypatch.setenv("POPULORA_MAX_PARALLEL_JOBS", "2")  # the machine's queue (1 slot on a CPU) lets two run
     from mlflow import MlflowClient
 
