@@ -1,6 +1,7 @@
 """Runs submitted as Ray Jobs (what the UI's Launch page does when the config names a Ray cluster), against a
 real single-node Ray cluster started by the test (`ray start --head` with its dashboard, 2 CPUs)."""
 
+import glob
 import os
 import shutil
 import socket
@@ -108,6 +109,13 @@ def ray_cluster(tmp_path_factory):
             os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
 
 
+def _supervisor_log(submission_id: str) -> str:
+    """Ray's job supervisor log (how it stopped the entrypoint: gracefully, or SIGKILL after its grace), read before
+    the module's cluster and its temp dir go."""
+    logs = glob.glob(f"/tmp/ray*/session_*/logs/jobs/supervisor-{submission_id}.log")
+    return "\n".join(Path(f).read_text()[-3000:] for f in logs) or "(not found)"
+
+
 def test_run_submitted_as_a_ray_job_trains_logs_to_mlflow_and_stops_cleanly(ray_cluster, tmp_path):
     store = f"sqlite:///{tmp_path}/mlflow.db"
     job = jobs.launch_training(yaml.safe_dump(TINY), name="ray-job", env={"MLFLOW_TRACKING_URI": store},
@@ -124,7 +132,8 @@ def test_run_submitted_as_a_ray_job_trains_logs_to_mlflow_and_stops_cleanly(ray_
     run = client.get_run(run_id)
     # the trainer caught Ray's SIGTERM and ended its run (a fresh clone's run once found it RUNNING: the job's log,
     # which Ray drops with the cluster, says how the trainer ended)
-    assert run.info.status == "KILLED", f"run {run.info.status}; the job's log:\n{job.log_tail(200)}"
+    assert run.info.status == "KILLED", (f"run {run.info.status}; the job's log:\n{job.log_tail(200)}\nRay's supervisor "
+                                         f"(did its grace run out?):\n{_supervisor_log(job.id)}")
     assert run.data.tags[runlayout.STATUS] == "stopped"
     assert "run " + run_id in job.log_tail(200)
 
