@@ -67,33 +67,33 @@ def left_of(started: list, timeout: float) -> list[str]:
     return [f"{p.pid} {p.name()}" for p in alive if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
 
 
-def train_killed_and_resumed(out: Path, env: dict, logs: Path, phases: dict) -> str:
-    """The population run, kill -9 once its step-1 checkpoint is on disk, then --resume to the end: its run id."""
+def train_killed_and_resumed(out: Path, env: dict, logs: Path, phases: dict) -> tuple[str, list[str]]:
+    """The population run, kill -9 once its step-1 checkpoint is on disk, then --resume to the end: its run id, and
+    what the killed trainer started still running 120 s after the kill."""
     t0 = time.perf_counter()
     proc, run_id, started = until_step_1(out, env, logs)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     phases["population: start to step-1 checkpoint, then kill -9"] = time.perf_counter() - t0
-    phases["left after kill -9 (120 s later)"] = left_of(started, 120)
+    left = left_of(started, 120)
     code, text, s = run([sys.executable, "-m", "populora.cli", "train", "--resume", run_id, "--quiet"],
                         logs / "resume.log", env)
     phases["population: resume to the end"] = s
     if code != 0:
         raise SystemExit(f"the resume failed (exit {code}):\n{text[-3000:]}")
-    return run_id
+    return run_id, left
 
 
-def train_to_the_end(out: Path, env: dict, logs: Path, phases: dict) -> str:
+def train_to_the_end(out: Path, env: dict, logs: Path, phases: dict) -> tuple[str, list[str]]:
     """``--quick``: the population run uninterrupted; what it started (Ray, its workers, their engines) must end with
-    it (``Trainer.close``). Its run id."""
+    it (``Trainer.close``). Its run id, and what it started still running 120 s after its end."""
     t0 = time.perf_counter()
     proc, run_id, started = until_step_1(out, env, logs, may_end=True)
     code = proc.wait()
     phases["population: start to the end"] = time.perf_counter() - t0
     if code != 0:
         raise SystemExit(f"the population run failed (exit {code}):\n" + (logs / "population.log").read_text()[-3000:])
-    phases["left after the end (120 s later)"] = left_of(started, 120)
-    return run_id
+    return run_id, left_of(started, 120)
 
 
 def until_step_1(out: Path, env: dict, logs: Path, may_end: bool = False):
@@ -150,9 +150,9 @@ def main(argv=None) -> int:
     env = {**os.environ, "PAIR": pair, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
     phases, t0 = {}, time.perf_counter()
     if args.quick:
-        pop, base = train_to_the_end(d / "runs", env, d / "logs", phases), None
+        (pop, left), base, left_after = train_to_the_end(d / "runs", env, d / "logs", phases), None, "its end"
     else:
-        pop = train_killed_and_resumed(d / "runs", env, d / "logs", phases)
+        (pop, left), left_after = train_killed_and_resumed(d / "runs", env, d / "logs", phases), "its kill -9"
         code, text, phases["baseline: train"] = run(train_cmd("paper-baseline.yaml", d / "runs", pair, BASELINE),
                                                     d / "logs" / "baseline.log", env)
         if code != 0:
@@ -163,8 +163,6 @@ def main(argv=None) -> int:
     if code != 0:
         raise SystemExit(f"the evaluation failed (exit {code}):\n{text[-3000:]}")
     phases["total"] = time.perf_counter() - t0
-    left_key = next(k for k in phases if k.startswith("left after"))
-    left = phases.pop(left_key)
     result = {"dir": str(d), "quick": args.quick, "phases_s": {k: round(v, 1) for k, v in phases.items()},
               "left": left, "population": summary(pop), "baseline": summary(base) if base else None,
               "population_run": pop, "baseline_run": base,
@@ -176,7 +174,7 @@ def main(argv=None) -> int:
     if any(r["pair"] != pair for _, r in runs):
         problems.append(f"the runs are not linked by pair {pair}")
     if left:
-        problems.append(f"processes {left_key}: {left}")
+        problems.append(f"processes left 120 s after the trainer's {left_after}: {left}")
     if result["eval_protocol"] != "azr":
         problems.append(f"the evaluation ran under protocol {result['eval_protocol']}, not azr")
     result["problems"] = problems

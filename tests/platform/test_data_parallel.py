@@ -23,6 +23,9 @@ UPDATE = dict(micro_batch=2, max_len=64, grad_clip=0.5, log_kl=True, mini_batche
 PROMPTS = [f"def f(x):\n    return x * {i}" + " + 1" * (i % 3) for i in range(6)]
 SAMPLING = dict(max_new_tokens=10, temperature=0.9, top_p=0.95)
 SEED = 5
+# T0's rows around its update, from other seeds, at a low temperature (the workers' weights and the one process's,
+# float noise apart, sample the same tokens)
+UPDATED, UPDATED_SEED = dict(max_new_tokens=10, temperature=0.3, top_p=1.0), SEED + 1
 
 
 def _dp(workers: int) -> DataParallelBackend:
@@ -94,10 +97,9 @@ def reference(tiny_model):
 
 
 def _generate_updated(backend) -> list[list[int]]:
-    """T0's completions at a low temperature (0.3: the workers' weights and the one process's, float noise apart,
-    sample the same tokens) from seeds other than the first generation's."""
-    gens = seeded_sampling.generate(backend, PROMPTS, ["T0"] * len(PROMPTS), generation.row_seeds(SEED + 1, len(PROMPTS)),
-                                    max_new_tokens=10, temperature=0.3, top_p=1.0)
+    """T0's completions as ``UPDATED`` says, in one process."""
+    gens = seeded_sampling.generate(backend, PROMPTS, ["T0"] * len(PROMPTS),
+                                    generation.row_seeds(UPDATED_SEED, len(PROMPTS)), **UPDATED)
     return [g.completion_ids for g in gens]
 
 
@@ -146,7 +148,7 @@ class TestTwoWorkers:
         assert all(r["trained"] > 0 for r in rows)
         # the workers generate from the updated adapter, as the one process does (a worker sampling from the weights
         # before the update, or from the base, fails here: the learning test on Ray is in `make test-paper`)
-        after = pair.generate(PROMPTS, ["T0"] * len(PROMPTS), seed=SEED + 1, max_new_tokens=10, temperature=0.3, top_p=1.0)
+        after = pair.generate(PROMPTS, ["T0"] * len(PROMPTS), seed=UPDATED_SEED, **UPDATED)
         assert [g.completion_ids for g in after] == ref_after
         assert ref_after != ref_stale  # the update changed these rows: a stale worker could not pass
 

@@ -145,8 +145,8 @@ def test_planted_environment_learns_on_multilora(planted_bug):
 @pytest.mark.paper
 def test_planted_environment_learns_on_peft(planted_bug):
     """In `make test-paper`, not `make test`: there PEFT is held to multi-LoRA, whose learning test above runs in
-    make test (tests/platform/test_multilora.py: the same update, and after it the same seeded rows, red with
-    stale_generator planted)."""
+    make test (tests/platform/test_multilora.py: the same update, and after it the same greedy rows of the trained
+    adapters, not the base's: red with stale_generator planted)."""
     _assert_learns(learning.run_planted(SEEDS, QUICK_STEPS, [*learning.BACKENDS["peft"], *QUICK]), planted_bug)
 
 

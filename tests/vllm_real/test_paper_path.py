@@ -3,7 +3,7 @@ by overrides only, the tiny Qwen2 model, the real vLLM CPU engine inside 2 data-
 evolution, a checkpoint, evaluation under the azr protocol.
 
 `make test` (`make test-vllm`, beside the main suite) runs ``--quick``: the population run to its end and its
-evaluation, 2 engine starts (~150 s of CPU). `make test-paper` runs the whole path as well: kill -9 and resume with
+evaluation, 2 engine starts (~70 s of CPU). `make test-paper` runs the whole path as well: kill -9 and resume with
 nothing lost or duplicated, and a linked baseline (6 engine starts, ~400 s of CPU; docs/gpu.md has its phase
 times). The parts the quick run leaves out are also tested in make test on the torch path: kill -9 and resume
 (tests/training/test_training_loop.py), a lost data-parallel worker and its resume
