@@ -82,9 +82,13 @@ def ray_cluster(tmp_path_factory):
     saved = {k: os.environ.get(k) for k in ("RAY_AUTH_MODE", ray_jobs.ENV_ADDRESSES)}
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "RAY_USAGE_STATS_ENABLED": "0",
            **RAY_START_ENV}
-    gcs, dash = _free_port(), _free_port()
+    # the job agent's HTTP port too: left at Ray's default (52365), a local ray.init of another test on the other
+    # xdist worker can hold it first, and then this head's agent never registers (CI, 2026-12-07: "No available
+    # agent to submit job" for 120 s, both tests of this module)
+    gcs, dash, agent = _free_port(), _free_port(), _free_port()
     start = [str(ray_bin), "start", "--head", f"--port={gcs}", "--num-cpus=2", "--include-dashboard=true",
-             "--dashboard-host=127.0.0.1", f"--dashboard-port={dash}", f"--temp-dir={ray_tmp}", "--disable-usage-stats"]
+             "--dashboard-host=127.0.0.1", f"--dashboard-port={dash}", f"--dashboard-agent-listen-port={agent}",
+             f"--temp-dir={ray_tmp}", "--disable-usage-stats"]
     started = subprocess.run(start, env=env, capture_output=True, text=True, timeout=180, cwd=tmp)
     assert started.returncode == 0, f"ray start failed ({started.returncode}):\n{started.stdout[-3000:]}\n{started.stderr[-3000:]}"
     address = f"http://127.0.0.1:{dash}"
@@ -203,5 +207,7 @@ def test_submit_waits_for_a_job_agent_and_gives_up_on_other_errors(tmp_path, mon
     monkeypatch.setattr(ray_jobs, "AGENT_WAIT_S", 1.0)
     head = _HeadWithoutAgentYet(not_ready=100)
     monkeypatch.setattr(ray_jobs, "client", lambda address: head)
-    with pytest.raises(ray_jobs.RayJobError, match="No available agent"):
+    with pytest.raises(ray_jobs.RayJobError, match="No available agent") as raised:
         ray_jobs.submit("http://head:8265", str(tmp_path), "sub-3", {})
+    # names the likely cause (another Ray holding the agent's port) and the fix
+    assert "52365" in str(raised.value) and "--dashboard-agent-listen-port" in str(raised.value)

@@ -125,11 +125,23 @@ def submit(address: str, working_dir: str, submission_id: str, env: dict[str, st
     except RayJobError:
         raise
     except Exception as err:  # the SDK raises plain RuntimeError for HTTP errors
+        if AGENT_NOT_READY in str(err):
+            raise RayJobError(
+                f"Ray rejected the job: no job agent registered on the head within {AGENT_WAIT_S:.0f} s ({err}). "
+                "A head's agent registers only once its HTTP server is listening, on port "
+                f"{DEFAULT_AGENT_PORT} unless `ray start --dashboard-agent-listen-port` says otherwise; any other "
+                "Ray on that machine (a local ray.init included) holds that port first. Restart the head with "
+                "--dashboard-agent-listen-port=<a free port>, or see the head's "
+                "session_latest/logs/dashboard_agent.log") from err
         raise RayJobError(f"Ray rejected the job: {err}") from err
 
 
 AGENT_NOT_READY = "No available agent to submit job"
 AGENT_WAIT_S = 120.0
+# ray/_private/ray_constants.py DEFAULT_DASHBOARD_AGENT_LISTEN_PORT (ray 2.60); when the agent cannot bind it, the
+# agent stays alive without HTTP and never writes its address to the GCS (dashboard/agent.py run), so the job head
+# finds no agent for as long as the cluster lives
+DEFAULT_AGENT_PORT = 52365
 
 
 def status(address: str, submission_id: str) -> str:
