@@ -8,10 +8,14 @@ with ``is_stop_code``.
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
+import threading
 
 STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+# a stop a finalizer swallowed is sent again after this long, to land outside the finalizer (``quiet_swallowed_stop``)
+RESEND_S = 0.25
 
 
 class Stopped(KeyboardInterrupt):
@@ -23,12 +27,15 @@ class Stopped(KeyboardInterrupt):
 
 
 _received: int | None = None  # the stop signal this process got (kept: a raise can be swallowed, see check())
+_resend = threading.Lock()    # held while a resend is decided and sent, so none lands after the stop was raised
+_resend_armed = False         # a swallowed stop is waiting to be sent again
 
 
 def raise_stopped(signum, frame) -> None:
     """A signal handler: the signal becomes ``Stopped``, and is remembered for ``check``."""
     global _received
     _received = signum
+    _disarm()
     raise Stopped(signum)
 
 
@@ -38,9 +45,27 @@ def check() -> None:
     A signal handler runs between two bytecodes of whatever the main thread is executing; when that is a finalizer
     (``__del__``, a weakref callback: garbage collection runs them anywhere, model loading makes plenty) Python prints
     "Exception ignored in ..." and goes on, so the stop is lost (seen in CI: a SIGTERM while the model loaded, then 50
-    steps trained and exit 0). The trainer calls this at its phase boundaries, so a lost stop is honoured there."""
+    steps trained and exit 0). With ``stop_on_sigterm`` installed the stop is sent again at once (the next bytecode
+    outside a finalizer raises it); without, or if that raise is swallowed too, the trainer calls this at its step
+    boundaries, so a lost stop is honoured there at the latest."""
     if _received is not None:
+        _disarm()
         raise Stopped(_received)
+
+
+def _disarm() -> None:
+    global _resend_armed
+    with _resend:
+        _resend_armed = False
+
+
+def _resend_stop(signum: int) -> None:
+    """Send the swallowed stop again, unless it was raised meanwhile (by the handler or ``check``)."""
+    global _resend_armed
+    with _resend:
+        if _resend_armed:
+            _resend_armed = False
+            os.kill(os.getpid(), signum)
 
 
 def stop_on_sigterm() -> None:
@@ -57,12 +82,22 @@ def stop_on_sigterm() -> None:
 
 
 def quiet_swallowed_stop(hook):
-    """``sys.unraisablehook`` that drops a ``Stopped`` raised inside a finalizer (``_received`` keeps it for
-    ``check``) and hands every other unraisable exception to ``hook``."""
+    """``sys.unraisablehook`` that drops a ``Stopped`` raised inside a finalizer and sends that stop again after
+    ``RESEND_S``, from a timer thread: the handler then runs at the main thread's next bytecode, almost always
+    outside a finalizer, so a stop is not held until the step ends (a paper-scale step is minutes, past any grace:
+    Ray's SIGKILL would leave the run RUNNING). ``_received`` keeps it for ``check`` all the same. Every other
+    unraisable exception goes to ``hook``."""
 
     def quiet(unraisable) -> None:
+        global _resend_armed
         if not isinstance(unraisable.exc_value, Stopped):
             hook(unraisable)
+            return
+        with _resend:
+            _resend_armed = True
+        timer = threading.Timer(RESEND_S, _resend_stop, (unraisable.exc_value.signum,))
+        timer.daemon = True
+        timer.start()
 
     quiet.__wrapped__ = hook
     return quiet
