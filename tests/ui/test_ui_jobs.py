@@ -60,6 +60,63 @@ def test_stop_interrupts_the_process_group_and_reads_the_run_id_the_job_wrote(tm
     assert "interrupted" in job.log_tail()  # the child saw KeyboardInterrupt: the trainer's clean-stop path
 
 
+# a trainer that ignores the stop (SIGINT) and never ends its run, with one member run open
+STUCK = ("import signal, time\nfrom populora.platform.store import runlayout\n"
+         "from populora.platform.store.tracking import Tracker\n"
+         "signal.signal(signal.SIGINT, signal.SIG_IGN)\ntracker = Tracker()\n"
+         "run = tracker.start_run('stuck', 'stuck')\ntracker.start_run('stuck', 'member', parent=run)\n"
+         "runlayout.record_job_run(run)\nprint('ready', flush=True)\ntime.sleep(600)\n")
+
+
+def test_a_stop_that_outlasts_its_grace_kills_the_trainer_and_ends_its_run_stopped(tmp_path):
+    """Killed after the grace, the trainer cannot end its run: the stop ends it stopped (KILLED) with its members,
+    and the job reads stopped, not lost; before, the run stayed RUNNING and read crashed once its heartbeat aged."""
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    job = jobs.start([sys.executable, "-c", STUCK], root=tmp_path / "jobs", env={"MLFLOW_TRACKING_URI": uri})
+    deadline = time.time() + 120
+    while "ready" not in job.log_tail() and time.time() < deadline:
+        time.sleep(0.1)
+    run_id = job.run_id
+    assert run_id is not None and job.status == "running", job.log_tail()
+    assert jobs.stop(job, timeout_s=1) == "stopped"
+    assert job.process() is None and jobs.get_job(job.id, tmp_path / "jobs").status == "stopped"
+    client = MlflowClient(uri)
+    run = client.get_run(run_id)
+    assert (run.info.status, run.data.tags[runlayout.STATUS]) == ("KILLED", runlayout.STOPPED)
+    assert "killed after 1 s" in run.data.tags[runlayout.NOTE] and runlayout.ERROR not in run.data.tags
+    members = client.search_runs([run.info.experiment_id], f"tags.{runlayout.PARENT} = '{run_id}'")
+    assert [m.info.status for m in members] == ["KILLED"]
+
+
+def test_a_ray_stop_ends_the_run_its_trainer_left_running_and_no_other(tmp_path, monkeypatch):
+    """Ray SIGKILLs a stopped job's trainer after its grace (RAY_JOB_STOP_WAIT_TIME_S) and then reports STOPPED: a
+    run still RUNNING then is ended stopped; a run the trainer ended itself keeps its end."""
+    from populora.platform.jobs import ray_jobs
+    from populora.platform.store.tracking import Tracker
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    tracker = Tracker(uri)
+    states = {}
+    monkeypatch.setattr(ray_jobs, "stop", lambda address, sid: states.__setitem__(sid, "stopped"))
+    monkeypatch.setattr(ray_jobs, "status", lambda address, sid: states.get(sid, "running"))
+    ends = {}
+    for name, trainer_ended in (("killed", False), ("ended", True)):
+        job_dir = tmp_path / "jobs" / name
+        job_dir.mkdir(parents=True)
+        job = jobs.Job(id=name, argv=["x"], dir=str(job_dir), created=1.0, env={"MLFLOW_TRACKING_URI": uri},
+                       ray_address="http://127.0.0.1:1")
+        run_id = tracker.start_run("ray", name, tags={runlayout.JOB_ID: name})
+        if trainer_ended:
+            tracker.set_tags(run_id, {runlayout.STATUS: runlayout.STOPPED, runlayout.NOTE: "the trainer's own"})
+            tracker.end_run(run_id, "KILLED")
+        assert jobs.stop(job, timeout_s=0) == "stopped"
+        run = tracker.get_run(run_id)
+        ends[name] = (run.info.status, run.data.tags[runlayout.STATUS], "Ray's grace" in run.data.tags[runlayout.NOTE])
+    assert ends == {"killed": ("KILLED", "stopped", True), "ended": ("KILLED", "stopped", False)}
+
+
 def test_a_stop_waits_longer_than_the_store_may_make_the_trainer_wait():
     """A stopped trainer writes to MLflow (the run stopped, its member runs ended); on a sqlite store a write that
     waits on the store's lock waits up to MLflow's busy_timeout (its source, the installed version). The stop's grace

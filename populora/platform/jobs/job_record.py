@@ -69,8 +69,8 @@ class Job:
         if code is None:
             if not self.pid:
                 return "lost" if time.time() - self.created > START_GRACE_S else "starting"
-            if self.process() is None:
-                return "lost"
+            if self.process() is None:  # gone without an exit code: our stop's SIGKILL after its grace, or lost
+                return "stopped" if Path(self.dir, STOP_FILE).exists() else "lost"
             if not Path(self.dir, READY_FILE).exists():  # the supervisor is still starting: it cannot take a stop yet
                 return "starting"
             return "queued" if self.slots and not Path(self.dir, SLOT_FILE).exists() else "running"

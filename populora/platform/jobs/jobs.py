@@ -54,8 +54,9 @@ from pathlib import Path
 
 import psutil
 
-from populora.platform.jobs import queue, ray_jobs, supervisor
+from populora.platform.jobs import lost_runs, queue, ray_jobs, supervisor
 from populora.platform.store import runlayout
+from populora.platform.store.tracking import Tracker
 from populora.platform.jobs.job_record import EXIT_FILE, STOP_FILE, Job, jobs_dir
 
 
@@ -257,7 +258,11 @@ def stop(job: Job, timeout_s: float = STOP_GRACE_S) -> str:
     if job.ray_address:
         if job.status in ("running", "starting"):
             ray_jobs.stop(job.ray_address, job.id)
-            return _wait_stopped(job, timeout_s + 30)
+            status = _wait_stopped(job, timeout_s + 30)
+            if status == "stopped":  # Ray reports it once the entrypoint and its children are gone, SIGKILL or not
+                _end_killed_run(job, f"stopped through Ray; its trainer was killed after Ray's grace "
+                                     f"({ray_jobs.STOP_WAIT_S} s) before it ended its run")
+            return status
         return job.status
     deadline = time.time() + 10
     while job.status == "starting" and time.time() < deadline:  # a SIGINT now would kill the supervisor itself
@@ -267,13 +272,26 @@ def stop(job: Job, timeout_s: float = STOP_GRACE_S) -> str:
     Path(job.dir, STOP_FILE).touch()  # before the signal: however the process ends now, it was our stop
     if not _signal_group(job, signal.SIGINT):
         return job.status
-    if _wait_stopped(job, timeout_s) in ("running", "starting", "queued"):
-        _signal_group(job, signal.SIGKILL)
+    killed = _wait_stopped(job, timeout_s) in ("running", "starting", "queued") and _signal_group(job, signal.SIGKILL)
     # the supervisor writes the exit code, then exits: stopped means gone (CI saw it still up just after the code)
     deadline = time.time() + 10
     while job.process() is not None and time.time() < deadline:
         time.sleep(0.05)
+    if killed and job.process() is None:
+        _end_killed_run(job, f"stopped; its trainer was killed after {timeout_s:.0f} s before it ended its run")
     return job.status
+
+
+def _end_killed_run(job: Job, reason: str) -> None:
+    """A training job's run its stop killed before the trainer ended it (still RUNNING, its process gone): end it
+    stopped, as the trainer would have, instead of leaving it to read crashed once its heartbeat is stale. Best
+    effort: the store may be what held the trainer up; ``populora runs --reap`` ends it later then."""
+    if job.kind != "train" or (run_id := job.run_id) is None:
+        return
+    try:
+        lost_runs.end_dead(Tracker(job.env.get("MLFLOW_TRACKING_URI")), run_id, reason, status=runlayout.STOPPED)
+    except Exception as err:  # noqa: BLE001 - the stop itself is done; say why the run still reads running
+        print(f"could not end run {run_id} stopped in MLflow: {type(err).__name__}: {str(err)[:200]}", file=sys.stderr)
 
 
 def stop_soon(job: Job) -> None:

@@ -4,6 +4,7 @@ A trainer killed outright leaves its MLflow run (and its member runs) RUNNING. R
 crashed, from its stale heartbeat (``heartbeat.py``); the store is changed only here, by
 
 - the job supervisor, which saw its trainer end without ending the run (a SIGKILL, the OOM killer; ``restart.py``),
+- ``jobs.stop``, whose stop outlasted its grace and killed the trainer (the run then ends stopped, not failed),
 - ``populora runs --reap``: every run shown crashed whose trainer process is not alive on this machine (one still
   alive here is hung, not dead, and is left alone: the line says how to stop it).
 
@@ -25,18 +26,23 @@ def resume_line(run_id: str) -> str:
     return f"resume with `populora train --resume {run_id}`"
 
 
-def end_dead(tracker, run_id: str, reason: str) -> bool:
+def end_dead(tracker, run_id: str, reason: str, status: str = rl.FAILED) -> bool:
     """End the run FAILED for ``reason`` (its trainer is known to be dead), with every member run still open.
+    ``status`` stopped: the trainer was killed by a stop it did not finish within its grace (``jobs.stop``), and
+    the run reads stopped (KILLED), as if the trainer had ended it; ``reason`` is then its note, not an error.
     False if the run had already ended (nothing to do: its trainer ended it, or another reaper did)."""
     run = tracker.get_run(run_id)
     if run.info.status != rl.MLFLOW_STATUS[rl.RUNNING]:
         return False
-    tracker.set_tags(run_id, {rl.STATUS: rl.FAILED, rl.ERROR: reason[:5000], rl.NOTE: f"{reason}; {resume_line(run_id)}"})
-    failed = rl.MLFLOW_STATUS[rl.FAILED]
+    tags = {rl.STATUS: status, rl.NOTE: f"{reason}; {resume_line(run_id)}"}
+    if status == rl.FAILED:
+        tags[rl.ERROR] = reason[:5000]
+    tracker.set_tags(run_id, tags)
+    ended = rl.MLFLOW_STATUS[status]
     for child in tracker.children(run_id):
         if child.info.status == rl.MLFLOW_STATUS[rl.RUNNING]:
-            tracker.end_run(child.info.run_id, failed)
-    tracker.end_run(run_id, failed)
+            tracker.end_run(child.info.run_id, ended)
+    tracker.end_run(run_id, ended)
     return True
 
 

@@ -109,7 +109,7 @@ def submit(address: str, working_dir: str, submission_id: str, env: dict[str, st
     submission id."""
     runtime_env = {"working_dir": working_dir,
                    # the trainer needs time to tag and end its MLflow run after Ray's SIGTERM
-                   "env_vars": {**env, "RAY_JOB_STOP_WAIT_TIME_S": "30"}}
+                   "env_vars": {**env, "RAY_JOB_STOP_WAIT_TIME_S": str(STOP_WAIT_S)}}
     import tenacity
 
     # Ray's job head answers 500 "No available agent to submit job, please try again later." while no job agent
@@ -137,6 +137,7 @@ def submit(address: str, working_dir: str, submission_id: str, env: dict[str, st
 
 
 AGENT_NOT_READY = "No available agent to submit job"
+STOP_WAIT_S = 30  # Ray's grace between its SIGTERM and SIGKILL of a stopped job (job_supervisor.py, ray 2.60)
 AGENT_WAIT_S = 120.0
 # ray/_private/ray_constants.py DEFAULT_DASHBOARD_AGENT_LISTEN_PORT (ray 2.60); when the agent cannot bind it, the
 # agent stays alive without HTTP and never writes its address to the GCS (dashboard/agent.py run), so the job head
