@@ -332,7 +332,7 @@ SPLIT = ("tests/training/test_training_loop.py", "tests/training/test_run_lifecy
 LONGEST_FIRST = ("tests/platform/test_ray_jobs.py",  # the Ray unit
                  "tests/training/test_embedded_model.py", "tests/ui/test_ui_run_walk.py",  # ~140 s in CI (2026-12-07)
                  "tests/training/test_learns.py::test_planted_environment_learns_on_multilora",  # ~120 s
-                 "tests/ui/test_ui_browser.py", "tests/ui/test_ui_run_life.py",
+                 "tests/ui/test_ui_run_life.py",
                  "tests/training/test_compute_budget.py",  # one unit (a file): ~105 s with two matched pairs, one since #64
                  "tests/training/test_fork.py",
                  "tests/evaluation/test_eval_cli.py",
@@ -379,8 +379,8 @@ def unit_order(nodeids: list[str]) -> list[str]:
     """``nodeids`` grouped by work unit, the units in the order the workers take them: those with a LONGEST_FIRST
     prefix in its order, then the others, the most tests first; tests keep their order within a unit.
 
-    >>> unit_order(["tests/a.py::x", "tests/b.py::y", "tests/b.py::z", "tests/ui/test_ui_browser.py::t"])
-    ['tests/ui/test_ui_browser.py::t', 'tests/b.py::y', 'tests/b.py::z', 'tests/a.py::x']
+    >>> unit_order(["tests/a.py::x", "tests/b.py::y", "tests/b.py::z", "tests/ui/test_ui_run_life.py::t"])
+    ['tests/ui/test_ui_run_life.py::t', 'tests/b.py::y', 'tests/b.py::z', 'tests/a.py::x']
     """
     units: dict[str, list[str]] = {}
     for nodeid in nodeids:
