@@ -82,13 +82,14 @@ def ray_cluster(tmp_path_factory):
     saved = {k: os.environ.get(k) for k in ("RAY_AUTH_MODE", ray_jobs.ENV_ADDRESSES)}
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "RAY_USAGE_STATS_ENABLED": "0",
            **RAY_START_ENV}
-    # the job agent's HTTP port too: left at Ray's default (52365), a local ray.init of another test on the other
-    # xdist worker can hold it first, and then this head's agent never registers (CI, 2026-12-07: "No available
-    # agent to submit job" for 120 s, both tests of this module)
-    gcs, dash, agent = _free_port(), _free_port(), _free_port()
+    # every port a head takes by default is its own here: left at Ray's 52365, the job agent's HTTP port can be held
+    # first by a local ray.init of another test on the other xdist worker, and then this head's agent never
+    # registers (CI, 2026-12-07: "No available agent to submit job" for 120 s, both tests of this module); the Ray
+    # client server's 10001 by a cluster the developer runs on this machine
+    gcs, dash, agent, client_port = _free_port(), _free_port(), _free_port(), _free_port()
     start = [str(ray_bin), "start", "--head", f"--port={gcs}", "--num-cpus=2", "--include-dashboard=true",
              "--dashboard-host=127.0.0.1", f"--dashboard-port={dash}", f"--dashboard-agent-listen-port={agent}",
-             f"--temp-dir={ray_tmp}", "--disable-usage-stats"]
+             f"--ray-client-server-port={client_port}", f"--temp-dir={ray_tmp}", "--disable-usage-stats"]
     started = subprocess.run(start, env=env, capture_output=True, text=True, timeout=180, cwd=tmp)
     assert started.returncode == 0, f"ray start failed ({started.returncode}):\n{started.stdout[-3000:]}\n{started.stderr[-3000:]}"
     address = f"http://127.0.0.1:{dash}"
