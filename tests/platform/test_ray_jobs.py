@@ -140,7 +140,7 @@ def test_run_submitted_as_a_ray_job_trains_logs_to_mlflow_and_stops_cleanly(ray_
     # ended stopped: by the trainer, which caught Ray's SIGTERM, or, where Ray's grace ran out first (a fresh clone
     # under load once left the run RUNNING so), by jobs.stop, which says so in the run's note
     assert (run.info.status, run.data.tags.get(runlayout.STATUS)) == ("KILLED", "stopped"), why
-    killed_by_ray = "force-killed with SIGKILL" in supervisor
+    killed_by_ray = "force-killed with SIGKILL" in supervisor  # its warning (dashboard/modules/job/job_supervisor.py, ray 2.60)
     assert ("Ray's grace" in run.data.tags[runlayout.NOTE]) == killed_by_ray, why
     assert "run " + run_id in job.log_tail(200)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import mlflow.store.db.utils as db_utils
 import pytest
-from conftest import trained_runs, wait_for_status
+from conftest import trained_runs, wait_for, wait_for_status
 
 from populora.platform.jobs import jobs
 from populora.platform.store import runlayout
@@ -75,9 +75,7 @@ def test_a_stop_that_outlasts_its_grace_kills_the_trainer_and_ends_its_run_stopp
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     job = jobs.start([sys.executable, "-c", STUCK], root=tmp_path / "jobs", env={"MLFLOW_TRACKING_URI": uri})
-    deadline = time.time() + 120
-    while "ready" not in job.log_tail() and time.time() < deadline:
-        time.sleep(0.1)
+    wait_for(lambda: "ready" in job.log_tail(), 120, "the stuck trainer's run", 0.1, lambda: ":\n" + job.log_tail())
     run_id = job.run_id
     assert run_id is not None and job.status == "running", job.log_tail()
     assert jobs.stop(job, timeout_s=1) == "stopped"

@@ -258,7 +258,7 @@ def stop(job: Job, timeout_s: float = STOP_GRACE_S) -> str:
     if job.ray_address:
         if job.status in ("running", "starting"):
             ray_jobs.stop(job.ray_address, job.id)
-            status = _wait_stopped(job, timeout_s + 30)
+            status = _wait_stopped(job, timeout_s + ray_jobs.STOP_WAIT_S)
             if status == "stopped":  # Ray reports it once the entrypoint and its children are gone, SIGKILL or not
                 _end_killed_run(job, f"stopped through Ray; its trainer was killed after Ray's grace "
                                      f"({ray_jobs.STOP_WAIT_S} s) before it ended its run")

@@ -45,8 +45,8 @@ def check() -> None:
     A signal handler runs between two bytecodes of whatever the main thread is executing; when that is a finalizer
     (``__del__``, a weakref callback: garbage collection runs them anywhere, model loading makes plenty) Python prints
     "Exception ignored in ..." and goes on, so the stop is lost (seen in CI: a SIGTERM while the model loaded, then 50
-    steps trained and exit 0). With ``stop_on_sigterm`` installed the stop is sent again at once (the next bytecode
-    outside a finalizer raises it); without, or if that raise is swallowed too, the trainer calls this at its step
+    steps trained and exit 0). With ``stop_on_sigterm`` installed the stop is sent again after ``RESEND_S`` (the next
+    bytecode outside a finalizer raises it); without, or if that raise is swallowed too, the trainer calls this at its step
     boundaries, so a lost stop is honoured there at the latest."""
     if _received is not None:
         _disarm()
